@@ -1,0 +1,77 @@
+//! `titus`: the Titus command-line tool.
+#![forbid(unsafe_code)]
+
+mod overlay_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Titus: distributed dynamic load balancing by work stealing over a small-world overlay.
+#[derive(Debug, Parser)]
+#[command(name = "titus", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build the small-world overlay and print its statistics: route lengths, degrees,
+    /// shortcut lengths, the Moore bound, and what it cost to compute.
+    Overlay(overlay_cmd::OverlayArgs),
+}
+
+/// A failure to report on one line, with exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl<E: std::fmt::Display> From<E> for UsageError {
+    fn from(e: E) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// clap's message on one line: its error text and hints, without the usage block.
+fn one_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.trim_start_matches("error:").trim());
+        }
+    }
+    parts.join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                _ => {
+                    eprintln!("titus: error: {}", one_line(&e));
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Overlay(args) => overlay_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(UsageError(msg)) => {
+            eprintln!("titus: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! A rank's out-neighbours: its lattice neighbours plus `k` shortcuts drawn with
+//! Kleinberg's distance bias ("Navigation in a small world", Nature 2000; "The small-world
+//! phenomenon: an algorithmic perspective", STOC 2000).
+//!
+//! # How a row is drawn (O(k) time and memory, no graph, no communication)
+//!
+//! 1. The lattice neighbours are the ranks within distance `reach` (a fixed ball of
+//!    displacements, the same from every rank of a torus).
+//! 2. A shortcut to rank v is drawn with probability ∝ d(u, v)^(−p): Kleinberg's law, per
+//!    target rank. To sample it without a table over the ranks:
+//!    - draw a distance D ∈ (reach, diameter] with weight S(D)·D^(−p), where S(D) is the
+//!      number of points at L1 distance D on the *infinite* lattice (2, 4D and 4D²+2 for
+//!      1, 2 and 3 dimensions; in 3-D through the envelope 6D² and an acceptance of
+//!      (4D²+2)/6D²);
+//!    - draw a uniform point at distance D on the infinite lattice (a uniform composition
+//!      of D into `dim` parts, random signs, accepted with probability 2^(−zero parts) so
+//!      that points on the axes are not favoured);
+//!    - keep it only if it is the canonical displacement of a torus rank (every component
+//!      in (−L/2, L/2]), so every torus rank at distance D has the same chance, and the
+//!      distance on the torus is D.
+//! 3. A draw that repeats an earlier shortcut is drawn again. This is successive sampling
+//!    without replacement, the law of the TITUS graph generator too.
+//! 4. When the shortcuts would take more than half of the ranks left, or the redraws run
+//!    long (large exponents concentrate the law on a few close ranks), the row is drawn
+//!    instead by Efraimidis–Spirakis keys over every candidate rank ("Weighted random
+//!    sampling with a reservoir", IPL 2006), which gives the same law in O(N log k).
+//!
+//! Everything is keyed by (seed, rank), so any rank computes any row, identically.
+
+use crate::OverlayError;
+use crate::lattice::{Lattice, LatticeKind, Offset};
+use crate::powerlaw::PowerLaw;
+use crate::rng::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Domain tag of the row streams (keeps them apart from any other use of the seed).
+const ROW_STREAM: u64 = 0x524f_5753; // "ROWS"
+
+/// Parameters of an overlay. Every rank must use the same values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverlayParams {
+    /// Number of ranks.
+    pub ranks: u32,
+    /// The lattice.
+    pub lattice: LatticeKind,
+    /// Extents of the torus, or `None` for the near-cubic shape.
+    pub shape: Option<Vec<u32>>,
+    /// Lattice neighbours are the ranks within this distance (≥ 1: routing needs a
+    /// neighbour one step closer to every destination).
+    pub reach: u32,
+    /// Shortcuts drawn per rank (clamped to the ranks left beyond the lattice neighbours).
+    pub shortcuts: u32,
+    /// Kleinberg exponent p; `None` takes the lattice dimension, the optimum for greedy
+    /// routing as N grows.
+    pub exponent: Option<f64>,
+    /// Seed of every row.
+    pub seed: u64,
+}
+
+impl Default for OverlayParams {
+    fn default() -> Self {
+        Self {
+            ranks: 1,
+            lattice: LatticeKind::Ring,
+            shape: None,
+            reach: 1,
+            shortcuts: DEFAULT_SHORTCUTS,
+            exponent: None,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+/// Default shortcuts per rank. 30 shortcuts plus 2 ring neighbours route 10^4 ranks in
+/// about 3 hops with NoN routing and 10^6 ranks in about 4 (measured: README, "Overlay").
+pub const DEFAULT_SHORTCUTS: u32 = 30;
+
+/// Default seed.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// The overlay: computes rows on demand.
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    params: OverlayParams,
+    lattice: Lattice,
+    exponent: f64,
+    /// Shortcuts actually drawn per rank.
+    shortcuts: u32,
+    /// Lattice-neighbour displacements.
+    ball: Vec<Offset>,
+    /// Law of the proposal distance, or `None` when no shortcut is drawn.
+    distance: Option<PowerLaw>,
+    /// Whether rows are drawn by keys over every rank (dense regime).
+    dense: bool,
+    notes: Vec<String>,
+}
+
+impl Overlay {
+    /// Checks the parameters and prepares the shared sampling state (O(reach^dim)).
+    pub fn new(params: OverlayParams) -> Result<Self, OverlayError> {
+        let lattice = Lattice::new(params.lattice, params.ranks, params.shape.as_deref())?;
+        let dim = lattice.dim();
+        let exponent = params.exponent.unwrap_or(dim as f64);
+        if !exponent.is_finite() {
+            return Err(OverlayError::BadExponent(exponent));
+        }
+        if exponent < 0.0 {
+            return Err(OverlayError::NegativeExponent(exponent));
+        }
+        if params.reach == 0 {
+            return Err(OverlayError::ZeroReach);
+        }
+        let mut notes = Vec::new();
+        if params.shape.is_none() && dim > 1 && lattice.shape().contains(&1) {
+            notes.push(format!(
+                "{} ranks have no {}-D factorisation better than {:?}: the torus degenerates",
+                params.ranks,
+                dim,
+                lattice.shape()
+            ));
+        }
+        let ball = lattice.ball(params.reach);
+        let available = params.ranks - 1 - ball.len() as u32;
+        let shortcuts = params.shortcuts.min(available);
+        if shortcuts < params.shortcuts {
+            notes.push(format!(
+                "--shortcuts {} clamped to {}: {} ranks leave {} beyond each rank's {} lattice neighbours",
+                params.shortcuts,
+                shortcuts,
+                params.ranks,
+                available,
+                ball.len()
+            ));
+        }
+        let lo = u64::from(params.reach) + 1;
+        let hi = u64::from(lattice.diameter());
+        let distance = (shortcuts > 0 && lo <= hi)
+            .then(|| PowerLaw::new(lo, hi, exponent - (dim as f64 - 1.0)));
+        let dense = u64::from(shortcuts) * 2 > u64::from(available);
+        Ok(Self {
+            params,
+            lattice,
+            exponent,
+            shortcuts,
+            ball,
+            distance,
+            dense,
+            notes,
+        })
+    }
+
+    /// The parameters as given.
+    pub fn params(&self) -> &OverlayParams {
+        &self.params
+    }
+
+    /// The lattice.
+    pub fn lattice(&self) -> &Lattice {
+        &self.lattice
+    }
+
+    /// Number of ranks.
+    pub fn ranks(&self) -> u32 {
+        self.lattice.len()
+    }
+
+    /// The exponent in use.
+    pub fn exponent(&self) -> f64 {
+        self.exponent
+    }
+
+    /// Shortcuts drawn per rank, after clamping.
+    pub fn shortcuts(&self) -> u32 {
+        self.shortcuts
+    }
+
+    /// Lattice neighbours per rank.
+    pub fn lattice_degree(&self) -> u32 {
+        self.ball.len() as u32
+    }
+
+    /// Out-degree of every rank (lattice neighbours plus shortcuts).
+    pub fn out_degree(&self) -> u32 {
+        self.lattice_degree() + self.shortcuts
+    }
+
+    /// What was adjusted in the parameters, one sentence each (clamped shortcuts, a
+    /// degenerate torus). The caller decides whether to print them.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// `rank`'s out-neighbours, ascending.
+    pub fn row(&self, rank: u32) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.out_degree() as usize);
+        self.row_into(rank, &mut out);
+        out
+    }
+
+    /// `rank`'s out-neighbours, ascending, into `out` (cleared first).
+    pub fn row_into(&self, rank: u32, out: &mut Vec<u32>) {
+        assert!(
+            rank < self.ranks(),
+            "rank {rank} out of 0..{}",
+            self.ranks()
+        );
+        out.clear();
+        out.extend(self.ball.iter().map(|o| self.lattice.offset(rank, o)));
+        if self.shortcuts > 0 {
+            let mut rng = Rng::from_keys(&[self.params.seed, ROW_STREAM, u64::from(rank)]);
+            let drawn = if self.dense {
+                false
+            } else {
+                self.draw_sparse(rank, &mut rng, out)
+            };
+            if !drawn {
+                out.truncate(self.ball.len());
+                self.draw_dense(rank, &mut rng, out);
+            }
+        }
+        out.sort_unstable();
+    }
+
+    /// Step 2–3 of the module doc. Returns false (leaving `out` to be truncated) if the
+    /// redraws exceed their budget.
+    fn draw_sparse(&self, rank: u32, rng: &mut Rng, out: &mut Vec<u32>) -> bool {
+        let Some(law) = &self.distance else {
+            return true;
+        };
+        let dim = self.lattice.dim();
+        let want = self.ball.len() + self.shortcuts as usize;
+        // Shortcuts found so far, kept sorted for the duplicate check.
+        let mut taken: Vec<u32> = Vec::with_capacity(self.shortcuts as usize);
+        // Budget: 64 tries per shortcut is ~100× what a sane law needs (acceptance is above
+        // 1/4 for every exponent ≤ 3 and every shape); past it, the dense path is cheaper.
+        let mut budget = 64 * u64::from(self.shortcuts) + 1024;
+        while out.len() < want {
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            let d = law.sample(rng);
+            if dim == 3 {
+                let df = d as f64;
+                if !rng.chance((4.0 * df * df + 2.0) / (6.0 * df * df)) {
+                    continue;
+                }
+            }
+            let off = sphere_point(dim, d as i64, rng);
+            if !self.lattice.is_canonical(&off) {
+                continue;
+            }
+            let v = self.lattice.offset(rank, &off);
+            if let Err(pos) = taken.binary_search(&v) {
+                taken.insert(pos, v);
+                out.push(v);
+            }
+        }
+        true
+    }
+
+    /// Step 4: the k smallest keys E/w(v), E ~ Exp(1), over every rank beyond the ball.
+    fn draw_dense(&self, rank: u32, rng: &mut Rng, out: &mut Vec<u32>) {
+        let reach = self.params.reach;
+        let mut keys: Vec<(f64, u32)> = (0..self.ranks())
+            .filter_map(|v| {
+                let d = self.lattice.distance(rank, v);
+                (d > reach).then(|| {
+                    let e = -(1.0 - rng.unit()).ln();
+                    (e * f64::from(d).powf(self.exponent), v)
+                })
+            })
+            .collect();
+        let k = self.shortcuts as usize;
+        if k < keys.len() {
+            keys.select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0));
+            keys.truncate(k);
+        }
+        out.extend(keys.into_iter().map(|(_, v)| v));
+    }
+
+    /// Ranks whose rows contain `rank`. Cost: every row is drawn, O(N·k) time, O(k) memory
+    /// beyond the answer; to have every rank's in-neighbours, build a
+    /// [`Graph`](crate::Graph) once (O(N·k) for all) instead.
+    pub fn in_neighbours(&self, rank: u32) -> Vec<u32> {
+        let mut row = Vec::new();
+        (0..self.ranks())
+            .filter(|&u| {
+                self.row_into(u, &mut row);
+                row.binary_search(&rank).is_ok()
+            })
+            .collect()
+    }
+}
+
+/// A uniform point at L1 distance `d` ≥ 1 on the infinite `dim`-D lattice.
+///
+/// A uniform composition of d into `dim` non-negative parts (stars and bars) with `z`
+/// zero parts stands for 2^(dim − z) points, one with none for 2^dim, so a composition
+/// is kept with probability 2^(−z) and given random signs. The retry stays at this `d`:
+/// the rejection rate depends on d, and redrawing d would bias the distance law.
+fn sphere_point(dim: usize, d: i64, rng: &mut Rng) -> Offset {
+    loop {
+        let mut parts = [0i64; 3];
+        match dim {
+            1 => parts[0] = d,
+            2 => {
+                let i = rng.below(d as u64 + 1) as i64;
+                parts[0] = i;
+                parts[1] = d - i;
+            }
+            _ => {
+                let i = rng.below(d as u64 + 2) as i64;
+                let mut j = rng.below(d as u64 + 1) as i64;
+                if j >= i {
+                    j += 1;
+                }
+                let (a, b) = (i.min(j), i.max(j));
+                parts = [a, b - a - 1, d + 1 - b];
+            }
+        }
+        let zeros = parts[..dim].iter().filter(|&&x| x == 0).count();
+        if zeros > 0 && rng.below(1 << zeros) != 0 {
+            continue;
+        }
+        let signs = rng.next_u64();
+        for (i, part) in parts[..dim].iter_mut().enumerate() {
+            if signs >> i & 1 == 1 {
+                *part = -*part;
+            }
+        }
+        return parts;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(ranks: u32, lattice: LatticeKind, shortcuts: u32, exponent: f64) -> OverlayParams {
+        OverlayParams {
+            ranks,
+            lattice,
+            shortcuts,
+            exponent: Some(exponent),
+            ..OverlayParams::default()
+        }
+    }
+
+    #[test]
+    fn sphere_points_are_uniform() {
+        for (dim, d, size) in [(2usize, 3i64, 12usize), (3, 2, 18), (3, 3, 38)] {
+            let mut rng = Rng::seeded(d as u64);
+            let mut counts = std::collections::HashMap::new();
+            let mut accepted = 0;
+            while accepted < 200 * size {
+                let p = sphere_point(dim, d, &mut rng);
+                assert_eq!(p.iter().map(|x| x.abs()).sum::<i64>(), d);
+                *counts.entry(p).or_insert(0u32) += 1;
+                accepted += 1;
+            }
+            assert_eq!(counts.len(), size, "dim {dim} d {d}");
+            assert!(
+                counts.values().all(|&c| (120..=280).contains(&c)),
+                "{counts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn shortcut_law_is_kleinberg_per_rank() {
+        // Torus 2-D, 12x12, exponent 2: the frequency with which rank 0 links to a rank at
+        // distance d, divided by d^-2, must not depend on d.
+        let o = Overlay::new(OverlayParams {
+            seed: 11,
+            ..params(144, LatticeKind::Torus2, 1, 2.0)
+        })
+        .unwrap();
+        let l = o.lattice().clone();
+        let shells = l.shell_sizes();
+        let mut per_distance = vec![0u64; shells.len()];
+        let trials = 60_000u32;
+        for t in 0..trials {
+            // Rows of different seeds stand for independent draws.
+            let o = Overlay::new(OverlayParams {
+                seed: u64::from(t),
+                ..o.params().clone()
+            })
+            .unwrap();
+            for v in o.row(0) {
+                let d = l.distance(0, v);
+                if d > 1 {
+                    per_distance[d as usize] += 1;
+                }
+            }
+        }
+        let norm: f64 = (2..shells.len())
+            .map(|d| shells[d] as f64 / (d * d) as f64)
+            .sum();
+        for d in 2..shells.len() {
+            let expect = f64::from(trials) * shells[d] as f64 / (d * d) as f64 / norm;
+            let got = per_distance[d] as f64;
+            assert!(
+                (got - expect).abs() < 5.0 * expect.sqrt() + 1.0,
+                "distance {d}: {got} draws, {expect:.0} expected"
+            );
+        }
+    }
+
+    #[test]
+    fn rows_are_deterministic_and_distinct() {
+        let o = Overlay::new(params(1000, LatticeKind::Ring, 20, 1.0)).unwrap();
+        for r in [0, 1, 499, 999] {
+            let row = o.row(r);
+            assert_eq!(row, o.row(r));
+            assert_eq!(row.len(), 22);
+            assert!(row.windows(2).all(|w| w[0] < w[1]));
+            assert!(!row.contains(&r));
+            assert!(row.contains(&((r + 1) % 1000)) && row.contains(&((r + 999) % 1000)));
+        }
+        assert_ne!(o.row(3), {
+            let mut p = o.params().clone();
+            p.seed = 2;
+            Overlay::new(p).unwrap().row(3)
+        });
+    }
+
+    #[test]
+    fn tiny_and_dense_overlays() {
+        let o = Overlay::new(params(1, LatticeKind::Ring, 5, 1.0)).unwrap();
+        assert_eq!(o.row(0), Vec::<u32>::new());
+        let o = Overlay::new(params(5, LatticeKind::Ring, 64, 1.0)).unwrap();
+        assert_eq!(o.shortcuts(), 2);
+        assert_eq!(o.notes().len(), 1, "{:?}", o.notes());
+        for r in 0..5 {
+            assert_eq!(o.row(r).len(), 4);
+        }
+        // Dense regime (30 of 47 available) and a concentrated law that exhausts the
+        // sparse budget (exponent 12): both still give distinct, valid rows.
+        for p in [
+            params(50, LatticeKind::Ring, 30, 1.0),
+            params(3000, LatticeKind::Ring, 200, 12.0),
+        ] {
+            let o = Overlay::new(p).unwrap();
+            for r in [0, 7, 49] {
+                let row = o.row(r);
+                assert_eq!(row.len() as u32, o.out_degree());
+                assert!(row.windows(2).all(|w| w[0] < w[1]) && !row.contains(&r));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters() {
+        assert!(matches!(
+            Overlay::new(params(0, LatticeKind::Ring, 1, 1.0)),
+            Err(OverlayError::ZeroRanks)
+        ));
+        assert!(matches!(
+            Overlay::new(params(10, LatticeKind::Ring, 1, -1.0)),
+            Err(OverlayError::NegativeExponent(_))
+        ));
+        assert!(matches!(
+            Overlay::new(params(10, LatticeKind::Ring, 1, f64::NAN)),
+            Err(OverlayError::BadExponent(_))
+        ));
+        let mut p = params(10, LatticeKind::Ring, 1, 1.0);
+        p.reach = 0;
+        assert!(matches!(Overlay::new(p), Err(OverlayError::ZeroReach)));
+    }
+
+    #[test]
+    fn in_neighbours_invert_rows() {
+        let o = Overlay::new(params(200, LatticeKind::Torus2, 6, 2.0)).unwrap();
+        for r in [0, 57, 199] {
+            let ins = o.in_neighbours(r);
+            for u in 0..200 {
+                assert_eq!(ins.contains(&u), o.row(u).contains(&r));
+            }
+        }
+    }
+}

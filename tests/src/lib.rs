@@ -1,0 +1,23 @@
+//! Helpers for the cross-crate tests: find the workspace's binaries.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+
+/// Path of the workspace binary `name`, built by the same `cargo test` run (cargo builds
+/// every binary of a package whose integration tests it builds). Panics, naming the
+/// command to run, if it is missing.
+pub fn bin(name: &str) -> PathBuf {
+    // The test executable lives in target/<profile>/deps/; binaries in target/<profile>/.
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable under target/<profile>/deps");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, or `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
