@@ -1,0 +1,349 @@
+//! Titus's one-sided transport: what ranks may do to each other's memory.
+//!
+//! # The contract
+//!
+//! - **Segments.** Each rank registers segments, named and numbered in the same order on
+//!   every rank ([`SegmentId`] is the index), and exposes each one to all ranks or to a
+//!   chosen peer set ([`Exposure`]). A rank talks only to the peers it declared
+//!   ([`FabricConfig::peers`], connected up front) and to itself.
+//! - **Operations** on (peer, segment, offset), also to self: [`Fabric::read`],
+//!   [`Fabric::write`], gathered write (several local pieces to one remote range, one call)
+//!   with an optional signal ([`Fabric::write_gather`]: the target learns of the signal
+//!   only once the data is in its memory), 64-bit [`Fabric::compare_swap`] and
+//!   [`Fabric::fetch_add`] on 8-aligned words. Data moves segment to segment, as in
+//!   GASPI: local buffers are registered memory too.
+//! - **Completions.** Submission never blocks; [`Fabric::test`] polls one operation,
+//!   [`Fabric::wait`] blocks (without spinning) for at most a timeout. Atomics complete with
+//!   the word's previous value.
+//! - **Errors at the initiator.** An offset or length outside the target segment, an
+//!   unaligned atomic, an unknown segment, a peer that did not expose the segment or was not
+//!   declared: each is a [`FabricError`] at submission, never undefined behaviour at either
+//!   end. A dead or silent peer gives an error within the wait's timeout.
+//! - **Progress.** Software providers (libfabric's `tcp;ofi_rxm`, `shm`) execute remote
+//!   atomics and RMA on the *target's* CPU, inside its fabric calls. Each process therefore
+//!   runs a progress thread ([`ProgressThread`]) that blocks in [`Fabric::progress`]; a target
+//!   without one stalls its initiators ([`Capabilities::target_progress`] says when).
+//! - **Atomicity.** A word that remote ranks change with fabric atomics is changed by its
+//!   owner through fabric atomics to self, unless [`Capabilities::coherent_atomics`] says CPU
+//!   atomics on [`Segment`] are coherent with remote ones.
+//!
+//! Backends: [`mem`] (N ranks as threads of one process: the laptop default and the test
+//! double, with seeded delays, reordering and software progress on demand) here; libfabric
+//! in `titus-fabric-ofi`. Every backend passes the one [`conformance`] suite.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bootstrap;
+pub mod conformance;
+pub mod mem;
+mod progress;
+mod segment;
+
+pub use progress::ProgressThread;
+pub use segment::Segment;
+
+use std::fmt;
+use std::time::Duration;
+
+/// A rank number, `0..size`.
+pub type Rank = u32;
+
+/// A segment's number: its index in [`FabricConfig::segments`], the same on every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SegmentId(pub u16);
+
+/// A place in a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    /// The segment.
+    pub segment: SegmentId,
+    /// Byte offset in it.
+    pub offset: u64,
+}
+
+impl Loc {
+    /// `offset` in `segment`.
+    pub fn new(segment: SegmentId, offset: u64) -> Self {
+        Self { segment, offset }
+    }
+}
+
+/// A piece of a gathered write: `len` bytes of a local segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    /// Where the bytes are.
+    pub local: Loc,
+    /// How many.
+    pub len: u64,
+}
+
+/// Which ranks may access a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// Every rank of the job.
+    All,
+    /// Only these ranks (and the owner).
+    Peers(Vec<Rank>),
+}
+
+impl Exposure {
+    /// Whether `rank` may access a segment of `owner` exposed this way.
+    pub fn allows(&self, owner: Rank, rank: Rank) -> bool {
+        rank == owner
+            || match self {
+                Self::All => true,
+                Self::Peers(p) => p.contains(&rank),
+            }
+    }
+}
+
+/// A segment to register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentSpec {
+    /// Name, for errors and logs.
+    pub name: String,
+    /// Length in bytes (rounded up to a multiple of 8).
+    pub len: u64,
+    /// Who may access it.
+    pub exposure: Exposure,
+}
+
+/// What a rank registers and whom it talks to.
+#[derive(Debug, Clone)]
+pub struct FabricConfig {
+    /// Segments, in [`SegmentId`] order.
+    pub segments: Vec<SegmentSpec>,
+    /// Peers this rank will talk to, connected up front (itself is always allowed).
+    pub peers: Vec<Rank>,
+    /// Default timeout of the blocking helpers (`*_sync`).
+    pub op_timeout: Duration,
+}
+
+/// How remote addresses name memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Addressing {
+    /// Offsets from the start of the registered region.
+    Offset,
+    /// Virtual addresses of the target process (`FI_MR_VIRT_ADDR`).
+    Virtual,
+}
+
+/// Who chooses memory keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    /// No keys (in-process).
+    None,
+    /// The application (`requested_key`).
+    Application,
+    /// The provider (`FI_MR_PROV_KEY`); keys are exchanged at bootstrap.
+    Provider,
+}
+
+/// What a backend offers; callers adapt to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Backend name: `mem` or `ofi`.
+    pub backend: &'static str,
+    /// Provider name (`mem`, `tcp;ofi_rxm`, `shm`, ...).
+    pub provider: String,
+    /// CPU atomics on local [`Segment`] words are coherent with remote atomics.
+    pub coherent_atomics: bool,
+    /// The target must call into the fabric (a progress thread) for operations on its
+    /// memory to complete.
+    pub target_progress: bool,
+    /// A signal travels right behind its data, without waiting for the data's completion.
+    pub ordered_signal: bool,
+    /// How remote memory is addressed.
+    pub addressing: Addressing,
+    /// Who chooses memory keys.
+    pub keys: KeyMode,
+}
+
+/// An operation in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u64);
+
+/// A signal received: `from` wrote data with [`Fabric::write_gather`] and it is here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    /// The rank that wrote.
+    pub from: Rank,
+    /// The value it attached.
+    pub value: u64,
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FabricError {
+    /// A byte range outside a segment.
+    #[error("{offset}+{len} is outside segment '{segment}' ({segment_len} bytes)")]
+    OutOfBounds {
+        /// Segment name.
+        segment: String,
+        /// Start of the range.
+        offset: u64,
+        /// Length of the range.
+        len: u64,
+        /// Length of the segment.
+        segment_len: u64,
+    },
+    /// Atomics need an 8-aligned offset.
+    #[error("atomic at offset {offset} is not 8-byte aligned")]
+    Misaligned {
+        /// The offending offset.
+        offset: u64,
+    },
+    /// No segment with this number.
+    #[error("rank {rank} has no segment {segment} (it registered {count})")]
+    UnknownSegment {
+        /// Whose segment.
+        rank: Rank,
+        /// The number asked for.
+        segment: u16,
+        /// How many there are.
+        count: usize,
+    },
+    /// A rank outside the job.
+    #[error("rank {rank} is outside the job (size {size})")]
+    NoSuchRank {
+        /// The rank asked for.
+        rank: Rank,
+        /// Job size.
+        size: u32,
+    },
+    /// The peer was not declared in [`FabricConfig::peers`].
+    #[error("rank {peer} is not among this rank's peers (declare it in FabricConfig::peers)")]
+    NotAPeer {
+        /// The peer.
+        peer: Rank,
+    },
+    /// The target does not expose the segment to this rank.
+    #[error("rank {peer} does not expose segment '{segment}' to rank {rank}")]
+    NotExposed {
+        /// The target.
+        peer: Rank,
+        /// Segment name.
+        segment: String,
+        /// This rank.
+        rank: Rank,
+    },
+    /// No completion within the timeout.
+    #[error(
+        "{op} to rank {peer} did not complete within {timeout:?} (is rank {peer} alive and progressing?)"
+    )]
+    Timeout {
+        /// Operation kind.
+        op: &'static str,
+        /// Target rank.
+        peer: Rank,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The peer is gone.
+    #[error("rank {peer} is unreachable: {detail}")]
+    PeerDead {
+        /// The peer.
+        peer: Rank,
+        /// What the transport said.
+        detail: String,
+    },
+    /// An [`OpId`] this fabric does not know (already waited for, or never issued).
+    #[error("operation {0:?} is unknown (already completed and collected?)")]
+    UnknownOp(OpId),
+    /// The transport refused or failed an operation.
+    #[error("{call} failed: {detail} (code {code})")]
+    Transport {
+        /// The call that failed.
+        call: &'static str,
+        /// The provider's error code.
+        code: i32,
+        /// The provider's message.
+        detail: String,
+    },
+    /// A request this backend cannot serve (a provider without atomics, say).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Bootstrap failed.
+    #[error("bootstrap: {0}")]
+    Bootstrap(#[from] bootstrap::BootstrapError),
+    /// The fabric was shut down.
+    #[error("the fabric is closed")]
+    Closed,
+}
+
+/// A one-sided transport for one rank. See the crate documentation for the contract.
+pub trait Fabric: Send + Sync + fmt::Debug {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks.
+    fn size(&self) -> u32;
+    /// What the backend offers.
+    fn caps(&self) -> &Capabilities;
+    /// Default timeout of the `*_sync` helpers.
+    fn op_timeout(&self) -> Duration;
+    /// This rank's memory of segment `id`.
+    fn segment(&self, id: SegmentId) -> Result<&Segment, FabricError>;
+
+    /// Copies `len` bytes of `peer`'s `remote` into this rank's `local`.
+    fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError>;
+    /// Copies the local pieces, back to back, to `peer`'s `remote`; with `signal`, `peer`
+    /// receives it from [`Fabric::progress`] once all the data is in its memory. No pieces
+    /// and a signal: a signal alone.
+    fn write_gather(
+        &self,
+        peer: Rank,
+        remote: Loc,
+        pieces: &[Piece],
+        signal: Option<u64>,
+    ) -> Result<OpId, FabricError>;
+    /// Sets `peer`'s word at `remote` to `desired` if it holds `expected`; completes with the
+    /// previous value (equal to `expected` on success).
+    fn compare_swap(
+        &self,
+        peer: Rank,
+        remote: Loc,
+        expected: u64,
+        desired: u64,
+    ) -> Result<OpId, FabricError>;
+    /// Adds `delta` (wrapping) to `peer`'s word at `remote`; completes with the previous value.
+    fn fetch_add(&self, peer: Rank, remote: Loc, delta: u64) -> Result<OpId, FabricError>;
+
+    /// The operation's result if it completed (and forgets it), driving progress.
+    fn test(&self, op: OpId) -> Option<Result<u64, FabricError>>;
+    /// Blocks until the operation completes or `timeout` passes.
+    fn wait(&self, op: OpId, timeout: Duration) -> Result<u64, FabricError>;
+    /// Serves remote operations on this rank's memory and collects signals, blocking up to
+    /// `timeout` while nothing happens. The progress thread's loop.
+    fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
+
+    /// [`Fabric::write_gather`] of one piece, no signal.
+    fn write(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {
+        self.write_gather(peer, remote, &[Piece { local, len }], None)
+    }
+    /// Read and wait.
+    fn read_sync(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<(), FabricError> {
+        let op = self.read(peer, remote, local, len)?;
+        self.wait(op, self.op_timeout()).map(drop)
+    }
+    /// Write and wait.
+    fn write_sync(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<(), FabricError> {
+        let op = self.write(peer, remote, local, len)?;
+        self.wait(op, self.op_timeout()).map(drop)
+    }
+    /// Compare-and-swap and wait; returns the previous value.
+    fn compare_swap_sync(
+        &self,
+        peer: Rank,
+        remote: Loc,
+        expected: u64,
+        desired: u64,
+    ) -> Result<u64, FabricError> {
+        let op = self.compare_swap(peer, remote, expected, desired)?;
+        self.wait(op, self.op_timeout())
+    }
+    /// Fetch-and-add and wait; returns the previous value.
+    fn fetch_add_sync(&self, peer: Rank, remote: Loc, delta: u64) -> Result<u64, FabricError> {
+        let op = self.fetch_add(peer, remote, delta)?;
+        self.wait(op, self.op_timeout())
+    }
+}

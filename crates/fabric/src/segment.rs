@@ -1,0 +1,240 @@
+//! A registered segment's local memory.
+//!
+//! Remote ranks read, write and apply atomics to this memory while local threads use it,
+//! so it is an array of `AtomicU64`: every access is an atomic access, and no safe code can
+//! race. Byte ranges map onto words in native byte order, so the bytes a remote rank (or a
+//! NIC) writes are the bytes read here.
+
+use crate::FabricError;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A segment's memory: `len()` bytes, 8-byte aligned, zeroed at creation.
+#[derive(Debug)]
+pub struct Segment {
+    name: String,
+    words: Box<[AtomicU64]>,
+}
+
+impl Segment {
+    /// A zeroed segment of at least `len` bytes (rounded up to a multiple of 8).
+    pub fn new(name: impl Into<String>, len: u64) -> Self {
+        let words = len.div_ceil(8) as usize;
+        Self {
+            name: name.into(),
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The segment's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+
+    /// Whether the segment has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Base address, for registering the memory with a NIC or provider. Writing through it
+    /// is the transport's business (and `unsafe` there); this crate never dereferences it.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.words.as_ptr() as *mut u8
+    }
+
+    /// Checks that `offset..offset + len` lies inside the segment.
+    pub fn check(&self, offset: u64, len: u64) -> Result<(), FabricError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(()),
+            _ => Err(FabricError::OutOfBounds {
+                segment: self.name.clone(),
+                offset,
+                len,
+                segment_len: self.len(),
+            }),
+        }
+    }
+
+    fn word(&self, offset: u64) -> Result<&AtomicU64, FabricError> {
+        if !offset.is_multiple_of(8) {
+            return Err(FabricError::Misaligned { offset });
+        }
+        self.check(offset, 8)?;
+        Ok(&self.words[(offset / 8) as usize])
+    }
+
+    /// The 64-bit word at `offset` (8-aligned), with acquire ordering.
+    pub fn load(&self, offset: u64) -> Result<u64, FabricError> {
+        Ok(self.word(offset)?.load(Ordering::Acquire))
+    }
+
+    /// Stores the 64-bit word at `offset` (8-aligned), with release ordering.
+    pub fn store(&self, offset: u64, value: u64) -> Result<(), FabricError> {
+        self.word(offset)?.store(value, Ordering::Release);
+        Ok(())
+    }
+
+    /// CPU compare-and-swap on the word at `offset`; returns the previous value. Remote
+    /// ranks' atomics only see it coherently when the backend says so
+    /// (`Capabilities::coherent_atomics`); otherwise use the fabric's atomics to self.
+    pub fn compare_exchange(
+        &self,
+        offset: u64,
+        expected: u64,
+        desired: u64,
+    ) -> Result<u64, FabricError> {
+        let w = self.word(offset)?;
+        Ok(
+            match w.compare_exchange(expected, desired, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+
+    /// CPU fetch-and-add (wrapping) on the word at `offset`; returns the previous value.
+    /// Same coherence caveat as [`Segment::compare_exchange`].
+    pub fn fetch_add(&self, offset: u64, delta: u64) -> Result<u64, FabricError> {
+        Ok(self.word(offset)?.fetch_add(delta, Ordering::AcqRel))
+    }
+
+    /// Copies `buf.len()` bytes at `offset` into `buf`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), FabricError> {
+        self.check(offset, buf.len() as u64)?;
+        let mut pos = 0usize;
+        let mut off = offset;
+        while pos < buf.len() {
+            let w = (off / 8) as usize;
+            let skip = (off % 8) as usize;
+            let take = (8 - skip).min(buf.len() - pos);
+            let bytes = self.words[w].load(Ordering::Acquire).to_ne_bytes();
+            buf[pos..pos + take].copy_from_slice(&bytes[skip..skip + take]);
+            pos += take;
+            off += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies `data` to `offset`. Whole words are stored; the bytes of a partly covered
+    /// word are merged with a compare-and-swap loop, so concurrent writers of disjoint
+    /// byte ranges never clobber each other.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), FabricError> {
+        self.check(offset, data.len() as u64)?;
+        let mut pos = 0usize;
+        let mut off = offset;
+        while pos < data.len() {
+            let w = &self.words[(off / 8) as usize];
+            let skip = (off % 8) as usize;
+            let take = (8 - skip).min(data.len() - pos);
+            if take == 8 {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&data[pos..pos + 8]);
+                w.store(u64::from_ne_bytes(b), Ordering::Release);
+            } else {
+                let mut cur = w.load(Ordering::Acquire);
+                loop {
+                    let mut b = cur.to_ne_bytes();
+                    b[skip..skip + take].copy_from_slice(&data[pos..pos + take]);
+                    match w.compare_exchange_weak(
+                        cur,
+                        u64::from_ne_bytes(b),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => cur = now,
+                    }
+                }
+            }
+            pos += take;
+            off += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` to this segment at `offset`.
+    pub fn copy_from(
+        &self,
+        offset: u64,
+        src: &Segment,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<(), FabricError> {
+        src.check(src_offset, len)?;
+        self.check(offset, len)?;
+        let mut buf = [0u8; 4096];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            src.read(src_offset + done, &mut buf[..n])?;
+            self.write(offset + done, &buf[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_words() {
+        let s = Segment::new("t", 20);
+        assert_eq!(s.len(), 24);
+        s.write(3, b"hello, world").unwrap();
+        let mut buf = [0u8; 12];
+        s.read(3, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello, world");
+        let mut all = [0u8; 24];
+        s.read(0, &mut all).unwrap();
+        assert_eq!(&all[..3], &[0, 0, 0]);
+        assert_eq!(&all[15..], &[0; 9]);
+        s.store(16, 7).unwrap();
+        assert_eq!(s.fetch_add(16, 5).unwrap(), 7);
+        assert_eq!(s.compare_exchange(16, 12, 1).unwrap(), 12);
+        assert_eq!(s.load(16).unwrap(), 1);
+    }
+
+    #[test]
+    fn bounds_and_alignment() {
+        let s = Segment::new("t", 16);
+        assert!(matches!(
+            s.read(10, &mut [0u8; 7]),
+            Err(FabricError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            s.write(u64::MAX, b"x"),
+            Err(FabricError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            s.load(4),
+            Err(FabricError::Misaligned { offset: 4 })
+        ));
+        assert!(matches!(s.load(16), Err(FabricError::OutOfBounds { .. })));
+        s.read(16, &mut []).unwrap();
+    }
+
+    #[test]
+    fn concurrent_disjoint_byte_writers() {
+        let s = Segment::new("t", 8);
+        std::thread::scope(|sc| {
+            for b in 0..8u8 {
+                let s = &s;
+                sc.spawn(move || {
+                    for i in 0..1000u32 {
+                        s.write(u64::from(b), &[(i as u8).wrapping_add(b)]).unwrap();
+                    }
+                });
+            }
+        });
+        let mut buf = [0u8; 8];
+        s.read(0, &mut buf).unwrap();
+        for b in 0..8u8 {
+            assert_eq!(buf[b as usize], (999u32 as u8).wrapping_add(b));
+        }
+    }
+}
