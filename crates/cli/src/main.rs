@@ -1,6 +1,7 @@
 //! `titus`: the Titus command-line tool.
 #![forbid(unsafe_code)]
 
+mod launch;
 mod overlay_cmd;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,9 @@ enum Command {
     /// Build the small-world overlay and print its statistics: route lengths, degrees,
     /// shortcut lengths, the Moore bound, and what it cost to compute.
     Overlay(overlay_cmd::OverlayArgs),
+    /// Start N ranks of a command on this machine, with the environment Titus's bootstrap
+    /// reads; prefix their output with the rank; if one fails, stop the others and fail.
+    Launch(launch::LaunchArgs),
 }
 
 /// A failure to report on one line, with exit code 2.
@@ -65,10 +69,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Overlay(args) => overlay_cmd::run(args),
+        Command::Overlay(args) => overlay_cmd::run(args).map(|()| 0),
+        Command::Launch(args) => launch::run(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(UsageError(msg)) => {
             eprintln!("titus: error: {msg}");
             ExitCode::from(2)

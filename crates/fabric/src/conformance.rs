@@ -95,7 +95,12 @@ pub const CASES: &[(&str, Case)] = &[
 /// the dead-peer case, which ends rank 1. Returns the first failure, named.
 pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
     let mut b = Barrier::default();
+    // TITUS_CONFORMANCE_ONLY=word runs only the cases whose name contains it.
+    let only = std::env::var("TITUS_CONFORMANCE_ONLY").ok();
     for (name, case) in CASES {
+        if only.as_deref().is_some_and(|w| !name.contains(w)) {
+            continue;
+        }
         case(ctx, &mut b).map_err(|e| format!("{name} (rank {}): {e}", ctx.fabric.rank()))?;
         b.wait(ctx.fabric)
             .map_err(|e| format!("barrier after {name}: {e}"))?;

@@ -1,0 +1,267 @@
+//! `titus launch`: start N ranks of a command on this machine.
+//!
+//! Each rank gets `TITUS_RANK`, `TITUS_SIZE`, the rendezvous address `TITUS_BOOTSTRAP`
+//! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, and `TITUS_PROVIDER` when `--provider`
+//! is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
+//! the others are stopped and `launch` exits non-zero, naming the rank and its status.
+
+use crate::UsageError;
+use clap::Args;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// Number of ranks to start.
+    #[arg(
+        short = 'n',
+        long = "ranks",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    ranks: u32,
+    /// libfabric provider for the ranks (sets TITUS_PROVIDER), e.g. "tcp;ofi_rxm", shm,
+    /// sockets, "verbs;ofi_rxm".
+    #[arg(long)]
+    provider: Option<String>,
+    /// Rendezvous address host:port that rank 0 serves [default: a free loopback port].
+    #[arg(long, value_name = "HOST:PORT")]
+    bootstrap: Option<String>,
+    /// Stop every rank and fail after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Do not prefix output lines with the rank.
+    #[arg(long)]
+    no_prefix: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn free_loopback_port() -> Result<String, UsageError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| UsageError(format!("cannot find a free port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| UsageError(e.to_string()))?
+        .to_string())
+}
+
+/// 128 random bits from the kernel, as hex: the job secret.
+fn secret() -> Result<String, UsageError> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| UsageError(format!("cannot read /dev/urandom for the job secret: {e}")))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Kills `pid` and every process descended from it (a rank is often a shell or a wrapper
+/// whose children would otherwise outlive it and hold its output open). Descendants are
+/// found through /proc.
+fn kill_tree(pid: u32) {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // The parent pid is the second field after the parenthesised command name.
+            if let Some(ppid) = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+            {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    for p in tree.into_iter().rev() {
+        if let Some(pid) = rustix::process::Pid::from_raw(p as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".into(),
+    }
+}
+
+/// Forwards each line of `from` to stdout or stderr, prefixed.
+fn forward(
+    from: impl Read + Send + 'static,
+    prefix: String,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if line.last() != Some(&b'\n') {
+                        line.push(b'\n');
+                    }
+                    let mut out: Vec<u8> = prefix.clone().into_bytes();
+                    out.extend_from_slice(&line);
+                    let _ = if to_stderr {
+                        std::io::stderr().lock().write_all(&out)
+                    } else {
+                        std::io::stdout().lock().write_all(&out)
+                    };
+                }
+            }
+        }
+    })
+}
+
+pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
+    if args.ranks == 0 {
+        return Err(UsageError("-n must be at least 1".into()));
+    }
+    if let Some(t) = args.timeout
+        && !(t > 0.0 && t.is_finite())
+    {
+        return Err(UsageError(format!(
+            "--timeout must be a positive number of seconds (got {t})"
+        )));
+    }
+    let bootstrap = match args.bootstrap {
+        Some(b)
+            if b.rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok()) =>
+        {
+            b
+        }
+        Some(b) => return Err(UsageError(format!("--bootstrap '{b}' is not host:port"))),
+        None => free_loopback_port()?,
+    };
+    let secret = secret()?;
+    let n = args.ranks;
+    let width = (n - 1).to_string().len();
+    let mut children: Vec<Option<Child>> = Vec::with_capacity(n as usize);
+    let mut pipes = Vec::new();
+    for r in 0..n {
+        let mut cmd = Command::new(&args.command[0]);
+        cmd.args(&args.command[1..])
+            .env("TITUS_RANK", r.to_string())
+            .env("TITUS_SIZE", n.to_string())
+            .env("TITUS_BOOTSTRAP", &bootstrap)
+            .env("TITUS_JOB_SECRET", &secret)
+            .env("TITUS_LAUNCHER", "titus")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(p) = &args.provider {
+            cmd.env("TITUS_PROVIDER", p);
+            // The sockets provider sleeps between progress checks unless told not to.
+            if p == "sockets" && std::env::var_os("FI_SOCKETS_PE_WAITTIME").is_none() {
+                cmd.env("FI_SOCKETS_PE_WAITTIME", "0");
+            }
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                for c in children.iter_mut().flatten() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(UsageError(format!(
+                    "cannot start '{}': {e}",
+                    args.command[0]
+                )));
+            }
+        };
+        let prefix = if args.no_prefix {
+            String::new()
+        } else {
+            format!("[{r:>width$}] ")
+        };
+        if let Some(o) = child.stdout.take() {
+            pipes.push(forward(o, prefix.clone(), false));
+        }
+        if let Some(e) = child.stderr.take() {
+            pipes.push(forward(e, prefix, true));
+        }
+        children.push(Some(child));
+    }
+    let start = Instant::now();
+    let deadline = args.timeout.map(|t| start + Duration::from_secs_f64(t));
+    let mut failure: Option<(u32, ExitStatus)> = None;
+    let mut timed_out = false;
+    let mut running = n;
+    while running > 0 {
+        for (r, slot) in children.iter_mut().enumerate() {
+            let Some(child) = slot else { continue };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    *slot = None;
+                    running -= 1;
+                    if !status.success() && failure.is_none() {
+                        failure = Some((r as u32, status));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(UsageError(format!("cannot watch rank {r}: {e}"))),
+            }
+        }
+        if deadline.is_some_and(|d| Instant::now() > d) {
+            timed_out = true;
+        }
+        if (failure.is_some() || timed_out) && running > 0 {
+            // Stop the others: a job with a dead rank cannot finish.
+            for child in children.iter_mut().flatten() {
+                kill_tree(child.id());
+            }
+        }
+        if running > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // Output of processes that escaped (daemonised grandchildren) must not hold us: give
+    // the forwarders a moment to drain, then leave them.
+    let drain = Instant::now() + Duration::from_secs(2);
+    for p in pipes {
+        while !p.is_finished() && Instant::now() < drain {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if p.is_finished() {
+            let _ = p.join();
+        }
+    }
+    if let Some((r, status)) = failure {
+        eprintln!(
+            "titus launch: rank {r} {}; the other ranks were stopped",
+            describe(status)
+        );
+        let code = status
+            .code()
+            .filter(|&c| c != 0)
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        return Ok(code.clamp(1, 255) as u8);
+    }
+    if timed_out {
+        eprintln!(
+            "titus launch: the job exceeded --timeout {:?}; every rank was stopped",
+            args.timeout.unwrap_or(0.0)
+        );
+        return Ok(124);
+    }
+    Ok(0)
+}

@@ -1,0 +1,444 @@
+/* Titus's C shim over libfabric. See tofi.h. */
+#define _GNU_SOURCE
+#include "tofi.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One in-flight operation: the provider's context (first, so the completion's op_context
+ * points at the slot), the caller's id, and registered temporaries for atomics and
+ * signals. */
+struct slot {
+    struct fi_context2 fctx;
+    uint64_t opid;
+    uint64_t operand; /* CAS desired / fetch-add delta / signal sender */
+    uint64_t compare; /* CAS expected / signal value */
+    uint64_t result;  /* atomic old value */
+};
+
+struct recv_slot {
+    struct fi_context2 fctx;
+    uint64_t msg[2]; /* sender, value */
+};
+
+struct tofi {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    size_t nsegs;
+    struct fid_mr **mrs;
+    uint64_t *keys;
+    uint64_t *bases; /* what peers use: the virtual address, or 0 under offset addressing */
+    char **ptrs;     /* where the segment is in this process */
+    void **descs;
+    struct slot *slots;
+    size_t nslots;
+    struct fid_mr *slots_mr;
+    void *slots_desc;
+    struct recv_slot *recvs;
+    size_t nrecv;
+    struct fid_mr *recvs_mr;
+    void *recvs_desc;
+    uint32_t caps;
+    long idle_ns; /* current sleep between empty reads when the CQ cannot block */
+    char prov[64];
+};
+
+static void msg(char *err, size_t len, const char *what, int ret) {
+    if (err && len) snprintf(err, len, "%s: %s (%d)", what, fi_strerror(-ret), ret);
+}
+
+const char *tofi_strerror(int err) { return fi_strerror(err < 0 ? -err : err); }
+
+static struct fi_info *hints_for(const char *prov) {
+    struct fi_info *hints = fi_allocinfo();
+    if (!hints) return NULL;
+    hints->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND |
+                  FI_RECV;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    /* Every memory-registration mode we can honour: the provider keeps what it needs. */
+    hints->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    if (prov && *prov) hints->fabric_attr->prov_name = strdup(prov);
+    return hints;
+}
+
+int tofi_providers(char *buf, size_t len) {
+    struct fi_info *hints = hints_for(NULL), *info = NULL, *cur;
+    if (!hints) return -FI_ENOMEM;
+    if (len) buf[0] = 0;
+    int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (ret == -FI_ENODATA) return 0;
+    if (ret) return ret;
+    /* One entry per provider (fi_getinfo lists one per interface). */
+    char seen[4096] = ",";
+    size_t used = 0;
+    for (cur = info; cur; cur = cur->next) {
+        const char *name = cur->fabric_attr->prov_name;
+        char key[96];
+        snprintf(key, sizeof key, ",%s,", name);
+        if (strstr(seen, key)) continue;
+        size_t n = strlen(name);
+        if (used + n + 2 > len || strlen(seen) + n + 2 > sizeof seen) break;
+        strcat(seen, name);
+        strcat(seen, ",");
+        if (used) buf[used++] = ',';
+        memcpy(buf + used, name, n);
+        used += n;
+        buf[used] = 0;
+    }
+    fi_freeinfo(info);
+    return 0;
+}
+
+static int reg(tofi *h, void *base, uint64_t len, uint64_t key, struct fid_mr **mr, void **desc, char *err,
+               size_t errlen) {
+    uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+    int ret = fi_mr_reg(h->domain, base, len, access, 0, key, 0, mr, NULL);
+    if (ret) {
+        msg(err, errlen, "fi_mr_reg", ret);
+        return ret;
+    }
+    if (h->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+        ret = fi_mr_bind(*mr, &h->ep->fid, 0);
+        if (!ret) ret = fi_mr_enable(*mr);
+        if (ret) {
+            msg(err, errlen, "fi_mr_bind/enable", ret);
+            return ret;
+        }
+    }
+    *desc = fi_mr_desc(*mr);
+    return 0;
+}
+
+int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t *lens, size_t nslots,
+              size_t nrecv, tofi **out, char *err, size_t errlen) {
+    int ret;
+    tofi *h = calloc(1, sizeof *h);
+    if (!h) return -FI_ENOMEM;
+    struct fi_info *hints = hints_for(prov);
+    if (!hints) {
+        free(h);
+        return -FI_ENOMEM;
+    }
+    ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &h->info);
+    fi_freeinfo(hints);
+    if (ret) {
+        msg(err, errlen, "fi_getinfo (no provider offers RDM endpoints with RMA and atomics)", ret);
+        free(h);
+        return ret;
+    }
+    struct fi_info *fi = h->info;
+    snprintf(h->prov, sizeof h->prov, "%s", fi->fabric_attr->prov_name);
+    uint64_t mode = fi->domain_attr->mr_mode;
+    if (mode & FI_MR_VIRT_ADDR) h->caps |= TOFI_CAP_VIRT_ADDR;
+    if (mode & FI_MR_PROV_KEY) h->caps |= TOFI_CAP_PROV_KEY;
+    if (mode & FI_MR_ENDPOINT) h->caps |= TOFI_CAP_MR_ENDPOINT;
+    if (mode & FI_MR_LOCAL) h->caps |= TOFI_CAP_MR_LOCAL;
+    if (fi->domain_attr->data_progress == FI_PROGRESS_MANUAL) h->caps |= TOFI_CAP_MANUAL_PROGRESS;
+    if (fi->tx_attr->msg_order & FI_ORDER_SAW) h->caps |= TOFI_CAP_ORDERED_SAW;
+
+    if ((ret = fi_fabric(fi->fabric_attr, &h->fabric, NULL))) { msg(err, errlen, "fi_fabric", ret); goto fail; }
+    if ((ret = fi_domain(h->fabric, fi, &h->domain, NULL))) { msg(err, errlen, "fi_domain", ret); goto fail; }
+
+    /* Atomics must be valid for 64-bit words: checked here, not at the first steal. */
+    struct fi_atomic_attr aattr; /* some providers (sockets) write it unconditionally */
+    if ((ret = fi_query_atomic(h->domain, FI_UINT64, FI_CSWAP, &aattr, FI_COMPARE_ATOMIC)) ||
+        (ret = fi_query_atomic(h->domain, FI_UINT64, FI_SUM, &aattr, FI_FETCH_ATOMIC))) {
+        msg(err, errlen, "64-bit compare-swap and fetch-add (fi_query_atomic)", ret);
+        goto fail;
+    }
+
+    struct fi_cq_attr cq_attr = {0};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    cq_attr.size = nslots + nrecv + 64;
+    ret = fi_cq_open(h->domain, &cq_attr, &h->cq, NULL);
+    if (ret == 0) {
+        /* Block in fi_cq_sread only where the CQ has a wait fd: shm's sread (1.17) has none
+         * and ignores its timeout, hanging until an event. */
+        int fd = -1;
+        if (fi_control(&h->cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) h->caps |= TOFI_CAP_CQ_WAIT;
+    } else {
+        /* No wait object: tofi_poll sleeps between reads instead. */
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        if ((ret = fi_cq_open(h->domain, &cq_attr, &h->cq, NULL))) { msg(err, errlen, "fi_cq_open", ret); goto fail; }
+    }
+    struct fi_av_attr av_attr = {0};
+    av_attr.type = FI_AV_TABLE;
+    if ((ret = fi_av_open(h->domain, &av_attr, &h->av, NULL))) { msg(err, errlen, "fi_av_open", ret); goto fail; }
+    if ((ret = fi_endpoint(h->domain, fi, &h->ep, NULL))) { msg(err, errlen, "fi_endpoint", ret); goto fail; }
+    if ((ret = fi_ep_bind(h->ep, &h->cq->fid, FI_TRANSMIT | FI_RECV))) { msg(err, errlen, "fi_ep_bind(cq)", ret); goto fail; }
+    if ((ret = fi_ep_bind(h->ep, &h->av->fid, 0))) { msg(err, errlen, "fi_ep_bind(av)", ret); goto fail; }
+    if ((ret = fi_enable(h->ep))) { msg(err, errlen, "fi_enable", ret); goto fail; }
+
+    h->nsegs = nsegs;
+    h->mrs = calloc(nsegs, sizeof *h->mrs);
+    h->keys = calloc(nsegs, sizeof *h->keys);
+    h->bases = calloc(nsegs, sizeof *h->bases);
+    h->ptrs = calloc(nsegs, sizeof *h->ptrs);
+    h->descs = calloc(nsegs, sizeof *h->descs);
+    h->nslots = nslots;
+    h->slots = calloc(nslots, sizeof *h->slots);
+    h->nrecv = nrecv;
+    h->recvs = calloc(nrecv, sizeof *h->recvs);
+    if (!h->mrs || !h->keys || !h->bases || !h->ptrs || !h->descs || !h->slots || !h->recvs) { ret = -FI_ENOMEM; msg(err, errlen, "calloc", ret); goto fail; }
+    /* Application keys: segment i gets key i + 1; the temporaries take the next two. */
+    for (size_t i = 0; i < nsegs; i++) {
+        if ((ret = reg(h, bases[i], lens[i], i + 1, &h->mrs[i], &h->descs[i], err, errlen))) goto fail;
+        h->keys[i] = fi_mr_key(h->mrs[i]);
+        h->bases[i] = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)bases[i] : 0;
+        h->ptrs[i] = (char *)bases[i];
+    }
+    if ((ret = reg(h, h->slots, nslots * sizeof *h->slots, nsegs + 1, &h->slots_mr, &h->slots_desc, err, errlen))) goto fail;
+    if ((ret = reg(h, h->recvs, nrecv * sizeof *h->recvs, nsegs + 2, &h->recvs_mr, &h->recvs_desc, err, errlen))) goto fail;
+    for (size_t i = 0; i < nrecv; i++) {
+        ret = fi_recv(h->ep, h->recvs[i].msg, sizeof h->recvs[i].msg, h->recvs_desc, FI_ADDR_UNSPEC, &h->recvs[i].fctx);
+        if (ret) { msg(err, errlen, "fi_recv", ret); goto fail; }
+    }
+    *out = h;
+    return 0;
+fail:
+    tofi_close(h);
+    return ret ? ret : -FI_EOTHER;
+}
+
+void tofi_close(tofi *h) {
+    if (!h) return;
+    if (h->ep) fi_close(&h->ep->fid);
+    for (size_t i = 0; h->mrs && i < h->nsegs; i++)
+        if (h->mrs[i]) fi_close(&h->mrs[i]->fid);
+    if (h->slots_mr) fi_close(&h->slots_mr->fid);
+    if (h->recvs_mr) fi_close(&h->recvs_mr->fid);
+    if (h->av) fi_close(&h->av->fid);
+    if (h->cq) fi_close(&h->cq->fid);
+    if (h->domain) fi_close(&h->domain->fid);
+    if (h->fabric) fi_close(&h->fabric->fid);
+    if (h->info) fi_freeinfo(h->info);
+    free(h->mrs); free(h->keys); free(h->bases); free(h->ptrs); free(h->descs); free(h->slots); free(h->recvs);
+    free(h);
+}
+
+const char *tofi_provider(const tofi *h) { return h->prov; }
+uint32_t tofi_caps(const tofi *h) { return h->caps; }
+size_t tofi_iov_limit(const tofi *h) { return h->info->tx_attr->iov_limit; }
+
+int tofi_getname(tofi *h, void *buf, size_t *len) { return fi_getname(&h->ep->fid, buf, len); }
+
+void tofi_segment(const tofi *h, size_t seg, uint64_t *key, uint64_t *base) {
+    *key = h->keys[seg];
+    *base = h->bases[seg];
+}
+
+int tofi_av_insert(tofi *h, const void *addr, uint64_t *fi_addr) {
+    fi_addr_t a;
+    int ret = fi_av_insert(h->av, addr, 1, &a, 0, NULL);
+    if (ret != 1) return ret < 0 ? ret : -FI_EINVAL;
+    *fi_addr = a;
+    return 0;
+}
+
+static void *local(tofi *h, size_t seg, uint64_t off) {
+    /* Bounds were checked by the Rust side against the registered length. */
+    return h->ptrs[seg] + off;
+}
+
+int tofi_read(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, size_t lseg, uint64_t loff, uint64_t len,
+              uint64_t raddr, uint64_t rkey) {
+    struct slot *s = &h->slots[slot];
+    s->opid = opid;
+    return fi_read(h->ep, local(h, lseg, loff), len, h->descs[lseg], peer, raddr, rkey, &s->fctx);
+}
+
+int tofi_writev(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, size_t n, const size_t *lsegs,
+                const uint64_t *loffs, const uint64_t *lens, uint64_t raddr, uint64_t rkey, int delivery_complete) {
+    struct slot *s = &h->slots[slot];
+    s->opid = opid;
+    struct iovec iov[64];
+    void *desc[64];
+    uint64_t total = 0;
+    if (n > 64) return -FI_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        iov[i].iov_base = local(h, lsegs[i], loffs[i]);
+        iov[i].iov_len = lens[i];
+        desc[i] = h->descs[lsegs[i]];
+        total += lens[i];
+    }
+    struct fi_rma_iov rma = {.addr = raddr, .len = total, .key = rkey};
+    struct fi_msg_rma m = {
+        .msg_iov = iov, .desc = desc, .iov_count = n, .addr = peer, .rma_iov = &rma, .rma_iov_count = 1,
+        .context = &s->fctx, .data = 0};
+    return fi_writemsg(h->ep, &m, FI_COMPLETION | (delivery_complete ? FI_DELIVERY_COMPLETE : 0));
+}
+
+int tofi_cas(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, uint64_t raddr, uint64_t rkey, uint64_t expected,
+             uint64_t desired) {
+    struct slot *s = &h->slots[slot];
+    s->opid = opid;
+    s->operand = desired;
+    s->compare = expected;
+    return fi_compare_atomic(h->ep, &s->operand, 1, h->slots_desc, &s->compare, h->slots_desc, &s->result,
+                             h->slots_desc, peer, raddr, rkey, FI_UINT64, FI_CSWAP, &s->fctx);
+}
+
+int tofi_fadd(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, uint64_t raddr, uint64_t rkey, uint64_t delta) {
+    struct slot *s = &h->slots[slot];
+    s->opid = opid;
+    s->operand = delta;
+    return fi_fetch_atomic(h->ep, &s->operand, 1, h->slots_desc, &s->result, h->slots_desc, peer, raddr, rkey,
+                           FI_UINT64, FI_SUM, &s->fctx);
+}
+
+int tofi_signal(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, uint64_t from, uint64_t value) {
+    struct slot *s = &h->slots[slot];
+    s->opid = opid;
+    s->operand = from;
+    s->compare = value;
+    return fi_send(h->ep, &s->operand, 2 * sizeof(uint64_t), h->slots_desc, peer, &s->fctx);
+}
+
+static int is_recv(tofi *h, void *ctx) {
+    return (char *)ctx >= (char *)h->recvs && (char *)ctx < (char *)(h->recvs + h->nrecv);
+}
+
+/* Turns one completion into an event; reposts receive buffers. */
+static void convert(tofi *h, void *ctx, tofi_event *e) {
+    if (is_recv(h, ctx)) {
+        struct recv_slot *r = (struct recv_slot *)ctx;
+        e->kind = TOFI_SIGNAL;
+        e->from = r->msg[0];
+        e->value = r->msg[1];
+        e->opid = 0;
+        e->err = 0;
+        int ret;
+        do {
+            ret = fi_recv(h->ep, r->msg, sizeof r->msg, h->recvs_desc, FI_ADDR_UNSPEC, &r->fctx);
+        } while (ret == -FI_EAGAIN);
+        return;
+    }
+    struct slot *s = (struct slot *)ctx;
+    e->kind = TOFI_DONE;
+    e->opid = s->opid;
+    e->value = s->result;
+    e->from = 0;
+    e->err = 0;
+}
+
+int tofi_poll(tofi *h, tofi_event *ev, size_t n, int timeout_ms) {
+    struct fi_cq_data_entry entries[64];
+    if (n > 64) n = 64;
+    if (n == 0) return 0;
+    ssize_t got;
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        if (timeout_ms > 0 && (h->caps & TOFI_CAP_CQ_WAIT))
+            got = fi_cq_sread(h->cq, entries, n, NULL, timeout_ms);
+        else
+            got = fi_cq_read(h->cq, entries, n);
+        if (got > 0) {
+            h->idle_ns = 0;
+            for (ssize_t i = 0; i < got; i++) convert(h, entries[i].op_context, &ev[i]);
+            return (int)got;
+        }
+        if (got == -FI_EAVAIL) {
+            struct fi_cq_err_entry err = {0};
+            ssize_t r = fi_cq_readerr(h->cq, &err, 0);
+            if (r < 0) return (int)r;
+            if (is_recv(h, err.op_context)) {
+                /* A failed receive (peer gone): repost the buffer, report nothing. */
+                struct recv_slot *rs = (struct recv_slot *)err.op_context;
+                fi_recv(h->ep, rs->msg, sizeof rs->msg, h->recvs_desc, FI_ADDR_UNSPEC, &rs->fctx);
+                return 0;
+            }
+            struct slot *s = (struct slot *)err.op_context;
+            ev[0].kind = TOFI_ERROR;
+            ev[0].opid = s ? s->opid : 0;
+            ev[0].err = err.err ? err.err : FI_EOTHER;
+            ev[0].value = (uint64_t)(int64_t)err.prov_errno;
+            ev[0].from = 0;
+            return 1;
+        }
+        if (got != -FI_EAGAIN) return (int)got;
+        if (timeout_ms <= 0 || (h->caps & TOFI_CAP_CQ_WAIT)) return 0;
+        /* No wait fd: sleep between reads, 10 µs doubling to 1 ms while nothing comes (an
+         * idle progress thread then wakes 1000 times a second, ~0.5% of a core), back to
+         * 10 µs as soon as an event does. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (ms >= timeout_ms) return 0;
+        h->idle_ns = h->idle_ns < 10000 ? 10000 : (h->idle_ns >= 500000 ? 1000000 : h->idle_ns * 2);
+        struct timespec nap = {0, h->idle_ns};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+int tofi_raw_latency(tofi *h, int kind, uint64_t peer, size_t lseg, uint64_t len, uint64_t raddr, uint64_t rkey,
+                     size_t iters, uint64_t *ns) {
+    struct slot *s = &h->slots[0];
+    struct fi_cq_data_entry e;
+    for (size_t i = 0; i < iters; i++) {
+        uint64_t t0 = now_ns();
+        int ret;
+        do {
+            switch (kind) {
+            case 0:
+                s->operand = i + 1;
+                s->compare = i;
+                ret = fi_compare_atomic(h->ep, &s->operand, 1, h->slots_desc, &s->compare, h->slots_desc, &s->result,
+                                        h->slots_desc, peer, raddr, rkey, FI_UINT64, FI_CSWAP, &s->fctx);
+                break;
+            case 1:
+                s->operand = 1;
+                ret = fi_fetch_atomic(h->ep, &s->operand, 1, h->slots_desc, &s->result, h->slots_desc, peer, raddr,
+                                      rkey, FI_UINT64, FI_SUM, &s->fctx);
+                break;
+            case 2:
+                ret = fi_read(h->ep, local(h, lseg, 0), len, h->descs[lseg], peer, raddr, rkey, &s->fctx);
+                break;
+            default:
+                ret = fi_write(h->ep, local(h, lseg, 0), len, h->descs[lseg], peer, raddr, rkey, &s->fctx);
+                break;
+            }
+            if (ret == -FI_EAGAIN) fi_cq_read(h->cq, &e, 0);
+        } while (ret == -FI_EAGAIN);
+        if (ret) return ret;
+        for (;;) {
+            ssize_t got = fi_cq_read(h->cq, &e, 1);
+            if (got == 1) {
+                if (e.op_context == &s->fctx) break;
+                continue; /* a signal receive: the benchmark sends none */
+            }
+            if (got == -FI_EAVAIL) {
+                struct fi_cq_err_entry err = {0};
+                fi_cq_readerr(h->cq, &err, 0);
+                return -(err.err ? err.err : FI_EOTHER);
+            }
+        }
+        ns[i] = now_ns() - t0;
+    }
+    return 0;
+}

@@ -1,0 +1,123 @@
+//! The fabric conformance suite over real libfabric providers, with 2–8 processes on
+//! loopback started by `titus launch`; plus a foreign process refused by the rendezvous.
+
+use std::process::Command;
+use std::time::Duration;
+use titus_fabric::bootstrap::Rendezvous;
+
+fn libfabric_or_skip() -> bool {
+    if titus_fabric_ofi::available() {
+        return true;
+    }
+    // CI installs libfabric (.ci/test); there, a build without it is a failure.
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must build with libfabric (apt-get install libfabric-dev)"
+    );
+    eprintln!("skipping: this build has no libfabric");
+    false
+}
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Runs the suite on `n` ranks of `provider`; returns the launcher's output.
+fn suite(provider: &str, n: u32, dead_peer: bool, probe_foreign: bool) -> String {
+    let addr = free_addr();
+    let mut cmd = Command::new(titus_tests::bin("titus"));
+    cmd.args([
+        "launch",
+        "-n",
+        &n.to_string(),
+        "--provider",
+        provider,
+        "--bootstrap",
+        &addr,
+        "--timeout",
+        "120",
+        "--",
+    ])
+    .arg(titus_tests::bin("fabric-conformance"));
+    if dead_peer {
+        cmd.arg("--dead-peer");
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if probe_foreign {
+        // A process of another job (wrong secret) knocks while the suite runs: it is refused
+        // with a clear error, and the job goes on.
+        std::thread::sleep(Duration::from_millis(1500));
+        let err =
+            Rendezvous::connect(&addr, 1, n, "not-the-secret", Duration::from_secs(5)).unwrap_err();
+        assert!(
+            err.to_string().contains("wrong job secret"),
+            "foreign process got: {err}"
+        );
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{provider}, {n} ranks: the suite failed:\n{text}"
+    );
+    let passed = if dead_peer { n - 1 } else { n };
+    assert!(
+        text.matches("conformance passed").count() as u32 >= passed,
+        "{provider}, {n} ranks: not every rank passed:\n{text}"
+    );
+    text
+}
+
+#[test]
+fn tcp_rxm() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    suite("tcp;ofi_rxm", 2, true, true);
+    suite("tcp;ofi_rxm", 4, false, false);
+    suite("tcp;ofi_rxm", 8, false, false);
+}
+
+#[test]
+fn shm() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    suite("shm", 2, true, false);
+    suite("shm", 4, false, false);
+}
+
+#[test]
+fn sockets() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    suite("sockets", 2, true, false);
+    suite("sockets", 4, false, false);
+}
+
+#[test]
+fn refused_providers_say_why() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    for (p, why) in [("udp;ofi_rxd", "crashes on atomics"), ("net", "no atomics")] {
+        let out = Command::new(titus_tests::bin("titus"))
+            .args(["launch", "-n", "1", "--provider", p, "--"])
+            .arg(titus_tests::bin("fabric-conformance"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{p} was accepted");
+        assert!(text.contains(why), "{p}: {text}");
+    }
+}
