@@ -120,4 +120,62 @@ fn refused_providers_say_why() {
         assert!(!out.status.success(), "{p} was accepted");
         assert!(text.contains(why), "{p}: {text}");
     }
+    // verbs is built and selectable; without an RDMA device it is not offered, and the
+    // error says so and lists what is.
+    if !titus_fabric_ofi::providers()
+        .unwrap()
+        .iter()
+        .any(|p| p.starts_with("verbs"))
+    {
+        let out = Command::new(titus_tests::bin("titus"))
+            .args(["launch", "-n", "1", "--provider", "verbs", "--"])
+            .arg(titus_tests::bin("fabric-conformance"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            text.contains("'verbs;ofi_rxm' is not offered") && text.contains("tcp;ofi_rxm"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn fabric_bench_compares_with_raw_libfabric() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    let out = Command::new(titus_tests::bin("titus"))
+        .args([
+            "launch",
+            "-n",
+            "2",
+            "--provider",
+            "tcp;ofi_rxm",
+            "--no-prefix",
+            "--",
+        ])
+        .arg(titus_tests::bin("titus"))
+        .args(["fabric-bench", "--iters", "100", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON report from rank 0");
+    for key in [
+        "\"provider\":\"tcp;ofi_rxm\"",
+        "\"raw_p50_us\":",
+        "\"overhead\":",
+        "\"raw_read_bandwidth_gbs\":",
+    ] {
+        assert!(line.contains(key), "{key} missing: {line}");
+    }
 }

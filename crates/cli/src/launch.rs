@@ -213,7 +213,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
                 Ok(Some(status)) => {
                     *slot = None;
                     running -= 1;
-                    if !status.success() && failure.is_none() {
+                    // After a timeout, the deaths are ours: not failures of the rank.
+                    if !status.success() && failure.is_none() && !timed_out {
                         failure = Some((r as u32, status));
                     }
                 }

@@ -1,6 +1,7 @@
 //! `titus`: the Titus command-line tool.
 #![forbid(unsafe_code)]
 
+mod fabric_bench;
 mod launch;
 mod overlay_cmd;
 
@@ -23,6 +24,9 @@ enum Command {
     /// Start N ranks of a command on this machine, with the environment Titus's bootstrap
     /// reads; prefix their output with the rank; if one fails, stop the others and fail.
     Launch(launch::LaunchArgs),
+    /// Latency (p50/p99) of each fabric operation and read bandwidth between 2 ranks, next
+    /// to raw libfabric in the same run: `titus launch -n 2 -- titus fabric-bench`.
+    FabricBench(fabric_bench::FabricBenchArgs),
 }
 
 /// A failure to report on one line, with exit code 2.
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Overlay(args) => overlay_cmd::run(args).map(|()| 0),
         Command::Launch(args) => launch::run(args),
+        Command::FabricBench(args) => fabric_bench::run(args).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),

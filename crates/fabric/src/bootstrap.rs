@@ -545,8 +545,10 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration) {
         for b in &blobs {
             put_bytes(&mut out, b);
         }
-        for s in &mut streams {
-            let _ = send(s, &out);
+        // Rank 0 hosts this thread: answer it last, so that it cannot return from the
+        // exchange (and exit) before every other rank has its answer.
+        for i in (1..streams.len()).chain(0..1) {
+            let _ = send(&mut streams[i], &out);
         }
     }
 }

@@ -316,6 +316,15 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// `timeout` while nothing happens. The progress thread's loop.
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
 
+    /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
+    /// the longest nap of an idle progress thread between polls. Remote operations on
+    /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short
+    /// while this rank expects remote operations (it has work to share), long otherwise.
+    /// Backends that block in a wait object ignore it.
+    fn set_progress_nap(&self, max: Duration) {
+        let _ = max;
+    }
+
     /// [`Fabric::write_gather`] of one piece, no signal.
     fn write(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {
         self.write_gather(peer, remote, &[Piece { local, len }], None)

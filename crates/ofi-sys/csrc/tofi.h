@@ -66,6 +66,8 @@ int tofi_signal(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, uint64_t f
  * long. Returns the number of events or a negative error. */
 int tofi_poll(tofi *h, tofi_event *ev, size_t n, int timeout_ms);
 const char *tofi_strerror(int err);
+/* Longest nap between polls of an idle poller on providers whose CQ cannot block. */
+void tofi_set_max_nap(tofi *h, uint64_t ns);
 
 /* Raw libfabric latency loop for the benchmark: `iters` operations of `kind`
  * (0 CAS, 1 fetch-add, 2 read, 3 write) to `peer`, each posted and then polled to

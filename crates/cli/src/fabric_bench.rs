@@ -1,0 +1,395 @@
+//! `titus fabric-bench`: latency and bandwidth of the fabric between two ranks, next to
+//! raw libfabric on the same endpoint in the same run.
+//!
+//! Rank 0 measures; rank 1 is the target, serving operations from its progress thread
+//! (as in a real run). Rank 0 runs no progress thread: its waits poll the completion queue
+//! themselves, and the raw loop (C, in the shim) owns the queue while it runs. The raw
+//! loop posts and spins on `fi_cq_read` with nothing around it: the floor our layer's
+//! overhead is measured against.
+
+use crate::UsageError;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use titus_fabric::bootstrap::{JobEnv, Rendezvous};
+use titus_fabric::mem::{self, MemOptions};
+use titus_fabric::{
+    Exposure, Fabric, FabricConfig, Loc, Piece, ProgressThread, SegmentId, SegmentSpec,
+};
+use titus_fabric_ofi::OfiFabric;
+
+const SEG: SegmentId = SegmentId(0);
+/// Remote words and buffers live in rank 1's segment; local ones in rank 0's.
+const WORD: u64 = 0;
+const BUF: u64 = 4096;
+const MIB: u64 = 1 << 20;
+const SEG_LEN: u64 = BUF + MIB;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// In-process: two ranks as threads.
+    Mem,
+    /// libfabric, under a launcher with 2 ranks (provider from --provider of `titus
+    /// launch`, TITUS_PROVIDER or the default order).
+    Ofi,
+}
+
+#[derive(Debug, Args)]
+pub struct FabricBenchArgs {
+    /// Backend [default: ofi under a launcher, mem otherwise].
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Timed operations per measurement (after as many warm-up ones, up to 200).
+    #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
+    iters: u32,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    op: &'static str,
+    bytes: u64,
+    p50_us: f64,
+    p99_us: f64,
+    raw_p50_us: Option<f64>,
+    raw_p99_us: Option<f64>,
+    /// ours p50 / raw p50 − 1.
+    overhead: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    backend: &'static str,
+    provider: String,
+    iters: u32,
+    connect_ms: f64,
+    rows: Vec<Row>,
+    read_bandwidth_gbs: f64,
+    raw_read_bandwidth_gbs: Option<f64>,
+}
+
+fn config() -> FabricConfig {
+    FabricConfig {
+        segments: vec![SegmentSpec {
+            name: "bench".into(),
+            len: SEG_LEN,
+            exposure: Exposure::All,
+        }],
+        peers: vec![0, 1],
+        op_timeout: Duration::from_secs(10),
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+fn stats(mut ns: Vec<u64>) -> (f64, f64) {
+    ns.sort_unstable();
+    (percentile(&ns, 0.5), percentile(&ns, 0.99))
+}
+
+fn bench_err(e: impl std::fmt::Display) -> UsageError {
+    UsageError(format!("fabric-bench: {e}"))
+}
+
+/// Times `iters` runs of `op` after `warmup` untimed ones.
+fn time(
+    warmup: u32,
+    iters: u32,
+    mut op: impl FnMut(u64) -> Result<(), UsageError>,
+) -> Result<Vec<u64>, UsageError> {
+    for i in 0..warmup {
+        op(u64::from(i))?;
+    }
+    (0..iters)
+        .map(|i| {
+            let t = Instant::now();
+            op(u64::from(i))?;
+            Ok(t.elapsed().as_nanos() as u64)
+        })
+        .collect()
+}
+
+/// The raw libfabric loop: (kind, bytes, operations) to nanoseconds per operation.
+type RawLoop<'a> = dyn Fn(i32, u64, usize) -> Result<Vec<u64>, UsageError> + 'a;
+
+/// Rank 0's measurements. `raw` runs the shim's raw loop when the backend has one.
+fn measure(
+    f: &dyn Fabric,
+    iters: u32,
+    raw: Option<&RawLoop<'_>>,
+) -> Result<(Vec<Row>, f64, Option<f64>), UsageError> {
+    let word = Loc::new(SEG, WORD);
+    let local = Loc::new(SEG, BUF);
+    let mut rows = Vec::new();
+    // Ours and raw alternate in blocks of 100, so drift on a noisy machine hits both alike.
+    let mut pair = |op: &'static str,
+                    bytes: u64,
+                    kind: i32,
+                    mut ours: Box<dyn FnMut(u64) -> Result<(), UsageError> + '_>|
+     -> Result<(), UsageError> {
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        let block = 100u32;
+        let mut done = 0u32;
+        let warmup = iters.min(200);
+        while done < iters {
+            let n = block.min(iters - done);
+            mine.extend(time(if done == 0 { warmup } else { 0 }, n, |i| {
+                ours(i + u64::from(done))
+            })?);
+            if let Some(r) = raw {
+                theirs.extend(r(kind, bytes, n as usize)?);
+            }
+            done += n;
+        }
+        let (p50, p99) = stats(mine);
+        let (raw_p50, raw_p99) = if raw.is_some() {
+            let (a, b) = stats(theirs);
+            (Some(a), Some(b))
+        } else {
+            (None, None)
+        };
+        rows.push(Row {
+            op,
+            bytes,
+            p50_us: p50,
+            p99_us: p99,
+            raw_p50_us: raw_p50,
+            raw_p99_us: raw_p99,
+            overhead: raw_p50.map(|r| p50 / r - 1.0),
+        });
+        Ok(())
+    };
+    // The raw CAS loop swaps i -> i+1 from 0 in each block; ours swaps a word it owns alone.
+    pair(
+        "compare-swap",
+        8,
+        0,
+        Box::new(|i| {
+            f.compare_swap_sync(1, Loc::new(SEG, WORD + 8), i, i + 1)
+                .map(drop)
+                .map_err(bench_err)
+        }),
+    )?;
+    pair(
+        "fetch-add",
+        8,
+        1,
+        Box::new(|_| f.fetch_add_sync(1, word, 1).map(drop).map_err(bench_err)),
+    )?;
+    for bytes in [8, 4096, 65_536] {
+        pair(
+            "read",
+            bytes,
+            2,
+            Box::new(move |_| {
+                f.read_sync(1, Loc::new(SEG, BUF), local, bytes)
+                    .map_err(bench_err)
+            }),
+        )?;
+    }
+    for bytes in [8, 4096] {
+        pair(
+            "write",
+            bytes,
+            3,
+            Box::new(move |_| {
+                f.write_sync(1, Loc::new(SEG, BUF), local, bytes)
+                    .map_err(bench_err)
+            }),
+        )?;
+    }
+    // Write-then-signal, as a round trip: rank 1 answers each signal with one of its own.
+    let mut sigs = Vec::new();
+    let ping = time(iters.min(200), iters, |i| {
+        let op = f
+            .write_gather(1, Loc::new(SEG, BUF), &[Piece { local, len: 8 }], Some(i))
+            .map_err(bench_err)?;
+        let deadline = Instant::now() + f.op_timeout();
+        loop {
+            f.progress(Duration::from_millis(1), &mut sigs)
+                .map_err(bench_err)?;
+            if sigs.drain(..).any(|s| s.from == 1 && s.value == i) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(bench_err(format!("no answer to signal {i} from rank 1")));
+            }
+        }
+        f.wait(op, f.op_timeout()).map(drop).map_err(bench_err)
+    })?;
+    let (p50, p99) = stats(ping);
+    rows.push(Row {
+        op: "write-signal round trip",
+        bytes: 8,
+        p50_us: p50,
+        p99_us: p99,
+        raw_p50_us: None,
+        raw_p99_us: None,
+        overhead: None,
+    });
+    // Read bandwidth at 1 MiB, ours and raw alternating in blocks of 10 reads.
+    let n = (iters / 10).clamp(20, 500);
+    let (mut ours_ns, mut raw_ns) = (0u64, 0u64);
+    let mut done = 0;
+    while done < n {
+        let k = 10.min(n - done);
+        let t = Instant::now();
+        for _ in 0..k {
+            f.read_sync(1, Loc::new(SEG, BUF), local, MIB)
+                .map_err(bench_err)?;
+        }
+        ours_ns += t.elapsed().as_nanos() as u64;
+        if let Some(r) = raw {
+            raw_ns += r(2, MIB, k as usize)?.iter().sum::<u64>();
+        }
+        done += k;
+    }
+    let gbs = |ns: u64| (u64::from(n) * MIB) as f64 / (ns as f64 / 1e9) / 1e9;
+    let bw = gbs(ours_ns);
+    let raw_bw = raw.map(|_| gbs(raw_ns));
+    Ok((rows, bw, raw_bw))
+}
+
+/// How often the target polls where its progress cannot block (shm): it serves every
+/// operation of the benchmark, as a rank with work to share serves thieves.
+const SERVING_NAP: Duration = Duration::from_micros(20);
+
+/// Rank 1: answer every signal with a signal of the same value, until told to stop.
+fn serve(f: Arc<dyn Fabric>) -> ProgressThread {
+    f.set_progress_nap(SERVING_NAP);
+    let g = f.clone();
+    ProgressThread::spawn(f, move |s| {
+        if s.from == 0 {
+            let _ = g.write_gather(0, Loc::new(SEG, BUF), &[], Some(s.value));
+        }
+    })
+}
+
+pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
+    if args.iters == 0 {
+        return Err(UsageError("--iters must be at least 1".into()));
+    }
+    let env = JobEnv::from_env().map_err(bench_err)?;
+    let backend = args.backend.unwrap_or(if env.size > 1 {
+        Backend::Ofi
+    } else {
+        Backend::Mem
+    });
+    let report = match backend {
+        Backend::Mem => {
+            if env.size > 1 {
+                return Err(UsageError(
+                    "--backend mem runs both ranks in one process: start it without a launcher"
+                        .into(),
+                ));
+            }
+            let fabrics =
+                mem::world(vec![config(), config()], MemOptions::default()).map_err(bench_err)?;
+            let target: Arc<dyn Fabric> = fabrics[1].clone();
+            let server = serve(target);
+            let (rows, bw, raw_bw) = measure(&*fabrics[0], args.iters, None)?;
+            server.stop();
+            Report {
+                backend: "mem",
+                provider: "mem".into(),
+                iters: args.iters,
+                connect_ms: 0.0,
+                rows,
+                read_bandwidth_gbs: bw,
+                raw_read_bandwidth_gbs: raw_bw,
+            }
+        }
+        Backend::Ofi => {
+            if env.size != 2 {
+                return Err(UsageError(format!(
+                    "fabric-bench measures between 2 ranks (this job has {}): titus launch -n 2 [--provider P] -- titus fabric-bench",
+                    env.size
+                )));
+            }
+            if !titus_fabric_ofi::available() {
+                // Say so before the rendezvous, which would otherwise wait for the others.
+                return Err(bench_err(titus_fabric_ofi::providers().unwrap_err()));
+            }
+            let rv = Rendezvous::join(&env).map_err(bench_err)?;
+            let fabric = Arc::new(
+                OfiFabric::open(env.rank, env.size, rv, config(), None).map_err(bench_err)?,
+            );
+            let barrier = |f: &OfiFabric| {
+                f.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))
+                    .map_err(bench_err)
+            };
+            if env.rank == 1 {
+                let server = serve(fabric.clone());
+                barrier(&fabric)?; // rank 0 is done measuring
+                server.stop();
+                return Ok(());
+            }
+            let raw = |kind: i32, bytes: u64, n: usize| {
+                fabric
+                    .raw_latency(
+                        kind,
+                        1,
+                        Loc::new(SEG, if kind < 2 { WORD } else { BUF }),
+                        SEG,
+                        bytes,
+                        n,
+                    )
+                    .map_err(bench_err)
+            };
+            let (rows, bw, raw_bw) = measure(&*fabric, args.iters, Some(&raw))?;
+            barrier(&fabric)?;
+            Report {
+                backend: "ofi",
+                provider: fabric.caps().provider.clone(),
+                iters: args.iters,
+                connect_ms: fabric.connect_time().as_secs_f64() * 1e3,
+                rows,
+                read_bandwidth_gbs: bw,
+                raw_read_bandwidth_gbs: raw_bw,
+            }
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report).map_err(bench_err)?);
+        return Ok(());
+    }
+    println!(
+        "fabric-bench: {} ({}), 2 ranks, {} timed operations each, connect {:.1} ms",
+        report.provider, report.backend, report.iters, report.connect_ms
+    );
+    println!(
+        "{:<24} {:>7} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "op", "bytes", "p50_us", "p99_us", "raw_p50", "raw_p99", "overhead"
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for r in &report.rows {
+        println!(
+            "{:<24} {:>7} {:>9.2} {:>9.2} {:>10} {:>10} {:>9}",
+            r.op,
+            r.bytes,
+            r.p50_us,
+            r.p99_us,
+            opt(r.raw_p50_us),
+            opt(r.raw_p99_us),
+            r.overhead
+                .map_or("-".to_string(), |o| format!("{:+.1}%", o * 100.0))
+        );
+    }
+    println!(
+        "read bandwidth at 1 MiB: {:.2} GB/s (raw {})",
+        report.read_bandwidth_gbs,
+        report
+            .raw_read_bandwidth_gbs
+            .map_or("-".to_string(), |b| format!("{b:.2} GB/s"))
+    );
+    Ok(())
+}
