@@ -249,6 +249,8 @@ struct State {
     signals: VecDeque<Signal>,
     /// Signals to post after their data completed: (op, peer, value).
     deferred: Vec<(u64, Rank, u64)>,
+    /// Completions so far, so that `progress` can return on a new one.
+    completions: u64,
 }
 
 /// One rank's libfabric endpoint with its registered segments.
@@ -872,6 +874,7 @@ impl OfiFabric {
         if finished {
             let p = st.inflight.remove(&id).expect("present");
             st.done.insert(id, Err(p.error.expect("set")));
+            st.completions += 1;
         }
         drop(st);
         self.wake();
@@ -951,6 +954,7 @@ impl OfiFabric {
                 }
                 let p = st.inflight.remove(&id).expect("present");
                 st.done.insert(id, p.error.map_or(Ok(p.value), Err));
+                st.completions += 1;
             }
         }
         drop(st);
@@ -1307,10 +1311,11 @@ impl Fabric for OfiFabric {
 
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
         let deadline = Instant::now() + timeout;
+        let seen = lock(&self.state).completions;
         loop {
             {
                 let mut st = lock(&self.state);
-                if !st.signals.is_empty() {
+                if !st.signals.is_empty() || st.completions != seen {
                     signals.extend(st.signals.drain(..));
                     return Ok(());
                 }

@@ -22,6 +22,7 @@ const COUNTER: u64 = 64;
 const LOCK: u64 = 128;
 const LOCKED_COUNTER: u64 = 136;
 const PROGRESS_WORD: u64 = 192;
+const LEFT: u64 = 200;
 /// Local scratch words for atomics and barrier reads.
 const SCRATCH: u64 = 1024;
 /// Local pieces for gathered writes.
@@ -105,6 +106,7 @@ pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
         b.wait(ctx.fabric)
             .map_err(|e| format!("barrier after {name}: {e}"))?;
     }
+    let mut live = ctx.fabric.size();
     if dead_peer {
         dead_peer_case(ctx, &mut b).map_err(|e| {
             format!(
@@ -112,8 +114,13 @@ pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
                 ctx.fabric.rank()
             )
         })?;
+        if ctx.fabric.rank() == 1 {
+            return Ok(()); // This rank is dead.
+        }
+        live -= u32::from(live > 1);
     }
-    Ok(())
+    b.finish(ctx.fabric, live)
+        .map_err(|e| format!("leaving the suite: {e}"))
 }
 
 /// A barrier on the fabric: fetch-add on rank 0's word, then read it until every rank of
@@ -138,6 +145,32 @@ impl Barrier {
             if Instant::now() > deadline {
                 return Err(FabricError::Timeout {
                     op: "barrier",
+                    peer: 0,
+                    timeout: f.op_timeout() * 4,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Barrier {
+    /// Leaves the last barrier safely: every rank but 0 says it has left (a fetch-add on
+    /// rank 0), and rank 0 keeps serving until the other `live - 1` ranks have — otherwise
+    /// rank 0 could stop progressing while others still read its barrier word.
+    pub fn finish(&mut self, f: &dyn Fabric, live: u32) -> Result<(), FabricError> {
+        if f.rank() != 0 {
+            return f.fetch_add_sync(0, Loc::new(CONF, LEFT), 1).map(drop);
+        }
+        let deadline = Instant::now() + f.op_timeout() * 4;
+        loop {
+            f.read_sync(0, Loc::new(CONF, LEFT), Loc::new(CONF, SCRATCH), 8)?;
+            if f.segment(CONF)?.load(SCRATCH)? + 1 >= u64::from(live) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(FabricError::Timeout {
+                    op: "leaving barrier",
                     peer: 0,
                     timeout: f.op_timeout() * 4,
                 });

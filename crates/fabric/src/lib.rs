@@ -313,7 +313,9 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// Blocks until the operation completes or `timeout` passes.
     fn wait(&self, op: OpId, timeout: Duration) -> Result<u64, FabricError>;
     /// Serves remote operations on this rank's memory and collects signals, blocking up to
-    /// `timeout` while nothing happens. The progress thread's loop.
+    /// `timeout` while nothing happens: it returns early when a signal arrives or when one
+    /// of this rank's operations completes during the call (collect it with
+    /// [`Fabric::test`]). The progress thread's loop, and a driver's wait for "anything".
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
 
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):

@@ -170,6 +170,8 @@ struct Queues {
     signals: VecDeque<Signal>,
     /// Operations on this rank's memory waiting for it to progress.
     inbox: VecDeque<Op>,
+    /// Completions so far, so that `progress` can return on a new one.
+    completions: u64,
 }
 
 #[derive(Debug)]
@@ -296,6 +298,7 @@ impl Shared {
         let mut q = lock(&from.q);
         if q.inflight.remove(&op.id).is_some() {
             q.done.insert(op.id, result);
+            q.completions += 1;
         }
         drop(q);
         from.cv.notify_all();
@@ -395,6 +398,34 @@ impl Network {
 }
 
 impl MemFabric {
+    /// Queue lengths of every rank (inflight, done, signals, inbox) and the network's
+    /// pending operations: for diagnosing a stalled test.
+    pub fn debug_state(&self) -> String {
+        let mut out = String::new();
+        for (r, c) in self.shared.ranks.iter().enumerate() {
+            let q = lock(&c.q);
+            out += &format!(
+                "rank {r}: inflight {:?} done {} signals {} inbox {} completions {}\n",
+                q.inflight.values().collect::<Vec<_>>(),
+                q.done.len(),
+                q.signals.len(),
+                q.inbox.len(),
+                q.completions
+            );
+        }
+        if let Some(n) = &self.shared.network {
+            let st = lock(&n.state);
+            out += &format!(
+                "network: {} queued, next due in {:?}\n",
+                st.heap.len(),
+                st.heap
+                    .peek()
+                    .map(|r| r.0.0.saturating_duration_since(Instant::now()))
+            );
+        }
+        out
+    }
+
     /// Stops this rank as if its process died: operations on its memory fail with
     /// [`FabricError::PeerDead`] from now on.
     pub fn kill(&self) {
@@ -599,10 +630,11 @@ impl Fabric for MemFabric {
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
         let deadline = Instant::now() + timeout;
         let cell = self.shared.cell(self.rank);
+        let seen = lock(&cell.q).completions;
         loop {
             self.shared.serve(self.rank);
             let mut q = lock(&cell.q);
-            if !q.signals.is_empty() {
+            if !q.signals.is_empty() || q.completions != seen {
                 signals.extend(q.signals.drain(..));
                 return Ok(());
             }

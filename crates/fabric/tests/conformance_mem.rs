@@ -32,7 +32,10 @@ fn suite(size: u32, options: MemOptions, dead_peer: bool) {
     });
     for (r, res) in results.into_iter().enumerate() {
         if let Err(e) = res {
-            panic!("mem, {size} ranks, {options:?}: rank {r} failed: {e}");
+            panic!(
+                "mem, {size} ranks, {options:?}: rank {r} failed: {e}\n{}",
+                fabrics[0].debug_state()
+            );
         }
     }
 }
