@@ -1,0 +1,412 @@
+//! Segment layouts: what lives where in a rank's registered memory, and the byte formats
+//! other ranks read and write. Plain integers only (no pointers), little-endian, so ranks
+//! need not run identical binaries. Everything decoded from memory another rank wrote is
+//! bounds-checked: a malformed slot or chunk is an error naming the rank, never a panic.
+
+use crate::{CoreError, Rank};
+
+/// Segment numbers, in the order the runtime registers them.
+pub mod seg {
+    /// Task headers, shared-set regions and the staging area.
+    pub const TASKS: u16 = 0;
+    /// Result chunks routed to this rank.
+    pub const INBOX: u16 = 1;
+    /// Chunks this rank sends, one area per next hop.
+    pub const OUTBOX: u16 = 2;
+}
+
+/// Version word at offset 0 of TASKS: "TITUS" + layout version 1.
+pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0001;
+
+/// Offsets in the TASKS header (64 bytes).
+pub mod tasks {
+    /// Layout magic and version.
+    pub const MAGIC: u64 = 0;
+    /// `lock` protocol: AVAILABLE, REFILL, or the holder.
+    pub const LOCK: u64 = 8;
+    /// `claim` protocol: the packed (generation, count, ticket) word.
+    pub const CLAIM: u64 = 16;
+    /// `claim` protocol: batches read, cumulative, for regions 0 and 1.
+    pub const DONE: [u64; 2] = [24, 32];
+    /// `lock` protocol: tasks in region 0.
+    pub const COUNT: u64 = 40;
+    /// Header length.
+    pub const HEADER: u64 = 64;
+}
+
+/// Lock-word states (`lock` protocol).
+pub mod lock {
+    /// Nobody holds the shared set.
+    pub const AVAILABLE: u64 = 0;
+    /// A thief took the shared set and handed the lock to the owner to refill it.
+    pub const REFILL: u64 = 1;
+    /// Held by `rank`.
+    pub fn held_by(rank: crate::Rank) -> u64 {
+        2 + u64::from(rank)
+    }
+}
+
+/// The packed claim word: generation (16 bits), tasks in the generation (16 bits), tickets
+/// taken (32 bits, low). A thief's fetch-add of 1 takes the next ticket and returns the
+/// whole word, so one remote atomic both finds and claims a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClaimWord {
+    /// Generation: its parity names the region holding its tasks.
+    pub generation: u16,
+    /// Tasks published in this generation.
+    pub n: u16,
+    /// Tickets taken so far (successful or not).
+    pub ticket: u32,
+}
+
+impl ClaimWord {
+    /// Decodes a word.
+    pub fn unpack(w: u64) -> Self {
+        Self {
+            generation: (w >> 48) as u16,
+            n: (w >> 32) as u16,
+            ticket: w as u32,
+        }
+    }
+
+    /// Encodes it.
+    pub fn pack(self) -> u64 {
+        u64::from(self.generation) << 48 | u64::from(self.n) << 32 | u64::from(self.ticket)
+    }
+
+    /// The region (0 or 1) of this generation.
+    pub fn region(self) -> usize {
+        usize::from(self.generation % 2)
+    }
+}
+
+/// Batch `ticket` of a generation of `n` tasks: halving batches (the first thief takes
+/// ⌈n/2⌉, the next half of the rest, ...), so early thieves get much and the last ones
+/// little. Returns (first slot, count); count 0 once the tasks are gone.
+pub fn claim_batch(n: u16, ticket: u32) -> (u16, u16) {
+    let (mut start, mut left) = (0u32, u32::from(n));
+    for _ in 0..ticket.min(32) {
+        let take = left.div_ceil(2);
+        start += take;
+        left -= take;
+    }
+    if ticket >= 32 {
+        return (n, 0);
+    }
+    (start as u16, left.div_ceil(2) as u16)
+}
+
+/// Number of non-empty batches of a generation of `n` tasks.
+pub fn claim_batches(n: u16) -> u32 {
+    let mut left = u32::from(n);
+    let mut b = 0;
+    while left > 0 {
+        left -= left.div_ceil(2);
+        b += 1;
+    }
+    b
+}
+
+/// A task as it travels: its owner and index there, the kind, the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// The rank that owns the task (and gets its result).
+    pub owner: Rank,
+    /// Index in the owner's task list.
+    pub index: u32,
+    /// Task kind (registered function).
+    pub kind: u16,
+    /// Input bytes.
+    pub payload: Vec<u8>,
+}
+
+/// Bytes of a task slot before the payload.
+pub const SLOT_HEADER: u64 = 16;
+
+/// Size of a task slot for payloads of up to `max_payload` bytes (8-aligned).
+pub fn slot_size(max_payload: u32) -> u64 {
+    (SLOT_HEADER + u64::from(max_payload)).next_multiple_of(8)
+}
+
+/// Writes `task` into `out` (one slot).
+pub fn encode_task(task: &Task, out: &mut [u8]) {
+    out[0..4].copy_from_slice(&task.owner.to_le_bytes());
+    out[4..8].copy_from_slice(&task.index.to_le_bytes());
+    out[8..10].copy_from_slice(&task.kind.to_le_bytes());
+    out[10..12].copy_from_slice(&[0, 0]);
+    out[12..16].copy_from_slice(&(task.payload.len() as u32).to_le_bytes());
+    out[16..16 + task.payload.len()].copy_from_slice(&task.payload);
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Reads a slot written by rank `from`; checks the owner and the payload length.
+pub fn decode_task(
+    slot: &[u8],
+    from: Rank,
+    size: u32,
+    max_payload: u32,
+) -> Result<Task, CoreError> {
+    let bad = |what: String| CoreError::Malformed { from, what };
+    if slot.len() < SLOT_HEADER as usize {
+        return Err(bad(format!("task slot of {} bytes", slot.len())));
+    }
+    let owner = u32_at(slot, 0);
+    let index = u32_at(slot, 4);
+    let kind = u16::from_le_bytes([slot[8], slot[9]]);
+    let len = u32_at(slot, 12);
+    if owner >= size {
+        return Err(bad(format!(
+            "task owner {owner} outside the job (size {size})"
+        )));
+    }
+    if len > max_payload || SLOT_HEADER as usize + len as usize > slot.len() {
+        return Err(bad(format!(
+            "task payload of {len} bytes (limit {max_payload})"
+        )));
+    }
+    Ok(Task {
+        owner,
+        index,
+        kind,
+        payload: slot[16..16 + len as usize].to_vec(),
+    })
+}
+
+/// A result travelling to its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultRecord {
+    /// The task's owner.
+    pub owner: Rank,
+    /// The task's index there.
+    pub index: u32,
+    /// The result bytes.
+    pub data: Vec<u8>,
+}
+
+/// Chunk header: magic, record count, total length.
+pub const CHUNK_MAGIC: u32 = 0x5452_4331; // "TRC1"
+/// Bytes of the chunk header.
+pub const CHUNK_HEADER: usize = 16;
+/// Bytes of a record header.
+pub const RECORD_HEADER: usize = 16;
+
+/// Encoded length of a record with `len` data bytes.
+pub fn record_len(len: usize) -> usize {
+    RECORD_HEADER + len.next_multiple_of(8)
+}
+
+/// Appends a record to a chunk body under construction; `hops`: hops taken once this
+/// chunk arrives.
+pub fn push_record(body: &mut Vec<u8>, r: &ResultRecord, hops: u32) {
+    body.extend_from_slice(&r.owner.to_le_bytes());
+    body.extend_from_slice(&r.index.to_le_bytes());
+    body.extend_from_slice(&(r.data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&hops.to_le_bytes());
+    body.extend_from_slice(&r.data);
+    body.resize(body.len().next_multiple_of(8), 0);
+}
+
+/// The header of a chunk holding `count` records in `body_len` bytes.
+pub fn chunk_header(count: u32, body_len: usize) -> [u8; CHUNK_HEADER] {
+    let mut h = [0u8; CHUNK_HEADER];
+    h[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&count.to_le_bytes());
+    h[8..16].copy_from_slice(&((CHUNK_HEADER + body_len) as u64).to_le_bytes());
+    h
+}
+
+/// Parses a chunk written by rank `from`: every length is checked against the chunk and
+/// the limits, every owner against the job size. Returns each record with its hop count.
+pub fn decode_chunk(
+    chunk: &[u8],
+    from: Rank,
+    size: u32,
+    max_result: u32,
+) -> Result<Vec<(ResultRecord, u32)>, CoreError> {
+    let bad = |what: String| CoreError::Malformed { from, what };
+    if chunk.len() < CHUNK_HEADER || u32_at(chunk, 0) != CHUNK_MAGIC {
+        return Err(bad("result chunk without its header".into()));
+    }
+    let count = u32_at(chunk, 4);
+    let total = u64::from_le_bytes(chunk[8..16].try_into().expect("8 bytes"));
+    if total != chunk.len() as u64 {
+        return Err(bad(format!(
+            "result chunk says {total} bytes, signalled {}",
+            chunk.len()
+        )));
+    }
+    let mut at = CHUNK_HEADER;
+    let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
+    for i in 0..count {
+        if at + RECORD_HEADER > chunk.len() {
+            return Err(bad(format!(
+                "result record {i} of {count} past the chunk's end"
+            )));
+        }
+        let owner = u32_at(chunk, at);
+        let index = u32_at(chunk, at + 4);
+        let len = u32_at(chunk, at + 8);
+        let hops = u32_at(chunk, at + 12);
+        if owner >= size {
+            return Err(bad(format!(
+                "result owner {owner} outside the job (size {size})"
+            )));
+        }
+        if len > max_result {
+            return Err(bad(format!("result of {len} bytes (limit {max_result})")));
+        }
+        let end = at + record_len(len as usize);
+        if end > chunk.len() {
+            return Err(bad(format!(
+                "result record {i} of {len} bytes past the chunk's end"
+            )));
+        }
+        out.push((
+            ResultRecord {
+                owner,
+                index,
+                data: chunk[at + RECORD_HEADER..at + RECORD_HEADER + len as usize].to_vec(),
+            },
+            hops,
+        ));
+        at = end;
+    }
+    if at != chunk.len() {
+        return Err(bad("trailing bytes after the last result record".into()));
+    }
+    Ok(out)
+}
+
+/// Signals: a kind in the top 4 bits, a payload below.
+pub mod signal {
+    /// A result chunk is in the inbox: offset (30 bits) and length (30 bits).
+    pub const CHUNK: u64 = 1;
+    /// A reservation overflowed the inbox at this offset: the sender waits for a reset.
+    pub const OVERFLOW: u64 = 2;
+    /// The inbox was emptied and reset: senders may reserve again.
+    pub const RESET: u64 = 3;
+    /// Termination: the sender's subtree is complete.
+    pub const UP: u64 = 4;
+    /// Termination: the epoch is over.
+    pub const DONE: u64 = 5;
+    /// `request` protocol: the sender asks for tasks.
+    pub const REQUEST: u64 = 6;
+    /// `request` protocol: the answer, with the number of tasks written.
+    pub const REPLY: u64 = 7;
+    /// The epoch failed on some rank; the payload is the error code.
+    pub const ABORT: u64 = 8;
+
+    /// Encodes (kind, payload).
+    pub fn pack(kind: u64, payload: u64) -> u64 {
+        kind << 60 | (payload & ((1 << 60) - 1))
+    }
+    /// Decodes (kind, payload).
+    pub fn unpack(v: u64) -> (u64, u64) {
+        (v >> 60, v & ((1 << 60) - 1))
+    }
+    /// A chunk's (offset, length).
+    pub fn chunk(offset: u64, len: u64) -> u64 {
+        pack(CHUNK, offset << 30 | len)
+    }
+    /// Splits a chunk payload.
+    pub fn chunk_parts(payload: u64) -> (u64, u64) {
+        (payload >> 30, payload & ((1 << 30) - 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_word_and_batches() {
+        let w = ClaimWord {
+            generation: 7,
+            n: 100,
+            ticket: 3,
+        };
+        assert_eq!(ClaimWord::unpack(w.pack()), w);
+        // Tickets increment the low field without touching the others.
+        assert_eq!(ClaimWord::unpack(w.pack() + 1).ticket, 4);
+        // Batches tile 0..n exactly once.
+        for n in [0u16, 1, 2, 3, 7, 100, 65_535] {
+            let mut next = 0u32;
+            let batches = claim_batches(n);
+            for t in 0..40 {
+                let (s, c) = claim_batch(n, t);
+                if c == 0 {
+                    assert!(t >= batches, "n={n} t={t}");
+                    continue;
+                }
+                assert_eq!(u32::from(s), next, "n={n} t={t}");
+                next += u32::from(c);
+            }
+            assert_eq!(next, u32::from(n));
+        }
+        assert_eq!(claim_batch(10, 0), (0, 5));
+        assert_eq!(claim_batch(10, 1), (5, 3));
+    }
+
+    #[test]
+    fn tasks_and_chunks_round_trip_and_reject_garbage() {
+        let t = Task {
+            owner: 3,
+            index: 9,
+            kind: 2,
+            payload: b"hello".to_vec(),
+        };
+        let mut slot = vec![0u8; slot_size(8) as usize];
+        encode_task(&t, &mut slot);
+        assert_eq!(decode_task(&slot, 1, 4, 8).unwrap(), t);
+        assert!(
+            decode_task(&slot, 1, 3, 8).is_err(),
+            "owner outside the job"
+        );
+        assert!(
+            decode_task(&slot, 1, 4, 4).is_err(),
+            "payload over the limit"
+        );
+        let recs = vec![
+            ResultRecord {
+                owner: 0,
+                index: 1,
+                data: vec![1, 2, 3],
+            },
+            ResultRecord {
+                owner: 2,
+                index: 5,
+                data: vec![],
+            },
+        ];
+        let mut body = Vec::new();
+        for r in &recs {
+            push_record(&mut body, r, 2);
+        }
+        let mut chunk = chunk_header(2, body.len()).to_vec();
+        chunk.extend_from_slice(&body);
+        let back: Vec<ResultRecord> = decode_chunk(&chunk, 1, 3, 16)
+            .unwrap()
+            .into_iter()
+            .map(|(r, h)| {
+                assert_eq!(h, 2);
+                r
+            })
+            .collect();
+        assert_eq!(back, recs);
+        assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 3, 16).is_err());
+        assert!(
+            decode_chunk(&chunk, 1, 2, 16).is_err(),
+            "owner 2 in a job of 2"
+        );
+        let mut lying = chunk.clone();
+        lying[4] = 200; // 200 records claimed
+        assert!(decode_chunk(&lying, 1, 3, 16).is_err());
+        assert!(
+            decode_chunk(&chunk, 1, 3, 2).is_err(),
+            "result over the limit"
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! Titus's work-stealing protocol as a sans-IO state machine: one [`Node`] per rank.
+//!
+//! No threads, no clock, no IO. The driver (the runtime over a real fabric, or the
+//! simulator over virtual time) feeds inputs in — the time, completions of the remote
+//! operations the node asked for, signals from other ranks, task results — and carries
+//! commands out: remote operations to perform ([`Command`]). Local segment memory is
+//! reached through the [`Memory`] trait the driver passes in.
+//!
+//! Protocols (design notes beside the code):
+//! - stealing (`steal.rs`): `claim` (one remote fetch-add finds and claims a batch, one
+//!   read fetches it; the victim never blocks), `lock` (TITUS: CAS lock, read, hand the
+//!   lock back for a refill) and `request` (a signal answered by the victim's progress);
+//!   victims are overlay out-neighbours, with per-victim exponential backoff;
+//! - results (`results.rs`): routed to their owners hop by hop along the overlay,
+//!   aggregated per next hop: one fetch-add reservation in the next hop's inbox, one
+//!   gathered write, one signal; a full inbox pushes back, nothing is dropped;
+//! - termination (`node.rs`): a binary tree over ranks reduces "all my results are home"
+//!   and broadcasts the end of the epoch.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod layout;
+mod node;
+mod results;
+mod steal;
+
+pub use layout::{ResultRecord, Task};
+pub use node::{Node, Stats};
+pub use titus_overlay::Routing;
+
+use std::time::Duration;
+
+/// A rank number.
+pub type Rank = u32;
+
+/// A point in time, in nanoseconds from the driver's origin (real or virtual).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Time(pub u64);
+
+impl Time {
+    /// This time plus `d`.
+    pub fn plus(self, d: Duration) -> Time {
+        Time(
+            self.0
+                .saturating_add(d.as_nanos().min(u128::from(u64::MAX)) as u64),
+        )
+    }
+    /// Time from `earlier` to this one (zero if earlier is later).
+    pub fn since(self, earlier: Time) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// A place in one of this or another rank's segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    /// Segment number ([`layout::seg`]).
+    pub segment: u16,
+    /// Byte offset.
+    pub offset: u64,
+}
+
+impl Loc {
+    /// `offset` in `segment`.
+    pub fn new(segment: u16, offset: u64) -> Self {
+        Self { segment, offset }
+    }
+}
+
+/// Identifies a command's completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token(pub u64);
+
+/// A remote operation the node asks the driver to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Copy `len` bytes of `peer`'s `remote` into this rank's `local`.
+    Read {
+        /// Target rank.
+        peer: Rank,
+        /// Where to read.
+        remote: Loc,
+        /// Where the bytes go.
+        local: Loc,
+        /// How many.
+        len: u64,
+    },
+    /// Copy local pieces back to back to `peer`'s `remote`, then signal (if any) once they
+    /// are there.
+    Write {
+        /// Target rank.
+        peer: Rank,
+        /// Where to write.
+        remote: Loc,
+        /// Local (place, length) pieces.
+        pieces: Vec<(Loc, u64)>,
+        /// Signal value delivered after the data.
+        signal: Option<u64>,
+    },
+    /// 64-bit compare-and-swap; completes with the previous value.
+    Cas {
+        /// Target rank (may be this rank).
+        peer: Rank,
+        /// The word.
+        remote: Loc,
+        /// Expected value.
+        expected: u64,
+        /// New value.
+        desired: u64,
+    },
+    /// 64-bit fetch-and-add; completes with the previous value.
+    FetchAdd {
+        /// Target rank (may be this rank).
+        peer: Rank,
+        /// The word.
+        remote: Loc,
+        /// Addend (wrapping).
+        delta: u64,
+    },
+}
+
+/// An operation to perform, and the token its completion must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// Hand it back with the completion.
+    pub token: Token,
+    /// The operation.
+    pub op: Op,
+}
+
+/// Why a remote operation failed, as the driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpFailure {
+    /// The peer is gone (or the driver's timeout expired).
+    pub peer_gone: bool,
+    /// What the transport said.
+    pub detail: String,
+}
+
+/// This rank's segment memory.
+pub trait Memory {
+    /// Copies `buf.len()` bytes at `loc` into `buf`.
+    fn read(&self, loc: Loc, buf: &mut [u8]);
+    /// Copies `data` to `loc`.
+    fn write(&self, loc: Loc, data: &[u8]);
+}
+
+/// Which steal protocol a run uses (every rank the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Protocol {
+    /// TITUS's lock protocol.
+    Lock,
+    /// One fetch-add claims a batch, one read fetches it (the default).
+    #[default]
+    Claim,
+    /// A request signal answered by the victim.
+    Request,
+}
+
+impl Protocol {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Claim => "claim",
+            Self::Request => "request",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lock" => Ok(Self::Lock),
+            "claim" => Ok(Self::Claim),
+            "request" => Ok(Self::Request),
+            o => Err(format!(
+                "unknown steal protocol '{o}' (expected lock, claim or request)"
+            )),
+        }
+    }
+}
+
+/// Tunables of a node. Every rank of a job must use the same values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Steal protocol.
+    pub protocol: Protocol,
+    /// Routing of results.
+    pub routing: Routing,
+    /// Largest task payload, bytes (fixes the task slot size).
+    pub max_payload: u32,
+    /// Largest task result, bytes.
+    pub max_result: u32,
+    /// Tasks the shared set holds at most (≤ 65535: the claim word's count field).
+    pub shared_capacity: u32,
+    /// The owner keeps at least this many tasks private when it refills its shared set.
+    pub min_private: u32,
+    /// A rank steals while it holds fewer than this many tasks (its workers' appetite).
+    pub steal_below: u32,
+    /// Bytes of the results inbox (a chunk larger than this cannot travel).
+    pub inbox_bytes: u64,
+    /// Largest result chunk sent to one next hop, bytes.
+    pub chunk_bytes: u64,
+    /// How long results wait for company before their chunk leaves.
+    pub flush_delay: Duration,
+    /// First backoff after a victim was found empty; doubles per failure.
+    pub backoff_base: Duration,
+    /// Longest backoff.
+    pub backoff_max: Duration,
+    /// How often an owner checks its shared set (claim, lock) for refill.
+    pub check_interval: Duration,
+    /// Seed of victim choice (combined with rank and epoch).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            protocol: Protocol::Claim,
+            routing: Routing::Non,
+            max_payload: 256,
+            max_result: 256,
+            shared_capacity: 1024,
+            min_private: 1,
+            steal_below: 1,
+            inbox_bytes: 1 << 20,
+            chunk_bytes: 64 << 10,
+            flush_delay: Duration::from_micros(200),
+            // Loopback steals take 20–80 µs: a first retry after 50 µs, doubling to 10 ms,
+            // keeps an idle rank's attempts (and CPU) low while work is far away.
+            backoff_base: Duration::from_micros(50),
+            backoff_max: Duration::from_millis(10),
+            check_interval: Duration::from_micros(200),
+            seed: 1,
+        }
+    }
+}
+
+/// Why an epoch failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// Another rank wrote something that does not decode.
+    #[error("rank {from} sent malformed data: {what}")]
+    Malformed {
+        /// The sender.
+        from: Rank,
+        /// What was wrong.
+        what: String,
+    },
+    /// A result arrived twice: a protocol bug, never silently ignored.
+    #[error("the result of task {index} arrived twice (second copy from rank {from})")]
+    Duplicate {
+        /// Task index.
+        index: u32,
+        /// Sender of the second copy.
+        from: Rank,
+    },
+    /// A result for a task this rank does not own.
+    #[error("rank {from} sent a result for task {index}, but this rank owns {count} tasks")]
+    UnknownTask {
+        /// Task index.
+        index: u32,
+        /// Sender.
+        from: Rank,
+        /// Tasks owned here.
+        count: u32,
+    },
+    /// A result larger than the configured limit.
+    #[error("task {index} produced {len} bytes, over the {limit}-byte result limit")]
+    ResultTooLarge {
+        /// Task index.
+        index: u32,
+        /// Result size.
+        len: usize,
+        /// Limit.
+        limit: u32,
+    },
+    /// A task whose payload exceeds the slot.
+    #[error("task {index} has a {len}-byte payload, over the {limit}-byte limit")]
+    PayloadTooLarge {
+        /// Task index.
+        index: u32,
+        /// Payload size.
+        len: usize,
+        /// Limit.
+        limit: u32,
+    },
+    /// A remote operation failed.
+    #[error("{op} on rank {peer} failed: {detail}")]
+    Remote {
+        /// What the node was doing.
+        op: &'static str,
+        /// Target rank.
+        peer: Rank,
+        /// The transport's words.
+        detail: String,
+    },
+    /// A task failed where it ran.
+    #[error("task {index} of rank {owner} failed on rank {ran_on}: {detail}")]
+    TaskFailed {
+        /// Owner.
+        owner: Rank,
+        /// Index.
+        index: u32,
+        /// Where it ran.
+        ran_on: Rank,
+        /// The panic message or error.
+        detail: String,
+    },
+    /// Another rank failed and told this one.
+    #[error("rank {rank} aborted the epoch (code {code})")]
+    Aborted {
+        /// The rank that failed first.
+        rank: Rank,
+        /// Its error code.
+        code: u32,
+    },
+    /// A configuration every rank must share is impossible.
+    #[error("bad configuration: {0}")]
+    Config(String),
+    /// An API call out of turn.
+    #[error("{0}")]
+    Usage(&'static str),
+}
+
+impl CoreError {
+    /// A small code carried by ABORT signals.
+    pub fn code(&self) -> u32 {
+        match self {
+            Self::Malformed { .. } => 1,
+            Self::Duplicate { .. } => 2,
+            Self::UnknownTask { .. } => 3,
+            Self::ResultTooLarge { .. } => 4,
+            Self::PayloadTooLarge { .. } => 5,
+            Self::Remote { .. } => 6,
+            Self::TaskFailed { .. } => 7,
+            Self::Aborted { code, .. } => *code,
+            Self::Config(_) => 9,
+            Self::Usage(_) => 10,
+        }
+    }
+}

@@ -1,0 +1,718 @@
+//! One rank's protocol state: the public API, the bookkeeping of commands in flight,
+//! timers, and termination.
+//!
+//! # Termination (a non-blocking tree reduction)
+//!
+//! Ranks form a binary tree by number (parent of r is (r − 1)/2), depth ⌈log₂ N⌉. A rank
+//! is *locally complete* once every result of its own tasks is home; results are never
+//! lost or duplicated, so that stays true for the rest of the epoch.
+//! 1. A rank that is locally complete and has heard UP from each child sends UP to its
+//!    parent.
+//! 2. The root, in the same state, knows every rank is complete: every task ran and every
+//!    result is home. It sends DONE to its children, who forward it.
+//! 3. Until DONE, complete ranks keep stealing and routing (other ranks' results may still
+//!    pass through them). After DONE a rank issues nothing new and reports done once its
+//!    last operations completed (a stale steal must not land in the next epoch).
+//!
+//! A rank that fails floods ABORT over the tree and its overlay neighbours; every rank
+//! stops with an error within O(log N) signal hops.
+
+use crate::layout::{self, Task, seg, signal, tasks};
+use crate::results::{Inbox, Outbound};
+use crate::steal::{Owner, Pending as StealPending, Thief};
+use crate::{Command, Config, CoreError, Loc, Memory, Op, OpFailure, Protocol, Rank, Time, Token};
+use std::collections::{HashMap, VecDeque};
+use titus_overlay::Overlay;
+use titus_overlay::rng::Rng;
+use titus_overlay::route::Rows;
+
+/// What a command's completion means.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// Steal protocols (thief and owner sides).
+    Steal(StealPending),
+    /// Results routing.
+    Results(crate::results::Pending),
+    /// A signal whose completion needs no action (UP, DONE, ABORT, RESET).
+    Signal(&'static str),
+}
+
+/// Per-epoch figures of one rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Tasks this rank owns.
+    pub tasks_owned: u64,
+    /// Tasks this rank ran (its own and others').
+    pub tasks_run: u64,
+    /// Of those, tasks owned by other ranks.
+    pub tasks_run_for_others: u64,
+    /// Tasks this rank took from victims.
+    pub tasks_stolen: u64,
+    /// Steal attempts.
+    pub steal_attempts: u64,
+    /// Attempts that brought tasks.
+    pub steals_ok: u64,
+    /// Attempts that found the victim empty.
+    pub steals_empty: u64,
+    /// Attempts that found the victim locked (`lock`) or busy.
+    pub steals_locked: u64,
+    /// Time from the first operation of an attempt to its outcome, per attempt (ns).
+    pub steal_latency_ns: Vec<u64>,
+    /// Task bytes moved by steals.
+    pub bytes_stolen: u64,
+    /// Result chunks sent.
+    pub chunks_sent: u64,
+    /// Result chunks received.
+    pub chunks_received: u64,
+    /// Result bytes sent in chunks.
+    pub bytes_results: u64,
+    /// Result records forwarded for other owners.
+    pub records_forwarded: u64,
+    /// Hops taken by the results of this rank's tasks (sum and histogram).
+    pub result_hops: Vec<u64>,
+    /// Inbox reservations that overflowed (backpressure events).
+    pub inbox_overflows: u64,
+    /// Remote operations issued.
+    pub ops: u64,
+}
+
+/// One rank of the protocol. See the crate documentation.
+#[derive(Debug)]
+pub struct Node {
+    pub(crate) cfg: Config,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
+    pub(crate) overlay: Overlay,
+    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead).
+    pub(crate) rows: HashMap<Rank, Vec<Rank>>,
+    /// This rank's out-neighbours: its victims and next hops.
+    pub(crate) victims: Vec<Rank>,
+    pub(crate) rng: Rng,
+    pub(crate) slot: u64,
+    pub(crate) now: Time,
+    pub(crate) epoch: u64,
+    running: bool,
+    failed: Option<CoreError>,
+    // Own tasks and their results.
+    pub(crate) own: u32,
+    pub(crate) results: Vec<Option<Vec<u8>>>,
+    pub(crate) home: u32,
+    /// Tasks to run or share (front: run next; back: share first).
+    pub(crate) queue: VecDeque<Task>,
+    /// Workers asked for tasks and found none.
+    pub(crate) hungry: bool,
+    pub(crate) owner: Owner,
+    pub(crate) thief: Thief,
+    pub(crate) outs: Vec<Outbound>,
+    pub(crate) inbox: Inbox,
+    // Termination.
+    children_up: u32,
+    sent_up: bool,
+    done: bool,
+    aborted: bool,
+    // Commands.
+    commands: VecDeque<Command>,
+    pending: HashMap<u64, Pending>,
+    next_token: u64,
+    pub(crate) stats: Stats,
+}
+
+/// Rows of this rank and its neighbours, for routing.
+struct RowView<'a>(&'a HashMap<Rank, Vec<Rank>>);
+
+impl Rows for RowView<'_> {
+    fn row(&self, rank: Rank) -> &[Rank] {
+        self.0.get(&rank).map_or(&[], Vec::as_slice)
+    }
+}
+
+fn tree_parent(r: Rank) -> Option<Rank> {
+    (r > 0).then(|| (r - 1) / 2)
+}
+
+fn tree_children(r: Rank, size: u32) -> impl Iterator<Item = Rank> {
+    [2 * u64::from(r) + 1, 2 * u64::from(r) + 2]
+        .into_iter()
+        .filter(move |&c| c < u64::from(size))
+        .map(|c| c as Rank)
+}
+
+impl Node {
+    /// A node for `rank` of `overlay`'s ranks.
+    pub fn new(cfg: Config, overlay: Overlay, rank: Rank) -> Result<Self, CoreError> {
+        let size = overlay.ranks();
+        if rank >= size {
+            return Err(CoreError::Config(format!(
+                "rank {rank} outside a job of {size}"
+            )));
+        }
+        if cfg.shared_capacity == 0 || cfg.shared_capacity > u32::from(u16::MAX) {
+            return Err(CoreError::Config(format!(
+                "shared_capacity {} outside 1..=65535",
+                cfg.shared_capacity
+            )));
+        }
+        let chunk_floor =
+            (layout::CHUNK_HEADER + layout::record_len(cfg.max_result as usize)) as u64;
+        if cfg.chunk_bytes < chunk_floor {
+            return Err(CoreError::Config(format!(
+                "chunk_bytes {} cannot hold one {}-byte result ({chunk_floor} bytes with headers)",
+                cfg.chunk_bytes, cfg.max_result
+            )));
+        }
+        if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 44 {
+            return Err(CoreError::Config(format!(
+                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^44",
+                cfg.inbox_bytes, cfg.chunk_bytes
+            )));
+        }
+        let victims = overlay.row(rank);
+        let mut rows = HashMap::new();
+        if cfg.routing == crate::Routing::Non {
+            for &v in &victims {
+                rows.insert(v, overlay.row(v));
+            }
+        }
+        rows.insert(rank, victims.clone());
+        let slot = layout::slot_size(cfg.max_payload);
+        let nv = victims.len();
+        Ok(Self {
+            rng: Rng::from_keys(&[cfg.seed, 0x5354_4541_4c00, u64::from(rank)]),
+            slot,
+            thief: Thief::new(nv),
+            owner: Owner::default(),
+            outs: (0..nv).map(|_| Outbound::default()).collect(),
+            inbox: Inbox::default(),
+            cfg,
+            rank,
+            size,
+            overlay,
+            rows,
+            victims,
+            now: Time(0),
+            epoch: 0,
+            running: false,
+            failed: None,
+            own: 0,
+            results: Vec::new(),
+            home: 0,
+            queue: VecDeque::new(),
+            hungry: false,
+            children_up: 0,
+            sent_up: false,
+            done: true,
+            aborted: false,
+            commands: VecDeque::new(),
+            pending: HashMap::new(),
+            next_token: 1,
+            stats: Stats::default(),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This rank's out-neighbours (victims and next hops).
+    pub fn out_neighbours(&self) -> &[Rank] {
+        &self.victims
+    }
+
+    /// The ranks this rank sends operations to: out-neighbours, its tree parent and
+    /// children, and (for `request`, whose victims answer) the ranks that steal from it,
+    /// its in-neighbours — O(N·k) to compute; the driver declares them to the fabric.
+    pub fn peers(&self) -> Vec<Rank> {
+        let mut p: Vec<Rank> = self.victims.clone();
+        p.extend(tree_parent(self.rank));
+        p.extend(tree_children(self.rank, self.size));
+        // ABORT floods and results reach in-neighbours only through their own routes;
+        // `request` replies need them directly.
+        if self.cfg.protocol == Protocol::Request {
+            p.extend(self.overlay.in_neighbours(self.rank));
+        }
+        p.sort_unstable();
+        p.dedup();
+        p.retain(|&r| r != self.rank);
+        p
+    }
+
+    /// Bytes of each segment, in [`layout::seg`] order.
+    pub fn segment_sizes(&self) -> [u64; 3] {
+        let cap = u64::from(self.cfg.shared_capacity);
+        [
+            tasks::HEADER + 3 * cap * self.slot,
+            crate::results::INBOX_DATA + self.cfg.inbox_bytes,
+            self.victims.len().max(1) as u64 * self.cfg.chunk_bytes,
+        ]
+    }
+
+    /// Writes the layout's version word; call once before the first epoch, on every rank,
+    /// and let every rank finish before any starts (the driver's barrier).
+    pub fn init_memory(&self, mem: &dyn Memory) {
+        mem.write(
+            Loc::new(seg::TASKS, tasks::MAGIC),
+            &layout::LAYOUT_MAGIC.to_le_bytes(),
+        );
+    }
+
+    /// Starts an epoch with this rank's tasks (kind, payload). Every rank calls it, after a
+    /// barrier that follows the previous epoch's end on every rank.
+    pub fn start_epoch(&mut self, now: Time, tasks: Vec<(u16, Vec<u8>)>) -> Result<(), CoreError> {
+        if self.running {
+            return Err(CoreError::Usage("start_epoch while an epoch is running"));
+        }
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if let Some((i, (_, p))) = tasks
+            .iter()
+            .enumerate()
+            .find(|(_, (_, p))| p.len() > self.cfg.max_payload as usize)
+        {
+            return Err(CoreError::PayloadTooLarge {
+                index: i as u32,
+                len: p.len(),
+                limit: self.cfg.max_payload,
+            });
+        }
+        self.now = now;
+        self.epoch += 1;
+        self.running = true;
+        self.done = false;
+        self.children_up = 0;
+        self.sent_up = false;
+        self.own = tasks.len() as u32;
+        self.results = vec![None; tasks.len()];
+        self.home = 0;
+        self.hungry = false;
+        self.stats = Stats {
+            tasks_owned: tasks.len() as u64,
+            ..Stats::default()
+        };
+        self.rng = Rng::from_keys(&[
+            self.cfg.seed,
+            0x5354_4541_4c00,
+            u64::from(self.rank),
+            self.epoch,
+        ]);
+        self.thief.reset_backoff();
+        let rank = self.rank;
+        self.queue = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, (kind, payload))| Task {
+                owner: rank,
+                index: i as u32,
+                kind,
+                payload,
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// The next command to perform, if any.
+    pub fn poll_command(&mut self) -> Option<Command> {
+        self.commands.pop_front()
+    }
+
+    /// When [`Node::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        if !self.running || self.failed.is_some() || self.done {
+            return None;
+        }
+        [
+            self.thief_deadline(),
+            self.owner_deadline(),
+            self.results_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Whether the epoch is over here: termination was detected and this rank's last
+    /// operations completed (or the epoch failed).
+    pub fn is_done(&self) -> bool {
+        self.failed.is_some() || (self.done && self.pending.is_empty() && self.commands.is_empty())
+    }
+
+    /// The error that ended the epoch, if one did.
+    pub fn error(&self) -> Option<&CoreError> {
+        self.failed.as_ref()
+    }
+
+    /// This epoch's figures so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// One line of state, for diagnosing a stalled epoch.
+    pub fn debug_summary(&self) -> String {
+        format!(
+            "rank {}: epoch {} running {} done {} failed {} home {}/{} queue {} hungry {} children_up {} sent_up {} in-flight {:?} {}{} outs [{}] inbox {}",
+            self.rank,
+            self.epoch,
+            self.running,
+            self.done,
+            self.failed.is_some(),
+            self.home,
+            self.own,
+            self.queue.len(),
+            self.hungry,
+            self.children_up,
+            self.sent_up,
+            self.pending
+                .values()
+                .map(|p| self.describe(p).0)
+                .collect::<Vec<_>>(),
+            self.thief_summary(),
+            self.owner_summary(),
+            self.outs_summary(),
+            self.inbox_summary(),
+        )
+    }
+
+    /// Operations in flight.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Ends the epoch: this rank's results, in task order.
+    pub fn take_results(&mut self) -> Result<Vec<Vec<u8>>, CoreError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.is_done() {
+            return Err(CoreError::Usage("take_results before the epoch ended"));
+        }
+        self.running = false;
+        std::mem::take(&mut self.results)
+            .into_iter()
+            .map(|r| r.ok_or(CoreError::Usage("a result is missing at termination")))
+            .collect()
+    }
+
+    /// Up to `max` tasks for this rank's workers (their private work).
+    pub fn take_tasks(&mut self, now: Time, max: usize, mem: &dyn Memory) -> Vec<Task> {
+        self.now = now;
+        if !self.running || self.failed.is_some() {
+            return Vec::new();
+        }
+        let n = max.min(self.queue.len());
+        let out: Vec<Task> = self.queue.drain(..n).collect();
+        self.hungry = out.is_empty() && !self.done;
+        self.drive(mem);
+        out
+    }
+
+    /// A worker finished `task` with `result` (or failed it with a message).
+    pub fn task_done(
+        &mut self,
+        now: Time,
+        owner: Rank,
+        index: u32,
+        result: Result<Vec<u8>, String>,
+        mem: &dyn Memory,
+    ) {
+        self.now = now;
+        if self.failed.is_some() {
+            return;
+        }
+        self.stats.tasks_run += 1;
+        if owner != self.rank {
+            self.stats.tasks_run_for_others += 1;
+        }
+        match result {
+            Err(detail) => self.fail(CoreError::TaskFailed {
+                owner,
+                index,
+                ran_on: self.rank,
+                detail,
+            }),
+            Ok(data) if data.len() > self.cfg.max_result as usize => {
+                self.fail(CoreError::ResultTooLarge {
+                    index,
+                    len: data.len(),
+                    limit: self.cfg.max_result,
+                })
+            }
+            Ok(data) => {
+                let rec = layout::ResultRecord { owner, index, data };
+                if let Err(e) = self.route_result(rec, 0, self.rank) {
+                    self.fail(e);
+                }
+            }
+        }
+        self.drive(mem);
+    }
+
+    /// A command completed: `Ok(value)` (an atomic's previous value, else 0) or a failure.
+    pub fn handle_completion(
+        &mut self,
+        now: Time,
+        token: Token,
+        result: Result<u64, OpFailure>,
+        mem: &dyn Memory,
+    ) {
+        self.now = now;
+        let Some(p) = self.pending.remove(&token.0) else {
+            return;
+        };
+        if self.failed.is_some() {
+            return;
+        }
+        let value = match result {
+            Ok(v) => v,
+            Err(f) => {
+                let (op, peer) = self.describe(&p);
+                self.fail(CoreError::Remote {
+                    op,
+                    peer,
+                    detail: f.detail,
+                });
+                return;
+            }
+        };
+        let r = match p {
+            Pending::Steal(s) => self.steal_completion(s, value, mem),
+            Pending::Results(r) => self.results_completion(r, value, mem),
+            Pending::Signal(_) => Ok(()),
+        };
+        if let Err(e) = r {
+            self.fail(e);
+        }
+        self.drive(mem);
+    }
+
+    /// A signal from `from` arrived.
+    pub fn handle_signal(&mut self, now: Time, from: Rank, value: u64, mem: &dyn Memory) {
+        self.now = now;
+        if from >= self.size {
+            return; // Not a rank: dropped (the transport already checks).
+        }
+        let (kind, payload) = signal::unpack(value);
+        if kind == signal::ABORT {
+            self.on_abort(from, payload);
+            return;
+        }
+        if self.failed.is_some() {
+            return;
+        }
+        let r = match kind {
+            signal::CHUNK | signal::OVERFLOW | signal::RESET => {
+                self.results_signal(from, kind, payload, mem)
+            }
+            signal::REQUEST | signal::REPLY => self.steal_signal(from, kind, payload, mem),
+            signal::UP => {
+                if tree_children(self.rank, self.size).any(|c| c == from) {
+                    self.children_up += 1;
+                    Ok(())
+                } else {
+                    Err(CoreError::Malformed {
+                        from,
+                        what: "termination UP from a rank that is not a child".into(),
+                    })
+                }
+            }
+            signal::DONE => {
+                if tree_parent(self.rank) == Some(from) {
+                    self.finish();
+                    Ok(())
+                } else {
+                    Err(CoreError::Malformed {
+                        from,
+                        what: "termination DONE from a rank that is not the parent".into(),
+                    })
+                }
+            }
+            k => Err(CoreError::Malformed {
+                from,
+                what: format!("signal of unknown kind {k}"),
+            }),
+        };
+        if let Err(e) = r {
+            self.fail(e);
+        }
+        self.drive(mem);
+    }
+
+    /// Timers: call when [`Node::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Time, mem: &dyn Memory) {
+        self.now = now;
+        self.drive(mem);
+    }
+
+    /// Queues a command; returns its token.
+    pub(crate) fn issue(&mut self, op: Op, pending: Pending) -> Token {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        self.pending.insert(token.0, pending);
+        self.commands.push_back(Command { token, op });
+        self.stats.ops += 1;
+        token
+    }
+
+    /// Sends a signal (a write of nothing) to `peer`.
+    pub(crate) fn send_signal(&mut self, peer: Rank, value: u64, what: &'static str) {
+        self.issue(
+            Op::Write {
+                peer,
+                remote: Loc::new(seg::INBOX, 0),
+                pieces: Vec::new(),
+                signal: Some(value),
+            },
+            Pending::Signal(what),
+        );
+    }
+
+    /// The next hop from this rank towards `dst`, as an index into `victims`.
+    pub(crate) fn next_hop(&self, dst: Rank) -> Option<usize> {
+        let next = titus_overlay::route::next_hop(
+            self.overlay.lattice(),
+            &RowView(&self.rows),
+            self.cfg.routing,
+            self.rank,
+            dst,
+        )?;
+        self.victims.binary_search(&next).ok()
+    }
+
+    /// Stores a result of this rank's own task.
+    pub(crate) fn store_result(
+        &mut self,
+        index: u32,
+        data: Vec<u8>,
+        from: Rank,
+        hops: u32,
+    ) -> Result<(), CoreError> {
+        let count = self.own;
+        let slot = self
+            .results
+            .get_mut(index as usize)
+            .ok_or(CoreError::UnknownTask { index, from, count })?;
+        if slot.is_some() {
+            return Err(CoreError::Duplicate { index, from });
+        }
+        *slot = Some(data);
+        self.home += 1;
+        let h = hops as usize;
+        if self.stats.result_hops.len() <= h {
+            self.stats.result_hops.resize(h + 1, 0);
+        }
+        self.stats.result_hops[h] += 1;
+        Ok(())
+    }
+
+    fn describe(&self, p: &Pending) -> (&'static str, Rank) {
+        match p {
+            Pending::Steal(s) => (s.name(), s.peer(&self.victims, self.rank)),
+            Pending::Results(r) => (r.name(), r.peer(&self.victims, self.rank)),
+            Pending::Signal(what) => (what, self.rank),
+        }
+    }
+
+    /// The epoch failed, ended here, or is not running: no new work to hand out.
+    pub(crate) fn failed_or_done(&self) -> bool {
+        self.failed.is_some() || self.done || !self.running
+    }
+
+    /// Stops the epoch with `e` and tells the other ranks.
+    pub(crate) fn fail(&mut self, e: CoreError) {
+        if self.failed.is_some() {
+            return;
+        }
+        let code = e.code();
+        let origin = match &e {
+            CoreError::Aborted { rank, .. } => *rank,
+            _ => self.rank,
+        };
+        self.failed = Some(e);
+        self.flood_abort(origin, code, None);
+    }
+
+    fn flood_abort(&mut self, origin: Rank, code: u32, except: Option<Rank>) {
+        if self.aborted {
+            return;
+        }
+        self.aborted = true;
+        self.commands.clear();
+        let mut to: Vec<Rank> = tree_children(self.rank, self.size)
+            .chain(tree_parent(self.rank))
+            .chain(self.victims.iter().copied())
+            .collect();
+        to.sort_unstable();
+        to.dedup();
+        let value = signal::pack(
+            signal::ABORT,
+            u64::from(origin) << 16 | u64::from(code & 0xffff),
+        );
+        for r in to {
+            if Some(r) != except && r != self.rank {
+                self.send_signal(r, value, "abort");
+            }
+        }
+    }
+
+    fn on_abort(&mut self, from: Rank, payload: u64) {
+        let origin = ((payload >> 16) as u32).min(self.size.saturating_sub(1));
+        let code = (payload & 0xffff) as u32;
+        if self.failed.is_none() {
+            self.failed = Some(CoreError::Aborted { rank: origin, code });
+        }
+        self.flood_abort(origin, code, Some(from));
+    }
+
+    fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.hungry = false;
+        let children: Vec<Rank> = tree_children(self.rank, self.size).collect();
+        for c in children {
+            self.send_signal(c, signal::pack(signal::DONE, 0), "termination DONE");
+        }
+    }
+
+    fn termination_step(&mut self) {
+        if self.done || self.sent_up || self.home < self.own {
+            return;
+        }
+        let children = tree_children(self.rank, self.size).count() as u32;
+        if self.children_up < children {
+            return;
+        }
+        match tree_parent(self.rank) {
+            Some(p) => {
+                self.sent_up = true;
+                self.send_signal(p, signal::pack(signal::UP, 0), "termination UP");
+            }
+            None => self.finish(),
+        }
+    }
+
+    /// Decides what to do next after any input.
+    pub(crate) fn drive(&mut self, mem: &dyn Memory) {
+        if self.failed.is_some() || !self.running {
+            return;
+        }
+        self.termination_step();
+        if self.done {
+            return;
+        }
+        let r = self
+            .owner_step(mem)
+            .and_then(|()| self.thief_step())
+            .and_then(|()| self.results_step(mem));
+        if let Err(e) = r {
+            self.fail(e);
+        }
+        self.termination_step();
+    }
+}
