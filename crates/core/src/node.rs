@@ -110,6 +110,10 @@ pub struct Node {
     sent_up: bool,
     done: bool,
     aborted: bool,
+    /// Signals that arrived between epochs: they belong to the next one (a rank that
+    /// started it a little earlier already steals, routes and reports), replayed by
+    /// `start_epoch`.
+    early: Vec<(Rank, u64)>,
     // Commands.
     commands: VecDeque<Command>,
     pending: HashMap<u64, Pending>,
@@ -202,6 +206,7 @@ impl Node {
             sent_up: false,
             done: true,
             aborted: false,
+            early: Vec::new(),
             commands: VecDeque::new(),
             pending: HashMap::new(),
             next_token: 1,
@@ -262,8 +267,14 @@ impl Node {
     }
 
     /// Starts an epoch with this rank's tasks (kind, payload). Every rank calls it, after a
-    /// barrier that follows the previous epoch's end on every rank.
-    pub fn start_epoch(&mut self, now: Time, tasks: Vec<(u16, Vec<u8>)>) -> Result<(), CoreError> {
+    /// barrier that follows the previous epoch's end on every rank. Signals that arrived
+    /// since the previous epoch ended are handled now, in the new epoch.
+    pub fn start_epoch(
+        &mut self,
+        now: Time,
+        tasks: Vec<(u16, Vec<u8>)>,
+        mem: &dyn Memory,
+    ) -> Result<(), CoreError> {
         if self.running {
             return Err(CoreError::Usage("start_epoch while an epoch is running"));
         }
@@ -313,6 +324,10 @@ impl Node {
                 payload,
             })
             .collect();
+        for (from, value) in std::mem::take(&mut self.early) {
+            self.handle_signal(now, from, value, mem);
+        }
+        self.drive(mem);
         Ok(())
     }
 
@@ -376,6 +391,20 @@ impl Node {
             self.outs_summary(),
             self.inbox_summary(),
         )
+    }
+
+    /// Whether commands wait to be polled.
+    pub fn has_commands(&self) -> bool {
+        !self.commands.is_empty()
+    }
+
+    /// The driver failed (its fabric broke): fail the epoch with `detail`.
+    pub fn fail_from_driver(&mut self, detail: String) {
+        self.fail(CoreError::Remote {
+            op: "progress",
+            peer: self.rank,
+            detail,
+        });
     }
 
     /// Operations in flight.
@@ -502,6 +531,10 @@ impl Node {
             return;
         }
         if self.failed.is_some() {
+            return;
+        }
+        if !self.running {
+            self.early.push((from, value));
             return;
         }
         let r = match kind {

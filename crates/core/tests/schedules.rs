@@ -60,6 +60,11 @@ enum Ev {
     Timer {
         node: u32,
     },
+    /// A rank starts the epoch (ranks start at different times, as after a real barrier).
+    Start {
+        node: u32,
+        tasks: Vec<(u16, Vec<u8>)>,
+    },
 }
 
 fn expected(owner: u32, index: u32, payload: &[u8]) -> Vec<u8> {
@@ -302,15 +307,12 @@ fn run(case: &Case) -> Result<u64, String> {
                 .collect();
             total_tasks += count;
             payloads.push(tasks.clone());
-            sim.nodes[r as usize]
-                .start_epoch(Time(sim.now), tasks)
-                .map_err(|e| e.to_string())?;
-        }
-        for r in 0..ranks {
-            sim.settle(r);
+            let skew = sim.rng.below(3 * sim.max_latency);
+            sim.at(skew, Ev::Start { node: r, tasks });
         }
         let mut steps = 0u64;
-        while !(0..ranks).all(|r| sim.nodes[r as usize].is_done()) {
+        let mut started = 0;
+        while started < ranks || !(0..ranks).all(|r| sim.nodes[r as usize].is_done()) {
             let Some(Reverse((t, id))) = sim.queue.pop() else {
                 let stuck: Vec<String> = (0..ranks)
                     .filter(|&r| !sim.nodes[r as usize].is_done())
@@ -376,6 +378,13 @@ fn run(case: &Case) -> Result<u64, String> {
                         Ok(result),
                         &sim.mems[node as usize],
                     );
+                    node
+                }
+                Ev::Start { node, tasks } => {
+                    started += 1;
+                    sim.nodes[node as usize]
+                        .start_epoch(now, tasks, &sim.mems[node as usize])
+                        .map_err(|e| e.to_string())?;
                     node
                 }
                 Ev::Timer { node } => {

@@ -274,6 +274,8 @@ pub struct OfiFabric {
     /// Threads blocked on `cv`: completions notify only when there are some (a notify is
     /// a futex syscall, a microsecond on the hot path).
     waiters: AtomicUsize,
+    /// `wake` was called: `progress` returns.
+    woken: std::sync::atomic::AtomicBool,
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
     has_deferred: std::sync::atomic::AtomicBool,
     poller: Mutex<()>,
@@ -506,6 +508,7 @@ impl OfiFabric {
             cv: Condvar::new(),
             waiters: AtomicUsize::new(0),
             has_deferred: std::sync::atomic::AtomicBool::new(false),
+            woken: std::sync::atomic::AtomicBool::new(false),
             poller: Mutex::new(()),
             rendezvous: Mutex::new(None),
             connect_time: Duration::ZERO,
@@ -792,6 +795,12 @@ impl OfiFabric {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             self.cv.notify_all();
         }
+    }
+
+    /// Wakes every thread blocked on `cv`, waiters or not.
+    fn wake_all(&self) {
+        let _st = lock(&self.state);
+        self.cv.notify_all();
     }
 
     /// Blocks on `cv` for at most `timeout` unless `ready` holds (checked under the lock).
@@ -1228,6 +1237,20 @@ impl Fabric for OfiFabric {
         )
     }
 
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        // SAFETY: a live handle; fi_cq_signal is thread-safe on an FI_THREAD_SAFE domain.
+        unsafe { sys::tofi_wake(self.h.0.as_ptr()) }
+        self.wake_all();
+    }
+
+    fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
+        if let Ok(_t) = self.poller.try_lock() {
+            let _ = self.poll_once(0);
+        }
+        out.extend(lock(&self.state).done.drain().map(|(id, r)| (OpId(id), r)));
+    }
+
     fn set_progress_nap(&self, max: Duration) {
         // SAFETY: a live handle; the shim stores the value atomically.
         unsafe {
@@ -1315,7 +1338,10 @@ impl Fabric for OfiFabric {
         loop {
             {
                 let mut st = lock(&self.state);
-                if !st.signals.is_empty() || st.completions != seen {
+                if !st.signals.is_empty()
+                    || st.completions != seen
+                    || self.woken.swap(false, Ordering::AcqRel)
+                {
                     signals.extend(st.signals.drain(..));
                     return Ok(());
                 }
@@ -1333,6 +1359,8 @@ impl Fabric for OfiFabric {
                     // A waiter polls right now; sleep until it dispatches something.
                     self.sleep_unless(left.min(Duration::from_millis(5)), |st| {
                         !st.signals.is_empty()
+                            || st.completions != seen
+                            || self.woken.load(Ordering::Acquire)
                     });
                 }
             }

@@ -318,6 +318,14 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// [`Fabric::test`]). The progress thread's loop, and a driver's wait for "anything".
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
 
+    /// Makes a [`Fabric::progress`] call that is blocked (or the next one) return now:
+    /// another thread has work for the progress thread.
+    fn wake(&self);
+
+    /// Moves every completed operation of this rank into `out` (instead of testing them
+    /// one by one), driving progress once without blocking.
+    fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>);
+
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
     /// the longest nap of an idle progress thread between polls. Remote operations on
     /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short

@@ -172,6 +172,8 @@ struct Queues {
     inbox: VecDeque<Op>,
     /// Completions so far, so that `progress` can return on a new one.
     completions: u64,
+    /// `wake` was called: the next or current `progress` returns.
+    woken: bool,
 }
 
 #[derive(Debug)]
@@ -627,6 +629,22 @@ impl Fabric for MemFabric {
         }
     }
 
+    fn wake(&self) {
+        let cell = self.shared.cell(self.rank);
+        lock(&cell.q).woken = true;
+        cell.cv.notify_all();
+    }
+
+    fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
+        self.shared.serve(self.rank);
+        out.extend(
+            lock(&self.shared.cell(self.rank).q)
+                .done
+                .drain()
+                .map(|(id, r)| (OpId(id), r)),
+        );
+    }
+
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
         let deadline = Instant::now() + timeout;
         let cell = self.shared.cell(self.rank);
@@ -634,7 +652,8 @@ impl Fabric for MemFabric {
         loop {
             self.shared.serve(self.rank);
             let mut q = lock(&cell.q);
-            if !q.signals.is_empty() || q.completions != seen {
+            if !q.signals.is_empty() || q.completions != seen || q.woken {
+                q.woken = false;
                 signals.extend(q.signals.drain(..));
                 return Ok(());
             }

@@ -54,6 +54,7 @@ struct tofi {
     struct fid_mr *recvs_mr;
     void *recvs_desc;
     uint32_t caps;
+    int woken;        /* tofi_wake was called: a blocked tofi_poll returns */
     long idle_ns;     /* current sleep between empty reads when the CQ cannot block */
     long max_idle_ns; /* its cap (TITUS_PROGRESS_MAX_SLEEP_US) */
     char prov[64];
@@ -64,6 +65,11 @@ static void msg(char *err, size_t len, const char *what, int ret) {
 }
 
 const char *tofi_strerror(int err) { return fi_strerror(err < 0 ? -err : err); }
+
+void tofi_wake(tofi *h) {
+    __atomic_store_n(&h->woken, 1, __ATOMIC_RELEASE);
+    if (h->caps & TOFI_CAP_CQ_WAIT) fi_cq_signal(h->cq);
+}
 
 void tofi_set_max_nap(tofi *h, uint64_t ns) {
     __atomic_store_n(&h->max_idle_ns, (long)(ns < 1000 ? 1000 : ns), __ATOMIC_RELAXED);
@@ -394,6 +400,7 @@ int tofi_poll(tofi *h, tofi_event *ev, size_t n, int timeout_ms) {
         }
         if (got != -FI_EAGAIN) return (int)got;
         if (timeout_ms <= 0 || (h->caps & TOFI_CAP_CQ_WAIT)) return 0;
+        if (__atomic_exchange_n(&h->woken, 0, __ATOMIC_ACQ_REL)) return 0;
         /* No wait fd: sleep between reads, 10 µs doubling to the cap while nothing comes,
          * back to 10 µs as soon as an event does. */
         struct timespec now;

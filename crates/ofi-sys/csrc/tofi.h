@@ -66,6 +66,8 @@ int tofi_signal(tofi *h, uint32_t slot, uint64_t opid, uint64_t peer, uint64_t f
  * long. Returns the number of events or a negative error. */
 int tofi_poll(tofi *h, tofi_event *ev, size_t n, int timeout_ms);
 const char *tofi_strerror(int err);
+/* Makes a blocked tofi_poll return (fi_cq_signal, or a flag checked between naps). */
+void tofi_wake(tofi *h);
 /* Longest nap between polls of an idle poller on providers whose CQ cannot block. */
 void tofi_set_max_nap(tofi *h, uint64_t ns);
 

@@ -159,5 +159,6 @@ shim! {
     fn tofi_poll(h: *mut tofi, ev: *mut tofi_event, n: usize, timeout_ms: c_int) -> c_int;
     fn tofi_strerror(err: c_int) -> *const c_char;
     fn tofi_set_max_nap(h: *mut tofi, ns: u64) -> ();
+    fn tofi_wake(h: *mut tofi) -> ();
     fn tofi_raw_latency(h: *mut tofi, kind: c_int, peer: u64, lseg: usize, len: u64, raddr: u64, rkey: u64, iters: usize, ns: *mut u64) -> c_int;
 }

@@ -1,0 +1,178 @@
+//! The progress thread: drives the node over the fabric.
+//!
+//! Each turn: send the node's commands (atomics on this rank's own words go straight to
+//! CPU atomics where the backend says they are coherent), collect completions, fire
+//! timers, then block in the fabric until a signal, a completion, a timer or a worker's
+//! wake-up. An operation without a completion after `op_timeout` fails the epoch (a dead
+//! or silent peer), so nothing waits forever.
+
+use crate::{SegMem, Shared};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use titus_core::{Command, Op, OpFailure, Token};
+use titus_fabric::{Fabric, FabricError, Loc, OpId, Piece, SegmentId};
+
+/// Longest block in the fabric: the bound on noticing shutdown.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+
+fn loc(l: titus_core::Loc) -> Loc {
+    Loc::new(SegmentId(l.segment), l.offset)
+}
+
+fn failure(e: FabricError) -> OpFailure {
+    OpFailure {
+        peer_gone: matches!(
+            e,
+            FabricError::PeerDead { .. } | FabricError::Timeout { .. }
+        ),
+        detail: e.to_string(),
+    }
+}
+
+/// Performs `op`: Ok(Some(value)) when it completed at once (a coherent atomic on this
+/// rank's own word), Ok(None) with the fabric operation to wait for otherwise.
+fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
+    let me = f.rank();
+    let coherent = f.caps().coherent_atomics;
+    match op {
+        Op::Read {
+            peer,
+            remote,
+            local,
+            len,
+        } => f.read(*peer, loc(*remote), loc(*local), *len).map(Err),
+        Op::Write {
+            peer,
+            remote,
+            pieces,
+            signal,
+        } => {
+            let pieces: Vec<Piece> = pieces
+                .iter()
+                .map(|&(l, len)| Piece { local: loc(l), len })
+                .collect();
+            f.write_gather(*peer, loc(*remote), &pieces, *signal)
+                .map(Err)
+        }
+        Op::Cas {
+            peer,
+            remote,
+            expected,
+            desired,
+        } if *peer == me && coherent => f
+            .segment(SegmentId(remote.segment))?
+            .compare_exchange(remote.offset, *expected, *desired)
+            .map(Ok),
+        Op::FetchAdd {
+            peer,
+            remote,
+            delta,
+        } if *peer == me && coherent => f
+            .segment(SegmentId(remote.segment))?
+            .fetch_add(remote.offset, *delta)
+            .map(Ok),
+        Op::Cas {
+            peer,
+            remote,
+            expected,
+            desired,
+        } => f
+            .compare_swap(*peer, loc(*remote), *expected, *desired)
+            .map(Err),
+        Op::FetchAdd {
+            peer,
+            remote,
+            delta,
+        } => f.fetch_add(*peer, loc(*remote), *delta).map(Err),
+    }
+}
+
+pub(crate) fn run(sh: &Shared) {
+    let fabric = sh.fabric.clone();
+    let mem = SegMem(&*fabric);
+    let op_timeout = sh.cfg.op_timeout;
+    let mut inflight: std::collections::HashMap<OpId, (Token, Instant)> = Default::default();
+    let mut commands: Vec<Command> = Vec::new();
+    let mut done: Vec<(OpId, Result<u64, FabricError>)> = Vec::new();
+    let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
+    let mut signals = Vec::new();
+    while !sh.shutdown.load(Ordering::Acquire) {
+        // 1. Commands out.
+        {
+            let mut node = sh.lock_node();
+            while let Some(c) = node.poll_command() {
+                commands.push(c);
+            }
+        }
+        for c in commands.drain(..) {
+            match submit(&*fabric, &c.op) {
+                Ok(Ok(v)) => results.push((c.token, Ok(v))),
+                Ok(Err(id)) => {
+                    inflight.insert(id, (c.token, Instant::now()));
+                }
+                Err(e) => results.push((c.token, Err(failure(e)))),
+            }
+        }
+        // 2. Completions in; operations past their timeout fail.
+        fabric.drain_completions(&mut done);
+        for (id, r) in done.drain(..) {
+            if let Some((token, _)) = inflight.remove(&id) {
+                results.push((token, r.map_err(failure)));
+            }
+        }
+        let now_i = Instant::now();
+        inflight.retain(|_, (token, t)| {
+            if now_i.duration_since(*t) > op_timeout {
+                results.push((
+                    *token,
+                    Err(OpFailure {
+                        peer_gone: true,
+                        detail: format!(
+                            "no completion within {op_timeout:?} (peer dead or not progressing)"
+                        ),
+                    }),
+                ));
+                false
+            } else {
+                true
+            }
+        });
+        // 3. Feed the node; fire timers; decide how long to wait.
+        let wait = {
+            let mut node = sh.lock_node();
+            let now = sh.now();
+            for (t, r) in results.drain(..) {
+                node.handle_completion(now, t, r, &mem);
+            }
+            for s in signals.drain(..) {
+                let titus_fabric::Signal { from, value } = s;
+                node.handle_signal(now, from, value, &mem);
+            }
+            if node.poll_timeout().is_some_and(|t| t <= now) {
+                node.handle_timeout(now, &mem);
+            }
+            let mut wait = node
+                .poll_timeout()
+                .map_or(MAX_WAIT, |t| t.since(now))
+                .min(MAX_WAIT);
+            if node.has_commands() {
+                wait = Duration::ZERO;
+            } else if !inflight.is_empty() {
+                // A completion dispatched just before the wait starts would not end it.
+                wait = wait.min(Duration::from_millis(1));
+            }
+            sh.driver_deadline
+                .store(now.plus(wait).0, Ordering::Release);
+            wait
+        };
+        sh.cv.notify_all();
+        // 4. Block until anything happens.
+        if let Err(e) = fabric.progress(wait, &mut signals) {
+            let mut node = sh.lock_node();
+            node.fail_from_driver(format!("fabric progress failed: {e}"));
+            drop(node);
+            sh.cv.notify_all();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! The Titus runtime: one per rank (node, socket or core).
+//!
+//! ```text
+//!  user thread ── run_epoch(tasks) ──┐          ┌── worker 0 ─ deque ─┐
+//!                                    ▼          │   worker 1 ─ deque ─┤ steal from
+//!                      ┌──────── Node (core) ◄──┤   ...               │ each other
+//!                      │  queue, shared set,    │   (take batches, run, report)
+//!                      │  results, termination  └──────────────────────┘
+//!                      ▼
+//!            progress thread: commands → fabric; completions, signals, timers → node
+//! ```
+//!
+//! The protocol is the sans-IO [`titus_core::Node`]; the runtime only drives it. The
+//! progress thread serves everything remote — steals from this rank's shared set,
+//! results passing through, the termination tree — so none of it waits for a task to
+//! end, and it blocks in the fabric while idle. Workers hold a few tasks each in
+//! crossbeam deques, steal from each other inside the process first, and take more from
+//! the node's queue (the rank's private set) only when the process runs dry.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod driver;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use titus_core::{Config as CoreConfig, CoreError, Loc, Memory, Node, Time};
+use titus_fabric::bootstrap::{JobEnv, Rendezvous};
+use titus_fabric::mem::{self, MemOptions};
+use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
+use titus_fabric_ofi::OfiFabric;
+use titus_overlay::{Overlay, OverlayParams};
+
+pub use titus_core::{Protocol, Routing, Stats as CoreStats};
+
+/// A task function: payload in, result out.
+pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+
+/// How the runtime reaches other ranks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// libfabric, bootstrapped from the launcher's environment; `provider` as
+    /// `TITUS_PROVIDER` (None: automatic).
+    Ofi {
+        /// Provider name.
+        provider: Option<String>,
+    },
+    /// In-process ranks (see [`Runtime::local`]).
+    Mem,
+}
+
+/// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Worker threads.
+    pub workers: usize,
+    /// Protocol tunables.
+    pub core: CoreConfig,
+    /// Overlay parameters (`ranks` is set from the job).
+    pub overlay: OverlayParams,
+    /// Timeout of every remote operation: a peer that does not answer within it fails the
+    /// epoch on every rank.
+    pub op_timeout: Duration,
+    /// An epoch that lasts longer fails (None: no limit).
+    pub epoch_timeout: Option<Duration>,
+    /// Tasks a worker takes from the node at once.
+    pub worker_batch: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            core: CoreConfig::default(),
+            overlay: OverlayParams::default(),
+            op_timeout: Duration::from_secs(30),
+            epoch_timeout: None,
+            worker_batch: 1,
+        }
+    }
+}
+
+/// Why a runtime call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuntimeError {
+    /// The protocol failed (a dead peer, a malformed message, a failed task, ...).
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// The fabric could not be set up.
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// A bad configuration.
+    #[error("bad runtime configuration: {0}")]
+    Config(String),
+    /// The epoch exceeded `epoch_timeout`; with this rank's protocol state.
+    #[error("the epoch did not end within {0:?}; this rank's state: {1}")]
+    EpochTimeout(Duration, String),
+    /// The barrier between epochs failed.
+    #[error("the barrier between epochs failed: {0}")]
+    Barrier(String),
+}
+
+/// Figures of one epoch on this rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpochStats {
+    /// The protocol's figures (tasks, steals by outcome, bytes, chunks, hops, ...).
+    pub core: CoreStats,
+    /// Time workers spent running tasks, summed over workers.
+    pub busy: Duration,
+    /// Worker time not spent running tasks: session × workers − busy.
+    pub idle: Duration,
+    /// Time from start_epoch to this rank's end of the epoch.
+    pub session: Duration,
+    /// Steal protocol in use.
+    pub protocol: &'static str,
+    /// Workers.
+    pub workers: usize,
+}
+
+/// An epoch's outcome on this rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochOutput {
+    /// This rank's results, in task order.
+    pub results: Vec<Vec<u8>>,
+    /// Figures.
+    pub stats: EpochStats,
+}
+
+/// The node's memory, through the fabric's segments.
+pub(crate) struct SegMem<'a>(pub(crate) &'a dyn Fabric);
+
+impl Memory for SegMem<'_> {
+    fn read(&self, loc: Loc, buf: &mut [u8]) {
+        // The node only names its own segments, at offsets inside them (its layout).
+        self.0
+            .segment(SegmentId(loc.segment))
+            .and_then(|s| s.read(loc.offset, buf))
+            .expect("the node reads inside its own segments");
+    }
+    fn write(&self, loc: Loc, data: &[u8]) {
+        self.0
+            .segment(SegmentId(loc.segment))
+            .and_then(|s| s.write(loc.offset, data))
+            .expect("the node writes inside its own segments");
+    }
+}
+
+/// What the threads share.
+pub(crate) struct Shared {
+    pub(crate) fabric: Arc<dyn Fabric>,
+    pub(crate) node: Mutex<Node>,
+    /// Wakes workers (tasks may be available) and the user thread (the epoch may be over).
+    pub(crate) cv: Condvar,
+    pub(crate) kinds: RwLock<Vec<Option<TaskFn>>>,
+    pub(crate) origin: Instant,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) cfg: RuntimeConfig,
+    /// Nanoseconds workers spent in tasks this epoch.
+    pub(crate) busy_ns: std::sync::atomic::AtomicU64,
+    /// An epoch runs: workers may take tasks from the node.
+    pub(crate) epoch_running: AtomicBool,
+    /// When the progress thread's current wait ends (node time, ns): a worker that makes
+    /// the node want something earlier wakes it.
+    pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn now(&self) -> Time {
+        Time(self.origin.elapsed().as_nanos() as u64)
+    }
+
+    pub(crate) fn lock_node(&self) -> MutexGuard<'_, Node> {
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A barrier across the job's ranks.
+pub type BarrierFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// One rank's runtime.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    barrier: BarrierFn,
+    threads: Vec<JoinHandle<()>>,
+    rank: u32,
+    size: u32,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// The fabric configuration for `node`: TASKS and INBOX exposed to the ranks that steal
+/// from this one or send it results (its in-neighbours) and to its tree neighbours;
+/// OUTBOX private.
+fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> FabricConfig {
+    let sizes = node.segment_sizes();
+    let rank = node.rank();
+    let size = overlay.ranks();
+    let mut readers = overlay.in_neighbours(rank);
+    if rank > 0 {
+        readers.push((rank - 1) / 2);
+    }
+    readers.extend(
+        [2 * rank + 1, 2 * rank + 2]
+            .into_iter()
+            .filter(|&c| c < size),
+    );
+    readers.sort_unstable();
+    readers.dedup();
+    let spec = |name: &str, len: u64, exposure: Exposure| SegmentSpec {
+        name: name.into(),
+        len,
+        exposure,
+    };
+    FabricConfig {
+        segments: vec![
+            spec("tasks", sizes[0], Exposure::Peers(readers.clone())),
+            spec("inbox", sizes[1], Exposure::Peers(readers)),
+            spec("outbox", sizes[2], Exposure::Peers(Vec::new())),
+        ],
+        peers: node.peers(),
+        op_timeout,
+    }
+}
+
+fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
+    if cfg.workers == 0 {
+        return Err(RuntimeError::Config("workers must be at least 1".into()));
+    }
+    if cfg.worker_batch == 0 {
+        return Err(RuntimeError::Config(
+            "worker_batch must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// A job of `ranks` ranks in this process over the in-process fabric (the laptop
+    /// default and the test double): one runtime per rank, to be driven from one thread
+    /// each (`run_epoch` is collective).
+    pub fn local(
+        ranks: u32,
+        mut cfg: RuntimeConfig,
+        options: MemOptions,
+    ) -> Result<Vec<Runtime>, RuntimeError> {
+        validate(&cfg)?;
+        cfg.overlay.ranks = ranks;
+        let overlay =
+            Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let nodes: Vec<Node> = (0..ranks)
+            .map(|r| Node::new(cfg.core.clone(), overlay.clone(), r))
+            .collect::<Result<_, _>>()?;
+        let configs = nodes
+            .iter()
+            .map(|n| fabric_config(n, &overlay, cfg.op_timeout))
+            .collect();
+        let fabrics = mem::world(configs, options)?;
+        let barrier = Arc::new(std::sync::Barrier::new(ranks as usize));
+        // Every rank's layout is written before any rank starts (no barrier needed here).
+        for (node, fabric) in nodes.iter().zip(&fabrics) {
+            node.init_memory(&SegMem(&**fabric));
+        }
+        nodes
+            .into_iter()
+            .zip(fabrics)
+            .map(|(node, fabric)| {
+                let b = barrier.clone();
+                let barrier: BarrierFn = Box::new(move || {
+                    b.wait();
+                    Ok(())
+                });
+                Self::start(fabric, node, cfg.clone(), barrier, false)
+            })
+            .collect()
+    }
+
+    /// This process's rank of a job started by a launcher (`titus launch`, srun, mpirun),
+    /// over libfabric; a single rank without a launcher runs alone over the in-process
+    /// fabric. Collective: every rank calls it.
+    pub fn from_env(mut cfg: RuntimeConfig, backend: Backend) -> Result<Runtime, RuntimeError> {
+        validate(&cfg)?;
+        let env = JobEnv::from_env().map_err(FabricError::from)?;
+        cfg.overlay.ranks = env.size;
+        if env.size == 1 && backend == Backend::Mem {
+            let mut v = Self::local(1, cfg, MemOptions::default())?;
+            return Ok(v.remove(0));
+        }
+        let provider = match &backend {
+            Backend::Ofi { provider } => provider.clone(),
+            Backend::Mem => {
+                return Err(RuntimeError::Config(
+                    "the mem backend runs every rank in one process: use Runtime::local, or the ofi backend under a launcher".into(),
+                ));
+            }
+        };
+        let overlay =
+            Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let node = Node::new(cfg.core.clone(), overlay.clone(), env.rank)?;
+        let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
+        let rv = Rendezvous::join(&env).map_err(FabricError::from)?;
+        let fabric = Arc::new(OfiFabric::open(
+            env.rank,
+            env.size,
+            rv,
+            fcfg,
+            provider.as_deref(),
+        )?);
+        let f2 = fabric.clone();
+        let barrier: BarrierFn = Box::new(move || {
+            f2.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))
+                .map_err(|e| e.to_string())
+        });
+        node.init_memory(&SegMem(&*fabric));
+        Self::start(fabric, node, cfg, barrier, true)
+    }
+
+    /// Starts the threads; with `init_barrier`, waits until every rank got here (its layout
+    /// written) before returning.
+    fn start(
+        fabric: Arc<dyn Fabric>,
+        node: Node,
+        cfg: RuntimeConfig,
+        barrier: BarrierFn,
+        init_barrier: bool,
+    ) -> Result<Runtime, RuntimeError> {
+        let rank = fabric.rank();
+        let size = fabric.size();
+        let shared = Arc::new(Shared {
+            fabric,
+            node: Mutex::new(node),
+            cv: Condvar::new(),
+            kinds: RwLock::new(Vec::new()),
+            origin: Instant::now(),
+            shutdown: AtomicBool::new(false),
+            cfg: cfg.clone(),
+            busy_ns: std::sync::atomic::AtomicU64::new(0),
+            epoch_running: AtomicBool::new(false),
+            driver_deadline: std::sync::atomic::AtomicU64::new(0),
+        });
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("titus-progress-{rank}"))
+                .spawn(move || driver::run(&s))
+                .map_err(|e| {
+                    RuntimeError::Config(format!("cannot start the progress thread: {e}"))
+                })?,
+        );
+        threads.extend(worker::spawn(&shared, cfg.workers, rank)?);
+        // Every rank wrote its layout before anyone may touch it.
+        if init_barrier {
+            barrier().map_err(RuntimeError::Barrier)?;
+        }
+        Ok(Runtime {
+            shared,
+            barrier,
+            threads,
+            rank,
+            size,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The fabric's description (backend and provider).
+    pub fn fabric(&self) -> &Arc<dyn Fabric> {
+        &self.shared.fabric
+    }
+
+    /// Registers the function of task kind `kind` (every rank registers the same kinds:
+    /// a stolen task runs wherever it lands).
+    pub fn register<F>(&self, kind: u16, f: F)
+    where
+        F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+    {
+        let mut k = self.shared.kinds.write().unwrap_or_else(|p| p.into_inner());
+        if k.len() <= kind as usize {
+            k.resize(kind as usize + 1, None);
+        }
+        k[kind as usize] = Some(Arc::new(f));
+    }
+
+    /// Runs one epoch: this rank's tasks (kind, payload) go in, this rank's results come
+    /// out in task order once every rank's results are home. Collective: every rank calls
+    /// it (with its own tasks, possibly none).
+    pub fn run_epoch(&self, tasks: Vec<(u16, Vec<u8>)>) -> Result<EpochOutput, RuntimeError> {
+        // The previous epoch ended everywhere and nothing of it travels any more.
+        (self.barrier)().map_err(RuntimeError::Barrier)?;
+        let sh = &self.shared;
+        sh.busy_ns.store(0, Ordering::Relaxed);
+        let start = Instant::now();
+        {
+            let mut node = sh.lock_node();
+            node.start_epoch(sh.now(), tasks, &SegMem(&*sh.fabric))?;
+            sh.epoch_running.store(true, Ordering::Release);
+        }
+        sh.cv.notify_all();
+        // Wake the progress thread: the node may already have work (shares, termination).
+        sh.fabric.set_progress_nap(Duration::from_micros(20));
+        let deadline = sh.cfg.epoch_timeout.map(|t| start + t);
+        let mut node = sh.lock_node();
+        while !node.is_done() {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                sh.epoch_running.store(false, Ordering::Release);
+                return Err(RuntimeError::EpochTimeout(
+                    sh.cfg.epoch_timeout.unwrap_or_default(),
+                    node.debug_summary(),
+                ));
+            }
+            node = sh
+                .cv
+                .wait_timeout(node, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        sh.epoch_running.store(false, Ordering::Release);
+        sh.fabric.set_progress_nap(Duration::from_millis(1));
+        let session = start.elapsed();
+        let core = node.stats().clone();
+        let results = node.take_results()?;
+        drop(node);
+        let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
+        let workers = sh.cfg.workers;
+        Ok(EpochOutput {
+            results,
+            stats: EpochStats {
+                core,
+                busy,
+                idle: (session * workers as u32).saturating_sub(busy),
+                session,
+                protocol: sh.cfg.core.protocol.name(),
+                workers,
+            },
+        })
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Worker threads: run tasks; the rank's private set lives in their crossbeam deques
+//! (a few tasks each) and in the node's queue behind them.
+//!
+//! A worker takes a task from its own deque, else steals from a sibling's (inside the
+//! process, no fabric involved), else takes a batch from the node, which may start a
+//! steal from another rank. Results go back to the node, which routes them. A task's
+//! panic is caught and fails the epoch with the panic's message on every rank.
+
+use crate::{RuntimeError, SegMem, Shared};
+use crossbeam_deque::{Steal, Stealer, Worker};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use titus_core::Task;
+
+pub(crate) fn spawn(
+    sh: &Arc<Shared>,
+    n: usize,
+    rank: u32,
+) -> Result<Vec<JoinHandle<()>>, RuntimeError> {
+    let deques: Vec<Worker<Task>> = (0..n).map(|_| Worker::new_lifo()).collect();
+    let stealers: Arc<Vec<Stealer<Task>>> = Arc::new(deques.iter().map(Worker::stealer).collect());
+    deques
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let (sh, stealers) = (sh.clone(), stealers.clone());
+            std::thread::Builder::new()
+                .name(format!("titus-worker-{rank}.{i}"))
+                .spawn(move || run(&sh, i, w, &stealers))
+                .map_err(|e| RuntimeError::Config(format!("cannot start worker {i}: {e}")))
+        })
+        .collect()
+}
+
+fn steal_sibling(me: usize, stealers: &[Stealer<Task>]) -> Option<Task> {
+    let n = stealers.len();
+    for k in 1..n {
+        loop {
+            match stealers[(me + k) % n].steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+    }
+    None
+}
+
+/// Takes a batch from the node; wakes the progress thread if the node now has work for it
+/// (a steal to start, a reclaim, results to flush).
+fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
+    if !sh.epoch_running.load(Ordering::Acquire) {
+        return None;
+    }
+    let mem = SegMem(&*sh.fabric);
+    let mut node = sh.lock_node();
+    let mut tasks = node
+        .take_tasks(sh.now(), sh.cfg.worker_batch, &mem)
+        .into_iter();
+    let first = tasks.next();
+    for t in tasks {
+        w.push(t);
+    }
+    let wake = node.has_commands()
+        || node
+            .poll_timeout()
+            .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));
+    drop(node);
+    if wake {
+        sh.fabric.wake();
+    }
+    first
+}
+
+fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
+    let f = {
+        let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.get(task.kind as usize).cloned().flatten()
+    };
+    let Some(f) = f else {
+        return Err(format!(
+            "no function registered for task kind {}",
+            task.kind
+        ));
+    };
+    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "the task panicked".into())
+    })
+}
+
+fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
+    while !sh.shutdown.load(Ordering::Acquire) {
+        let task = w
+            .pop()
+            .or_else(|| steal_sibling(me, stealers))
+            .or_else(|| from_node(sh, &w));
+        let Some(task) = task else {
+            // Nothing here: sleep until the progress thread brings news (it notifies after
+            // every turn), at most a millisecond.
+            let node = sh.lock_node();
+            drop(
+                sh.cv
+                    .wait_timeout(node, Duration::from_millis(1))
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            continue;
+        };
+        let t = Instant::now();
+        let result = execute(sh, &task);
+        sh.busy_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let mem = SegMem(&*sh.fabric);
+        let mut node = sh.lock_node();
+        node.task_done(sh.now(), task.owner, task.index, result, &mem);
+        let wake = node.has_commands()
+            || node
+                .poll_timeout()
+                .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));
+        let finished = node.is_done();
+        drop(node);
+        if wake {
+            sh.fabric.wake();
+        }
+        if finished {
+            sh.cv.notify_all();
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The runtime over the in-process fabric: every result arrives once, at its owner, at its
+//! index (checked against an independent computation), for each steal protocol, over a
+//! plain, a delayed (seeded) and a software-progress fabric; failures surface on every
+//! rank.
+
+use std::time::Duration;
+use titus_fabric::mem::{DelayModel, MemOptions};
+use titus_runtime::{Protocol, Runtime, RuntimeConfig, RuntimeError};
+
+/// A task with real work: iterated hashing of the payload, `rounds` times.
+fn checksum(payload: &[u8]) -> Vec<u8> {
+    let rounds = u32::from_le_bytes(payload[..4].try_into().unwrap());
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for _ in 0..rounds {
+        for &b in payload {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h.to_le_bytes().to_vec()
+}
+
+fn task(owner: u32, i: u32, rounds: u32) -> (u16, Vec<u8>) {
+    let mut p = rounds.to_le_bytes().to_vec();
+    p.extend_from_slice(format!("task {owner}/{i}").as_bytes());
+    (0, p)
+}
+
+fn config(protocol: Protocol, seed: u64) -> RuntimeConfig {
+    let mut cfg = RuntimeConfig {
+        workers: 2,
+        op_timeout: Duration::from_secs(10),
+        epoch_timeout: Some(Duration::from_secs(
+            std::env::var("EPOCH_TIMEOUT")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(60),
+        )),
+        ..RuntimeConfig::default()
+    };
+    cfg.core.protocol = protocol;
+    cfg.core.seed = seed;
+    cfg.core.shared_capacity = 16;
+    cfg.core.max_payload = 64;
+    cfg.core.max_result = 16;
+    cfg.overlay.shortcuts = 2;
+    cfg.overlay.seed = seed;
+    cfg
+}
+
+/// Runs `epochs` epochs on `ranks` in-process ranks; rank 0 owns most tasks.
+fn job(
+    ranks: u32,
+    cfg: RuntimeConfig,
+    options: MemOptions,
+    epochs: u32,
+    per_rank: impl Fn(u32) -> u32 + Sync,
+) -> Vec<Result<(), RuntimeError>> {
+    let rts = Runtime::local(ranks, cfg, options).unwrap();
+    for rt in &rts {
+        rt.register(0, checksum);
+    }
+    std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .map(|rt| {
+                let per_rank = &per_rank;
+                s.spawn(move || -> Result<(), RuntimeError> {
+                    for e in 0..epochs {
+                        let r = rt.rank();
+                        let tasks: Vec<_> = (0..per_rank(r))
+                            .map(|i| task(r, i + 1000 * e, 20 + (i % 7) * 40))
+                            .collect();
+                        let out = rt.run_epoch(tasks.clone())?;
+                        assert_eq!(out.results.len(), tasks.len(), "rank {r}: result count");
+                        for (i, (res, (_, p))) in out.results.iter().zip(&tasks).enumerate() {
+                            assert_eq!(
+                                *res,
+                                checksum(p),
+                                "rank {r} epoch {e} task {i}: wrong result"
+                            );
+                        }
+                        assert_eq!(out.stats.core.tasks_owned, tasks.len() as u64);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("rank thread panicked"))
+            .collect()
+    })
+}
+
+fn all_ok(results: Vec<Result<(), RuntimeError>>, what: &str) {
+    for (r, res) in results.into_iter().enumerate() {
+        if let Err(e) = res {
+            panic!("{what}: rank {r}: {e}");
+        }
+    }
+}
+
+#[test]
+fn every_protocol_delivers_every_result_once() {
+    for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
+        let what = format!("{protocol:?}");
+        all_ok(
+            job(4, config(protocol, 1), MemOptions::default(), 2, |r| {
+                if r == 0 { 400 } else { 5 }
+            }),
+            &what,
+        );
+    }
+}
+
+#[test]
+fn delays_reordering_and_software_progress() {
+    let seeds: u64 = std::env::var("TITUS_RUNTIME_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    for seed in 0..seeds {
+        for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
+            let options = MemOptions {
+                delay: Some(DelayModel {
+                    seed,
+                    max: Duration::from_micros(100),
+                }),
+                software_progress: seed % 2 == 0,
+            };
+            let what = format!("{protocol:?}, seed {seed} (TITUS_RUNTIME_SEEDS)");
+            all_ok(
+                job(5, config(protocol, seed), options, 1, |r| {
+                    if r == 1 { 300 } else { 10 }
+                }),
+                &what,
+            );
+        }
+    }
+}
+
+#[test]
+fn a_single_rank_and_empty_epochs() {
+    all_ok(
+        job(
+            1,
+            config(Protocol::Claim, 1),
+            MemOptions::default(),
+            2,
+            |_| 50,
+        ),
+        "one rank",
+    );
+    all_ok(
+        job(
+            3,
+            config(Protocol::Claim, 1),
+            MemOptions::default(),
+            2,
+            |_| 0,
+        ),
+        "no tasks anywhere",
+    );
+}
+
+#[test]
+fn failures_surface_on_every_rank() {
+    // A panicking task on whichever rank runs it: every rank gets an error.
+    let rts = Runtime::local(3, config(Protocol::Claim, 2), MemOptions::default()).unwrap();
+    for rt in &rts {
+        rt.register(0, |p: &[u8]| {
+            if p == b"boom" {
+                panic!("task exploded");
+            }
+            p.to_vec()
+        });
+    }
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .map(|rt| {
+                s.spawn(move || {
+                    let tasks = if rt.rank() == 0 {
+                        vec![(0, b"fine".to_vec()), (0, b"boom".to_vec())]
+                    } else {
+                        vec![]
+                    };
+                    rt.run_epoch(tasks)
+                        .expect_err("the epoch must fail")
+                        .to_string()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        errors.iter().any(|e| e.contains("task exploded")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("task exploded") || e.contains("aborted")),
+        "{errors:?}"
+    );
+
+    // An oversized result and an unregistered kind are errors too.
+    let rts = Runtime::local(1, config(Protocol::Claim, 3), MemOptions::default()).unwrap();
+    rts[0].register(0, |_: &[u8]| vec![0u8; 1000]);
+    let e = rts[0]
+        .run_epoch(vec![(0, vec![1])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("over the 16-byte result limit"), "{e}");
+    let rts = Runtime::local(1, config(Protocol::Claim, 3), MemOptions::default()).unwrap();
+    let e = rts[0]
+        .run_epoch(vec![(7, vec![1])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no function registered for task kind 7"), "{e}");
+    let rts = Runtime::local(1, config(Protocol::Claim, 3), MemOptions::default()).unwrap();
+    let e = rts[0]
+        .run_epoch(vec![(0, vec![0u8; 65])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("over the 64-byte limit"), "{e}");
+}
