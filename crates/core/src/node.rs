@@ -393,6 +393,12 @@ impl Node {
         )
     }
 
+    /// Whether this rank expects remote operations soon (it shares work during an epoch):
+    /// a driver polling a fabric keeps its naps short then.
+    pub fn expects_remote_ops(&self) -> bool {
+        self.running && !self.done && self.failed.is_none() && self.sharing()
+    }
+
     /// Whether commands wait to be polled.
     pub fn has_commands(&self) -> bool {
         !self.commands.is_empty()

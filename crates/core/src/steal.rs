@@ -276,6 +276,15 @@ impl Node {
         )
     }
 
+    /// Whether other ranks may be operating on this rank's memory for work: it shares
+    /// tasks, or thieves wait for answers.
+    pub(crate) fn sharing(&self) -> bool {
+        self.owner.published
+            || self.shareable() > 0
+            || !self.owner.requests.is_empty()
+            || self.owner.serving
+    }
+
     // ----- deadlines -----------------------------------------------------------------
 
     fn wants_to_steal(&self) -> bool {

@@ -398,6 +398,9 @@ int tofi_poll(tofi *h, tofi_event *ev, size_t n, int timeout_ms) {
             ev[0].from = 0;
             return 1;
         }
+        /* fi_cq_signal (tofi_wake) ends a blocked sread with -FI_ECANCELED on some
+         * providers (sockets): a wake-up, not an error. */
+        if (got == -FI_ECANCELED) return 0;
         if (got != -FI_EAGAIN) return (int)got;
         if (timeout_ms <= 0 || (h->caps & TOFI_CAP_CQ_WAIT)) return 0;
         if (__atomic_exchange_n(&h->woken, 0, __ATOMIC_ACQ_REL)) return 0;

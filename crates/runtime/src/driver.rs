@@ -14,6 +14,8 @@ use titus_fabric::{Fabric, FabricError, Loc, OpId, Piece, SegmentId};
 
 /// Longest block in the fabric: the bound on noticing shutdown.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Nap of a polling fabric while nobody needs this rank's progress soon.
+const IDLE_NAP: Duration = Duration::from_millis(1);
 
 fn loc(l: titus_core::Loc) -> Loc {
     Loc::new(SegmentId(l.segment), l.offset)
@@ -96,6 +98,7 @@ pub(crate) fn run(sh: &Shared) {
     let mut done: Vec<(OpId, Result<u64, FabricError>)> = Vec::new();
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
     let mut signals = Vec::new();
+    let mut short_naps = false;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
         {
@@ -163,6 +166,13 @@ pub(crate) fn run(sh: &Shared) {
             }
             sh.driver_deadline
                 .store(now.plus(wait).0, Ordering::Release);
+            // Where the fabric must poll (shm), nap briefly only while others operate on
+            // this rank (it shares work) or this rank waits for its own operations.
+            let short = node.expects_remote_ops() || !inflight.is_empty();
+            if short != short_naps {
+                short_naps = short;
+                fabric.set_progress_nap(if short { sh.cfg.epoch_nap } else { IDLE_NAP });
+            }
             wait
         };
         sh.cv.notify_all();

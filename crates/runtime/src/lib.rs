@@ -67,6 +67,11 @@ pub struct RuntimeConfig {
     pub epoch_timeout: Option<Duration>,
     /// Tasks a worker takes from the node at once.
     pub worker_batch: usize,
+    /// The longest nap of the progress thread on fabrics that must poll (libfabric shm)
+    /// while this rank shares work or waits for its operations (1 ms otherwise): it bounds
+    /// the latency of remote operations on this rank, and each nap costs CPU that workers
+    /// would use (`Fabric::set_progress_nap`).
+    pub epoch_nap: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -78,6 +83,7 @@ impl Default for RuntimeConfig {
             op_timeout: Duration::from_secs(30),
             epoch_timeout: None,
             worker_batch: 1,
+            epoch_nap: Duration::from_micros(200),
         }
     }
 }
@@ -176,13 +182,30 @@ impl Shared {
     }
 }
 
-/// A barrier across the job's ranks.
-pub type BarrierFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// An all-gather across the job's ranks (a barrier when the blobs are empty).
+pub type AllGatherFn = Box<dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>, String> + Send + Sync>;
+
+/// All-gather among the in-process ranks of one world.
+struct LocalGather {
+    barrier: std::sync::Barrier,
+    slots: Mutex<Vec<Vec<u8>>>,
+}
+
+impl LocalGather {
+    fn gather(&self, rank: u32, blob: &[u8]) -> Vec<Vec<u8>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())[rank as usize] = blob.to_vec();
+        self.barrier.wait();
+        let all = self.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // Nobody writes the next round's slot before everyone copied this one.
+        self.barrier.wait();
+        all
+    }
+}
 
 /// One rank's runtime.
 pub struct Runtime {
     shared: Arc<Shared>,
-    barrier: BarrierFn,
+    gather: AllGatherFn,
     threads: Vec<JoinHandle<()>>,
     rank: u32,
     size: u32,
@@ -264,7 +287,10 @@ impl Runtime {
             .map(|n| fabric_config(n, &overlay, cfg.op_timeout))
             .collect();
         let fabrics = mem::world(configs, options)?;
-        let barrier = Arc::new(std::sync::Barrier::new(ranks as usize));
+        let gather = Arc::new(LocalGather {
+            barrier: std::sync::Barrier::new(ranks as usize),
+            slots: Mutex::new(vec![Vec::new(); ranks as usize]),
+        });
         // Every rank's layout is written before any rank starts (no barrier needed here).
         for (node, fabric) in nodes.iter().zip(&fabrics) {
             node.init_memory(&SegMem(&**fabric));
@@ -273,12 +299,9 @@ impl Runtime {
             .into_iter()
             .zip(fabrics)
             .map(|(node, fabric)| {
-                let b = barrier.clone();
-                let barrier: BarrierFn = Box::new(move || {
-                    b.wait();
-                    Ok(())
-                });
-                Self::start(fabric, node, cfg.clone(), barrier, false)
+                let (g, rank) = (gather.clone(), node.rank());
+                let gather: AllGatherFn = Box::new(move |blob| Ok(g.gather(rank, blob)));
+                Self::start(fabric, node, cfg.clone(), gather, false)
             })
             .collect()
     }
@@ -315,12 +338,14 @@ impl Runtime {
             provider.as_deref(),
         )?);
         let f2 = fabric.clone();
-        let barrier: BarrierFn = Box::new(move || {
-            f2.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))
-                .map_err(|e| e.to_string())
+        let gather: AllGatherFn = Box::new(move |blob| {
+            f2.with_rendezvous(|rv| {
+                rv.map_or_else(|| Ok(vec![blob.to_vec()]), |rv| rv.all_gather(blob))
+            })
+            .map_err(|e| e.to_string())
         });
         node.init_memory(&SegMem(&*fabric));
-        Self::start(fabric, node, cfg, barrier, true)
+        Self::start(fabric, node, cfg, gather, true)
     }
 
     /// Starts the threads; with `init_barrier`, waits until every rank got here (its layout
@@ -329,7 +354,7 @@ impl Runtime {
         fabric: Arc<dyn Fabric>,
         node: Node,
         cfg: RuntimeConfig,
-        barrier: BarrierFn,
+        gather: AllGatherFn,
         init_barrier: bool,
     ) -> Result<Runtime, RuntimeError> {
         let rank = fabric.rank();
@@ -359,11 +384,11 @@ impl Runtime {
         threads.extend(worker::spawn(&shared, cfg.workers, rank)?);
         // Every rank wrote its layout before anyone may touch it.
         if init_barrier {
-            barrier().map_err(RuntimeError::Barrier)?;
+            gather(&[]).map_err(RuntimeError::Barrier)?;
         }
         Ok(Runtime {
             shared,
-            barrier,
+            gather,
             threads,
             rank,
             size,
@@ -385,6 +410,12 @@ impl Runtime {
         &self.shared.fabric
     }
 
+    /// Every rank contributes `blob`; returns all blobs by rank (collective). For small
+    /// job-wide exchanges such as gathering statistics, not for the data path.
+    pub fn all_gather(&self, blob: &[u8]) -> Result<Vec<Vec<u8>>, RuntimeError> {
+        (self.gather)(blob).map_err(RuntimeError::Barrier)
+    }
+
     /// Registers the function of task kind `kind` (every rank registers the same kinds:
     /// a stolen task runs wherever it lands).
     pub fn register<F>(&self, kind: u16, f: F)
@@ -403,7 +434,7 @@ impl Runtime {
     /// it (with its own tasks, possibly none).
     pub fn run_epoch(&self, tasks: Vec<(u16, Vec<u8>)>) -> Result<EpochOutput, RuntimeError> {
         // The previous epoch ended everywhere and nothing of it travels any more.
-        (self.barrier)().map_err(RuntimeError::Barrier)?;
+        (self.gather)(&[]).map_err(RuntimeError::Barrier)?;
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
         let start = Instant::now();
@@ -413,8 +444,7 @@ impl Runtime {
             sh.epoch_running.store(true, Ordering::Release);
         }
         sh.cv.notify_all();
-        // Wake the progress thread: the node may already have work (shares, termination).
-        sh.fabric.set_progress_nap(Duration::from_micros(20));
+        sh.fabric.wake();
         let deadline = sh.cfg.epoch_timeout.map(|t| start + t);
         let mut node = sh.lock_node();
         while !node.is_done() {
@@ -432,7 +462,6 @@ impl Runtime {
                 .0;
         }
         sh.epoch_running.store(false, Ordering::Release);
-        sh.fabric.set_progress_nap(Duration::from_millis(1));
         let session = start.elapsed();
         let core = node.stats().clone();
         let results = node.take_results()?;

