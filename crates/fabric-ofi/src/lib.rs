@@ -24,7 +24,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use titus_fabric::bootstrap::Rendezvous;
@@ -271,9 +271,9 @@ pub struct OfiFabric {
     slot_cv: Condvar,
     state: Mutex<State>,
     cv: Condvar,
-    /// Threads blocked on `cv`: completions notify only when there are some (a notify is
-    /// a futex syscall, a microsecond on the hot path).
-    waiters: AtomicUsize,
+    /// Completions notify `cv` only while threads wait on it (the handshake is model
+    /// checked in titus-fabric).
+    gate: titus_fabric::WakeGate,
     /// `wake` was called: `progress` returns.
     woken: std::sync::atomic::AtomicBool,
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
@@ -506,7 +506,7 @@ impl OfiFabric {
             slot_cv: Condvar::new(),
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
-            waiters: AtomicUsize::new(0),
+            gate: titus_fabric::WakeGate::new(),
             has_deferred: std::sync::atomic::AtomicBool::new(false),
             woken: std::sync::atomic::AtomicBool::new(false),
             poller: Mutex::new(()),
@@ -787,14 +787,9 @@ impl OfiFabric {
         }
     }
 
-    /// Wakes the threads blocked on `cv`, if any. The state change being announced was
-    /// made under the state lock, released before this call; a waiter registers in
-    /// `waiters` before it checks the state under that lock, so either it sees the change
-    /// or it is counted here.
-    fn wake(&self) {
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            self.cv.notify_all();
-        }
+    /// Wakes the threads blocked on `cv`, if any (after a state change under the lock).
+    fn notify_waiters(&self) {
+        self.gate.wake(&self.cv);
     }
 
     /// Wakes every thread blocked on `cv`, waiters or not.
@@ -805,16 +800,8 @@ impl OfiFabric {
 
     /// Blocks on `cv` for at most `timeout` unless `ready` holds (checked under the lock).
     fn sleep_unless(&self, timeout: Duration, ready: impl Fn(&State) -> bool) {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let st = lock(&self.state);
-        if !ready(&st) {
-            drop(
-                self.cv
-                    .wait_timeout(st, timeout)
-                    .unwrap_or_else(|p| p.into_inner()),
-            );
-        }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        self.gate
+            .sleep_unless(&self.state, &self.cv, timeout, ready);
     }
 
     /// Posts one part of operation `id` with a fresh slot, retrying while the provider's
@@ -886,7 +873,7 @@ impl OfiFabric {
             st.completions += 1;
         }
         drop(st);
-        self.wake();
+        self.notify_waiters();
     }
 
     /// Reads the completion queue once (blocking up to `timeout_ms`), dispatches what it
@@ -967,7 +954,7 @@ impl OfiFabric {
             }
         }
         drop(st);
-        self.wake();
+        self.notify_waiters();
     }
 
     /// Posts the signals whose data was delivered (the caller holds the poller token).

@@ -38,6 +38,8 @@ pub mod conformance;
 pub mod mem;
 mod progress;
 mod segment;
+mod sync;
+pub use sync::WakeGate;
 
 pub use progress::ProgressThread;
 pub use segment::Segment;
