@@ -69,3 +69,39 @@ fn every_protocol_over_tcp_shm_and_sockets() {
         }
     }
 }
+
+#[test]
+fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
+    if !libfabric_or_skip() {
+        return;
+    }
+    for provider in ["tcp;ofi_rxm", "shm"] {
+        // Rank 1 steals, runs 5 tasks, and exits abruptly with the rest of its batch.
+        let (ok, text, took) = bench(
+            provider,
+            2,
+            "claim",
+            &["--kill-rank", "1", "--kill-after", "5", "--op-timeout", "3"],
+        );
+        assert!(
+            !ok,
+            "{provider}: the job succeeded without rank 1's tasks:\n{text}"
+        );
+        assert!(
+            text.contains("fault injection"),
+            "{provider}: rank 1 did not die:\n{text}"
+        );
+        assert!(
+            text.contains("[0] runtime-bench: rank 0:"),
+            "{provider}: rank 0 reported no error:\n{text}"
+        );
+        assert!(
+            text.contains("unreachable")
+                || text.contains("no completion within")
+                || text.contains("failed"),
+            "{provider}: not a dead-peer error:\n{text}"
+        );
+        // 600 tasks of 0.2 ms on rank 0, then the 3 s operation timeout at most.
+        assert!(took < Duration::from_secs(30), "{provider}: took {took:?}");
+    }
+}

@@ -49,6 +49,16 @@ struct Args {
     /// Progress-thread nap during epochs on fabrics that must poll (shm), microseconds.
     #[arg(long, default_value_t = 200)]
     epoch_nap_us: u64,
+    /// Fault injection: this rank exits abruptly (no cleanup, like a crash) after running
+    /// `--kill-after` tasks; the others must fail with an error, not hang.
+    #[arg(long)]
+    kill_rank: Option<u32>,
+    /// Tasks the killed rank runs before it exits.
+    #[arg(long, default_value_t = 10)]
+    kill_after: u64,
+    /// Timeout of each remote operation, seconds (a silent peer fails the epoch after it).
+    #[arg(long, default_value_t = 30.0)]
+    op_timeout: f64,
     /// Seed of the overlay and victim choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -321,6 +331,7 @@ fn config(args: &Args, protocol: Protocol) -> RuntimeConfig {
         ..RuntimeConfig::default()
     };
     cfg.epoch_nap = std::time::Duration::from_micros(args.epoch_nap_us);
+    cfg.op_timeout = std::time::Duration::from_secs_f64(args.op_timeout);
     cfg.core.protocol = protocol;
     cfg.core.seed = args.seed;
     cfg.core.max_payload = 16;
@@ -423,7 +434,18 @@ fn main() {
                     std::process::exit(1);
                 }
             };
-            rt.register(0, work);
+            if args.kill_rank == Some(rt.rank()) {
+                let left = std::sync::atomic::AtomicU64::new(args.kill_after);
+                rt.register(0, move |p: &[u8]| {
+                    if left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 1 {
+                        eprintln!("runtime-bench: fault injection: this rank exits now");
+                        std::process::exit(0);
+                    }
+                    work(p)
+                });
+            } else {
+                rt.register(0, work);
+            }
             let backend = rt.fabric().caps().provider.clone();
             if rt.rank() == 0 && first {
                 header();
