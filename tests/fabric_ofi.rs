@@ -5,19 +5,6 @@ use std::process::Command;
 use std::time::Duration;
 use titus_fabric::bootstrap::Rendezvous;
 
-fn libfabric_or_skip() -> bool {
-    if titus_fabric_ofi::available() {
-        return true;
-    }
-    // CI installs libfabric (.ci/test); there, a build without it is a failure.
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must build with libfabric (apt-get install libfabric-dev)"
-    );
-    eprintln!("skipping: this build has no libfabric");
-    false
-}
-
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()
@@ -79,7 +66,7 @@ fn suite(provider: &str, n: u32, dead_peer: bool, probe_foreign: bool) -> String
 
 #[test]
 fn tcp_rxm() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     suite("tcp;ofi_rxm", 2, true, true);
@@ -89,7 +76,7 @@ fn tcp_rxm() {
 
 #[test]
 fn shm() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     suite("shm", 2, true, false);
@@ -98,7 +85,7 @@ fn shm() {
 
 #[test]
 fn sockets() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     suite("sockets", 2, true, false);
@@ -107,7 +94,7 @@ fn sockets() {
 
 #[test]
 fn refused_providers_say_why() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     for (p, why) in [("udp;ofi_rxd", "crashes on atomics"), ("net", "no atomics")] {
@@ -143,7 +130,7 @@ fn refused_providers_say_why() {
 
 #[test]
 fn fabric_bench_compares_with_raw_libfabric() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     let out = Command::new(titus_tests::bin("titus"))

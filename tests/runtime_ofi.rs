@@ -6,18 +6,6 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn libfabric_or_skip() -> bool {
-    if titus_fabric_ofi::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must build with libfabric (apt-get install libfabric-dev)"
-    );
-    eprintln!("skipping: this build has no libfabric");
-    false
-}
-
 fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, String, Duration) {
     let t = Instant::now();
     let out = Command::new(titus_tests::bin("titus"))
@@ -54,7 +42,7 @@ fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, S
 
 #[test]
 fn every_protocol_over_tcp_shm_and_sockets() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2), ("sockets", 4)] {
@@ -72,7 +60,7 @@ fn every_protocol_over_tcp_shm_and_sockets() {
 
 #[test]
 fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
-    if !libfabric_or_skip() {
+    if !titus_tests::libfabric_or_skip() {
         return;
     }
     for provider in ["tcp;ofi_rxm", "shm"] {

@@ -21,3 +21,17 @@ pub fn bin(name: &str) -> PathBuf {
     );
     path
 }
+
+/// Whether this build has libfabric; in CI (env `CI` set) its absence is a failure, not a
+/// skip, since `.ci/test` installs it.
+pub fn libfabric_or_skip() -> bool {
+    if titus_fabric_ofi::available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must build with libfabric (apt-get install libfabric-dev)"
+    );
+    eprintln!("skipping: this build has no libfabric");
+    false
+}

@@ -1082,15 +1082,7 @@ impl Fabric for OfiFabric {
         pieces: &[Piece],
         signal: Option<u64>,
     ) -> Result<OpId, FabricError> {
-        let total = pieces
-            .iter()
-            .try_fold(0u64, |a, p| a.checked_add(p.len))
-            .ok_or(FabricError::OutOfBounds {
-                segment: "(gathered pieces)".into(),
-                offset: remote.offset,
-                len: u64::MAX,
-                segment_len: 0,
-            })?;
+        let total = titus_fabric::gathered_len(remote, pieces)?;
         let (fi_addr, raddr, rkey) = self.remote(peer, remote, total)?;
         for p in pieces {
             self.check_local(p.local, p.len)?;

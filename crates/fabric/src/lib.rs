@@ -79,6 +79,20 @@ pub struct Piece {
     pub len: u64,
 }
 
+/// Total length of a gathered write's pieces, or the error for a sum that overflows:
+/// every backend checks it before anything else of the write.
+pub fn gathered_len(remote: Loc, pieces: &[Piece]) -> Result<u64, FabricError> {
+    pieces
+        .iter()
+        .try_fold(0u64, |acc, p| acc.checked_add(p.len))
+        .ok_or(FabricError::OutOfBounds {
+            segment: "(gathered pieces)".into(),
+            offset: remote.offset,
+            len: u64::MAX,
+            segment_len: 0,
+        })
+}
+
 /// Which ranks may access a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exposure {

@@ -537,15 +537,7 @@ impl Fabric for MemFabric {
         pieces: &[Piece],
         signal: Option<u64>,
     ) -> Result<OpId, FabricError> {
-        let total = pieces
-            .iter()
-            .try_fold(0u64, |acc, p| acc.checked_add(p.len))
-            .ok_or(FabricError::OutOfBounds {
-                segment: "(gathered pieces)".into(),
-                offset: remote.offset,
-                len: u64::MAX,
-                segment_len: 0,
-            })?;
+        let total = crate::gathered_len(remote, pieces)?;
         self.check_remote(peer, remote, total)?;
         for p in pieces {
             self.segment(p.local.segment)?
