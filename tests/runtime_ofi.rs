@@ -1,5 +1,5 @@
 //! The runtime over real libfabric providers, with real processes started by
-//! `titus launch`: every protocol, 2–4 ranks, every result verified (runtime-bench checks
+//! `titus launch`: every protocol, 2–8 ranks and several seeds, every result verified (runtime-bench checks
 //! that each result is present exactly once and recomputes a sample); and a rank that
 //! dies mid-epoch makes the others fail with an error within a bounded time.
 
@@ -45,9 +45,14 @@ fn every_protocol_over_tcp_shm_and_sockets() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2), ("sockets", 4)] {
+    for (provider, ranks, seed) in [
+        ("tcp;ofi_rxm", 3, "1"),
+        ("shm", 2, "2"),
+        ("sockets", 4, "3"),
+        ("tcp;ofi_rxm", 8, "4"),
+    ] {
         for protocol in ["claim", "lock", "request"] {
-            let (ok, text, _) = bench(provider, ranks, protocol, &[]);
+            let (ok, text, _) = bench(provider, ranks, protocol, &["--seed", seed]);
             assert!(ok, "{provider}, {ranks} ranks, {protocol}:\n{text}");
             assert!(
                 text.contains("\"verified\":true"),

@@ -111,7 +111,9 @@ pub(crate) enum LockPurpose {
     Reclaim,
 }
 
-/// Outcome of an attempt.
+/// Outcome of an attempt: a victim found locked or empty is information for victim
+/// choice, not an error.
+#[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Got(u64),

@@ -119,6 +119,8 @@ pub struct EpochStats {
     pub idle: Duration,
     /// Time from start_epoch to this rank's end of the epoch.
     pub session: Duration,
+    /// Time spent in steal attempts (first operation to outcome), summed.
+    pub steal: Duration,
     /// Steal protocol in use.
     pub protocol: &'static str,
     /// Workers.
@@ -464,6 +466,7 @@ impl Runtime {
         sh.epoch_running.store(false, Ordering::Release);
         let session = start.elapsed();
         let core = node.stats().clone();
+        let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
         let results = node.take_results()?;
         drop(node);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
@@ -475,6 +478,7 @@ impl Runtime {
                 busy,
                 idle: (session * workers as u32).saturating_sub(busy),
                 session,
+                steal,
                 protocol: sh.cfg.core.protocol.name(),
                 workers,
             },
