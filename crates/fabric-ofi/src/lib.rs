@@ -251,6 +251,9 @@ struct State {
     deferred: Vec<(u64, Rank, u64)>,
     /// Completions so far, so that `progress` can return on a new one.
     completions: u64,
+    /// Operation slots not in use (slot 0 is the raw benchmark's). Kept under the state
+    /// lock, which every completion takes anyway.
+    free: Vec<u32>,
 }
 
 /// One rank's libfabric endpoint with its registered segments.
@@ -267,8 +270,6 @@ pub struct OfiFabric {
     iov_limit: usize,
     peers: Vec<Option<Peer>>,
     next_id: AtomicU64,
-    free_slots: Mutex<Vec<u32>>,
-    slot_cv: Condvar,
     state: Mutex<State>,
     cv: Condvar,
     /// Completions notify `cv` only while threads wait on it (the handshake is model
@@ -502,9 +503,10 @@ impl OfiFabric {
             peers,
             next_id: AtomicU64::new(1),
             // Slot 0 is reserved for the raw benchmark loop.
-            free_slots: Mutex::new((1..SLOTS as u32).rev().collect()),
-            slot_cv: Condvar::new(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                free: (1..SLOTS as u32).rev().collect(),
+                ..State::default()
+            }),
             cv: Condvar::new(),
             gate: titus_fabric::WakeGate::new(),
             has_deferred: std::sync::atomic::AtomicBool::new(false),
@@ -754,37 +756,26 @@ impl OfiFabric {
 
     fn take_slot(&self) -> Result<u32, FabricError> {
         let deadline = Instant::now() + self.op_timeout;
-        let mut free = lock(&self.free_slots);
         loop {
-            if let Some(s) = free.pop() {
-                return Ok(s);
+            if let Some(slot) = lock(&self.state).free.pop() {
+                return Ok(slot);
             }
             // All slots in flight: completions free them (someone is polling, or we poll).
-            drop(free);
-            if let Ok(_t) = self.poller.try_lock() {
-                self.poll_once(1)?;
-            }
-            free = lock(&self.free_slots);
             if Instant::now() > deadline {
                 return Err(FabricError::Unsupported(format!(
                     "{SLOTS} operations in flight and none completes"
                 )));
             }
-            free = self
-                .slot_cv
-                .wait_timeout(free, Duration::from_millis(1))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            if let Ok(_t) = self.poller.try_lock() {
+                self.poll_once(1)?;
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
         }
     }
 
     fn free_slot(&self, slot: u32) {
-        let mut free = lock(&self.free_slots);
-        free.push(slot);
-        // Someone waits for a slot only when all SLOTS were in flight.
-        if free.len() == 1 {
-            self.slot_cv.notify_one();
-        }
+        lock(&self.state).free.push(slot);
     }
 
     /// Wakes the threads blocked on `cv`, if any (after a state change under the lock).
@@ -916,7 +907,7 @@ impl OfiFabric {
                 continue;
             }
             let (id, slot) = (e.opid >> 16, (e.opid & 0xffff) as u32);
-            self.free_slot(slot);
+            st.free.push(slot);
             let Some(p) = st.inflight.get_mut(&id) else {
                 continue;
             };
@@ -1280,25 +1271,19 @@ impl Fabric for OfiFabric {
                 Ok(_token) => {
                     // Spin briefly, then block in the queue for a slice.
                     let spin_until = Instant::now() + SPIN;
-                    let mut found = false;
                     // Read the clock every 16 polls: a poll of an empty queue is ~50 ns.
-                    'spin: loop {
+                    while Instant::now() < spin_until {
                         for _ in 0..16 {
-                            if self.poll_once(0)? > 0 && lock(&self.state).done.contains_key(&op.0)
+                            if self.poll_once(0)? > 0
+                                && let Some(r) = lock(&self.state).done.remove(&op.0)
                             {
-                                found = true;
-                                break 'spin;
+                                return r;
                             }
                         }
-                        if Instant::now() >= spin_until {
-                            break;
-                        }
                     }
-                    if !found {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        let ms = (left.as_millis() as i32).clamp(1, BLOCK_SLICE_MS);
-                        self.poll_once(ms)?;
-                    }
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let ms = (left.as_millis() as i32).clamp(1, BLOCK_SLICE_MS);
+                    self.poll_once(ms)?;
                 }
                 Err(_) => {
                     // Another thread polls: it wakes us when it dispatches.
