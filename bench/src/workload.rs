@@ -1,0 +1,315 @@
+//! DLB_Bench workloads: who owns which task, and what each task costs.
+//!
+//! - Ownership (`Distribution`): `gaussian` (TITUS's DLB_Bench: each task's owner is drawn
+//!   from a normal distribution centred on the middle rank, with σ such that the densest
+//!   10% of ranks hold ~70% of the tasks: P(|X − μ| < 0.05 N) = 0.7 ⇒ σ = 0.05 N / 1.0364),
+//!   `uniform`, `one` (every task on rank 0), `file` (task counts per rank).
+//! - Cost (`Cost`), all with mean `task_time`: `constant` (TITUS), `exponential`,
+//!   `lognormal` (σ = 1), `bimodal` (chemistry-like: a contiguous band of 10% of the tasks —
+//!   a reaction zone, placed in space by task number — costs 30× the others).
+//!
+//! Every draw comes from the seeded generator, so a workload is reproducible from its
+//! parameters.
+
+use titus_overlay::rng::Rng;
+
+/// How task ownership is spread over the ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Distribution {
+    /// Normal over ranks: 10% of the ranks hold ~70% of the tasks.
+    Gaussian,
+    /// Every rank alike (up to rounding).
+    Uniform,
+    /// Every task on rank 0.
+    One,
+    /// Given counts per rank.
+    File(Vec<u64>),
+}
+
+/// How task costs are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// Every task the mean.
+    Constant,
+    /// Exponential with the mean.
+    Exponential,
+    /// Log-normal, σ = 1, with the mean.
+    Lognormal,
+    /// 90% cheap tasks and a contiguous 10% band 30× dearer, with the mean overall.
+    Bimodal,
+}
+
+/// σ of the gaussian placement, as a fraction of the ranks (module doc).
+pub const GAUSSIAN_SIGMA: f64 = 0.05 / 1.0364;
+/// Fraction of tasks in the bimodal reaction zone, and how much dearer they are.
+pub const ZONE_FRACTION: f64 = 0.1;
+/// See [`ZONE_FRACTION`].
+pub const ZONE_FACTOR: f64 = 30.0;
+
+/// A workload's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// Ranks.
+    pub ranks: u32,
+    /// Tasks over all ranks (ignored by `File`, which gives the counts).
+    pub tasks: u64,
+    /// Mean task cost, seconds.
+    pub task_time: f64,
+    /// Cost model.
+    pub cost: Cost,
+    /// Ownership.
+    pub distribution: Distribution,
+    /// Seed of every draw.
+    pub seed: u64,
+}
+
+/// One task: its number in the whole workload, its owner and index there, its cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    /// Number over the whole workload (placement of the reaction zone).
+    pub global: u64,
+    /// Owner rank.
+    pub owner: u32,
+    /// Index in the owner's task list.
+    pub index: u32,
+    /// Cost, seconds.
+    pub cost: f64,
+}
+
+/// Standard normal draw (Box–Muller).
+fn normal(rng: &mut Rng) -> f64 {
+    let u1 = 1.0 - rng.unit();
+    let u2 = rng.unit();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Task counts per rank.
+pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
+    let n = spec.ranks as usize;
+    if n == 0 {
+        return Err("a workload needs at least one rank".into());
+    }
+    let mut rng = Rng::from_keys(&[spec.seed, 0x4f57_4e45]); // "OWNE"
+    let mut c = vec![0u64; n];
+    match &spec.distribution {
+        Distribution::One => c[0] = spec.tasks,
+        Distribution::Uniform => {
+            for (r, slot) in c.iter_mut().enumerate() {
+                *slot = spec.tasks / n as u64 + u64::from((r as u64) < spec.tasks % n as u64);
+            }
+        }
+        Distribution::Gaussian => {
+            let sigma = GAUSSIAN_SIGMA * n as f64;
+            let mid = n as f64 / 2.0;
+            for _ in 0..spec.tasks {
+                // Wrapped round the ring of ranks, so no rank outside the job is drawn.
+                let x = (mid + sigma * normal(&mut rng))
+                    .floor()
+                    .rem_euclid(n as f64);
+                c[x as usize % n] += 1;
+            }
+        }
+        Distribution::File(v) => {
+            if v.len() != n {
+                return Err(format!(
+                    "the counts file has {} ranks, the job {n}",
+                    v.len()
+                ));
+            }
+            c.clone_from(v);
+        }
+    }
+    Ok(c)
+}
+
+/// Reads task counts per rank: one count per line, or `RANK COUNT` lines; `#` comments.
+pub fn parse_counts(text: &str, ranks: u32) -> Result<Vec<u64>, String> {
+    let mut c = vec![None; ranks as usize];
+    let mut next = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let bad = |what: &str| format!("counts file line {}: {what}: '{line}'", i + 1);
+        let (rank, count) = match words.as_slice() {
+            [count] => (next, *count),
+            [rank, count] => (
+                rank.parse::<usize>()
+                    .map_err(|_| bad("not a rank number"))?,
+                *count,
+            ),
+            _ => return Err(bad("expected COUNT or RANK COUNT")),
+        };
+        let count = count.parse::<u64>().map_err(|_| bad("not a task count"))?;
+        if rank >= c.len() {
+            return Err(bad(&format!("rank outside the job of {ranks}")));
+        }
+        if c[rank].replace(count).is_some() {
+            return Err(bad("rank given twice"));
+        }
+        next = rank + 1;
+    }
+    c.into_iter()
+        .enumerate()
+        .map(|(r, x)| x.ok_or_else(|| format!("counts file gives no count for rank {r}")))
+        .collect()
+}
+
+/// Every rank's tasks, in index order.
+pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, String> {
+    if !(spec.task_time.is_finite() && spec.task_time >= 0.0) {
+        return Err(format!(
+            "task time {} is not a non-negative number of seconds",
+            spec.task_time
+        ));
+    }
+    let counts = counts(spec)?;
+    let total: u64 = counts.iter().sum();
+    let mut rng = Rng::from_keys(&[spec.seed, 0x434f_5354]); // "COST"
+    let mean = spec.task_time;
+    // Bimodal: base cost c with 0.9c + 0.1·30c = mean.
+    let base = mean / (1.0 - ZONE_FRACTION + ZONE_FRACTION * ZONE_FACTOR);
+    let zone_start = (total as f64 * 0.45) as u64;
+    let zone_end = zone_start + (total as f64 * ZONE_FRACTION).round() as u64;
+    let mut global = 0u64;
+    let mut out = Vec::with_capacity(counts.len());
+    for (owner, &count) in counts.iter().enumerate() {
+        let mut tasks = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let cost = match spec.cost {
+                Cost::Constant => mean,
+                Cost::Exponential => -mean * (1.0 - rng.unit()).ln(),
+                // mean = exp(μ + σ²/2) with σ = 1.
+                Cost::Lognormal => (mean.ln() - 0.5 + normal(&mut rng)).exp(),
+                Cost::Bimodal => {
+                    if (zone_start..zone_end).contains(&global) {
+                        base * ZONE_FACTOR
+                    } else {
+                        base
+                    }
+                }
+            };
+            tasks.push(TaskSpec {
+                global,
+                owner: owner as u32,
+                index: index as u32,
+                cost,
+            });
+            global += 1;
+        }
+        out.push(tasks);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(ranks: u32, tasks: u64, cost: Cost, distribution: Distribution) -> Spec {
+        Spec {
+            ranks,
+            tasks,
+            task_time: 0.001,
+            cost,
+            distribution,
+            seed: 5,
+        }
+    }
+
+    #[test]
+    fn gaussian_puts_about_70_percent_on_10_percent_of_ranks() {
+        let c = counts(&spec(1000, 200_000, Cost::Constant, Distribution::Gaussian)).unwrap();
+        assert_eq!(c.iter().sum::<u64>(), 200_000);
+        let mut sorted = c.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let top: u64 = sorted[..100].iter().sum();
+        let share = top as f64 / 200_000.0;
+        eprintln!("gaussian: the densest 10% of 1000 ranks hold {share:.3} of the tasks");
+        assert!((0.66..0.74).contains(&share), "densest 10% hold {share:.3}");
+    }
+
+    #[test]
+    fn other_distributions_and_files() {
+        assert_eq!(
+            counts(&spec(3, 10, Cost::Constant, Distribution::Uniform)).unwrap(),
+            vec![4, 3, 3]
+        );
+        assert_eq!(
+            counts(&spec(3, 10, Cost::Constant, Distribution::One)).unwrap(),
+            vec![10, 0, 0]
+        );
+        assert_eq!(
+            parse_counts("5\n# comment\n7\n0 # rank 2\n", 3).unwrap(),
+            vec![5, 7, 0]
+        );
+        assert_eq!(parse_counts("2 9\n0 1\n1 4\n", 3).unwrap(), vec![1, 4, 9]);
+        for (text, err) in [
+            ("1\n2\n", "no count for rank 2"),
+            ("1\nx\n3\n", "line 2: not a task count"),
+            ("0 1\n0 2\n2 3\n", "rank given twice"),
+            ("7 1\n", "rank outside the job"),
+            ("1 2 3\n", "expected COUNT or RANK COUNT"),
+        ] {
+            let e = parse_counts(text, 3).unwrap_err();
+            assert!(e.contains(err), "{text:?}: {e}");
+        }
+        assert!(
+            counts(&spec(
+                2,
+                1,
+                Cost::Constant,
+                Distribution::File(vec![1, 2, 3])
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn every_cost_model_has_the_mean_and_its_shape() {
+        for cost in [
+            Cost::Constant,
+            Cost::Exponential,
+            Cost::Lognormal,
+            Cost::Bimodal,
+        ] {
+            let tasks: Vec<TaskSpec> = generate(&spec(4, 100_000, cost, Distribution::Uniform))
+                .unwrap()
+                .concat();
+            let mean = tasks.iter().map(|t| t.cost).sum::<f64>() / tasks.len() as f64;
+            assert!((mean / 0.001 - 1.0).abs() < 0.03, "{cost:?}: mean {mean}");
+            let max = tasks.iter().map(|t| t.cost).fold(0.0, f64::max);
+            match cost {
+                Cost::Constant => assert_eq!(max, 0.001),
+                Cost::Bimodal => {
+                    let dear = tasks.iter().filter(|t| t.cost > 0.001).count();
+                    assert_eq!(dear, 10_000, "a 10% band");
+                    // The band is contiguous in task numbers.
+                    let first = tasks.iter().position(|t| t.cost > 0.001).unwrap();
+                    assert!(tasks[first..first + 10_000].iter().all(|t| t.cost > 0.001));
+                }
+                _ => assert!(max > 0.005, "{cost:?}: no tail ({max})"),
+            }
+        }
+        assert!(
+            generate(&Spec {
+                task_time: f64::NAN,
+                ..spec(2, 1, Cost::Constant, Distribution::One)
+            })
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn workloads_are_reproducible() {
+        let s = spec(50, 5000, Cost::Lognormal, Distribution::Gaussian);
+        assert_eq!(generate(&s).unwrap(), generate(&s).unwrap());
+        let other = Spec {
+            seed: 6,
+            ..s.clone()
+        };
+        assert_ne!(generate(&s).unwrap(), generate(&other).unwrap());
+    }
+}
