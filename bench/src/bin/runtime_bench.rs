@@ -307,7 +307,7 @@ fn rank_main(
         steals_locked: figs.iter().map(|f| f.steals_locked).sum(),
         steal_p50_us: p50,
         steal_p99_us: p99,
-        fabric_cas_p50_us: cas / 1.0,
+        fabric_cas_p50_us: cas,
         fabric_read_p50_us: read,
         steal_over_read: if read > 0.0 { p50 / read } else { 0.0 },
         cpu_per_rank: figs

@@ -254,6 +254,8 @@ struct State {
     /// Operation slots not in use (slot 0 is the raw benchmark's). Kept under the state
     /// lock, which every completion takes anyway.
     free: Vec<u32>,
+    /// The thread that submitted each operation not yet collected (for drains).
+    owners: IdMap<std::thread::ThreadId>,
 }
 
 /// One rank's libfabric endpoint with its registered segments.
@@ -831,7 +833,9 @@ impl OfiFabric {
 
     fn begin(&self, kind: &'static str, peer: Rank, parts: u32, signal_after: Option<u64>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.state).inflight.insert(
+        let mut st = lock(&self.state);
+        st.owners.insert(id, std::thread::current().id());
+        st.inflight.insert(
             id,
             Pending {
                 kind,
@@ -1218,7 +1222,20 @@ impl Fabric for OfiFabric {
         if let Ok(_t) = self.poller.try_lock() {
             let _ = self.poll_once(0);
         }
-        out.extend(lock(&self.state).done.drain().map(|(id, r)| (OpId(id), r)));
+        let me = std::thread::current().id();
+        let mut st = lock(&self.state);
+        let mine: Vec<u64> = st
+            .done
+            .keys()
+            .copied()
+            .filter(|id| st.owners.get(id) == Some(&me))
+            .collect();
+        for id in mine {
+            st.owners.remove(&id);
+            if let Some(r) = st.done.remove(&id) {
+                out.push((OpId(id), r));
+            }
+        }
     }
 
     fn set_progress_nap(&self, max: Duration) {
@@ -1239,6 +1256,7 @@ impl Fabric for OfiFabric {
         }
         let mut st = lock(&self.state);
         if let Some(r) = st.done.remove(&op.0) {
+            st.owners.remove(&op.0);
             return Some(r);
         }
         if st.inflight.contains_key(&op.0) {
@@ -1254,6 +1272,7 @@ impl Fabric for OfiFabric {
             {
                 let mut st = lock(&self.state);
                 if let Some(r) = st.done.remove(&op.0) {
+                    st.owners.remove(&op.0);
                     return r;
                 }
                 let Some(p) = st.inflight.get(&op.0) else {
@@ -1274,10 +1293,12 @@ impl Fabric for OfiFabric {
                     // Read the clock every 16 polls: a poll of an empty queue is ~50 ns.
                     while Instant::now() < spin_until {
                         for _ in 0..16 {
-                            if self.poll_once(0)? > 0
-                                && let Some(r) = lock(&self.state).done.remove(&op.0)
-                            {
-                                return r;
+                            if self.poll_once(0)? > 0 {
+                                let mut st = lock(&self.state);
+                                if let Some(r) = st.done.remove(&op.0) {
+                                    st.owners.remove(&op.0);
+                                    return r;
+                                }
                             }
                         }
                     }

@@ -90,6 +90,10 @@ pub const CASES: &[(&str, Case)] = &[
     ("gathered_write_data_precedes_its_signal", gather_signal),
     ("target_without_progress_stalls", progress_needed),
     ("idle_progress_thread_sleeps", idle_is_cheap),
+    (
+        "a_drain_takes_only_its_own_completions",
+        drains_are_per_thread,
+    ),
 ];
 
 /// Runs every case on this rank (all ranks call it together), then, with `dead_peer`,
@@ -450,6 +454,60 @@ fn progress_needed(ctx: &Ctx<'_>, b: &mut Barrier) -> Result<(), String> {
         _ => {}
     }
     Ok(())
+}
+
+fn drains_are_per_thread(ctx: &Ctx<'_>, _: &mut Barrier) -> Result<(), String> {
+    let f = ctx.fabric;
+    let word = Loc::new(CONF, SCRATCH + 16);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // A driver-like thread: submits its own fetch-adds and drains completions.
+        let drainer = s.spawn(|| -> Result<u32, String> {
+            let mine: Vec<crate::OpId> = (0..50)
+                .map(|_| f.fetch_add(f.rank(), word, 1))
+                .collect::<Result<_, _>>()
+                .map_err(fail("submit"))?;
+            let mut got = Vec::new();
+            let mut out = Vec::new();
+            let deadline = Instant::now() + f.op_timeout();
+            while !stop.load(std::sync::atomic::Ordering::Acquire) || got.len() < mine.len() {
+                f.drain_completions(&mut out);
+                for (id, r) in out.drain(..) {
+                    if !mine.contains(&id) {
+                        return Err(format!("the drain took {id:?}, another thread's operation"));
+                    }
+                    r.map_err(fail("drained op"))?;
+                    got.push(id);
+                }
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "only {} of {} own completions drained",
+                        got.len(),
+                        mine.len()
+                    ));
+                }
+                std::thread::yield_now();
+            }
+            Ok(got.len() as u32)
+        });
+        // Meanwhile this thread waits for its own operations.
+        let mut r = Ok(());
+        for _ in 0..200 {
+            if let Err(e) = f.fetch_add_sync(f.rank(), word, 1) {
+                r = Err(format!("a waiter lost its completion: {e}"));
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        let drained = drainer
+            .join()
+            .map_err(|_| "the drainer panicked".to_string())??;
+        r?;
+        if drained != 50 {
+            return Err(format!("{drained} of 50 own completions drained"));
+        }
+        Ok(())
+    })
 }
 
 /// CPU seconds this process has used (user + system), from /proc (Linux).

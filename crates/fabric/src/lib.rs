@@ -338,8 +338,10 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// another thread has work for the progress thread.
     fn wake(&self);
 
-    /// Moves every completed operation of this rank into `out` (instead of testing them
-    /// one by one), driving progress once without blocking.
+    /// Moves every completed operation that the calling thread submitted into `out`
+    /// (instead of testing them one by one), driving progress once without blocking.
+    /// Operations of other threads stay for their own `test`/`wait`/drain: a driver that
+    /// drains never takes a completion another thread waits for.
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>);
 
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):

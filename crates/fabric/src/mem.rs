@@ -166,6 +166,8 @@ struct Queues {
     done: HashMap<u64, Result<u64, FabricError>>,
     /// Operations this rank issued, not yet complete: kind and target.
     inflight: HashMap<u64, (&'static str, Rank)>,
+    /// The thread that submitted each operation not yet collected (for drains).
+    owners: HashMap<u64, std::thread::ThreadId>,
     /// Signals received, not yet collected.
     signals: VecDeque<Signal>,
     /// Operations on this rank's memory waiting for it to progress.
@@ -479,9 +481,11 @@ impl MemFabric {
 
     fn submit(&self, to: Rank, kind: OpKind) -> OpId {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.shared.cell(self.rank).q)
-            .inflight
-            .insert(id, (kind.name(), to));
+        {
+            let mut q = lock(&self.shared.cell(self.rank).q);
+            q.inflight.insert(id, (kind.name(), to));
+            q.owners.insert(id, std::thread::current().id());
+        }
         let op = Op {
             id,
             from: self.rank,
@@ -580,6 +584,7 @@ impl Fabric for MemFabric {
         self.shared.serve(self.rank);
         let mut q = lock(&self.shared.cell(self.rank).q);
         if let Some(r) = q.done.remove(&op.0) {
+            q.owners.remove(&op.0);
             return Some(r);
         }
         if q.inflight.contains_key(&op.0) {
@@ -596,6 +601,7 @@ impl Fabric for MemFabric {
             self.shared.serve(self.rank);
             let mut q = lock(&cell.q);
             if let Some(r) = q.done.remove(&op.0) {
+                q.owners.remove(&op.0);
                 return r;
             }
             let Some(&(kind, peer)) = q.inflight.get(&op.0) else {
@@ -629,12 +635,20 @@ impl Fabric for MemFabric {
 
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         self.shared.serve(self.rank);
-        out.extend(
-            lock(&self.shared.cell(self.rank).q)
-                .done
-                .drain()
-                .map(|(id, r)| (OpId(id), r)),
-        );
+        let me = std::thread::current().id();
+        let mut q = lock(&self.shared.cell(self.rank).q);
+        let mine: Vec<u64> = q
+            .done
+            .keys()
+            .copied()
+            .filter(|id| q.owners.get(id) == Some(&me))
+            .collect();
+        for id in mine {
+            q.owners.remove(&id);
+            if let Some(r) = q.done.remove(&id) {
+                out.push((OpId(id), r));
+            }
+        }
     }
 
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
