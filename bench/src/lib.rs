@@ -1,7 +1,19 @@
 //! Titus's benchmark programs and their shared pieces: `overlay-bench`, `runtime-bench`,
-//! and the DLB_Bench workload generator (`workload`), on which the `dlb-bench` program is
-//! being built.
+//! and DLB_Bench's pieces: the workload generator (`workload`) and the task (`task`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod task;
 pub mod workload;
+
+/// Encodes numbers for a job-wide all-gather of figures.
+pub fn encode_f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_f64s`]; a malformed blob gives what it holds of whole numbers.
+pub fn decode_f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}

@@ -100,7 +100,9 @@ pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
         }
         Distribution::Gaussian => {
             let sigma = GAUSSIAN_SIGMA * n as f64;
-            let mid = n as f64 / 2.0;
+            // Centred on the middle of the middle rank: at small N (where 10% of the ranks
+            // is less than one) the tasks pile onto that rank, the closest shape N allows.
+            let mid = (n / 2) as f64 + 0.5;
             for _ in 0..spec.tasks {
                 // Wrapped round the ring of ranks, so no rank outside the job is drawn.
                 let x = (mid + sigma * normal(&mut rng))
