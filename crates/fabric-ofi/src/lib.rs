@@ -1222,20 +1222,9 @@ impl Fabric for OfiFabric {
         if let Ok(_t) = self.poller.try_lock() {
             let _ = self.poll_once(0);
         }
-        let me = std::thread::current().id();
         let mut st = lock(&self.state);
-        let mine: Vec<u64> = st
-            .done
-            .keys()
-            .copied()
-            .filter(|id| st.owners.get(id) == Some(&me))
-            .collect();
-        for id in mine {
-            st.owners.remove(&id);
-            if let Some(r) = st.done.remove(&id) {
-                out.push((OpId(id), r));
-            }
-        }
+        let st = &mut *st;
+        titus_fabric::take_own_completions(&mut st.done, &mut st.owners, out);
     }
 
     fn set_progress_nap(&self, max: Duration) {

@@ -93,6 +93,28 @@ pub fn gathered_len(remote: Loc, pieces: &[Piece]) -> Result<u64, FabricError> {
         })
 }
 
+/// Moves the completed operations that the calling thread submitted from `done` into
+/// `out` ([`Fabric::drain_completions`]' contract); `owners` maps each uncollected
+/// operation to its submitting thread.
+pub fn take_own_completions<S1: std::hash::BuildHasher, S2: std::hash::BuildHasher>(
+    done: &mut std::collections::HashMap<u64, Result<u64, FabricError>, S1>,
+    owners: &mut std::collections::HashMap<u64, std::thread::ThreadId, S2>,
+    out: &mut Vec<(OpId, Result<u64, FabricError>)>,
+) {
+    let me = std::thread::current().id();
+    let mine: Vec<u64> = done
+        .keys()
+        .copied()
+        .filter(|id| owners.get(id) == Some(&me))
+        .collect();
+    for id in mine {
+        owners.remove(&id);
+        if let Some(r) = done.remove(&id) {
+            out.push((OpId(id), r));
+        }
+    }
+}
+
 /// Which ranks may access a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exposure {

@@ -635,20 +635,9 @@ impl Fabric for MemFabric {
 
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         self.shared.serve(self.rank);
-        let me = std::thread::current().id();
         let mut q = lock(&self.shared.cell(self.rank).q);
-        let mine: Vec<u64> = q
-            .done
-            .keys()
-            .copied()
-            .filter(|id| q.owners.get(id) == Some(&me))
-            .collect();
-        for id in mine {
-            q.owners.remove(&id);
-            if let Some(r) = q.done.remove(&id) {
-                out.push((OpId(id), r));
-            }
-        }
+        let q = &mut *q;
+        crate::take_own_completions(&mut q.done, &mut q.owners, out);
     }
 
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
