@@ -245,7 +245,7 @@ struct Pending {
 #[derive(Debug, Default)]
 struct State {
     inflight: IdMap<Pending>,
-    done: IdMap<Result<u64, FabricError>>,
+    done: titus_fabric::Completions<BuildHasherDefault<IdHasher>>,
     signals: VecDeque<Signal>,
     /// Signals to post after their data completed: (op, peer, value).
     deferred: Vec<(u64, Rank, u64)>,
@@ -254,8 +254,6 @@ struct State {
     /// Operation slots not in use (slot 0 is the raw benchmark's). Kept under the state
     /// lock, which every completion takes anyway.
     free: Vec<u32>,
-    /// The thread that submitted each operation not yet collected (for drains).
-    owners: IdMap<std::thread::ThreadId>,
 }
 
 /// One rank's libfabric endpoint with its registered segments.
@@ -834,7 +832,7 @@ impl OfiFabric {
     fn begin(&self, kind: &'static str, peer: Rank, parts: u32, signal_after: Option<u64>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut st = lock(&self.state);
-        st.owners.insert(id, std::thread::current().id());
+        st.done.submitted(id);
         st.inflight.insert(
             id,
             Pending {
@@ -864,7 +862,7 @@ impl OfiFabric {
         };
         if finished {
             let p = st.inflight.remove(&id).expect("present");
-            st.done.insert(id, Err(p.error.expect("set")));
+            st.done.complete(id, Err(p.error.expect("set")));
             st.completions += 1;
         }
         drop(st);
@@ -944,7 +942,7 @@ impl OfiFabric {
                     continue;
                 }
                 let p = st.inflight.remove(&id).expect("present");
-                st.done.insert(id, p.error.map_or(Ok(p.value), Err));
+                st.done.complete(id, p.error.map_or(Ok(p.value), Err));
                 st.completions += 1;
             }
         }
@@ -1102,7 +1100,7 @@ impl Fabric for OfiFabric {
         if parts == 0 {
             let mut st = lock(&self.state);
             st.inflight.remove(&id);
-            st.done.insert(id, Ok(0));
+            st.done.complete(id, Ok(0));
             return Ok(OpId(id));
         }
         let delivery = i32::from(signal_after.is_some());
@@ -1222,9 +1220,7 @@ impl Fabric for OfiFabric {
         if let Ok(_t) = self.poller.try_lock() {
             let _ = self.poll_once(0);
         }
-        let mut st = lock(&self.state);
-        let st = &mut *st;
-        titus_fabric::take_own_completions(&mut st.done, &mut st.owners, out);
+        lock(&self.state).done.take_own(out);
     }
 
     fn set_progress_nap(&self, max: Duration) {
@@ -1244,8 +1240,7 @@ impl Fabric for OfiFabric {
             return Some(Err(e));
         }
         let mut st = lock(&self.state);
-        if let Some(r) = st.done.remove(&op.0) {
-            st.owners.remove(&op.0);
+        if let Some(r) = st.done.take(op.0) {
             return Some(r);
         }
         if st.inflight.contains_key(&op.0) {
@@ -1260,8 +1255,7 @@ impl Fabric for OfiFabric {
         loop {
             {
                 let mut st = lock(&self.state);
-                if let Some(r) = st.done.remove(&op.0) {
-                    st.owners.remove(&op.0);
+                if let Some(r) = st.done.take(op.0) {
                     return r;
                 }
                 let Some(p) = st.inflight.get(&op.0) else {
@@ -1284,8 +1278,7 @@ impl Fabric for OfiFabric {
                         for _ in 0..16 {
                             if self.poll_once(0)? > 0 {
                                 let mut st = lock(&self.state);
-                                if let Some(r) = st.done.remove(&op.0) {
-                                    st.owners.remove(&op.0);
+                                if let Some(r) = st.done.take(op.0) {
                                     return r;
                                 }
                             }
@@ -1300,7 +1293,7 @@ impl Fabric for OfiFabric {
                     let left = deadline
                         .saturating_duration_since(Instant::now())
                         .min(Duration::from_millis(BLOCK_SLICE_MS as u64));
-                    self.sleep_unless(left, |st| st.done.contains_key(&op.0));
+                    self.sleep_unless(left, |st| st.done.is_done(op.0));
                 }
             }
         }

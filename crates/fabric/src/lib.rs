@@ -93,24 +93,71 @@ pub fn gathered_len(remote: Loc, pieces: &[Piece]) -> Result<u64, FabricError> {
         })
 }
 
-/// Moves the completed operations that the calling thread submitted from `done` into
-/// `out` ([`Fabric::drain_completions`]' contract); `owners` maps each uncollected
-/// operation to its submitting thread.
-pub fn take_own_completions<S1: std::hash::BuildHasher, S2: std::hash::BuildHasher>(
-    done: &mut std::collections::HashMap<u64, Result<u64, FabricError>, S1>,
-    owners: &mut std::collections::HashMap<u64, std::thread::ThreadId, S2>,
-    out: &mut Vec<(OpId, Result<u64, FabricError>)>,
-) {
-    let me = std::thread::current().id();
-    let mine: Vec<u64> = done
-        .keys()
-        .copied()
-        .filter(|id| owners.get(id) == Some(&me))
-        .collect();
-    for id in mine {
-        owners.remove(&id);
-        if let Some(r) = done.remove(&id) {
-            out.push((OpId(id), r));
+/// A backend's completed operations not yet collected, and the thread that submitted each:
+/// the collection rules of the contract in one place. An operation is collected once —
+/// by [`Fabric::test`], [`Fabric::wait`], or the drain of the thread that submitted it.
+#[derive(Debug)]
+pub struct Completions<S = std::collections::hash_map::RandomState> {
+    done: std::collections::HashMap<u64, Result<u64, FabricError>, S>,
+    owners: std::collections::HashMap<u64, std::thread::ThreadId, S>,
+}
+
+impl<S: std::hash::BuildHasher + Default> Default for Completions<S> {
+    fn default() -> Self {
+        Self {
+            done: std::collections::HashMap::default(),
+            owners: std::collections::HashMap::default(),
+        }
+    }
+}
+
+impl<S: std::hash::BuildHasher> Completions<S> {
+    /// The calling thread submitted operation `id`.
+    pub fn submitted(&mut self, id: u64) {
+        self.owners.insert(id, std::thread::current().id());
+    }
+
+    /// Operation `id` completed with `result`.
+    pub fn complete(&mut self, id: u64, result: Result<u64, FabricError>) {
+        self.done.insert(id, result);
+    }
+
+    /// Whether operation `id` completed and was not collected.
+    pub fn is_done(&self, id: u64) -> bool {
+        self.done.contains_key(&id)
+    }
+
+    /// Completed, uncollected operations.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// Collects operation `id` if it completed.
+    pub fn take(&mut self, id: u64) -> Option<Result<u64, FabricError>> {
+        let r = self.done.remove(&id)?;
+        self.owners.remove(&id);
+        Some(r)
+    }
+
+    /// Collects every completed operation the calling thread submitted into `out`
+    /// ([`Fabric::drain_completions`]).
+    pub fn take_own(&mut self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
+        let me = std::thread::current().id();
+        let mine: Vec<u64> = self
+            .done
+            .keys()
+            .copied()
+            .filter(|id| self.owners.get(id) == Some(&me))
+            .collect();
+        for id in mine {
+            if let Some(r) = self.take(id) {
+                out.push((OpId(id), r));
+            }
         }
     }
 }

@@ -163,11 +163,9 @@ struct RankCell {
 #[derive(Debug, Default)]
 struct Queues {
     /// Completed operations this rank issued, not yet collected.
-    done: HashMap<u64, Result<u64, FabricError>>,
+    done: crate::Completions,
     /// Operations this rank issued, not yet complete: kind and target.
     inflight: HashMap<u64, (&'static str, Rank)>,
-    /// The thread that submitted each operation not yet collected (for drains).
-    owners: HashMap<u64, std::thread::ThreadId>,
     /// Signals received, not yet collected.
     signals: VecDeque<Signal>,
     /// Operations on this rank's memory waiting for it to progress.
@@ -301,7 +299,7 @@ impl Shared {
         };
         let mut q = lock(&from.q);
         if q.inflight.remove(&op.id).is_some() {
-            q.done.insert(op.id, result);
+            q.done.complete(op.id, result);
             q.completions += 1;
         }
         drop(q);
@@ -484,7 +482,7 @@ impl MemFabric {
         {
             let mut q = lock(&self.shared.cell(self.rank).q);
             q.inflight.insert(id, (kind.name(), to));
-            q.owners.insert(id, std::thread::current().id());
+            q.done.submitted(id);
         }
         let op = Op {
             id,
@@ -583,8 +581,7 @@ impl Fabric for MemFabric {
     fn test(&self, op: OpId) -> Option<Result<u64, FabricError>> {
         self.shared.serve(self.rank);
         let mut q = lock(&self.shared.cell(self.rank).q);
-        if let Some(r) = q.done.remove(&op.0) {
-            q.owners.remove(&op.0);
+        if let Some(r) = q.done.take(op.0) {
             return Some(r);
         }
         if q.inflight.contains_key(&op.0) {
@@ -600,8 +597,7 @@ impl Fabric for MemFabric {
         loop {
             self.shared.serve(self.rank);
             let mut q = lock(&cell.q);
-            if let Some(r) = q.done.remove(&op.0) {
-                q.owners.remove(&op.0);
+            if let Some(r) = q.done.take(op.0) {
                 return r;
             }
             let Some(&(kind, peer)) = q.inflight.get(&op.0) else {
@@ -635,9 +631,7 @@ impl Fabric for MemFabric {
 
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         self.shared.serve(self.rank);
-        let mut q = lock(&self.shared.cell(self.rank).q);
-        let q = &mut *q;
-        crate::take_own_completions(&mut q.done, &mut q.owners, out);
+        lock(&self.shared.cell(self.rank).q).done.take_own(out);
     }
 
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
