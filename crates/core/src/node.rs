@@ -230,16 +230,15 @@ impl Node {
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and
-    /// children, and (for `request`, whose victims answer) the ranks that steal from it,
-    /// its in-neighbours — O(N·k) to compute; the driver declares them to the fabric.
-    pub fn peers(&self) -> Vec<Rank> {
+    /// children, and (for `request`, whose victims answer thieves directly) the ranks
+    /// that steal from it, `in_neighbours` — which the driver computes once
+    /// (`Overlay::in_neighbours`, O(N·k)) and also uses for segment exposure.
+    pub fn peers(&self, in_neighbours: &[Rank]) -> Vec<Rank> {
         let mut p: Vec<Rank> = self.victims.clone();
         p.extend(tree_parent(self.rank));
         p.extend(tree_children(self.rank, self.size));
-        // ABORT floods and results reach in-neighbours only through their own routes;
-        // `request` replies need them directly.
         if self.cfg.protocol == Protocol::Request {
-            p.extend(self.overlay.in_neighbours(self.rank));
+            p.extend_from_slice(in_neighbours);
         }
         p.sort_unstable();
         p.dedup();

@@ -229,7 +229,9 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
     let sizes = node.segment_sizes();
     let rank = node.rank();
     let size = overlay.ranks();
-    let mut readers = overlay.in_neighbours(rank);
+    let in_neighbours = overlay.in_neighbours(rank);
+    let peers = node.peers(&in_neighbours);
+    let mut readers = in_neighbours;
     if rank > 0 {
         readers.push((rank - 1) / 2);
     }
@@ -251,7 +253,7 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
             spec("inbox", sizes[1], Exposure::Peers(readers)),
             spec("outbox", sizes[2], Exposure::Peers(Vec::new())),
         ],
-        peers: node.peers(),
+        peers,
         op_timeout,
     }
 }
