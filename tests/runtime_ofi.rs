@@ -98,3 +98,62 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
         assert!(took < Duration::from_secs(30), "{provider}: took {took:?}");
     }
 }
+
+/// DLB_Bench under `titus launch`: every balancer in one job (a fresh runtime per
+/// balancer in the same processes), on tcp and shm; rank 0 prints one verified JSON line
+/// per balancer.
+#[test]
+fn dlb_bench_runs_every_balancer_across_processes() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2)] {
+        let out = Command::new(titus_tests::bin("titus"))
+            .args([
+                "launch",
+                "-n",
+                &ranks.to_string(),
+                "--provider",
+                provider,
+                "--timeout",
+                "120",
+                "--",
+            ])
+            .arg(titus_tests::bin("dlb-bench"))
+            .args([
+                "--tasks",
+                "90",
+                "--task-time",
+                "0.0005",
+                "--balancer",
+                "all",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{provider}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("\"efficiency\""))
+            .collect();
+        assert_eq!(lines.len(), 5, "{provider}: one line per balancer:\n{text}");
+        for (l, b) in lines
+            .iter()
+            .zip(["none", "smallworld", "random", "master", "hierarchical"])
+        {
+            assert!(l.starts_with("[0] {"), "{provider}: rank 0 prints: {l}");
+            for key in [
+                format!("\"balancer\":\"{b}\""),
+                "\"verified\":true".into(),
+                format!("\"ranks\":{ranks}"),
+            ] {
+                assert!(l.contains(&key), "{provider}: {key} missing: {l}");
+            }
+        }
+    }
+}

@@ -1,8 +1,10 @@
 //! Titus's benchmark programs and their shared pieces: `overlay-bench`, `runtime-bench`,
-//! and DLB_Bench's pieces: the workload generator (`workload`) and the task (`task`).
+//! and DLB_Bench's pieces: the workload generator (`workload`), the task (`task`) and the
+//! plots (`plot`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod plot;
 pub mod task;
 pub mod workload;
 

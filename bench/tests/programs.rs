@@ -88,27 +88,32 @@ fn dlb(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn dlb_bench_verifies_and_shows_the_imbalance() {
-    let run = |balancer: &str| -> serde_json::Value {
-        let out = dlb(&[
-            "--ranks",
-            "3",
-            "--tasks",
-            "120",
-            "--task-time",
-            "0.0005",
-            "--balancer",
-            balancer,
-            "--json",
-        ]);
-        assert!(
-            out.status.success(),
-            "{balancer}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    for balancer in ["none", "smallworld", "random"] {
-        let r = run(balancer);
+    // Every balancer in one run, side by side: one JSON line each, in order.
+    let out = dlb(&[
+        "--ranks",
+        "3",
+        "--tasks",
+        "120",
+        "--task-time",
+        "0.0005",
+        "--balancer",
+        "all",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names = ["none", "smallworld", "random", "master", "hierarchical"];
+    assert_eq!(reports.len(), names.len(), "{text}");
+    for (r, balancer) in reports.iter().zip(names) {
+        assert_eq!(r["balancer"], balancer);
         for key in [
             "efficiency",
             "resolution_s",
@@ -133,6 +138,12 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
                 .map(|v| v.as_f64().unwrap())
                 .collect();
             assert!(busy[1] > busy[0] + busy[2], "no imbalance: {busy:?}");
+        } else {
+            // Every balancer moves work off the middle rank (none of them is a formula).
+            assert!(r["steals_ok"].as_u64().unwrap() > 0, "{balancer}: {r}");
+        }
+        if balancer == "hierarchical" {
+            assert_eq!(r["group_size"], 2, "⌈√3⌉");
         }
     }
     let csv = dlb(&[
@@ -160,7 +171,14 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
 fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
     for (args, needle) in [
         (&["--profile", "nope"][..], "unknown --profile"),
-        (&["--balancer", "master"][..], "not in this build yet"),
+        (&["--sweep", "ranks"][..], "expected PARAM=V1,V2"),
+        (&["--sweep", "colour=1,2"][..], "unknown parameter 'colour'"),
+        (&["--sweep", "ranks=2,x"][..], "'x' is not a rank count"),
+        (
+            &["--group-size", "0"][..],
+            "--group-size must be at least 1",
+        ),
+        (&["--plot", "/dev/null"][..], "is not a directory"),
         (&["--distribution", "file"][..], "needs --counts"),
         (
             &["--distribution", "file", "--counts", "/nonexistent"][..],
@@ -178,4 +196,72 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
             "{args:?}: {err}"
         );
     }
+}
+
+#[test]
+fn dlb_bench_plots_and_sweeps() {
+    let dir = std::env::temp_dir().join(format!("titus-dlb-plots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let out = dlb(&[
+        "--ranks",
+        "3",
+        "--tasks",
+        "60",
+        "--task-time",
+        "0.0005",
+        "--balancer",
+        "none,smallworld",
+        "--plot",
+        d,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("run ") && text.contains("smallworld/claim"),
+        "{text}"
+    );
+    for f in ["efficiency", "ranks", "steals-smallworld-claim"] {
+        for ext in ["png", "svg"] {
+            let p = dir.join(format!("{f}.{ext}"));
+            assert!(
+                std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
+                "{} missing or empty",
+                p.display()
+            );
+        }
+    }
+    // A sweep over ranks: one CSV row per point and balancer, and its plot.
+    let out = dlb(&[
+        "--sweep",
+        "ranks=1,2",
+        "--tasks",
+        "40",
+        "--task-time",
+        "0.0002",
+        "--balancer",
+        "none,master",
+        "--csv",
+        "--plot",
+        d,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(rows[0].starts_with("ranks,run,efficiency,"), "{csv}");
+    assert_eq!(rows.len(), 5, "{csv}");
+    assert!(
+        rows[1].starts_with("1,none,") && rows[4].starts_with("2,master,"),
+        "{csv}"
+    );
+    assert!(dir.join("sweep-efficiency.png").exists() && dir.join("sweep-efficiency.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

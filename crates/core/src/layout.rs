@@ -298,6 +298,10 @@ pub mod signal {
     pub const REPLY: u64 = 7;
     /// The epoch failed on some rank; the payload is the error code.
     pub const ABORT: u64 = 8;
+    /// Work sharing: a member's queue length, to its master.
+    pub const LOAD: u64 = 9;
+    /// Work sharing: the master passes a steal request on to a loaded member.
+    pub const FORWARD: u64 = 10;
 
     /// Encodes (kind, payload).
     pub fn pack(kind: u64, payload: u64) -> u64 {

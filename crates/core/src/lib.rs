@@ -22,10 +22,12 @@
 pub mod layout;
 mod node;
 mod results;
+mod share;
 mod steal;
 
 pub use layout::{ResultRecord, Task};
-pub use node::{Node, Stats};
+pub use node::{Node, STEAL_LOG_MAX, Stats, StealEvent};
+pub use share::Sharing;
 pub use titus_overlay::Routing;
 
 use std::time::Duration;
@@ -213,6 +215,9 @@ pub struct Config {
     pub check_interval: Duration,
     /// Seed of victim choice (combined with rank and epoch).
     pub seed: u64,
+    /// Work sharing through masters (`master`, `hierarchical`) instead of stealing from
+    /// overlay neighbours; needs the `request` protocol. `None`: stealing.
+    pub sharing: Option<Sharing>,
 }
 
 impl Default for Config {
@@ -234,6 +239,7 @@ impl Default for Config {
             backoff_max: Duration::from_millis(10),
             check_interval: Duration::from_micros(200),
             seed: 1,
+            sharing: None,
         }
     }
 }

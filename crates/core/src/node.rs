@@ -74,6 +74,23 @@ pub struct Stats {
     pub inbox_overflows: u64,
     /// Remote operations issued.
     pub ops: u64,
+    /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
+    /// work from whom.
+    pub steal_log: Vec<StealEvent>,
+}
+
+/// The most steals a rank logs per epoch.
+pub const STEAL_LOG_MAX: usize = 1 << 20;
+
+/// One successful steal of this rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StealEvent {
+    /// When it ended, from the start of the epoch on this rank (ns).
+    pub at_ns: u64,
+    /// The rank the tasks came from.
+    pub victim: Rank,
+    /// How many tasks.
+    pub tasks: u32,
 }
 
 /// One rank of the protocol. See the crate documentation.
@@ -87,9 +104,15 @@ pub struct Node {
     pub(crate) rows: HashMap<Rank, Vec<Rank>>,
     /// This rank's out-neighbours: its victims and next hops.
     pub(crate) victims: Vec<Rank>,
+    /// Whom the thief asks: the victims, or (work sharing) this epoch's master.
+    pub(crate) targets: Vec<Rank>,
+    /// Work sharing (master side and member side).
+    pub(crate) share: crate::share::ShareState,
     pub(crate) rng: Rng,
     pub(crate) slot: u64,
     pub(crate) now: Time,
+    /// When this epoch started here.
+    pub(crate) started: Time,
     pub(crate) epoch: u64,
     running: bool,
     failed: Option<CoreError>,
@@ -170,6 +193,14 @@ impl Node {
                 cfg.inbox_bytes, cfg.chunk_bytes
             )));
         }
+        if let Some(sh) = &cfg.sharing {
+            sh.check(size)?;
+            if cfg.protocol != Protocol::Request {
+                return Err(CoreError::Config(
+                    "work sharing needs the request protocol".into(),
+                ));
+            }
+        }
         let victims = overlay.row(rank);
         let mut rows = HashMap::new();
         if cfg.routing == crate::Routing::Non {
@@ -180,6 +211,7 @@ impl Node {
         rows.insert(rank, victims.clone());
         let slot = layout::slot_size(cfg.max_payload);
         let nv = victims.len();
+        let cfg_shares = cfg.sharing.is_some();
         Ok(Self {
             rng: Rng::from_keys(&[cfg.seed, 0x5354_4541_4c00, u64::from(rank)]),
             slot,
@@ -192,8 +224,15 @@ impl Node {
             size,
             overlay,
             rows,
+            targets: if cfg_shares {
+                Vec::new()
+            } else {
+                victims.clone()
+            },
+            share: Default::default(),
             victims,
             now: Time(0),
+            started: Time(0),
             epoch: 0,
             running: false,
             failed: None,
@@ -239,6 +278,9 @@ impl Node {
         p.extend(tree_children(self.rank, self.size));
         if self.cfg.protocol == Protocol::Request {
             p.extend_from_slice(in_neighbours);
+        }
+        if let Some(sh) = &self.cfg.sharing {
+            p.extend_from_slice(sh.members(self.rank));
         }
         p.sort_unstable();
         p.dedup();
@@ -292,6 +334,7 @@ impl Node {
             });
         }
         self.now = now;
+        self.started = now;
         self.epoch += 1;
         self.running = true;
         self.done = false;
@@ -312,6 +355,7 @@ impl Node {
             self.epoch,
         ]);
         self.thief.reset_backoff();
+        self.share_start();
         let rank = self.rank;
         self.queue = tasks
             .into_iter()
@@ -546,7 +590,9 @@ impl Node {
             signal::CHUNK | signal::OVERFLOW | signal::RESET => {
                 self.results_signal(from, kind, payload, mem)
             }
-            signal::REQUEST | signal::REPLY => self.steal_signal(from, kind, payload, mem),
+            signal::REQUEST | signal::REPLY | signal::LOAD | signal::FORWARD => {
+                self.steal_signal(from, kind, payload, mem)
+            }
             signal::UP => {
                 if tree_children(self.rank, self.size).any(|c| c == from) {
                     self.children_up += 1;
@@ -649,7 +695,7 @@ impl Node {
 
     fn describe(&self, p: &Pending) -> (&'static str, Rank) {
         match p {
-            Pending::Steal(s) => (s.name(), s.peer(&self.victims, self.rank)),
+            Pending::Steal(s) => (s.name(), s.peer(&self.targets, self.rank)),
             Pending::Results(r) => (r.name(), r.peer(&self.victims, self.rank)),
             Pending::Signal(what) => (what, self.rank),
         }
@@ -751,6 +797,7 @@ impl Node {
         if let Err(e) = r {
             self.fail(e);
         }
+        self.share_step();
         self.termination_step();
     }
 }

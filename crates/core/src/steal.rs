@@ -82,6 +82,11 @@ impl Thief {
         }
     }
 
+    /// Number of targets changed (work sharing: the master rotates).
+    pub(crate) fn resize(&mut self, targets: usize) {
+        self.backoff = vec![(Time(0), 0); targets];
+    }
+
     pub(crate) fn reset_backoff(&mut self) {
         self.backoff.iter_mut().for_each(|b| *b = (Time(0), 0));
     }
@@ -99,8 +104,9 @@ pub(crate) struct Owner {
     /// An owner operation is in flight.
     busy: bool,
     next_check: Time,
-    /// `request`: thieves waiting for an answer, and whether one is being written.
-    requests: VecDeque<(Rank, u64)>,
+    /// `request`: thieves waiting for an answer (thief, stale, sequence number), and
+    /// whether one is being written.
+    pub(crate) requests: VecDeque<(Rank, bool, u64)>,
     serving: bool,
 }
 
@@ -203,8 +209,7 @@ impl Pending {
     }
 }
 
-/// `request`: sequence numbers travel in 40 bits.
-const SEQ_MASK: u64 = (1 << 40) - 1;
+use crate::share::{Decision, SEQ_MASK};
 
 fn word(w: u64) -> [u8; 8] {
     w.to_le_bytes()
@@ -220,7 +225,7 @@ impl Node {
     }
 
     /// How many tasks the owner may share now.
-    fn shareable(&self) -> usize {
+    pub(crate) fn shareable(&self) -> usize {
         let q = self.queue.len();
         (q / 2)
             .min(q.saturating_sub(self.cfg.min_private as usize))
@@ -266,7 +271,7 @@ impl Node {
     pub(crate) fn thief_summary(&self) -> String {
         format!(
             "thief {:?} ",
-            self.thief.attempt.map(|a| (self.victims[a.victim], a.seq))
+            self.thief.attempt.map(|a| (self.targets[a.victim], a.seq))
         )
     }
 
@@ -285,13 +290,14 @@ impl Node {
             || self.shareable() > 0
             || !self.owner.requests.is_empty()
             || self.owner.serving
+            || self.is_master()
     }
 
     // ----- deadlines -----------------------------------------------------------------
 
     fn wants_to_steal(&self) -> bool {
         self.thief.attempt.is_none()
-            && !self.victims.is_empty()
+            && !self.targets.is_empty()
             && self.queue.len() < self.cfg.steal_below as usize
     }
 
@@ -316,14 +322,14 @@ impl Node {
             return Ok(());
         }
         let now = self.now;
-        let ready: Vec<usize> = (0..self.victims.len())
+        let ready: Vec<usize> = (0..self.targets.len())
             .filter(|&i| self.thief.backoff[i].0 <= now)
             .collect();
         if ready.is_empty() {
             return Ok(());
         }
         let victim = ready[self.rng.below(ready.len() as u64) as usize];
-        let peer = self.victims[victim];
+        let peer = self.targets[victim];
         self.thief.seq += 1;
         let seq = self.thief.seq;
         self.thief.attempt = Some(Attempt {
@@ -356,6 +362,13 @@ impl Node {
                     NodePending::Steal(Pending::LockAcquire { victim }),
                 );
             }
+            Protocol::Request if peer == self.rank => {
+                // Work sharing: this rank is the master and brokers its own request;
+                // nobody to ask ends the attempt at once.
+                if self.broker(self.rank, seq) != Decision::Forwarded {
+                    self.end_attempt(victim, Outcome::Empty);
+                }
+            }
             Protocol::Request => {
                 self.issue(
                     Op::Write {
@@ -377,6 +390,13 @@ impl Node {
     }
 
     fn end_attempt(&mut self, victim: usize, outcome: Outcome) {
+        let from = self.targets[victim];
+        self.end_attempt_from(victim, outcome, from);
+    }
+
+    /// Ends the attempt on target `victim`, answered by rank `from` (under work sharing
+    /// the master's choice, not the master).
+    fn end_attempt_from(&mut self, victim: usize, outcome: Outcome, from: Rank) {
         let now = self.now;
         if let Some(a) = self.thief.attempt.take() {
             self.stats
@@ -389,6 +409,13 @@ impl Node {
                 *b = (now, 0);
                 self.stats.steals_ok += 1;
                 self.stats.tasks_stolen += n;
+                if self.stats.steal_log.len() < crate::node::STEAL_LOG_MAX {
+                    self.stats.steal_log.push(crate::node::StealEvent {
+                        at_ns: now.since(self.started).as_nanos() as u64,
+                        victim: from,
+                        tasks: n as u32,
+                    });
+                }
                 self.stats.bytes_stolen += n * self.slot;
             }
             Outcome::Empty => {
@@ -517,7 +544,7 @@ impl Node {
                 }
                 if u32::from(w.n) > self.cfg.shared_capacity {
                     return Err(CoreError::Malformed {
-                        from: self.victims[victim],
+                        from: self.targets[victim],
                         what: format!(
                             "claim word announces {} tasks (capacity {})",
                             w.n, self.cfg.shared_capacity
@@ -526,7 +553,7 @@ impl Node {
                 }
                 // Step 2: read the batch into the staging area.
                 let region = w.region();
-                let peer = self.victims[victim];
+                let peer = self.targets[victim];
                 let remote = self.region_offset(region) + u64::from(start) * self.slot;
                 self.issue(
                     Op::Read {
@@ -547,7 +574,7 @@ impl Node {
                 region,
                 len,
             } => {
-                let peer = self.victims[victim];
+                let peer = self.targets[victim];
                 let tasks = self.read_slots(mem, self.staging(), u64::from(len), peer)?;
                 // Step 3: the batch is read; the owner may reuse the region.
                 self.issue(
@@ -620,7 +647,7 @@ impl Node {
                     return Ok(());
                 }
                 // Step 2: the count.
-                let peer = self.victims[victim];
+                let peer = self.targets[victim];
                 self.issue(
                     Op::Read {
                         peer,
@@ -632,7 +659,7 @@ impl Node {
                 );
             }
             Pending::LockCount { victim } => {
-                let peer = self.victims[victim];
+                let peer = self.targets[victim];
                 let mut b = [0u8; 8];
                 mem.read(Loc::new(seg::TASKS, self.staging()), &mut b);
                 let n = u64::from_le_bytes(b);
@@ -664,7 +691,7 @@ impl Node {
                 );
             }
             Pending::LockRead { victim, n } => {
-                let peer = self.victims[victim];
+                let peer = self.targets[victim];
                 let tasks = self.read_slots(mem, self.staging(), u64::from(n), peer)?;
                 self.take_stolen(tasks);
                 // Step 4: hand the lock to the owner for a refill.
@@ -673,7 +700,7 @@ impl Node {
             Pending::LockRelease { victim, outcome } => {
                 if value != lock::held_by(self.rank) {
                     return Err(CoreError::Malformed {
-                        from: self.victims[victim],
+                        from: self.targets[victim],
                         what: format!("lock word {value} while this rank held it"),
                     });
                 }
@@ -715,7 +742,7 @@ impl Node {
     }
 
     fn lock_release(&mut self, victim: usize, to: u64, outcome: Outcome) {
-        let peer = self.victims[victim];
+        let peer = self.targets[victim];
         self.issue(
             Op::Cas {
                 peer,
@@ -785,11 +812,9 @@ impl Node {
         if self.owner.serving {
             return;
         }
-        let Some((thief, request)) = self.owner.requests.pop_front() else {
+        let Some((thief, stale, seq)) = self.owner.requests.pop_front() else {
             return;
         };
-        let (epoch, seq) = (request >> 40, request & SEQ_MASK);
-        let stale = epoch != self.epoch & 0xf_ffff;
         let k = if stale || self.failed_or_done() {
             0
         } else {
@@ -826,8 +851,27 @@ impl Node {
     ) -> Result<(), CoreError> {
         match kind {
             signal::REQUEST => {
-                self.owner.requests.push_back((from, payload));
+                let (epoch, seq) = (payload >> 40, payload & SEQ_MASK);
+                let stale = epoch != self.epoch & 0xf_ffff;
+                if self.cfg.sharing.is_some() && !stale {
+                    if !self.is_master() {
+                        return Err(CoreError::Malformed {
+                            from,
+                            what: "a steal request to a rank that is not its group's master".into(),
+                        });
+                    }
+                    if self.broker(from, seq) == Decision::Forwarded {
+                        return Ok(());
+                    }
+                }
+                self.owner.requests.push_back((from, stale, seq));
                 self.serve_requests(mem);
+            }
+            signal::LOAD | signal::FORWARD => {
+                if let Some(r) = self.share_signal(from, kind, payload)? {
+                    self.owner.requests.push_back(r);
+                    self.serve_requests(mem);
+                }
             }
             _ => {
                 let n = payload >> 40;
@@ -835,7 +879,10 @@ impl Node {
                 let Some(a) = self.thief.attempt else {
                     return Ok(());
                 };
-                if self.victims.get(a.victim) != Some(&from) || seq != a.seq & SEQ_MASK {
+                // Under work sharing the master may pass the request on: any rank answers.
+                let from_target =
+                    self.cfg.sharing.is_some() || self.targets.get(a.victim) == Some(&from);
+                if !from_target || seq != a.seq & SEQ_MASK {
                     // A stale, empty answer (module doc): nothing to do.
                     return Ok(());
                 }
@@ -850,13 +897,14 @@ impl Node {
                 }
                 let tasks = self.read_slots(mem, self.staging(), n, from)?;
                 self.take_stolen(tasks);
-                self.end_attempt(
+                self.end_attempt_from(
                     a.victim,
                     if n > 0 {
                         Outcome::Got(n)
                     } else {
                         Outcome::Empty
                     },
+                    from,
                 );
             }
         }

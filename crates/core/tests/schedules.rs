@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 use titus_core::layout::signal;
-use titus_core::{Command, Config, Loc, Memory, Node, Op, Protocol, Routing, Time, Token};
+use titus_core::{Command, Config, Loc, Memory, Node, Op, Protocol, Routing, Sharing, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{LatticeKind, Overlay, OverlayParams};
 
@@ -215,13 +215,16 @@ impl Sim {
 }
 
 /// Totals over all runs: successful steals, failed attempts, inbox overflows, forwarded
-/// records, chunks. The test asserts each path was exercised.
-static COVERAGE: std::sync::Mutex<[u64; 5]> = std::sync::Mutex::new([0; 5]);
+/// records, chunks, successful steals under work sharing. The test asserts each path was
+/// exercised.
+static COVERAGE: std::sync::Mutex<[u64; 6]> = std::sync::Mutex::new([0; 6]);
 
 struct Case {
     seed: u64,
     ranks: u32,
     protocol: Protocol,
+    /// Work sharing instead of stealing: 1 master, 2 hierarchical.
+    sharing: u8,
 }
 
 fn run(case: &Case) -> Result<u64, String> {
@@ -255,6 +258,18 @@ fn run(case: &Case) -> Result<u64, String> {
         backoff_max: Duration::from_micros(200),
         check_interval: Duration::from_micros(10 + rng.below(40)),
         seed: case.seed,
+        sharing: match case.sharing {
+            0 => None,
+            1 => Some(Sharing::master(ranks)),
+            _ => {
+                let est: Vec<u64> = (0..ranks).map(|_| rng.below(10)).collect();
+                let size = 1 + rng.below(u64::from(ranks)) as u32;
+                Some(
+                    Sharing::groups(Sharing::balanced_groups(&est, size), ranks, true)
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+        },
     };
     let mut nodes = Vec::new();
     let mut mems = Vec::new();
@@ -407,6 +422,9 @@ fn run(case: &Case) -> Result<u64, String> {
             c[2] += st.inbox_overflows;
             c[3] += st.records_forwarded;
             c[4] += st.chunks_received;
+            if case.sharing > 0 {
+                c[5] += st.steals_ok;
+            }
             let res = sim.nodes[r as usize]
                 .take_results()
                 .map_err(|e| format!("rank {r}: {e}"))?;
@@ -424,7 +442,7 @@ fn run(case: &Case) -> Result<u64, String> {
             }
         }
         // Quiescent: nothing of this epoch may still be travelling, except steal requests
-        // and empty replies (a thief that learned of the end does not wait for them). Those
+        // (and, under work sharing, load reports and forwarded requests) and empty replies (a thief that learned of the end does not wait for them). Those
         // stay in flight into the next epoch, which must answer them with nothing and
         // ignore the answers.
         let left: Vec<(u64, u64)> = sim.queue.drain().map(|Reverse(k)| k).collect();
@@ -433,7 +451,8 @@ fn run(case: &Case) -> Result<u64, String> {
             match ev {
                 Ev::Timer { .. } => {}
                 Ev::Signal { value, .. }
-                    if signal::unpack(value).0 == signal::REQUEST
+                    if [signal::REQUEST, signal::LOAD, signal::FORWARD]
+                        .contains(&signal::unpack(value).0)
                         || (signal::unpack(value).0 == signal::REPLY
                             && signal::unpack(value).1 >> 40 == 0) =>
                 {
@@ -466,16 +485,23 @@ fn every_result_arrives_exactly_once_under_random_schedules() {
     for seed in first..first + seeds {
         let mut rng = Rng::from_keys(&[seed]);
         let ranks = 1 + rng.below(12) as u32;
-        for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
+        for (protocol, sharing) in [
+            (Protocol::Claim, 0),
+            (Protocol::Lock, 0),
+            (Protocol::Request, 0),
+            (Protocol::Request, 1),
+            (Protocol::Request, 2),
+        ] {
             let case = Case {
                 seed,
                 ranks,
                 protocol,
+                sharing,
             };
             match run(&case) {
                 Ok(n) => tasks += n,
                 Err(e) => panic!(
-                    "{} ranks, {:?}: {e}\nreproduce: TITUS_CORE_SEED={seed} TITUS_CORE_SEEDS=1 cargo test -p titus-core --test schedules",
+                    "{} ranks, {:?}, sharing {sharing}: {e}\nreproduce: TITUS_CORE_SEED={seed} TITUS_CORE_SEEDS=1 cargo test -p titus-core --test schedules",
                     ranks, protocol
                 ),
             }
@@ -484,8 +510,8 @@ fn every_result_arrives_exactly_once_under_random_schedules() {
     assert!(tasks > 0);
     let c = *COVERAGE.lock().unwrap();
     eprintln!(
-        "{tasks} tasks; steals {} ok, {} failed; {} inbox overflows; {} records forwarded; {} chunks",
-        c[0], c[1], c[2], c[3], c[4]
+        "{tasks} tasks; steals {} ok ({} under work sharing), {} failed; {} inbox overflows; {} records forwarded; {} chunks",
+        c[0], c[5], c[1], c[2], c[3], c[4]
     );
     if seeds >= 20 {
         assert!(

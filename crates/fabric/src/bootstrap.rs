@@ -115,6 +115,31 @@ pub struct JobEnv {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl JobEnv {
+    /// The same job for its `session`-th runtime in one process (0: the first): the
+    /// rendezvous port moves up by `session`, so a runtime never meets the rendezvous of
+    /// an earlier one whose threads may still be winding down. Every rank must use the
+    /// same session numbers in the same order.
+    pub fn session(&self, session: u16) -> Result<Self, BootstrapError> {
+        let mut env = self.clone();
+        if session == 0 {
+            return Ok(env);
+        }
+        if let Some(addr) = &self.rendezvous {
+            let bad = |reason: &str| BootstrapError::BadVar {
+                var: "rendezvous address".into(),
+                value: addr.clone(),
+                reason: reason.into(),
+            };
+            let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+            let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+            let port = port
+                .checked_add(session)
+                .ok_or_else(|| bad("no port left for another runtime in this job"))?;
+            env.rendezvous = Some(format!("{host}:{port}"));
+        }
+        Ok(env)
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, BootstrapError> {
         Self::from_vars(|k| std::env::var(k).ok())

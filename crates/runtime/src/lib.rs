@@ -33,7 +33,7 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_fabric_ofi::OfiFabric;
 use titus_overlay::{Overlay, OverlayParams};
 
-pub use titus_core::{Protocol, Routing, Stats as CoreStats};
+pub use titus_core::{Protocol, Routing, Sharing, Stats as CoreStats};
 
 /// A task function: payload in, result out.
 pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -223,8 +223,8 @@ impl std::fmt::Debug for Runtime {
 }
 
 /// The fabric configuration for `node`: TASKS and INBOX exposed to the ranks that steal
-/// from this one or send it results (its in-neighbours) and to its tree neighbours;
-/// OUTBOX private.
+/// from this one or send it results (its in-neighbours), to its tree neighbours and
+/// (work sharing) to its group; OUTBOX private.
 fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> FabricConfig {
     let sizes = node.segment_sizes();
     let rank = node.rank();
@@ -240,6 +240,10 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
             .into_iter()
             .filter(|&c| c < size),
     );
+    // Work sharing: the master and every member of the group may answer or ask.
+    if let Some(sh) = &node.config().sharing {
+        readers.extend_from_slice(sh.members(rank));
+    }
     readers.sort_unstable();
     readers.dedup();
     let spec = |name: &str, len: u64, exposure: Exposure| SegmentSpec {
@@ -313,9 +317,19 @@ impl Runtime {
     /// This process's rank of a job started by a launcher (`titus launch`, srun, mpirun),
     /// over libfabric; a single rank without a launcher runs alone over the in-process
     /// fabric. Collective: every rank calls it.
-    pub fn from_env(mut cfg: RuntimeConfig, backend: Backend) -> Result<Runtime, RuntimeError> {
-        validate(&cfg)?;
+    pub fn from_env(cfg: RuntimeConfig, backend: Backend) -> Result<Runtime, RuntimeError> {
         let env = JobEnv::from_env().map_err(FabricError::from)?;
+        Self::from_job(cfg, backend, env)
+    }
+
+    /// [`Runtime::from_env`] for a job described by `env` (for example
+    /// [`JobEnv::session`] for a second runtime in the same processes).
+    pub fn from_job(
+        mut cfg: RuntimeConfig,
+        backend: Backend,
+        env: JobEnv,
+    ) -> Result<Runtime, RuntimeError> {
+        validate(&cfg)?;
         cfg.overlay.ranks = env.size;
         if env.size == 1 && backend == Backend::Mem {
             let mut v = Self::local(1, cfg, MemOptions::default())?;
