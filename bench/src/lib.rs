@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod dlb;
 pub mod plot;
 pub mod task;
 pub mod workload;
