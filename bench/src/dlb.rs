@@ -127,6 +127,11 @@ pub struct BenchArgs {
     /// No progress bar (it shows only on a terminal, on runs longer than 2 s).
     #[arg(long)]
     pub no_progress: bool,
+    /// Seconds per round of the task's work instead of measuring it at start-up: the same
+    /// value gives the same tasks and results on any machine (the report's
+    /// `calibration_s` of an earlier run repeats it).
+    #[arg(long, value_name = "SECONDS")]
+    pub calibration: Option<f64>,
 }
 
 /// A profile: per-rank work W/n (s), per-rank problem size S/n (bytes), tasks per rank.
@@ -166,6 +171,8 @@ pub struct Report {
     pub bytes_moved: u64,
     pub result_hops_mean: f64,
     pub group_size: u32,
+    pub calibration_s: f64,
+    pub results_digest: String,
     pub busy_s: Vec<f64>,
     pub idle_s: Vec<f64>,
     pub steal_s: Vec<f64>,
@@ -706,6 +713,14 @@ pub fn check_args(args: &BenchArgs) {
     if args.workers == 0 {
         fail(2, "--workers must be at least 1");
     }
+    if let Some(c) = args.calibration
+        && !(c.is_finite() && c > 0.0)
+    {
+        fail(
+            2,
+            &format!("--calibration {c} is not a positive number of seconds"),
+        );
+    }
     if args.group_size == Some(0) {
         fail(2, "--group-size must be at least 1");
     }
@@ -745,6 +760,8 @@ pub struct RankFigures {
     pub homed: u64,
     /// Every result of this rank checked out.
     pub verified: bool,
+    /// [`digest`] of this rank's results.
+    pub digest: u64,
     /// (seconds from the start, victim, tasks) of each successful steal.
     pub steal_log: Vec<(f64, u32, u32)>,
 }
@@ -764,6 +781,8 @@ impl RankFigures {
             self.hops as f64,
             self.homed as f64,
             f64::from(u8::from(self.verified)),
+            (self.digest >> 32) as f64,
+            (self.digest & 0xffff_ffff) as f64,
         ])
     }
 
@@ -783,13 +802,43 @@ impl RankFigures {
             hops: g(8) as u64,
             homed: g(9) as u64,
             verified: g(10) == 1.0,
+            digest: (g(11) as u64) << 32 | g(12) as u64,
             steal_log: Vec::new(),
         }
     }
 }
 
 /// The report of `run` from every rank's figures; `all` is the workload (per rank).
-pub fn report(run: &Run, plan: &Plan, all: &[Vec<TaskSpec>], figs: &[RankFigures]) -> Report {
+/// A hash of one rank's results, in task order.
+pub fn digest(results: &[Vec<u8>]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for r in results {
+        for &b in r.iter().chain(&(r.len() as u64).to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The payload of task `t` (its work: `rounds` passes over `plan.payload` bytes seeded by
+/// the task), with `per_round` seconds per round.
+pub fn task_payload(plan: &Plan, t: &TaskSpec, per_round: f64) -> Vec<u8> {
+    task::payload(
+        task::rounds_for(t.cost, per_round),
+        plan.spec.seed ^ t.global.wrapping_mul(0x9E37_79B9),
+        plan.payload as usize,
+    )
+}
+
+/// The report of `run` from every rank's figures; `all` is the workload (per rank),
+/// `calibration` the seconds per round the tasks were made with (0: virtual tasks).
+pub fn report(
+    run: &Run,
+    plan: &Plan,
+    all: &[Vec<TaskSpec>],
+    figs: &[RankFigures],
+    calibration: f64,
+) -> Report {
     let args = &run.args;
     let n = figs.len() as u32;
     let slowest = figs.iter().map(|f| f.session).fold(0.0, f64::max);
@@ -833,6 +882,13 @@ pub fn report(run: &Run, plan: &Plan, all: &[Vec<TaskSpec>], figs: &[RankFigures
         } else {
             0
         },
+        calibration_s: calibration,
+        results_digest: format!(
+            "{:016x}",
+            figs.iter().fold(0x0054_4954_5553_u64, |h, f| {
+                (h ^ f.digest).wrapping_mul(0x100_0000_01b3).rotate_left(17)
+            })
+        ),
         busy_s: busy,
         idle_s: figs.iter().map(|f| f.idle).collect(),
         steal_s: figs.iter().map(|f| f.steal).collect(),

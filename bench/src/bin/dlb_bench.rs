@@ -45,7 +45,10 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
     let mine = &all[rank as usize];
     // Every rank uses rank 0's calibration, so a task is the same work wherever it runs.
     let per_round = rt
-        .all_gather(&encode_f64s(&[calibration(plan.payload)]))
+        .all_gather(&encode_f64s(&[run
+            .args
+            .calibration
+            .unwrap_or_else(|| calibration(plan.payload))]))
         .map_err(|e| e.to_string())?
         .first()
         .and_then(|b| decode_f64s(b).first().copied())
@@ -53,16 +56,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
         .ok_or("rank 0 sent no calibration")?;
     let tasks: Vec<(u16, Vec<u8>)> = mine
         .iter()
-        .map(|t| {
-            (
-                0,
-                task::payload(
-                    task::rounds_for(t.cost, per_round),
-                    plan.spec.seed ^ t.global.wrapping_mul(0x9E37_79B9),
-                    plan.payload as usize,
-                ),
-            )
-        })
+        .map(|t| (0, dlb::task_payload(plan, t, per_round)))
         .collect();
     let out = rt
         .run_epoch(tasks.clone())
@@ -106,6 +100,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
             .sum(),
         homed: st.core.result_hops.iter().sum(),
         verified: bad.is_none(),
+        digest: dlb::digest(&out.results),
         steal_log: Vec::new(),
     };
     let gathered = rt.all_gather(&figs.encode()).map_err(|e| e.to_string())?;
@@ -142,7 +137,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
             ..RankFigures::decode(g)
         })
         .collect();
-    Ok(Some(dlb::report(run, plan, &all, &figs)))
+    Ok(Some(dlb::report(run, plan, &all, &figs, per_round)))
 }
 
 /// A progress bar on stderr for runs longer than 2 s, when stderr is a terminal.
@@ -247,7 +242,9 @@ fn main() {
         let report = match &env {
             Some(env) => {
                 let plan = plan(&run.args, env.size);
-                calibration(plan.payload);
+                if run.args.calibration.is_none() {
+                    calibration(plan.payload);
+                }
                 let job = u16::try_from(k)
                     .map_err(|_| "too many runs for one job".to_string())
                     .and_then(|k| env.session(k).map_err(|e| e.to_string()))
@@ -272,7 +269,9 @@ fn main() {
                     fail(2, "--ranks must be at least 1");
                 }
                 let plan = plan(&run.args, ranks);
-                calibration(plan.payload);
+                if run.args.calibration.is_none() {
+                    calibration(plan.payload);
+                }
                 let rts = Runtime::local(ranks, config(run, ranks, &plan), MemOptions::default())
                     .unwrap_or_else(|e| fail(2, &e.to_string()));
                 let _bar = Progress::start(

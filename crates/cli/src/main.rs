@@ -4,6 +4,7 @@
 mod fabric_bench;
 mod launch;
 mod overlay_cmd;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,6 +28,10 @@ enum Command {
     /// Latency (p50/p99) of each fabric operation and read bandwidth between 2 ranks, next
     /// to raw libfabric in the same run: `titus launch -n 2 -- titus fabric-bench`.
     FabricBench(fabric_bench::FabricBenchArgs),
+    /// DLB_Bench on the simulator: the same core at thousands of ranks on virtual time
+    /// (same flags and report as dlb-bench), and deterministic simulation testing
+    /// (`--check --seeds N`).
+    Sim(Box<sim_cmd::SimArgs>),
 }
 
 /// A failure to report on one line, with exit code 2.
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
         Command::Overlay(args) => overlay_cmd::run(args).map(|()| 0),
         Command::Launch(args) => launch::run(args),
         Command::FabricBench(args) => fabric_bench::run(args).map(|()| 0),
+        Command::Sim(args) => sim_cmd::run(*args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

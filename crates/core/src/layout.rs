@@ -302,6 +302,9 @@ pub mod signal {
     pub const LOAD: u64 = 9;
     /// Work sharing: the master passes a steal request on to a loaded member.
     pub const FORWARD: u64 = 10;
+    /// `claim`, `lock`: a thief emptied the receiver's shared set: check it
+    /// now (a hint; owners also check every `check_interval`).
+    pub const REFILL: u64 = 11;
 
     /// Encodes (kind, payload).
     pub fn pack(kind: u64, payload: u64) -> u64 {

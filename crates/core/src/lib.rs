@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fasthash;
 pub mod layout;
 mod node;
 mod results;
@@ -237,7 +238,9 @@ impl Default for Config {
             // keeps an idle rank's attempts (and CPU) low while work is far away.
             backoff_base: Duration::from_micros(50),
             backoff_max: Duration::from_millis(10),
-            check_interval: Duration::from_micros(200),
+            // Thieves that empty a shared set say so (REFILL); the periodic check is the
+            // fallback (and waits for regions still being read).
+            check_interval: Duration::from_millis(1),
             seed: 1,
             sharing: None,
         }

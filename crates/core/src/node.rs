@@ -17,11 +17,12 @@
 //! A rank that fails floods ABORT over the tree and its overlay neighbours; every rank
 //! stops with an error within O(log N) signal hops.
 
+use crate::fasthash::IntMap;
 use crate::layout::{self, Task, seg, signal, tasks};
 use crate::results::{Inbox, Outbound};
 use crate::steal::{Owner, Pending as StealPending, Thief};
 use crate::{Command, Config, CoreError, Loc, Memory, Op, OpFailure, Protocol, Rank, Time, Token};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
 use titus_overlay::route::Rows;
@@ -101,7 +102,7 @@ pub struct Node {
     pub(crate) size: u32,
     pub(crate) overlay: Overlay,
     /// Rows of this rank and of its out-neighbours (routing looks two hops ahead).
-    pub(crate) rows: HashMap<Rank, Vec<Rank>>,
+    pub(crate) rows: IntMap<Rank, Vec<Rank>>,
     /// This rank's out-neighbours: its victims and next hops.
     pub(crate) victims: Vec<Rank>,
     /// Whom the thief asks: the victims, or (work sharing) this epoch's master.
@@ -139,13 +140,13 @@ pub struct Node {
     early: Vec<(Rank, u64)>,
     // Commands.
     commands: VecDeque<Command>,
-    pending: HashMap<u64, Pending>,
+    pending: IntMap<u64, Pending>,
     next_token: u64,
     pub(crate) stats: Stats,
 }
 
 /// Rows of this rank and its neighbours, for routing.
-struct RowView<'a>(&'a HashMap<Rank, Vec<Rank>>);
+struct RowView<'a>(&'a IntMap<Rank, Vec<Rank>>);
 
 impl Rows for RowView<'_> {
     fn row(&self, rank: Rank) -> &[Rank] {
@@ -202,7 +203,7 @@ impl Node {
             }
         }
         let victims = overlay.row(rank);
-        let mut rows = HashMap::new();
+        let mut rows = IntMap::default();
         if cfg.routing == crate::Routing::Non {
             for &v in &victims {
                 rows.insert(v, overlay.row(v));
@@ -247,7 +248,7 @@ impl Node {
             aborted: false,
             early: Vec::new(),
             commands: VecDeque::new(),
-            pending: HashMap::new(),
+            pending: IntMap::default(),
             next_token: 1,
             stats: Stats::default(),
         })
@@ -398,6 +399,17 @@ impl Node {
     /// operations completed (or the epoch failed).
     pub fn is_done(&self) -> bool {
         self.failed.is_some() || (self.done && self.pending.is_empty() && self.commands.is_empty())
+    }
+
+    /// Whether this rank learned that the epoch is over (DONE reached it, or it is the
+    /// root and saw every rank complete); its last operations may still be in flight.
+    pub fn termination_detected(&self) -> bool {
+        self.running && self.done
+    }
+
+    /// Results of this rank's own tasks that are home, and how many tasks it owns.
+    pub fn results_home(&self) -> (u32, u32) {
+        (self.home, self.own)
     }
 
     /// The error that ended the epoch, if one did.
@@ -590,7 +602,7 @@ impl Node {
             signal::CHUNK | signal::OVERFLOW | signal::RESET => {
                 self.results_signal(from, kind, payload, mem)
             }
-            signal::REQUEST | signal::REPLY | signal::LOAD | signal::FORWARD => {
+            signal::REQUEST | signal::REPLY | signal::LOAD | signal::FORWARD | signal::REFILL => {
                 self.steal_signal(from, kind, payload, mem)
             }
             signal::UP => {

@@ -26,10 +26,11 @@
 //! Epoch tags (8 bits) on LOAD and FORWARD let late signals of an earlier epoch be told
 //! apart; a FORWARD of an earlier epoch is answered with nothing, like a stale REQUEST.
 
+use crate::fasthash::IntMap;
 use crate::layout::signal;
 use crate::node::Node;
 use crate::{CoreError, Rank};
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 /// Sequence numbers of steal attempts travel in 28 bits (FORWARD carries the thief too).
@@ -188,7 +189,7 @@ pub(crate) struct ShareState {
     report_seq: u64,
     /// Master side: members' positions, newest estimates and report numbers, and the
     /// estimates ordered (largest last).
-    pos: HashMap<Rank, usize>,
+    pos: IntMap<Rank, usize>,
     loads: Vec<(u64, u64)>,
     order: BTreeSet<(u64, Rank)>,
 }

@@ -137,9 +137,12 @@ pub(crate) enum Pending {
         victim: usize,
         region: usize,
         len: u16,
+        /// This thief took the generation's last batch.
+        last: bool,
     },
     ClaimDone {
         victim: usize,
+        last: bool,
     },
     LockAcquire {
         victim: usize,
@@ -198,7 +201,7 @@ impl Pending {
         match self {
             Self::ClaimTicket { victim }
             | Self::ClaimRead { victim, .. }
-            | Self::ClaimDone { victim }
+            | Self::ClaimDone { victim, .. }
             | Self::LockAcquire { victim }
             | Self::LockCount { victim }
             | Self::LockRead { victim, .. }
@@ -566,6 +569,7 @@ impl Node {
                         victim,
                         region,
                         len,
+                        last: w.ticket + 1 == claim_batches(w.n),
                     }),
                 );
             }
@@ -573,6 +577,7 @@ impl Node {
                 victim,
                 region,
                 len,
+                last,
             } => {
                 let peer = self.targets[victim];
                 let tasks = self.read_slots(mem, self.staging(), u64::from(len), peer)?;
@@ -583,12 +588,19 @@ impl Node {
                         remote: self.tasks_loc(tasks::DONE[region]),
                         delta: 1,
                     },
-                    NodePending::Steal(Pending::ClaimDone { victim }),
+                    NodePending::Steal(Pending::ClaimDone { victim, last }),
                 );
                 self.take_stolen(tasks);
                 self.end_attempt(victim, Outcome::Got(u64::from(len)));
             }
-            Pending::ClaimDone { .. } => {}
+            Pending::ClaimDone { victim, last } => {
+                // The generation is exhausted and this thief's region released: tell the
+                // owner to publish the next one now rather than at its next check.
+                if last {
+                    let peer = self.targets[victim];
+                    self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
+                }
+            }
             // ----- claim, owner ------------------------------------------------------
             Pending::OwnCheck if self.cfg.protocol == Protocol::Claim => self.claim_checked(value),
             Pending::OwnDoneCheck { region } => {
@@ -603,8 +615,12 @@ impl Node {
                 }
                 let k = self.shareable();
                 if value < expected || k == 0 {
-                    // Thieves are still reading the region (or nothing to share): later.
+                    // Thieves are still reading the region (or nothing to share): later,
+                    // soon if only the readers hold it up.
                     self.owner.busy = false;
+                    if value < expected {
+                        self.owner.next_check = self.now.plus(self.cfg.backoff_base);
+                    }
                     return Ok(());
                 }
                 let tasks = self.take_back(k);
@@ -703,6 +719,11 @@ impl Node {
                         from: self.targets[victim],
                         what: format!("lock word {value} while this rank held it"),
                     });
+                }
+                if matches!(outcome, Outcome::Got(_)) {
+                    // The shared set is gone and the lock says REFILL: tell the owner now.
+                    let peer = self.targets[victim];
+                    self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
                 }
                 self.end_attempt(victim, outcome);
             }
@@ -866,6 +887,12 @@ impl Node {
                 }
                 self.owner.requests.push_back((from, stale, seq));
                 self.serve_requests(mem);
+            }
+            signal::REFILL => {
+                // A thief emptied the shared set: check it now (a hint; harmless if stale).
+                if self.cfg.protocol != Protocol::Request {
+                    self.owner.next_check = self.now;
+                }
             }
             signal::LOAD | signal::FORWARD => {
                 if let Some(r) = self.share_signal(from, kind, payload)? {

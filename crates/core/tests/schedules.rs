@@ -442,7 +442,7 @@ fn run(case: &Case) -> Result<u64, String> {
             }
         }
         // Quiescent: nothing of this epoch may still be travelling, except steal requests
-        // (and, under work sharing, load reports and forwarded requests) and empty replies (a thief that learned of the end does not wait for them). Those
+        // (and refill hints; under work sharing, load reports and forwarded requests) and empty replies (a thief that learned of the end does not wait for them). Those
         // stay in flight into the next epoch, which must answer them with nothing and
         // ignore the answers.
         let left: Vec<(u64, u64)> = sim.queue.drain().map(|Reverse(k)| k).collect();
@@ -451,8 +451,13 @@ fn run(case: &Case) -> Result<u64, String> {
             match ev {
                 Ev::Timer { .. } => {}
                 Ev::Signal { value, .. }
-                    if [signal::REQUEST, signal::LOAD, signal::FORWARD]
-                        .contains(&signal::unpack(value).0)
+                    if [
+                        signal::REQUEST,
+                        signal::LOAD,
+                        signal::FORWARD,
+                        signal::REFILL,
+                    ]
+                    .contains(&signal::unpack(value).0)
                         || (signal::unpack(value).0 == signal::REPLY
                             && signal::unpack(value).1 >> 40 == 0) =>
                 {

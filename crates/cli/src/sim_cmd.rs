@@ -1,0 +1,297 @@
+//! `titus sim`: DLB_Bench's runs on the simulator (same flags, same report), and
+//! deterministic simulation testing (`--check`).
+
+use crate::UsageError;
+use std::path::PathBuf;
+use std::time::Instant;
+use titus_bench::dlb::{self, BenchArgs, RankFigures, Report, Run};
+use titus_bench::{task, workload};
+use titus_core::layout;
+use titus_sim::{Faults, Job, Model, SimTask, check};
+
+/// `titus sim` flags: DLB_Bench's, and the simulator's own.
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    #[command(flatten)]
+    bench: BenchArgs,
+    /// Fabric model: ib-hdr, tcp-loopback, shm or mem.
+    #[arg(long, default_value = "ib-hdr")]
+    preset: String,
+    /// A fabric model from `titus fabric-bench --json` output (instead of --preset).
+    #[arg(long, value_name = "FILE")]
+    preset_file: Option<PathBuf>,
+    /// Deterministic simulation testing: --seeds random small jobs with faults, from
+    /// --seed on, every invariant checked; a failure prints the command repeating it.
+    #[arg(long)]
+    check: bool,
+    /// Seeds of --check.
+    #[arg(long, default_value_t = 200, allow_negative_numbers = true)]
+    seeds: u64,
+    /// Latency jitter: each operation's latency × (1 + U(0, J)), so operations overtake.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    jitter: f64,
+    /// Slow ranks, RANK:FACTOR[,RANK:FACTOR...]: their tasks take FACTOR times longer.
+    #[arg(long, value_name = "LIST")]
+    slow: Option<String>,
+    /// RANK:FROM_S:FOR_S: this rank's progress stops serving for a while.
+    #[arg(long, value_name = "SPEC")]
+    stall: Option<String>,
+    /// Run DLB_Bench's real tasks (payloads and checksums, with --calibration) instead of
+    /// virtual ones: the results equal dlb-bench's. Small runs only.
+    #[arg(long)]
+    real_tasks: bool,
+}
+
+fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {
+    if !(a.jitter.is_finite() && a.jitter >= 0.0) {
+        return Err(UsageError(format!(
+            "--jitter {} is not a non-negative number",
+            a.jitter
+        )));
+    }
+    let mut f = Faults {
+        jitter: a.jitter,
+        ..Faults::default()
+    };
+    if let Some(list) = &a.slow {
+        for item in list.split(',') {
+            let bad = || UsageError(format!("--slow '{item}': expected RANK:FACTOR"));
+            let (r, x) = item.split_once(':').ok_or_else(bad)?;
+            let r: u32 = r.trim().parse().map_err(|_| bad())?;
+            let x: f64 = x.trim().parse().map_err(|_| bad())?;
+            if !(x.is_finite() && x > 0.0) {
+                return Err(bad());
+            }
+            f.slow.push((r, x));
+        }
+    }
+    if let Some(s) = &a.stall {
+        let bad = || UsageError(format!("--stall '{s}': expected RANK:FROM_S:FOR_S"));
+        let p: Vec<&str> = s.split(':').collect();
+        if p.len() != 3 {
+            return Err(bad());
+        }
+        let r: u32 = p[0].parse().map_err(|_| bad())?;
+        let from: f64 = p[1].parse().map_err(|_| bad())?;
+        let len: f64 = p[2].parse().map_err(|_| bad())?;
+        if !(from >= 0.0 && len >= 0.0 && from.is_finite() && len.is_finite()) {
+            return Err(bad());
+        }
+        f.stall = Some((r, (from * 1e9) as u64, (len * 1e9) as u64));
+    }
+    Ok(f)
+}
+
+fn model(a: &SimArgs) -> Result<Model, UsageError> {
+    match &a.preset_file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                UsageError(format!("cannot read --preset-file '{}': {e}", p.display()))
+            })?;
+            Model::from_fabric_bench(&text, &p.display().to_string()).map_err(UsageError)
+        }
+        None => Model::preset(&a.preset).map_err(UsageError),
+    }
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Virtual tasks' results: a hash of the payload (the task's global number).
+fn virtual_result(payload: &[u8]) -> Vec<u8> {
+    check::check_result(payload)
+}
+
+type ResultFn = dyn Fn(&[u8]) -> Vec<u8> + Sync;
+
+struct Simulated {
+    report: Report,
+    events: u64,
+    wall_s: f64,
+}
+
+fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Simulated, String> {
+    let ranks = run.args.ranks;
+    if ranks == 0 {
+        return Err("--ranks must be at least 1".into());
+    }
+    let plan = dlb::plan(&run.args, ranks);
+    let mut cfg = dlb::config(run, ranks, &plan);
+    cfg.overlay.ranks = ranks;
+    let all = workload::generate(&plan.spec)?;
+    let nominal_slot = layout::slot_size(cfg.core.max_payload);
+    let (tasks, scale, result, calibration): (Vec<Vec<SimTask>>, f64, &ResultFn, f64) =
+        if a.real_tasks {
+            let per_round = run
+                .args
+                .calibration
+                .ok_or("--real-tasks needs --calibration (a dlb-bench report's calibration_s)")?;
+            let t = all
+                .iter()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| SimTask {
+                            cost_ns: (t.cost * 1e9) as u64,
+                            payload: dlb::task_payload(&plan, t, per_round),
+                        })
+                        .collect()
+                })
+                .collect();
+            (t, 1.0, &task::run, per_round)
+        } else {
+            // Payloads travel as their task's number, charged at their nominal size.
+            cfg.core.max_payload = 8;
+            let scale = nominal_slot as f64 / layout::slot_size(8) as f64;
+            let t = all
+                .iter()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| SimTask {
+                            cost_ns: (t.cost * 1e9) as u64,
+                            payload: t.global.to_le_bytes().to_vec(),
+                        })
+                        .collect()
+                })
+                .collect();
+            (t, scale, &virtual_result, 0.0)
+        };
+    let job = Job {
+        core: cfg.core,
+        overlay: cfg.overlay,
+        workers: run.args.workers,
+        model: model.clone(),
+        faults: faults.clone(),
+        seed: run.args.seed,
+        tasks,
+        result,
+        task_bytes_scale: scale,
+        max_events: u64::MAX,
+    };
+    let t0 = Instant::now();
+    let out = titus_sim::simulate(&job).map_err(|v| format!("{}: {v}", run.label()))?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    let w = run.args.workers as f64;
+    let figs: Vec<RankFigures> = out
+        .ranks
+        .iter()
+        .map(|r| {
+            let st = &r.stats;
+            let session = r.session_ns as f64 * 1e-9;
+            let busy = r.busy_ns as f64 * 1e-9;
+            RankFigures {
+                busy,
+                session,
+                idle: (session * w - busy).max(0.0),
+                steal: st.steal_latency_ns.iter().sum::<u64>() as f64 * 1e-9,
+                steals_ok: st.steals_ok,
+                steals_empty: st.steals_empty,
+                steals_locked: st.steals_locked,
+                bytes: (st.bytes_stolen as f64 * scale) as u64 + st.bytes_results,
+                hops: st
+                    .result_hops
+                    .iter()
+                    .enumerate()
+                    .map(|(h, c)| h as u64 * c)
+                    .sum(),
+                homed: st.result_hops.iter().sum(),
+                verified: true,
+                digest: dlb::digest(&r.results),
+                steal_log: if run.args.plot.is_some() {
+                    st.steal_log
+                        .iter()
+                        .map(|e| (e.at_ns as f64 * 1e-9, e.victim, e.tasks))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect();
+    Ok(Simulated {
+        report: dlb::report(run, &plan, &all, &figs, calibration),
+        events: out.events,
+        wall_s,
+    })
+}
+
+fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
+    let first = a.bench.seed;
+    let t0 = Instant::now();
+    let mut events = 0u64;
+    for seed in first..first.saturating_add(a.seeds) {
+        match check::check_seed(seed) {
+            Ok(d) => events += d.events,
+            Err((what, v)) => {
+                println!("titus sim --check: seed {seed} FAILED ({what}): {v}");
+                println!("reproduce: titus sim --check --seed {seed} --seeds 1");
+                return Ok(1);
+            }
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    println!(
+        "titus sim --check: {} seeds from {first}, every invariant held ({events} events, {:.1} s, {:.0} events/s)",
+        a.seeds,
+        wall,
+        events as f64 / wall.max(1e-9)
+    );
+    Ok(0)
+}
+
+/// Runs `titus sim`.
+pub fn run(a: SimArgs) -> Result<u8, UsageError> {
+    dlb::set_program("titus sim");
+    dlb::check_args(&a.bench);
+    if a.check {
+        return run_check(&a);
+    }
+    let model = model(&a)?;
+    let faults = parse_faults(&a)?;
+    let mut reports: Vec<(String, Report)> = Vec::new();
+    for run in dlb::runs(&a.bench) {
+        let s = simulate(&a, &run, &model, &faults).map_err(|e| {
+            // An invariant that failed is a bug, not bad input: say so and exit 1.
+            eprintln!("titus sim: error: {e}");
+            std::process::exit(1)
+        })?;
+        let rss = peak_rss_mib();
+        let eps = s.events as f64 / s.wall_s.max(1e-9);
+        if a.bench.json {
+            let mut v = serde_json::to_value(&s.report).map_err(|e| UsageError(e.to_string()))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("preset".into(), model.name.clone().into());
+                o.insert("sim_events".into(), s.events.into());
+                o.insert("sim_wall_s".into(), s.wall_s.into());
+                o.insert("events_per_s".into(), eps.into());
+                o.insert("peak_rss_mib".into(), rss.into());
+            }
+            println!("{v}");
+        } else {
+            dlb::print(&s.report, &a.bench, reports.is_empty());
+            if !a.bench.csv {
+                println!(
+                    "simulated on {}: {} events in {:.2} s ({:.0} events/s), peak RSS {:.0} MiB\n",
+                    model.name, s.events, s.wall_s, eps, rss
+                );
+            }
+        }
+        reports.push((run.label(), s.report));
+    }
+    if reports.len() > 1 && !a.bench.json && !a.bench.csv {
+        dlb::print_summary(&reports);
+    }
+    if a.bench.plot.is_some() || a.bench.sweep.is_some() {
+        for f in dlb::plots(&a.bench, &reports).map_err(UsageError)? {
+            eprintln!("titus sim: wrote {}", f.display());
+        }
+    }
+    Ok(0)
+}

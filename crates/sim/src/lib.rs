@@ -1,0 +1,676 @@
+//! A discrete-event simulator of a Titus job: the unchanged sans-IO core
+//! ([`titus_core::Node`]) of every rank, driven on virtual time over a modelled fabric
+//! ([`model::Model`]), with workers that "run" each task for its drawn duration.
+//!
+//! The driver does what the runtime's progress thread and workers do: it hands the
+//! node's commands to the (simulated) fabric, feeds completions, signals and timers back,
+//! gives idle workers tasks through `take_tasks`, and reports results with `task_done`.
+//! Nothing of the protocol lives here: if the simulator needed a path the runtime lacks,
+//! the boundary would be wrong.
+//!
+//! Every run checks invariants (see [`Violation`]): every task runs exactly once to
+//! completion, every result reaches its owner exactly once and is right, a thief reads a
+//! locked shared set only while it holds the lock, termination is declared only when
+//! every result is home, and the run ends (routes end, nothing stalls). Faults
+//! ([`Faults`]) — jittered (hence reordered) operations, slow ranks, a rank whose
+//! progress stops for a while — are drawn from the seed. The same seed gives the same
+//! event trace ([`Outcome::trace`]).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod check;
+mod mem;
+pub mod model;
+
+use mem::SparseMem;
+pub use model::Model;
+use std::collections::BinaryHeap;
+use titus_core::fasthash::IntSet;
+use titus_core::layout::{self, seg, tasks};
+use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
+use titus_overlay::rng::Rng;
+use titus_overlay::{Overlay, OverlayParams};
+
+/// One task of the simulated workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimTask {
+    /// How long it runs, ns.
+    pub cost_ns: u64,
+    /// Its payload (travels through the core like a real one).
+    pub payload: Vec<u8>,
+}
+
+/// Faults to inject.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Faults {
+    /// Each latency is multiplied by 1 + U(0, jitter): operations overtake each other.
+    pub jitter: f64,
+    /// (rank, factor): these ranks run their tasks `factor` times slower.
+    pub slow: Vec<(u32, f64)>,
+    /// (rank, from ns, for ns): this rank's progress stops serving for a while.
+    pub stall: Option<(u32, u64, u64)>,
+}
+
+/// A simulated job.
+pub struct Job<'a> {
+    /// Protocol configuration (every rank).
+    pub core: Config,
+    /// Overlay parameters (`ranks` is the job size).
+    pub overlay: OverlayParams,
+    /// Worker threads per rank.
+    pub workers: usize,
+    /// Fabric model.
+    pub model: Model,
+    /// Faults.
+    pub faults: Faults,
+    /// Seed of the jitter.
+    pub seed: u64,
+    /// Each rank's tasks.
+    pub tasks: Vec<Vec<SimTask>>,
+    /// A task's result from its payload (checked against what comes home).
+    pub result: &'a (dyn Fn(&[u8]) -> Vec<u8> + Sync),
+    /// Bytes moved in the TASKS segment are charged this many times (payloads can be
+    /// simulated small and charged at their nominal size).
+    pub task_bytes_scale: f64,
+    /// Give up after this many events.
+    pub max_events: u64,
+}
+
+impl std::fmt::Debug for Job<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("ranks", &self.overlay.ranks)
+            .field("protocol", &self.core.protocol)
+            .field("model", &self.model.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one rank did.
+#[derive(Debug, Clone, Default)]
+pub struct RankOutcome {
+    /// The core's figures.
+    pub stats: Stats,
+    /// Worker time running tasks, ns.
+    pub busy_ns: u64,
+    /// From the start to this rank's end of the epoch, ns.
+    pub session_ns: u64,
+    /// This rank's results, in task order.
+    pub results: Vec<Vec<u8>>,
+}
+
+/// What a simulated run produced.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Per rank.
+    pub ranks: Vec<RankOutcome>,
+    /// Events handled.
+    pub events: u64,
+    /// Virtual time at the end, ns.
+    pub end_ns: u64,
+    /// A hash of every event handled, in order (same seed, same trace).
+    pub trace: u64,
+}
+
+/// An invariant that did not hold, or a run that did not end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation(pub String);
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    Start {
+        node: u32,
+    },
+    Arrive {
+        from: u32,
+        token: Token,
+        op: Op,
+    },
+    Complete {
+        node: u32,
+        token: Token,
+        value: u64,
+    },
+    Signal {
+        node: u32,
+        from: u32,
+        value: u64,
+    },
+    Timer {
+        node: u32,
+    },
+    TaskDone {
+        node: u32,
+        owner: u32,
+        index: u32,
+        result: Vec<u8>,
+    },
+}
+
+impl Ev {
+    /// The rank whose progress handles it (None: the fabric's).
+    fn node(&self) -> Option<u32> {
+        match self {
+            Ev::Arrive { .. } => None,
+            Ev::Start { node }
+            | Ev::Complete { node, .. }
+            | Ev::Signal { node, .. }
+            | Ev::Timer { node }
+            | Ev::TaskDone { node, .. } => Some(*node),
+        }
+    }
+}
+
+struct Item {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    // Min-heap on (time, sequence).
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+fn mix(h: u64, x: u64) -> u64 {
+    let mut z = (h ^ x).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+struct Sim<'a> {
+    job: &'a Job<'a>,
+    nodes: Vec<Node>,
+    mems: Vec<SparseMem>,
+    heap: BinaryHeap<Item>,
+    seq: u64,
+    rng: Rng,
+    cpu_free: Vec<u64>,
+    atomic_free: Vec<u64>,
+    timer_at: Vec<Option<u64>>,
+    idle: Vec<u32>,
+    busy: Vec<u64>,
+    end: Vec<Option<u64>>,
+    done_count: usize,
+    connected: IntSet<u64>,
+    runs: Vec<Vec<u8>>,
+    home_total: u64,
+    own_total: u64,
+    home_seen: Vec<u32>,
+    slow: Vec<f64>,
+    events: u64,
+    trace: u64,
+    lock_check: bool,
+    stats: Vec<Stats>,
+    results: Vec<Vec<Vec<u8>>>,
+}
+
+impl Sim<'_> {
+    fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Item {
+            t,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn latency(&mut self) -> u64 {
+        let j = if self.job.faults.jitter > 0.0 {
+            1.0 + self.rng.unit() * self.job.faults.jitter
+        } else {
+            1.0
+        };
+        (self.job.model.latency_ns * j) as u64
+    }
+
+    fn transfer(&self, bytes: u64, tasks_segment: bool) -> u64 {
+        let b = if tasks_segment {
+            bytes as f64 * self.job.task_bytes_scale
+        } else {
+            bytes as f64
+        };
+        (b / self.job.model.bandwidth * 1e9) as u64
+    }
+
+    /// Issues `op` from `from` at `t`.
+    fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) {
+        let peer = match &op {
+            Op::Read { peer, .. }
+            | Op::Write { peer, .. }
+            | Op::Cas { peer, .. }
+            | Op::FetchAdd { peer, .. } => *peer,
+        };
+        let mut t = t;
+        if peer != from {
+            let key = u64::from(from.min(peer)) << 32 | u64::from(from.max(peer));
+            if self.connected.insert(key) {
+                t += self.job.model.connect_ns as u64;
+            }
+            t += self.latency();
+        } else {
+            t += 100; // CPU atomics and copies on this rank's own memory.
+        }
+        if let Op::Write { remote, pieces, .. } = &op {
+            let bytes: u64 = pieces.iter().map(|p| p.1).sum();
+            t += self.transfer(bytes, remote.segment == seg::TASKS);
+        }
+        self.at(t, Ev::Arrive { from, token, op });
+    }
+
+    fn arrive(&mut self, now: u64, from: u32, token: Token, op: Op) -> Result<(), Violation> {
+        let back = |s: &mut Self, peer: u32| if peer == from { 0 } else { s.latency() };
+        match op {
+            Op::Read {
+                peer,
+                remote,
+                local,
+                len,
+            } => {
+                if self.lock_check && peer != from && remote.segment == seg::TASKS {
+                    let mut w = [0u8; 8];
+                    self.mems[peer as usize].read(layout_loc(tasks::LOCK), &mut w);
+                    if remote.offset >= tasks::COUNT
+                        && u64::from_le_bytes(w) != layout::lock::held_by(from)
+                    {
+                        return Err(Violation(format!(
+                            "rank {from} read rank {peer}'s shared set at offset {} without holding its lock (word {})",
+                            remote.offset,
+                            u64::from_le_bytes(w)
+                        )));
+                    }
+                }
+                let mut buf = vec![0u8; len as usize];
+                self.mems[peer as usize].read(remote, &mut buf);
+                self.mems[from as usize].write(local, &buf);
+                let d = back(self, peer) + self.transfer(len, remote.segment == seg::TASKS);
+                self.at(
+                    now + d,
+                    Ev::Complete {
+                        node: from,
+                        token,
+                        value: 0,
+                    },
+                );
+            }
+            Op::Write {
+                peer,
+                remote,
+                pieces,
+                signal,
+            } => {
+                let mut at = remote.offset;
+                for (l, len) in pieces {
+                    let mut buf = vec![0u8; len as usize];
+                    self.mems[from as usize].read(l, &mut buf);
+                    self.mems[peer as usize].write(titus_core::Loc::new(remote.segment, at), &buf);
+                    at += len;
+                }
+                if let Some(value) = signal {
+                    let s = self.job.model.signal_ns as u64;
+                    self.at(
+                        now + s,
+                        Ev::Signal {
+                            node: peer,
+                            from,
+                            value,
+                        },
+                    );
+                }
+                let d = back(self, peer);
+                self.at(
+                    now + d,
+                    Ev::Complete {
+                        node: from,
+                        token,
+                        value: 0,
+                    },
+                );
+            }
+            Op::Cas {
+                peer,
+                remote,
+                expected,
+                desired,
+            } => {
+                let old = self.mems[peer as usize].word(remote);
+                if old == expected {
+                    self.mems[peer as usize].write(remote, &desired.to_le_bytes());
+                }
+                self.atomic_done(now, from, peer, token, old);
+            }
+            Op::FetchAdd {
+                peer,
+                remote,
+                delta,
+            } => {
+                let old = self.mems[peer as usize].word(remote);
+                self.mems[peer as usize].write(remote, &old.wrapping_add(delta).to_le_bytes());
+                self.atomic_done(now, from, peer, token, old);
+            }
+        }
+        Ok(())
+    }
+
+    fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
+        let start = now.max(self.atomic_free[peer as usize]);
+        let served = start + self.job.model.atomic_ns as u64;
+        self.atomic_free[peer as usize] = served;
+        let d = if peer == from { 0 } else { self.latency() };
+        self.at(
+            served + d,
+            Ev::Complete {
+                node: from,
+                token,
+                value,
+            },
+        );
+    }
+
+    /// After `node` handled an input at `now`: workers, commands, timer, checks.
+    fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
+        let i = n as usize;
+        // Idle workers take tasks (one each, as the runtime's workers do).
+        while self.idle[i] > 0 {
+            let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
+            let Some(task) = got.into_iter().next() else {
+                break;
+            };
+            let (o, x) = (task.owner as usize, task.index as usize);
+            let count = self
+                .runs
+                .get_mut(o)
+                .and_then(|r| r.get_mut(x))
+                .ok_or_else(|| {
+                    Violation(format!(
+                        "rank {n} got task {x} of rank {o}, which does not exist"
+                    ))
+                })?;
+            *count += 1;
+            if *count > 1 {
+                return Err(Violation(format!(
+                    "task {x} of rank {o} ran twice (second time on rank {n})"
+                )));
+            }
+            let cost = (self.job.tasks[o][x].cost_ns as f64 * self.slow[i]) as u64;
+            let result = (self.job.result)(&task.payload);
+            self.idle[i] -= 1;
+            self.busy[i] += cost;
+            self.at(
+                now + cost,
+                Ev::TaskDone {
+                    node: n,
+                    owner: task.owner,
+                    index: task.index,
+                    result,
+                },
+            );
+        }
+        let issue_at = now + self.job.model.event_ns as u64;
+        while let Some(c) = self.nodes[i].poll_command() {
+            self.issue(n, issue_at, c.token, c.op);
+        }
+        self.cpu_free[i] = issue_at;
+        if let Some(d) = self.nodes[i].poll_timeout() {
+            let d = d.0.max(now);
+            if self.timer_at[i].is_none_or(|t| d < t) {
+                self.timer_at[i] = Some(d);
+                self.at(d, Ev::Timer { node: n });
+            }
+        }
+        if let Some(e) = self.nodes[i].error() {
+            return Err(Violation(format!("rank {n} failed: {e}")));
+        }
+        let (home, _) = self.nodes[i].results_home();
+        self.home_total += u64::from(home - self.home_seen[i]);
+        self.home_seen[i] = home;
+        if self.nodes[i].termination_detected() && self.home_total != self.own_total {
+            return Err(Violation(format!(
+                "rank {n} declared the end with {} of {} results home",
+                self.home_total, self.own_total
+            )));
+        }
+        if self.end[i].is_none() && self.nodes[i].is_done() {
+            // As the runtime does: the epoch ends here now; later signals wait for the
+            // next epoch.
+            self.end[i] = Some(now);
+            self.done_count += 1;
+            self.stats[i] = self.nodes[i].stats().clone();
+            self.results[i] = self.nodes[i]
+                .take_results()
+                .map_err(|e| Violation(format!("rank {n}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, now: u64, ev: Ev) -> Result<(), Violation> {
+        let (kind, a, b) = match &ev {
+            Ev::Start { node } => (1, *node as u64, 0),
+            Ev::Arrive { from, token, .. } => (2, *from as u64, token.0),
+            Ev::Complete { node, token, value } => (3, *node as u64, token.0 ^ value),
+            Ev::Signal { node, from, value } => (4, *node as u64, (*from as u64) << 32 ^ value),
+            Ev::Timer { node } => (5, *node as u64, 0),
+            Ev::TaskDone {
+                node, owner, index, ..
+            } => (6, *node as u64, (*owner as u64) << 32 | *index as u64),
+        };
+        self.trace = mix(mix(mix(self.trace, now), kind), mix(a, b));
+        self.events += 1;
+        match ev {
+            Ev::Arrive { from, token, op } => return self.arrive(now, from, token, op),
+            Ev::Start { node } => {
+                let i = node as usize;
+                let tasks: Vec<(u16, Vec<u8>)> = self.job.tasks[i]
+                    .iter()
+                    .map(|t| (0, t.payload.clone()))
+                    .collect();
+                self.nodes[i]
+                    .start_epoch(Time(now), tasks, &self.mems[i])
+                    .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
+                self.after(node, now)?;
+            }
+            Ev::Complete { node, token, value } => {
+                let i = node as usize;
+                self.nodes[i].handle_completion(Time(now), token, Ok(value), &self.mems[i]);
+                self.after(node, now)?;
+            }
+            Ev::Signal { node, from, value } => {
+                let i = node as usize;
+                self.nodes[i].handle_signal(Time(now), from, value, &self.mems[i]);
+                self.after(node, now)?;
+            }
+            Ev::Timer { node } => {
+                let i = node as usize;
+                if self.timer_at[i] != Some(now) {
+                    return Ok(()); // Superseded.
+                }
+                self.timer_at[i] = None;
+                self.nodes[i].handle_timeout(Time(now), &self.mems[i]);
+                self.after(node, now)?;
+            }
+            Ev::TaskDone {
+                node,
+                owner,
+                index,
+                result,
+            } => {
+                let i = node as usize;
+                self.idle[i] += 1;
+                self.nodes[i].task_done(Time(now), owner, index, Ok(result), &self.mems[i]);
+                self.after(node, now)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn layout_loc(offset: u64) -> titus_core::Loc {
+    titus_core::Loc::new(seg::TASKS, offset)
+}
+
+/// Runs one epoch of `job` to its end and checks every invariant.
+pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
+    let ranks = job.overlay.ranks;
+    if job.tasks.len() != ranks as usize {
+        return Err(Violation(format!(
+            "{} task lists for {ranks} ranks",
+            job.tasks.len()
+        )));
+    }
+    if job.workers == 0 {
+        return Err(Violation("a rank needs at least one worker".into()));
+    }
+    let overlay = Overlay::new(job.overlay.clone()).map_err(|e| Violation(e.to_string()))?;
+    let mut nodes = Vec::with_capacity(ranks as usize);
+    let mut mems = Vec::with_capacity(ranks as usize);
+    for r in 0..ranks {
+        let n = Node::new(job.core.clone(), overlay.clone(), r)
+            .map_err(|e| Violation(format!("rank {r}: {e}")))?;
+        let m = SparseMem::default();
+        n.init_memory(&m);
+        nodes.push(n);
+        mems.push(m);
+    }
+    let n = ranks as usize;
+    let mut slow = vec![1.0; n];
+    for &(r, f) in &job.faults.slow {
+        if let Some(s) = slow.get_mut(r as usize) {
+            *s = f;
+        }
+    }
+    let mut sim = Sim {
+        job,
+        nodes,
+        mems,
+        heap: BinaryHeap::new(),
+        seq: 0,
+        rng: Rng::from_keys(&[job.seed, 0x5349_4d00]),
+        cpu_free: vec![0; n],
+        atomic_free: vec![0; n],
+        timer_at: vec![None; n],
+        idle: vec![job.workers as u32; n],
+        busy: vec![0; n],
+        end: vec![None; n],
+        done_count: 0,
+        connected: IntSet::default(),
+        runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
+        home_total: 0,
+        own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
+        home_seen: vec![0; n],
+        slow,
+        events: 0,
+        trace: job.seed,
+        lock_check: job.core.protocol == Protocol::Lock && job.core.sharing.is_none(),
+        stats: vec![Stats::default(); n],
+        results: vec![Vec::new(); n],
+    };
+    for r in 0..ranks {
+        sim.at(0, Ev::Start { node: r });
+    }
+    let stall = job.faults.stall;
+    while sim.done_count < n {
+        let Some(Item { t, seq, ev }) = sim.heap.pop() else {
+            let stuck = sim
+                .end
+                .iter()
+                .position(Option::is_none)
+                .map(|r| sim.nodes[r].debug_summary())
+                .unwrap_or_default();
+            return Err(Violation(format!(
+                "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
+                sim.done_count
+            )));
+        };
+        if let Some(node) = ev.node() {
+            // The rank's progress thread is busy, or stalled by a fault: later.
+            let mut ready = sim.cpu_free[node as usize];
+            if let Some((r, from, len)) = stall
+                && r == node
+                && t >= from
+                && t < from + len
+            {
+                ready = ready.max(from + len);
+            }
+            if ready > t {
+                if let Ev::Timer { node } = ev
+                    && sim.timer_at[node as usize] == Some(t)
+                {
+                    sim.timer_at[node as usize] = Some(ready);
+                }
+                sim.heap.push(Item { t: ready, seq, ev });
+                continue;
+            }
+        }
+        sim.handle(t, ev)?;
+        if sim.events > job.max_events {
+            return Err(Violation(format!(
+                "no end after {} events ({} of {n} ranks done)",
+                sim.events, sim.done_count
+            )));
+        }
+    }
+    // Every task ran exactly once; every result is home and right.
+    for (o, r) in sim.runs.iter().enumerate() {
+        if let Some(x) = r.iter().position(|&c| c != 1) {
+            return Err(Violation(format!(
+                "task {x} of rank {o} ran {} times",
+                r[x]
+            )));
+        }
+    }
+    let mut out = Outcome {
+        events: sim.events,
+        end_ns: sim.end.iter().flatten().copied().max().unwrap_or(0),
+        trace: sim.trace,
+        ranks: Vec::with_capacity(n),
+    };
+    for r in 0..n {
+        let stats = std::mem::take(&mut sim.stats[r]);
+        let results = std::mem::take(&mut sim.results[r]);
+        if results.len() != job.tasks[r].len() {
+            return Err(Violation(format!(
+                "rank {r} got {} results for {} tasks",
+                results.len(),
+                job.tasks[r].len()
+            )));
+        }
+        for (x, res) in results.iter().enumerate() {
+            if *res != (job.result)(&job.tasks[r][x].payload) {
+                return Err(Violation(format!("task {x} of rank {r} came home wrong")));
+            }
+        }
+        let max_hops = stats.result_hops.len().saturating_sub(1);
+        if max_hops > ranks as usize {
+            return Err(Violation(format!(
+                "a result of rank {r} took {max_hops} hops in a job of {ranks}"
+            )));
+        }
+        out.ranks.push(RankOutcome {
+            stats,
+            busy_ns: sim.busy[r],
+            session_ns: sim.end[r].unwrap_or(0),
+            results,
+        });
+    }
+    Ok(out)
+}

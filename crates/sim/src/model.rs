@@ -1,0 +1,131 @@
+//! The cost model of fabric operations, and its presets.
+//!
+//! An operation issued at t reaches its target at t + latency (+ size / bandwidth for
+//! writes; + the connection cost for the first operation between two ranks). A read's
+//! data leaves the target on arrival and completes a latency plus size / bandwidth later.
+//! Atomics serialize at the target: each occupies the target's atomic unit for
+//! `atomic_ns` (software-emulated atomics on tcp and shm are the target's progress thread
+//! at work, hence their cost). A signal is seen by the target's progress `signal_ns` after
+//! its data. Every input a rank's progress thread handles costs it `event_ns` of its time,
+//! so a rank flooded with signals (a master) serves them one after the other.
+
+use serde_json::Value;
+
+/// Costs of the simulated fabric (nanoseconds, bytes per second).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// Preset name.
+    pub name: String,
+    /// One-way latency.
+    pub latency_ns: f64,
+    /// Bandwidth, bytes per second.
+    pub bandwidth: f64,
+    /// Extra cost of the first operation between two ranks.
+    pub connect_ns: f64,
+    /// Delay before the target's progress sees a signal.
+    pub signal_ns: f64,
+    /// Time an atomic occupies the target.
+    pub atomic_ns: f64,
+    /// Progress-thread time per handled input.
+    pub event_ns: f64,
+}
+
+/// Preset names.
+pub const PRESETS: [&str; 4] = ["ib-hdr", "tcp-loopback", "shm", "mem"];
+
+impl Model {
+    /// A named preset: `ib-hdr` (HDR InfiniBand, hardware atomics), `tcp-loopback`, `shm`
+    /// and `mem`, the last three derived from `titus fabric-bench --json` runs on the
+    /// 2-core development machine (`crates/sim/presets/*.json`).
+    pub fn preset(name: &str) -> Result<Model, String> {
+        match name {
+            "ib-hdr" => Ok(Model {
+                name: name.into(),
+                // ~1.6 µs RDMA read round trip, 25 GB/s, hardware atomics serialized at
+                // the HCA (~2 M atomics/s to one address), a connection (RC QP set-up
+                // through rxm) of ~1 ms, a progress thread woken within ~5 µs.
+                latency_ns: 800.0,
+                bandwidth: 25e9,
+                connect_ns: 1e6,
+                signal_ns: 5_000.0,
+                atomic_ns: 500.0,
+                event_ns: 1_000.0,
+            }),
+            "tcp-loopback" => {
+                Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
+            }
+            "shm" => Self::from_fabric_bench(include_str!("../presets/shm.json"), name),
+            "mem" => Self::from_fabric_bench(include_str!("../presets/mem.json"), name),
+            o => Err(format!(
+                "unknown preset '{o}' (expected {})",
+                PRESETS.join(", ")
+            )),
+        }
+    }
+
+    /// A model from the JSON that `titus fabric-bench --json` prints: latency from the
+    /// 8-byte read, bandwidth from the 1 MiB reads, atomic cost from compare-swap minus
+    /// read, signal delay from the write-then-signal round trip minus two writes, the
+    /// connection cost from `connect_ms`.
+    pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
+        let v: Value = serde_json::from_str(json.trim())
+            .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
+        let rows = v["rows"]
+            .as_array()
+            .ok_or_else(|| format!("preset '{name}': no 'rows' array"))?;
+        let p50 = |op: &str, bytes: u64| -> Result<f64, String> {
+            rows.iter()
+                .find(|r| r["op"] == op && r["bytes"] == bytes)
+                .and_then(|r| r["p50_us"].as_f64())
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .ok_or_else(|| format!("preset '{name}': no p50_us for {op} of {bytes} bytes"))
+        };
+        let read = p50("read", 8)?;
+        let write = p50("write", 8)?;
+        let cas = p50("compare-swap", 8)?;
+        let rt = p50("write-signal round trip", 8)?;
+        let bw = v["read_bandwidth_gbs"]
+            .as_f64()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| format!("preset '{name}': no read_bandwidth_gbs"))?;
+        let connect_ms = v["connect_ms"].as_f64().unwrap_or(0.0).max(0.0);
+        Ok(Model {
+            name: name.into(),
+            latency_ns: read * 1e3 / 2.0,
+            bandwidth: bw * 1e9,
+            connect_ns: connect_ms * 1e6,
+            signal_ns: ((rt - 2.0 * write) / 2.0).max(0.0) * 1e3,
+            atomic_ns: (cas - read).max(0.0) * 1e3,
+            event_ns: 1_000.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_load_and_order_sensibly() {
+        for p in PRESETS {
+            let m = Model::preset(p).unwrap();
+            assert!(m.latency_ns > 0.0 && m.bandwidth > 0.0, "{m:?}");
+        }
+        let ib = Model::preset("ib-hdr").unwrap();
+        let tcp = Model::preset("tcp-loopback").unwrap();
+        let shm = Model::preset("shm").unwrap();
+        assert!(ib.latency_ns < shm.latency_ns && shm.latency_ns < tcp.latency_ns);
+        // Software atomics on shm and tcp cost tens of µs; hardware ones well under one.
+        assert!(shm.atomic_ns > 10_000.0 && ib.atomic_ns < 1_000.0);
+        assert!(
+            Model::preset("carrier-pigeon")
+                .unwrap_err()
+                .contains("ib-hdr")
+        );
+        assert!(
+            Model::from_fabric_bench("{\"rows\": []}", "x")
+                .unwrap_err()
+                .contains("no p50_us for read")
+        );
+    }
+}
