@@ -255,6 +255,11 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     }
     let model = model(&a)?;
     let faults = parse_faults(&a)?;
+    if a.real_tasks && a.bench.calibration.is_none() {
+        return Err(UsageError(
+            "--real-tasks needs --calibration (a dlb-bench report's calibration_s)".into(),
+        ));
+    }
     let mut reports: Vec<(String, Report)> = Vec::new();
     for run in dlb::runs(&a.bench) {
         let s = simulate(&a, &run, &model, &faults).map_err(|e| {

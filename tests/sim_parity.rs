@@ -1,0 +1,127 @@
+//! The simulator against the real runtime: the same small DLB_Bench job (4 ranks, in
+//! process over `mem`) on both, with the same tasks (pinned calibration) — same task
+//! counts, same results (digest of every result in order), efficiencies within 0.15.
+//! Also `titus sim`'s interface: its JSON keys and one-line errors.
+
+use std::process::Command;
+
+fn json_lines(out: &std::process::Output, what: &str) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const JOB: [&str; 10] = [
+    "--ranks",
+    "4",
+    "--tasks",
+    "200",
+    "--task-time",
+    "0.001",
+    "--balancer",
+    "none,smallworld",
+    "--seed",
+    "5",
+];
+
+#[test]
+fn simulator_and_runtime_agree_on_a_small_job() {
+    let real = json_lines(
+        &Command::new(titus_tests::bin("dlb-bench"))
+            .args(JOB)
+            .args(["--json", "--no-progress"])
+            .output()
+            .unwrap(),
+        "dlb-bench",
+    );
+    assert_eq!(real.len(), 2);
+    let calibration = real[0]["calibration_s"].as_f64().unwrap();
+    assert!(calibration > 0.0);
+    let sim = json_lines(
+        &Command::new(titus_tests::bin("titus"))
+            .arg("sim")
+            .args(JOB)
+            .args([
+                "--preset",
+                "mem",
+                "--real-tasks",
+                "--calibration",
+                &calibration.to_string(),
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+        "titus sim",
+    );
+    assert_eq!(sim.len(), 2);
+    for (r, s) in real.iter().zip(&sim) {
+        for key in [
+            "balancer",
+            "protocol",
+            "ranks",
+            "tasks",
+            "seed",
+            "results_digest",
+            "verified",
+        ] {
+            assert_eq!(r[key], s[key], "{key}: real {r}\nsim {s}");
+        }
+        let (er, es) = (
+            r["efficiency"].as_f64().unwrap(),
+            s["efficiency"].as_f64().unwrap(),
+        );
+        assert!(
+            (er - es).abs() <= 0.15,
+            "{}: efficiency real {er:.3}, simulated {es:.3}",
+            r["balancer"]
+        );
+        for key in ["preset", "sim_events", "events_per_s", "peak_rss_mib"] {
+            assert!(s.get(key).is_some(), "{key} missing from {s}");
+        }
+    }
+}
+
+#[test]
+fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
+    for (args, needle) in [
+        (&["--preset", "carrier-pigeon"][..], "unknown preset"),
+        (&["--real-tasks"][..], "needs --calibration"),
+        (&["--slow", "3"][..], "expected RANK:FACTOR"),
+        (&["--stall", "1:x:2"][..], "expected RANK:FROM_S:FOR_S"),
+        (&["--jitter", "-1"][..], "non-negative"),
+        (
+            &["--preset-file", "/nonexistent"][..],
+            "cannot read --preset-file",
+        ),
+        (&["--profile", "nope"][..], "unknown --profile"),
+    ] {
+        let out = Command::new(titus_tests::bin("titus"))
+            .arg("sim")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.trim_end().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+    // --check runs seeds and says so; the CI test runs 200 (crates/sim).
+    let out = Command::new(titus_tests::bin("titus"))
+        .args(["sim", "--check", "--seeds", "20", "--seed", "100"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("20 seeds from 100, every invariant held")
+    );
+}
