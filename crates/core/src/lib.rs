@@ -212,7 +212,7 @@ pub struct Config {
     pub backoff_base: Duration,
     /// Longest backoff.
     pub backoff_max: Duration,
-    /// How often an owner checks its shared set (claim, lock) for refill.
+    /// How often an owner checks its shared set (claim, lock) when nothing prompts it.
     pub check_interval: Duration,
     /// Seed of victim choice (combined with rank and epoch).
     pub seed: u64,
@@ -238,9 +238,11 @@ impl Default for Config {
             // keeps an idle rank's attempts (and CPU) low while work is far away.
             backoff_base: Duration::from_micros(50),
             backoff_max: Duration::from_millis(10),
-            // Thieves that empty a shared set say so (REFILL); the periodic check is the
-            // fallback (and waits for regions still being read).
-            check_interval: Duration::from_millis(1),
+            // Owners look at their shared set when there is news — a thief emptied it
+            // (REFILL), stolen work arrived while nothing is published, regions still being
+            // read (rechecked after `backoff_base`) — so the periodic check is only a
+            // fallback: 10 ms.
+            check_interval: Duration::from_millis(10),
             seed: 1,
             sharing: None,
         }

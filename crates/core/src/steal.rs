@@ -442,6 +442,10 @@ impl Node {
     fn take_stolen(&mut self, tasks: Vec<Task>) {
         self.queue.extend(tasks);
         self.hungry = false;
+        if !self.owner.published {
+            // Work to share and nothing published: look at the shared set now.
+            self.owner.next_check = self.now;
+        }
     }
 
     // ----- owner ---------------------------------------------------------------------
