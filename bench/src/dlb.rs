@@ -132,6 +132,12 @@ pub struct BenchArgs {
     /// `calibration_s` of an earlier run repeats it).
     #[arg(long, value_name = "SECONDS")]
     pub calibration: Option<f64>,
+    /// Tuning: tasks an owner keeps private when it shares [default: the core's, 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub min_private: Option<u32>,
+    /// Tuning: longest backoff of a thief from an empty victim, ms [default: 10].
+    #[arg(long, allow_negative_numbers = true)]
+    pub backoff_max_ms: Option<f64>,
 }
 
 /// A profile: per-rank work W/n (s), per-rank problem size S/n (bytes), tasks per rank.
@@ -441,6 +447,13 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
     };
     cfg.core.seed = args.seed;
     cfg.overlay.seed = args.seed;
+    if let Some(m) = args.min_private {
+        cfg.core.min_private = m;
+    }
+    if let Some(b) = args.backoff_max_ms {
+        cfg.core.backoff_max =
+            std::time::Duration::from_secs_f64(b / 1e3).max(cfg.core.backoff_base);
+    }
     cfg.core.max_payload = (task::HEADER as u64 + payload) as u32;
     cfg.core.max_result = 8;
     // The shared set holds at most ~64 MiB of slots per region.
@@ -719,6 +732,14 @@ pub fn check_args(args: &BenchArgs) {
         fail(
             2,
             &format!("--calibration {c} is not a positive number of seconds"),
+        );
+    }
+    if let Some(b) = args.backoff_max_ms
+        && !(b.is_finite() && b >= 0.0)
+    {
+        fail(
+            2,
+            &format!("--backoff-max-ms {b} is not a non-negative number"),
         );
     }
     if args.group_size == Some(0) {

@@ -47,7 +47,9 @@
 //!
 //! # Victim choice
 //!
-//! Uniform among out-neighbours not in backoff. Empty doubles a victim's backoff (from
+//! The victim of the last successful steal first, while it is not found empty (a loaded
+//! victim is drained by its in-neighbours alone, so they should keep at it); otherwise
+//! uniform among out-neighbours not in backoff. Empty doubles a victim's backoff (from
 //! `backoff_base` to `backoff_max`); Locked waits `backoff_base`; a success clears it. A
 //! thief with every victim backed off sleeps until the first backoff ends.
 
@@ -71,6 +73,8 @@ pub(crate) struct Thief {
     /// Per victim: backed off until, consecutive empty finds.
     backoff: Vec<(Time, u32)>,
     seq: u64,
+    /// The victim of the last successful steal: asked first while it has work.
+    last_ok: Option<usize>,
 }
 
 impl Thief {
@@ -79,16 +83,19 @@ impl Thief {
             attempt: None,
             backoff: vec![(Time(0), 0); victims],
             seq: 0,
+            last_ok: None,
         }
     }
 
     /// Number of targets changed (work sharing: the master rotates).
     pub(crate) fn resize(&mut self, targets: usize) {
         self.backoff = vec![(Time(0), 0); targets];
+        self.last_ok = None;
     }
 
     pub(crate) fn reset_backoff(&mut self) {
         self.backoff.iter_mut().for_each(|b| *b = (Time(0), 0));
+        self.last_ok = None;
     }
 }
 
@@ -331,7 +338,12 @@ impl Node {
         if ready.is_empty() {
             return Ok(());
         }
-        let victim = ready[self.rng.below(ready.len() as u64) as usize];
+        // A victim that just gave work probably has more: ask it again first (it leaves
+        // the favour when it is found empty). Otherwise uniform.
+        let victim = match self.thief.last_ok {
+            Some(v) if ready.contains(&v) => v,
+            _ => ready[self.rng.below(ready.len() as u64) as usize],
+        };
         let peer = self.targets[victim];
         self.thief.seq += 1;
         let seq = self.thief.seq;
@@ -410,6 +422,7 @@ impl Node {
         match outcome {
             Outcome::Got(n) => {
                 *b = (now, 0);
+                self.thief.last_ok = Some(victim);
                 self.stats.steals_ok += 1;
                 self.stats.tasks_stolen += n;
                 if self.stats.steal_log.len() < crate::node::STEAL_LOG_MAX {
@@ -422,6 +435,9 @@ impl Node {
                 self.stats.bytes_stolen += n * self.slot;
             }
             Outcome::Empty => {
+                if self.thief.last_ok == Some(victim) {
+                    self.thief.last_ok = None;
+                }
                 b.1 = (b.1 + 1).min(30);
                 let d = self
                     .cfg
