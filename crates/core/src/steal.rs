@@ -332,17 +332,26 @@ impl Node {
             return Ok(());
         }
         let now = self.now;
-        let ready: Vec<usize> = (0..self.targets.len())
-            .filter(|&i| self.thief.backoff[i].0 <= now)
-            .collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
+        let is_ready = |b: &(Time, u32)| b.0 <= now;
         // A victim that just gave work probably has more: ask it again first (it leaves
-        // the favour when it is found empty). Otherwise uniform.
+        // the favour when it is found empty). Otherwise uniform among the ready ones.
         let victim = match self.thief.last_ok {
-            Some(v) if ready.contains(&v) => v,
-            _ => ready[self.rng.below(ready.len() as u64) as usize],
+            Some(v) if is_ready(&self.thief.backoff[v]) => v,
+            _ => {
+                let ready = self.thief.backoff.iter().filter(|b| is_ready(b)).count();
+                if ready == 0 {
+                    return Ok(());
+                }
+                let k = self.rng.below(ready as u64) as usize;
+                self.thief
+                    .backoff
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| is_ready(b))
+                    .nth(k)
+                    .map(|(i, _)| i)
+                    .expect("k < ready")
+            }
         };
         let peer = self.targets[victim];
         self.thief.seq += 1;

@@ -167,10 +167,11 @@ impl Ev {
     }
 }
 
+/// A heap entry: the event itself waits in the slab (heap moves stay small).
 struct Item {
     t: u64,
     seq: u64,
-    ev: Ev,
+    slot: u32,
 }
 
 impl PartialEq for Item {
@@ -203,6 +204,8 @@ struct Sim<'a> {
     nodes: Vec<Node>,
     mems: Vec<SparseMem>,
     heap: BinaryHeap<Item>,
+    slab: Vec<Option<Ev>>,
+    free: Vec<u32>,
     seq: u64,
     rng: Rng,
     cpu_free: Vec<u64>,
@@ -228,11 +231,31 @@ struct Sim<'a> {
 impl Sim<'_> {
     fn at(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slab.push(Some(ev));
+                (self.slab.len() - 1) as u32
+            }
+        };
         self.heap.push(Item {
             t,
             seq: self.seq,
-            ev,
+            slot,
         });
+    }
+
+    /// The next event in time order.
+    fn pop(&mut self) -> Option<(u64, u64, u32)> {
+        self.heap.pop().map(|i| (i.t, i.seq, i.slot))
+    }
+
+    fn take(&mut self, slot: u32) -> Ev {
+        self.free.push(slot);
+        self.slab[slot as usize].take().expect("a queued event")
     }
 
     fn latency(&mut self) -> u64 {
@@ -563,6 +586,8 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         nodes,
         mems,
         heap: BinaryHeap::new(),
+        slab: Vec::new(),
+        free: Vec::new(),
         seq: 0,
         rng: Rng::from_keys(&[job.seed, 0x5349_4d00]),
         cpu_free: vec![0; n],
@@ -589,7 +614,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
     }
     let stall = job.faults.stall;
     while sim.done_count < n {
-        let Some(Item { t, seq, ev }) = sim.heap.pop() else {
+        let Some((t, seq, slot)) = sim.pop() else {
             let stuck = sim
                 .end
                 .iter()
@@ -601,7 +626,8 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
                 sim.done_count
             )));
         };
-        if let Some(node) = ev.node() {
+        let node = sim.slab[slot as usize].as_ref().and_then(Ev::node);
+        if let Some(node) = node {
             // The rank's progress thread is busy, or stalled by a fault: later.
             let mut ready = sim.cpu_free[node as usize];
             if let Some((r, from, len)) = stall
@@ -612,15 +638,20 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
                 ready = ready.max(from + len);
             }
             if ready > t {
-                if let Ev::Timer { node } = ev
+                if let Some(Ev::Timer { node }) = sim.slab[slot as usize]
                     && sim.timer_at[node as usize] == Some(t)
                 {
                     sim.timer_at[node as usize] = Some(ready);
                 }
-                sim.heap.push(Item { t: ready, seq, ev });
+                sim.heap.push(Item {
+                    t: ready,
+                    seq,
+                    slot,
+                });
                 continue;
             }
         }
+        let ev = sim.take(slot);
         sim.handle(t, ev)?;
         if sim.events > job.max_events {
             return Err(Violation(format!(
