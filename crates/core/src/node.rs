@@ -128,6 +128,8 @@ pub struct Node {
     pub(crate) owner: Owner,
     pub(crate) thief: Thief,
     pub(crate) outs: Vec<Outbound>,
+    /// No out has records or a chunk in flight (the results scan can be skipped).
+    pub(crate) outs_quiet: bool,
     pub(crate) inbox: Inbox,
     // Termination.
     children_up: u32,
@@ -219,6 +221,7 @@ impl Node {
             thief: Thief::new(nv),
             owner: Owner::default(),
             outs: (0..nv).map(|_| Outbound::default()).collect(),
+            outs_quiet: true,
             inbox: Inbox::default(),
             cfg,
             rank,

@@ -156,6 +156,7 @@ impl Node {
             self.stats.records_forwarded += 1;
         }
         let now = self.now;
+        self.outs_quiet = false;
         let o = &mut self.outs[h];
         layout::push_record(&mut o.body, &rec, hops + 1);
         o.count += 1;
@@ -187,6 +188,9 @@ impl Node {
     }
 
     pub(crate) fn results_deadline(&self) -> Option<Time> {
+        if self.outs_quiet {
+            return None;
+        }
         self.outs
             .iter()
             .filter_map(|o| match o.flight {
@@ -205,7 +209,9 @@ impl Node {
         let now = self.now;
         let idle = self.queue.is_empty();
         let limit = self.cfg.chunk_bytes as usize - layout::CHUNK_HEADER;
-        for h in 0..self.outs.len() {
+        // Nothing buffered or travelling to any next hop: skip the scan (most inputs).
+        let hops = if self.outs_quiet { 0 } else { self.outs.len() };
+        for h in 0..hops {
             let peer = self.victims[h];
             let o = &mut self.outs[h];
             match o.flight {
@@ -272,6 +278,9 @@ impl Node {
                 },
                 NodePending::Results(Pending::Reserve { hop: h }),
             );
+        }
+        if !self.outs_quiet {
+            self.outs_quiet = self.outs.iter().all(|o| o.count == 0 && o.flight.is_none());
         }
         // The inbox: reset once the valid prefix is consumed (module doc).
         let ib = &self.inbox;
