@@ -618,6 +618,9 @@ pub fn print_summary(reports: &[(String, Report)]) {
     }
 }
 
+/// Steals a timeline draws at most.
+pub const MAX_DRAWN_STEALS: usize = 20_000;
+
 /// Writes the plots of the runs (and the sweep's CSV and plot); returns the files.
 pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
@@ -661,12 +664,24 @@ pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathB
                 continue;
             }
             let stem = format!("steals-{}", label(l, r).replace(['/', ' '], "-"));
+            // Thousands of ranks steal hundreds of thousands of times: draw at most
+            // MAX_DRAWN_STEALS of them (evenly spaced), or the SVG weighs tens of MB.
+            let stride = r.steals.len().div_ceil(MAX_DRAWN_STEALS).max(1);
             files.extend(plot::save(
                 &plot::Timeline {
-                    title: format!("Steals over time: {} ({} ranks)", label(l, r), r.ranks),
+                    title: format!(
+                        "Steals over time: {} ({} ranks){}",
+                        label(l, r),
+                        r.ranks,
+                        if stride > 1 {
+                            format!(", 1 in {stride} of {} steals shown", r.steals.len())
+                        } else {
+                            String::new()
+                        }
+                    ),
                     ranks: r.ranks,
                     span_s: r.resolution_s,
-                    steals: r.steals.clone(),
+                    steals: r.steals.iter().step_by(stride).copied().collect(),
                 },
                 dir,
                 &stem,
