@@ -103,6 +103,8 @@ pub struct Node {
     pub(crate) overlay: Overlay,
     /// Rows of this rank and of its out-neighbours (routing looks two hops ahead).
     pub(crate) rows: IntMap<Rank, Vec<Rank>>,
+    /// Next hop (index into `victims`) per destination, as decided before.
+    hop_cache: IntMap<Rank, u32>,
     /// This rank's out-neighbours: its victims and next hops.
     pub(crate) victims: Vec<Rank>,
     /// Whom the thief asks: the victims, or (work sharing) this epoch's master.
@@ -155,6 +157,9 @@ impl Rows for RowView<'_> {
         self.0.get(&rank).map_or(&[], Vec::as_slice)
     }
 }
+
+/// Destinations whose next hop a rank remembers (the cache restarts when full).
+const HOP_CACHE_MAX: usize = 4096;
 
 fn tree_parent(r: Rank) -> Option<Rank> {
     (r > 0).then(|| (r - 1) / 2)
@@ -252,6 +257,7 @@ impl Node {
             early: Vec::new(),
             commands: VecDeque::new(),
             pending: IntMap::default(),
+            hop_cache: IntMap::default(),
             next_token: 1,
             stats: Stats::default(),
         })
@@ -671,7 +677,12 @@ impl Node {
     }
 
     /// The next hop from this rank towards `dst`, as an index into `victims`.
-    pub(crate) fn next_hop(&self, dst: Rank) -> Option<usize> {
+    /// Decisions are cached (a stolen batch's results all go to one owner, and NoN looks
+    /// at every neighbour's row: ~1,000 distances per decision).
+    pub(crate) fn next_hop(&mut self, dst: Rank) -> Option<usize> {
+        if let Some(&h) = self.hop_cache.get(&dst) {
+            return Some(h as usize);
+        }
         let next = titus_overlay::route::next_hop(
             self.overlay.lattice(),
             &RowView(&self.rows),
@@ -679,7 +690,12 @@ impl Node {
             self.rank,
             dst,
         )?;
-        self.victims.binary_search(&next).ok()
+        let h = self.victims.binary_search(&next).ok()?;
+        if self.hop_cache.len() >= HOP_CACHE_MAX {
+            self.hop_cache.clear();
+        }
+        self.hop_cache.insert(dst, h as u32);
+        Some(h)
     }
 
     /// Stores a result of this rank's own task.
