@@ -26,6 +26,12 @@
 //! swap to an empty generation. Each task is thus taken by exactly one ticket or by the
 //! owner, never both.
 //!
+//! When to look: the owner reads its word when there is news — the thief holding the
+//! generation's last ticket signals REFILL after step 3, stolen work arrives while nothing
+//! is published, a region still being read is rechecked after `backoff_base` — and every
+//! `check_interval` otherwise (a fallback; polling at 200 µs was most of a simulated
+//! job's events). Under `lock`, the thief that hands the lock over as REFILL signals too.
+//!
 //! # `lock` (TITUS: four round trips, the victim's shared set is locked meanwhile)
 //!
 //! 1. Thief: CAS the lock word AVAILABLE → held by the thief (else Locked).
