@@ -6,20 +6,26 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// `titus launch -n RANKS --provider P --timeout 120 -- PROGRAM`, to be given arguments.
+fn launch(provider: &str, ranks: u32, program: &str) -> Command {
+    let mut c = Command::new(titus_tests::bin("titus"));
+    c.args([
+        "launch",
+        "-n",
+        &ranks.to_string(),
+        "--provider",
+        provider,
+        "--timeout",
+        "120",
+        "--",
+    ])
+    .arg(titus_tests::bin(program));
+    c
+}
+
 fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, String, Duration) {
     let t = Instant::now();
-    let out = Command::new(titus_tests::bin("titus"))
-        .args([
-            "launch",
-            "-n",
-            &ranks.to_string(),
-            "--provider",
-            provider,
-            "--timeout",
-            "120",
-            "--",
-        ])
-        .arg(titus_tests::bin("runtime-bench"))
+    let out = launch(provider, ranks, "runtime-bench")
         .args([
             "--tasks",
             "600",
@@ -108,18 +114,7 @@ fn dlb_bench_runs_every_balancer_across_processes() {
         return;
     }
     for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2)] {
-        let out = Command::new(titus_tests::bin("titus"))
-            .args([
-                "launch",
-                "-n",
-                &ranks.to_string(),
-                "--provider",
-                provider,
-                "--timeout",
-                "120",
-                "--",
-            ])
-            .arg(titus_tests::bin("dlb-bench"))
+        let out = launch(provider, ranks, "dlb-bench")
             .args([
                 "--tasks",
                 "90",

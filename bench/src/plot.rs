@@ -2,6 +2,7 @@
 //! fresh machine needs no font packages).
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -315,69 +316,57 @@ impl Chart for Lines {
             .x_label_area_size(45)
             .y_label_area_size(60);
         if self.log_x && lo > 0.0 {
-            let mut chart = builder
+            let chart = builder
                 .build_cartesian_2d((lo * 0.9..hi * 1.1).log_scale(), 0.0..top)
                 .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc(self.x_label.as_str())
-                .y_desc(self.y_label.as_str())
-                .label_style((FONT, 14))
-                .draw()
-                .map_err(err)?;
-            for (i, (name, pts)) in self.series.iter().enumerate() {
-                let c = colour(i);
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(err)?
-                    .label(name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                    .map_err(err)?;
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font((FONT, 15))
-                .draw()
-                .map_err(err)?;
+            self.draw_lines(chart)
         } else {
             let pad = (hi - lo) * 0.05;
-            let mut chart = builder
+            let chart = builder
                 .build_cartesian_2d(lo - pad..hi + pad, 0.0..top)
                 .map_err(err)?;
+            self.draw_lines(chart)
+        }
+    }
+}
+
+impl Lines {
+    /// Mesh, one line with dots per series, legend: the same on either x axis.
+    fn draw_lines<'a, DB, X>(
+        &self,
+        mut chart: ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    ) -> Result<(), String>
+    where
+        DB: DrawingBackend + 'a,
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        chart
+            .configure_mesh()
+            .x_desc(self.x_label.as_str())
+            .y_desc(self.y_label.as_str())
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(err)?;
+        for (i, (name, pts)) in self.series.iter().enumerate() {
+            let c = colour(i);
             chart
-                .configure_mesh()
-                .x_desc(self.x_label.as_str())
-                .y_desc(self.y_label.as_str())
-                .label_style((FONT, 14))
-                .draw()
-                .map_err(err)?;
-            for (i, (name, pts)) in self.series.iter().enumerate() {
-                let c = colour(i);
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(err)?
-                    .label(name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                    .map_err(err)?;
-            }
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
             chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font((FONT, 15))
-                .draw()
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
                 .map_err(err)?;
         }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font((FONT, 15))
+            .draw()
+            .map_err(err)?;
         Ok(())
     }
 }

@@ -43,12 +43,15 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
     let rank = rt.rank();
     let all = workload::generate(&plan.spec)?;
     let mine = &all[rank as usize];
-    // Every rank uses rank 0's calibration, so a task is the same work wherever it runs.
+    // Every rank uses rank 0's calibration, so a task is the same work wherever it runs
+    // (the others send nothing and measure nothing).
+    let mine_cal = match run.args.calibration {
+        Some(c) => vec![c],
+        None if rank == 0 => vec![calibration(plan.payload)],
+        None => Vec::new(),
+    };
     let per_round = rt
-        .all_gather(&encode_f64s(&[run
-            .args
-            .calibration
-            .unwrap_or_else(|| calibration(plan.payload))]))
+        .all_gather(&encode_f64s(&mine_cal))
         .map_err(|e| e.to_string())?
         .first()
         .and_then(|b| decode_f64s(b).first().copied())
@@ -242,8 +245,8 @@ fn main() {
         let report = match &env {
             Some(env) => {
                 let plan = plan(&run.args, env.size);
-                if run.args.calibration.is_none() {
-                    calibration(plan.payload);
+                if env.rank == 0 && run.args.calibration.is_none() {
+                    calibration(plan.payload); // Before the runtime's threads start.
                 }
                 let job = u16::try_from(k)
                     .map_err(|_| "too many runs for one job".to_string())

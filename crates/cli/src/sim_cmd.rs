@@ -105,11 +105,6 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// Virtual tasks' results: a hash of the payload (the task's global number).
-fn virtual_result(payload: &[u8]) -> Vec<u8> {
-    check::check_result(payload)
-}
-
 type ResultFn = dyn Fn(&[u8]) -> Vec<u8> + Sync;
 
 struct Simulated {
@@ -147,7 +142,8 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                 .collect();
             (t, 1.0, &task::run, per_round)
         } else {
-            // Payloads travel as their task's number, charged at their nominal size.
+            // Payloads travel as their task's number, charged at their nominal size; a
+            // result is a hash of it.
             cfg.core.max_payload = 8;
             let scale = nominal_slot as f64 / layout::slot_size(8) as f64;
             let t = all
@@ -161,7 +157,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                         .collect()
                 })
                 .collect();
-            (t, scale, &virtual_result, 0.0)
+            (t, scale, &check::check_result, 0.0)
         };
     let job = Job {
         core: cfg.core,
