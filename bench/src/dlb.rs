@@ -8,7 +8,7 @@ use crate::{plot, task};
 use clap::ValueEnum;
 use serde::Serialize;
 use std::path::PathBuf;
-use titus_runtime::{Protocol, Routing, RuntimeConfig, Sharing};
+use titus_runtime::{Balancing, Protocol, RuntimeConfig, Sharing};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// Task cost distribution.
@@ -459,36 +459,22 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
     // The shared set holds at most ~64 MiB of slots per region.
     let slot = task::HEADER as u64 + payload + 16;
     cfg.core.shared_capacity = ((64u64 << 20) / slot).clamp(2, 1024) as u32;
-    // Victims drawn uniformly over every other rank: the complete graph (random); work
-    // sharing returns results straight to their owners over it too.
-    // Every rank is a neighbour, so a result's next hop is its owner: greedy routing
-    // (NoN would hold every neighbour's row: N² entries per rank).
-    let complete = |cfg: &mut RuntimeConfig| {
-        cfg.overlay.shortcuts = ranks.saturating_sub(3);
-        cfg.overlay.exponent = Some(0.0);
-        cfg.core.routing = Routing::Greedy;
-    };
-    match run.balancer {
-        Balancer::None => cfg.core.steal_below = 0,
-        Balancer::Random => complete(&mut cfg),
-        Balancer::Master => {
-            complete(&mut cfg);
-            cfg.core.protocol = Protocol::Request;
-            cfg.core.sharing = Some(Sharing::master(ranks));
-        }
+    let balancing = match run.balancer {
+        Balancer::None => Balancing::None,
+        Balancer::Smallworld | Balancer::All => Balancing::Smallworld,
+        Balancer::Random => Balancing::Random,
+        Balancer::Master => Balancing::Master,
+        // Groups from load estimates, as YALES2 forms them from previous iterations; here
+        // the estimate is the task count (costs are not known in advance).
         Balancer::Hierarchical => {
-            complete(&mut cfg);
-            cfg.core.protocol = Protocol::Request;
-            // Groups from load estimates, as YALES2 forms them from previous iterations;
-            // here the estimate is the task count (costs are not known in advance).
             let counts = workload::counts(&plan.spec).unwrap_or_else(|e| fail(2, &e));
-            let groups = Sharing::balanced_groups(&counts, group_size(args, ranks));
-            cfg.core.sharing = Some(
-                Sharing::groups(groups, ranks, true).unwrap_or_else(|e| fail(2, &e.to_string())),
-            );
+            Balancing::Hierarchical {
+                groups: Sharing::balanced_groups(&counts, group_size(args, ranks)),
+            }
         }
-        Balancer::Smallworld | Balancer::All => {}
-    }
+    };
+    cfg.balance(balancing, ranks)
+        .unwrap_or_else(|e| fail(2, &e.to_string()));
     cfg
 }
 

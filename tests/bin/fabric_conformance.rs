@@ -21,8 +21,14 @@ fn main() {
     let env = JobEnv::from_env().unwrap_or_else(|e| fail("environment", &e));
     let rv = Rendezvous::join(&env).unwrap_or_else(|e| fail("rendezvous", &e));
     let config = conformance::config(env.size, Duration::from_secs(5));
-    let fabric =
-        OfiFabric::open(env.rank, env.size, rv, config, None).unwrap_or_else(|e| fail("open", &e));
+    let fabric = OfiFabric::open(
+        env.rank,
+        env.size,
+        rv.map(Rendezvous::into_exchange),
+        config,
+        None,
+    )
+    .unwrap_or_else(|e| fail("open", &e));
     let provider = fabric.caps().provider.clone();
     let connect = fabric.connect_time();
     let fabric: Arc<dyn Fabric> = Arc::new(fabric);

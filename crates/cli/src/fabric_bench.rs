@@ -321,7 +321,14 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             }
             let rv = Rendezvous::join(&env).map_err(bench_err)?;
             let fabric = Arc::new(
-                OfiFabric::open(env.rank, env.size, rv, config(), None).map_err(bench_err)?,
+                OfiFabric::open(
+                    env.rank,
+                    env.size,
+                    rv.map(Rendezvous::into_exchange),
+                    config(),
+                    None,
+                )
+                .map_err(bench_err)?,
             );
             let barrier = |f: &OfiFabric| {
                 f.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))

@@ -27,7 +27,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use titus_fabric::bootstrap::Rendezvous;
+use titus_fabric::bootstrap::Exchange;
 use titus_fabric::{
     Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, OpId,
     Piece, Rank, Segment, SegmentId, Signal,
@@ -280,7 +280,7 @@ pub struct OfiFabric {
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
     has_deferred: std::sync::atomic::AtomicBool,
     poller: Mutex<()>,
-    rendezvous: Mutex<Option<Rendezvous>>,
+    rendezvous: Mutex<Option<Box<dyn Exchange>>>,
     connect_time: Duration,
 }
 
@@ -368,13 +368,14 @@ fn decode(rank: Rank, me: Rank, blob: &[u8]) -> Result<(Vec<u8>, Vec<RemoteSegme
 
 impl OfiFabric {
     /// Opens this rank's endpoint on `provider` (see [`choose_provider`]), registers the
-    /// configured segments, exchanges addresses and keys through the rendezvous, and
+    /// configured segments, exchanges addresses and keys through `rendezvous` (a
+    /// [`titus_fabric::bootstrap::Rendezvous`] or the application's own exchange), and
     /// connects to the configured peers (first contact happens here, not in the first
     /// steal). Collective: every rank calls it.
     pub fn open(
         rank: Rank,
         size: u32,
-        mut rendezvous: Option<Rendezvous>,
+        mut rendezvous: Option<Box<dyn Exchange>>,
         config: FabricConfig,
         provider: Option<&str>,
     ) -> Result<Self, FabricError> {
@@ -518,7 +519,10 @@ impl OfiFabric {
         // 5. Connect up front: one small read to each peer that exposes something to us.
         //    Peers serve it from their own open(), which polls until the barrier below.
         let t = Instant::now();
-        fabric.connect_peers(&wanted, rendezvous.as_mut())?;
+        fabric.connect_peers(
+            &wanted,
+            rendezvous.as_mut().map(|b| b.as_mut() as &mut dyn Exchange),
+        )?;
         fabric.connect_time = t.elapsed();
         *lock(&fabric.rendezvous) = rendezvous;
         Ok(fabric)
@@ -607,7 +611,7 @@ impl OfiFabric {
     fn connect_peers(
         &self,
         peers: &[Rank],
-        rendezvous: Option<&mut Rendezvous>,
+        rendezvous: Option<&mut dyn Exchange>,
     ) -> Result<(), FabricError> {
         let Some(scratch) = (0..self.segments.len()).find(|&i| self.segments[i].len() >= 8) else {
             return Ok(());
@@ -663,8 +667,9 @@ impl OfiFabric {
 
     /// Runs `f` with the rendezvous (for job-wide barriers and all-gathers outside the
     /// fabric).
-    pub fn with_rendezvous<T>(&self, f: impl FnOnce(Option<&mut Rendezvous>) -> T) -> T {
-        f(lock(&self.rendezvous).as_mut())
+    pub fn with_rendezvous<T>(&self, f: impl FnOnce(Option<&mut dyn Exchange>) -> T) -> T {
+        let mut guard = lock(&self.rendezvous);
+        f(guard.as_mut().map(|b| b.as_mut() as &mut dyn Exchange))
     }
 
     /// Raw libfabric latency of `iters` operations of `kind` (0 CAS, 1 fetch-add, 2 read,

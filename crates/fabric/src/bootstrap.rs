@@ -579,6 +579,40 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration) {
 }
 
 // ---------------------------------------------------------------------------------------
+// How ranks exchange addresses.
+
+/// A job-wide all-gather among the ranks: how they learn each other's fabric addresses and
+/// keys. The [`Rendezvous`] is one; an application that already has a communicator (an MPI
+/// solver) brings its own, so Titus needs neither a rendezvous port nor MPI itself.
+///
+/// Called only from the thread that opens the fabric or runs an epoch (never from a
+/// progress or worker thread), collectively: every rank calls it in the same order.
+pub trait Exchange: Send + std::fmt::Debug {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks.
+    fn size(&self) -> u32;
+    /// Every rank contributes `blob` (lengths may differ); returns all blobs by rank.
+    fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError>;
+    /// Waits until every rank reaches the barrier.
+    fn barrier(&mut self) -> Result<(), BootstrapError> {
+        self.all_gather(&[]).map(drop)
+    }
+}
+
+impl Exchange for Rendezvous {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        Rendezvous::all_gather(self, blob)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // The client, one per rank.
 
 /// This rank's connection to the rendezvous.
@@ -735,6 +769,11 @@ impl Rendezvous {
     /// Waits until every rank reaches the barrier.
     pub fn barrier(&mut self) -> Result<(), BootstrapError> {
         self.all_gather(&[]).map(drop)
+    }
+
+    /// This rendezvous as the fabric's [`Exchange`].
+    pub fn into_exchange(self) -> Box<dyn Exchange> {
+        Box::new(self)
     }
 }
 

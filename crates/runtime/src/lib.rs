@@ -26,14 +26,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use titus_core::{Config as CoreConfig, CoreError, Loc, Memory, Node, Time};
-use titus_fabric::bootstrap::{JobEnv, Rendezvous};
+use titus_core::{Config as CoreConfig, Loc, Memory, Node, Time};
+use titus_fabric::bootstrap::{Exchange, JobEnv, Rendezvous};
 use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_fabric_ofi::OfiFabric;
 use titus_overlay::{Overlay, OverlayParams};
 
-pub use titus_core::{Protocol, Routing, Sharing, Stats as CoreStats};
+pub use titus_core::{CoreError, Protocol, Routing, Sharing, Stats as CoreStats};
 
 /// A task function: payload in, result out.
 pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -262,6 +262,57 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
     }
 }
 
+/// How idle ranks find work; every rank of a job the same ([`RuntimeConfig::balance`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balancing {
+    /// None: every rank runs its own tasks.
+    None,
+    /// Work stealing from neighbours in the small-world overlay (Titus; the default).
+    Smallworld,
+    /// Work stealing from victims drawn over all ranks (the complete graph).
+    Random,
+    /// Work sharing brokered by rank 0 (centralised).
+    Master,
+    /// Work sharing within groups, each with a master rotating per epoch (YALES2's scheme).
+    Hierarchical {
+        /// The groups (every rank in exactly one), e.g. from
+        /// [`Sharing::balanced_groups`] over load estimates.
+        groups: Vec<Vec<u32>>,
+    },
+}
+
+impl RuntimeConfig {
+    /// Sets the overlay, routing, protocol and sharing that `balancing` needs in a job of
+    /// `ranks` ranks.
+    pub fn balance(&mut self, balancing: Balancing, ranks: u32) -> Result<(), RuntimeError> {
+        // Victims drawn uniformly over every other rank: the complete graph. Every rank is
+        // a neighbour, so a result's next hop is its owner: greedy routing (NoN would hold
+        // every neighbour's row, N² entries per rank). Work sharing returns results
+        // straight to their owners over it too.
+        let complete = |cfg: &mut RuntimeConfig| {
+            cfg.overlay.shortcuts = ranks.saturating_sub(3);
+            cfg.overlay.exponent = Some(0.0);
+            cfg.core.routing = Routing::Greedy;
+        };
+        match balancing {
+            Balancing::None => self.core.steal_below = 0,
+            Balancing::Smallworld => {}
+            Balancing::Random => complete(self),
+            Balancing::Master => {
+                complete(self);
+                self.core.protocol = Protocol::Request;
+                self.core.sharing = Some(Sharing::master(ranks));
+            }
+            Balancing::Hierarchical { groups } => {
+                complete(self);
+                self.core.protocol = Protocol::Request;
+                self.core.sharing = Some(Sharing::groups(groups, ranks, true)?);
+            }
+        }
+        Ok(())
+    }
+}
+
 fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
     if cfg.workers == 0 {
         return Err(RuntimeError::Config("workers must be at least 1".into()));
@@ -343,18 +394,49 @@ impl Runtime {
                 ));
             }
         };
-        let overlay =
-            Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
-        let node = Node::new(cfg.core.clone(), overlay.clone(), env.rank)?;
-        let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
         let rv = Rendezvous::join(&env).map_err(FabricError::from)?;
-        let fabric = Arc::new(OfiFabric::open(
+        Self::over_ofi(
+            cfg,
             env.rank,
             env.size,
-            rv,
-            fcfg,
+            rv.map(Rendezvous::into_exchange),
             provider.as_deref(),
-        )?);
+        )
+    }
+
+    /// This rank of a job whose ranks exchange addresses through `exchange` (for example
+    /// an MPI solver's own communicator), over libfabric on `provider` (None: automatic);
+    /// rank and size are the exchange's. No rendezvous and no launcher variables are
+    /// needed. Collective: every rank calls it. The exchange is also the barrier between
+    /// epochs, called from the thread that calls [`Runtime::run_epoch`].
+    pub fn from_exchange(
+        mut cfg: RuntimeConfig,
+        provider: Option<&str>,
+        exchange: Box<dyn Exchange>,
+    ) -> Result<Runtime, RuntimeError> {
+        validate(&cfg)?;
+        let (rank, size) = (exchange.rank(), exchange.size());
+        if size == 0 || rank >= size {
+            return Err(RuntimeError::Config(format!(
+                "the exchange says rank {rank} of {size} ranks"
+            )));
+        }
+        cfg.overlay.ranks = size;
+        Self::over_ofi(cfg, rank, size, Some(exchange), provider)
+    }
+
+    fn over_ofi(
+        cfg: RuntimeConfig,
+        rank: u32,
+        size: u32,
+        exchange: Option<Box<dyn Exchange>>,
+        provider: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
+        let overlay =
+            Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let node = Node::new(cfg.core.clone(), overlay.clone(), rank)?;
+        let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
+        let fabric = Arc::new(OfiFabric::open(rank, size, exchange, fcfg, provider)?);
         let f2 = fabric.clone();
         let gather: AllGatherFn = Box::new(move |blob| {
             f2.with_rendezvous(|rv| {

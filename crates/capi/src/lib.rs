@@ -1,0 +1,939 @@
+//! libtitus: the C ABI of the Titus runtime, for C, C++ and Fortran solvers.
+//!
+//! The header `include/titus.h` is generated from this file by cbindgen and checked in
+//! (the test `header_is_current` fails when they differ), so a change to the ABI shows in
+//! review. `fortran/titus.f90` binds every function with `iso_c_binding` (the test
+//! `fortran_module_covers_the_header` checks that), and `include/titus_mpi.h` initialises
+//! Titus from an MPI communicator in the solver's own code, so this library never links
+//! MPI and never calls `MPI_Init`.
+//!
+//! Every function catches panics (a bug in Titus becomes `TITUS_ERR_INTERNAL`, never an
+//! unwind across the ABI); a task function that fails (non-zero return, a result larger
+//! than its buffer) fails the time step on every rank with `TITUS_ERR_TASK`.
+#![warn(missing_docs)]
+#![allow(non_camel_case_types)]
+// The exported functions are called from C, where every call is unsafe: their pointer
+// contracts are stated in the header (and checked for NULL here), so they are safe-looking
+// `extern "C"` functions rather than `unsafe` ones that only Rust callers would notice.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod exchange;
+mod options;
+
+use exchange::{AllGather, Callback, UserPtr};
+use options::{BackendChoice, Options};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU16, Ordering};
+use titus_fabric::bootstrap::JobEnv;
+use titus_fabric::mem::MemOptions;
+use titus_runtime::{Backend, CoreError, EpochStats, Runtime, RuntimeError};
+
+/// Success.
+pub const TITUS_OK: c_int = 0;
+/// The handle is NULL or not a live Titus handle (a call before `titus_init` or after
+/// `titus_finalize`).
+pub const TITUS_ERR_NOT_INITIALIZED: c_int = 1;
+/// `titus_init*` was given a handle that is already initialised.
+pub const TITUS_ERR_ALREADY_INITIALIZED: c_int = 2;
+/// A bad argument: a NULL pointer, a bad option, an unregistered task kind, a payload
+/// over `max_payload`, an index out of range.
+pub const TITUS_ERR_INVALID: c_int = 3;
+/// A caller's buffer is too small for the result(s); nothing was copied.
+pub const TITUS_ERR_BUFFER_TOO_SMALL: c_int = 4;
+/// `titus_run` found no task on any rank: nothing ran (every rank gets this code).
+pub const TITUS_ERR_NO_TASKS: c_int = 5;
+/// A task failed (its function returned non-zero, panicked, or reported a result over
+/// its buffer), here or on another rank: the time step failed on every rank.
+pub const TITUS_ERR_TASK: c_int = 6;
+/// The time step failed on a remote operation, a dead peer, a timeout or malformed data
+/// from another rank.
+pub const TITUS_ERR_EPOCH: c_int = 7;
+/// The fabric or the launcher's environment could not be set up.
+pub const TITUS_ERR_FABRIC: c_int = 8;
+/// The application's all-gather callback failed, or a barrier between time steps did.
+pub const TITUS_ERR_EXCHANGE: c_int = 9;
+/// A bug in Titus (a caught panic); the message says where.
+pub const TITUS_ERR_INTERNAL: c_int = 10;
+
+/// A task function: reads `payload_len` bytes at `payload` (16-byte aligned), writes at
+/// most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
+/// stores their number in `*result_len` and returns 0; any other return fails the time
+/// step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
+/// concurrently from worker threads of any rank.
+pub type titus_task_fn = Option<
+    unsafe extern "C" fn(
+        payload: *const c_void,
+        payload_len: usize,
+        result: *mut c_void,
+        result_capacity: usize,
+        result_len: *mut usize,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+/// The application's all-gather (for example `MPI_Allgather` over its communicator): every
+/// rank contributes `len` bytes at `send`; `recv` receives `len` bytes from each rank, in
+/// rank order (`size * len` bytes). Returns 0 on success. Called only from inside
+/// `titus_init_exchange`, `titus_run`, `titus_job_stats` and `titus_finalize`, on the
+/// calling thread, collectively.
+pub type titus_allgather_fn = Option<
+    unsafe extern "C" fn(
+        send: *const c_void,
+        len: usize,
+        recv: *mut c_void,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+/// Figures of the last time step (`titus_stats`: this rank; `titus_job_stats`: summed over
+/// ranks, times are the slowest rank's).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct titus_stats {
+    /// Wall time of `titus_run`, seconds.
+    pub session_s: f64,
+    /// Time workers spent in tasks, summed over workers, seconds.
+    pub busy_s: f64,
+    /// Worker time not spent in tasks, seconds.
+    pub idle_s: f64,
+    /// Time spent in steal attempts, seconds.
+    pub steal_s: f64,
+    /// busy / (session × workers).
+    pub efficiency: f64,
+    /// Worker threads.
+    pub workers: u64,
+    /// Tasks handed over (owned).
+    pub tasks_owned: u64,
+    /// Tasks run here.
+    pub tasks_run: u64,
+    /// Tasks run here that other ranks own.
+    pub tasks_run_for_others: u64,
+    /// Tasks stolen from other ranks.
+    pub tasks_stolen: u64,
+    /// Steal attempts.
+    pub steal_attempts: u64,
+    /// Successful steals.
+    pub steals_ok: u64,
+    /// Steals that found the victim empty.
+    pub steals_empty: u64,
+    /// Steals that found the victim locked.
+    pub steals_locked: u64,
+    /// Task bytes moved by steals.
+    pub bytes_stolen: u64,
+    /// Result chunks sent.
+    pub chunks_sent: u64,
+    /// Result chunks received.
+    pub chunks_received: u64,
+    /// Result bytes sent.
+    pub bytes_results: u64,
+    /// Result records forwarded on behalf of other ranks.
+    pub records_forwarded: u64,
+}
+
+/// A Titus runtime: one per rank (process), opaque.
+pub struct titus_t {
+    magic: u64,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for titus_t {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("titus_t").finish_non_exhaustive()
+    }
+}
+
+const MAGIC: u64 = 0x5449_5455_535f_4842; // "TITUS_HB"
+
+/// Runtimes started from the launcher's environment in this process: the k-th uses the
+/// rendezvous of session k ([`JobEnv::session`]). Process-wide bookkeeping, not state.
+static SESSIONS: AtomicU16 = AtomicU16::new(0);
+
+struct Inner {
+    rt: Runtime,
+    max_payload: usize,
+    max_result: usize,
+    registered: Vec<bool>,
+    pending: Vec<(u16, Vec<u8>)>,
+    results: Vec<Vec<u8>>,
+    stats: titus_stats,
+}
+
+/// Why a call failed; each maps to one code.
+#[derive(Debug)]
+enum Error {
+    NotInitialized,
+    AlreadyInitialized,
+    Invalid(String),
+    TooSmall(String),
+    NoTasks,
+    Task(String),
+    Epoch(String),
+    Fabric(String),
+    Exchange(String),
+    Internal(String),
+}
+
+impl Error {
+    fn code(&self) -> c_int {
+        match self {
+            Self::NotInitialized => TITUS_ERR_NOT_INITIALIZED,
+            Self::AlreadyInitialized => TITUS_ERR_ALREADY_INITIALIZED,
+            Self::Invalid(_) => TITUS_ERR_INVALID,
+            Self::TooSmall(_) => TITUS_ERR_BUFFER_TOO_SMALL,
+            Self::NoTasks => TITUS_ERR_NO_TASKS,
+            Self::Task(_) => TITUS_ERR_TASK,
+            Self::Epoch(_) => TITUS_ERR_EPOCH,
+            Self::Fabric(_) => TITUS_ERR_FABRIC,
+            Self::Exchange(_) => TITUS_ERR_EXCHANGE,
+            Self::Internal(_) => TITUS_ERR_INTERNAL,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::NotInitialized => {
+                "the handle is not initialised (NULL, or already finalised): call titus_init first"
+                    .into()
+            }
+            Self::AlreadyInitialized => {
+                "the handle is already initialised: finalise it, or pass a NULL handle".into()
+            }
+            Self::NoTasks => "no rank handed over any task: nothing ran".into(),
+            Self::Invalid(m)
+            | Self::TooSmall(m)
+            | Self::Task(m)
+            | Self::Epoch(m)
+            | Self::Fabric(m)
+            | Self::Exchange(m)
+            | Self::Internal(m) => m.clone(),
+        }
+    }
+}
+
+impl From<RuntimeError> for Error {
+    fn from(e: RuntimeError) -> Self {
+        let msg = e.to_string();
+        match e {
+            // 4: result too large, 5: payload too large, 7: task failed (core codes).
+            RuntimeError::Core(
+                CoreError::TaskFailed { .. }
+                | CoreError::ResultTooLarge { .. }
+                | CoreError::PayloadTooLarge { .. }
+                | CoreError::Aborted {
+                    code: 4 | 5 | 7, ..
+                },
+            ) => Self::Task(msg),
+            RuntimeError::Core(_) | RuntimeError::EpochTimeout(..) => Self::Epoch(msg),
+            RuntimeError::Fabric(_) => Self::Fabric(msg),
+            RuntimeError::Config(_) => Self::Invalid(msg),
+            RuntimeError::Barrier(_) => Self::Exchange(msg),
+        }
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = c);
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Runs the body of an exported function: its error becomes a code and the thread's last
+/// error; a panic becomes `TITUS_ERR_INTERNAL` instead of crossing the ABI.
+fn call(name: &str, f: impl FnOnce() -> Result<(), Error>) -> c_int {
+    let e = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return TITUS_OK,
+        Ok(Err(e)) => e,
+        Err(p) => Error::Internal(format!(
+            "internal error (a bug in Titus): {}",
+            panic_message(&*p)
+        )),
+    };
+    set_last_error(&format!("{name}: {}", e.message()));
+    e.code()
+}
+
+/// The handle's state, locked.
+fn with<T>(t: *mut titus_t, f: impl FnOnce(&mut Inner) -> Result<T, Error>) -> Result<T, Error> {
+    // SAFETY: the header's contract: `t` is NULL or a handle from titus_init* that was not
+    // finalised (titus_finalize sets the caller's pointer to NULL). The magic word catches
+    // most other pointers without trusting them further.
+    let h = unsafe { t.as_ref() }.ok_or(Error::NotInitialized)?;
+    if h.magic != MAGIC {
+        return Err(Error::NotInitialized);
+    }
+    let mut inner = h.inner.lock().unwrap_or_else(|p| p.into_inner());
+    f(&mut inner)
+}
+
+/// `p` as a mutable reference, or an error naming `what`.
+fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Error> {
+    // SAFETY: the caller passes NULL or a valid, writable, aligned pointer (header).
+    unsafe { p.as_mut() }.ok_or_else(|| Error::Invalid(format!("{what} is NULL")))
+}
+
+/// `len` bytes at `p` (NULL allowed when `len` is 0).
+fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Result<&'a [u8], Error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::Invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller guarantees `len` readable bytes at `p` (header).
+    Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
+}
+
+fn options(text: *const c_char) -> Result<Options, Error> {
+    let text = if text.is_null() {
+        ""
+    } else {
+        // SAFETY: a non-NULL options pointer is a NUL-terminated string (header).
+        unsafe { CStr::from_ptr(text) }
+            .to_str()
+            .map_err(|_| Error::Invalid("the options string is not UTF-8".into()))?
+    };
+    let env = std::env::var("TITUS_OPTIONS").ok();
+    Options::parse(text, env.as_deref()).map_err(Error::Invalid)
+}
+
+fn fresh<'a>(handle: *mut *mut titus_t) -> Result<&'a mut *mut titus_t, Error> {
+    let slot = out(handle, "the handle pointer")?;
+    if !slot.is_null() {
+        return Err(Error::AlreadyInitialized);
+    }
+    Ok(slot)
+}
+
+fn install(slot: &mut *mut titus_t, rt: Runtime, o: &Options) {
+    let h = Box::new(titus_t {
+        magic: MAGIC,
+        inner: Mutex::new(Inner {
+            rt,
+            max_payload: o.cfg.core.max_payload as usize,
+            max_result: o.cfg.core.max_result as usize,
+            registered: Vec::new(),
+            pending: Vec::new(),
+            results: Vec::new(),
+            stats: titus_stats::default(),
+        }),
+    });
+    *slot = Box::into_raw(h);
+}
+
+/// Initialises this rank from the launcher's environment (`titus launch`, srun, mpirun with
+/// `TITUS_BOOTSTRAP`; a single rank without one) and stores the handle in `*handle`, which
+/// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
+/// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
+/// group_size, op_timeout, epoch_timeout, min_private), overridden by `TITUS_OPTIONS`.
+/// Collective.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_char) -> c_int {
+    call("titus_init", || {
+        let slot = fresh(handle)?;
+        let o = options(options_text)?;
+        let env = JobEnv::from_env().map_err(|e| Error::Fabric(e.to_string()))?;
+        let cfg = o.config(env.size).map_err(Error::Invalid)?;
+        let backend = match (o.backend, env.size) {
+            (BackendChoice::Mem, _) | (BackendChoice::Auto, 1) => Backend::Mem,
+            _ => Backend::Ofi {
+                provider: o.provider.clone(),
+            },
+        };
+        let env = if env.size > 1 {
+            let k = SESSIONS.fetch_add(1, Ordering::Relaxed);
+            env.session(k).map_err(|e| Error::Fabric(e.to_string()))?
+        } else {
+            env
+        };
+        let rt = Runtime::from_job(cfg, backend, env)?;
+        install(slot, rt, &o);
+        Ok(())
+    })
+}
+
+/// Initialises rank `rank` of `size` whose ranks exchange fabric addresses through the
+/// application's `allgather` (for example over its MPI communicator: see titus_mpi.h), so
+/// no launcher variables or rendezvous are needed. `ctx` is passed back to `allgather` and
+/// must stay valid until titus_finalize. `*handle` must be NULL; options as titus_init.
+/// Collective.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_init_exchange(
+    handle: *mut *mut titus_t,
+    rank: c_int,
+    size: c_int,
+    allgather: titus_allgather_fn,
+    ctx: *mut c_void,
+    options_text: *const c_char,
+) -> c_int {
+    call("titus_init_exchange", || {
+        let slot = fresh(handle)?;
+        let f: AllGather =
+            allgather.ok_or_else(|| Error::Invalid("the all-gather callback is NULL".into()))?;
+        if size < 1 || rank < 0 || rank >= size {
+            return Err(Error::Invalid(format!(
+                "rank {rank} of {size} ranks: need 0 <= rank < size"
+            )));
+        }
+        let (rank, size) = (rank as u32, size as u32);
+        let o = options(options_text)?;
+        let cfg = o.config(size).map_err(Error::Invalid)?;
+        let rt = if size == 1 && o.backend != BackendChoice::Ofi {
+            Runtime::local(1, cfg, MemOptions::default())?.remove(0)
+        } else {
+            if o.backend == BackendChoice::Mem {
+                return Err(Error::Invalid(
+                    "backend=mem runs a single rank; this job has several".into(),
+                ));
+            }
+            let ex = Callback {
+                rank,
+                size,
+                f,
+                ctx: UserPtr(ctx),
+            };
+            Runtime::from_exchange(cfg, o.provider.as_deref(), Box::new(ex))?
+        };
+        install(slot, rt, &o);
+        Ok(())
+    })
+}
+
+/// Registers task kind `kind` (0..=65535): `fn` runs its tasks with `ctx`. Every rank
+/// registers the same kinds (a stolen task runs where it lands). `fn` and `ctx` must stay
+/// valid until titus_finalize.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_register(
+    t: *mut titus_t,
+    kind: c_int,
+    task: titus_task_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    call("titus_register", || {
+        with(t, |inner| {
+            let kind = task_kind(kind)?;
+            let f = task.ok_or_else(|| {
+                Error::Invalid(format!("the function of task kind {kind} is NULL"))
+            })?;
+            let (cap, ctx) = (inner.max_result, UserPtr(ctx));
+            inner
+                .rt
+                .register(kind, move |payload| run_task(f, ctx, kind, cap, payload));
+            let k = kind as usize;
+            if inner.registered.len() <= k {
+                inner.registered.resize(k + 1, false);
+            }
+            inner.registered[k] = true;
+            Ok(())
+        })
+    })
+}
+
+fn task_kind(kind: c_int) -> Result<u16, Error> {
+    u16::try_from(kind).map_err(|_| Error::Invalid(format!("task kind {kind} is not in 0..=65535")))
+}
+
+/// Runs one task through the user's function, on a worker thread.
+fn run_task(
+    f: unsafe extern "C" fn(
+        *const c_void,
+        usize,
+        *mut c_void,
+        usize,
+        *mut usize,
+        *mut c_void,
+    ) -> c_int,
+    ctx: UserPtr,
+    kind: u16,
+    cap: usize,
+    payload: &[u8],
+) -> Vec<u8> {
+    // Payload and result buffers 16-byte aligned, as the header promises (a C user casts
+    // them to its record type).
+    let words = |bytes: &[u8], len: usize| -> Vec<u128> {
+        let mut w = vec![0u128; len.div_ceil(16).max(1)];
+        for (i, c) in bytes.chunks(16).enumerate() {
+            let mut b = [0u8; 16];
+            b[..c.len()].copy_from_slice(c);
+            w[i] = u128::from_ne_bytes(b);
+        }
+        w
+    };
+    let input = words(payload, payload.len());
+    let mut result = vec![0u128; cap.div_ceil(16).max(1)];
+    let mut len = 0usize;
+    // SAFETY: `input` holds `payload.len()` readable bytes and `result` `cap` writable
+    // bytes, both 16-byte aligned and alive for the call; `len` is a valid out-pointer;
+    // `ctx` is the user's, handed back unchanged (the header's contract covers it).
+    let rc = unsafe {
+        f(
+            input.as_ptr().cast(),
+            payload.len(),
+            result.as_mut_ptr().cast(),
+            cap,
+            &mut len,
+            ctx.0,
+        )
+    };
+    // The runtime turns a panicking task into a failed time step on every rank.
+    if rc != 0 {
+        panic!("the function of task kind {kind} returned {rc}");
+    }
+    if len > cap {
+        panic!(
+            "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
+        );
+    }
+    result
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .take(len)
+        .collect()
+}
+
+fn add_tasks<'a>(
+    inner: &mut Inner,
+    kind: c_int,
+    payloads: impl Iterator<Item = &'a [u8]>,
+) -> Result<(), Error> {
+    let kind = task_kind(kind)?;
+    if !inner
+        .registered
+        .get(kind as usize)
+        .copied()
+        .unwrap_or(false)
+    {
+        return Err(Error::Invalid(format!(
+            "task kind {kind} has no registered function (titus_register)"
+        )));
+    }
+    let start = inner.pending.len();
+    for p in payloads {
+        if p.len() > inner.max_payload {
+            inner.pending.truncate(start);
+            return Err(Error::Invalid(format!(
+                "a {}-byte payload is over max_payload={} (an option of titus_init)",
+                p.len(),
+                inner.max_payload
+            )));
+        }
+        inner.pending.push((kind, p.to_vec()));
+    }
+    Ok(())
+}
+
+/// Hands over one task of `kind` for the next titus_run (the payload is copied).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_task(
+    t: *mut titus_t,
+    kind: c_int,
+    payload: *const c_void,
+    len: usize,
+) -> c_int {
+    call("titus_task", || {
+        with(t, |inner| {
+            let p = bytes(payload, len, "the payload")?;
+            add_tasks(inner, kind, std::iter::once(p))
+        })
+    })
+}
+
+/// Hands over `count` tasks of `kind` whose payloads are consecutive records of
+/// `record_size` bytes at `records` (copied). Results come back in the order tasks were
+/// handed over, across calls.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_tasks_fixed(
+    t: *mut titus_t,
+    kind: c_int,
+    records: *const c_void,
+    record_size: usize,
+    count: usize,
+) -> c_int {
+    call("titus_tasks_fixed", || {
+        with(t, |inner| {
+            let total = record_size.checked_mul(count).ok_or_else(|| {
+                Error::Invalid(format!("{count} records of {record_size} bytes overflow"))
+            })?;
+            let data = bytes(records, total, "the records")?;
+            if record_size == 0 {
+                return add_tasks(inner, kind, (0..count).map(|_| &[][..]));
+            }
+            add_tasks(inner, kind, data.chunks_exact(record_size))
+        })
+    })
+}
+
+/// Hands over `count` tasks of `kind` with variable payloads: task i is bytes
+/// `offsets[i]..offsets[i+1]` of `data` (`offsets` has `count + 1` non-decreasing entries).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_tasks_var(
+    t: *mut titus_t,
+    kind: c_int,
+    data: *const c_void,
+    offsets: *const usize,
+    count: usize,
+) -> c_int {
+    call("titus_tasks_var", || {
+        with(t, |inner| {
+            if count == 0 {
+                return Ok(());
+            }
+            if offsets.is_null() {
+                return Err(Error::Invalid("the offsets are NULL".into()));
+            }
+            // SAFETY: `offsets` holds `count + 1` entries (header).
+            let offs = unsafe { std::slice::from_raw_parts(offsets, count + 1) };
+            if let Some(i) = (0..count).find(|&i| offs[i] > offs[i + 1]) {
+                return Err(Error::Invalid(format!(
+                    "offsets[{i}]={} > offsets[{}]={}: offsets must not decrease",
+                    offs[i],
+                    i + 1,
+                    offs[i + 1]
+                )));
+            }
+            let data = bytes(data, offs[count], "the data")?;
+            add_tasks(inner, kind, (0..count).map(|i| &data[offs[i]..offs[i + 1]]))
+        })
+    })
+}
+
+/// Runs the tasks handed over on every rank until all results are home (collective).
+/// Afterwards this rank's results are read with titus_result*, in task order, until the
+/// next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
+/// handle stays usable; after any other error, finalise.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
+    call("titus_run", || {
+        with(t, |inner| {
+            let tasks = std::mem::take(&mut inner.pending);
+            inner.results.clear();
+            // Whether any rank has work: an epoch with none would only be an idle barrier.
+            let counts = inner
+                .rt
+                .all_gather(&(tasks.len() as u64).to_le_bytes())
+                .map_err(Error::from)?;
+            if counts.iter().all(|c| c.iter().all(|&b| b == 0)) {
+                return Err(Error::NoTasks);
+            }
+            let out = inner.rt.run_epoch(tasks)?;
+            inner.stats = stats_of(&out.stats);
+            inner.results = out.results;
+            Ok(())
+        })
+    })
+}
+
+fn stats_of(s: &EpochStats) -> titus_stats {
+    let c = &s.core;
+    let session_s = s.session.as_secs_f64();
+    let busy_s = s.busy.as_secs_f64();
+    titus_stats {
+        session_s,
+        busy_s,
+        idle_s: s.idle.as_secs_f64(),
+        steal_s: s.steal.as_secs_f64(),
+        efficiency: efficiency(busy_s, session_s, s.workers as u64),
+        workers: s.workers as u64,
+        tasks_owned: c.tasks_owned,
+        tasks_run: c.tasks_run,
+        tasks_run_for_others: c.tasks_run_for_others,
+        tasks_stolen: c.tasks_stolen,
+        steal_attempts: c.steal_attempts,
+        steals_ok: c.steals_ok,
+        steals_empty: c.steals_empty,
+        steals_locked: c.steals_locked,
+        bytes_stolen: c.bytes_stolen,
+        chunks_sent: c.chunks_sent,
+        chunks_received: c.chunks_received,
+        bytes_results: c.bytes_results,
+        records_forwarded: c.records_forwarded,
+    }
+}
+
+fn efficiency(busy_s: f64, session_s: f64, workers: u64) -> f64 {
+    if session_s > 0.0 && workers > 0 {
+        busy_s / (session_s * workers as f64)
+    } else {
+        0.0
+    }
+}
+
+/// The number of this rank's results of the last titus_run, in `*count`.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_result_count(t: *mut titus_t, count: *mut usize) -> c_int {
+    call("titus_result_count", || {
+        with(t, |inner| {
+            *out(count, "count")? = inner.results.len();
+            Ok(())
+        })
+    })
+}
+
+/// Copies result `index` (task order) into `buf` (`capacity` bytes) and its size into
+/// `*len`. When `capacity` is too small, nothing is copied, `*len` is the size needed and
+/// the call returns TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_result(
+    t: *mut titus_t,
+    index: usize,
+    buf: *mut c_void,
+    capacity: usize,
+    len: *mut usize,
+) -> c_int {
+    call("titus_result", || {
+        with(t, |inner| {
+            let len = out(len, "len")?;
+            let n = inner.results.len();
+            let r = inner
+                .results
+                .get(index)
+                .ok_or_else(|| Error::Invalid(format!("result {index} of {n}: no such result")))?;
+            *len = r.len();
+            if capacity < r.len() {
+                return Err(Error::TooSmall(format!(
+                    "result {index} has {} bytes; the buffer holds {capacity}",
+                    r.len()
+                )));
+            }
+            copy_out(buf, r, "the buffer")
+        })
+    })
+}
+
+fn copy_out(buf: *mut c_void, data: &[u8], what: &str) -> Result<(), Error> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    if buf.is_null() {
+        return Err(Error::Invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller guarantees `capacity` writable bytes at `buf` (header), checked
+    // above to hold `data`; Titus's buffers never overlap the caller's.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), data.len()) };
+    Ok(())
+}
+
+/// Copies every result into `out`, result i at byte `i * record_size` (zero-padded to
+/// `record_size`). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when `count` is below the
+/// number of results or a result is longer than `record_size`.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_results_fixed(
+    t: *mut titus_t,
+    out_records: *mut c_void,
+    record_size: usize,
+    count: usize,
+) -> c_int {
+    call("titus_results_fixed", || {
+        with(t, |inner| {
+            let n = inner.results.len();
+            if count < n {
+                return Err(Error::TooSmall(format!(
+                    "{n} results; the buffer holds {count} records"
+                )));
+            }
+            if let Some((i, r)) = inner
+                .results
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.len() > record_size)
+            {
+                return Err(Error::TooSmall(format!(
+                    "result {i} has {} bytes; records hold {record_size}",
+                    r.len()
+                )));
+            }
+            let mut all = vec![0u8; n * record_size];
+            for (i, r) in inner.results.iter().enumerate() {
+                all[i * record_size..i * record_size + r.len()].copy_from_slice(r);
+            }
+            copy_out(out_records, &all, "the records buffer")
+        })
+    })
+}
+
+/// This rank in `*rank` and the number of ranks in `*size` (either may be NULL).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_rank_size(t: *mut titus_t, rank: *mut c_int, size: *mut c_int) -> c_int {
+    call("titus_rank_size", || {
+        with(t, |inner| {
+            if let Ok(r) = out(rank, "rank") {
+                *r = inner.rt.rank() as c_int;
+            }
+            if let Ok(s) = out(size, "size") {
+                *s = inner.rt.size() as c_int;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// This rank's figures of the last titus_run.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_stats_get(t: *mut titus_t, stats: *mut titus_stats) -> c_int {
+    call("titus_stats_get", || {
+        with(t, |inner| {
+            *out(stats, "stats")? = inner.stats;
+            Ok(())
+        })
+    })
+}
+
+/// The job's figures of the last titus_run (collective): counts and busy/idle/steal times
+/// summed over ranks, session_s the slowest rank's, efficiency Σbusy / (session × Σworkers).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c_int {
+    call("titus_job_stats", || {
+        with(t, |inner| {
+            let dst = out(stats, "stats")?;
+            let s = inner.stats;
+            let mine: Vec<u8> = fields(&s)
+                .iter()
+                .flat_map(|v| v.to_bits().to_le_bytes())
+                .collect();
+            let all = inner.rt.all_gather(&mine).map_err(Error::from)?;
+            let mut job = titus_stats::default();
+            let mut sum = vec![0f64; fields(&job).len()];
+            for (r, blob) in all.iter().enumerate() {
+                if blob.len() != mine.len() {
+                    return Err(Error::Exchange(format!(
+                        "rank {r} sent {} bytes of figures, expected {}",
+                        blob.len(),
+                        mine.len()
+                    )));
+                }
+                for (i, c) in blob.chunks_exact(8).enumerate() {
+                    let v = f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+                    // Field 0 is the session: the slowest rank's.
+                    sum[i] = if i == 0 { sum[i].max(v) } else { sum[i] + v };
+                }
+            }
+            set_fields(&mut job, &sum);
+            job.efficiency = efficiency(job.busy_s, job.session_s, job.workers);
+            *dst = job;
+            Ok(())
+        })
+    })
+}
+
+/// The figures as numbers (counts are far below 2^53), session first.
+fn fields(s: &titus_stats) -> Vec<f64> {
+    vec![
+        s.session_s,
+        s.busy_s,
+        s.idle_s,
+        s.steal_s,
+        s.workers as f64,
+        s.tasks_owned as f64,
+        s.tasks_run as f64,
+        s.tasks_run_for_others as f64,
+        s.tasks_stolen as f64,
+        s.steal_attempts as f64,
+        s.steals_ok as f64,
+        s.steals_empty as f64,
+        s.steals_locked as f64,
+        s.bytes_stolen as f64,
+        s.chunks_sent as f64,
+        s.chunks_received as f64,
+        s.bytes_results as f64,
+        s.records_forwarded as f64,
+    ]
+}
+
+fn set_fields(s: &mut titus_stats, v: &[f64]) {
+    let n = |i: usize| v[i] as u64;
+    *s = titus_stats {
+        session_s: v[0],
+        busy_s: v[1],
+        idle_s: v[2],
+        steal_s: v[3],
+        efficiency: 0.0,
+        workers: n(4),
+        tasks_owned: n(5),
+        tasks_run: n(6),
+        tasks_run_for_others: n(7),
+        tasks_stolen: n(8),
+        steal_attempts: n(9),
+        steals_ok: n(10),
+        steals_empty: n(11),
+        steals_locked: n(12),
+        bytes_stolen: n(13),
+        chunks_sent: n(14),
+        chunks_received: n(15),
+        bytes_results: n(16),
+        records_forwarded: n(17),
+    };
+}
+
+/// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
+/// rank's memory goes away while another may still read it). NULL `*handle`: nothing to do.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
+    call("titus_finalize", || {
+        let slot = out(handle, "the handle pointer")?;
+        if slot.is_null() {
+            return Ok(());
+        }
+        let barrier = with(*slot, |inner| inner.rt.all_gather(&[]).map_err(Error::from));
+        if matches!(barrier, Err(Error::NotInitialized)) {
+            return Err(Error::NotInitialized);
+        }
+        // SAFETY: `*slot` is a live handle from Box::into_raw (checked above); it is taken
+        // out of the caller's pointer before it is freed, so it is freed once.
+        let h = unsafe { Box::from_raw(std::mem::replace(slot, std::ptr::null_mut())) };
+        drop(h);
+        barrier.map(drop)
+    })
+}
+
+/// A static description of an error code.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_strerror(code: c_int) -> *const c_char {
+    let s: &'static CStr = match code {
+        TITUS_OK => c"success",
+        TITUS_ERR_NOT_INITIALIZED => c"the handle is not initialised",
+        TITUS_ERR_ALREADY_INITIALIZED => c"the handle is already initialised",
+        TITUS_ERR_INVALID => c"invalid argument",
+        TITUS_ERR_BUFFER_TOO_SMALL => c"buffer too small",
+        TITUS_ERR_NO_TASKS => c"no tasks on any rank",
+        TITUS_ERR_TASK => c"a task failed",
+        TITUS_ERR_EPOCH => c"the time step failed (remote operation, dead peer or timeout)",
+        TITUS_ERR_FABRIC => c"the fabric or the launcher's environment could not be set up",
+        TITUS_ERR_EXCHANGE => c"the address exchange or a barrier failed",
+        TITUS_ERR_INTERNAL => c"internal error (a bug in Titus)",
+        _ => c"unknown error code",
+    };
+    s.as_ptr()
+}
+
+/// The message of the last failed call on this thread ("" if none); valid until the next
+/// failing call on this thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// The library's version, e.g. "0.1.0".
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_version() -> *const c_char {
+    const V: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"unknown",
+        };
+    V.as_ptr()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+//! The options string of `titus_init`: `key=value` pairs separated by commas or spaces,
+//! then the same syntax from `TITUS_OPTIONS` (which wins, so a job can be tuned without
+//! recompiling the solver).
+
+use std::time::Duration;
+use titus_runtime::{Balancing, Protocol, RuntimeConfig, Sharing};
+
+/// Which fabric a runtime uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackendChoice {
+    /// In-process for a single rank, libfabric otherwise.
+    Auto,
+    /// In-process (a single rank).
+    Mem,
+    /// libfabric.
+    Ofi,
+}
+
+/// Every option, parsed; applied once the job's size is known.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) cfg: RuntimeConfig,
+    pub(crate) backend: BackendChoice,
+    pub(crate) provider: Option<String>,
+    balancer: String,
+    group_size: Option<u32>,
+}
+
+/// The options and what each means, for the error message of an unknown key.
+pub(crate) const KEYS: &str = "workers, balancer (smallworld|none|random|master|hierarchical), \
+     protocol (claim|lock|request), backend (auto|mem|ofi), provider, max_payload, max_result, \
+     seed, group_size, op_timeout, epoch_timeout, min_private";
+
+impl Options {
+    /// Parses `text` and then `env` (the value of `TITUS_OPTIONS`, if set).
+    pub(crate) fn parse(text: &str, env: Option<&str>) -> Result<Self, String> {
+        let mut o = Options {
+            cfg: RuntimeConfig::default(),
+            backend: BackendChoice::Auto,
+            provider: None,
+            balancer: "smallworld".into(),
+            group_size: None,
+        };
+        // A solver's cells are records of a few hundred bytes: 1 KiB slots by default.
+        o.cfg.core.max_payload = 1024;
+        o.cfg.core.max_result = 1024;
+        o.apply(text, "options")?;
+        if let Some(env) = env {
+            o.apply(env, "TITUS_OPTIONS")?;
+        }
+        Ok(o)
+    }
+
+    fn apply(&mut self, text: &str, source: &str) -> Result<(), String> {
+        let items = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty());
+        for item in items {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{source}: '{item}' is not key=value"))?;
+            let bad = |what: &str| format!("{source}: {key}='{value}': expected {what}");
+            let positive = || -> Result<u32, String> {
+                value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&v| v > 0)
+                    .ok_or_else(|| bad("a positive integer"))
+            };
+            let seconds = || -> Result<Duration, String> {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && s.is_finite())
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| bad("a positive number of seconds"))
+            };
+            match key {
+                "workers" => self.cfg.workers = positive()? as usize,
+                "balancer" => match value {
+                    "smallworld" | "none" | "random" | "master" | "hierarchical" => {
+                        self.balancer = value.into()
+                    }
+                    _ => return Err(bad("smallworld, none, random, master or hierarchical")),
+                },
+                "protocol" => {
+                    self.cfg.core.protocol = value
+                        .parse::<Protocol>()
+                        .map_err(|e| format!("{source}: {e}"))?
+                }
+                "backend" => {
+                    self.backend = match value {
+                        "auto" => BackendChoice::Auto,
+                        "mem" => BackendChoice::Mem,
+                        "ofi" => BackendChoice::Ofi,
+                        _ => return Err(bad("auto, mem or ofi")),
+                    }
+                }
+                "provider" => self.provider = Some(value.into()),
+                "max_payload" => self.cfg.core.max_payload = positive()?,
+                "max_result" => self.cfg.core.max_result = positive()?,
+                "seed" => {
+                    let seed = value.parse::<u64>().map_err(|_| bad("an integer"))?;
+                    self.cfg.core.seed = seed;
+                    self.cfg.overlay.seed = seed;
+                }
+                "group_size" => self.group_size = Some(positive()?),
+                "op_timeout" => self.cfg.op_timeout = seconds()?,
+                "epoch_timeout" => self.cfg.epoch_timeout = Some(seconds()?),
+                "min_private" => self.cfg.core.min_private = positive()?,
+                _ => return Err(format!("{source}: unknown option '{key}' (known: {KEYS})")),
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime configuration for a job of `ranks` ranks.
+    pub(crate) fn config(&self, ranks: u32) -> Result<RuntimeConfig, String> {
+        let mut cfg = self.cfg.clone();
+        let balancing = match self.balancer.as_str() {
+            "none" => Balancing::None,
+            "random" => Balancing::Random,
+            "master" => Balancing::Master,
+            // No load estimates at init: consecutive ranks, ⌈√N⌉ per group by default.
+            "hierarchical" => {
+                let g = self
+                    .group_size
+                    .unwrap_or_else(|| (f64::from(ranks).sqrt().ceil() as u32).max(1));
+                Balancing::Hierarchical {
+                    groups: Sharing::balanced_groups(&vec![1; ranks as usize], g),
+                }
+            }
+            _ => Balancing::Smallworld,
+        };
+        cfg.balance(balancing, ranks).map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_environment_wins() {
+        let o = Options::parse(
+            "workers=3, protocol=lock balancer=none",
+            Some("workers=5,provider=tcp;ofi_rxm"),
+        )
+        .unwrap();
+        assert_eq!(o.cfg.workers, 5);
+        assert_eq!(o.cfg.core.protocol, Protocol::Lock);
+        assert_eq!(o.balancer, "none");
+        assert_eq!(o.provider.as_deref(), Some("tcp;ofi_rxm"));
+        assert_eq!(o.config(4).unwrap().core.steal_below, 0);
+    }
+
+    #[test]
+    fn bad_options_name_what_is_wrong() {
+        let e = Options::parse("workers=0", None).unwrap_err();
+        assert!(e.contains("workers='0'"), "{e}");
+        let e = Options::parse("colour=blue", None).unwrap_err();
+        assert!(e.contains("unknown option 'colour'"), "{e}");
+        let e = Options::parse("", Some("workers")).unwrap_err();
+        assert!(
+            e.contains("TITUS_OPTIONS") && e.contains("key=value"),
+            "{e}"
+        );
+        let e = Options::parse("protocol=fast", None).unwrap_err();
+        assert!(e.contains("unknown steal protocol 'fast'"), "{e}");
+    }
+}

@@ -1,0 +1,411 @@
+//! The ABI driven from Rust as a C caller would: single-rank behaviour and bad use here;
+//! compiled C and Fortran programs across processes in the workspace's `tests/capi.rs`.
+
+use super::*;
+use std::ptr::null_mut;
+use std::sync::{Arc, Barrier};
+
+fn last_error() -> String {
+    // SAFETY: titus_last_error returns a NUL-terminated thread-local string.
+    unsafe { CStr::from_ptr(titus_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Squares a little-endian u64; a payload of 0xFF.. fails; 0xEE.. reports too many bytes.
+unsafe extern "C" fn square(
+    payload: *const c_void,
+    len: usize,
+    result: *mut c_void,
+    cap: usize,
+    result_len: *mut usize,
+    ctx: *mut c_void,
+) -> c_int {
+    assert_eq!(payload as usize % 16, 0, "payload not 16-byte aligned");
+    assert_eq!(result as usize % 16, 0, "result not 16-byte aligned");
+    // SAFETY: Titus passes `len` readable bytes and `cap` writable bytes.
+    let p = unsafe { std::slice::from_raw_parts(payload.cast::<u8>(), len) };
+    let mut b = [0u8; 8];
+    b[..len.min(8)].copy_from_slice(&p[..len.min(8)]);
+    let v = u64::from_le_bytes(b);
+    if v == u64::MAX {
+        return 3;
+    }
+    if v == 0xEEEE_EEEE_EEEE_EEEE {
+        // SAFETY: a valid out-pointer.
+        unsafe { *result_len = cap + 1 };
+        return 0;
+    }
+    // The context: a number added to every result.
+    let add = ctx as u64;
+    let r = (v.wrapping_mul(v).wrapping_add(add)).to_le_bytes();
+    // SAFETY: cap ≥ 8 in these tests (max_result).
+    unsafe {
+        std::ptr::copy_nonoverlapping(r.as_ptr(), result.cast::<u8>(), 8);
+        *result_len = 8;
+    }
+    0
+}
+
+fn init(options: &CStr) -> *mut titus_t {
+    let mut t = null_mut();
+    assert_eq!(
+        titus_init(&mut t, options.as_ptr()),
+        TITUS_OK,
+        "{}",
+        last_error()
+    );
+    assert!(!t.is_null());
+    t
+}
+
+fn results(t: *mut titus_t) -> Vec<u64> {
+    let mut n = 0usize;
+    assert_eq!(titus_result_count(t, &mut n), TITUS_OK);
+    let mut out = vec![0u64; n];
+    assert_eq!(
+        titus_results_fixed(t, out.as_mut_ptr().cast(), 8, n),
+        TITUS_OK,
+        "{}",
+        last_error()
+    );
+    out
+}
+
+#[test]
+fn one_rank_runs_fixed_and_variable_tasks_in_order() {
+    let mut t = init(c"workers=2");
+    assert_eq!(
+        titus_register(t, 7, Some(square), 5 as *mut c_void),
+        TITUS_OK
+    );
+    let fixed: Vec<u64> = (1..=100).collect();
+    assert_eq!(
+        titus_tasks_fixed(t, 7, fixed.as_ptr().cast(), 8, fixed.len()),
+        TITUS_OK
+    );
+    // Variable payloads: 1, 2 or 3 bytes (values 200, 201, 202 in the first byte).
+    let data = [200u8, 201, 0, 202, 0, 0];
+    let offsets = [0usize, 1, 3, 6];
+    assert_eq!(
+        titus_tasks_var(t, 7, data.as_ptr().cast(), offsets.as_ptr(), 3),
+        TITUS_OK
+    );
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    let mut expect: Vec<u64> = fixed.iter().map(|v| v * v + 5).collect();
+    expect.extend([200u64, 201, 202].map(|v| v * v + 5));
+    assert_eq!(results(t), expect);
+    let mut s = titus_stats::default();
+    assert_eq!(titus_stats_get(t, &mut s), TITUS_OK);
+    assert_eq!((s.tasks_owned, s.tasks_run, s.workers), (103, 103, 2));
+    let mut job = titus_stats::default();
+    assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
+    assert_eq!(job.tasks_run, 103);
+    assert!(job.efficiency > 0.0 && job.efficiency <= 1.0, "{job:?}");
+    let (mut r, mut n) = (-1, -1);
+    assert_eq!(titus_rank_size(t, &mut r, &mut n), TITUS_OK);
+    assert_eq!((r, n), (0, 1));
+    // A second time step on the same handle.
+    let one = 9u64;
+    assert_eq!(titus_task(t, 7, (&raw const one).cast(), 8), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_OK);
+    assert_eq!(results(t), vec![86]);
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+    assert!(t.is_null());
+    // Finalising a NULL handle is harmless.
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
+
+#[test]
+fn bad_use_gets_error_codes() {
+    // Calls before init.
+    let t: *mut titus_t = null_mut();
+    assert_eq!(titus_run(t), TITUS_ERR_NOT_INITIALIZED);
+    assert!(last_error().contains("titus_run"), "{}", last_error());
+    assert_eq!(
+        titus_register(t, 1, Some(square), null_mut()),
+        TITUS_ERR_NOT_INITIALIZED
+    );
+    let mut n = 0;
+    assert_eq!(titus_result_count(t, &mut n), TITUS_ERR_NOT_INITIALIZED);
+    // Bad options.
+    let mut t = null_mut();
+    assert_eq!(
+        titus_init(&mut t, c"workers=zero".as_ptr()),
+        TITUS_ERR_INVALID
+    );
+    assert!(last_error().contains("workers='zero'"), "{}", last_error());
+    assert!(t.is_null());
+    assert_eq!(titus_init(null_mut(), null()), TITUS_ERR_INVALID);
+    let mut t = init(c"workers=1,max_result=16,max_payload=8");
+    // Init twice.
+    let before = t;
+    assert_eq!(titus_init(&mut t, null()), TITUS_ERR_ALREADY_INITIALIZED);
+    assert_eq!(t, before);
+    // A null task function, a bad kind, an unregistered kind.
+    assert_eq!(titus_register(t, 1, None, null_mut()), TITUS_ERR_INVALID);
+    assert!(last_error().contains("NULL"), "{}", last_error());
+    assert_eq!(
+        titus_register(t, 70_000, Some(square), null_mut()),
+        TITUS_ERR_INVALID
+    );
+    let v = 3u64;
+    assert_eq!(
+        titus_task(t, 1, (&raw const v).cast(), 8),
+        TITUS_ERR_INVALID
+    );
+    assert!(
+        last_error().contains("no registered function"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(titus_register(t, 1, Some(square), null_mut()), TITUS_OK);
+    // A payload over max_payload; a NULL payload; decreasing offsets.
+    let big = [0u8; 9];
+    assert_eq!(titus_task(t, 1, big.as_ptr().cast(), 9), TITUS_ERR_INVALID);
+    assert!(last_error().contains("max_payload=8"), "{}", last_error());
+    assert_eq!(titus_task(t, 1, std::ptr::null(), 8), TITUS_ERR_INVALID);
+    let offs = [0usize, 4, 2];
+    assert_eq!(
+        titus_tasks_var(t, 1, big.as_ptr().cast(), offs.as_ptr(), 2),
+        TITUS_ERR_INVALID
+    );
+    // Run with no tasks anywhere: an error code, and the handle stays usable.
+    assert_eq!(titus_run(t), TITUS_ERR_NO_TASKS);
+    assert_eq!(titus_task(t, 1, (&raw const v).cast(), 8), TITUS_OK);
+    assert_eq!(titus_task(t, 1, (&raw const v).cast(), 8), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    // Result buffers too small.
+    let mut one = [0u64; 1];
+    assert_eq!(
+        titus_results_fixed(t, one.as_mut_ptr().cast(), 8, 1),
+        TITUS_ERR_BUFFER_TOO_SMALL
+    );
+    let mut two = [0u64; 2];
+    assert_eq!(
+        titus_results_fixed(t, two.as_mut_ptr().cast(), 4, 2),
+        TITUS_ERR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(two, [0, 0], "nothing copied");
+    let mut len = 0;
+    assert_eq!(
+        titus_result(t, 0, null_mut(), 0, &mut len),
+        TITUS_ERR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(len, 8);
+    assert_eq!(
+        titus_result(t, 0, two.as_mut_ptr().cast(), 8, &mut len),
+        TITUS_OK
+    );
+    assert_eq!(two[0], 9);
+    assert_eq!(
+        titus_result(t, 2, two.as_mut_ptr().cast(), 8, &mut len),
+        TITUS_ERR_INVALID
+    );
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+    // Use after finalize: the handle is NULL again.
+    assert_eq!(titus_run(t), TITUS_ERR_NOT_INITIALIZED);
+}
+
+#[test]
+fn a_failing_task_fails_the_step_with_a_code() {
+    for (payload, words) in [
+        (u64::MAX, "returned 3"),
+        (0xEEEE_EEEE_EEEE_EEEE, "over its 16-byte buffer"),
+    ] {
+        let mut t = init(c"workers=1,max_result=16");
+        assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+        let tasks = [1u64, payload, 2];
+        assert_eq!(
+            titus_tasks_fixed(t, 0, tasks.as_ptr().cast(), 8, 3),
+            TITUS_OK
+        );
+        assert_eq!(titus_run(t), TITUS_ERR_TASK);
+        assert!(last_error().contains(words), "{}", last_error());
+        assert_eq!(titus_finalize(&mut t), TITUS_OK);
+    }
+}
+
+#[test]
+fn strerror_names_every_code() {
+    for code in 0..=TITUS_ERR_INTERNAL {
+        // SAFETY: static NUL-terminated strings.
+        let s = unsafe { CStr::from_ptr(titus_strerror(code)) }
+            .to_str()
+            .unwrap();
+        assert_ne!(s, "unknown error code", "code {code}");
+    }
+    // SAFETY: as above.
+    let v = unsafe { CStr::from_ptr(titus_version()) }.to_str().unwrap();
+    assert_eq!(v, env!("CARGO_PKG_VERSION"));
+}
+
+/// An in-process all-gather among threads (what MPI_Allgather does across processes).
+struct Gather {
+    barrier: Barrier,
+    slots: Mutex<Vec<Vec<u8>>>,
+    rank: usize,
+}
+
+unsafe extern "C" fn gather(
+    send: *const c_void,
+    len: usize,
+    recv: *mut c_void,
+    ctx: *mut c_void,
+) -> c_int {
+    // SAFETY: ctx is the Gather of this rank, alive for the test.
+    let g = unsafe { &*(ctx as *const (Arc<Gather>, usize)) };
+    let (shared, rank) = (&g.0, g.1);
+    // SAFETY: the contract of titus_allgather_fn.
+    let mine = unsafe { std::slice::from_raw_parts(send.cast::<u8>(), len) }.to_vec();
+    shared.slots.lock().unwrap()[rank] = mine;
+    shared.barrier.wait();
+    let all: Vec<u8> = shared.slots.lock().unwrap().concat();
+    shared.barrier.wait();
+    assert_eq!(
+        all.len(),
+        len * shared.rank,
+        "every rank sends the same length"
+    );
+    // SAFETY: recv holds size × len bytes.
+    unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), recv.cast::<u8>(), all.len()) };
+    0
+}
+
+#[test]
+fn ranks_exchange_addresses_through_the_callback() {
+    if !titus_fabric_ofi_available() {
+        eprintln!("skipped: libfabric is not available");
+        return;
+    }
+    let size = 2usize;
+    let shared = Arc::new(Gather {
+        barrier: Barrier::new(size),
+        slots: Mutex::new(vec![Vec::new(); size]),
+        rank: size, // here: the number of ranks, for the length check
+    });
+    let threads: Vec<_> = (0..size)
+        .map(|r| {
+            let ctx = Box::new((shared.clone(), r));
+            std::thread::spawn(move || {
+                let ctx_ptr = (&raw const *ctx).cast_mut().cast::<c_void>();
+                let mut t = null_mut();
+                let rc = titus_init_exchange(
+                    &mut t,
+                    r as c_int,
+                    size as c_int,
+                    Some(gather),
+                    ctx_ptr,
+                    c"workers=1,provider=tcp;ofi_rxm".as_ptr(),
+                );
+                assert_eq!(rc, TITUS_OK, "rank {r}: {}", last_error());
+                assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+                // Rank 0 owns every task.
+                let tasks: Vec<u64> = if r == 0 {
+                    (0..400).collect()
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(
+                    titus_tasks_fixed(t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
+                    TITUS_OK
+                );
+                assert_eq!(titus_run(t), TITUS_OK, "rank {r}: {}", last_error());
+                let got = results(t);
+                let want: Vec<u64> = tasks.iter().map(|v| v * v).collect();
+                assert_eq!(got, want, "rank {r}");
+                let mut job = titus_stats::default();
+                assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
+                assert_eq!((job.tasks_owned, job.tasks_run), (400, 400));
+                assert_eq!(titus_finalize(&mut t), TITUS_OK, "{}", last_error());
+                drop(ctx);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("rank thread");
+    }
+}
+
+fn titus_fabric_ofi_available() -> bool {
+    titus_fabric_ofi::available()
+}
+
+#[test]
+fn exchange_rejects_bad_ranks_and_null_callbacks() {
+    let mut t = null_mut();
+    assert_eq!(
+        titus_init_exchange(&mut t, 2, 2, Some(gather), null_mut(), null()),
+        TITUS_ERR_INVALID
+    );
+    assert!(last_error().contains("rank 2 of 2"), "{}", last_error());
+    assert_eq!(
+        titus_init_exchange(&mut t, 0, 2, None, null_mut(), null()),
+        TITUS_ERR_INVALID
+    );
+}
+
+fn null() -> *const c_char {
+    std::ptr::null()
+}
+
+#[test]
+fn header_is_current() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let cfg = cbindgen::Config::from_file(format!("{dir}/cbindgen.toml")).unwrap();
+    let mut generated = Vec::new();
+    cbindgen::Builder::new()
+        .with_crate(dir)
+        .with_config(cfg)
+        .generate()
+        .expect("cbindgen")
+        .write(&mut generated);
+    let path = format!("{dir}/include/titus.h");
+    if std::env::var_os("TITUS_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let checked_in = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "include/titus.h is not what cbindgen generates from the source: the ABI changed. \
+         Review, then regenerate: TITUS_BLESS=1 cargo test -p titus-capi header_is_current"
+    );
+}
+
+#[test]
+fn fortran_module_covers_the_header() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let header = std::fs::read_to_string(format!("{dir}/include/titus.h")).unwrap();
+    let module = std::fs::read_to_string(format!("{dir}/fortran/titus.f90")).unwrap();
+    // Every `titus_name(` that is a declaration, not a typedef.
+    let functions: Vec<&str> = header
+        .lines()
+        .filter(|l| !l.starts_with("typedef") && !l.starts_with("//") && !l.starts_with(" *"))
+        .filter_map(|l| {
+            let at = l.find("titus_")?;
+            let rest = &l[at..];
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            rest[end..].starts_with('(').then(|| &rest[6..end])
+        })
+        .collect();
+    assert!(functions.len() >= 15, "{functions:?}");
+    for f in &functions {
+        assert!(
+            module.contains(&format!("name=\"titus_{f}\"")),
+            "fortran/titus.f90 has no binding for titus_{f}"
+        );
+    }
+    for code in header
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define TITUS_"))
+    {
+        let name = code.split_whitespace().next().unwrap();
+        if name == "H" {
+            continue; // the include guard
+        }
+        assert!(
+            module.contains(&format!("TITUS_{name} =")),
+            "fortran/titus.f90 has no constant TITUS_{name}"
+        );
+    }
+}
