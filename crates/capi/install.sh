@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds libtitus (release) and installs, under PREFIX:
+#   include/titus.h, include/titus_mpi.h     the C headers
+#   include/titus.mod, include/titus.f90     the Fortran module (if a Fortran compiler is found)
+#   lib/libtitus.so, lib/libtitus.a          the shared and the static library
+#   lib/libtitusf.a                          the module's own procedures (Fortran users)
+#   lib/pkgconfig/titus.pc                   pkg-config: cflags, libs (--static: libs.private)
+#
+# Usage: crates/capi/install.sh PREFIX        e.g. $HOME/.local or /opt/titus
+# Environment: FC (Fortran compiler, default gfortran), CARGO_TARGET_DIR, CARGO_FLAGS.
+# Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs titus)
+set -euo pipefail
+if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
+  echo "usage: $0 PREFIX   (installs libtitus, titus.h, titus.pc and the Fortran module under PREFIX)" >&2
+  exit 2
+fi
+mkdir -p "$1"
+prefix="$(cd "$1" && pwd)"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}/release"
+
+# shellcheck disable=SC2086
+cargo build --release --locked ${CARGO_FLAGS:-} --manifest-path "$root/Cargo.toml" -p titus-capi
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
+
+mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
+install -m 0644 "$here/include/titus.h" "$here/include/titus_mpi.h" "$prefix/include/"
+install -m 0755 "$target/libtitus.so" "$prefix/lib/"
+install -m 0644 "$target/libtitus.a" "$prefix/lib/"
+
+fortran=""
+fc="${FC:-gfortran}"
+if command -v "$fc" >/dev/null 2>&1; then
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  install -m 0644 "$here/fortran/titus.f90" "$prefix/include/"
+  "$fc" -O2 -fPIC -c "$here/fortran/titus.f90" -J "$tmp" -o "$tmp/titus_f.o"
+  install -m 0644 "$tmp/titus.mod" "$prefix/include/"
+  rm -f "$prefix/lib/libtitusf.a"
+  ar rcs "$prefix/lib/libtitusf.a" "$tmp/titus_f.o"
+  fortran="-ltitusf "
+else
+  echo "install.sh: no Fortran compiler ($fc): the Fortran module is not built (set FC)" >&2
+fi
+
+# What the static library needs besides libfabric (rustc's native-static-libs on Linux).
+static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$static_libs|" \
+    -e "s|-ltitus$|${fortran}-ltitus|" \
+    "$here/titus.pc.in" > "$prefix/lib/pkgconfig/titus.pc"
+echo "installed libtitus $version under $prefix"
+echo "  pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs titus"

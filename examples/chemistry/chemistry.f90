@@ -1,0 +1,240 @@
+! chemistry.f90: the time loop of chemistry.c in Fortran, against the titus module.
+!
+! A 2-D grid of nx x ny cells in slabs along x across ranks; a hot flame front crosses it;
+! every cell integrates the Oregonator with Arrhenius temperature dependence over dt with
+! an adaptive ROS2 solver (see chemistry.c). Each step: cells -> tasks -> titus_run ->
+! results -> update, first with balancer=none and then with stealing; every rank checks
+! both against a sequential run of its slab.
+!
+! Build: gfortran -O2 chemistry.f90 $(pkg-config --cflags --libs titus)
+! Run:   titus launch -n 2 -- ./chemistry-f [nx ny steps]
+module cells
+  use, intrinsic :: iso_c_binding
+  implicit none
+  real(c_double), parameter :: s = 77.27d0, q = 8.375d-6, w = 0.161d0
+  real(c_double), parameter :: t_cold = 300d0, t_hot = 2000d0, t_act = 8000d0
+  real(c_double), parameter :: pi = 3.141592653589793d0
+contains
+  subroutine rhs(y, a, f)
+    real(c_double), intent(in) :: y(3), a
+    real(c_double), intent(out) :: f(3)
+    f(1) = a * s * (y(2) + y(1) * (1d0 - q * y(1) - y(2)))
+    f(2) = a * (y(3) - (1d0 + y(1)) * y(2)) / s
+    f(3) = a * w * (y(1) - y(3))
+  end subroutine rhs
+
+  subroutine solve3(m_in, b, x)
+    real(c_double), intent(in) :: m_in(3, 3), b(3)
+    real(c_double), intent(out) :: x(3)
+    real(c_double) :: m(3, 3), v(3), l, tmp(3), tb
+    integer :: k, i, p
+    m = m_in
+    v = b
+    do k = 1, 3
+      p = k - 1 + maxloc(abs(m(k:3, k)), 1)
+      if (p /= k) then
+        tmp = m(k, :); m(k, :) = m(p, :); m(p, :) = tmp
+        tb = v(k); v(k) = v(p); v(p) = tb
+      end if
+      do i = k + 1, 3
+        l = m(i, k) / m(k, k)
+        m(i, k:3) = m(i, k:3) - l * m(k, k:3)
+        v(i) = v(i) - l * v(k)
+      end do
+    end do
+    do i = 3, 1, -1
+      x(i) = (v(i) - sum(m(i, i + 1:3) * x(i + 1:3))) / m(i, i)
+    end do
+  end subroutine solve3
+
+  ! Integrates one cell over [0, dt]; returns the solver's step count.
+  integer function integrate(y, temp, dt) result(steps)
+    real(c_double), intent(inout) :: y(3)
+    real(c_double), intent(in) :: temp, dt
+    real(c_double), parameter :: rtol = 1d-4, atol = 1d-6
+    real(c_double) :: g, a, t, h, jac(3, 3), m(3, 3), f0(3), k1(3), k2(3), y1(3), f1(3)
+    real(c_double) :: yn(3), e(3), err, fac
+    integer :: i
+    g = 1d0 + 1d0 / sqrt(2d0)
+    a = exp(t_act * (1d0 / t_hot - 1d0 / temp))
+    t = 0d0
+    h = min(dt, 1d-3)
+    steps = 0
+    do while (t < dt .and. steps < 1000000)
+      if (t + h > dt) h = dt - t
+      jac(1, :) = a * [s * (1d0 - 2d0 * q * y(1) - y(2)), s * (1d0 - y(1)), 0d0]
+      jac(2, :) = a * [-y(2) / s, -(1d0 + y(1)) / s, 1d0 / s]
+      jac(3, :) = a * [w, 0d0, -w]
+      m = -g * h * jac
+      do i = 1, 3
+        m(i, i) = m(i, i) + 1d0
+      end do
+      call rhs(y, a, f0)
+      call solve3(m, f0, k1)
+      y1 = y + h * k1
+      call rhs(y1, a, f1)
+      call solve3(m, f1 - 2d0 * k1, k2)
+      yn = y + 1.5d0 * h * k1 + 0.5d0 * h * k2
+      e = 0.5d0 * h * (k1 + k2) / (atol + rtol * max(abs(y), abs(yn)))
+      err = sqrt(sum(e * e) / 3d0)
+      steps = steps + 1
+      if (err <= 1d0) then
+        t = t + h
+        y = yn
+      end if
+      fac = 5d0
+      if (err > 0d0) fac = 0.9d0 / sqrt(err)
+      h = h * min(5d0, max(0.2d0, fac))
+    end do
+  end function integrate
+
+  ! The task: payload (y1, y2, y3, T, dt, pad), result (y1, y2, y3, steps).
+  integer(c_int) function cell_task(payload, plen, result, cap, rlen, ctx) bind(C)
+    type(c_ptr), value :: payload, result, ctx
+    integer(c_size_t), value :: plen, cap
+    integer(c_size_t), intent(out) :: rlen
+    real(c_double), pointer :: p(:), r(:)
+    real(c_double) :: y(3)
+    cell_task = 1
+    rlen = 0
+    if (c_associated(ctx)) return  ! no context is registered
+    if (plen /= 48 .or. cap < 32) return
+    call c_f_pointer(payload, p, [6])
+    call c_f_pointer(result, r, [4])
+    y = p(1:3)
+    r(4) = integrate(y, p(4), p(5))
+    r(1:3) = y
+    rlen = 32
+    cell_task = 0
+  end function cell_task
+
+  real(c_double) function temperature(x, y, ny, xf)
+    integer, intent(in) :: x, y, ny
+    real(c_double), intent(in) :: xf
+    real(c_double) :: d
+    d = (x - xf - 2d0 * sin(2d0 * pi * y / ny)) / 2d0
+    temperature = t_cold + (t_hot - t_cold) * exp(-d * d)
+  end function temperature
+end module cells
+
+program chemistry
+  use, intrinsic :: iso_c_binding
+  use titus
+  use cells
+  implicit none
+  integer :: nx = 64, ny = 32, steps = 8, rank, size, x0, x1, n, step, c, x, y, ierr
+  real(c_double), parameter :: dt = 300d0
+  real(c_double), allocatable, target :: ref(:, :), st(:, :, :), tin(:, :), tout(:, :)
+  real(c_double) :: times(2), t0, t1, eff(2), busy, avail
+  type(c_ptr) :: t
+  type(titus_stats) :: js
+  character(len=32) :: arg
+  character(len=*), parameter :: opts(2) = [character(len=32) :: &
+      "workers=1,balancer=none", "workers=1"]
+  integer :: pass
+  logical :: ok
+
+  if (command_argument_count() >= 3) then
+    call get_command_argument(1, arg); read (arg, *) nx
+    call get_command_argument(2, arg); read (arg, *) ny
+    call get_command_argument(3, arg); read (arg, *) steps
+  end if
+  ! Who am I: a first runtime, without balancing.
+  t = c_null_ptr
+  call check(titus_init(t, "workers=1,balancer=none"//c_null_char), "titus_init")
+  call check(titus_rank_size(t, rank, size), "titus_rank_size")
+  call check(titus_finalize(t), "titus_finalize")
+  x0 = int(int(nx, 8) * rank / size)
+  x1 = int(int(nx, 8) * (rank + 1) / size)
+  n = (x1 - x0) * ny
+  allocate(ref(3, max(n, 1)), st(3, max(n, 1), 2), tin(6, max(n, 1)), tout(4, max(n, 1)))
+
+  ! The sequential reference.
+  ref(:, 1:n) = spread([1d0, 2d0, 3d0], 2, n)
+  do step = 0, steps - 1
+    call inputs(ref, step)
+    do c = 1, n
+      ref(:, c) = tin(1:3, c)
+      ierr = integrate(ref(:, c), tin(4, c), tin(5, c))
+    end do
+  end do
+
+  ! No balancing, then stealing.
+  do pass = 1, 2
+    t = c_null_ptr
+    call check(titus_init(t, trim(opts(pass))//c_null_char), "titus_init")
+    call check(titus_register(t, 1_c_int, c_funloc(cell_task), c_null_ptr), "titus_register")
+    st(:, 1:n, pass) = spread([1d0, 2d0, 3d0], 2, n)
+    busy = 0d0
+    avail = 0d0
+    call cpu_time(t0)
+    times(pass) = 0d0
+    do step = 0, steps - 1
+      call inputs(st(:, :, pass), step)
+      call system_clock_s(t0)
+      call check(titus_tasks_fixed(t, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
+          "titus_tasks_fixed")
+      call check(titus_run(t), "titus_run")
+      call check(titus_results_fixed(t, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
+          "titus_results_fixed")
+      call system_clock_s(t1)
+      times(pass) = times(pass) + (t1 - t0)
+      st(:, 1:n, pass) = tout(1:3, 1:n)
+      call check(titus_job_stats(t, js), "titus_job_stats")
+      busy = busy + js%busy_s
+      avail = avail + js%session_s * js%workers
+    end do
+    eff(pass) = busy / max(avail, 1d-300)
+    call check(titus_finalize(t), "titus_finalize")
+  end do
+
+  ok = all(st(:, 1:n, 1) == ref(:, 1:n)) .and. all(st(:, 1:n, 2) == ref(:, 1:n))
+  if (rank == 0) then
+    write (*, '(a,i0,a,i0,a,i0,a,i0,a)') "chemistry (Fortran): ", nx, "x", ny, " cells, ", &
+        size, " ranks, ", steps, " steps"
+    write (*, '(a,f8.3,a,f6.3,a,f8.3,a,f6.3,a,f5.2,a)') "total: none ", times(1), &
+        " s (efficiency ", eff(1), "), titus ", times(2), " s (efficiency ", eff(2), &
+        "), speed-up ", times(1) / times(2), "x"
+  end if
+  if (ok) then
+    write (0, '(a,i0,a,i0,a)') "rank ", rank, ": results equal the sequential run (", n, " cells)"
+  else
+    write (0, '(a,i0,a)') "rank ", rank, ": RESULTS DIFFER FROM the sequential run"
+    stop 1
+  end if
+
+contains
+  subroutine inputs(state, step)
+    real(c_double), intent(in) :: state(:, :)
+    integer, intent(in) :: step
+    real(c_double) :: xf
+    integer :: k
+    xf = nx * (0.1d0 + 0.8d0 * step / max(steps - 1, 1))
+    k = 0
+    do x = x0, x1 - 1
+      do y = 0, ny - 1
+        k = k + 1
+        tin(1:3, k) = state(:, k)
+        tin(4, k) = temperature(x, y, ny, xf)
+        tin(5, k) = dt
+        tin(6, k) = 0d0
+      end do
+    end do
+  end subroutine inputs
+
+  subroutine system_clock_s(v)
+    real(c_double), intent(out) :: v
+    integer(8) :: count, rate
+    call system_clock(count, rate)
+    v = real(count, c_double) / real(rate, c_double)
+  end subroutine system_clock_s
+
+  subroutine check(code, what)
+    integer(c_int), intent(in) :: code
+    character(len=*), intent(in) :: what
+    if (code /= TITUS_OK) then
+      write (0, '(a,a,a,a)') "chemistry: ", what, " failed: ", titus_error_message()
+      stop 2
+    end if
+  end subroutine check
+end program chemistry
