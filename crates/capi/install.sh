@@ -7,7 +7,8 @@
 #   lib/pkgconfig/titus.pc                   pkg-config: cflags, libs (--static: libs.private)
 #
 # Usage: crates/capi/install.sh PREFIX        e.g. $HOME/.local or /opt/titus
-# Environment: FC (Fortran compiler, default gfortran), CARGO_TARGET_DIR, CARGO_FLAGS.
+# Environment: FC (Fortran compiler, default gfortran), TITUS_PROFILE (cargo profile, default
+# release), CARGO_TARGET_DIR, CARGO_FLAGS.
 # Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs titus)
 set -euo pipefail
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
@@ -18,10 +19,17 @@ mkdir -p "$1"
 prefix="$(cd "$1" && pwd)"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-target="${CARGO_TARGET_DIR:-$root/target}/release"
+# TITUS_PROFILE: the cargo profile (release; the tests use their own, test, to reuse its build).
+profile="${TITUS_PROFILE:-release}"
+case "$profile" in
+  release) dir=release ;;
+  dev|test) dir=debug ;;
+  *) dir="$profile" ;;
+esac
+target="${CARGO_TARGET_DIR:-$root/target}/$dir"
 
 # shellcheck disable=SC2086
-cargo build --release --locked ${CARGO_FLAGS:-} --manifest-path "$root/Cargo.toml" -p titus-capi
+cargo build --profile "$profile" --locked ${CARGO_FLAGS:-} --manifest-path "$root/Cargo.toml" -p titus-capi
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
@@ -44,8 +52,9 @@ else
   echo "install.sh: no Fortran compiler ($fc): the Fortran module is not built (set FC)" >&2
 fi
 
-# What the static library needs besides libfabric (rustc's native-static-libs on Linux).
-static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+# What the static library needs (rustc's native-static-libs on Linux), libfabric shared.
+fabric_libs="$(pkg-config --libs libfabric 2>/dev/null || echo -lfabric)"
+static_libs="$fabric_libs -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$static_libs|" \
     -e "s|-ltitus$|${fortran}-ltitus|" \
     "$here/titus.pc.in" > "$prefix/lib/pkgconfig/titus.pc"

@@ -1,0 +1,294 @@
+//! libtitus from C and Fortran: `crates/capi/install.sh` installs header, libraries, `.pc`
+//! and module under a fresh prefix; gcc, mpicc and gfortran compile the chemistry example
+//! and a bad-use program against it through pkg-config; they run as one process (mem),
+//! under `titus launch` and under Open MPI's `mpirun --oversubscribe` (tcp;ofi_rxm), and
+//! every rank checks its results against a sequential run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The installed prefix and the compiled programs.
+struct Built {
+    prefix: PathBuf,
+    dir: PathBuf,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn tool(name: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{name} is missing: the C ABI tests need gcc, gfortran, pkg-config and Open MPI \
+         (apt-get install gfortran openmpi-bin libopenmpi-dev pkg-config; .ci/test does)"
+    );
+}
+
+fn pkg_flags(prefix: &Path, args: &[&str]) -> Vec<String> {
+    let out = run_ok(
+        Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .args(args)
+            .arg("titus"),
+        "pkg-config titus",
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        for t in ["gcc", "gfortran", "mpicc", "mpirun", "pkg-config"] {
+            tool(t);
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("prefix");
+        // The tests' own profile: the libraries come out of the build this run made.
+        run_ok(
+            Command::new(root().join("crates/capi/install.sh"))
+                .arg(&prefix)
+                .env("TITUS_PROFILE", "test"),
+            "install.sh",
+        );
+        for f in [
+            "include/titus.h",
+            "include/titus_mpi.h",
+            "include/titus.mod",
+            "lib/libtitus.so",
+            "lib/libtitus.a",
+            "lib/pkgconfig/titus.pc",
+        ] {
+            assert!(prefix.join(f).exists(), "install.sh did not install {f}");
+        }
+        let flags = pkg_flags(&prefix, &["--cflags", "--libs"]);
+        let chem = root().join("examples/chemistry");
+        let compile = |cc: &str, src: PathBuf, out: &str, extra: &[&str]| {
+            run_ok(
+                Command::new(cc)
+                    .args(["-O2", "-Wall", "-Werror", "-o"])
+                    .arg(dir.join(out))
+                    .args(extra)
+                    .arg(src)
+                    .args(&flags)
+                    .arg("-lm"),
+                &format!("{cc} {out}"),
+            );
+        };
+        compile("gcc", chem.join("chemistry.c"), "chemistry", &[]);
+        compile(
+            "mpicc",
+            chem.join("chemistry.c"),
+            "chemistry-mpi",
+            &["-DTITUS_WITH_MPI"],
+        );
+        compile(
+            "gfortran",
+            chem.join("chemistry.f90"),
+            "chemistry-f",
+            &["-Wno-unused-dummy-argument"],
+        );
+        compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
+        // The static library: libtitus.a and what it needs (pkg-config --static).
+        run_ok(
+            Command::new("gcc")
+                .arg("-o")
+                .arg(dir.join("bad-use-static"))
+                .arg(root().join("tests/capi/bad_use.c"))
+                .arg(format!("-I{}", prefix.join("include").display()))
+                .arg(prefix.join("lib/libtitus.a"))
+                .args(
+                    pkg_flags(&prefix, &["--static", "--libs-only-l"])
+                        .into_iter()
+                        .filter(|f| f != "-ltitus" && f != "-ltitusf"),
+                ),
+            "gcc bad-use-static",
+        );
+        Built { prefix, dir }
+    })
+}
+
+/// Small chemistry runs: 16 × 8 cells, 3 steps.
+const C_ARGS: [&str; 6] = ["--nx", "16", "--ny", "8", "--steps", "3"];
+const F_ARGS: [&str; 3] = ["16", "8", "3"];
+
+fn titus_launch(ranks: u32, program: &Path) -> Command {
+    let mut c = Command::new(titus_tests::bin("titus"));
+    c.args([
+        "launch",
+        "-n",
+        &ranks.to_string(),
+        "--provider",
+        "tcp;ofi_rxm",
+    ])
+    .args(["--timeout", "120", "--"])
+    .arg(program);
+    c
+}
+
+fn mpirun(ranks: u32) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-n", &ranks.to_string()])
+        .args(["-x", "TITUS_PROVIDER=tcp;ofi_rxm"]);
+    c
+}
+
+/// Every rank said its results equal the sequential run.
+fn assert_all_ranks_match(out: &Output, ranks: u32, what: &str) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for r in 0..ranks {
+        assert!(
+            text.contains(&format!("rank {r}: results equal the sequential run")),
+            "{what}: rank {r} did not confirm its results:\n{text}"
+        );
+    }
+    assert!(!text.contains("DIFFER"), "{what}:\n{text}");
+}
+
+#[test]
+fn c_example_one_process_on_mem() {
+    let b = built();
+    let out = run_ok(
+        Command::new(b.dir.join("chemistry"))
+            .args(C_ARGS)
+            .env_remove("TITUS_OPTIONS"),
+        "chemistry, one process",
+    );
+    assert_all_ranks_match(&out, 1, "chemistry, one process");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 ranks") && text.contains("speed-up"),
+        "{text}"
+    );
+}
+
+#[test]
+fn c_example_three_processes_through_titus_launch() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let b = built();
+    let out = run_ok(
+        titus_launch(3, &b.dir.join("chemistry"))
+            .args(C_ARGS)
+            .args(["--options", "workers=1"]),
+        "chemistry, titus launch -n 3",
+    );
+    assert_all_ranks_match(&out, 3, "chemistry, titus launch -n 3");
+}
+
+#[test]
+fn c_example_under_mpirun_exchanges_over_mpi() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let b = built();
+    let out = run_ok(
+        mpirun(2)
+            .arg(b.dir.join("chemistry-mpi"))
+            .args(C_ARGS)
+            .args(["--options", "workers=1", "--json"]),
+        "chemistry-mpi, mpirun -n 2",
+    );
+    assert_all_ranks_match(&out, 2, "chemistry-mpi, mpirun -n 2");
+    let json = String::from_utf8_lossy(&out.stdout);
+    let line = json
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON line");
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["ranks"], 2, "{line}");
+    assert!(v["efficiency_none"].as_f64().unwrap() > 0.0, "{line}");
+}
+
+#[test]
+fn fortran_example_one_process_launch_and_mpirun() {
+    let b = built();
+    let exe = b.dir.join("chemistry-f");
+    let out = run_ok(Command::new(&exe).args(F_ARGS), "chemistry-f, one process");
+    assert_all_ranks_match(&out, 1, "chemistry-f, one process");
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = run_ok(
+        titus_launch(2, &exe).args(F_ARGS),
+        "chemistry-f, titus launch -n 2",
+    );
+    assert_all_ranks_match(&out, 2, "chemistry-f, titus launch -n 2");
+    // Under mpirun without MPI in the program: Titus's own rendezvous at TITUS_BOOTSTRAP
+    // (the job secret comes from Open MPI's job id).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = run_ok(
+        mpirun(2)
+            .args(["-x", &format!("TITUS_BOOTSTRAP=127.0.0.1:{port}")])
+            .arg(&exe)
+            .args(F_ARGS),
+        "chemistry-f, mpirun -n 2",
+    );
+    assert_all_ranks_match(&out, 2, "chemistry-f, mpirun -n 2");
+}
+
+#[test]
+fn bad_use_gets_error_codes_from_c() {
+    let b = built();
+    for exe in ["bad-use", "bad-use-static"] {
+        let out = run_ok(&mut Command::new(b.dir.join(exe)), exe);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("rank 0 of 1: bad use handled"),
+            "{exe}: {text}"
+        );
+    }
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = run_ok(
+        &mut titus_launch(2, &b.dir.join("bad-use")),
+        "bad-use, titus launch -n 2",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for r in 0..2 {
+        assert!(
+            text.contains(&format!("rank {r} of 2: bad use handled")),
+            "{text}"
+        );
+    }
+    let _ = &b.prefix;
+}

@@ -1,0 +1,81 @@
+/* Bad use of titus.h gets error codes, not crashes (run by tests/capi.rs, 1 or more ranks). */
+#include <stdio.h>
+#include <string.h>
+#include "titus.h"
+
+static int failures = 0;
+#define EXPECT(call, code)                                                                   \
+    do {                                                                                     \
+        int rc_ = (call);                                                                    \
+        if (rc_ != (code)) {                                                                 \
+            fprintf(stderr, "FAIL %s: got %d (%s), expected %d; last error: %s\n", #call, rc_, \
+                    titus_strerror(rc_), code, titus_last_error());                          \
+            failures++;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+static int twice(const void *p, size_t len, void *r, size_t cap, size_t *rlen, void *ctx) {
+    (void)ctx;
+    if (len != sizeof(int) || cap < sizeof(int)) return 1;
+    int v;
+    memcpy(&v, p, sizeof v);
+    v *= 2;
+    memcpy(r, &v, sizeof v);
+    *rlen = sizeof v;
+    return 0;
+}
+
+int main(void) {
+    titus_t *t = NULL;
+    int rank = -1, size = -1, v = 21;
+    size_t n = 0, len = 0;
+    /* Calls before init. */
+    EXPECT(titus_run(t), TITUS_ERR_NOT_INITIALIZED);
+    EXPECT(titus_register(t, 0, twice, NULL), TITUS_ERR_NOT_INITIALIZED);
+    EXPECT(titus_task(t, 0, &v, sizeof v), TITUS_ERR_NOT_INITIALIZED);
+    EXPECT(titus_result_count(t, &n), TITUS_ERR_NOT_INITIALIZED);
+    EXPECT(titus_rank_size(t, &rank, &size), TITUS_ERR_NOT_INITIALIZED);
+    /* A bad option. */
+    EXPECT(titus_init(&t, "workers=-1"), TITUS_ERR_INVALID);
+    if (!strstr(titus_last_error(), "workers")) {
+        fprintf(stderr, "FAIL the message does not name the option: %s\n", titus_last_error());
+        failures++;
+    }
+    EXPECT(titus_init(&t, "workers=1,max_result=8"), TITUS_OK);
+    EXPECT(titus_rank_size(t, &rank, &size), TITUS_OK);
+    /* Init twice. */
+    titus_t *before = t;
+    EXPECT(titus_init(&t, NULL), TITUS_ERR_ALREADY_INITIALIZED);
+    if (t != before) fprintf(stderr, "FAIL the handle changed\n"), failures++;
+    /* A null task function. */
+    EXPECT(titus_register(t, 0, NULL, NULL), TITUS_ERR_INVALID);
+    EXPECT(titus_task(t, 0, &v, sizeof v), TITUS_ERR_INVALID); /* kind 0 unregistered */
+    EXPECT(titus_register(t, 0, twice, NULL), TITUS_OK);
+    /* Run with no tasks anywhere (collective): every rank gets the code. */
+    EXPECT(titus_run(t), TITUS_ERR_NO_TASKS);
+    /* Then a real step: rank 0 owns every task. */
+    if (rank == 0)
+        for (int i = 0; i < 50; i++) EXPECT(titus_task(t, 0, &i, sizeof i), TITUS_OK);
+    EXPECT(titus_run(t), TITUS_OK);
+    EXPECT(titus_result_count(t, &n), TITUS_OK);
+    if (n != (rank == 0 ? 50u : 0u)) fprintf(stderr, "FAIL %zu results\n", n), failures++;
+    if (rank == 0) {
+        int out[50];
+        /* Result buffers too small. */
+        EXPECT(titus_results_fixed(t, out, sizeof(int), 49), TITUS_ERR_BUFFER_TOO_SMALL);
+        EXPECT(titus_results_fixed(t, out, 2, 50), TITUS_ERR_BUFFER_TOO_SMALL);
+        EXPECT(titus_result(t, 0, out, 2, &len), TITUS_ERR_BUFFER_TOO_SMALL);
+        if (len != sizeof(int)) fprintf(stderr, "FAIL size %zu\n", len), failures++;
+        EXPECT(titus_results_fixed(t, out, sizeof(int), 50), TITUS_OK);
+        for (int i = 0; i < 50; i++)
+            if (out[i] != 2 * i) fprintf(stderr, "FAIL result %d = %d\n", i, out[i]), failures++;
+        EXPECT(titus_result(t, 50, out, sizeof out, &len), TITUS_ERR_INVALID);
+    }
+    EXPECT(titus_results_fixed(t, NULL, sizeof(int), 0), rank == 0 ? TITUS_ERR_BUFFER_TOO_SMALL : TITUS_OK);
+    EXPECT(titus_finalize(&t), TITUS_OK);
+    /* After finalize the handle is NULL: calls fail cleanly. */
+    EXPECT(titus_run(t), TITUS_ERR_NOT_INITIALIZED);
+    EXPECT(titus_finalize(&t), TITUS_OK);
+    printf("rank %d of %d: bad use %s\n", rank, size, failures ? "NOT HANDLED" : "handled");
+    return failures ? 1 : 0;
+}
