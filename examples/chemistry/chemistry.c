@@ -200,6 +200,8 @@ static void inputs(const grid *g, int step, const double *state, cell_in *in) {
     } while (0)
 
 /* One pass of the time loop through Titus; fills per-step times and the job's efficiency. */
+static int verbose = 0;
+
 static void run_titus(const grid *g, const char *options, double *state, double *times,
                       double *eff, long *solver_steps, int *rank_out, int *size_out) {
     titus_t *t = NULL;
@@ -228,6 +230,12 @@ static void run_titus(const grid *g, const char *options, double *state, double 
         }
         titus_stats js;
         CHECK(titus_job_stats(t, &js));
+        if (verbose && *rank_out == 0)
+            printf("  step %d (%s): %.4f s, efficiency %.3f, steals ok %llu empty %llu locked "
+                   "%llu, tasks stolen %llu\n",
+                   s, options, times[s], js.efficiency, (unsigned long long)js.steals_ok,
+                   (unsigned long long)js.steals_empty, (unsigned long long)js.steals_locked,
+                   (unsigned long long)js.tasks_stolen);
         busy += js.busy_s;
         avail += js.session_s * (double)js.workers;
     }
@@ -244,7 +252,7 @@ static void run_titus(const grid *g, const char *options, double *state, double 
 static void usage(const char *why) {
     fprintf(stderr,
             "chemistry: %s\nusage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
-            "[--options \"titus options\"] [--json]\n",
+            "[--options \"titus options\"] [--json] [--stats]\n",
             why);
     exit(2);
 }
@@ -279,6 +287,7 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--options") && v) options = v, i++;
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--stats")) verbose = 1;
         else {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown argument '%s'", a);

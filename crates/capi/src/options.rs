@@ -29,7 +29,7 @@ pub(crate) struct Options {
 /// The options and what each means, for the error message of an unknown key.
 pub(crate) const KEYS: &str = "workers, balancer (smallworld|none|random|master|hierarchical), \
      protocol (claim|lock|request), backend (auto|mem|ofi), provider, max_payload, max_result, \
-     seed, group_size, op_timeout, epoch_timeout, min_private";
+     seed, group_size, op_timeout, epoch_timeout, min_private, backoff_max, check_interval, steal_below";
 
 impl Options {
     /// Parses `text` and then `env` (the value of `TITUS_OPTIONS`, if set).
@@ -108,6 +108,11 @@ impl Options {
                 "op_timeout" => self.cfg.op_timeout = seconds()?,
                 "epoch_timeout" => self.cfg.epoch_timeout = Some(seconds()?),
                 "min_private" => self.cfg.core.min_private = positive()?,
+                "check_interval" => self.cfg.core.check_interval = seconds()?,
+                "steal_below" => self.cfg.core.steal_below = positive()?,
+                "backoff_max" => {
+                    self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
+                }
                 _ => return Err(format!("{source}: unknown option '{key}' (known: {KEYS})")),
             }
         }
