@@ -1,7 +1,9 @@
 //! The cost model of fabric operations, and its presets.
 //!
 //! An operation issued at t reaches its target at t + latency (+ size / bandwidth for
-//! writes; + the connection cost for the first operation between two ranks). A read's
+//! writes; + the connection cost for the first operation between two ranks that did not
+//! connect when the fabric opened: the runtime connects to every configured peer then, so
+//! in practice none). A read's
 //! data leaves the target on arrival and completes a latency plus size / bandwidth later.
 //! Atomics serialize at the target: each occupies the target's atomic unit for
 //! `atomic_ns` (software-emulated atomics on tcp and shm are the target's progress thread
