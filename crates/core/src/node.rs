@@ -27,6 +27,57 @@ use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
 use titus_overlay::route::Rows;
 
+/// Operations in flight, by token. Tokens are issued in order and mostly complete in
+/// order, so a window of slots from the oldest outstanding token serves insert and remove
+/// in O(1) without hashing (the simulator handles hundreds of millions of them).
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Token of `slots[0]`.
+    base: u64,
+    slots: std::collections::VecDeque<Option<Pending>>,
+    len: usize,
+}
+
+impl InFlight {
+    /// Records `token`, the newest issued (tokens only grow).
+    fn push(&mut self, token: u64, p: Pending) {
+        if self.slots.is_empty() {
+            self.base = token;
+        }
+        debug_assert_eq!(
+            token,
+            self.base + self.slots.len() as u64,
+            "tokens in order"
+        );
+        self.slots.push_back(Some(p));
+        self.len += 1;
+    }
+
+    /// Takes `token` out, if it is in flight.
+    fn remove(&mut self, token: u64) -> Option<Pending> {
+        let i = usize::try_from(token.checked_sub(self.base)?).ok()?;
+        let p = self.slots.get_mut(i)?.take()?;
+        self.len -= 1;
+        while self.slots.front().is_some_and(Option::is_none) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(p)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Pending> {
+        self.slots.iter().flatten()
+    }
+}
+
 /// What a command's completion means.
 #[derive(Debug)]
 pub(crate) enum Pending {
@@ -144,7 +195,7 @@ pub struct Node {
     early: Vec<(Rank, u64)>,
     // Commands.
     commands: VecDeque<Command>,
-    pending: IntMap<u64, Pending>,
+    pending: InFlight,
     next_token: u64,
     pub(crate) stats: Stats,
 }
@@ -256,7 +307,7 @@ impl Node {
             aborted: false,
             early: Vec::new(),
             commands: VecDeque::new(),
-            pending: IntMap::default(),
+            pending: InFlight::default(),
             hop_cache: IntMap::default(),
             next_token: 1,
             stats: Stats::default(),
@@ -279,16 +330,15 @@ impl Node {
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and
-    /// children, and (for `request`, whose victims answer thieves directly) the ranks
-    /// that steal from it, `in_neighbours` — which the driver computes once
+    /// children, and the ranks that steal from it or send it results, `in_neighbours`
+    /// (`request` victims answer their thieves; an inbox reset is signalled to the senders
+    /// that overflowed it, under every protocol) — which the driver computes once
     /// (`Overlay::in_neighbours`, O(N·k)) and also uses for segment exposure.
     pub fn peers(&self, in_neighbours: &[Rank]) -> Vec<Rank> {
         let mut p: Vec<Rank> = self.victims.clone();
         p.extend(tree_parent(self.rank));
         p.extend(tree_children(self.rank, self.size));
-        if self.cfg.protocol == Protocol::Request {
-            p.extend_from_slice(in_neighbours);
-        }
+        p.extend_from_slice(in_neighbours);
         if let Some(sh) = &self.cfg.sharing {
             p.extend_from_slice(sh.members(self.rank));
         }
@@ -447,7 +497,7 @@ impl Node {
             self.children_up,
             self.sent_up,
             self.pending
-                .values()
+                .iter()
                 .map(|p| self.describe(p).0)
                 .collect::<Vec<_>>(),
             self.thief_summary(),
@@ -560,7 +610,7 @@ impl Node {
         mem: &dyn Memory,
     ) {
         self.now = now;
-        let Some(p) = self.pending.remove(&token.0) else {
+        let Some(p) = self.pending.remove(token.0) else {
             return;
         };
         if self.failed.is_some() {
@@ -657,7 +707,7 @@ impl Node {
     pub(crate) fn issue(&mut self, op: Op, pending: Pending) -> Token {
         let token = Token(self.next_token);
         self.next_token += 1;
-        self.pending.insert(token.0, pending);
+        self.pending.push(token.0, pending);
         self.commands.push_back(Command { token, op });
         self.stats.ops += 1;
         token

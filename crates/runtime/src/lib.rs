@@ -222,30 +222,15 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// The fabric configuration for `node`: TASKS and INBOX exposed to the ranks that steal
-/// from this one or send it results (its in-neighbours), to its tree neighbours and
-/// (work sharing) to its group; OUTBOX private.
+/// The fabric configuration for `node`: TASKS and INBOX exposed to every rank this one
+/// talks to — its out- and in-neighbours (thieves, result senders and next hops, which
+/// also signal back, e.g. an inbox reset), its tree neighbours and (work sharing) its
+/// group — the same set it connects to; OUTBOX private.
 fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> FabricConfig {
     let sizes = node.segment_sizes();
-    let rank = node.rank();
-    let size = overlay.ranks();
-    let in_neighbours = overlay.in_neighbours(rank);
+    let in_neighbours = overlay.in_neighbours(node.rank());
     let peers = node.peers(&in_neighbours);
-    let mut readers = in_neighbours;
-    if rank > 0 {
-        readers.push((rank - 1) / 2);
-    }
-    readers.extend(
-        [2 * rank + 1, 2 * rank + 2]
-            .into_iter()
-            .filter(|&c| c < size),
-    );
-    // Work sharing: the master and every member of the group may answer or ask.
-    if let Some(sh) = &node.config().sharing {
-        readers.extend_from_slice(sh.members(rank));
-    }
-    readers.sort_unstable();
-    readers.dedup();
+    let readers = peers.clone();
     let spec = |name: &str, len: u64, exposure: Exposure| SegmentSpec {
         name: name.into(),
         len,

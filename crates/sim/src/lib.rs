@@ -25,7 +25,6 @@ pub mod model;
 use mem::SparseMem;
 pub use model::Model;
 use std::collections::BinaryHeap;
-use titus_core::fasthash::IntSet;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
@@ -215,7 +214,8 @@ struct Sim<'a> {
     busy: Vec<u64>,
     end: Vec<Option<u64>>,
     done_count: usize,
-    connected: IntSet<u64>,
+    /// Each rank's fabric peers, sorted.
+    peers: Vec<Vec<u32>>,
     runs: Vec<Vec<u8>>,
     home_total: u64,
     own_total: u64,
@@ -226,6 +226,16 @@ struct Sim<'a> {
     lock_check: bool,
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
+}
+
+/// The rank an operation acts on.
+fn target(op: &Op) -> u32 {
+    match op {
+        Op::Read { peer, .. }
+        | Op::Write { peer, .. }
+        | Op::Cas { peer, .. }
+        | Op::FetchAdd { peer, .. } => *peer,
+    }
 }
 
 impl Sim<'_> {
@@ -278,18 +288,9 @@ impl Sim<'_> {
 
     /// Issues `op` from `from` at `t`.
     fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) {
-        let peer = match &op {
-            Op::Read { peer, .. }
-            | Op::Write { peer, .. }
-            | Op::Cas { peer, .. }
-            | Op::FetchAdd { peer, .. } => *peer,
-        };
+        let peer = target(&op);
         let mut t = t;
         if peer != from {
-            let key = u64::from(from.min(peer)) << 32 | u64::from(from.max(peer));
-            if self.connected.insert(key) {
-                t += self.job.model.connect_ns as u64;
-            }
             t += self.latency();
         } else {
             t += 100; // CPU atomics and copies on this rank's own memory.
@@ -302,6 +303,12 @@ impl Sim<'_> {
     }
 
     fn arrive(&mut self, now: u64, from: u32, token: Token, op: Op) -> Result<(), Violation> {
+        let peer = target(&op);
+        if peer != from && self.peers[from as usize].binary_search(&peer).is_err() {
+            return Err(Violation(format!(
+                "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
+            )));
+        }
         let back = |s: &mut Self, peer: u32| if peer == from { 0 } else { s.latency() };
         match op {
             Op::Read {
@@ -597,7 +604,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         busy: vec![0; n],
         end: vec![None; n],
         done_count: 0,
-        connected: IntSet::default(),
+        peers: Vec::new(),
         runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         home_total: 0,
         own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
@@ -609,17 +616,23 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         stats: vec![Stats::default(); n],
         results: vec![Vec::new(); n],
     };
-    // The runtime connects to every peer of its fabric configuration when it opens the
-    // fabric, before the epoch (OfiFabric::open): those pairs pay no connection cost here.
-    // Only an operation to a rank outside them would (none does today).
-    // Pairs are unordered, so a rank's in-neighbours (which `request` victims also talk
-    // to) are covered from the other side, as those ranks' victims: no O(N²) in-lists.
-    for r in 0..ranks {
-        for p in sim.nodes[r as usize].peers(&[]) {
-            sim.connected
-                .insert(u64::from(r.min(p)) << 32 | u64::from(r.max(p)));
+    // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
+    // in-neighbours, which are the ranks naming it as a peer here): the runtime
+    // connects to all of them when the fabric opens, before the epoch, so no operation
+    // pays a connection in it; an operation to any other rank is a violation (the real
+    // fabric has no address for it).
+    let mut peers: Vec<Vec<u32>> = sim.nodes.iter().map(|n| n.peers(&[])).collect();
+    let outs = peers.clone();
+    for (r, out) in outs.iter().enumerate() {
+        for &p in out {
+            peers[p as usize].push(r as u32);
         }
     }
+    for p in &mut peers {
+        p.sort_unstable();
+        p.dedup();
+    }
+    sim.peers = peers;
     for r in 0..ranks {
         sim.at(0, Ev::Start { node: r });
     }
