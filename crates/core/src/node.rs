@@ -181,8 +181,8 @@ pub struct Node {
     pub(crate) owner: Owner,
     pub(crate) thief: Thief,
     pub(crate) outs: Vec<Outbound>,
-    /// No out has records or a chunk in flight (the results scan can be skipped).
-    pub(crate) outs_quiet: bool,
+    /// The next hops (indices into `outs`) that may hold records or a chunk in flight.
+    pub(crate) active_outs: Vec<u32>,
     pub(crate) inbox: Inbox,
     // Termination.
     children_up: u32,
@@ -277,7 +277,7 @@ impl Node {
             thief: Thief::new(nv),
             owner: Owner::default(),
             outs: (0..nv).map(|_| Outbound::default()).collect(),
-            outs_quiet: true,
+            active_outs: Vec::new(),
             inbox: Inbox::default(),
             cfg,
             rank,

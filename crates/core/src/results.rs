@@ -61,6 +61,8 @@ pub(crate) struct Outbound {
     count: u32,
     first: Option<Time>,
     flight: Option<Flight>,
+    /// In `Node::active_outs`.
+    listed: bool,
 }
 
 /// What the receiver knows of one generation of its reservation word.
@@ -156,8 +158,11 @@ impl Node {
             self.stats.records_forwarded += 1;
         }
         let now = self.now;
-        self.outs_quiet = false;
         let o = &mut self.outs[h];
+        if !o.listed {
+            o.listed = true;
+            self.active_outs.push(h as u32);
+        }
         layout::push_record(&mut o.body, &rec, hops + 1);
         o.count += 1;
         o.first.get_or_insert(now);
@@ -188,11 +193,9 @@ impl Node {
     }
 
     pub(crate) fn results_deadline(&self) -> Option<Time> {
-        if self.outs_quiet {
-            return None;
-        }
-        self.outs
+        self.active_outs
             .iter()
+            .map(|&h| &self.outs[h as usize])
             .filter_map(|o| match o.flight {
                 Some(Flight {
                     blocked_until: Some(t),
@@ -209,9 +212,11 @@ impl Node {
         let now = self.now;
         let idle = self.queue.is_empty();
         let limit = self.cfg.chunk_bytes as usize - layout::CHUNK_HEADER;
-        // Nothing buffered or travelling to any next hop: skip the scan (most inputs).
-        let hops = if self.outs_quiet { 0 } else { self.outs.len() };
-        for h in 0..hops {
+        // Only the next hops with records buffered or a chunk travelling (a rank has ~40;
+        // most inputs find none or one).
+        let active = std::mem::take(&mut self.active_outs);
+        for &h in &active {
+            let h = h as usize;
             let peer = self.victims[h];
             let o = &mut self.outs[h];
             match o.flight {
@@ -279,9 +284,16 @@ impl Node {
                 NodePending::Results(Pending::Reserve { hop: h }),
             );
         }
-        if !self.outs_quiet {
-            self.outs_quiet = self.outs.iter().all(|o| o.count == 0 && o.flight.is_none());
-        }
+        // Keep the hops that still hold records or a chunk in flight (nothing was buffered
+        // during the scan: only `route_result` lists hops).
+        debug_assert!(self.active_outs.is_empty());
+        let mut active = active;
+        active.retain(|&h| {
+            let o = &mut self.outs[h as usize];
+            o.listed = o.count > 0 || o.flight.is_some();
+            o.listed
+        });
+        self.active_outs = active;
         // The inbox: reset once the valid prefix is consumed (module doc).
         let ib = &self.inbox;
         if !ib.resetting && ib.cur.overflow_at == Some(ib.cur.consumed) {
