@@ -1,8 +1,8 @@
-//! libtitus from C and Fortran: `crates/capi/install.sh` installs header, libraries, `.pc`
-//! and module under a fresh prefix; gcc, mpicc and gfortran compile the chemistry example
-//! and a bad-use program against it through pkg-config; they run as one process (mem),
-//! under `titus launch` and under Open MPI's `mpirun --oversubscribe` (tcp;ofi_rxm), and
-//! every rank checks its results against a sequential run.
+//! libtitus from C, C++ and Fortran: `crates/capi/install.sh` installs header, libraries,
+//! `.pc` and module under a fresh prefix; gcc, mpicc and gfortran compile the chemistry
+//! example, and gcc and g++ a bad-use program, against it through pkg-config; they run as
+//! one process (mem), under `titus launch` and under Open MPI's `mpirun --oversubscribe`
+//! (tcp;ofi_rxm), and every rank checks its results against a sequential run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -42,8 +42,8 @@ fn tool(name: &str) {
         .is_ok_and(|o| o.status.success());
     assert!(
         found,
-        "{name} is missing: the C ABI tests need gcc, gfortran, pkg-config and Open MPI \
-         (apt-get install gfortran openmpi-bin libopenmpi-dev pkg-config; .ci/test does)"
+        "{name} is missing: the C ABI tests need gcc, g++, gfortran, pkg-config and Open MPI \
+         (apt-get install g++ gfortran openmpi-bin libopenmpi-dev pkg-config; .ci/test does)"
     );
 }
 
@@ -64,7 +64,7 @@ fn pkg_flags(prefix: &Path, args: &[&str]) -> Vec<String> {
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        for t in ["gcc", "gfortran", "mpicc", "mpirun", "pkg-config"] {
+        for t in ["gcc", "g++", "gfortran", "mpicc", "mpirun", "pkg-config"] {
             tool(t);
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
@@ -116,6 +116,15 @@ fn built() -> &'static Built {
             &["-Wno-unused-dummy-argument"],
         );
         compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
+        // The header from C++ (extern "C", no C-only constructs).
+        run_ok(
+            Command::new("g++")
+                .args(["-x", "c++", "-Wall", "-Werror", "-o"])
+                .arg(dir.join("bad-use-cpp"))
+                .arg(root().join("tests/capi/bad_use.c"))
+                .args(&flags),
+            "g++ bad-use-cpp",
+        );
         // The static library: libtitus.a and what it needs (pkg-config --static).
         run_ok(
             Command::new("gcc")
@@ -268,7 +277,7 @@ fn fortran_example_one_process_launch_and_mpirun() {
 #[test]
 fn bad_use_gets_error_codes_from_c() {
     let b = built();
-    for exe in ["bad-use", "bad-use-static"] {
+    for exe in ["bad-use", "bad-use-static", "bad-use-cpp"] {
         let out = run_ok(&mut Command::new(b.dir.join(exe)), exe);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(

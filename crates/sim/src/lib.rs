@@ -21,10 +21,11 @@
 pub mod check;
 mod mem;
 pub mod model;
+mod queue;
 
 use mem::SparseMem;
 pub use model::Model;
-use std::collections::BinaryHeap;
+use queue::EventQueue;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
@@ -166,31 +167,6 @@ impl Ev {
     }
 }
 
-/// A heap entry: the event itself waits in the slab (heap moves stay small).
-struct Item {
-    t: u64,
-    seq: u64,
-    slot: u32,
-}
-
-impl PartialEq for Item {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    // Min-heap on (time, sequence).
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (o.t, o.seq).cmp(&(self.t, self.seq))
-    }
-}
-
 fn mix(h: u64, x: u64) -> u64 {
     let mut z = (h ^ x).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -202,7 +178,8 @@ struct Sim<'a> {
     job: &'a Job<'a>,
     nodes: Vec<Node>,
     mems: Vec<SparseMem>,
-    heap: BinaryHeap<Item>,
+    /// Events by (time, sequence); the events themselves wait in the slab.
+    queue: EventQueue,
     slab: Vec<Option<Ev>>,
     free: Vec<u32>,
     seq: u64,
@@ -251,16 +228,12 @@ impl Sim<'_> {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.heap.push(Item {
-            t,
-            seq: self.seq,
-            slot,
-        });
+        self.queue.push(t, self.seq, slot);
     }
 
     /// The next event in time order.
     fn pop(&mut self) -> Option<(u64, u64, u32)> {
-        self.heap.pop().map(|i| (i.t, i.seq, i.slot))
+        self.queue.pop()
     }
 
     fn take(&mut self, slot: u32) -> Ev {
@@ -592,7 +565,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         job,
         nodes,
         mems,
-        heap: BinaryHeap::new(),
+        queue: EventQueue::default(),
         slab: Vec::new(),
         free: Vec::new(),
         seq: 0,
@@ -667,11 +640,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
                 {
                     sim.timer_at[node as usize] = Some(ready);
                 }
-                sim.heap.push(Item {
-                    t: ready,
-                    seq,
-                    slot,
-                });
+                sim.queue.push(ready, seq, slot);
                 continue;
             }
         }
