@@ -6,11 +6,12 @@
 #   lib/libtitusf.a                          the module's own procedures (Fortran users)
 #   lib/pkgconfig/titus.pc                   pkg-config: cflags, libs (--static: libs.private)
 #
-# Usage: crates/capi/install.sh PREFIX        e.g. $HOME/.local or /opt/titus
+# Usage: crates/capi/install.sh PREFIX        e.g. $HOME/.local or /opt/titus (Linux: .so)
 # Environment: FC (Fortran compiler, default gfortran), TITUS_PROFILE (cargo profile, default
 # release), CARGO_TARGET_DIR, CARGO_FLAGS.
 # Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs titus)
 set -euo pipefail
+unset CDPATH
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
   echo "usage: $0 PREFIX   (installs libtitus, titus.h, titus.pc and the Fortran module under PREFIX)" >&2
   exit 2
@@ -43,7 +44,8 @@ if command -v "$fc" >/dev/null 2>&1; then
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
   install -m 0644 "$here/fortran/titus.f90" "$prefix/include/"
-  "$fc" -O2 -fPIC -c "$here/fortran/titus.f90" -J "$tmp" -o "$tmp/titus_f.o"
+  # Compiled in the scratch directory, where every compiler writes its .mod by default.
+  (cd "$tmp" && "$fc" -O2 -fPIC -c "$here/fortran/titus.f90" -o titus_f.o)
   install -m 0644 "$tmp/titus.mod" "$prefix/include/"
   rm -f "$prefix/lib/libtitusf.a"
   ar rcs "$prefix/lib/libtitusf.a" "$tmp/titus_f.o"

@@ -13,7 +13,8 @@
  * Each time step: cells → tasks (fixed 48-byte records) → titus_run → results (32-byte
  * records) → update. The time loop runs three times: sequentially with no Titus (the
  * reference), through Titus with balancer=none (no balancing), and through Titus with
- * the chosen options (stealing by default). Every rank checks that both Titus runs give
+ * the chosen options (stealing by default; TITUS_OPTIONS, applied last, affects both Titus
+ * runs, so leave `balancer` out of it). Every rank checks that both Titus runs give
  * exactly the reference's cell states; rank 0 prints the time per step of each.
  *
  * Build: cc -O2 chemistry.c $(pkg-config --cflags --libs titus) -lm
@@ -26,6 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
 
 #include "titus.h"
 #ifdef TITUS_WITH_MPI
@@ -270,7 +275,9 @@ static int positive(const char *flag, const char *v) {
 
 int main(int argc, char **argv) {
 #ifdef TITUS_WITH_MPI
-    MPI_Init(&argc, &argv);
+    /* Titus starts threads (they never call MPI): FUNNELED. */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 #endif
     grid g = {.nx = 64, .ny = 32, .steps = 8, .dt = 300.0};
     const char *options = "";
@@ -294,7 +301,8 @@ int main(int argc, char **argv) {
             usage(msg);
         }
     }
-    /* Pass 1 (Titus, no balancing) tells this rank who it is; its slab follows. */
+    if ((long)g.nx * g.ny > (1L << 26)) usage("--nx x --ny: at most 2^26 cells");
+    /* A first runtime (no balancing) tells this rank who it is; its slab follows. */
     int rank = 0, size = 1;
     {
         titus_t *t = NULL;

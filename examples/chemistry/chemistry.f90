@@ -6,6 +6,7 @@
 ! results -> update, first with balancer=none and then with stealing; every rank checks
 ! both against a sequential run of its slab.
 !
+! Task procedures are `recursive` (no static locals): workers call them concurrently.
 ! Build: gfortran -O2 chemistry.f90 $(pkg-config --cflags --libs titus)
 ! Run:   titus launch -n 2 -- ./chemistry-f [nx ny steps]
 module cells
@@ -15,7 +16,7 @@ module cells
   real(c_double), parameter :: t_cold = 300d0, t_hot = 2000d0, t_act = 8000d0
   real(c_double), parameter :: pi = 3.141592653589793d0
 contains
-  subroutine rhs(y, a, f)
+  recursive subroutine rhs(y, a, f)
     real(c_double), intent(in) :: y(3), a
     real(c_double), intent(out) :: f(3)
     f(1) = a * s * (y(2) + y(1) * (1d0 - q * y(1) - y(2)))
@@ -23,7 +24,7 @@ contains
     f(3) = a * w * (y(1) - y(3))
   end subroutine rhs
 
-  subroutine solve3(m_in, b, x)
+  recursive subroutine solve3(m_in, b, x)
     real(c_double), intent(in) :: m_in(3, 3), b(3)
     real(c_double), intent(out) :: x(3)
     real(c_double) :: m(3, 3), v(3), l, tmp(3), tb
@@ -48,7 +49,7 @@ contains
   end subroutine solve3
 
   ! Integrates one cell over [0, dt]; returns the solver's step count.
-  integer function integrate(y, temp, dt) result(steps)
+  recursive integer function integrate(y, temp, dt) result(steps)
     real(c_double), intent(inout) :: y(3)
     real(c_double), intent(in) :: temp, dt
     real(c_double), parameter :: rtol = 1d-4, atol = 1d-6
@@ -89,7 +90,7 @@ contains
   end function integrate
 
   ! The task: payload (y1, y2, y3, T, dt, pad), result (y1, y2, y3, steps).
-  integer(c_int) function cell_task(payload, plen, result, cap, rlen, ctx) bind(C)
+  recursive integer(c_int) function cell_task(payload, plen, result, cap, rlen, ctx) bind(C)
     type(c_ptr), value :: payload, result, ctx
     integer(c_size_t), value :: plen, cap
     integer(c_size_t), intent(out) :: rlen

@@ -19,9 +19,12 @@
  * the code and titus_last_error() gives the last failed call's message on this thread.
  * No call aborts the process, and no Rust panic crosses this interface.
  *
- * Threads: calls on one handle are serialised by Titus; the collective calls
- * (titus_init*, titus_run, titus_job_stats, titus_finalize) must be made by every rank,
- * in the same order, from one thread per rank. Task functions run concurrently on the
+ * Threads: calls on one handle are serialised by Titus, except titus_finalize, which must
+ * not run while another call on the handle does; the collective calls (titus_init*,
+ * titus_run, titus_job_stats, titus_finalize) must be made by every rank, in the same
+ * order, from one thread per rank. titus_finalize sets the caller's pointer to NULL, so
+ * later calls through it return TITUS_ERR_NOT_INITIALIZED; other copies of a finalised
+ * handle must not be used. Task functions run concurrently on the
  * runtime's worker threads (option `workers`) of whichever rank stole them: they and
  * their context must be thread-safe, must not call back into Titus, and must not unwind
  * (C++ exceptions, longjmp) out of the call.
@@ -31,7 +34,8 @@
  * and contexts, and the exchange context, which must stay valid until titus_finalize.
  * Strings returned by Titus are static or thread-local: do not free them.
  *
- * Link: pkg-config --cflags --libs titus (shared), or --static for libtitus.a.
+ * Link: pkg-config --cflags --libs titus (shared); static: PREFIX/lib/libtitus.a followed by
+ * pkg-config --static --libs-only-l titus (less -ltitus and -ltitusf).
  */
 
 #ifndef TITUS_H
@@ -73,7 +77,9 @@
 // The fabric or the launcher's environment could not be set up.
 #define TITUS_ERR_FABRIC 8
 
-// The application's all-gather callback failed, or a barrier between time steps did.
+// The address exchange failed: the application's all-gather callback or the launcher's
+// rendezvous, at init or in a barrier between time steps, or another rank sent it
+// something malformed.
 #define TITUS_ERR_EXCHANGE 9
 
 // A bug in Titus (a caught panic); the message says where.
@@ -96,7 +102,7 @@ typedef int (*titus_allgather_fn)(const void *send, size_t len, void *recv, void
 // concurrently from worker threads of any rank.
 typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
-// Figures of the last time step (`titus_stats`: this rank; `titus_job_stats`: summed over
+// Figures of the last time step (`titus_stats_get`: this rank; `titus_job_stats`: summed over
 // ranks, times are the slowest rank's).
 typedef struct titus_stats {
   // Wall time of `titus_run`, seconds.
@@ -147,7 +153,8 @@ extern "C" {
 // `TITUS_BOOTSTRAP`; a single rank without one) and stores the handle in `*handle`, which
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
-// group_size, op_timeout, epoch_timeout, min_private), overridden by `TITUS_OPTIONS`.
+// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
+// check_interval), overridden by `TITUS_OPTIONS`.
 // Collective.
 int titus_init(struct titus_t **handle, const char *options_text);
 
@@ -158,8 +165,8 @@ int titus_init(struct titus_t **handle, const char *options_text);
 // Collective.
 int titus_init_exchange(struct titus_t **handle, int rank, int size, titus_allgather_fn allgather, void *ctx, const char *options_text);
 
-// Registers task kind `kind` (0..=65535): `fn` runs its tasks with `ctx`. Every rank
-// registers the same kinds (a stolen task runs where it lands). `fn` and `ctx` must stay
+// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
+// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
 // valid until titus_finalize.
 int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
 

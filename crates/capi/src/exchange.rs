@@ -25,9 +25,9 @@ unsafe impl Send for UserPtr {}
 // SAFETY: as above: shared access only hands the same pointer value to the user.
 unsafe impl Sync for UserPtr {}
 
-/// The largest blob a rank may announce (addresses and keys are a few hundred bytes):
-/// a length read from another rank is not trusted.
-const MAX_BLOB: u64 = 1 << 24;
+/// The largest blob a rank may announce (addresses and keys are a few hundred bytes,
+/// statistics 144): a length read from another rank is not trusted.
+const MAX_BLOB: u64 = 1 << 16;
 
 /// An exchange through the application's all-gather callback.
 #[derive(Debug)]

@@ -53,7 +53,9 @@ pub const TITUS_ERR_TASK: c_int = 6;
 pub const TITUS_ERR_EPOCH: c_int = 7;
 /// The fabric or the launcher's environment could not be set up.
 pub const TITUS_ERR_FABRIC: c_int = 8;
-/// The application's all-gather callback failed, or a barrier between time steps did.
+/// The address exchange failed: the application's all-gather callback or the launcher's
+/// rendezvous, at init or in a barrier between time steps, or another rank sent it
+/// something malformed.
 pub const TITUS_ERR_EXCHANGE: c_int = 9;
 /// A bug in Titus (a caught panic); the message says where.
 pub const TITUS_ERR_INTERNAL: c_int = 10;
@@ -88,7 +90,7 @@ pub type titus_allgather_fn = Option<
     ) -> c_int,
 >;
 
-/// Figures of the last time step (`titus_stats`: this rank; `titus_job_stats`: summed over
+/// Figures of the last time step (`titus_stats_get`: this rank; `titus_job_stats`: summed over
 /// ranks, times are the slowest rank's).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -227,6 +229,8 @@ impl From<RuntimeError> for Error {
                 },
             ) => Self::Task(msg),
             RuntimeError::Core(_) | RuntimeError::EpochTimeout(..) => Self::Epoch(msg),
+            // The address exchange (rendezvous or the application's all-gather) failed.
+            RuntimeError::Fabric(titus_fabric::FabricError::Bootstrap(_)) => Self::Exchange(msg),
             RuntimeError::Fabric(_) => Self::Fabric(msg),
             RuntimeError::Config(_) => Self::Invalid(msg),
             RuntimeError::Barrier(_) => Self::Exchange(msg),
@@ -292,7 +296,10 @@ fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Result<&'a [u8], Error
     if p.is_null() {
         return Err(Error::Invalid(format!("{what} is NULL")));
     }
-    // SAFETY: the caller guarantees `len` readable bytes at `p` (header).
+    if len > isize::MAX as usize {
+        return Err(Error::Invalid(format!("{what}: {len} bytes")));
+    }
+    // SAFETY: the caller guarantees `len` readable bytes at `p` (header); `len` fits a slice.
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
@@ -337,7 +344,8 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, o: &Options) {
 /// `TITUS_BOOTSTRAP`; a single rank without one) and stores the handle in `*handle`, which
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
-/// group_size, op_timeout, epoch_timeout, min_private), overridden by `TITUS_OPTIONS`.
+/// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
+/// check_interval), overridden by `TITUS_OPTIONS`.
 /// Collective.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_char) -> c_int {
@@ -411,8 +419,8 @@ pub extern "C" fn titus_init_exchange(
     })
 }
 
-/// Registers task kind `kind` (0..=65535): `fn` runs its tasks with `ctx`. Every rank
-/// registers the same kinds (a stolen task runs where it lands). `fn` and `ctx` must stay
+/// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
+/// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
 /// valid until titus_finalize.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_register(
@@ -593,8 +601,11 @@ pub extern "C" fn titus_tasks_var(
             if offsets.is_null() {
                 return Err(Error::Invalid("the offsets are NULL".into()));
             }
+            let entries = count
+                .checked_add(1)
+                .ok_or_else(|| Error::Invalid(format!("{count} tasks overflow")))?;
             // SAFETY: `offsets` holds `count + 1` entries (header).
-            let offs = unsafe { std::slice::from_raw_parts(offsets, count + 1) };
+            let offs = unsafe { std::slice::from_raw_parts(offsets, entries) };
             if let Some(i) = (0..count).find(|&i| offs[i] > offs[i + 1]) {
                 return Err(Error::Invalid(format!(
                     "offsets[{i}]={} > offsets[{}]={}: offsets must not decrease",
@@ -624,6 +635,12 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                 .rt
                 .all_gather(&(tasks.len() as u64).to_le_bytes())
                 .map_err(Error::from)?;
+            if let Some((r, c)) = counts.iter().enumerate().find(|(_, c)| c.len() != 8) {
+                return Err(Error::Exchange(format!(
+                    "rank {r} sent {} bytes for its task count, expected 8 (is it calling another collective?)",
+                    c.len()
+                )));
+            }
             if counts.iter().all(|c| c.iter().all(|&b| b == 0)) {
                 return Err(Error::NoTasks);
             }
@@ -754,11 +771,23 @@ pub extern "C" fn titus_results_fixed(
                     r.len()
                 )));
             }
-            let mut all = vec![0u8; n * record_size];
-            for (i, r) in inner.results.iter().enumerate() {
-                all[i * record_size..i * record_size + r.len()].copy_from_slice(r);
+            if n == 0 {
+                return Ok(());
             }
-            copy_out(out_records, &all, "the records buffer")
+            if out_records.is_null() {
+                return Err(Error::Invalid("the records buffer is NULL".into()));
+            }
+            // SAFETY: the caller guarantees `count * record_size` writable bytes at
+            // `out_records` (header); n ≤ count, and n results of ≤ record_size bytes exist,
+            // so n * record_size fits in memory.
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(out_records.cast::<u8>(), n * record_size)
+            };
+            for (r, rec) in inner.results.iter().zip(out.chunks_exact_mut(record_size)) {
+                rec[..r.len()].copy_from_slice(r);
+                rec[r.len()..].fill(0);
+            }
+            Ok(())
         })
     })
 }

@@ -67,13 +67,14 @@ impl Options {
                     .filter(|&v| v > 0)
                     .ok_or_else(|| bad("a positive integer"))
             };
+            // At most a day: larger values would overflow deadlines.
             let seconds = || -> Result<Duration, String> {
                 value
                     .parse::<f64>()
                     .ok()
-                    .filter(|s| *s > 0.0 && s.is_finite())
+                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
                     .map(Duration::from_secs_f64)
-                    .ok_or_else(|| bad("a positive number of seconds"))
+                    .ok_or_else(|| bad("a number of seconds in (0, 86400]"))
             };
             match key {
                 "workers" => self.cfg.workers = positive()? as usize,
@@ -171,6 +172,8 @@ mod tests {
             e.contains("TITUS_OPTIONS") && e.contains("key=value"),
             "{e}"
         );
+        let e = Options::parse("op_timeout=1e30", None).unwrap_err();
+        assert!(e.contains("op_timeout='1e30'"), "{e}");
         let e = Options::parse("protocol=fast", None).unwrap_err();
         assert!(e.contains("unknown steal protocol 'fast'"), "{e}");
     }
