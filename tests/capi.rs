@@ -149,17 +149,7 @@ const C_ARGS: [&str; 6] = ["--nx", "16", "--ny", "8", "--steps", "3"];
 const F_ARGS: [&str; 3] = ["16", "8", "3"];
 
 fn titus_launch(ranks: u32, program: &Path) -> Command {
-    let mut c = Command::new(titus_tests::bin("titus"));
-    c.args([
-        "launch",
-        "-n",
-        &ranks.to_string(),
-        "--provider",
-        "tcp;ofi_rxm",
-    ])
-    .args(["--timeout", "120", "--"])
-    .arg(program);
-    c
+    titus_tests::launch("tcp;ofi_rxm", ranks, program)
 }
 
 fn mpirun(ranks: u32) -> Command {

@@ -6,21 +6,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// `titus launch -n RANKS --provider P --timeout 120 -- PROGRAM`, to be given arguments.
+/// `titus launch` of the workspace binary `program`.
 fn launch(provider: &str, ranks: u32, program: &str) -> Command {
-    let mut c = Command::new(titus_tests::bin("titus"));
-    c.args([
-        "launch",
-        "-n",
-        &ranks.to_string(),
-        "--provider",
-        provider,
-        "--timeout",
-        "120",
-        "--",
-    ])
-    .arg(titus_tests::bin(program));
-    c
+    titus_tests::launch(provider, ranks, &titus_tests::bin(program))
 }
 
 fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, String, Duration) {

@@ -1,7 +1,8 @@
 //! Helpers for the cross-crate tests: find the workspace's binaries.
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Path of the workspace binary `name`, built by the same `cargo test` run (cargo builds
 /// every binary of a package whose integration tests it builds). Panics, naming the
@@ -34,4 +35,13 @@ pub fn libfabric_or_skip() -> bool {
     );
     eprintln!("skipping: this build has no libfabric");
     false
+}
+
+/// `titus launch -n RANKS --provider P --timeout 120 -- PROGRAM`, to be given arguments.
+pub fn launch(provider: &str, ranks: u32, program: &Path) -> Command {
+    let mut c = Command::new(bin("titus"));
+    c.args(["launch", "-n", &ranks.to_string(), "--provider", provider])
+        .args(["--timeout", "120", "--"])
+        .arg(program);
+    c
 }
