@@ -155,9 +155,6 @@ static SESSIONS: AtomicU16 = AtomicU16::new(0);
 
 struct Inner {
     rt: Runtime,
-    max_payload: usize,
-    max_result: usize,
-    registered: Vec<bool>,
     pending: Vec<(u16, Vec<u8>)>,
     results: Vec<Vec<u8>>,
     stats: titus_stats,
@@ -324,14 +321,11 @@ fn fresh<'a>(handle: *mut *mut titus_t) -> Result<&'a mut *mut titus_t, Error> {
     Ok(slot)
 }
 
-fn install(slot: &mut *mut titus_t, rt: Runtime, o: &Options) {
+fn install(slot: &mut *mut titus_t, rt: Runtime) {
     let h = Box::new(titus_t {
         magic: MAGIC,
         inner: Mutex::new(Inner {
             rt,
-            max_payload: o.cfg.core.max_payload as usize,
-            max_result: o.cfg.core.max_result as usize,
-            registered: Vec::new(),
             pending: Vec::new(),
             results: Vec::new(),
             stats: titus_stats::default(),
@@ -367,7 +361,7 @@ pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_c
             env
         };
         let rt = Runtime::from_job(cfg, backend, env)?;
-        install(slot, rt, &o);
+        install(slot, rt);
         Ok(())
     })
 }
@@ -414,7 +408,7 @@ pub extern "C" fn titus_init_exchange(
             };
             Runtime::from_exchange(cfg, o.provider.as_deref(), Box::new(ex))?
         };
-        install(slot, rt, &o);
+        install(slot, rt);
         Ok(())
     })
 }
@@ -435,15 +429,10 @@ pub extern "C" fn titus_register(
             let f = task.ok_or_else(|| {
                 Error::Invalid(format!("the function of task kind {kind} is NULL"))
             })?;
-            let (cap, ctx) = (inner.max_result, UserPtr(ctx));
+            let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
             inner
                 .rt
                 .register(kind, move |payload| run_task(f, ctx, kind, cap, payload));
-            let k = kind as usize;
-            if inner.registered.len() <= k {
-                inner.registered.resize(k + 1, false);
-            }
-            inner.registered[k] = true;
             Ok(())
         })
     })
@@ -517,24 +506,20 @@ fn add_tasks<'a>(
     payloads: impl Iterator<Item = &'a [u8]>,
 ) -> Result<(), Error> {
     let kind = task_kind(kind)?;
-    if !inner
-        .registered
-        .get(kind as usize)
-        .copied()
-        .unwrap_or(false)
-    {
+    if !inner.rt.has_kind(kind) {
         return Err(Error::Invalid(format!(
             "task kind {kind} has no registered function (titus_register)"
         )));
     }
+    let max_payload = inner.rt.config().core.max_payload as usize;
     let start = inner.pending.len();
     for p in payloads {
-        if p.len() > inner.max_payload {
+        if p.len() > max_payload {
             inner.pending.truncate(start);
             return Err(Error::Invalid(format!(
                 "a {}-byte payload is over max_payload={} (an option of titus_init)",
                 p.len(),
-                inner.max_payload
+                max_payload
             )));
         }
         inner.pending.push((kind, p.to_vec()));
@@ -630,21 +615,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
         with(t, |inner| {
             let tasks = std::mem::take(&mut inner.pending);
             inner.results.clear();
-            // Whether any rank has work: an epoch with none would only be an idle barrier.
-            let counts = inner
-                .rt
-                .all_gather(&(tasks.len() as u64).to_le_bytes())
-                .map_err(Error::from)?;
-            if let Some((r, c)) = counts.iter().enumerate().find(|(_, c)| c.len() != 8) {
-                return Err(Error::Exchange(format!(
-                    "rank {r} sent {} bytes for its task count, expected 8 (is it calling another collective?)",
-                    c.len()
-                )));
-            }
-            if counts.iter().all(|c| c.iter().all(|&b| b == 0)) {
-                return Err(Error::NoTasks);
-            }
-            let out = inner.rt.run_epoch(tasks)?;
+            let out = inner.rt.run_epoch_if_any(tasks)?.ok_or(Error::NoTasks)?;
             inner.stats = stats_of(&out.stats);
             inner.results = out.results;
             Ok(())

@@ -244,7 +244,7 @@ fn strerror_names_every_code() {
 struct Gather {
     barrier: Barrier,
     slots: Mutex<Vec<Vec<u8>>>,
-    rank: usize,
+    ranks: usize,
 }
 
 unsafe extern "C" fn gather(
@@ -264,7 +264,7 @@ unsafe extern "C" fn gather(
     shared.barrier.wait();
     assert_eq!(
         all.len(),
-        len * shared.rank,
+        len * shared.ranks,
         "every rank sends the same length"
     );
     // SAFETY: recv holds size × len bytes.
@@ -282,7 +282,7 @@ fn ranks_exchange_addresses_through_the_callback() {
     let shared = Arc::new(Gather {
         barrier: Barrier::new(size),
         slots: Mutex::new(vec![Vec::new(); size]),
-        rank: size, // here: the number of ranks, for the length check
+        ranks: size,
     });
     let threads: Vec<_> = (0..size)
         .map(|r| {

@@ -123,42 +123,39 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
     cfg.overlay.ranks = ranks;
     let all = workload::generate(&plan.spec)?;
     let nominal_slot = layout::slot_size(cfg.core.max_payload);
-    let (tasks, scale, result, calibration): (Vec<Vec<SimTask>>, f64, &ResultFn, f64) =
-        if a.real_tasks {
-            let per_round = run
-                .args
+    // Real DLB_Bench payloads, or (at scale) each task's number charged at the nominal
+    // payload size, its result a hash of it.
+    let real = if a.real_tasks {
+        Some(
+            run.args
                 .calibration
-                .ok_or("--real-tasks needs --calibration (a dlb-bench report's calibration_s)")?;
-            let t = all
-                .iter()
-                .map(|ts| {
-                    ts.iter()
-                        .map(|t| SimTask {
-                            cost_ns: (t.cost * 1e9) as u64,
-                            payload: dlb::task_payload(&plan, t, per_round),
-                        })
-                        .collect()
-                })
-                .collect();
-            (t, 1.0, &task::run, per_round)
-        } else {
-            // Payloads travel as their task's number, charged at their nominal size; a
-            // result is a hash of it.
+                .ok_or("--real-tasks needs --calibration (a dlb-bench report's calibration_s)")?,
+        )
+    } else {
+        None
+    };
+    let (scale, result, calibration): (f64, &ResultFn, f64) = match real {
+        Some(per_round) => (1.0, &task::run, per_round),
+        None => {
             cfg.core.max_payload = 8;
             let scale = nominal_slot as f64 / layout::slot_size(8) as f64;
-            let t = all
-                .iter()
-                .map(|ts| {
-                    ts.iter()
-                        .map(|t| SimTask {
-                            cost_ns: (t.cost * 1e9) as u64,
-                            payload: t.global.to_le_bytes().to_vec(),
-                        })
-                        .collect()
+            (scale, &check::check_result, 0.0)
+        }
+    };
+    let tasks: Vec<Vec<SimTask>> = all
+        .iter()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| SimTask {
+                    cost_ns: (t.cost * 1e9) as u64,
+                    payload: match real {
+                        Some(per_round) => dlb::task_payload(&plan, t, per_round),
+                        None => t.global.to_le_bytes().to_vec(),
+                    },
                 })
-                .collect();
-            (t, scale, &check::check_result, 0.0)
-        };
+                .collect()
+        })
+        .collect();
     let job = Job {
         core: cfg.core,
         overlay: cfg.overlay,

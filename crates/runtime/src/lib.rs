@@ -514,12 +514,52 @@ impl Runtime {
         k[kind as usize] = Some(Arc::new(f));
     }
 
+    /// The configuration this runtime runs with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.shared.cfg
+    }
+
+    /// Whether task kind `kind` has a registered function.
+    pub fn has_kind(&self, kind: u16) -> bool {
+        let k = self.shared.kinds.read().unwrap_or_else(|p| p.into_inner());
+        k.get(kind as usize).is_some_and(Option::is_some)
+    }
+
     /// Runs one epoch: this rank's tasks (kind, payload) go in, this rank's results come
     /// out in task order once every rank's results are home. Collective: every rank calls
     /// it (with its own tasks, possibly none).
     pub fn run_epoch(&self, tasks: Vec<(u16, Vec<u8>)>) -> Result<EpochOutput, RuntimeError> {
-        // The previous epoch ended everywhere and nothing of it travels any more.
-        (self.gather)(&[]).map_err(RuntimeError::Barrier)?;
+        self.epoch(tasks, false)
+            .map(|out| out.expect("an epoch always runs"))
+    }
+
+    /// [`Runtime::run_epoch`], unless no rank has any task: then `None` on every rank, and
+    /// nothing ran (the same one barrier decides it).
+    pub fn run_epoch_if_any(
+        &self,
+        tasks: Vec<(u16, Vec<u8>)>,
+    ) -> Result<Option<EpochOutput>, RuntimeError> {
+        self.epoch(tasks, true)
+    }
+
+    fn epoch(
+        &self,
+        tasks: Vec<(u16, Vec<u8>)>,
+        skip_if_none: bool,
+    ) -> Result<Option<EpochOutput>, RuntimeError> {
+        // The previous epoch ended everywhere and nothing of it travels any more; every
+        // rank's task count comes along.
+        let counts =
+            (self.gather)(&(tasks.len() as u64).to_le_bytes()).map_err(RuntimeError::Barrier)?;
+        if let Some((r, c)) = counts.iter().enumerate().find(|(_, c)| c.len() != 8) {
+            return Err(RuntimeError::Barrier(format!(
+                "rank {r} sent {} bytes for its task count, expected 8 (is it in another collective?)",
+                c.len()
+            )));
+        }
+        if skip_if_none && counts.iter().all(|c| c.iter().all(|&b| b == 0)) {
+            return Ok(None);
+        }
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
         let start = Instant::now();
@@ -554,7 +594,7 @@ impl Runtime {
         drop(node);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
         let workers = sh.cfg.workers;
-        Ok(EpochOutput {
+        Ok(Some(EpochOutput {
             results,
             stats: EpochStats {
                 core,
@@ -565,7 +605,7 @@ impl Runtime {
                 protocol: sh.cfg.core.protocol.name(),
                 workers,
             },
-        })
+        }))
     }
 }
 

@@ -282,7 +282,6 @@ impl Sim<'_> {
                 "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
             )));
         }
-        let back = |s: &mut Self, peer: u32| if peer == from { 0 } else { s.latency() };
         match op {
             Op::Read {
                 peer,
@@ -306,15 +305,8 @@ impl Sim<'_> {
                 let mut buf = vec![0u8; len as usize];
                 self.mems[peer as usize].read(remote, &mut buf);
                 self.mems[from as usize].write(local, &buf);
-                let d = back(self, peer) + self.transfer(len, remote.segment == seg::TASKS);
-                self.at(
-                    now + d,
-                    Ev::Complete {
-                        node: from,
-                        token,
-                        value: 0,
-                    },
-                );
+                let d = self.back(from, peer) + self.transfer(len, remote.segment == seg::TASKS);
+                self.complete(now + d, from, token, 0);
             }
             Op::Write {
                 peer,
@@ -340,15 +332,8 @@ impl Sim<'_> {
                         },
                     );
                 }
-                let d = back(self, peer);
-                self.at(
-                    now + d,
-                    Ev::Complete {
-                        node: from,
-                        token,
-                        value: 0,
-                    },
-                );
+                let d = self.back(from, peer);
+                self.complete(now + d, from, token, 0);
             }
             Op::Cas {
                 peer,
@@ -375,19 +360,22 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// The time a completion takes back to the issuer: none on its own memory.
+    fn back(&mut self, from: u32, peer: u32) -> u64 {
+        if peer == from { 0 } else { self.latency() }
+    }
+
+    /// `node`'s operation `token` completes at `t` with `value`.
+    fn complete(&mut self, t: u64, node: u32, token: Token, value: u64) {
+        self.at(t, Ev::Complete { node, token, value });
+    }
+
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
         let start = now.max(self.atomic_free[peer as usize]);
         let served = start + self.job.model.atomic_ns as u64;
         self.atomic_free[peer as usize] = served;
-        let d = if peer == from { 0 } else { self.latency() };
-        self.at(
-            served + d,
-            Ev::Complete {
-                node: from,
-                token,
-                value,
-            },
-        );
+        let d = self.back(from, peer);
+        self.complete(served + d, from, token, value);
     }
 
     /// After `node` handled an input at `now`: workers, commands, timer, checks.

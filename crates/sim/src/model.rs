@@ -1,10 +1,10 @@
 //! The cost model of fabric operations, and its presets.
 //!
 //! An operation issued at t reaches its target at t + latency (+ size / bandwidth for
-//! writes; + the connection cost for the first operation between two ranks that did not
-//! connect when the fabric opened: the runtime connects to every configured peer then, so
-//! in practice none). A read's
-//! data leaves the target on arrival and completes a latency plus size / bandwidth later.
+//! writes). No operation pays a connection: the runtime connects to every configured peer
+//! when the fabric opens, before the epoch, and only peers are ever addressed (the
+//! simulator checks it). A read's data leaves the target on arrival and completes a
+//! latency plus size / bandwidth later.
 //! Atomics serialize at the target: each occupies the target's atomic unit for
 //! `atomic_ns` (software-emulated atomics on tcp and shm are the target's progress thread
 //! at work, hence their cost). A signal is seen by the target's progress `signal_ns` after
@@ -22,8 +22,6 @@ pub struct Model {
     pub latency_ns: f64,
     /// Bandwidth, bytes per second.
     pub bandwidth: f64,
-    /// Extra cost of the first operation between two ranks.
-    pub connect_ns: f64,
     /// Delay before the target's progress sees a signal.
     pub signal_ns: f64,
     /// Time an atomic occupies the target.
@@ -44,11 +42,10 @@ impl Model {
             "ib-hdr" => Ok(Model {
                 name: name.into(),
                 // ~1.6 µs RDMA read round trip, 25 GB/s, hardware atomics serialized at
-                // the HCA (~2 M atomics/s to one address), a connection (RC QP set-up
-                // through rxm) of ~1 ms, a progress thread woken within ~5 µs.
+                // the HCA (~2 M atomics/s to one address), a progress thread woken within
+                // ~5 µs.
                 latency_ns: 800.0,
                 bandwidth: 25e9,
-                connect_ns: 1e6,
                 signal_ns: 5_000.0,
                 atomic_ns: 500.0,
                 event_ns: 1_000.0,
@@ -67,8 +64,7 @@ impl Model {
 
     /// A model from the JSON that `titus fabric-bench --json` prints: latency from the
     /// 8-byte read, bandwidth from the 1 MiB reads, atomic cost from compare-swap minus
-    /// read, signal delay from the write-then-signal round trip minus two writes, the
-    /// connection cost from `connect_ms`.
+    /// read, signal delay from the write-then-signal round trip minus two writes.
     pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
         let v: Value = serde_json::from_str(json.trim())
             .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
@@ -90,12 +86,10 @@ impl Model {
             .as_f64()
             .filter(|x| x.is_finite() && *x > 0.0)
             .ok_or_else(|| format!("preset '{name}': no read_bandwidth_gbs"))?;
-        let connect_ms = v["connect_ms"].as_f64().unwrap_or(0.0).max(0.0);
         Ok(Model {
             name: name.into(),
             latency_ns: read * 1e3 / 2.0,
             bandwidth: bw * 1e9,
-            connect_ns: connect_ms * 1e6,
             signal_ns: ((rt - 2.0 * write) / 2.0).max(0.0) * 1e3,
             atomic_ns: (cas - read).max(0.0) * 1e3,
             event_ns: 1_000.0,
