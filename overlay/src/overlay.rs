@@ -184,6 +184,13 @@ impl Overlay {
         self.lattice_degree() + self.shortcuts
     }
 
+    /// Whether every rank is every other rank's out-neighbour (the complete graph: the
+    /// shortcuts take every rank beyond the lattice neighbours). Rows are then every other
+    /// rank and cost O(N) each: a caller at scale should not list them.
+    pub fn is_complete(&self) -> bool {
+        self.out_degree() + 1 >= self.ranks()
+    }
+
     /// What was adjusted in the parameters, one sentence each (clamped shortcuts, a
     /// degenerate torus). The caller decides whether to print them.
     pub fn notes(&self) -> &[String] {
@@ -205,6 +212,10 @@ impl Overlay {
             self.ranks()
         );
         out.clear();
+        if self.is_complete() {
+            out.extend((0..self.ranks()).filter(|&v| v != rank));
+            return;
+        }
         out.extend(self.ball.iter().map(|o| self.lattice.offset(rank, o)));
         if self.shortcuts > 0 {
             let mut rng = Rng::from_keys(&[self.params.seed, ROW_STREAM, u64::from(rank)]);
@@ -283,6 +294,9 @@ impl Overlay {
     /// beyond the answer; to have every rank's in-neighbours, build a
     /// [`Graph`](crate::Graph) once (O(N·k) for all) instead.
     pub fn in_neighbours(&self, rank: u32) -> Vec<u32> {
+        if self.is_complete() {
+            return (0..self.ranks()).filter(|&v| v != rank).collect();
+        }
         let mut row = Vec::new();
         (0..self.ranks())
             .filter(|&u| {
@@ -446,6 +460,29 @@ mod tests {
                 let row = o.row(r);
                 assert_eq!(row.len() as u32, o.out_degree());
                 assert!(row.windows(2).all(|w| w[0] < w[1]) && !row.contains(&r));
+            }
+        }
+    }
+
+    #[test]
+    fn complete_overlays_list_every_other_rank() {
+        for lattice in [LatticeKind::Ring, LatticeKind::Torus2, LatticeKind::Torus3] {
+            for n in [2u32, 3, 8, 27, 64] {
+                let o = Overlay::new(params(n, lattice, n, 0.0)).unwrap();
+                assert!(o.is_complete(), "{lattice:?} {n}");
+                for r in 0..n {
+                    let all: Vec<u32> = (0..n).filter(|&v| v != r).collect();
+                    assert_eq!(o.row(r), all, "{lattice:?} {n} rank {r}");
+                    assert_eq!(o.in_neighbours(r), all, "{lattice:?} {n} rank {r}");
+                }
+                // One shortcut fewer than the ranks beyond the lattice neighbours: not
+                // complete, and the rows are drawn.
+                let ball = o.lattice_degree();
+                if n > ball + 2 {
+                    let o = Overlay::new(params(n, lattice, n - ball - 2, 0.0)).unwrap();
+                    assert!(!o.is_complete(), "{lattice:?} {n}");
+                    assert_eq!(o.row(0).len() as u32, n - 2);
+                }
             }
         }
     }

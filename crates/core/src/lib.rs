@@ -21,6 +21,7 @@
 
 pub mod fasthash;
 pub mod layout;
+mod neighbours;
 mod node;
 mod results;
 mod share;

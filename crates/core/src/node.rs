@@ -19,6 +19,7 @@
 
 use crate::fasthash::IntMap;
 use crate::layout::{self, Task, seg, signal, tasks};
+use crate::neighbours::Neighbours;
 use crate::results::{Inbox, Outbound};
 use crate::steal::{Owner, Pending as StealPending, Thief};
 use crate::{Command, Config, CoreError, Loc, Memory, Op, OpFailure, Protocol, Rank, Time, Token};
@@ -157,9 +158,9 @@ pub struct Node {
     /// Next hop (index into `victims`) per destination, as decided before.
     hop_cache: IntMap<Rank, u32>,
     /// This rank's out-neighbours: its victims and next hops.
-    pub(crate) victims: Vec<Rank>,
+    pub(crate) victims: Neighbours,
     /// Whom the thief asks: the victims, or (work sharing) this epoch's master.
-    pub(crate) targets: Vec<Rank>,
+    pub(crate) targets: Neighbours,
     /// Work sharing (master side and member side).
     pub(crate) share: crate::share::ShareState,
     pub(crate) rng: Rng,
@@ -180,8 +181,12 @@ pub struct Node {
     pub(crate) hungry: bool,
     pub(crate) owner: Owner,
     pub(crate) thief: Thief,
-    pub(crate) outs: Vec<Outbound>,
-    /// The next hops (indices into `outs`) that may hold records or a chunk in flight.
+    /// Records buffered and chunks travelling per next hop (index into `victims`); only
+    /// hops with either are present.
+    pub(crate) outs: IntMap<u32, Outbound>,
+    /// OUTBOX slots (of `chunk_bytes`) not holding a chunk in flight.
+    pub(crate) outbox_free: Vec<u32>,
+    /// The next hops (keys of `outs`) in the order they became active.
     pub(crate) active_outs: Vec<u32>,
     pub(crate) inbox: Inbox,
     // Termination.
@@ -260,14 +265,22 @@ impl Node {
                 ));
             }
         }
-        let victims = overlay.row(rank);
+        // The complete graph is implicit: every rank is a neighbour and a result's next
+        // hop is its owner, so neither rows nor a routing table are kept.
+        let victims = if overlay.is_complete() {
+            Neighbours::All { size, me: rank }
+        } else {
+            Neighbours::List(overlay.row(rank))
+        };
         let mut rows = IntMap::default();
-        if cfg.routing == crate::Routing::Non {
-            for &v in &victims {
-                rows.insert(v, overlay.row(v));
+        if let Neighbours::List(row) = &victims {
+            if cfg.routing == crate::Routing::Non {
+                for &v in row {
+                    rows.insert(v, overlay.row(v));
+                }
             }
+            rows.insert(rank, row.clone());
         }
-        rows.insert(rank, victims.clone());
         let slot = layout::slot_size(cfg.max_payload);
         let nv = victims.len();
         let cfg_shares = cfg.sharing.is_some();
@@ -276,7 +289,10 @@ impl Node {
             slot,
             thief: Thief::new(nv),
             owner: Owner::default(),
-            outs: (0..nv).map(|_| Outbound::default()).collect(),
+            outs: IntMap::default(),
+            outbox_free: (0..nv.clamp(1, crate::results::OUTBOX_SLOTS_MAX) as u32)
+                .rev()
+                .collect(),
             active_outs: Vec::new(),
             inbox: Inbox::default(),
             cfg,
@@ -285,7 +301,7 @@ impl Node {
             overlay,
             rows,
             targets: if cfg_shares {
-                Vec::new()
+                Neighbours::List(Vec::new())
             } else {
                 victims.clone()
             },
@@ -324,9 +340,16 @@ impl Node {
         &self.cfg
     }
 
-    /// This rank's out-neighbours (victims and next hops).
-    pub fn out_neighbours(&self) -> &[Rank] {
-        &self.victims
+    /// This rank's out-neighbours (victims and next hops), ascending: O(N) under the
+    /// complete graph ([`Node::neighbours_all`]).
+    pub fn out_neighbours(&self) -> Vec<Rank> {
+        self.victims.to_vec()
+    }
+
+    /// Whether every other rank is a neighbour (the complete graph: random stealing and
+    /// work sharing), hence a peer: callers at scale skip listing them.
+    pub fn neighbours_all(&self) -> bool {
+        self.victims.is_all()
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and
@@ -335,7 +358,7 @@ impl Node {
     /// that overflowed it, under every protocol) — which the driver computes once
     /// (`Overlay::in_neighbours`, O(N·k)) and also uses for segment exposure.
     pub fn peers(&self, in_neighbours: &[Rank]) -> Vec<Rank> {
-        let mut p: Vec<Rank> = self.victims.clone();
+        let mut p: Vec<Rank> = self.victims.to_vec();
         p.extend(tree_parent(self.rank));
         p.extend(tree_children(self.rank, self.size));
         p.extend_from_slice(in_neighbours);
@@ -354,7 +377,7 @@ impl Node {
         [
             tasks::HEADER + 3 * cap * self.slot,
             crate::results::INBOX_DATA + self.cfg.inbox_bytes,
-            self.victims.len().max(1) as u64 * self.cfg.chunk_bytes,
+            self.outbox_slots() as u64 * self.cfg.chunk_bytes,
         ]
     }
 
@@ -726,10 +749,14 @@ impl Node {
         );
     }
 
-    /// The next hop from this rank towards `dst`, as an index into `victims`.
+    /// The next hop from this rank towards `dst`, as an index into `victims` (under the
+    /// complete graph, `dst` itself).
     /// Decisions are cached (a stolen batch's results all go to one owner, and NoN looks
     /// at every neighbour's row: ~1,000 distances per decision).
     pub(crate) fn next_hop(&mut self, dst: Rank) -> Option<usize> {
+        if self.victims.is_all() {
+            return self.victims.index_of(dst);
+        }
         if let Some(&h) = self.hop_cache.get(&dst) {
             return Some(h as usize);
         }
@@ -740,7 +767,7 @@ impl Node {
             self.rank,
             dst,
         )?;
-        let h = self.victims.binary_search(&next).ok()?;
+        let h = self.victims.index_of(next)?;
         if self.hop_cache.len() >= HOP_CACHE_MAX {
             self.hop_cache.clear();
         }
@@ -809,7 +836,7 @@ impl Node {
         self.commands.clear();
         let mut to: Vec<Rank> = tree_children(self.rank, self.size)
             .chain(tree_parent(self.rank))
-            .chain(self.victims.iter().copied())
+            .chain(self.victims.flood_targets())
             .collect();
         to.sort_unstable();
         to.dedup();

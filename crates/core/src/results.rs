@@ -32,6 +32,7 @@
 //! OUTBOX until its write completed.
 
 use crate::layout::{self, ResultRecord, seg, signal};
+use crate::neighbours::Neighbours;
 use crate::node::{Node, Pending as NodePending};
 use crate::{CoreError, Loc, Memory, Op, Rank, Time};
 use std::time::Duration;
@@ -43,11 +44,17 @@ pub(crate) const INBOX_DATA: u64 = 64;
 const OFFSET_MASK: u64 = (1 << 48) - 1;
 /// A blocked sender retries on its own after this long (a lost race with the reset).
 const BLOCKED_RETRY: Duration = Duration::from_millis(5);
+/// Most chunks a rank has in flight at once, each in its own OUTBOX slot: one per next
+/// hop for an overlay row (~40), a pool under the complete graph (one slot per rank
+/// there would register N × `chunk_bytes`: 224 MiB per rank at 3,584 ranks).
+pub(crate) const OUTBOX_SLOTS_MAX: usize = 64;
 
 /// A chunk on its way.
 #[derive(Debug, Clone, Copy)]
 struct Flight {
     len: u64,
+    /// Its OUTBOX slot.
+    slot: u32,
     /// Waiting for a RESET (or the retry time) after an overflow.
     blocked_until: Option<Time>,
     /// Its reservation (fetch-add) or write is in flight.
@@ -61,8 +68,6 @@ pub(crate) struct Outbound {
     count: u32,
     first: Option<Time>,
     flight: Option<Flight>,
-    /// In `Node::active_outs`.
-    listed: bool,
 }
 
 /// What the receiver knows of one generation of its reservation word.
@@ -109,9 +114,9 @@ impl Pending {
         }
     }
 
-    pub(crate) fn peer(&self, victims: &[Rank], me: Rank) -> Rank {
+    pub(crate) fn peer(&self, victims: &Neighbours, me: Rank) -> Rank {
         match self {
-            Self::Reserve { hop } | Self::ChunkWrite { hop } => victims[*hop],
+            Self::Reserve { hop } | Self::ChunkWrite { hop } => victims.at(*hop),
             _ => me,
         }
     }
@@ -134,8 +139,13 @@ fn cut(body: &[u8], limit: usize) -> (usize, u32) {
 }
 
 impl Node {
-    fn outbox_offset(&self, hop: usize) -> u64 {
-        hop as u64 * self.cfg.chunk_bytes
+    fn outbox_offset(&self, slot: u32) -> u64 {
+        u64::from(slot) * self.cfg.chunk_bytes
+    }
+
+    /// OUTBOX slots of `chunk_bytes` ([`OUTBOX_SLOTS_MAX`] at most).
+    pub(crate) fn outbox_slots(&self) -> usize {
+        self.victims.len().clamp(1, OUTBOX_SLOTS_MAX)
     }
 
     /// Delivers a result here or queues it for its next hop. `hops`: hops taken so far.
@@ -158,11 +168,10 @@ impl Node {
             self.stats.records_forwarded += 1;
         }
         let now = self.now;
-        let o = &mut self.outs[h];
-        if !o.listed {
-            o.listed = true;
+        let o = self.outs.entry(h as u32).or_insert_with(|| {
             self.active_outs.push(h as u32);
-        }
+            Outbound::default()
+        });
         layout::push_record(&mut o.body, &rec, hops + 1);
         o.count += 1;
         o.first.get_or_insert(now);
@@ -170,14 +179,15 @@ impl Node {
     }
 
     pub(crate) fn outs_summary(&self) -> String {
-        self.outs
+        self.active_outs
             .iter()
-            .enumerate()
-            .filter(|(_, o)| o.count > 0 || o.flight.is_some())
+            .filter_map(|h| Some((*h, self.outs.get(h)?)))
             .map(|(h, o)| {
                 format!(
                     "to {}: {} records, chunk {:?}",
-                    self.victims[h], o.count, o.flight
+                    self.victims.at(h as usize),
+                    o.count,
+                    o.flight
                 )
             })
             .collect::<Vec<_>>()
@@ -193,9 +203,12 @@ impl Node {
     }
 
     pub(crate) fn results_deadline(&self) -> Option<Time> {
+        // With every OUTBOX slot in flight, buffered records wait for a completion (an
+        // input), not for a time.
+        let slot_free = !self.outbox_free.is_empty();
         self.active_outs
             .iter()
-            .map(|&h| &self.outs[h as usize])
+            .filter_map(|h| self.outs.get(h))
             .filter_map(|o| match o.flight {
                 Some(Flight {
                     blocked_until: Some(t),
@@ -203,7 +216,8 @@ impl Node {
                     ..
                 }) => Some(t),
                 Some(_) => None,
-                None => o.first.map(|f| f.plus(self.cfg.flush_delay)),
+                None if slot_free => o.first.map(|f| f.plus(self.cfg.flush_delay)),
+                None => None,
             })
             .min()
     }
@@ -215,10 +229,10 @@ impl Node {
         // Only the next hops with records buffered or a chunk travelling (a rank has ~40;
         // most inputs find none or one).
         let active = std::mem::take(&mut self.active_outs);
-        for &h in &active {
-            let h = h as usize;
-            let peer = self.victims[h];
-            let o = &mut self.outs[h];
+        for &key in &active {
+            let h = key as usize;
+            let peer = self.victims.at(h);
+            let o = self.outs.get_mut(&key).expect("active hops are in outs");
             match o.flight {
                 Some(
                     f @ Flight {
@@ -256,11 +270,14 @@ impl Node {
             if !due {
                 continue;
             }
+            let Some(slot) = self.outbox_free.pop() else {
+                continue; // Every slot in flight: a completion frees one.
+            };
             // Assemble the chunk in OUTBOX (step 1 reserves room for it).
             let (bytes, count) = cut(&o.body, limit);
             let header = layout::chunk_header(count, bytes);
-            let base = self.outbox_offset(h);
-            let o = &mut self.outs[h];
+            let base = self.outbox_offset(slot);
+            let o = self.outs.get_mut(&key).expect("active hops are in outs");
             mem.write(Loc::new(seg::OUTBOX, base), &header);
             mem.write(
                 Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
@@ -272,6 +289,7 @@ impl Node {
             let len = (layout::CHUNK_HEADER + bytes) as u64;
             o.flight = Some(Flight {
                 len,
+                slot,
                 blocked_until: None,
                 busy: true,
             });
@@ -288,10 +306,15 @@ impl Node {
         // during the scan: only `route_result` lists hops).
         debug_assert!(self.active_outs.is_empty());
         let mut active = active;
-        active.retain(|&h| {
-            let o = &mut self.outs[h as usize];
-            o.listed = o.count > 0 || o.flight.is_some();
-            o.listed
+        let outs = &mut self.outs;
+        active.retain(|h| {
+            let keep = outs
+                .get(h)
+                .is_some_and(|o| o.count > 0 || o.flight.is_some());
+            if !keep {
+                outs.remove(h);
+            }
+            keep
         });
         self.active_outs = active;
         // The inbox: reset once the valid prefix is consumed (module doc).
@@ -319,9 +342,11 @@ impl Node {
         let _ = mem;
         match p {
             Pending::Reserve { hop } => {
-                let peer = self.victims[hop];
-                let flight = self.outs[hop]
-                    .flight
+                let peer = self.victims.at(hop);
+                let flight = self
+                    .outs
+                    .get(&(hop as u32))
+                    .and_then(|o| o.flight)
                     .expect("a reservation belongs to a chunk");
                 let (generation, offset) = ((value >> 48) as u16, value & OFFSET_MASK);
                 if offset + flight.len <= self.cfg.inbox_bytes {
@@ -331,7 +356,7 @@ impl Node {
                             peer,
                             remote: Loc::new(seg::INBOX, INBOX_DATA + offset),
                             pieces: vec![(
-                                Loc::new(seg::OUTBOX, self.outbox_offset(hop)),
+                                Loc::new(seg::OUTBOX, self.outbox_offset(flight.slot)),
                                 flight.len,
                             )],
                             signal: Some(signal::chunk(offset, flight.len)),
@@ -341,7 +366,8 @@ impl Node {
                 } else {
                     // Overflow: wait for the receiver's RESET (or retry later).
                     self.stats.inbox_overflows += 1;
-                    self.outs[hop].flight = Some(Flight {
+                    let o = self.outs.get_mut(&(hop as u32)).expect("checked above");
+                    o.flight = Some(Flight {
                         blocked_until: Some(self.now.plus(BLOCKED_RETRY)),
                         busy: false,
                         ..flight
@@ -355,10 +381,12 @@ impl Node {
                 }
             }
             Pending::ChunkWrite { hop } => {
-                let f = self.outs[hop]
-                    .flight
-                    .take()
+                let f = self
+                    .outs
+                    .get_mut(&(hop as u32))
+                    .and_then(|o| o.flight.take())
                     .expect("a write belongs to a chunk");
+                self.outbox_free.push(f.slot);
                 self.stats.chunks_sent += 1;
                 self.stats.bytes_results += f.len;
             }
@@ -447,8 +475,11 @@ impl Node {
             }
             _ => {
                 // RESET from a next hop: retry its chunk now.
-                if let Ok(h) = self.victims.binary_search(&from)
-                    && let Some(f) = &mut self.outs[h].flight
+                if let Some(h) = self.victims.index_of(from)
+                    && let Some(f) = self
+                        .outs
+                        .get_mut(&(h as u32))
+                        .and_then(|o| o.flight.as_mut())
                     && f.blocked_until.is_some()
                 {
                     f.blocked_until = Some(self.now);

@@ -233,11 +233,11 @@ impl Node {
         let master = sh.master_of(self.rank, self.epoch);
         self.share.master = master;
         self.share.reported = 0;
-        self.targets = if members.len() > 1 {
+        self.targets = crate::neighbours::Neighbours::List(if members.len() > 1 {
             vec![master]
         } else {
             Vec::new()
-        };
+        });
         self.thief.resize(self.targets.len());
         self.share.pos.clear();
         self.share.loads.clear();

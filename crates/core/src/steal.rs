@@ -57,9 +57,12 @@
 //! victim is drained by its in-neighbours alone, so they should keep at it); otherwise
 //! uniform among out-neighbours not in backoff. Empty doubles a victim's backoff (from
 //! `backoff_base` to `backoff_max`); Locked waits `backoff_base`; a success clears it. A
-//! thief with every victim backed off sleeps until the first backoff ends.
+//! thief with every victim backed off sleeps until the first backoff ends; a thief over
+//! more victims than a row (the complete graph) also pauses after each round of empty
+//! finds ([`crate::neighbours::Backoff`]).
 
 use crate::layout::{self, ClaimWord, Task, claim_batch, claim_batches, lock, seg, signal, tasks};
+use crate::neighbours::{Backoff, Neighbours};
 use crate::node::{Node, Pending as NodePending};
 use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, Time};
 use std::collections::VecDeque;
@@ -77,7 +80,7 @@ struct Attempt {
 pub(crate) struct Thief {
     attempt: Option<Attempt>,
     /// Per victim: backed off until, consecutive empty finds.
-    backoff: Vec<(Time, u32)>,
+    backoff: Backoff,
     seq: u64,
     /// The victim of the last successful steal: asked first while it has work.
     last_ok: Option<usize>,
@@ -87,7 +90,7 @@ impl Thief {
     pub(crate) fn new(victims: usize) -> Self {
         Self {
             attempt: None,
-            backoff: vec![(Time(0), 0); victims],
+            backoff: Backoff::new(victims),
             seq: 0,
             last_ok: None,
         }
@@ -95,12 +98,12 @@ impl Thief {
 
     /// Number of targets changed (work sharing: the master rotates).
     pub(crate) fn resize(&mut self, targets: usize) {
-        self.backoff = vec![(Time(0), 0); targets];
+        self.backoff = Backoff::new(targets);
         self.last_ok = None;
     }
 
     pub(crate) fn reset_backoff(&mut self) {
-        self.backoff.iter_mut().for_each(|b| *b = (Time(0), 0));
+        self.backoff.reset();
         self.last_ok = None;
     }
 }
@@ -210,7 +213,7 @@ impl Pending {
         }
     }
 
-    pub(crate) fn peer(&self, victims: &[Rank], me: Rank) -> Rank {
+    pub(crate) fn peer(&self, victims: &Neighbours, me: Rank) -> Rank {
         match self {
             Self::ClaimTicket { victim }
             | Self::ClaimRead { victim, .. }
@@ -219,7 +222,7 @@ impl Pending {
             | Self::LockCount { victim }
             | Self::LockRead { victim, .. }
             | Self::LockRelease { victim, .. }
-            | Self::RequestSent { victim } => victims[*victim],
+            | Self::RequestSent { victim } => victims.at(*victim),
             _ => me,
         }
     }
@@ -287,7 +290,9 @@ impl Node {
     pub(crate) fn thief_summary(&self) -> String {
         format!(
             "thief {:?} ",
-            self.thief.attempt.map(|a| (self.targets[a.victim], a.seq))
+            self.thief
+                .attempt
+                .map(|a| (self.targets.at(a.victim), a.seq))
         )
     }
 
@@ -321,7 +326,7 @@ impl Node {
         if !self.wants_to_steal() {
             return None;
         }
-        self.thief.backoff.iter().map(|b| b.0).min()
+        self.thief.backoff.earliest()
     }
 
     pub(crate) fn owner_deadline(&self) -> Option<Time> {
@@ -338,28 +343,16 @@ impl Node {
             return Ok(());
         }
         let now = self.now;
-        let is_ready = |b: &(Time, u32)| b.0 <= now;
         // A victim that just gave work probably has more: ask it again first (it leaves
         // the favour when it is found empty). Otherwise uniform among the ready ones.
         let victim = match self.thief.last_ok {
-            Some(v) if is_ready(&self.thief.backoff[v]) => v,
-            _ => {
-                let ready = self.thief.backoff.iter().filter(|b| is_ready(b)).count();
-                if ready == 0 {
-                    return Ok(());
-                }
-                let k = self.rng.below(ready as u64) as usize;
-                self.thief
-                    .backoff
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| is_ready(b))
-                    .nth(k)
-                    .map(|(i, _)| i)
-                    .expect("k < ready")
-            }
+            Some(v) if self.thief.backoff.is_ready(v, now) => v,
+            _ => match self.thief.backoff.pick_ready(now, &mut self.rng) {
+                Some(v) => v,
+                None => return Ok(()),
+            },
         };
-        let peer = self.targets[victim];
+        let peer = self.targets.at(victim);
         self.thief.seq += 1;
         let seq = self.thief.seq;
         self.thief.attempt = Some(Attempt {
@@ -420,7 +413,7 @@ impl Node {
     }
 
     fn end_attempt(&mut self, victim: usize, outcome: Outcome) {
-        let from = self.targets[victim];
+        let from = self.targets.at(victim);
         self.end_attempt_from(victim, outcome, from);
     }
 
@@ -433,10 +426,9 @@ impl Node {
                 .steal_latency_ns
                 .push(now.since(a.started).as_nanos() as u64);
         }
-        let b = &mut self.thief.backoff[victim];
         match outcome {
             Outcome::Got(n) => {
-                *b = (now, 0);
+                self.thief.backoff.success(victim);
                 self.thief.last_ok = Some(victim);
                 self.stats.steals_ok += 1;
                 self.stats.tasks_stolen += n;
@@ -453,17 +445,11 @@ impl Node {
                 if self.thief.last_ok == Some(victim) {
                     self.thief.last_ok = None;
                 }
-                b.1 = (b.1 + 1).min(30);
-                let d = self
-                    .cfg
-                    .backoff_base
-                    .saturating_mul(1 << (b.1 - 1))
-                    .min(self.cfg.backoff_max);
-                b.0 = now.plus(d);
+                self.thief.backoff.empty(victim, now, &self.cfg);
                 self.stats.steals_empty += 1;
             }
             Outcome::Locked => {
-                b.0 = now.plus(self.cfg.backoff_base);
+                self.thief.backoff.locked(victim, now, &self.cfg);
                 self.stats.steals_locked += 1;
             }
         }
@@ -582,7 +568,7 @@ impl Node {
                 }
                 if u32::from(w.n) > self.cfg.shared_capacity {
                     return Err(CoreError::Malformed {
-                        from: self.targets[victim],
+                        from: self.targets.at(victim),
                         what: format!(
                             "claim word announces {} tasks (capacity {})",
                             w.n, self.cfg.shared_capacity
@@ -591,7 +577,7 @@ impl Node {
                 }
                 // Step 2: read the batch into the staging area.
                 let region = w.region();
-                let peer = self.targets[victim];
+                let peer = self.targets.at(victim);
                 let remote = self.region_offset(region) + u64::from(start) * self.slot;
                 self.issue(
                     Op::Read {
@@ -614,7 +600,7 @@ impl Node {
                 len,
                 last,
             } => {
-                let peer = self.targets[victim];
+                let peer = self.targets.at(victim);
                 let tasks = self.read_slots(mem, self.staging(), u64::from(len), peer)?;
                 // Step 3: the batch is read; the owner may reuse the region.
                 self.issue(
@@ -632,7 +618,7 @@ impl Node {
                 // The generation is exhausted and this thief's region released: tell the
                 // owner to publish the next one now rather than at its next check.
                 if last {
-                    let peer = self.targets[victim];
+                    let peer = self.targets.at(victim);
                     self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
                 }
             }
@@ -698,7 +684,7 @@ impl Node {
                     return Ok(());
                 }
                 // Step 2: the count.
-                let peer = self.targets[victim];
+                let peer = self.targets.at(victim);
                 self.issue(
                     Op::Read {
                         peer,
@@ -710,7 +696,7 @@ impl Node {
                 );
             }
             Pending::LockCount { victim } => {
-                let peer = self.targets[victim];
+                let peer = self.targets.at(victim);
                 let mut b = [0u8; 8];
                 mem.read(Loc::new(seg::TASKS, self.staging()), &mut b);
                 let n = u64::from_le_bytes(b);
@@ -742,7 +728,7 @@ impl Node {
                 );
             }
             Pending::LockRead { victim, n } => {
-                let peer = self.targets[victim];
+                let peer = self.targets.at(victim);
                 let tasks = self.read_slots(mem, self.staging(), u64::from(n), peer)?;
                 self.take_stolen(tasks);
                 // Step 4: hand the lock to the owner for a refill.
@@ -751,13 +737,13 @@ impl Node {
             Pending::LockRelease { victim, outcome } => {
                 if value != lock::held_by(self.rank) {
                     return Err(CoreError::Malformed {
-                        from: self.targets[victim],
+                        from: self.targets.at(victim),
                         what: format!("lock word {value} while this rank held it"),
                     });
                 }
                 if matches!(outcome, Outcome::Got(_)) {
                     // The shared set is gone and the lock says REFILL: tell the owner now.
-                    let peer = self.targets[victim];
+                    let peer = self.targets.at(victim);
                     self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
                 }
                 self.end_attempt(victim, outcome);
@@ -798,7 +784,7 @@ impl Node {
     }
 
     fn lock_release(&mut self, victim: usize, to: u64, outcome: Outcome) {
-        let peer = self.targets[victim];
+        let peer = self.targets.at(victim);
         self.issue(
             Op::Cas {
                 peer,
@@ -943,7 +929,7 @@ impl Node {
                 };
                 // Under work sharing the master may pass the request on: any rank answers.
                 let from_target =
-                    self.cfg.sharing.is_some() || self.targets.get(a.victim) == Some(&from);
+                    self.cfg.sharing.is_some() || self.targets.get(a.victim) == Some(from);
                 if !from_target || seq != a.seq & SEQ_MASK {
                     // A stale, empty answer (module doc): nothing to do.
                     return Ok(());

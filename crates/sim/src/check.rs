@@ -32,8 +32,13 @@ pub struct Drawn {
 /// Draws and runs the job of `seed`.
 pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
     let mut rng = Rng::from_keys(&[seed, 0x4348_4543_4b00]);
-    let ranks = 1 + rng.below(40) as u32;
+    let mut ranks = 1 + rng.below(40) as u32;
     let scheme = rng.below(7);
+    if (3..=4).contains(&scheme) && rng.chance(0.4) {
+        // The complete graph past a row's size: thieves pace themselves, victims are drawn
+        // by rejection, OUTBOX slots are pooled, a master has a backlog.
+        ranks = 41 + rng.below(160) as u32;
+    }
     let protocol = [Protocol::Claim, Protocol::Lock, Protocol::Request][rng.below(3) as usize];
     let mut overlay = OverlayParams {
         ranks,

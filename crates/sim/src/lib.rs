@@ -26,6 +26,8 @@ mod queue;
 use mem::SparseMem;
 pub use model::Model;
 use queue::EventQueue;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
@@ -182,6 +184,12 @@ struct Sim<'a> {
     queue: EventQueue,
     slab: Vec<Option<Ev>>,
     free: Vec<u32>,
+    /// Per rank: events that arrived while its progress thread was busy, by sequence
+    /// number, and the key of the one queue entry (a *marker*, slot `MARKER | rank`) that
+    /// stands for the earliest of them. Re-queueing each waiting event at every busy end
+    /// instead cost O(backlog²) at a loaded rank (a master serving 10,000 ranks).
+    deferred: Vec<BinaryHeap<Reverse<(u64, u32)>>>,
+    wake: Vec<Option<(u64, u64)>>,
     seq: u64,
     rng: Rng,
     cpu_free: Vec<u64>,
@@ -191,8 +199,9 @@ struct Sim<'a> {
     busy: Vec<u64>,
     end: Vec<Option<u64>>,
     done_count: usize,
-    /// Each rank's fabric peers, sorted.
-    peers: Vec<Vec<u32>>,
+    /// Each rank's fabric peers, sorted; `None` under the complete graph, where every
+    /// rank is every rank's peer (listing them would take N² entries).
+    peers: Option<Vec<Vec<u32>>>,
     runs: Vec<Vec<u8>>,
     home_total: u64,
     own_total: u64,
@@ -215,6 +224,9 @@ fn target(op: &Op) -> u32 {
     }
 }
 
+/// Queue slots with this bit are markers ([`Sim::mark`]); events' slots stay below it.
+const MARKER: u32 = 1 << 31;
+
 impl Sim<'_> {
     fn at(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
@@ -224,6 +236,7 @@ impl Sim<'_> {
                 i
             }
             None => {
+                assert!(self.slab.len() < MARKER as usize, "2^31 events waiting");
                 self.slab.push(Some(ev));
                 (self.slab.len() - 1) as u32
             }
@@ -234,6 +247,17 @@ impl Sim<'_> {
     /// The next event in time order.
     fn pop(&mut self) -> Option<(u64, u64, u32)> {
         self.queue.pop()
+    }
+
+    /// Makes rank `node`'s marker stand for its earliest waiting event at time `t`.
+    fn mark(&mut self, node: u32, t: u64) {
+        let Some(&Reverse((seq, _))) = self.deferred[node as usize].peek() else {
+            return;
+        };
+        if self.wake[node as usize] != Some((t, seq)) {
+            self.wake[node as usize] = Some((t, seq));
+            self.queue.push(t, seq, MARKER | node);
+        }
     }
 
     fn take(&mut self, slot: u32) -> Ev {
@@ -277,7 +301,10 @@ impl Sim<'_> {
 
     fn arrive(&mut self, now: u64, from: u32, token: Token, op: Op) -> Result<(), Violation> {
         let peer = target(&op);
-        if peer != from && self.peers[from as usize].binary_search(&peer).is_err() {
+        if peer != from
+            && let Some(peers) = &self.peers
+            && peers[from as usize].binary_search(&peer).is_err()
+        {
             return Err(Violation(format!(
                 "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
             )));
@@ -556,6 +583,8 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         queue: EventQueue::default(),
         slab: Vec::new(),
         free: Vec::new(),
+        deferred: vec![BinaryHeap::new(); n],
+        wake: vec![None; n],
         seq: 0,
         rng: Rng::from_keys(&[job.seed, 0x5349_4d00]),
         cpu_free: vec![0; n],
@@ -565,7 +594,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         busy: vec![0; n],
         end: vec![None; n],
         done_count: 0,
-        peers: Vec::new(),
+        peers: None,
         runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         home_total: 0,
         own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
@@ -582,18 +611,20 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
     // connects to all of them when the fabric opens, before the epoch, so no operation
     // pays a connection in it; an operation to any other rank is a violation (the real
     // fabric has no address for it).
-    let mut peers: Vec<Vec<u32>> = sim.nodes.iter().map(|n| n.peers(&[])).collect();
-    let outs = peers.clone();
-    for (r, out) in outs.iter().enumerate() {
-        for &p in out {
-            peers[p as usize].push(r as u32);
+    if !sim.nodes.iter().all(Node::neighbours_all) {
+        let mut peers: Vec<Vec<u32>> = sim.nodes.iter().map(|n| n.peers(&[])).collect();
+        let outs = peers.clone();
+        for (r, out) in outs.iter().enumerate() {
+            for &p in out {
+                peers[p as usize].push(r as u32);
+            }
         }
+        for p in &mut peers {
+            p.sort_unstable();
+            p.dedup();
+        }
+        sim.peers = Some(peers);
     }
-    for p in &mut peers {
-        p.sort_unstable();
-        p.dedup();
-    }
-    sim.peers = peers;
     for r in 0..ranks {
         sim.at(0, Ev::Start { node: r });
     }
@@ -611,6 +642,19 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
                 sim.done_count
             )));
         };
+        // A marker: the rank's earliest waiting event, in that event's place in the order
+        // (the same order as if the event itself had been queued again).
+        let (seq, slot, marked) = if slot & MARKER != 0 {
+            let r = (slot & !MARKER) as usize;
+            if sim.wake[r] != Some((t, seq)) {
+                continue; // Superseded by a marker for an earlier waiting event.
+            }
+            sim.wake[r] = None;
+            let Reverse((seq, slot)) = *sim.deferred[r].peek().expect("a marker has events");
+            (seq, slot, true)
+        } else {
+            (seq, slot, false)
+        };
         let node = sim.slab[slot as usize].as_ref().and_then(Ev::node);
         if let Some(node) = node {
             // The rank's progress thread is busy, or stalled by a fault: later.
@@ -623,17 +667,31 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
                 ready = ready.max(from + len);
             }
             if ready > t {
-                if let Some(Ev::Timer { node }) = sim.slab[slot as usize]
-                    && sim.timer_at[node as usize] == Some(t)
-                {
-                    sim.timer_at[node as usize] = Some(ready);
+                if let Some(Ev::Timer { node }) = sim.slab[slot as usize] {
+                    // At most one live timer per rank: it waits in the queue itself.
+                    if sim.timer_at[node as usize] == Some(t) {
+                        sim.timer_at[node as usize] = Some(ready);
+                    }
+                    sim.queue.push(ready, seq, slot);
+                } else {
+                    if !marked {
+                        sim.deferred[node as usize].push(Reverse((seq, slot)));
+                    }
+                    sim.mark(node, ready);
                 }
-                sim.queue.push(ready, seq, slot);
                 continue;
+            }
+            if marked {
+                sim.deferred[node as usize].pop();
             }
         }
         let ev = sim.take(slot);
         sim.handle(t, ev)?;
+        if let Some(node) = node
+            && sim.wake[node as usize].is_none()
+        {
+            sim.mark(node, t);
+        }
         if sim.events > job.max_events {
             return Err(Violation(format!(
                 "no end after {} events ({} of {n} ranks done)",

@@ -1,0 +1,390 @@
+//! A rank's out-neighbours, listed or implicit, and the per-neighbour state that stays
+//! sparse so that the complete graph (random stealing, work sharing) costs O(1) per rank
+//! at any scale instead of a row of N − 1 entries.
+
+use crate::fasthash::IntMap;
+use crate::{Rank, Time};
+use titus_overlay::rng::Rng;
+
+/// Targets from which [`Backoff::pick_ready`] first draws by rejection.
+const REJECTION_MIN: usize = 128;
+/// Rejected draws before the exact rule.
+const REJECTION_TRIES: u32 = 8;
+
+/// Out-neighbours in ascending rank order; indices `0..len()` name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Neighbours {
+    /// An overlay row.
+    List(Vec<Rank>),
+    /// Every rank of `0..size` except `me` (the complete graph), never listed.
+    All { size: u32, me: Rank },
+}
+
+impl Neighbours {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::List(v) => v.len(),
+            Self::All { size, .. } => size.saturating_sub(1) as usize,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rank at index `i` (< `len()`).
+    pub(crate) fn at(&self, i: usize) -> Rank {
+        match self {
+            Self::List(v) => v[i],
+            Self::All { size, me } => {
+                assert!(i < self.len(), "neighbour {i} of {}", size - 1);
+                let i = i as Rank;
+                if i < *me { i } else { i + 1 }
+            }
+        }
+    }
+
+    /// The rank at index `i`, if there is one.
+    pub(crate) fn get(&self, i: usize) -> Option<Rank> {
+        (i < self.len()).then(|| self.at(i))
+    }
+
+    /// The index of `rank`, if it is a neighbour.
+    pub(crate) fn index_of(&self, rank: Rank) -> Option<usize> {
+        match self {
+            Self::List(v) => v.binary_search(&rank).ok(),
+            Self::All { size, me } => (rank < *size && rank != *me)
+                .then(|| if rank < *me { rank } else { rank - 1 } as usize),
+        }
+    }
+
+    /// Whether this is the implicit complete graph.
+    pub(crate) fn is_all(&self) -> bool {
+        matches!(self, Self::All { .. })
+    }
+
+    /// Every neighbour, ascending (O(N) for the complete graph).
+    pub(crate) fn to_vec(&self) -> Vec<Rank> {
+        match self {
+            Self::List(v) => v.clone(),
+            Self::All { .. } => (0..self.len()).map(|i| self.at(i)).collect(),
+        }
+    }
+
+    /// Where an abort floods to: every listed neighbour, or for the complete graph the
+    /// ranks at distances ±2^k around the ring (O(log N), diameter O(log N)).
+    pub(crate) fn flood_targets(&self) -> Vec<Rank> {
+        match self {
+            Self::List(v) => v.clone(),
+            Self::All { size, me } => {
+                let n = u64::from(*size);
+                let mut out = Vec::new();
+                let mut d = 1u64;
+                while d < n {
+                    out.push(((u64::from(*me) + d) % n) as Rank);
+                    out.push(((u64::from(*me) + n - d) % n) as Rank);
+                    d *= 2;
+                }
+                out
+            }
+        }
+    }
+}
+
+/// A thief with more targets than this paces itself in rounds of this many probes (the
+/// default overlay row: 2 ring neighbours and 30 shortcuts).
+pub(crate) const PACE_ROUND: u32 = 32;
+/// Entries kept before the expired ones are forgotten.
+const ENTRIES_MAX: usize = 256;
+
+/// A thief's backoff.
+///
+/// Per target: an empty find doubles the target's backoff (from `backoff_base` to
+/// `backoff_max`), Locked waits `backoff_base`, a success clears it; only targets that
+/// failed are stored, so a thief over the complete graph of 100,000 ranks keeps a
+/// handful of entries, not 100,000.
+///
+/// Per thief: among a row of targets, per-target backoff alone makes an idle thief sleep
+/// (every target backed off: ~32 probes per `backoff_max`). Among thousands it never
+/// would — each probe finds a fresh target — so a thief with more than [`PACE_ROUND`]
+/// targets pauses after each round of that many consecutive empty finds, the pause
+/// doubling per round (from `backoff_base` to `backoff_max`) until a success: the probe
+/// rate of a row, spread over every rank. Beyond [`ENTRIES_MAX`] entries, expired ones
+/// are forgotten (their count only matters to a target probed again soon).
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    targets: usize,
+    /// Target index → (backed off until, consecutive empty finds). Absent: ready, no
+    /// failures.
+    entries: IntMap<u32, (Time, u32)>,
+    /// Consecutive empty finds over all targets.
+    streak: u32,
+    /// No probe before this (pacing).
+    paused_until: Time,
+}
+
+/// `base` × 2^(n − 1), at most `max`.
+fn doubled(base: std::time::Duration, n: u32, max: std::time::Duration) -> std::time::Duration {
+    base.saturating_mul(1 << (n.clamp(1, 30) - 1)).min(max)
+}
+
+impl Backoff {
+    pub(crate) fn new(targets: usize) -> Self {
+        Self {
+            targets,
+            ..Self::default()
+        }
+    }
+
+    /// Target `i` gave work.
+    pub(crate) fn success(&mut self, i: usize) {
+        self.entries.remove(&(i as u32));
+        self.streak = 0;
+        self.paused_until = Time(0);
+    }
+
+    /// Target `i` was found empty at `now`.
+    pub(crate) fn empty(&mut self, i: usize, now: Time, cfg: &crate::Config) {
+        let mut b = self.get(i);
+        b.1 = (b.1 + 1).min(30);
+        b.0 = now.plus(doubled(cfg.backoff_base, b.1, cfg.backoff_max));
+        self.set(i, b, now);
+        self.streak = self.streak.saturating_add(1);
+        if self.targets > PACE_ROUND as usize && self.streak.is_multiple_of(PACE_ROUND) {
+            let round = self.streak / PACE_ROUND;
+            self.paused_until = now.plus(doubled(cfg.backoff_base, round, cfg.backoff_max));
+        }
+    }
+
+    /// Target `i` was locked at `now`.
+    pub(crate) fn locked(&mut self, i: usize, now: Time, cfg: &crate::Config) {
+        let mut b = self.get(i);
+        b.0 = now.plus(cfg.backoff_base);
+        self.set(i, b, now);
+    }
+
+    fn get(&self, i: usize) -> (Time, u32) {
+        self.entries
+            .get(&(i as u32))
+            .copied()
+            .unwrap_or((Time(0), 0))
+    }
+
+    fn set(&mut self, i: usize, b: (Time, u32), now: Time) {
+        self.entries.insert(i as u32, b);
+        if self.entries.len() > ENTRIES_MAX {
+            self.entries.retain(|_, b| b.0 > now);
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.entries.clear();
+        self.streak = 0;
+        self.paused_until = Time(0);
+    }
+
+    /// The earliest time some target is ready (a target never backed off: `Time(0)`),
+    /// not before the pause.
+    pub(crate) fn earliest(&self) -> Option<Time> {
+        if self.targets == 0 {
+            return None;
+        }
+        let t = if self.entries.len() < self.targets {
+            Time(0)
+        } else {
+            self.entries.values().map(|b| b.0).min()?
+        };
+        Some(t.max(self.paused_until))
+    }
+
+    /// Whether target `i` is ready at `now` (and the thief is not pausing).
+    pub(crate) fn is_ready(&self, i: usize, now: Time) -> bool {
+        now >= self.paused_until && self.get(i).0 <= now
+    }
+
+    /// A target drawn uniformly among the ready ones, or `None` when none is ready.
+    ///
+    /// Among many targets (the complete graph) a few uniform draws over all of them, kept
+    /// when ready, find one in O(1) while most are ready; otherwise (and for overlay rows,
+    /// whose traces stay those of the dense rule) [`Backoff::kth_ready`].
+    pub(crate) fn pick_ready(&self, now: Time, rng: &mut Rng) -> Option<usize> {
+        if now < self.paused_until {
+            return None;
+        }
+        if self.targets >= REJECTION_MIN {
+            for _ in 0..REJECTION_TRIES {
+                let i = rng.below(self.targets as u64) as usize;
+                if self.get(i).0 <= now {
+                    return Some(i);
+                }
+            }
+        }
+        self.kth_ready(now, |n| rng.below(n))
+    }
+
+    /// The `k`-th ready target in index order, k uniform below the number ready (one draw
+    /// from `below`), or `None` when none is ready. O(B log B) for B targets backed off.
+    pub(crate) fn kth_ready(&self, now: Time, below: impl FnOnce(u64) -> u64) -> Option<usize> {
+        let mut blocked: Vec<u32> = self
+            .entries
+            .iter()
+            .filter(|(_, b)| b.0 > now)
+            .map(|(&i, _)| i)
+            .collect();
+        let ready = self.targets - blocked.len();
+        if ready == 0 {
+            return None;
+        }
+        blocked.sort_unstable();
+        let mut i = below(ready as u64) as usize;
+        for &b in &blocked {
+            if b as usize <= i {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implicit_complete_graph_indexes_every_other_rank() {
+        for size in [1u32, 2, 5, 9] {
+            for me in 0..size {
+                let all = Neighbours::All { size, me };
+                let list = Neighbours::List((0..size).filter(|&r| r != me).collect());
+                assert_eq!(all.len(), list.len());
+                assert_eq!(all.to_vec(), list.to_vec());
+                for i in 0..all.len() {
+                    assert_eq!(all.at(i), list.at(i));
+                }
+                for r in 0..size + 2 {
+                    assert_eq!(
+                        all.index_of(r),
+                        list.index_of(r),
+                        "size {size} me {me} r {r}"
+                    );
+                }
+                let mut f = all.flood_targets();
+                f.sort_unstable();
+                f.dedup();
+                assert!(f.iter().all(|&r| r < size));
+                if size > 1 {
+                    assert!(f.contains(&((me + 1) % size)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pick_ready_is_the_kth_ready_target() {
+        // Against the dense rule: count the ready targets, take the k-th in index order.
+        let mut rng = Rng::from_keys(&[7]);
+        for round in 0..500 {
+            let n = 1 + rng.below(40) as usize;
+            let mut b = Backoff::new(n);
+            let mut dense = vec![(Time(0), 0u32); n];
+            for _ in 0..rng.below(2 * n as u64) {
+                let i = rng.below(n as u64) as usize;
+                let v = (Time(rng.below(20)), rng.below(3) as u32);
+                b.entries.insert(i as u32, v);
+                dense[i] = v;
+            }
+            let now = Time(10);
+            let ready: Vec<usize> = (0..n).filter(|&i| dense[i].0 <= now).collect();
+            assert_eq!(
+                b.earliest(),
+                dense.iter().map(|d| d.0).min(),
+                "round {round}"
+            );
+            for k in 0..ready.len() as u64 {
+                assert_eq!(
+                    b.kth_ready(now, |m| {
+                        assert_eq!(m, ready.len() as u64);
+                        k
+                    }),
+                    Some(ready[k as usize]),
+                    "round {round} k {k}"
+                );
+            }
+            if ready.is_empty() {
+                assert_eq!(b.kth_ready(now, |_| unreachable!()), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_thief_over_many_targets_pauses_after_each_round_of_empty_finds() {
+        let cfg = crate::Config::default();
+        let base = cfg.backoff_base;
+        let mut rng = Rng::from_keys(&[3]);
+        for (targets, paced) in [(1000usize, true), (PACE_ROUND as usize, false)] {
+            let mut b = Backoff::new(targets);
+            let mut now = Time(1_000_000);
+            for round in 1..=12u32 {
+                for _ in 0..PACE_ROUND {
+                    let i = b.pick_ready(now, &mut rng).expect("a target is ready");
+                    b.empty(i, now, &cfg);
+                    now = now.plus(std::time::Duration::from_nanos(10));
+                }
+                let last = Time(now.0 - 10);
+                if paced {
+                    let pause = doubled(base, round, cfg.backoff_max);
+                    assert_eq!(b.earliest(), Some(last.plus(pause)), "round {round}");
+                    assert_eq!(b.pick_ready(now, &mut rng), None, "round {round}");
+                    now = last.plus(pause);
+                } else {
+                    // Per-target backoff only: every target failed once, none ready yet.
+                    assert_eq!(b.pick_ready(now, &mut rng), None);
+                    now = b.earliest().expect("targets");
+                }
+                assert!(b.entries.len() <= ENTRIES_MAX.max(targets));
+            }
+            // A success ends the pause.
+            let i = b.pick_ready(now, &mut rng).expect("ready after the pause");
+            b.success(i);
+            assert_eq!(b.streak, 0);
+            assert!(b.earliest().expect("targets") <= now);
+        }
+    }
+
+    #[test]
+    fn pick_ready_draws_uniformly_among_ready_targets() {
+        // 1,000 targets (the rejection path), 900 of them backed off: each of the 100
+        // ready ones is drawn about 1% of the time, a backed-off one never.
+        let mut rng = Rng::from_keys(&[11]);
+        let mut b = Backoff::new(1000);
+        for i in 0..900 {
+            b.entries.insert((i * 1000 / 900) as u32, (Time(100), 1));
+        }
+        let now = Time(10);
+        let draws = 200_000;
+        let mut seen = vec![0u32; 1000];
+        for _ in 0..draws {
+            let i = b.pick_ready(now, &mut rng).expect("100 are ready");
+            seen[i] += 1;
+        }
+        let ready: Vec<usize> = (0..1000).filter(|&i| b.get(i).0 <= now).collect();
+        assert_eq!(ready.len(), 100);
+        for (i, &n) in seen.iter().enumerate() {
+            if b.get(i).0 > now {
+                assert_eq!(n, 0, "target {i} is backed off");
+            } else {
+                let share = f64::from(n) / f64::from(draws);
+                assert!((share - 0.01).abs() < 0.002, "target {i}: {share}");
+            }
+        }
+        // None ready.
+        let mut all = Backoff::new(200);
+        for i in 0..200 {
+            all.entries.insert(i as u32, (Time(50), 2));
+        }
+        assert_eq!(all.pick_ready(now, &mut rng), None);
+        assert_eq!(all.earliest(), Some(Time(50)));
+    }
+}
