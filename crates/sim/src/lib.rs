@@ -693,8 +693,14 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
             sim.mark(node, t);
         }
         if sim.events > job.max_events {
+            let stuck = sim
+                .end
+                .iter()
+                .position(Option::is_none)
+                .map(|r| sim.nodes[r].debug_summary())
+                .unwrap_or_default();
             return Err(Violation(format!(
-                "no end after {} events ({} of {n} ranks done)",
+                "no end after {} events ({} of {n} ranks done); {stuck}",
                 sim.events, sim.done_count
             )));
         }
