@@ -185,8 +185,6 @@ pub(crate) enum Pending {
         expected: ClaimWord,
         new: ClaimWord,
         tasks: Vec<Task>,
-        /// Swaps already retried at once after tickets moved.
-        retries: u8,
     },
     OwnLock {
         purpose: LockPurpose,
@@ -231,9 +229,6 @@ impl Pending {
 }
 
 use crate::share::{Decision, SEQ_MASK};
-
-/// `claim`: swaps an owner retries at once when only tickets moved.
-const SWAP_RETRIES: u8 = 2;
 
 fn word(w: u64) -> [u8; 8] {
     w.to_le_bytes()
@@ -536,10 +531,6 @@ impl Node {
     }
 
     fn claim_swap(&mut self, expected: ClaimWord, tasks: Vec<Task>) {
-        self.claim_swap_try(expected, tasks, 0);
-    }
-
-    fn claim_swap_try(&mut self, expected: ClaimWord, tasks: Vec<Task>, retries: u8) {
         let new = ClaimWord {
             generation: expected.generation.wrapping_add(1),
             n: tasks.len() as u16,
@@ -556,7 +547,6 @@ impl Node {
                 expected,
                 new,
                 tasks,
-                retries,
             }),
         );
     }
@@ -662,29 +652,11 @@ impl Node {
                 expected,
                 new,
                 tasks,
-                retries,
             } => {
                 if value != expected.pack() {
-                    let now_word = ClaimWord::unpack(value);
-                    if now_word.generation == expected.generation
-                        && now_word.n == expected.n
-                        && retries < SWAP_RETRIES
-                    {
-                        // Only tickets moved (thieves probing, or claiming batches of the
-                        // generation being closed): swap again against the word as it is.
-                        // Region g+1 was checked free and tickets on g do not touch it, so
-                        // neither the check nor the slots are redone — a thief probing
-                        // faster than check, done-check and swap (three round trips) held
-                        // the first publication of an epoch off for milliseconds. Only a
-                        // few times: tasks held for a swap are neither run nor shared.
-                        self.owner.word = now_word;
-                        self.claim_swap_try(now_word, tasks, retries + 1);
-                        return Ok(());
-                    }
-                    // Tickets moved again (or the word is not this owner's any more):
-                    // the tasks go back to the queue, and a check starts over.
+                    // Tickets moved since the check: nothing was published; retry now.
                     self.queue.extend(tasks);
-                    self.owner.word = now_word;
+                    self.owner.word = ClaimWord::unpack(value);
                     self.owner.busy = false;
                     self.owner.next_check = self.now;
                     return Ok(());
