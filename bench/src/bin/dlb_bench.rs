@@ -220,6 +220,7 @@ fn counted_task(payload: &[u8]) -> Vec<u8> {
 }
 
 fn main() {
+    titus_bench::quiet_broken_pipe();
     let args = Cli::parse().bench;
     check_args(&args);
     let launched = std::env::var_os("TITUS_SIZE").is_some()
