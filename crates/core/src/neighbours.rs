@@ -91,7 +91,7 @@ impl Neighbours {
     }
 }
 
-/// A thief with more targets than this paces itself in rounds of this many probes (the
+/// A thief over the complete graph paces itself in rounds of this many probes (the
 /// default overlay row: 2 ring neighbours and 30 shortcuts).
 pub(crate) const PACE_ROUND: u32 = 32;
 /// Entries kept before the expired ones are forgotten.
@@ -105,15 +105,19 @@ const ENTRIES_MAX: usize = 256;
 /// handful of entries, not 100,000.
 ///
 /// Per thief: among a row of targets, per-target backoff alone makes an idle thief sleep
-/// (every target backed off: ~32 probes per `backoff_max`). Among thousands it never
-/// would — each probe finds a fresh target — so a thief with more than [`PACE_ROUND`]
-/// targets pauses after each round of that many consecutive empty finds, the pause
-/// doubling per round (from `backoff_base` to `backoff_max`) until a success: the probe
-/// rate of a row, spread over every rank. Beyond [`ENTRIES_MAX`] entries, expired ones
-/// are forgotten (their count only matters to a target probed again soon).
+/// (every target backed off: ~32 probes per `backoff_max`). Among every rank of the
+/// complete graph it never would — each probe finds a fresh target — so there a thief
+/// with more than [`PACE_ROUND`] targets pauses after each round of that many
+/// consecutive empty finds, the pause doubling per round (from `backoff_base` to
+/// `backoff_max`) until a success: the probe rate of a row, spread over every rank.
+/// Beyond [`ENTRIES_MAX`] entries, expired ones are forgotten (their count only matters
+/// to a target probed again soon). Overlay rows keep the dense rule exactly (no pacing,
+/// no rejection draws), whatever their length.
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     targets: usize,
+    /// The targets are the implicit complete graph: pace, and draw by rejection.
+    implicit: bool,
     /// Target index → (backed off until, consecutive empty finds). Absent: ready, no
     /// failures.
     entries: IntMap<u32, (Time, u32)>,
@@ -129,9 +133,10 @@ fn doubled(base: std::time::Duration, n: u32, max: std::time::Duration) -> std::
 }
 
 impl Backoff {
-    pub(crate) fn new(targets: usize) -> Self {
+    pub(crate) fn new(targets: &Neighbours) -> Self {
         Self {
-            targets,
+            targets: targets.len(),
+            implicit: targets.is_all(),
             ..Self::default()
         }
     }
@@ -150,7 +155,10 @@ impl Backoff {
         b.0 = now.plus(doubled(cfg.backoff_base, b.1, cfg.backoff_max));
         self.set(i, b, now);
         self.streak = self.streak.saturating_add(1);
-        if self.targets > PACE_ROUND as usize && self.streak.is_multiple_of(PACE_ROUND) {
+        if self.implicit
+            && self.targets > PACE_ROUND as usize
+            && self.streak.is_multiple_of(PACE_ROUND)
+        {
             let round = self.streak / PACE_ROUND;
             self.paused_until = now.plus(doubled(cfg.backoff_base, round, cfg.backoff_max));
         }
@@ -204,14 +212,14 @@ impl Backoff {
 
     /// A target drawn uniformly among the ready ones, or `None` when none is ready.
     ///
-    /// Among many targets (the complete graph) a few uniform draws over all of them, kept
+    /// Among many targets of the complete graph a few uniform draws over all of them, kept
     /// when ready, find one in O(1) while most are ready; otherwise (and for overlay rows,
     /// whose traces stay those of the dense rule) [`Backoff::kth_ready`].
     pub(crate) fn pick_ready(&self, now: Time, rng: &mut Rng) -> Option<usize> {
         if now < self.paused_until {
             return None;
         }
-        if self.targets >= REJECTION_MIN {
+        if self.implicit && self.targets >= REJECTION_MIN {
             for _ in 0..REJECTION_TRIES {
                 let i = rng.below(self.targets as u64) as usize;
                 if self.get(i).0 <= now {
@@ -287,7 +295,7 @@ mod tests {
         let mut rng = Rng::from_keys(&[7]);
         for round in 0..500 {
             let n = 1 + rng.below(40) as usize;
-            let mut b = Backoff::new(n);
+            let mut b = Backoff::new(&Neighbours::List((0..n as Rank).collect()));
             let mut dense = vec![(Time(0), 0u32); n];
             for _ in 0..rng.below(2 * n as u64) {
                 let i = rng.below(n as u64) as usize;
@@ -323,12 +331,29 @@ mod tests {
         let cfg = crate::Config::default();
         let base = cfg.backoff_base;
         let mut rng = Rng::from_keys(&[3]);
-        for (targets, paced) in [(1000usize, true), (PACE_ROUND as usize, false)] {
-            let mut b = Backoff::new(targets);
+        // The complete graph paces; an overlay row of any length does not.
+        for (targets, paced) in [(1000usize, true), (PACE_ROUND as usize, false), (40, false)] {
+            let mut b = Backoff::new(&if paced {
+                Neighbours::All {
+                    size: targets as u32 + 1,
+                    me: 0,
+                }
+            } else {
+                Neighbours::List((0..targets as Rank).collect())
+            });
             let mut now = Time(1_000_000);
             for round in 1..=12u32 {
                 for _ in 0..PACE_ROUND {
-                    let i = b.pick_ready(now, &mut rng).expect("a target is ready");
+                    let i = match b.pick_ready(now, &mut rng) {
+                        Some(i) => i,
+                        None => {
+                            // A row: wait for the first backoff to end (never a pause).
+                            assert!(!paced, "round {round}: paced within a round");
+                            assert_eq!(b.paused_until, Time(0));
+                            now = b.earliest().expect("targets").max(now);
+                            b.pick_ready(now, &mut rng).expect("ready at earliest()")
+                        }
+                    };
                     b.empty(i, now, &cfg);
                     now = now.plus(std::time::Duration::from_nanos(10));
                 }
@@ -339,9 +364,13 @@ mod tests {
                     assert_eq!(b.pick_ready(now, &mut rng), None, "round {round}");
                     now = last.plus(pause);
                 } else {
-                    // Per-target backoff only: every target failed once, none ready yet.
-                    assert_eq!(b.pick_ready(now, &mut rng), None);
-                    now = b.earliest().expect("targets");
+                    // Per-target backoff only: a row never pauses; a row of 32 has every
+                    // target backed off after a round.
+                    assert_eq!(b.paused_until, Time(0), "round {round}");
+                    if targets == PACE_ROUND as usize {
+                        assert_eq!(b.pick_ready(now, &mut rng), None);
+                    }
+                    now = b.earliest().expect("targets").max(now);
                 }
                 assert!(b.entries.len() <= ENTRIES_MAX.max(targets));
             }
@@ -358,7 +387,7 @@ mod tests {
         // 1,000 targets (the rejection path), 900 of them backed off: each of the 100
         // ready ones is drawn about 1% of the time, a backed-off one never.
         let mut rng = Rng::from_keys(&[11]);
-        let mut b = Backoff::new(1000);
+        let mut b = Backoff::new(&Neighbours::All { size: 1001, me: 0 });
         for i in 0..900 {
             b.entries.insert((i * 1000 / 900) as u32, (Time(100), 1));
         }
@@ -380,7 +409,7 @@ mod tests {
             }
         }
         // None ready.
-        let mut all = Backoff::new(200);
+        let mut all = Backoff::new(&Neighbours::All { size: 201, me: 7 });
         for i in 0..200 {
             all.entries.insert(i as u32, (Time(50), 2));
         }

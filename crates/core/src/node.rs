@@ -287,7 +287,7 @@ impl Node {
         Ok(Self {
             rng: Rng::from_keys(&[cfg.seed, 0x5354_4541_4c00, u64::from(rank)]),
             slot,
-            thief: Thief::new(nv),
+            thief: Thief::new(&victims),
             owner: Owner::default(),
             outs: IntMap::default(),
             outbox_free: (0..nv.clamp(1, crate::results::OUTBOX_SLOTS_MAX) as u32)

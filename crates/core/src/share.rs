@@ -238,7 +238,7 @@ impl Node {
         } else {
             Vec::new()
         });
-        self.thief.resize(self.targets.len());
+        self.thief.resize(&self.targets);
         self.share.pos.clear();
         self.share.loads.clear();
         self.share.order.clear();

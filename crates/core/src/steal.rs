@@ -58,8 +58,8 @@
 //! uniform among out-neighbours not in backoff. Empty doubles a victim's backoff (from
 //! `backoff_base` to `backoff_max`); Locked waits `backoff_base`; a success clears it. A
 //! thief with every victim backed off sleeps until the first backoff ends; a thief over
-//! more victims than a row (the complete graph) also pauses after each round of empty
-//! finds ([`crate::neighbours::Backoff`]).
+//! the complete graph also pauses after each round of empty finds
+//! ([`crate::neighbours::Backoff`]).
 
 use crate::layout::{self, ClaimWord, Task, claim_batch, claim_batches, lock, seg, signal, tasks};
 use crate::neighbours::{Backoff, Neighbours};
@@ -87,7 +87,7 @@ pub(crate) struct Thief {
 }
 
 impl Thief {
-    pub(crate) fn new(victims: usize) -> Self {
+    pub(crate) fn new(victims: &Neighbours) -> Self {
         Self {
             attempt: None,
             backoff: Backoff::new(victims),
@@ -97,7 +97,7 @@ impl Thief {
     }
 
     /// Number of targets changed (work sharing: the master rotates).
-    pub(crate) fn resize(&mut self, targets: usize) {
+    pub(crate) fn resize(&mut self, targets: &Neighbours) {
         self.backoff = Backoff::new(targets);
         self.last_ok = None;
     }
