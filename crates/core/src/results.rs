@@ -31,6 +31,7 @@
 //! retries on its own after a while. Nothing is dropped: a chunk stays in its sender's
 //! OUTBOX until its write completed.
 
+use crate::fasthash::IntSet;
 use crate::layout::{self, ResultRecord, seg, signal};
 use crate::neighbours::Neighbours;
 use crate::node::{Node, Pending as NodePending};
@@ -77,8 +78,10 @@ struct Generation {
     consumed: u64,
     /// Smallest overflowing offset reported.
     overflow_at: Option<u64>,
-    /// Senders waiting for the RESET that ends it.
+    /// Senders waiting for the RESET that ends it, in the order they reported (the set
+    /// answers membership: under the complete graph they can be many).
     blocked: Vec<Rank>,
+    blocked_set: IntSet<Rank>,
 }
 
 /// The receiving side.
@@ -469,7 +472,7 @@ impl Node {
                     return Ok(()); // An older generation's report: stale.
                 };
                 g.overflow_at = Some(g.overflow_at.map_or(offset, |p| p.min(offset)));
-                if !g.blocked.contains(&from) {
+                if g.blocked_set.insert(from) {
                     g.blocked.push(from);
                 }
             }
