@@ -340,10 +340,12 @@ impl Lines {
         DB: DrawingBackend + 'a,
         X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
+        let log = self.log_x;
         chart
             .configure_mesh()
             .x_desc(self.x_label.as_str())
             .y_desc(self.y_label.as_str())
+            .x_label_formatter(&|x: &f64| tick(*x, log))
             .label_style((FONT, 14))
             .draw()
             .map_err(err)?;
@@ -362,6 +364,7 @@ impl Lines {
         }
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::MiddleLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font((FONT, 15))
@@ -371,9 +374,43 @@ impl Lines {
     }
 }
 
+/// An x tick's label: integers without a fraction and with thousands separators; on a
+/// log axis only 1, 2 and 5 × 10^k are labelled (its 2…9 × 10^k ticks overlap).
+fn tick(x: f64, log: bool) -> String {
+    if log && x > 0.0 {
+        let m = x / 10f64.powf(x.log10().floor());
+        let lead = m.round();
+        if (m - lead).abs() > 1e-6 || ![1.0, 2.0, 5.0].contains(&lead) {
+            return String::new();
+        }
+    }
+    if x.fract() != 0.0 || x.abs() >= 1e15 {
+        return format!("{x}");
+    }
+    let digits = (x.abs() as u64).to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if x < 0.0 { format!("-{out}") } else { out }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels() {
+        assert_eq!(tick(3584.0, false), "3,584");
+        assert_eq!(tick(100_000.0, true), "100,000");
+        assert_eq!(tick(20_000.0, true), "20,000");
+        assert_eq!(tick(30_000.0, true), "");
+        assert_eq!(tick(0.5, false), "0.5");
+        assert_eq!(tick(28.0, false), "28");
+    }
 
     #[test]
     fn every_chart_writes_a_png_and_an_svg_with_its_text() {
