@@ -390,7 +390,7 @@ fn tick(x: f64, log: bool) -> String {
     let digits = (x.abs() as u64).to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
