@@ -207,6 +207,10 @@ pub struct Config {
     pub inbox_bytes: u64,
     /// Largest result chunk sent to one next hop, bytes.
     pub chunk_bytes: u64,
+    /// Chunks in flight at once, each in an OUTBOX slot of `chunk_bytes` (at most one per
+    /// next hop; records for a next hop wait when every slot is in flight). The OUTBOX
+    /// registers min(next hops, this) × `chunk_bytes`.
+    pub outbox_slots: u32,
     /// How long results wait for company before their chunk leaves.
     pub flush_delay: Duration,
     /// First backoff after a victim was found empty; doubles per failure.
@@ -234,6 +238,7 @@ impl Default for Config {
             steal_below: 1,
             inbox_bytes: 1 << 20,
             chunk_bytes: 64 << 10,
+            outbox_slots: 64,
             flush_delay: Duration::from_micros(200),
             // Loopback steals take 20–80 µs: a first retry after 50 µs, doubling to 10 ms,
             // keeps an idle rank's attempts (and CPU) low while work is far away.

@@ -257,6 +257,9 @@ impl Node {
                 cfg.inbox_bytes, cfg.chunk_bytes
             )));
         }
+        if cfg.outbox_slots == 0 {
+            return Err(CoreError::Config("outbox_slots must be at least 1".into()));
+        }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {
@@ -290,7 +293,7 @@ impl Node {
             thief: Thief::new(&victims),
             owner: Owner::default(),
             outs: IntMap::default(),
-            outbox_free: (0..nv.clamp(1, crate::results::OUTBOX_SLOTS_MAX) as u32)
+            outbox_free: (0..nv.min(cfg.outbox_slots as usize).max(1) as u32)
                 .rev()
                 .collect(),
             active_outs: Vec::new(),

@@ -45,10 +45,6 @@ pub(crate) const INBOX_DATA: u64 = 64;
 const OFFSET_MASK: u64 = (1 << 48) - 1;
 /// A blocked sender retries on its own after this long (a lost race with the reset).
 const BLOCKED_RETRY: Duration = Duration::from_millis(5);
-/// Most chunks a rank has in flight at once, each in its own OUTBOX slot: one per next
-/// hop for an overlay row (~40), a pool under the complete graph (one slot per rank
-/// there would register N × `chunk_bytes`: 224 MiB per rank at 3,584 ranks).
-pub(crate) const OUTBOX_SLOTS_MAX: usize = 64;
 
 /// A chunk on its way.
 #[derive(Debug, Clone, Copy)]
@@ -146,9 +142,14 @@ impl Node {
         u64::from(slot) * self.cfg.chunk_bytes
     }
 
-    /// OUTBOX slots of `chunk_bytes` ([`OUTBOX_SLOTS_MAX`] at most).
+    /// OUTBOX slots of `chunk_bytes`: one per next hop, at most `Config::outbox_slots` —
+    /// one per next hop for an overlay row (~32), a pool under the complete graph (one per
+    /// rank there would register N × `chunk_bytes`: 224 MiB per rank at 3,584 ranks).
     pub(crate) fn outbox_slots(&self) -> usize {
-        self.victims.len().clamp(1, OUTBOX_SLOTS_MAX)
+        self.victims
+            .len()
+            .min(self.cfg.outbox_slots as usize)
+            .max(1)
     }
 
     /// Delivers a result here or queues it for its next hop. `hops`: hops taken so far.

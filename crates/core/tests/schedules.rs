@@ -253,6 +253,8 @@ fn run(case: &Case) -> Result<u64, String> {
         // Small inboxes and chunks: overflows and resets happen.
         inbox_bytes: 256 + rng.below(512),
         chunk_bytes: 64 + rng.below(128),
+        // One to three OUTBOX slots: chunks wait for a free one.
+        outbox_slots: 1 + rng.below(3) as u32,
         flush_delay: Duration::from_micros(rng.below(50)),
         backoff_base: Duration::from_micros(5),
         backoff_max: Duration::from_micros(200),

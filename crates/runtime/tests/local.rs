@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 use titus_fabric::mem::{DelayModel, MemOptions};
-use titus_runtime::{Protocol, Runtime, RuntimeConfig, RuntimeError};
+use titus_runtime::{Balancing, Protocol, Runtime, RuntimeConfig, RuntimeError};
 
 /// A task with real work: iterated hashing of the payload, `rounds` times.
 fn checksum(payload: &[u8]) -> Vec<u8> {
@@ -108,6 +108,42 @@ fn every_protocol_delivers_every_result_once() {
                 if r == 0 { 400 } else { 5 }
             }),
             &what,
+        );
+    }
+}
+
+/// The implicit complete graph (random stealing) in the runtime: 80 ranks have 79 victims
+/// and next hops each, more than the 64 OUTBOX slots (the default), then a single slot.
+/// (Chunks waiting for a slot are exercised by the core's schedules and `titus sim
+/// --check`, which draw 1–3 slots; here a thief's results mostly go to one owner.)
+#[test]
+fn the_complete_graph_past_the_outbox_pool() {
+    for (protocol, slots) in [
+        (Protocol::Claim, 64),
+        (Protocol::Request, 1),
+        (Protocol::Claim, 1),
+    ] {
+        let mut cfg = config(protocol, 5);
+        cfg.workers = 1;
+        cfg.balance(Balancing::Random, 80).unwrap();
+        cfg.core.chunk_bytes = 256;
+        cfg.core.outbox_slots = slots;
+        all_ok(
+            job(
+                80,
+                cfg,
+                MemOptions {
+                    // Operations stay in flight a while: chunks queue for slots.
+                    delay: Some(DelayModel {
+                        seed: u64::from(slots),
+                        max: Duration::from_micros(300),
+                    }),
+                    software_progress: false,
+                },
+                2,
+                |r| if r % 10 == 0 { 150 } else { 2 },
+            ),
+            &format!("random, 80 ranks, {protocol:?}, {slots} OUTBOX slots"),
         );
     }
 }

@@ -65,6 +65,12 @@ pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
         steal_below: 1 + rng.below(3) as u32,
         inbox_bytes: 256 + rng.below(512),
         chunk_bytes: 64 + rng.below(128),
+        // Few slots: chunks wait for one often (the pool runs dry).
+        outbox_slots: if rng.chance(0.5) {
+            1 + rng.below(3) as u32
+        } else {
+            64
+        },
         flush_delay: Duration::from_micros(rng.below(50)),
         backoff_base: Duration::from_micros(5),
         backoff_max: Duration::from_micros(200),
