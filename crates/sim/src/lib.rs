@@ -249,6 +249,15 @@ impl Sim<'_> {
         self.queue.pop()
     }
 
+    /// The state of the first rank not done, for a failed run's message.
+    fn stuck(&self) -> String {
+        self.end
+            .iter()
+            .position(Option::is_none)
+            .map(|r| self.nodes[r].debug_summary())
+            .unwrap_or_default()
+    }
+
     /// Makes rank `node`'s marker stand for its earliest waiting event at time `t`.
     fn mark(&mut self, node: u32, t: u64) {
         let Some(&Reverse((seq, _))) = self.deferred[node as usize].peek() else {
@@ -631,12 +640,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
     let stall = job.faults.stall;
     while sim.done_count < n {
         let Some((t, seq, slot)) = sim.pop() else {
-            let stuck = sim
-                .end
-                .iter()
-                .position(Option::is_none)
-                .map(|r| sim.nodes[r].debug_summary())
-                .unwrap_or_default();
+            let stuck = sim.stuck();
             return Err(Violation(format!(
                 "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
                 sim.done_count
@@ -693,12 +697,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
             sim.mark(node, t);
         }
         if sim.events > job.max_events {
-            let stuck = sim
-                .end
-                .iter()
-                .position(Option::is_none)
-                .map(|r| sim.nodes[r].debug_summary())
-                .unwrap_or_default();
+            let stuck = sim.stuck();
             return Err(Violation(format!(
                 "no end after {} events ({} of {n} ranks done); {stuck}",
                 sim.events, sim.done_count
