@@ -90,9 +90,11 @@ fn built() -> &'static Built {
         }
         let flags = pkg_flags(&prefix, &["--cflags", "--libs"]);
         let chem = root().join("examples/chemistry");
+        // In the scratch directory: gfortran writes the example's module (cells.mod) there.
         let compile = |cc: &str, src: PathBuf, out: &str, extra: &[&str]| {
             run_ok(
                 Command::new(cc)
+                    .current_dir(&dir)
                     .args(["-O2", "-Wall", "-Werror", "-o"])
                     .arg(dir.join(out))
                     .args(extra)

@@ -285,17 +285,14 @@ impl Node {
             rows.insert(rank, row.clone());
         }
         let slot = layout::slot_size(cfg.max_payload);
-        let nv = victims.len();
         let cfg_shares = cfg.sharing.is_some();
-        Ok(Self {
+        let mut node = Self {
             rng: Rng::from_keys(&[cfg.seed, 0x5354_4541_4c00, u64::from(rank)]),
             slot,
             thief: Thief::new(&victims),
             owner: Owner::default(),
             outs: IntMap::default(),
-            outbox_free: (0..nv.min(cfg.outbox_slots as usize).max(1) as u32)
-                .rev()
-                .collect(),
+            outbox_free: Vec::new(),
             active_outs: Vec::new(),
             inbox: Inbox::default(),
             cfg,
@@ -330,7 +327,9 @@ impl Node {
             hop_cache: IntMap::default(),
             next_token: 1,
             stats: Stats::default(),
-        })
+        };
+        node.outbox_free = (0..node.outbox_slots() as u32).rev().collect();
+        Ok(node)
     }
 
     /// This rank.
@@ -341,18 +340,6 @@ impl Node {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
-    }
-
-    /// This rank's out-neighbours (victims and next hops), ascending: O(N) under the
-    /// complete graph ([`Node::neighbours_all`]).
-    pub fn out_neighbours(&self) -> Vec<Rank> {
-        self.victims.to_vec()
-    }
-
-    /// Whether every other rank is a neighbour (the complete graph: random stealing and
-    /// work sharing), hence a peer: callers at scale skip listing them.
-    pub fn neighbours_all(&self) -> bool {
-        self.victims.is_all()
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and

@@ -121,6 +121,11 @@ impl Pending {
     }
 }
 
+/// Where OUTBOX slot `slot` starts.
+fn outbox_offset(slot: u32, chunk_bytes: u64) -> u64 {
+    u64::from(slot) * chunk_bytes
+}
+
 /// Walks a chunk body: the length of the longest record prefix that fits in `limit`, and
 /// how many records it holds.
 fn cut(body: &[u8], limit: usize) -> (usize, u32) {
@@ -138,10 +143,6 @@ fn cut(body: &[u8], limit: usize) -> (usize, u32) {
 }
 
 impl Node {
-    fn outbox_offset(&self, slot: u32) -> u64 {
-        u64::from(slot) * self.cfg.chunk_bytes
-    }
-
     /// OUTBOX slots of `chunk_bytes`: one per next hop, at most `Config::outbox_slots` —
     /// one per next hop for an overlay row (~32), a pool under the complete graph (one per
     /// rank there would register N × `chunk_bytes`: 224 MiB per rank at 3,584 ranks).
@@ -280,8 +281,7 @@ impl Node {
             // Assemble the chunk in OUTBOX (step 1 reserves room for it).
             let (bytes, count) = cut(&o.body, limit);
             let header = layout::chunk_header(count, bytes);
-            let base = self.outbox_offset(slot);
-            let o = self.outs.get_mut(&key).expect("active hops are in outs");
+            let base = outbox_offset(slot, self.cfg.chunk_bytes);
             mem.write(Loc::new(seg::OUTBOX, base), &header);
             mem.write(
                 Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
@@ -360,7 +360,10 @@ impl Node {
                             peer,
                             remote: Loc::new(seg::INBOX, INBOX_DATA + offset),
                             pieces: vec![(
-                                Loc::new(seg::OUTBOX, self.outbox_offset(flight.slot)),
+                                Loc::new(
+                                    seg::OUTBOX,
+                                    outbox_offset(flight.slot, self.cfg.chunk_bytes),
+                                ),
                                 flight.len,
                             )],
                             signal: Some(signal::chunk(offset, flight.len)),

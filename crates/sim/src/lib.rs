@@ -620,7 +620,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
     // connects to all of them when the fabric opens, before the epoch, so no operation
     // pays a connection in it; an operation to any other rank is a violation (the real
     // fabric has no address for it).
-    if !sim.nodes.iter().all(Node::neighbours_all) {
+    if !overlay.is_complete() {
         let mut peers: Vec<Vec<u32>> = sim.nodes.iter().map(|n| n.peers(&[])).collect();
         let outs = peers.clone();
         for (r, out) in outs.iter().enumerate() {
