@@ -125,7 +125,7 @@ fn the_complete_graph_past_the_outbox_pool() {
     ] {
         let mut cfg = config(protocol, 5);
         cfg.workers = 1;
-        cfg.balance(Balancing::Random, 80).unwrap();
+        cfg.balance(Balancing::Random, 80, None).unwrap();
         cfg.core.chunk_bytes = 256;
         cfg.core.outbox_slots = slots;
         all_ok(

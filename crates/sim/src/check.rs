@@ -5,7 +5,7 @@
 
 use crate::{Faults, Job, Model, SimTask, Violation, simulate};
 use std::time::Duration;
-use titus_core::{Config, Protocol, Routing, Sharing};
+use titus_core::{Balancing, Config, Protocol, Routing};
 use titus_overlay::rng::Rng;
 use titus_overlay::{LatticeKind, OverlayParams};
 
@@ -103,33 +103,32 @@ pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
                 .collect()
         })
         .collect();
-    let name = match scheme {
-        0..=2 => format!("smallworld/{}", protocol.name()),
-        3 => {
-            overlay.shortcuts = ranks.saturating_sub(3);
-            overlay.exponent = Some(0.0);
-            core.routing = Routing::Greedy;
-            format!("random/{}", protocol.name())
-        }
-        4 => {
-            core.protocol = Protocol::Request;
-            core.sharing = Some(Sharing::master(ranks));
-            "master".into()
-        }
-        5 => {
-            core.protocol = Protocol::Request;
-            let est: Vec<u64> = tasks.iter().map(|t| t.len() as u64).collect();
-            let size = 1 + rng.below(u64::from(ranks)) as u32;
-            core.sharing = Some(
-                Sharing::groups(Sharing::balanced_groups(&est, size), ranks, true)
-                    .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?,
-            );
-            format!("hierarchical (groups of {size})")
-        }
-        _ => {
-            core.steal_below = 0;
-            "none".into()
-        }
+    // The scheme's balancer, applied as every front end applies it. Work sharing keeps
+    // the drawn overlay and routing, though (real runs share over the complete graph):
+    // results of shared tasks then travel hop by hop, a path the core supports, and every
+    // seed's trace stays what it was before the balancers had one home.
+    let balancing = match scheme {
+        0..=2 => Balancing::Smallworld,
+        3 => Balancing::Random,
+        4 => Balancing::Master,
+        5 => Balancing::Hierarchical {
+            group_size: Some(1 + rng.below(u64::from(ranks)) as u32),
+        },
+        _ => Balancing::None,
+    };
+    let (drawn_overlay, drawn_routing) = (overlay.clone(), core.routing);
+    let loads: Vec<u64> = tasks.iter().map(|t| t.len() as u64).collect();
+    balancing
+        .apply(&mut core, &mut overlay, ranks, Some(&loads))
+        .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
+    if core.sharing.is_some() {
+        overlay = drawn_overlay;
+        core.routing = drawn_routing;
+    }
+    let name = match balancing {
+        b if b.steals() => format!("{b}/{}", core.protocol.name()),
+        b @ Balancing::Hierarchical { .. } => format!("{b} (groups of {})", b.group_size(ranks)),
+        b => b.to_string(),
     };
     let preset = crate::model::PRESETS[rng.below(4) as usize];
     let model = Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e)))?;
