@@ -164,6 +164,8 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
         faults: faults.clone(),
         seed: run.args.seed,
         tasks,
+        later_epochs: Vec::new(),
+        start_skew_ns: 0,
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,
