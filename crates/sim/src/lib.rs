@@ -685,18 +685,18 @@ impl Sim<'_> {
             }
         }
         let mut out = Vec::with_capacity(n);
-        for r in 0..n {
+        for (r, tasks) in tasks.iter().enumerate() {
             let stats = std::mem::take(&mut self.stats[r]);
             let results = std::mem::take(&mut self.results[r]);
-            if results.len() != tasks[r].len() {
+            if results.len() != tasks.len() {
                 return Err(Violation(format!(
                     "rank {r} got {} results for {} tasks",
                     results.len(),
-                    tasks[r].len()
+                    tasks.len()
                 )));
             }
             for (x, res) in results.iter().enumerate() {
-                if *res != (self.job.result)(&tasks[r][x].payload) {
+                if *res != (self.job.result)(&tasks[x].payload) {
                     return Err(Violation(format!("task {x} of rank {r} came home wrong")));
                 }
             }
