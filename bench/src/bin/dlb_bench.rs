@@ -1,7 +1,7 @@
 //! `dlb-bench`: DLB_Bench, the synthetic dynamic-load-balancing benchmark.
 //!
-//! Each rank owns tasks of a workload (`titus_bench::workload`): real work over payloads
-//! (`titus_bench::task`), calibrated on this machine to the drawn costs. One epoch runs
+//! Each rank owns tasks of a workload (`titus_workload`): real work over payloads
+//! (`titus_workload::task`), calibrated on this machine to the drawn costs. One epoch runs
 //! under the chosen balancer; then every result is recomputed sequentially and compared,
 //! and a wrong, missing or duplicated result fails the run naming the task.
 //!
@@ -17,15 +17,15 @@ use clap::Parser;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use titus_bench::dlb::{
-    self, BenchArgs, Plan, RankFigures, Report, Run, check_args, config, fail, plan, plots, print,
-    print_summary, runs,
-};
-use titus_bench::workload;
-use titus_bench::{decode_f64s, encode_f64s, task};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
-use titus_runtime::{Backend, Runtime};
+use titus_plot::plots;
+use titus_runtime::{Backend, Runtime, RuntimeConfig};
+use titus_workload::dlb::{
+    self, BenchArgs, Plan, RankFigures, Report, Run, check_args, decode_f64s, encode_f64s, fail,
+    plan, print, print_summary, runs,
+};
+use titus_workload::task;
 
 /// DLB_Bench: synthetic dynamic load balancing runs.
 #[derive(Debug, Parser)]
@@ -41,7 +41,7 @@ static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
 /// One rank's run: returns its figures (and the report on rank 0).
 fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, String> {
     let rank = rt.rank();
-    let all = workload::generate(&plan.spec)?;
+    let all = titus_workload::generate(&plan.spec)?;
     let mine = &all[rank as usize];
     // Every rank uses rank 0's calibration, so a task is the same work wherever it runs
     // (the others send nothing and measure nothing).
@@ -143,6 +143,18 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
     Ok(Some(dlb::report(run, plan, &all, &figs, per_round)))
 }
 
+/// The runtime configuration of `run` at `ranks` ranks: DLB_Bench's core and overlay
+/// configuration ([`dlb::config`], the simulator's too) with the run's workers.
+fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
+    let c = dlb::config(run, ranks, plan);
+    RuntimeConfig {
+        workers: run.args.workers,
+        core: c.core,
+        overlay: c.overlay,
+        ..RuntimeConfig::default()
+    }
+}
+
 /// A progress bar on stderr for runs longer than 2 s, when stderr is a terminal.
 struct Progress {
     stop: std::sync::Arc<AtomicBool>,
@@ -220,7 +232,7 @@ fn counted_task(payload: &[u8]) -> Vec<u8> {
 }
 
 fn main() {
-    titus_bench::quiet_broken_pipe();
+    titus_workload::quiet_broken_pipe();
     let args = Cli::parse().bench;
     check_args(&args);
     let launched = std::env::var_os("TITUS_SIZE").is_some()

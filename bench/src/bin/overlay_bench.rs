@@ -74,7 +74,7 @@ struct Case {
 }
 
 fn main() {
-    titus_bench::quiet_broken_pipe();
+    titus_workload::quiet_broken_pipe();
     let args = Args::parse();
     let threads = args
         .threads

@@ -379,7 +379,7 @@ fn print(r: &Report, json: bool) {
 }
 
 fn main() {
-    titus_bench::quiet_broken_pipe();
+    titus_workload::quiet_broken_pipe();
     let args = Args::parse();
     let protocols: Vec<Protocol> = if args.protocol == "all" {
         vec![Protocol::Lock, Protocol::Claim, Protocol::Request]

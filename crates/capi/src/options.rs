@@ -3,7 +3,7 @@
 //! recompiling the solver).
 
 use std::time::Duration;
-use titus_runtime::{Balancing, Protocol, RuntimeConfig, Sharing};
+use titus_runtime::{Balancing, Protocol, RuntimeConfig};
 
 /// Which fabric a runtime uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,14 +22,20 @@ pub(crate) struct Options {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) backend: BackendChoice,
     pub(crate) provider: Option<String>,
-    balancer: String,
+    balancer: Balancing,
     group_size: Option<u32>,
 }
 
 /// The options and what each means, for the error message of an unknown key.
-pub(crate) const KEYS: &str = "workers, balancer (smallworld|none|random|master|hierarchical), \
-     protocol (claim|lock|request), backend (auto|mem|ofi), provider, max_payload, max_result, \
-     seed, group_size, op_timeout, epoch_timeout, min_private, backoff_max, check_interval, steal_below";
+fn keys() -> String {
+    let balancers: Vec<&str> = Balancing::ALL.iter().map(|b| b.name()).collect();
+    format!(
+        "workers, balancer ({}), protocol (claim|lock|request), backend (auto|mem|ofi), \
+         provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
+         min_private, backoff_max, check_interval, steal_below",
+        balancers.join("|")
+    )
+}
 
 impl Options {
     /// Parses `text` and then `env` (the value of `TITUS_OPTIONS`, if set).
@@ -38,7 +44,7 @@ impl Options {
             cfg: RuntimeConfig::default(),
             backend: BackendChoice::Auto,
             provider: None,
-            balancer: "smallworld".into(),
+            balancer: Balancing::default(),
             group_size: None,
         };
         // A solver's cells are records of a few hundred bytes: 1 KiB slots by default.
@@ -78,12 +84,11 @@ impl Options {
             };
             match key {
                 "workers" => self.cfg.workers = positive()? as usize,
-                "balancer" => match value {
-                    "smallworld" | "none" | "random" | "master" | "hierarchical" => {
-                        self.balancer = value.into()
-                    }
-                    _ => return Err(bad("smallworld, none, random, master or hierarchical")),
-                },
+                "balancer" => {
+                    self.balancer = value
+                        .parse::<Balancing>()
+                        .map_err(|e| format!("{source}: {e}"))?
+                }
                 "protocol" => {
                     self.cfg.core.protocol = value
                         .parse::<Protocol>()
@@ -114,7 +119,12 @@ impl Options {
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
-                _ => return Err(format!("{source}: unknown option '{key}' (known: {KEYS})")),
+                _ => {
+                    return Err(format!(
+                        "{source}: unknown option '{key}' (known: {})",
+                        keys()
+                    ));
+                }
             }
         }
         Ok(())
@@ -123,22 +133,15 @@ impl Options {
     /// The runtime configuration for a job of `ranks` ranks.
     pub(crate) fn config(&self, ranks: u32) -> Result<RuntimeConfig, String> {
         let mut cfg = self.cfg.clone();
-        let balancing = match self.balancer.as_str() {
-            "none" => Balancing::None,
-            "random" => Balancing::Random,
-            "master" => Balancing::Master,
-            // No load estimates at init: consecutive ranks, ⌈√N⌉ per group by default.
-            "hierarchical" => {
-                let g = self
-                    .group_size
-                    .unwrap_or_else(|| (f64::from(ranks).sqrt().ceil() as u32).max(1));
-                Balancing::Hierarchical {
-                    groups: Sharing::balanced_groups(&vec![1; ranks as usize], g),
-                }
-            }
-            _ => Balancing::Smallworld,
+        let balancing = match self.balancer {
+            Balancing::Hierarchical { .. } => Balancing::Hierarchical {
+                group_size: self.group_size,
+            },
+            b => b,
         };
-        cfg.balance(balancing, ranks).map_err(|e| e.to_string())?;
+        // No load estimates at init: every rank weighs the same.
+        cfg.balance(balancing, ranks, None)
+            .map_err(|e| e.to_string())?;
         Ok(cfg)
     }
 }
@@ -156,7 +159,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.cfg.workers, 5);
         assert_eq!(o.cfg.core.protocol, Protocol::Lock);
-        assert_eq!(o.balancer, "none");
+        assert_eq!(o.balancer, Balancing::None);
         assert_eq!(o.provider.as_deref(), Some("tcp;ofi_rxm"));
         assert_eq!(o.config(4).unwrap().core.steal_below, 0);
     }
@@ -176,5 +179,10 @@ mod tests {
         assert!(e.contains("op_timeout='1e30'"), "{e}");
         let e = Options::parse("protocol=fast", None).unwrap_err();
         assert!(e.contains("unknown steal protocol 'fast'"), "{e}");
+        let e = Options::parse("balancer=fast", None).unwrap_err();
+        assert!(
+            e.contains("unknown balancer 'fast'") && e.contains("smallworld"),
+            "{e}"
+        );
     }
 }

@@ -61,7 +61,7 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    titus_bench::quiet_broken_pipe();
+    titus_workload::quiet_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

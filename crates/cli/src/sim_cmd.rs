@@ -4,10 +4,10 @@
 use crate::UsageError;
 use std::path::PathBuf;
 use std::time::Instant;
-use titus_bench::dlb::{self, BenchArgs, RankFigures, Report, Run};
-use titus_bench::{task, workload};
 use titus_core::layout;
 use titus_sim::{Faults, Job, Model, SimTask, check};
+use titus_workload::dlb::{self, BenchArgs, RankFigures, Report, Run};
+use titus_workload::task;
 
 /// `titus sim` flags: DLB_Bench's, and the simulator's own.
 #[derive(Debug, clap::Args)]
@@ -121,7 +121,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
     let plan = dlb::plan(&run.args, ranks);
     let mut cfg = dlb::config(run, ranks, &plan);
     cfg.overlay.ranks = ranks;
-    let all = workload::generate(&plan.spec)?;
+    let all = titus_workload::generate(&plan.spec)?;
     let nominal_slot = layout::slot_size(cfg.core.max_payload);
     // Real DLB_Bench payloads, or (at scale) each task's number charged at the nominal
     // payload size, its result a hash of it.
@@ -164,6 +164,8 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
         faults: faults.clone(),
         seed: run.args.seed,
         tasks,
+        later_epochs: Vec::new(),
+        start_skew_ns: 0,
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,
@@ -293,7 +295,7 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         dlb::print_summary(&reports);
     }
     if a.bench.plot.is_some() || a.bench.sweep.is_some() {
-        for f in dlb::plots(&a.bench, &reports).map_err(UsageError)? {
+        for f in titus_plot::plots(&a.bench, &reports).map_err(UsageError)? {
             eprintln!("titus sim: wrote {}", f.display());
         }
     }

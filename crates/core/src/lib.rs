@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod balancing;
 pub mod fasthash;
 pub mod layout;
 mod neighbours;
@@ -27,6 +28,7 @@ mod results;
 mod share;
 mod steal;
 
+pub use balancing::{Balancing, default_group_size};
 pub use layout::{ResultRecord, Task};
 pub use node::{Node, STEAL_LOG_MAX, Stats, StealEvent};
 pub use share::Sharing;

@@ -33,7 +33,7 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_fabric_ofi::OfiFabric;
 use titus_overlay::{Overlay, OverlayParams};
 
-pub use titus_core::{CoreError, Protocol, Routing, Sharing, Stats as CoreStats};
+pub use titus_core::{Balancing, CoreError, Protocol, Routing, Sharing, Stats as CoreStats};
 
 /// A task function: payload in, result out.
 pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -247,53 +247,17 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
     }
 }
 
-/// How idle ranks find work; every rank of a job the same ([`RuntimeConfig::balance`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Balancing {
-    /// None: every rank runs its own tasks.
-    None,
-    /// Work stealing from neighbours in the small-world overlay (Titus; the default).
-    Smallworld,
-    /// Work stealing from victims drawn over all ranks (the complete graph).
-    Random,
-    /// Work sharing brokered by rank 0 (centralised).
-    Master,
-    /// Work sharing within groups, each with a master rotating per epoch (YALES2's scheme).
-    Hierarchical {
-        /// The groups (every rank in exactly one), e.g. from
-        /// [`Sharing::balanced_groups`] over load estimates.
-        groups: Vec<Vec<u32>>,
-    },
-}
-
 impl RuntimeConfig {
     /// Sets the overlay, routing, protocol and sharing that `balancing` needs in a job of
-    /// `ranks` ranks.
-    pub fn balance(&mut self, balancing: Balancing, ranks: u32) -> Result<(), RuntimeError> {
-        // Victims drawn uniformly over every other rank: the complete graph. Every rank is
-        // a neighbour, so a result's next hop is its owner: greedy routing (NoN would hold
-        // every neighbour's row, N² entries per rank). Work sharing returns results
-        // straight to their owners over it too.
-        let complete = |cfg: &mut RuntimeConfig| {
-            cfg.overlay.shortcuts = ranks.saturating_sub(3);
-            cfg.overlay.exponent = Some(0.0);
-            cfg.core.routing = Routing::Greedy;
-        };
-        match balancing {
-            Balancing::None => self.core.steal_below = 0,
-            Balancing::Smallworld => {}
-            Balancing::Random => complete(self),
-            Balancing::Master => {
-                complete(self);
-                self.core.protocol = Protocol::Request;
-                self.core.sharing = Some(Sharing::master(ranks));
-            }
-            Balancing::Hierarchical { groups } => {
-                complete(self);
-                self.core.protocol = Protocol::Request;
-                self.core.sharing = Some(Sharing::groups(groups, ranks, true)?);
-            }
-        }
+    /// `ranks` ranks ([`Balancing::apply`]); hierarchical groups are balanced over `loads`
+    /// (None: every rank the same).
+    pub fn balance(
+        &mut self,
+        balancing: Balancing,
+        ranks: u32,
+        loads: Option<&[u64]>,
+    ) -> Result<(), RuntimeError> {
+        balancing.apply(&mut self.core, &mut self.overlay, ranks, loads)?;
         Ok(())
     }
 }

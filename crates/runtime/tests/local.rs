@@ -114,8 +114,9 @@ fn every_protocol_delivers_every_result_once() {
 
 /// The implicit complete graph (random stealing) in the runtime: 80 ranks have 79 victims
 /// and next hops each, more than the 64 OUTBOX slots (the default), then a single slot.
-/// (Chunks waiting for a slot are exercised by the core's schedules and `titus sim
-/// --check`, which draw 1–3 slots; here a thief's results mostly go to one owner.)
+/// (Chunks waiting for a slot are exercised by the simulator's checks, `titus sim
+/// --check` and titus-sim's epochs test, which draw 1–3 slots; here a thief's results
+/// mostly go to one owner.)
 #[test]
 fn the_complete_graph_past_the_outbox_pool() {
     for (protocol, slots) in [
@@ -125,7 +126,7 @@ fn the_complete_graph_past_the_outbox_pool() {
     ] {
         let mut cfg = config(protocol, 5);
         cfg.workers = 1;
-        cfg.balance(Balancing::Random, 80).unwrap();
+        cfg.balance(Balancing::Random, 80, None).unwrap();
         cfg.core.chunk_bytes = 256;
         cfg.core.outbox_slots = slots;
         all_ok(

@@ -2,10 +2,18 @@
 //! protocol, sizes tight enough to force inbox overflows and empty steals, workload,
 //! fabric preset) and faults (jitter that reorders operations, slow ranks, a rank whose
 //! progress stalls), runs it, and checks every invariant of [`crate::simulate`].
+//!
+//! Two families of seeds:
+//! - [`check_seed`] (`titus sim --check`): one epoch, every rank starting at once, the
+//!   scheme drawn too;
+//! - [`check_epochs_seed`] (`tests/epochs.rs`): the same draws from another key for a given
+//!   scheme ([`EPOCH_SCHEMES`]: every steal protocol and both work-sharing schemes), then
+//!   two or three epochs of tasks and ranks starting each one at different times, so
+//!   requests of one epoch reach ranks already in, or not yet in, the next.
 
 use crate::{Faults, Job, Model, SimTask, Violation, simulate};
 use std::time::Duration;
-use titus_core::{Config, Protocol, Routing, Sharing};
+use titus_core::{Balancing, Config, Protocol, Routing};
 use titus_overlay::rng::Rng;
 use titus_overlay::{LatticeKind, OverlayParams};
 
@@ -27,19 +35,122 @@ pub struct Drawn {
     pub events: u64,
     /// The trace hash.
     pub trace: u64,
+    /// What the run exercised, over every epoch and rank.
+    pub exercised: Exercised,
 }
 
-/// Draws and runs the job of `seed`.
+/// Paths a run went through (a suite asserts that each was taken).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exercised {
+    /// Successful steals (under work sharing: tasks handed out).
+    pub steals_ok: u64,
+    /// Steals that found the victim empty or locked.
+    pub steals_failed: u64,
+    /// Chunks that found an inbox full.
+    pub inbox_overflows: u64,
+    /// Result records passed on towards their owners.
+    pub records_forwarded: u64,
+    /// Result chunks received.
+    pub chunks: u64,
+}
+
+impl Exercised {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Exercised) {
+        self.steals_ok += other.steals_ok;
+        self.steals_failed += other.steals_failed;
+        self.inbox_overflows += other.inbox_overflows;
+        self.records_forwarded += other.records_forwarded;
+        self.chunks += other.chunks;
+    }
+}
+
+/// The schemes [`check_epochs_seed`] runs each seed with: each steal protocol over the
+/// small-world overlay, and both work-sharing schemes (group sizes drawn).
+pub const EPOCH_SCHEMES: [(Balancing, Protocol); 5] = [
+    (Balancing::Smallworld, Protocol::Claim),
+    (Balancing::Smallworld, Protocol::Lock),
+    (Balancing::Smallworld, Protocol::Request),
+    (Balancing::Master, Protocol::Request),
+    (
+        Balancing::Hierarchical { group_size: None },
+        Protocol::Request,
+    ),
+];
+
+/// Each rank's tasks of one epoch: skewed or not, costs from 1 µs to a few ms; each payload
+/// names its epoch, owner and index (so a stale result cannot pass for a fresh one).
+fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
+    let skew = rng.chance(0.6);
+    (0..ranks)
+        .map(|r| {
+            let count = if skew {
+                if r == ranks / 2 {
+                    20 + rng.below(200)
+                } else {
+                    rng.below(3)
+                }
+            } else {
+                rng.below(30)
+            };
+            (0..count)
+                .map(|i| {
+                    let mut payload = (epoch << 56 | u64::from(r) << 32 | i)
+                        .to_le_bytes()
+                        .to_vec();
+                    payload.extend((0..rng.below(16)).map(|_| rng.below(256) as u8));
+                    SimTask {
+                        cost_ns: 1_000 + (-(1.0 - rng.unit()).ln() * 300_000.0) as u64,
+                        payload,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Draws and runs the job of `seed` of the first family: one epoch, the scheme drawn.
 pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
-    let mut rng = Rng::from_keys(&[seed, 0x4348_4543_4b00]);
+    draw_and_run(seed, 0x4348_4543_4b00, None)
+}
+
+/// Draws and runs the job of `seed` of the second family with `scheme` (one of
+/// [`EPOCH_SCHEMES`]; a hierarchical group size is drawn): several epochs, staggered
+/// starts.
+pub fn check_epochs_seed(
+    seed: u64,
+    scheme: (Balancing, Protocol),
+) -> Result<Drawn, (String, Violation)> {
+    draw_and_run(seed, 0x4550_4f43_4800, Some(scheme))
+}
+
+/// Draws from `Rng::from_keys(&[seed, key])` and runs. Every draw of the first family
+/// comes first and in its order (a new draw goes after them, or a new family's seeds would
+/// not be the only ones to change); `epochs` forces the scheme and draws the later epochs.
+fn draw_and_run(
+    seed: u64,
+    key: u64,
+    epochs: Option<(Balancing, Protocol)>,
+) -> Result<Drawn, (String, Violation)> {
+    let mut rng = Rng::from_keys(&[seed, key]);
     let mut ranks = 1 + rng.below(40) as u32;
-    let scheme = rng.below(7);
+    let drawn_scheme = rng.below(7);
+    let scheme = match epochs.map(|e| e.0) {
+        None => drawn_scheme,
+        Some(Balancing::Smallworld) => 0,
+        Some(Balancing::Random) => 3,
+        Some(Balancing::Master) => 4,
+        Some(Balancing::Hierarchical { .. }) => 5,
+        Some(Balancing::None) => 6,
+    };
     if (3..=4).contains(&scheme) && rng.chance(0.4) {
         // The complete graph past a row's size: thieves pace themselves, victims are drawn
         // by rejection, OUTBOX slots are pooled, a master has a backlog.
         ranks = 41 + rng.below(160) as u32;
     }
-    let protocol = [Protocol::Claim, Protocol::Lock, Protocol::Request][rng.below(3) as usize];
+    let drawn_protocol =
+        [Protocol::Claim, Protocol::Lock, Protocol::Request][rng.below(3) as usize];
+    let protocol = epochs.map_or(drawn_protocol, |e| e.1);
     let mut overlay = OverlayParams {
         ranks,
         lattice: if rng.chance(0.5) {
@@ -78,58 +189,33 @@ pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
         seed,
         sharing: None,
     };
-    // Tasks: skewed or not, costs from 1 µs to a few ms.
-    let skew = rng.chance(0.6);
-    let tasks: Vec<Vec<SimTask>> = (0..ranks)
-        .map(|r| {
-            let count = if skew {
-                if r == ranks / 2 {
-                    20 + rng.below(200)
-                } else {
-                    rng.below(3)
-                }
-            } else {
-                rng.below(30)
-            };
-            (0..count)
-                .map(|i| {
-                    let mut payload = (u64::from(r) << 32 | i).to_le_bytes().to_vec();
-                    payload.extend((0..rng.below(16)).map(|_| rng.below(256) as u8));
-                    SimTask {
-                        cost_ns: 1_000 + (-(1.0 - rng.unit()).ln() * 300_000.0) as u64,
-                        payload,
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let name = match scheme {
-        0..=2 => format!("smallworld/{}", protocol.name()),
-        3 => {
-            overlay.shortcuts = ranks.saturating_sub(3);
-            overlay.exponent = Some(0.0);
-            core.routing = Routing::Greedy;
-            format!("random/{}", protocol.name())
-        }
-        4 => {
-            core.protocol = Protocol::Request;
-            core.sharing = Some(Sharing::master(ranks));
-            "master".into()
-        }
-        5 => {
-            core.protocol = Protocol::Request;
-            let est: Vec<u64> = tasks.iter().map(|t| t.len() as u64).collect();
-            let size = 1 + rng.below(u64::from(ranks)) as u32;
-            core.sharing = Some(
-                Sharing::groups(Sharing::balanced_groups(&est, size), ranks, true)
-                    .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?,
-            );
-            format!("hierarchical (groups of {size})")
-        }
-        _ => {
-            core.steal_below = 0;
-            "none".into()
-        }
+    let tasks = draw_tasks(&mut rng, ranks, 0);
+    // The scheme's balancer, applied as every front end applies it. Work sharing keeps
+    // the drawn overlay and routing, though (real runs share over the complete graph):
+    // results of shared tasks then travel hop by hop, a path the core supports, and every
+    // seed's trace stays what it was before the balancers had one home.
+    let balancing = match scheme {
+        0..=2 => Balancing::Smallworld,
+        3 => Balancing::Random,
+        4 => Balancing::Master,
+        5 => Balancing::Hierarchical {
+            group_size: Some(1 + rng.below(u64::from(ranks)) as u32),
+        },
+        _ => Balancing::None,
+    };
+    let (drawn_overlay, drawn_routing) = (overlay.clone(), core.routing);
+    let loads: Vec<u64> = tasks.iter().map(|t| t.len() as u64).collect();
+    balancing
+        .apply(&mut core, &mut overlay, ranks, Some(&loads))
+        .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
+    if core.sharing.is_some() {
+        overlay = drawn_overlay;
+        core.routing = drawn_routing;
+    }
+    let name = match balancing {
+        b if b.steals() => format!("{b}/{}", core.protocol.name()),
+        b @ Balancing::Hierarchical { .. } => format!("{b} (groups of {})", b.group_size(ranks)),
+        b => b.to_string(),
     };
     let preset = crate::model::PRESETS[rng.below(4) as usize];
     let model = Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e)))?;
@@ -154,13 +240,25 @@ pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
         ));
     }
     let workers = 1 + rng.below(3) as usize;
-    let what = format!(
+    let mut what = format!(
         "{ranks} ranks, {name}, {workers} workers, {} tasks, preset {preset}, jitter {:.2}, {} slow ranks, stall {:?}",
         tasks.iter().map(Vec::len).sum::<usize>(),
         faults.jitter,
         faults.slow.len(),
         faults.stall
     );
+    let (mut later_epochs, mut start_skew_ns) = (Vec::new(), 0);
+    if epochs.is_some() {
+        later_epochs = (1..=1 + rng.below(2))
+            .map(|e| draw_tasks(&mut rng, ranks, e))
+            .collect();
+        // Ranks start each epoch up to three operation latencies apart.
+        start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
+        what += &format!(
+            ", {} epochs starting up to {start_skew_ns} ns apart",
+            1 + later_epochs.len()
+        );
+    }
     let job = Job {
         core,
         overlay,
@@ -169,16 +267,32 @@ pub fn check_seed(seed: u64) -> Result<Drawn, (String, Violation)> {
         faults,
         seed,
         tasks,
+        later_epochs,
+        start_skew_ns,
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,
     };
     match simulate(&job) {
-        Ok(o) => Ok(Drawn {
-            what,
-            events: o.events,
-            trace: o.trace,
-        }),
+        Ok(o) => {
+            let mut exercised = Exercised::default();
+            for r in o.earlier.iter().flatten().chain(&o.ranks) {
+                let st = &r.stats;
+                exercised.add(&Exercised {
+                    steals_ok: st.steals_ok,
+                    steals_failed: st.steals_empty + st.steals_locked,
+                    inbox_overflows: st.inbox_overflows,
+                    records_forwarded: st.records_forwarded,
+                    chunks: st.chunks_received,
+                });
+            }
+            Ok(Drawn {
+                what,
+                events: o.events,
+                trace: o.trace,
+                exercised,
+            })
+        }
         Err(v) => Err((what, v)),
     }
 }

@@ -15,6 +15,14 @@
 //! ([`Faults`]) — jittered (hence reordered) operations, slow ranks, a rank whose
 //! progress stops for a while — are drawn from the seed. The same seed gives the same
 //! event trace ([`Outcome::trace`]).
+//!
+//! A job may run several epochs ([`Job::later_epochs`]), each starting once every rank
+//! ended the one before, and ranks may start each epoch at different times
+//! ([`Job::start_skew_ns`]), as after a real barrier. At the end of every epoch nothing of
+//! it may still be travelling but what the core leaves to the next one: steal requests
+//! and empty replies, load reports, forwarded requests and refill hints (a thief that
+//! learned of the end does not wait for them); the next epoch must answer them with
+//! nothing and ignore the answers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -28,7 +36,7 @@ pub use model::Model;
 use queue::EventQueue;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use titus_core::layout::{self, seg, tasks};
+use titus_core::layout::{self, seg, signal, tasks};
 use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
@@ -67,8 +75,13 @@ pub struct Job<'a> {
     pub faults: Faults,
     /// Seed of the jitter.
     pub seed: u64,
-    /// Each rank's tasks.
+    /// Each rank's tasks (of the first epoch).
     pub tasks: Vec<Vec<SimTask>>,
+    /// Each rank's tasks of every further epoch (empty: one epoch).
+    pub later_epochs: Vec<Vec<Vec<SimTask>>>,
+    /// Each rank starts each epoch up to this many ns late (drawn per rank and epoch; 0:
+    /// every rank at once).
+    pub start_skew_ns: u64,
     /// A task's result from its payload (checked against what comes home).
     pub result: &'a (dyn Fn(&[u8]) -> Vec<u8> + Sync),
     /// Bytes moved in the TASKS segment are charged this many times (payloads can be
@@ -104,11 +117,13 @@ pub struct RankOutcome {
 /// What a simulated run produced.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    /// Per rank.
+    /// Per rank, in the last epoch.
     pub ranks: Vec<RankOutcome>,
+    /// Per rank, in each epoch before the last (empty for one epoch).
+    pub earlier: Vec<Vec<RankOutcome>>,
     /// Events handled.
     pub events: u64,
-    /// Virtual time at the end, ns.
+    /// Virtual time at the end of the last epoch, ns.
     pub end_ns: u64,
     /// A hash of every event handled, in order (same seed, same trace).
     pub trace: u64,
@@ -197,6 +212,9 @@ struct Sim<'a> {
     timer_at: Vec<Option<u64>>,
     idle: Vec<u32>,
     busy: Vec<u64>,
+    /// The epoch running (0: the first), and when each rank started it.
+    epoch: usize,
+    start: Vec<Option<u64>>,
     end: Vec<Option<u64>>,
     done_count: usize,
     /// Each rank's fabric peers, sorted; `None` under the complete graph, where every
@@ -227,7 +245,26 @@ fn target(op: &Op) -> u32 {
 /// Queue slots with this bit are markers ([`Sim::mark`]); events' slots stay below it.
 const MARKER: u32 = 1 << 31;
 
-impl Sim<'_> {
+impl<'a> Sim<'a> {
+    /// Each rank's tasks in the epoch running.
+    fn tasks(&self) -> &'a [Vec<SimTask>] {
+        match self.epoch {
+            0 => &self.job.tasks,
+            e => &self.job.later_epochs[e - 1],
+        }
+    }
+
+    /// Each rank starts the epoch at `now` plus its skew.
+    fn start_epoch(&mut self, now: u64) {
+        for r in 0..self.nodes.len() as u32 {
+            let skew = match self.job.start_skew_ns {
+                0 => 0,
+                s => self.rng.below(s + 1),
+            };
+            self.at(now + skew, Ev::Start { node: r });
+        }
+    }
+
     fn at(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
         let slot = match self.free.pop() {
@@ -439,7 +476,7 @@ impl Sim<'_> {
                     "task {x} of rank {o} ran twice (second time on rank {n})"
                 )));
             }
-            let cost = (self.job.tasks[o][x].cost_ns as f64 * self.slow[i]) as u64;
+            let cost = (self.tasks()[o][x].cost_ns as f64 * self.slow[i]) as u64;
             let result = (self.job.result)(&task.payload);
             self.idle[i] -= 1;
             self.busy[i] += cost;
@@ -467,6 +504,11 @@ impl Sim<'_> {
         }
         if let Some(e) = self.nodes[i].error() {
             return Err(Violation(format!("rank {n} failed: {e}")));
+        }
+        if self.start[i].is_none() {
+            // Not in this epoch yet (a request of the next epoch's early starter, or one
+            // left over from the last): nothing of the epoch to check.
+            return Ok(());
         }
         let (home, _) = self.nodes[i].results_home();
         self.home_total += u64::from(home - self.home_seen[i]);
@@ -507,13 +549,15 @@ impl Sim<'_> {
             Ev::Arrive { from, token, op } => return self.arrive(now, from, token, op),
             Ev::Start { node } => {
                 let i = node as usize;
-                let tasks: Vec<(u16, Vec<u8>)> = self.job.tasks[i]
+                let tasks: Vec<(u16, Vec<u8>)> = self.tasks()[i]
                     .iter()
                     .map(|t| (0, t.payload.clone()))
                     .collect();
                 self.nodes[i]
                     .start_epoch(Time(now), tasks, &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
+                self.start[i] = Some(now);
+                self.home_seen[i] = self.nodes[i].results_home().0;
                 self.after(node, now)?;
             }
             Ev::Complete { node, token, value } => {
@@ -548,6 +592,166 @@ impl Sim<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Sim<'_> {
+    /// Runs the epoch until every rank ended it; returns the time of its last event.
+    fn run_epoch(&mut self, stall: Option<(u32, u64, u64)>) -> Result<u64, Violation> {
+        let n = self.nodes.len();
+        let mut last = 0;
+        while self.done_count < n {
+            let Some((t, seq, slot)) = self.pop() else {
+                let stuck = self.stuck();
+                return Err(Violation(format!(
+                    "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
+                    self.done_count
+                )));
+            };
+            last = t;
+            // A marker: the rank's earliest waiting event, in that event's place in the order
+            // (the same order as if the event itself had been queued again).
+            let (seq, slot, marked) = if slot & MARKER != 0 {
+                let r = (slot & !MARKER) as usize;
+                if self.wake[r] != Some((t, seq)) {
+                    continue; // Superseded by a marker for an earlier waiting event.
+                }
+                self.wake[r] = None;
+                let Reverse((seq, slot)) = *self.deferred[r].peek().expect("a marker has events");
+                (seq, slot, true)
+            } else {
+                (seq, slot, false)
+            };
+            let node = self.slab[slot as usize].as_ref().and_then(Ev::node);
+            if let Some(node) = node {
+                // The rank's progress thread is busy, or stalled by a fault: later.
+                let mut ready = self.cpu_free[node as usize];
+                if let Some((r, from, len)) = stall
+                    && r == node
+                    && t >= from
+                    && t < from + len
+                {
+                    ready = ready.max(from + len);
+                }
+                if ready > t {
+                    if let Some(Ev::Timer { node }) = self.slab[slot as usize] {
+                        // At most one live timer per rank: it waits in the queue itself.
+                        if self.timer_at[node as usize] == Some(t) {
+                            self.timer_at[node as usize] = Some(ready);
+                        }
+                        self.queue.push(ready, seq, slot);
+                    } else {
+                        if !marked {
+                            self.deferred[node as usize].push(Reverse((seq, slot)));
+                        }
+                        self.mark(node, ready);
+                    }
+                    continue;
+                }
+                if marked {
+                    self.deferred[node as usize].pop();
+                }
+            }
+            let ev = self.take(slot);
+            self.handle(t, ev)?;
+            if let Some(node) = node
+                && self.wake[node as usize].is_none()
+            {
+                self.mark(node, t);
+            }
+            if self.events > self.job.max_events {
+                let stuck = self.stuck();
+                return Err(Violation(format!(
+                    "no end after {} events ({} of {n} ranks done); {stuck}",
+                    self.events, self.done_count
+                )));
+            }
+        }
+        Ok(last)
+    }
+
+    /// Checks the epoch that just ended (`epoch`, from 0): every task ran exactly once,
+    /// every result is home and right, and nothing of it still travels but what the next
+    /// epoch must answer with nothing (module doc). Returns each rank's outcome.
+    fn finish_epoch(&mut self, epoch: usize) -> Result<Vec<RankOutcome>, Violation> {
+        let tasks = self.tasks();
+        let n = self.nodes.len();
+        for (o, r) in self.runs.iter().enumerate() {
+            if let Some(x) = r.iter().position(|&c| c != 1) {
+                return Err(Violation(format!(
+                    "task {x} of rank {o} ran {} times",
+                    r[x]
+                )));
+            }
+        }
+        let mut out = Vec::with_capacity(n);
+        for (r, tasks) in tasks.iter().enumerate() {
+            let stats = std::mem::take(&mut self.stats[r]);
+            let results = std::mem::take(&mut self.results[r]);
+            if results.len() != tasks.len() {
+                return Err(Violation(format!(
+                    "rank {r} got {} results for {} tasks",
+                    results.len(),
+                    tasks.len()
+                )));
+            }
+            for (x, res) in results.iter().enumerate() {
+                if *res != (self.job.result)(&tasks[x].payload) {
+                    return Err(Violation(format!("task {x} of rank {r} came home wrong")));
+                }
+            }
+            let max_hops = stats.result_hops.len().saturating_sub(1);
+            if max_hops > n {
+                return Err(Violation(format!(
+                    "a result of rank {r} took {max_hops} hops in a job of {n}"
+                )));
+            }
+            out.push(RankOutcome {
+                stats,
+                busy_ns: self.busy[r],
+                session_ns: self.end[r].unwrap_or(0) - self.start[r].unwrap_or(0),
+                results,
+            });
+        }
+        for ev in self.slab.iter().flatten() {
+            let leftover = match ev {
+                Ev::Timer { .. } => true,
+                Ev::Signal { value, .. } => {
+                    let (kind, payload) = signal::unpack(*value);
+                    [
+                        signal::REQUEST,
+                        signal::LOAD,
+                        signal::FORWARD,
+                        signal::REFILL,
+                    ]
+                    .contains(&kind)
+                        || (kind == signal::REPLY && payload >> 40 == 0)
+                }
+                _ => false,
+            };
+            if !leftover {
+                return Err(Violation(format!(
+                    "epoch {}: {ev:?} still in flight after every rank ended it",
+                    epoch + 1
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes ready for the next epoch (every rank ended this one).
+    fn next_epoch(&mut self) {
+        self.epoch += 1;
+        let tasks = self.tasks();
+        self.runs = tasks.iter().map(|t| vec![0; t.len()]).collect();
+        self.own_total = tasks.iter().map(|t| t.len() as u64).sum();
+        self.home_total = 0;
+        self.done_count = 0;
+        self.start.iter_mut().for_each(|s| *s = None);
+        self.end.iter_mut().for_each(|e| *e = None);
+        self.busy.iter_mut().for_each(|b| *b = 0);
+        // Timers of the last epoch are void (the nodes arm new ones).
+        self.timer_at.iter_mut().for_each(|t| *t = None);
     }
 }
 
@@ -601,6 +805,8 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         timer_at: vec![None; n],
         idle: vec![job.workers as u32; n],
         busy: vec![0; n],
+        epoch: 0,
+        start: vec![None; n],
         end: vec![None; n],
         done_count: 0,
         peers: None,
@@ -634,118 +840,24 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         }
         sim.peers = Some(peers);
     }
-    for r in 0..ranks {
-        sim.at(0, Ev::Start { node: r });
-    }
     let stall = job.faults.stall;
-    while sim.done_count < n {
-        let Some((t, seq, slot)) = sim.pop() else {
-            let stuck = sim.stuck();
-            return Err(Violation(format!(
-                "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
-                sim.done_count
-            )));
-        };
-        // A marker: the rank's earliest waiting event, in that event's place in the order
-        // (the same order as if the event itself had been queued again).
-        let (seq, slot, marked) = if slot & MARKER != 0 {
-            let r = (slot & !MARKER) as usize;
-            if sim.wake[r] != Some((t, seq)) {
-                continue; // Superseded by a marker for an earlier waiting event.
-            }
-            sim.wake[r] = None;
-            let Reverse((seq, slot)) = *sim.deferred[r].peek().expect("a marker has events");
-            (seq, slot, true)
+    let mut out = Outcome::default();
+    let mut now = 0;
+    for epoch in 0..=job.later_epochs.len() {
+        sim.start_epoch(now);
+        now = sim.run_epoch(stall)?;
+        let ranks = sim.finish_epoch(epoch)?;
+        if epoch > 0 {
+            out.earlier.push(std::mem::replace(&mut out.ranks, ranks));
         } else {
-            (seq, slot, false)
-        };
-        let node = sim.slab[slot as usize].as_ref().and_then(Ev::node);
-        if let Some(node) = node {
-            // The rank's progress thread is busy, or stalled by a fault: later.
-            let mut ready = sim.cpu_free[node as usize];
-            if let Some((r, from, len)) = stall
-                && r == node
-                && t >= from
-                && t < from + len
-            {
-                ready = ready.max(from + len);
-            }
-            if ready > t {
-                if let Some(Ev::Timer { node }) = sim.slab[slot as usize] {
-                    // At most one live timer per rank: it waits in the queue itself.
-                    if sim.timer_at[node as usize] == Some(t) {
-                        sim.timer_at[node as usize] = Some(ready);
-                    }
-                    sim.queue.push(ready, seq, slot);
-                } else {
-                    if !marked {
-                        sim.deferred[node as usize].push(Reverse((seq, slot)));
-                    }
-                    sim.mark(node, ready);
-                }
-                continue;
-            }
-            if marked {
-                sim.deferred[node as usize].pop();
-            }
+            out.ranks = ranks;
         }
-        let ev = sim.take(slot);
-        sim.handle(t, ev)?;
-        if let Some(node) = node
-            && sim.wake[node as usize].is_none()
-        {
-            sim.mark(node, t);
-        }
-        if sim.events > job.max_events {
-            let stuck = sim.stuck();
-            return Err(Violation(format!(
-                "no end after {} events ({} of {n} ranks done); {stuck}",
-                sim.events, sim.done_count
-            )));
+        out.end_ns = sim.end.iter().flatten().copied().max().unwrap_or(0);
+        if epoch < job.later_epochs.len() {
+            sim.next_epoch();
         }
     }
-    // Every task ran exactly once; every result is home and right.
-    for (o, r) in sim.runs.iter().enumerate() {
-        if let Some(x) = r.iter().position(|&c| c != 1) {
-            return Err(Violation(format!(
-                "task {x} of rank {o} ran {} times",
-                r[x]
-            )));
-        }
-    }
-    let mut out = Outcome {
-        events: sim.events,
-        end_ns: sim.end.iter().flatten().copied().max().unwrap_or(0),
-        trace: sim.trace,
-        ranks: Vec::with_capacity(n),
-    };
-    for r in 0..n {
-        let stats = std::mem::take(&mut sim.stats[r]);
-        let results = std::mem::take(&mut sim.results[r]);
-        if results.len() != job.tasks[r].len() {
-            return Err(Violation(format!(
-                "rank {r} got {} results for {} tasks",
-                results.len(),
-                job.tasks[r].len()
-            )));
-        }
-        for (x, res) in results.iter().enumerate() {
-            if *res != (job.result)(&job.tasks[r][x].payload) {
-                return Err(Violation(format!("task {x} of rank {r} came home wrong")));
-            }
-        }
-        let max_hops = stats.result_hops.len().saturating_sub(1);
-        if max_hops > ranks as usize {
-            return Err(Violation(format!(
-                "a result of rank {r} took {max_hops} hops in a job of {ranks}"
-            )));
-        }
-        out.ranks.push(RankOutcome {
-            stats,
-            busy_ns: sim.busy[r],
-            session_ns: sim.end[r].unwrap_or(0),
-            results,
-        });
-    }
+    out.events = sim.events;
+    out.trace = sim.trace;
     Ok(out)
 }

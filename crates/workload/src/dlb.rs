@@ -1,14 +1,16 @@
-//! DLB_Bench's command line, runs, reports and plots, shared by `dlb-bench` (runs on the
-//! real runtime) and `titus sim` (the same runs on the simulator): the flags, the
-//! profiles, the list of runs (balancers × protocols × sweep points), the core and overlay
-//! configuration of each balancer, and the report with its table, JSON, CSV and plots.
+//! DLB_Bench's command line, runs and reports, shared by `dlb-bench` (runs on the real
+//! runtime) and `titus sim` (the same runs on the simulator): the flags, the profiles, the
+//! list of runs (balancers × protocols × sweep points), the core and overlay
+//! configuration of each run, and the report with its table, JSON and CSV (the plots of
+//! the reports: `titus-plot`).
 
-use crate::workload::{self, Cost, Distribution, Spec, TaskSpec};
-use crate::{plot, task};
+use crate::{Cost, Distribution, Spec, TaskSpec, task};
 use clap::ValueEnum;
+use clap::builder::PossibleValue;
 use serde::Serialize;
 use std::path::PathBuf;
-use titus_runtime::{Balancing, Protocol, RuntimeConfig, Sharing};
+use titus_core::{Balancing, Config, Protocol};
+use titus_overlay::OverlayParams;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// Task cost distribution.
@@ -36,22 +38,36 @@ pub enum DistArg {
     File,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// A load balancer of DLB_Bench.
-pub enum Balancer {
-    /// No balancing: every rank runs its own tasks.
-    None,
-    /// Titus: work stealing over the small-world overlay.
-    Smallworld,
-    /// Work stealing from random victims over all ranks (the complete graph).
-    Random,
-    /// Centralised work sharing: rank 0 brokers every request.
-    Master,
-    /// Groups formed from load estimates, each with a master rotating per epoch
-    /// (YALES2's built-in balancer).
-    Hierarchical,
-    /// Every balancer above, one after the other.
+/// A `--balancer` value: one balancer (named as [`Balancing`] names them), or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BalancerArg {
+    /// One balancer.
+    One(Balancing),
+    /// Every balancer, one after the other.
     All,
+}
+
+impl ValueEnum for BalancerArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [BalancerArg; 6] = [
+            BalancerArg::One(Balancing::ALL[0]),
+            BalancerArg::One(Balancing::ALL[1]),
+            BalancerArg::One(Balancing::ALL[2]),
+            BalancerArg::One(Balancing::ALL[3]),
+            BalancerArg::One(Balancing::ALL[4]),
+            BalancerArg::All,
+        ];
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Self::One(b) => PossibleValue::new(b.name()).help(b.about()),
+            Self::All => {
+                PossibleValue::new("all").help("Every balancer above, one after the other")
+            }
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,7 +112,7 @@ pub struct BenchArgs {
     pub payload: Option<u64>,
     /// Load balancers, comma-separated (or `all`): each runs in turn, side by side.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "smallworld")]
-    pub balancer: Vec<Balancer>,
+    pub balancer: Vec<BalancerArg>,
     /// Steal protocols of smallworld and random, comma-separated (or `all`).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "claim")]
     pub protocol: Vec<ProtocolArg>,
@@ -266,7 +282,7 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
                     &format!("cannot read --counts '{}': {e}", path.display()),
                 )
             });
-            Distribution::File(workload::parse_counts(&text, ranks).unwrap_or_else(|e| fail(2, &e)))
+            Distribution::File(crate::parse_counts(&text, ranks).unwrap_or_else(|e| fail(2, &e)))
         }
     };
     let cost = match args.cost {
@@ -294,8 +310,8 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
 pub struct Run {
     /// The arguments of this run (a sweep point's).
     pub args: BenchArgs,
-    /// Its balancer.
-    pub balancer: Balancer,
+    /// Its balancer (hierarchical with the point's `--group-size`).
+    pub balancer: Balancing,
     /// Its protocol (smallworld and random).
     pub protocol: ProtocolArg,
     /// The swept parameter's value.
@@ -305,8 +321,8 @@ pub struct Run {
 impl Run {
     /// `balancer` or `balancer/protocol`.
     pub fn label(&self) -> String {
-        let mut l = name(self.balancer).to_string();
-        if matches!(self.balancer, Balancer::Smallworld | Balancer::Random) {
+        let mut l = self.balancer.to_string();
+        if self.balancer.steals() {
             l = format!("{l}/{}", name(self.protocol));
         }
         l
@@ -315,10 +331,10 @@ impl Run {
     /// The protocol as reported.
     pub fn protocol_name(&self) -> &'static str {
         match self.balancer {
-            Balancer::None => "none",
+            Balancing::None => "none",
+            b if b.steals() => name(self.protocol),
             // Work sharing answers requests through the request protocol's serving path.
-            Balancer::Master | Balancer::Hierarchical => "request",
-            _ => name(self.protocol),
+            _ => "request",
         }
     }
 }
@@ -326,17 +342,17 @@ impl Run {
 /// The runs a command line asks for, in order: sweep points, then balancers, then
 /// protocols.
 pub fn runs(args: &BenchArgs) -> Vec<Run> {
-    let balancers: Vec<Balancer> = expand(
+    let balancers: Vec<Balancing> = expand(
         &args.balancer,
-        Balancer::All,
-        &[
-            Balancer::None,
-            Balancer::Smallworld,
-            Balancer::Random,
-            Balancer::Master,
-            Balancer::Hierarchical,
-        ],
-    );
+        BalancerArg::All,
+        &Balancing::ALL.map(BalancerArg::One),
+    )
+    .into_iter()
+    .filter_map(|b| match b {
+        BalancerArg::One(b) => Some(b),
+        BalancerArg::All => None,
+    })
+    .collect();
     let protocols = expand(
         &args.protocol,
         ProtocolArg::All,
@@ -349,7 +365,13 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
     let mut out = Vec::new();
     for (a, v) in points {
         for &b in &balancers {
-            let ps: &[ProtocolArg] = if matches!(b, Balancer::Smallworld | Balancer::Random) {
+            let b = match b {
+                Balancing::Hierarchical { .. } => Balancing::Hierarchical {
+                    group_size: a.group_size,
+                },
+                b => b,
+            };
+            let ps: &[ProtocolArg] = if b.steals() {
                 &protocols
             } else {
                 &[ProtocolArg::Request]
@@ -425,57 +447,52 @@ pub fn sweep_points(
     Ok(out)
 }
 
-/// Ranks per hierarchical group.
-pub fn group_size(args: &BenchArgs, ranks: u32) -> u32 {
-    args.group_size
-        .unwrap_or_else(|| (f64::from(ranks).sqrt().ceil() as u32).max(1))
+/// A run's protocol and overlay configuration (every rank the same): the runtime's and
+/// the simulator's `core` and `overlay`.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Protocol tunables.
+    pub core: Config,
+    /// Overlay parameters (`ranks` is set by the front end).
+    pub overlay: OverlayParams,
 }
 
-/// The runtime configuration of `run` at `ranks` ranks (core and overlay: the simulator
-/// uses the same).
-pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
+/// The configuration of `run` at `ranks` ranks (exit 2 on a bad one).
+pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     let args = &run.args;
     let payload = plan.payload;
-    let mut cfg = RuntimeConfig {
-        workers: args.workers,
-        ..RuntimeConfig::default()
-    };
-    cfg.core.protocol = match run.protocol {
+    let mut core = Config::default();
+    let mut overlay = OverlayParams::default();
+    core.protocol = match run.protocol {
         ProtocolArg::Lock => Protocol::Lock,
         ProtocolArg::Claim | ProtocolArg::All => Protocol::Claim,
         ProtocolArg::Request => Protocol::Request,
     };
-    cfg.core.seed = args.seed;
-    cfg.overlay.seed = args.seed;
+    core.seed = args.seed;
+    overlay.seed = args.seed;
     if let Some(m) = args.min_private {
-        cfg.core.min_private = m;
+        core.min_private = m;
     }
     if let Some(b) = args.backoff_max_ms {
-        cfg.core.backoff_max =
-            std::time::Duration::from_secs_f64(b / 1e3).max(cfg.core.backoff_base);
+        core.backoff_max = std::time::Duration::from_secs_f64(b / 1e3).max(core.backoff_base);
     }
-    cfg.core.max_payload = (task::HEADER as u64 + payload) as u32;
-    cfg.core.max_result = 8;
+    core.max_payload = (task::HEADER as u64 + payload) as u32;
+    core.max_result = 8;
     // The shared set holds at most ~64 MiB of slots per region.
     let slot = task::HEADER as u64 + payload + 16;
-    cfg.core.shared_capacity = ((64u64 << 20) / slot).clamp(2, 1024) as u32;
-    let balancing = match run.balancer {
-        Balancer::None => Balancing::None,
-        Balancer::Smallworld | Balancer::All => Balancing::Smallworld,
-        Balancer::Random => Balancing::Random,
-        Balancer::Master => Balancing::Master,
-        // Groups from load estimates, as YALES2 forms them from previous iterations; here
-        // the estimate is the task count (costs are not known in advance).
-        Balancer::Hierarchical => {
-            let counts = workload::counts(&plan.spec).unwrap_or_else(|e| fail(2, &e));
-            Balancing::Hierarchical {
-                groups: Sharing::balanced_groups(&counts, group_size(args, ranks)),
-            }
+    core.shared_capacity = ((64u64 << 20) / slot).clamp(2, 1024) as u32;
+    // Groups from load estimates, as YALES2 forms them from previous iterations; here the
+    // estimate is the task count (costs are not known in advance).
+    let loads = match run.balancer {
+        Balancing::Hierarchical { .. } => {
+            Some(crate::counts(&plan.spec).unwrap_or_else(|e| fail(2, &e)))
         }
+        _ => None,
     };
-    cfg.balance(balancing, ranks)
+    run.balancer
+        .apply(&mut core, &mut overlay, ranks, loads.as_deref())
         .unwrap_or_else(|e| fail(2, &e.to_string()));
-    cfg
+    RunConfig { core, overlay }
 }
 
 /// The `--csv` header.
@@ -604,124 +621,6 @@ pub fn print_summary(reports: &[(String, Report)]) {
     }
 }
 
-/// Steals a timeline draws at most.
-pub const MAX_DRAWN_STEALS: usize = 20_000;
-
-/// Writes the plots of the runs (and the sweep's CSV and plot); returns the files.
-pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathBuf>, String> {
-    let mut files = Vec::new();
-    let label = |l: &str, r: &Report| match &r.sweep_value {
-        Some(v) => format!("{l} {v}"),
-        None => l.to_string(),
-    };
-    if let Some(dir) = &args.plot {
-        let first = &reports[0].1;
-        let shape = format!(
-            "{} ranks, {} ({} tasks, {} ownership)",
-            first.ranks, first.profile, first.tasks, first.distribution
-        );
-        files.extend(plot::save(
-            &plot::Bars {
-                title: format!("DLB_Bench efficiency: {shape}"),
-                y_label: "efficiency".into(),
-                labels: reports.iter().map(|(l, r)| label(l, r)).collect(),
-                values: reports.iter().map(|(_, r)| r.efficiency).collect(),
-                y_max: Some(1.1),
-            },
-            dir,
-            "efficiency",
-        )?);
-        if args.sweep.is_none() {
-            files.extend(plot::save(
-                &plot::RankLoads {
-                    title: format!("Per-rank load: {shape}"),
-                    before: first.owned_s.clone(),
-                    after: reports
-                        .iter()
-                        .map(|(l, r)| (l.clone(), r.busy_s.clone(), r.idle_s.clone()))
-                        .collect(),
-                },
-                dir,
-                "ranks",
-            )?);
-        }
-        for (l, r) in reports {
-            if r.steals.is_empty() {
-                continue;
-            }
-            let stem = format!("steals-{}", label(l, r).replace(['/', ' '], "-"));
-            // Thousands of ranks steal hundreds of thousands of times: draw at most
-            // MAX_DRAWN_STEALS of them (evenly spaced), or the SVG weighs tens of MB.
-            let stride = r.steals.len().div_ceil(MAX_DRAWN_STEALS).max(1);
-            files.extend(plot::save(
-                &plot::Timeline {
-                    title: format!(
-                        "Steals over time: {} ({} ranks){}",
-                        label(l, r),
-                        r.ranks,
-                        if stride > 1 {
-                            format!(", 1 in {stride} of {} steals shown", r.steals.len())
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    ranks: r.ranks,
-                    span_s: r.resolution_s,
-                    steals: r.steals.iter().step_by(stride).copied().collect(),
-                },
-                dir,
-                &stem,
-            )?);
-        }
-    }
-    if let Some(spec) = &args.sweep {
-        let dir = args
-            .plot
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("dlb-sweep"));
-        let param = spec.split_once('=').map_or(spec.as_str(), |p| p.0);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
-        let csv = dir.join("sweep.csv");
-        let mut text = format!("{param},run,{CSV_HEADER}\n");
-        for (l, r) in reports {
-            text += &format!(
-                "{},{l},{}\n",
-                r.sweep_value.as_deref().unwrap_or(""),
-                csv_row(r)
-            );
-        }
-        std::fs::write(&csv, text).map_err(|e| format!("cannot write '{}': {e}", csv.display()))?;
-        files.push(csv);
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        for (l, r) in reports {
-            let x: f64 = r
-                .sweep_value
-                .as_deref()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(f64::NAN);
-            match series.iter_mut().find(|s| &s.0 == l) {
-                Some(s) => s.1.push((x, r.efficiency)),
-                None => series.push((l.clone(), vec![(x, r.efficiency)])),
-            }
-        }
-        let log_x = ["ranks", "tasks", "payload"].contains(&param);
-        files.extend(plot::save(
-            &plot::Lines {
-                title: format!("DLB_Bench efficiency versus {param}"),
-                x_label: param.to_string(),
-                y_label: "efficiency".into(),
-                series,
-                log_x,
-                y_max: Some(1.1),
-            },
-            &dir,
-            "sweep-efficiency",
-        )?);
-    }
-    Ok(files)
-}
-
 /// Rejects impossible flags (exit 2).
 pub fn check_args(args: &BenchArgs) {
     if args.workers == 0 {
@@ -791,7 +690,7 @@ pub struct RankFigures {
 impl RankFigures {
     /// As numbers, for a job-wide all-gather (the steal log travels separately).
     pub fn encode(&self) -> Vec<u8> {
-        crate::encode_f64s(&[
+        encode_f64s(&[
             self.busy,
             self.session,
             self.idle,
@@ -810,7 +709,7 @@ impl RankFigures {
 
     /// Decodes [`RankFigures::encode`] (missing numbers read as 0).
     pub fn decode(b: &[u8]) -> Self {
-        let v = crate::decode_f64s(b);
+        let v = decode_f64s(b);
         let g = |i: usize| v.get(i).copied().unwrap_or(0.0);
         Self {
             busy: g(0),
@@ -830,7 +729,18 @@ impl RankFigures {
     }
 }
 
-/// The report of `run` from every rank's figures; `all` is the workload (per rank).
+/// Encodes numbers for a job-wide all-gather of figures.
+pub fn encode_f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_f64s`]; a malformed blob gives what it holds of whole numbers.
+pub fn decode_f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
 /// A hash of one rank's results, in task order.
 pub fn digest(results: &[Vec<u8>]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -881,7 +791,7 @@ pub fn report(
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
         workers: args.workers,
-        balancer: name(run.balancer),
+        balancer: run.balancer.name(),
         protocol: run.protocol_name(),
         seed: args.seed,
         verified: figs.iter().all(|f| f.verified),
@@ -899,11 +809,7 @@ pub fn report(
         steals_locked: figs.iter().map(|f| f.steals_locked).sum(),
         bytes_moved: figs.iter().map(|f| f.bytes).sum(),
         result_hops_mean: figs.iter().map(|f| f.hops).sum::<u64>() as f64 / homed.max(1) as f64,
-        group_size: if run.balancer == Balancer::Hierarchical {
-            group_size(args, n)
-        } else {
-            0
-        },
+        group_size: run.balancer.group_size(n),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",

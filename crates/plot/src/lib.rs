@@ -1,0 +1,12 @@
+//! Plots of Titus's benchmark runs, as PNG and SVG: the charts (`charts.rs`: bars, per-rank
+//! loads, a steal timeline, lines; plotters with the DejaVu Sans font embedded, so a fresh
+//! machine needs no font packages) and DLB_Bench's plots of its reports (`runs.rs`), the
+//! one place both of its front ends — `dlb-bench` and `titus sim` — draw them.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod charts;
+mod runs;
+
+pub use charts::{Bars, Chart, Lines, RankLoads, Timeline, save};
+pub use runs::{MAX_DRAWN_STEALS, plots};

@@ -1,0 +1,25 @@
+//! DLB_Bench's workloads and runs, shared by its two front ends: `dlb-bench` (the real
+//! runtime, `bench/`) and `titus sim` (the simulator, `crates/cli`).
+//!
+//! - the workload generator (`generate.rs`): who owns which task and what each costs;
+//! - the task (`task`): real work over a payload, calibrated to a duration, whose
+//!   result is a checksum;
+//! - the runs (`dlb`): the shared flags, the profiles, the list of runs (balancers ×
+//!   protocols × sweep points), each run's core and overlay configuration, and the report
+//!   with its table, JSON and CSV. Plots live in `titus-plot`.
+//!
+//! No runtime and no simulator here: each front end drives its own and hands this crate
+//! the per-rank figures.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod dlb;
+mod generate;
+mod pipe;
+pub mod task;
+
+pub use generate::{
+    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, counts,
+    generate, parse_counts,
+};
+pub use pipe::quiet_broken_pipe;
