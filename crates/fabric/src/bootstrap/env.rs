@@ -1,9 +1,14 @@
 //! The job's environment: what the launcher told this process.
 //!
-//! Rank and size come from the launcher's environment, first match wins:
+//! Which launcher started this process, and so rank and size, is decided in one place,
+//! [`Launcher::detect`], from the variables of [`LAUNCHERS`], first match wins:
 //! `TITUS_RANK`/`TITUS_SIZE` (`titus launch`), `SLURM_PROCID`/`SLURM_NTASKS` (srun),
 //! `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE` (Open MPI's mpirun), `PMI_RANK`/`PMI_SIZE`
-//! (MPICH/Hydra and other PMI launchers); with none, a single rank.
+//! (MPICH/Hydra and other PMI launchers); with none, a single rank. Either variable of a
+//! pair is enough to name the launcher: a process with only one of them gets an error
+//! naming the other, never a silent in-process run. Every program that chooses between
+//! in-process ranks and one rank per process (the runtime, the C ABI, the benchmarks,
+//! `titus fabric-bench`) asks [`JobEnv::launched`].
 
 use super::BootstrapError;
 use crate::Rank;
@@ -22,6 +27,41 @@ pub enum Launcher {
     Pmi,
     /// None: one rank.
     Single,
+}
+
+/// Every launcher Titus recognises, with the variables that carry this process's rank and
+/// the job's size, in the order they are tried.
+pub const LAUNCHERS: [(Launcher, &str, &str); 4] = [
+    (Launcher::Titus, "TITUS_RANK", "TITUS_SIZE"),
+    (Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS"),
+    (
+        Launcher::OpenMpi,
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+    ),
+    (Launcher::Pmi, "PMI_RANK", "PMI_SIZE"),
+];
+
+impl Launcher {
+    /// Which launcher started this process, reading variables through `get` (the
+    /// environment, or a map in tests): the first of [`LAUNCHERS`] with its rank or its
+    /// size variable set, [`Launcher::Single`] when none is. Whether the pair is complete
+    /// and valid is [`JobEnv::from_vars`]'s to check.
+    pub fn detect(get: impl Fn(&str) -> Option<String>) -> Launcher {
+        LAUNCHERS
+            .iter()
+            .find(|(_, rank, size)| get(rank).is_some() || get(size).is_some())
+            .map_or(Launcher::Single, |&(launcher, _, _)| launcher)
+    }
+
+    /// The variables that carry rank and size under this launcher (none for a single
+    /// rank).
+    pub fn vars(self) -> Option<(&'static str, &'static str)> {
+        LAUNCHERS
+            .iter()
+            .find(|(l, _, _)| *l == self)
+            .map(|&(_, rank, size)| (rank, size))
+    }
 }
 
 /// What the launcher told this process.
@@ -70,6 +110,13 @@ impl JobEnv {
         Ok(env)
     }
 
+    /// Whether a launcher started this process: it is one rank of a job whose other ranks
+    /// are other processes (even a job of one), so it runs over a multi-process backend,
+    /// never in-process ranks.
+    pub fn launched(&self) -> bool {
+        self.launcher != Launcher::Single
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, BootstrapError> {
         Self::from_vars(|k| std::env::var(k).ok())
@@ -77,16 +124,6 @@ impl JobEnv {
 
     /// Reads variables through `get` (the environment, or a map in tests).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
-        let pairs = [
-            ("TITUS_RANK", "TITUS_SIZE", Launcher::Titus),
-            ("SLURM_PROCID", "SLURM_NTASKS", Launcher::Slurm),
-            (
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                Launcher::OpenMpi,
-            ),
-            ("PMI_RANK", "PMI_SIZE", Launcher::Pmi),
-        ];
         let num = |var: &str, v: String| -> Result<u32, BootstrapError> {
             v.trim().parse::<u32>().map_err(|_| BootstrapError::BadVar {
                 var: var.into(),
@@ -94,28 +131,24 @@ impl JobEnv {
                 reason: "not a non-negative integer".into(),
             })
         };
-        let mut found = None;
-        for (rv, sv, launcher) in pairs {
-            match (get(rv), get(sv)) {
-                (Some(r), Some(s)) => {
-                    found = Some((num(rv, r)?, num(sv, s.clone())?, launcher, sv, s));
-                    break;
-                }
-                (Some(_), None) => {
-                    return Err(BootstrapError::Missing(format!(
-                        "{rv} is set but {sv} is not"
-                    )));
-                }
-                (None, Some(_)) => {
-                    return Err(BootstrapError::Missing(format!(
-                        "{sv} is set but {rv} is not"
-                    )));
-                }
-                (None, None) => {}
-            }
-        }
-        let (rank, size, launcher) = match found {
-            Some((rank, size, launcher, sv, s)) => {
+        let launcher = Launcher::detect(&get);
+        let (rank, size) = match launcher.vars() {
+            None => (0, 1),
+            Some((rv, sv)) => {
+                let (r, s) = match (get(rv), get(sv)) {
+                    (Some(r), Some(s)) => (r, s),
+                    (Some(_), None) => {
+                        return Err(BootstrapError::Missing(format!(
+                            "{rv} is set but {sv} is not"
+                        )));
+                    }
+                    (None, _) => {
+                        return Err(BootstrapError::Missing(format!(
+                            "{sv} is set but {rv} is not"
+                        )));
+                    }
+                };
+                let (rank, size) = (num(rv, r)?, num(sv, s.clone())?);
                 if size == 0 {
                     return Err(BootstrapError::BadVar {
                         var: sv.into(),
@@ -128,9 +161,8 @@ impl JobEnv {
                         "rank {rank} is not below the job size {size}"
                     )));
                 }
-                (rank, size, launcher)
+                (rank, size)
             }
-            None => (0, 1, Launcher::Single),
         };
         let timeout = match get("TITUS_BOOTSTRAP_TIMEOUT") {
             None => DEFAULT_TIMEOUT,
@@ -281,6 +313,58 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(e.launcher, Launcher::Pmi);
+    }
+
+    /// Every launcher is found from either of its variables, and a process that has one is
+    /// never a single in-process rank: an incomplete pair is an error naming the other.
+    #[test]
+    fn every_launcher_is_detected_from_either_variable() {
+        assert_eq!(Launcher::detect(|_| None), Launcher::Single);
+        assert_eq!(Launcher::Single.vars(), None);
+        for (launcher, rank, size) in LAUNCHERS {
+            assert_eq!(launcher.vars(), Some((rank, size)));
+            for (set, other) in [(rank, size), (size, rank)] {
+                let get = |k: &str| (k == set).then(|| "1".to_string());
+                assert_eq!(Launcher::detect(get), launcher, "{set} alone");
+                let err = env(&[(set, "1")]).unwrap_err().to_string();
+                assert!(
+                    err.contains(&format!("{other} is not")),
+                    "{set} alone: {err}"
+                );
+            }
+            let e = env(&[(rank, "0"), (size, "1")]).unwrap();
+            assert_eq!((e.launcher, e.launched()), (launcher, true), "{rank}");
+        }
+        assert!(!env(&[]).unwrap().launched());
+        // First match wins: titus launch under an allocation that Slurm also describes.
+        let get = |k: &str| {
+            ["TITUS_SIZE", "SLURM_NTASKS"]
+                .contains(&k)
+                .then(String::new)
+        };
+        assert_eq!(Launcher::detect(get), Launcher::Titus);
+    }
+
+    /// mpirun (or Hydra) without a rendezvous address: a clear error, not one rank alone.
+    #[test]
+    fn mpi_launchers_without_a_rendezvous_fail_loudly() {
+        for (rank, size) in [
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+            ("PMI_RANK", "PMI_SIZE"),
+        ] {
+            let err = env(&[(rank, "1"), (size, "4")]).unwrap_err().to_string();
+            assert!(err.contains("TITUS_BOOTSTRAP is not set"), "{err}");
+        }
+        // Open MPI's job id stands in for the secret.
+        let e = env(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("TITUS_BOOTSTRAP", "127.0.0.1:9"),
+            ("PMIX_NAMESPACE", "prterun-x-1@1"),
+        ])
+        .unwrap();
+        assert_eq!((e.rank, e.size, e.launched()), (1, 4, true));
+        assert_eq!(e.secret, "prterun-x-1@1");
     }
 
     #[test]

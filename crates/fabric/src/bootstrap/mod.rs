@@ -24,7 +24,7 @@ mod server;
 mod wire;
 
 pub use client::Rendezvous;
-pub use env::{DEFAULT_TIMEOUT, JobEnv, Launcher, first_host};
+pub use env::{DEFAULT_TIMEOUT, JobEnv, LAUNCHERS, Launcher, first_host};
 pub use server::serve;
 
 use crate::Rank;
