@@ -23,9 +23,11 @@
 //! - `fabric`: [`OfiFabric`] and its [`titus_fabric::Fabric`] operations;
 //! - `completion`: the completion queue, the poller token, waits and progress;
 //! - `raw`: the raw-latency benchmark ([`OfiFabric::raw_latency`]);
-//! - `error`: libfabric errors as [`titus_fabric::FabricError`]s.
+//! - `error`: libfabric errors as [`titus_fabric::FabricError`]s;
+//! - `backend`: [`Ofi`], this backend as the runtime opens it (`backend=ofi`).
 
 mod address;
+mod backend;
 mod completion;
 mod connect;
 mod error;
@@ -34,6 +36,7 @@ mod handle;
 mod provider;
 mod raw;
 
+pub use backend::Ofi;
 pub use fabric::OfiFabric;
 pub use provider::{available, choose_provider, providers};
 
