@@ -29,8 +29,12 @@ case "$profile" in
 esac
 target="${CARGO_TARGET_DIR:-$root/target}/$dir"
 
+# The same build as `cargo build --release` in the repository (every default member, so
+# the same features of every dependency): running one after the other rebuilds and relinks
+# nothing. Building titus-capi alone (-p) would unify the dependencies' features over its
+# own graph only, giving them (and libtitus) other hashes than the workspace build's.
 # shellcheck disable=SC2086
-cargo build --profile "$profile" --locked ${CARGO_FLAGS:-} --manifest-path "$root/Cargo.toml" -p titus-capi
+(cd "$root" && cargo build --profile "$profile" --locked ${CARGO_FLAGS:-})
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
