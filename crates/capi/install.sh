@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds libtitus (release) and installs, under PREFIX:
+# Builds the workspace as `cargo build --release` does (libtitus with it) and installs,
+# under PREFIX:
 #   include/titus.h, include/titus_mpi.h     the C headers
 #   include/titus.mod, include/titus.f90     the Fortran module (if a Fortran compiler is found)
 #   lib/libtitus.so, lib/libtitus.a          the shared and the static library
