@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds libtitus (release) and installs, under PREFIX:
+# Builds the workspace as `cargo build --release` does (libtitus with it) and installs,
+# under PREFIX:
 #   include/titus.h, include/titus_mpi.h     the C headers
 #   include/titus.mod, include/titus.f90     the Fortran module (if a Fortran compiler is found)
 #   lib/libtitus.so, lib/libtitus.a          the shared and the static library
@@ -29,8 +30,12 @@ case "$profile" in
 esac
 target="${CARGO_TARGET_DIR:-$root/target}/$dir"
 
+# The same build as `cargo build --release` in the repository (every default member, so
+# the same features of every dependency): running one after the other rebuilds and relinks
+# nothing. Building titus-capi alone (-p) would unify the dependencies' features over its
+# own graph only, giving them (and libtitus) other hashes than the workspace build's.
 # shellcheck disable=SC2086
-cargo build --profile "$profile" --locked ${CARGO_FLAGS:-} --manifest-path "$root/Cargo.toml" -p titus-capi
+(cd "$root" && cargo build --profile "$profile" --locked ${CARGO_FLAGS:-})
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"

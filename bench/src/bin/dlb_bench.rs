@@ -235,12 +235,10 @@ fn main() {
     titus_workload::quiet_broken_pipe();
     let args = Cli::parse().bench;
     check_args(&args);
-    let launched = std::env::var_os("TITUS_SIZE").is_some()
-        || std::env::var_os("SLURM_NTASKS").is_some()
-        || std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
-        || std::env::var_os("PMI_SIZE").is_some();
     let runs = runs(&args);
-    let env = launched.then(|| JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string())));
+    // Under a launcher (any that JobEnv knows), this process is one rank of the job.
+    let env = Some(JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string())))
+        .filter(JobEnv::launched);
     if env.is_some()
         && args
             .sweep
@@ -265,12 +263,8 @@ fn main() {
                     .map_err(|_| "too many runs for one job".to_string())
                     .and_then(|k| env.session(k).map_err(|e| e.to_string()))
                     .unwrap_or_else(|e| fail(2, &e));
-                let rt = Runtime::from_job(
-                    config(run, env.size, &plan),
-                    Backend::Ofi { provider: None },
-                    job,
-                )
-                .unwrap_or_else(|e| fail(1, &e.to_string()));
+                let rt = Runtime::from_job(config(run, env.size, &plan), Backend::ofi(None), job)
+                    .unwrap_or_else(|e| fail(1, &e.to_string()));
                 rt.register(0, counted_task);
                 let _bar = Progress::start(
                     !args.no_progress && rt.rank() == 0 && !args.json && !args.csv,

@@ -17,6 +17,7 @@
 use clap::Parser;
 use serde::Serialize;
 use std::time::Instant;
+use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_fabric::{Fabric, Loc, SegmentId};
 use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig};
@@ -393,8 +394,12 @@ fn main() {
         }
     };
     let iters_per_ms = calibrate();
-    let launched =
-        std::env::var_os("TITUS_SIZE").is_some() || std::env::var_os("SLURM_NTASKS").is_some();
+    // Under a launcher (any that JobEnv knows), this process is one rank of the job.
+    let env = JobEnv::from_env().unwrap_or_else(|e| {
+        eprintln!("runtime-bench: error: {e}");
+        std::process::exit(2);
+    });
+    let launched = env.launched();
     let header = || {
         if !args.json {
             println!(
@@ -428,7 +433,7 @@ fn main() {
     if launched {
         let mut first = true;
         for &p in &protocols {
-            let rt = match Runtime::from_env(config(&args, p), Backend::Ofi { provider: None }) {
+            let rt = match Runtime::from_job(config(&args, p), Backend::ofi(None), env.clone()) {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("runtime-bench: {e}");

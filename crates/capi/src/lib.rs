@@ -21,7 +21,7 @@ mod exchange;
 mod options;
 
 use exchange::{AllGather, Callback, UserPtr};
-use options::{BackendChoice, Options};
+use options::Options;
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -348,12 +348,7 @@ pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_c
         let o = options(options_text)?;
         let env = JobEnv::from_env().map_err(|e| Error::Fabric(e.to_string()))?;
         let cfg = o.config(env.size).map_err(Error::Invalid)?;
-        let backend = match (o.backend, env.size) {
-            (BackendChoice::Mem, _) | (BackendChoice::Auto, 1) => Backend::Mem,
-            _ => Backend::Ofi {
-                provider: o.provider.clone(),
-            },
-        };
+        let backend = o.backend(env.size);
         let env = if env.size > 1 {
             let k = SESSIONS.fetch_add(1, Ordering::Relaxed);
             env.session(k).map_err(|e| Error::Fabric(e.to_string()))?
@@ -392,21 +387,22 @@ pub extern "C" fn titus_init_exchange(
         let (rank, size) = (rank as u32, size as u32);
         let o = options(options_text)?;
         let cfg = o.config(size).map_err(Error::Invalid)?;
-        let rt = if size == 1 && o.backend != BackendChoice::Ofi {
-            Runtime::local(1, cfg, MemOptions::default())?.remove(0)
-        } else {
-            if o.backend == BackendChoice::Mem {
+        let rt = match o.backend(size) {
+            Backend::Mem if size == 1 => Runtime::local(1, cfg, MemOptions::default())?.remove(0),
+            Backend::Mem => {
                 return Err(Error::Invalid(
                     "backend=mem runs a single rank; this job has several".into(),
                 ));
             }
-            let ex = Callback {
-                rank,
-                size,
-                f,
-                ctx: UserPtr(ctx),
-            };
-            Runtime::from_exchange(cfg, o.provider.as_deref(), Box::new(ex))?
+            backend => {
+                let ex = Callback {
+                    rank,
+                    size,
+                    f,
+                    ctx: UserPtr(ctx),
+                };
+                Runtime::from_exchange(cfg, backend, Box::new(ex))?
+            }
         };
         install(slot, rt);
         Ok(())

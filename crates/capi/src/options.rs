@@ -3,17 +3,17 @@
 //! recompiling the solver).
 
 use std::time::Duration;
-use titus_runtime::{Balancing, Protocol, RuntimeConfig};
+use titus_runtime::{Backend, Balancing, Protocol, RuntimeConfig, backend_names};
 
 /// Which fabric a runtime uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum BackendChoice {
-    /// In-process for a single rank, libfabric otherwise.
+    /// In-process for a single rank, the default multi-process backend (libfabric)
+    /// otherwise.
     Auto,
-    /// In-process (a single rank).
-    Mem,
-    /// libfabric.
-    Ofi,
+    /// A backend by name: `mem` (in-process, a single rank) or one of the runtime's
+    /// multi-process backends (`ofi`).
+    Named(Backend),
 }
 
 /// Every option, parsed; applied once the job's size is known.
@@ -30,10 +30,11 @@ pub(crate) struct Options {
 fn keys() -> String {
     let balancers: Vec<&str> = Balancing::ALL.iter().map(|b| b.name()).collect();
     format!(
-        "workers, balancer ({}), protocol (claim|lock|request), backend (auto|mem|ofi), \
+        "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
          min_private, backoff_max, check_interval, steal_below",
-        balancers.join("|")
+        balancers.join("|"),
+        backend_names().join("|")
     )
 }
 
@@ -97,9 +98,14 @@ impl Options {
                 "backend" => {
                     self.backend = match value {
                         "auto" => BackendChoice::Auto,
-                        "mem" => BackendChoice::Mem,
-                        "ofi" => BackendChoice::Ofi,
-                        _ => return Err(bad("auto, mem or ofi")),
+                        // The provider is filled in by `backend()`, once every option is read.
+                        _ => match Backend::named(value, None) {
+                            Ok(b) => BackendChoice::Named(b),
+                            Err(_) => {
+                                let names = titus_runtime::backend_names().join(", ");
+                                return Err(bad(&format!("auto or one of: {names}")));
+                            }
+                        },
                     }
                 }
                 "provider" => self.provider = Some(value.into()),
@@ -128,6 +134,20 @@ impl Options {
             }
         }
         Ok(())
+    }
+
+    /// The backend for a job of `ranks` ranks: `auto` is in-process for one rank and the
+    /// default multi-process backend otherwise; `provider` goes to a multi-process one.
+    pub(crate) fn backend(&self, ranks: u32) -> Backend {
+        match &self.backend {
+            BackendChoice::Auto if ranks == 1 => Backend::Mem,
+            BackendChoice::Auto => Backend::default_fabric(self.provider.clone()),
+            BackendChoice::Named(Backend::Fabric { name, .. }) => Backend::Fabric {
+                name: name.clone(),
+                provider: self.provider.clone(),
+            },
+            BackendChoice::Named(Backend::Mem) => Backend::Mem,
+        }
     }
 
     /// The runtime configuration for a job of `ranks` ranks.
@@ -162,6 +182,13 @@ mod tests {
         assert_eq!(o.balancer, Balancing::None);
         assert_eq!(o.provider.as_deref(), Some("tcp;ofi_rxm"));
         assert_eq!(o.config(4).unwrap().core.steal_below, 0);
+        // auto: in-process for one rank, the default fabric (with the provider) otherwise.
+        assert_eq!(o.backend(1), Backend::Mem);
+        assert_eq!(o.backend(4), Backend::ofi(Some("tcp;ofi_rxm".into())));
+        let o = Options::parse("backend=mem", Some("backend=ofi")).unwrap();
+        assert_eq!(o.backend(1), Backend::ofi(None));
+        let o = Options::parse("backend=mem", None).unwrap();
+        assert_eq!(o.backend(4), Backend::Mem);
     }
 
     #[test]
@@ -177,6 +204,11 @@ mod tests {
         );
         let e = Options::parse("op_timeout=1e30", None).unwrap_err();
         assert!(e.contains("op_timeout='1e30'"), "{e}");
+        let e = Options::parse("backend=pigeon", None).unwrap_err();
+        assert!(
+            e.contains("backend='pigeon'") && e.contains("mem, ofi"),
+            "{e}"
+        );
         let e = Options::parse("protocol=fast", None).unwrap_err();
         assert!(e.contains("unknown steal protocol 'fast'"), "{e}");
         let e = Options::parse("balancer=fast", None).unwrap_err();

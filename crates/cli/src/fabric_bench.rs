@@ -279,14 +279,14 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
         return Err(UsageError("--iters must be at least 1".into()));
     }
     let env = JobEnv::from_env().map_err(bench_err)?;
-    let backend = args.backend.unwrap_or(if env.size > 1 {
+    let backend = args.backend.unwrap_or(if env.launched() {
         Backend::Ofi
     } else {
         Backend::Mem
     });
     let report = match backend {
         Backend::Mem => {
-            if env.size > 1 {
+            if env.launched() {
                 return Err(UsageError(
                     "--backend mem runs both ranks in one process: start it without a launcher"
                         .into(),

@@ -29,10 +29,12 @@
 //!
 //! Backends: [`mem`] (N ranks as threads of one process: the laptop default and the test
 //! double, with seeded delays, reordering and software progress on demand) here; libfabric
-//! in `titus-fabric-ofi`. Every backend passes the one [`conformance`] suite.
+//! in `titus-fabric-ofi`, which the runtime opens through [`backend::Opener`]. Every backend
+//! passes the one [`conformance`] suite.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod bootstrap;
 pub mod conformance;
 pub mod mem;

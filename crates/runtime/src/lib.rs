@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backend;
 mod driver;
 mod worker;
 
@@ -27,29 +28,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use titus_core::{Config as CoreConfig, Loc, Memory, Node, Time};
+use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{Exchange, JobEnv, Rendezvous};
 use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
-use titus_fabric_ofi::OfiFabric;
 use titus_overlay::{Overlay, OverlayParams};
 
+pub use backend::{BACKENDS, Backend, MEM, backend_names};
 pub use titus_core::{Balancing, CoreError, Protocol, Routing, Sharing, Stats as CoreStats};
 
 /// A task function: payload in, result out.
 pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
-
-/// How the runtime reaches other ranks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// libfabric, bootstrapped from the launcher's environment; `provider` as
-    /// `TITUS_PROVIDER` (None: automatic).
-    Ofi {
-        /// Provider name.
-        provider: Option<String>,
-    },
-    /// In-process ranks (see [`Runtime::local`]).
-    Mem,
-}
 
 /// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
 #[derive(Debug, Clone)]
@@ -314,9 +303,10 @@ impl Runtime {
             .collect()
     }
 
-    /// This process's rank of a job started by a launcher (`titus launch`, srun, mpirun),
-    /// over libfabric; a single rank without a launcher runs alone over the in-process
-    /// fabric. Collective: every rank calls it.
+    /// This process's rank of a job started by a launcher (any of
+    /// [`titus_fabric::bootstrap::LAUNCHERS`]: `titus launch`, srun, mpirun, Hydra), over
+    /// the multi-process `backend`; with [`Backend::Mem`], a single rank without a launcher
+    /// runs alone over the in-process fabric. Collective: every rank calls it.
     pub fn from_env(cfg: RuntimeConfig, backend: Backend) -> Result<Runtime, RuntimeError> {
         let env = JobEnv::from_env().map_err(FabricError::from)?;
         Self::from_job(cfg, backend, env)
@@ -331,39 +321,47 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
         cfg.overlay.ranks = env.size;
-        if env.size == 1 && backend == Backend::Mem {
-            let mut v = Self::local(1, cfg, MemOptions::default())?;
-            return Ok(v.remove(0));
-        }
-        let provider = match &backend {
-            Backend::Ofi { provider } => provider.clone(),
+        let (opener, provider) = match backend {
+            Backend::Mem if env.size == 1 => {
+                let mut v = Self::local(1, cfg, MemOptions::default())?;
+                return Ok(v.remove(0));
+            }
             Backend::Mem => {
                 return Err(RuntimeError::Config(
                     "the mem backend runs every rank in one process: use Runtime::local, or the ofi backend under a launcher".into(),
                 ));
             }
+            Backend::Fabric { name, provider } => (backend::opener(&name)?, provider),
         };
         let rv = Rendezvous::join(&env).map_err(FabricError::from)?;
-        Self::over_ofi(
+        Self::over_fabric(
             cfg,
             env.rank,
             env.size,
             rv.map(Rendezvous::into_exchange),
+            opener,
             provider.as_deref(),
         )
     }
 
     /// This rank of a job whose ranks exchange addresses through `exchange` (for example
-    /// an MPI solver's own communicator), over libfabric on `provider` (None: automatic);
-    /// rank and size are the exchange's. No rendezvous and no launcher variables are
-    /// needed. Collective: every rank calls it. The exchange is also the barrier between
-    /// epochs, called from the thread that calls [`Runtime::run_epoch`].
+    /// an MPI solver's own communicator), over the multi-process `backend` (for example
+    /// [`Backend::ofi`]`(None)`: libfabric, automatic provider); rank and size are the
+    /// exchange's. No rendezvous and no launcher variables are needed. Collective: every
+    /// rank calls it. The exchange is also the barrier between epochs, called from the
+    /// thread that calls [`Runtime::run_epoch`].
     pub fn from_exchange(
         mut cfg: RuntimeConfig,
-        provider: Option<&str>,
+        backend: Backend,
         exchange: Box<dyn Exchange>,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
+        let Backend::Fabric { name, provider } = backend else {
+            return Err(RuntimeError::Config(
+                "the mem backend runs every rank in one process: an exchange joins ranks of separate processes".into(),
+            ));
+        };
+        let opener = backend::opener(&name)?;
         let (rank, size) = (exchange.rank(), exchange.size());
         if size == 0 || rank >= size {
             return Err(RuntimeError::Config(format!(
@@ -371,28 +369,24 @@ impl Runtime {
             )));
         }
         cfg.overlay.ranks = size;
-        Self::over_ofi(cfg, rank, size, Some(exchange), provider)
+        Self::over_fabric(cfg, rank, size, Some(exchange), opener, provider.as_deref())
     }
 
-    fn over_ofi(
+    /// Opens this rank over a multi-process backend and starts it.
+    fn over_fabric(
         cfg: RuntimeConfig,
         rank: u32,
         size: u32,
         exchange: Option<Box<dyn Exchange>>,
+        opener: &dyn Opener,
         provider: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let node = Node::new(cfg.core.clone(), overlay.clone(), rank)?;
         let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
-        let fabric = Arc::new(OfiFabric::open(rank, size, exchange, fcfg, provider)?);
-        let f2 = fabric.clone();
-        let gather: AllGatherFn = Box::new(move |blob| {
-            f2.with_rendezvous(|rv| {
-                rv.map_or_else(|| Ok(vec![blob.to_vec()]), |rv| rv.all_gather(blob))
-            })
-            .map_err(|e| e.to_string())
-        });
+        let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
+        let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
         node.init_memory(&SegMem(&*fabric));
         Self::start(fabric, node, cfg, gather, true)
     }

@@ -1,0 +1,245 @@
+//! Opening one rank's endpoint, collectively: agree on a provider, register the segments,
+//! publish and learn addresses, and connect to the configured peers up front.
+
+use crate::address::{Peer, decode, encode};
+use crate::completion::State;
+use crate::handle::SLOTS;
+use crate::provider::{choose_provider, ensure_available, providers};
+use crate::{OfiFabric, lock};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+use titus_fabric::bootstrap::Exchange;
+use titus_fabric::{
+    Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, Rank,
+    Segment, SegmentId,
+};
+use titus_ofi_sys as sys;
+
+impl OfiFabric {
+    /// Opens this rank's endpoint on `provider` (see [`choose_provider`]), registers the
+    /// configured segments, exchanges addresses and keys through `rendezvous` (a
+    /// [`titus_fabric::bootstrap::Rendezvous`] or the application's own exchange), and
+    /// connects to the configured peers (first contact happens here, not in the first
+    /// steal). Collective: every rank calls it.
+    pub fn open(
+        rank: Rank,
+        size: u32,
+        mut rendezvous: Option<Box<dyn Exchange>>,
+        config: FabricConfig,
+        provider: Option<&str>,
+    ) -> Result<Self, FabricError> {
+        ensure_available()?;
+        if size > 1 && rendezvous.is_none() {
+            return Err(FabricError::Unsupported(
+                "a job of several ranks needs a rendezvous".into(),
+            ));
+        }
+        if let Some(&p) = config.peers.iter().find(|&&p| p >= size) {
+            return Err(FabricError::NoSuchRank { rank: p, size });
+        }
+        // 1. Agree on a provider: every rank lists what it offers and its host.
+        let offered = providers()?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let (common, one_node) = match rendezvous.as_mut() {
+            Some(rv) => {
+                let mine = format!("{host}\n{}", offered.join(","));
+                let all = rv.all_gather(mine.as_bytes())?;
+                let mut common = offered.clone();
+                let mut hosts = Vec::new();
+                for b in &all {
+                    let s = String::from_utf8_lossy(b);
+                    let (h, list) = s.split_once('\n').unwrap_or((&s, ""));
+                    hosts.push(h.to_string());
+                    let theirs: Vec<&str> = list.split(',').collect();
+                    common.retain(|p| theirs.contains(&p.as_str()));
+                }
+                (common, hosts.iter().all(|h| *h == hosts[0]))
+            }
+            None => (offered.clone(), true),
+        };
+        let provider = choose_provider(provider, &common, one_node)?;
+        if provider == "sockets"
+            && std::env::var_os("FI_SOCKETS_PE_WAITTIME").is_none()
+            && rank == 0
+        {
+            eprintln!(
+                "titus: warning: FI_SOCKETS_PE_WAITTIME is unset: the sockets provider will answer in milliseconds (set it to 0)"
+            );
+        }
+        // 2. Register the segments and open the endpoint.
+        let segments: Vec<Segment> = config
+            .segments
+            .iter()
+            .map(|s| Segment::new(s.name.clone(), s.len))
+            .collect();
+        let h = Self::open_handle(&provider, &segments)?;
+        let (caps_bits, iov_limit, prov_name) = {
+            // SAFETY: h is a live handle; tofi_provider returns a NUL-terminated string owned
+            // by the handle, copied out here.
+            unsafe {
+                (
+                    sys::tofi_caps(h.0.as_ptr()),
+                    sys::tofi_iov_limit(h.0.as_ptr()).clamp(1, 64),
+                    CStr::from_ptr(sys::tofi_provider(h.0.as_ptr()))
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+        };
+        if rank == 0 {
+            eprintln!("titus: fabric provider {prov_name} ({size} ranks)");
+        }
+        // 3. Publish this rank's address and segments; learn everyone's.
+        let addr = Self::name(&h)?;
+        let descs: Vec<(u64, u64, u64, &Exposure)> = (0..segments.len())
+            .map(|i| {
+                let (key, base) = Self::segment_desc(&h, i);
+                (key, base, segments[i].len(), &config.segments[i].exposure)
+            })
+            .collect();
+        let blob = encode(&addr, &descs);
+        let all = match rendezvous.as_mut() {
+            Some(rv) => rv.all_gather(&blob)?,
+            None => vec![blob],
+        };
+        if all.len() != size as usize {
+            return Err(FabricError::Unsupported(format!(
+                "{} address records for {size} ranks",
+                all.len()
+            )));
+        }
+        // 4. Insert the peers (and this rank) into the address vector.
+        let mut peers: Vec<Option<Peer>> = vec![None; size as usize];
+        let mut wanted: Vec<Rank> = config.peers.clone();
+        wanted.push(rank);
+        wanted.sort_unstable();
+        wanted.dedup();
+        for &p in &wanted {
+            let (paddr, segs) = decode(p, rank, &all[p as usize])?;
+            let fi_addr = Self::insert(&h, &paddr, p)?;
+            peers[p as usize] = Some(Peer {
+                fi_addr,
+                segments: segs,
+            });
+        }
+        let caps = Capabilities {
+            backend: "ofi",
+            provider: prov_name,
+            coherent_atomics: false,
+            target_progress: caps_bits & sys::TOFI_CAP_MANUAL_PROGRESS != 0,
+            ordered_signal: caps_bits & sys::TOFI_CAP_ORDERED_SAW != 0,
+            addressing: if caps_bits & sys::TOFI_CAP_VIRT_ADDR != 0 {
+                Addressing::Virtual
+            } else {
+                Addressing::Offset
+            },
+            keys: if caps_bits & sys::TOFI_CAP_PROV_KEY != 0 {
+                KeyMode::Provider
+            } else {
+                KeyMode::Application
+            },
+        };
+        let mut fabric = Self {
+            h,
+            segments,
+            rank,
+            size,
+            caps,
+            op_timeout: config.op_timeout,
+            iov_limit,
+            peers,
+            next_id: AtomicU64::new(1),
+            // Slot 0 is reserved for the raw benchmark loop.
+            state: Mutex::new(State {
+                free: (1..SLOTS as u32).rev().collect(),
+                ..State::default()
+            }),
+            cv: Condvar::new(),
+            gate: titus_fabric::WakeGate::new(),
+            has_deferred: std::sync::atomic::AtomicBool::new(false),
+            woken: std::sync::atomic::AtomicBool::new(false),
+            poller: Mutex::new(()),
+            rendezvous: Mutex::new(None),
+            connect_time: Duration::ZERO,
+        };
+        // 5. Connect up front: one small read to each peer that exposes something to us.
+        //    Peers serve it from their own open(), which polls until the barrier below.
+        let t = Instant::now();
+        fabric.connect_peers(
+            &wanted,
+            rendezvous.as_mut().map(|b| b.as_mut() as &mut dyn Exchange),
+        )?;
+        fabric.connect_time = t.elapsed();
+        *lock(&fabric.rendezvous) = rendezvous;
+        Ok(fabric)
+    }
+
+    pub(crate) fn connect_peers(
+        &self,
+        peers: &[Rank],
+        rendezvous: Option<&mut dyn Exchange>,
+    ) -> Result<(), FabricError> {
+        let Some(scratch) = (0..self.segments.len()).find(|&i| self.segments[i].len() >= 8) else {
+            return Ok(());
+        };
+        let mut ops = Vec::new();
+        for &p in peers {
+            if p == self.rank {
+                continue;
+            }
+            let peer = self.peers[p as usize].as_ref().expect("inserted");
+            if let Some(s) = peer
+                .segments
+                .iter()
+                .position(|s| s.exposed_to_me && s.len >= 8)
+            {
+                ops.push(self.read(
+                    p,
+                    Loc::new(SegmentId(s as u16), 0),
+                    Loc::new(SegmentId(scratch as u16), 0),
+                    8,
+                )?);
+            }
+        }
+        // Serve other ranks' first contacts while ours complete (a progress thread does not
+        // exist yet): wait() polls the completion queue, which progresses the endpoint.
+        for op in ops {
+            self.wait(op, self.op_timeout)?;
+        }
+        if let Some(rv) = rendezvous {
+            // Keep serving peers until every rank connected: a background poller until the
+            // barrier returns.
+            let done = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !done.load(Ordering::Acquire) {
+                        let mut sink = Vec::new();
+                        let _ = self.progress(Duration::from_millis(5), &mut sink);
+                        lock(&self.state).signals.extend(sink);
+                    }
+                });
+                let r = rv.barrier();
+                done.store(true, Ordering::Release);
+                r
+            })?;
+        }
+        Ok(())
+    }
+
+    /// How long connecting to the peers took at open (first contacts and the barrier).
+    pub fn connect_time(&self) -> Duration {
+        self.connect_time
+    }
+
+    /// Runs `f` with the rendezvous (for job-wide barriers and all-gathers outside the
+    /// fabric).
+    pub fn with_rendezvous<T>(&self, f: impl FnOnce(Option<&mut dyn Exchange>) -> T) -> T {
+        let mut guard = lock(&self.rendezvous);
+        f(guard.as_mut().map(|b| b.as_mut() as &mut dyn Exchange))
+    }
+}

@@ -1,0 +1,111 @@
+//! Which libfabric provider a job uses: what this build and this machine offer, what is
+//! refused by name, and the preference order when none is named.
+
+use crate::error::transport;
+use std::ffi::CStr;
+use titus_fabric::FabricError;
+use titus_ofi_sys as sys;
+
+/// Providers refused by name, with the reason.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "udp;ofi_rxd",
+        "ofi_rxd crashes on atomics in libfabric 1.17",
+    ),
+    ("ofi_rxd", "ofi_rxd crashes on atomics in libfabric 1.17"),
+    ("net", "the net provider has no atomics in libfabric 1.17"),
+    ("udp", "udp has no RMA or atomics"),
+];
+
+/// Preference order when no provider is named: NICs first, the software fallback last.
+const NETWORK_ORDER: &[&str] = &["cxi", "verbs;ofi_rxm", "efa", "tcp;ofi_rxm"];
+/// When every rank shares one node, shared memory beats any NIC loopback.
+const NODE_ORDER: &[&str] = &["shm", "cxi", "verbs;ofi_rxm", "efa", "tcp;ofi_rxm"];
+
+/// Whether this build has libfabric.
+pub fn available() -> bool {
+    sys::AVAILABLE
+}
+
+/// Providers of this machine that offer what Titus needs (RDM endpoints, RMA, atomics).
+pub fn providers() -> Result<Vec<String>, FabricError> {
+    ensure_available()?;
+    {
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: buf is writable for its whole length, which is passed with it; the shim
+        // writes a NUL-terminated string within it.
+        let ret = unsafe { sys::tofi_providers(buf.as_mut_ptr().cast(), buf.len()) };
+        if ret < 0 {
+            return Err(transport("fi_getinfo", ret));
+        }
+        let s = CStr::from_bytes_until_nul(&buf)
+            .map_err(|_| FabricError::Unsupported("unterminated provider list".into()))?;
+        Ok(s.to_string_lossy()
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect())
+    }
+}
+
+pub(crate) fn ensure_available() -> Result<(), FabricError> {
+    if sys::AVAILABLE {
+        Ok(())
+    } else {
+        Err(FabricError::Unsupported(
+            "this build of Titus has no libfabric backend: install libfabric (Debian: \
+             apt-get install libfabric-dev pkg-config) and rebuild, or use the mem backend"
+                .into(),
+        ))
+    }
+}
+
+/// The provider to use: `requested` (or `TITUS_PROVIDER`, or libfabric's `FI_PROVIDER`),
+/// else the first of the preference order that every rank offers.
+pub fn choose_provider(
+    requested: Option<&str>,
+    offered_by_all: &[String],
+    one_node: bool,
+) -> Result<String, FabricError> {
+    let requested = requested
+        .map(str::to_string)
+        .or_else(|| std::env::var("TITUS_PROVIDER").ok())
+        .or_else(|| std::env::var("FI_PROVIDER").ok())
+        .filter(|p| !p.is_empty());
+    if let Some(p) = requested {
+        if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == p) {
+            return Err(FabricError::Unsupported(format!(
+                "provider '{p}' is refused: {why}"
+            )));
+        }
+        // A core provider named alone gets the RDM utility layer it needs.
+        let p = match p.as_str() {
+            "tcp" | "verbs" => format!("{p};ofi_rxm"),
+            _ => p,
+        };
+        if !offered_by_all.contains(&p) {
+            return Err(FabricError::Unsupported(format!(
+                "provider '{p}' is not offered on every rank with RDM endpoints, RMA and 64-bit atomics \
+                 (offered everywhere: {})",
+                if offered_by_all.is_empty() {
+                    "none".to_string()
+                } else {
+                    offered_by_all.join(", ")
+                }
+            )));
+        }
+        return Ok(p);
+    }
+    let order = if one_node { NODE_ORDER } else { NETWORK_ORDER };
+    order
+        .iter()
+        .find(|p| offered_by_all.iter().any(|o| o == *p))
+        .map(|p| p.to_string())
+        .ok_or_else(|| {
+            FabricError::Unsupported(format!(
+                "no usable libfabric provider on every rank (wanted one of {}; offered everywhere: {})",
+                order.join(", "),
+                if offered_by_all.is_empty() { "none".to_string() } else { offered_by_all.join(", ") }
+            ))
+        })
+}

@@ -1,0 +1,57 @@
+//! Backends that run one rank per process, as the runtime opens them.
+//!
+//! The in-process [`crate::mem`] backend builds every rank of a world at once; a
+//! multi-process backend (libfabric today, verbs later) opens one rank per process,
+//! collectively, with the ranks' addresses exchanged through an [`Exchange`]. Each such
+//! backend crate implements [`Opener`] on a unit struct, and the runtime lists it in its
+//! table of backends (`titus_runtime::BACKENDS`): adding a backend is one new crate and
+//! one line there, with nothing in the runtime matching on which backend it is.
+
+use crate::bootstrap::{BootstrapError, Exchange};
+use crate::{Fabric, FabricConfig, FabricError, Rank};
+use std::sync::Arc;
+
+/// A job-wide all-gather over the exchange an opened fabric keeps (a barrier when the
+/// blobs are empty); collective, called from the thread that runs epochs.
+pub type AllGather = Box<dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> + Send + Sync>;
+
+/// One rank, opened: its fabric and the job-wide all-gather among the ranks.
+pub struct Opened {
+    /// This rank's fabric.
+    pub fabric: Arc<dyn Fabric>,
+    /// The all-gather among every rank of the job (through the exchange given to
+    /// [`Opener::open`]; a rank alone gathers its own blob).
+    pub all_gather: AllGather,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("rank", &self.fabric.rank())
+            .field("size", &self.fabric.size())
+            .field("caps", self.fabric.caps())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A backend that opens one rank of a job whose ranks are separate processes.
+pub trait Opener: Send + Sync + std::fmt::Debug {
+    /// The name users choose it by (`backend=ofi`), unique among the runtime's backends.
+    fn name(&self) -> &'static str;
+
+    /// Whether this build can open it. When it cannot, [`Opener::open`] fails with an
+    /// error that says how to get it.
+    fn available(&self) -> bool;
+
+    /// Opens rank `rank` of `size` with `config`'s segments and peers, learning the other
+    /// ranks' addresses through `exchange` (required when `size > 1`), on `provider` (the
+    /// backend's own transport choice; None: automatic). Collective: every rank calls it.
+    fn open(
+        &self,
+        rank: Rank,
+        size: u32,
+        exchange: Option<Box<dyn Exchange>>,
+        config: FabricConfig,
+        provider: Option<&str>,
+    ) -> Result<Opened, FabricError>;
+}

@@ -1,0 +1,185 @@
+//! The rendezvous client: each rank's connection, and the [`Exchange`] it provides.
+
+use super::server::{bind, serve};
+use super::wire::{
+    MAGIC, Reader, TAG_ERROR, TAG_HELLO, TAG_REFUSED, TAG_RESULT, TAG_ROUND, TAG_WELCOME, io_fail,
+    put_bytes, recv, send,
+};
+use super::{BootstrapError, Exchange, JobEnv};
+use crate::Rank;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// This rank's connection to the rendezvous.
+#[derive(Debug)]
+pub struct Rendezvous {
+    stream: TcpStream,
+    rank: Rank,
+    size: u32,
+    timeout: Duration,
+}
+
+impl Rendezvous {
+    /// Joins the job's rendezvous (rank 0 first starts serving it). `None` for a single
+    /// rank, which needs none.
+    pub fn join(env: &JobEnv) -> Result<Option<Self>, BootstrapError> {
+        let Some(addr) = env.rendezvous.clone() else {
+            return Ok(None);
+        };
+        if env.rank == 0 {
+            let listener = bind(&addr)?;
+            serve(listener, env.size, env.secret.clone(), env.timeout)
+                .map_err(|e| io_fail("start the rendezvous threads", e))?;
+        }
+        Self::connect(&addr, env.rank, env.size, &env.secret, env.timeout).map(Some)
+    }
+
+    /// Connects to the rendezvous at `addr` as `rank` of `size`, retrying until `timeout`
+    /// (rank 0 may not be serving yet).
+    pub fn connect(
+        addr: &str,
+        rank: Rank,
+        size: u32,
+        secret: &str,
+        timeout: Duration,
+    ) -> Result<Self, BootstrapError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut last = String::from("no attempt");
+        let mut stream = loop {
+            let targets: Vec<SocketAddr> = match addr.to_socket_addrs() {
+                Ok(a) => a.collect(),
+                Err(e) => {
+                    last = e.to_string();
+                    Vec::new()
+                }
+            };
+            let mut got = None;
+            for t in targets {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                match TcpStream::connect_timeout(&t, left.min(Duration::from_secs(5))) {
+                    Ok(s) => {
+                        got = Some(s);
+                        break;
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if let Some(s) = got {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                return Err(BootstrapError::Connect {
+                    addr: addr.into(),
+                    after: timeout,
+                    reason: last,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let _ = stream.set_nodelay(true);
+        let mut hello = vec![TAG_HELLO];
+        hello.extend_from_slice(MAGIC);
+        put_bytes(&mut hello, secret.as_bytes());
+        hello.extend_from_slice(&rank.to_le_bytes());
+        hello.extend_from_slice(&size.to_le_bytes());
+        send(&mut stream, &hello).map_err(|e| io_fail("send the greeting", e))?;
+        let _ = stream.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(10)),
+        ));
+        let reply = recv(&mut stream).map_err(|e| io_fail("read the rendezvous's answer", e))?;
+        let mut r = Reader(&reply);
+        match r.u8()? {
+            TAG_WELCOME => Ok(Self {
+                stream,
+                rank,
+                size,
+                timeout,
+            }),
+            TAG_REFUSED => Err(BootstrapError::Refused(
+                String::from_utf8_lossy(&r.bytes()?).into_owned(),
+            )),
+            TAG_ERROR => Err(BootstrapError::Failed(
+                String::from_utf8_lossy(&r.bytes()?).into_owned(),
+            )),
+            t => Err(BootstrapError::Protocol(format!(
+                "unexpected answer tag {t}"
+            ))),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Every rank contributes `blob`; returns all blobs, indexed by rank. Waits at most
+    /// the bootstrap timeout for the slowest rank.
+    pub fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        let mut msg = vec![TAG_ROUND];
+        put_bytes(&mut msg, blob);
+        send(&mut self.stream, &msg).map_err(|e| io_fail("send to the rendezvous", e))?;
+        let _ = self.stream.set_read_timeout(Some(self.timeout));
+        let reply = recv(&mut self.stream).map_err(|e| {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                BootstrapError::Failed(format!(
+                    "no all-gather result within {:?} (a rank is late or dead)",
+                    self.timeout
+                ))
+            } else {
+                io_fail("read from the rendezvous", e)
+            }
+        })?;
+        let mut r = Reader(&reply);
+        match r.u8()? {
+            TAG_RESULT => {
+                let n = r.u32()?;
+                if n != self.size {
+                    return Err(BootstrapError::Protocol(format!(
+                        "{n} blobs for {} ranks",
+                        self.size
+                    )));
+                }
+                (0..n).map(|_| r.bytes()).collect()
+            }
+            TAG_ERROR => Err(BootstrapError::Failed(
+                String::from_utf8_lossy(&r.bytes()?).into_owned(),
+            )),
+            t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
+        }
+    }
+
+    /// Waits until every rank reaches the barrier.
+    pub fn barrier(&mut self) -> Result<(), BootstrapError> {
+        self.all_gather(&[]).map(drop)
+    }
+
+    /// This rendezvous as the fabric's [`Exchange`].
+    pub fn into_exchange(self) -> Box<dyn Exchange> {
+        Box::new(self)
+    }
+}
+
+impl Exchange for Rendezvous {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        Rendezvous::all_gather(self, blob)
+    }
+}
