@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod error;
 pub mod fasthash;
 pub mod layout;
 mod neighbours;
@@ -27,6 +28,7 @@ mod results;
 mod share;
 mod steal;
 
+pub use error::{CoreError, error_code};
 pub use layout::{ResultRecord, Task};
 pub use node::{Node, STEAL_LOG_MAX, Stats, StealEvent};
 pub use share::Sharing;
@@ -251,111 +253,6 @@ impl Default for Config {
             check_interval: Duration::from_millis(10),
             seed: 1,
             sharing: None,
-        }
-    }
-}
-
-/// Why an epoch failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoreError {
-    /// Another rank wrote something that does not decode.
-    #[error("rank {from} sent malformed data: {what}")]
-    Malformed {
-        /// The sender.
-        from: Rank,
-        /// What was wrong.
-        what: String,
-    },
-    /// A result arrived twice: a protocol bug, never silently ignored.
-    #[error("the result of task {index} arrived twice (second copy from rank {from})")]
-    Duplicate {
-        /// Task index.
-        index: u32,
-        /// Sender of the second copy.
-        from: Rank,
-    },
-    /// A result for a task this rank does not own.
-    #[error("rank {from} sent a result for task {index}, but this rank owns {count} tasks")]
-    UnknownTask {
-        /// Task index.
-        index: u32,
-        /// Sender.
-        from: Rank,
-        /// Tasks owned here.
-        count: u32,
-    },
-    /// A result larger than the configured limit.
-    #[error("task {index} produced {len} bytes, over the {limit}-byte result limit")]
-    ResultTooLarge {
-        /// Task index.
-        index: u32,
-        /// Result size.
-        len: usize,
-        /// Limit.
-        limit: u32,
-    },
-    /// A task whose payload exceeds the slot.
-    #[error("task {index} has a {len}-byte payload, over the {limit}-byte limit")]
-    PayloadTooLarge {
-        /// Task index.
-        index: u32,
-        /// Payload size.
-        len: usize,
-        /// Limit.
-        limit: u32,
-    },
-    /// A remote operation failed.
-    #[error("{op} on rank {peer} failed: {detail}")]
-    Remote {
-        /// What the node was doing.
-        op: &'static str,
-        /// Target rank.
-        peer: Rank,
-        /// The transport's words.
-        detail: String,
-    },
-    /// A task failed where it ran.
-    #[error("task {index} of rank {owner} failed on rank {ran_on}: {detail}")]
-    TaskFailed {
-        /// Owner.
-        owner: Rank,
-        /// Index.
-        index: u32,
-        /// Where it ran.
-        ran_on: Rank,
-        /// The panic message or error.
-        detail: String,
-    },
-    /// Another rank failed and told this one.
-    #[error("rank {rank} aborted the epoch (code {code})")]
-    Aborted {
-        /// The rank that failed first.
-        rank: Rank,
-        /// Its error code.
-        code: u32,
-    },
-    /// A configuration every rank must share is impossible.
-    #[error("bad configuration: {0}")]
-    Config(String),
-    /// An API call out of turn.
-    #[error("{0}")]
-    Usage(&'static str),
-}
-
-impl CoreError {
-    /// A small code carried by ABORT signals.
-    pub fn code(&self) -> u32 {
-        match self {
-            Self::Malformed { .. } => 1,
-            Self::Duplicate { .. } => 2,
-            Self::UnknownTask { .. } => 3,
-            Self::ResultTooLarge { .. } => 4,
-            Self::PayloadTooLarge { .. } => 5,
-            Self::Remote { .. } => 6,
-            Self::TaskFailed { .. } => 7,
-            Self::Aborted { code, .. } => *code,
-            Self::Config(_) => 9,
-            Self::Usage(_) => 10,
         }
     }
 }

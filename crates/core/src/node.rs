@@ -18,7 +18,8 @@
 //! stops with an error within O(log N) signal hops.
 
 use crate::fasthash::IntMap;
-use crate::layout::{self, Task, seg, signal, tasks};
+use crate::layout::signal::Signal;
+use crate::layout::{self, Task, seg, tasks};
 use crate::neighbours::Neighbours;
 use crate::results::{Inbox, Outbound};
 use crate::steal::{Owner, Pending as StealPending, Thief};
@@ -251,9 +252,10 @@ impl Node {
                 cfg.chunk_bytes, cfg.max_result
             )));
         }
-        if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 44 {
+        // A CHUNK signal carries the chunk's offset and length in 30 bits each.
+        if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 30 {
             return Err(CoreError::Config(format!(
-                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^44",
+                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^30",
                 cfg.inbox_bytes, cfg.chunk_bytes
             )));
         }
@@ -658,11 +660,15 @@ impl Node {
         if from >= self.size {
             return; // Not a rank: dropped (the transport already checks).
         }
-        let (kind, payload) = signal::unpack(value);
-        if kind == signal::ABORT {
-            self.on_abort(from, payload);
-            return;
-        }
+        // Decoded before anything else only to let an ABORT through at any time; a word
+        // that does not decode fails the epoch it belongs to.
+        let sig = match Signal::unpack(value, from) {
+            Ok(Signal::Abort { origin, code }) => {
+                self.on_abort(from, origin, code);
+                return;
+            }
+            other => other,
+        };
         if self.failed.is_some() {
             return;
         }
@@ -670,14 +676,17 @@ impl Node {
             self.early.push((from, value));
             return;
         }
-        let r = match kind {
-            signal::CHUNK | signal::OVERFLOW | signal::RESET => {
-                self.results_signal(from, kind, payload, mem)
+        let r = sig.and_then(|sig| match sig {
+            Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
+                self.results_signal(from, sig, mem)
             }
-            signal::REQUEST | signal::REPLY | signal::LOAD | signal::FORWARD | signal::REFILL => {
-                self.steal_signal(from, kind, payload, mem)
-            }
-            signal::UP => {
+            Signal::Request { .. }
+            | Signal::Reply { .. }
+            | Signal::Load { .. }
+            | Signal::Forward { .. }
+            | Signal::Refill => self.steal_signal(from, sig, mem),
+            Signal::Abort { .. } => Ok(()), // Handled above.
+            Signal::Up => {
                 if tree_children(self.rank, self.size).any(|c| c == from) {
                     self.children_up += 1;
                     Ok(())
@@ -688,7 +697,7 @@ impl Node {
                     })
                 }
             }
-            signal::DONE => {
+            Signal::Done => {
                 if tree_parent(self.rank) == Some(from) {
                     self.finish();
                     Ok(())
@@ -699,11 +708,7 @@ impl Node {
                     })
                 }
             }
-            k => Err(CoreError::Malformed {
-                from,
-                what: format!("signal of unknown kind {k}"),
-            }),
-        };
+        });
         if let Err(e) = r {
             self.fail(e);
         }
@@ -830,10 +835,11 @@ impl Node {
             .collect();
         to.sort_unstable();
         to.dedup();
-        let value = signal::pack(
-            signal::ABORT,
-            u64::from(origin) << 16 | u64::from(code & 0xffff),
-        );
+        let value = Signal::Abort {
+            origin,
+            code: (code & 0xffff) as u16,
+        }
+        .pack();
         for r in to {
             if Some(r) != except && r != self.rank {
                 self.send_signal(r, value, "abort");
@@ -841,9 +847,10 @@ impl Node {
         }
     }
 
-    fn on_abort(&mut self, from: Rank, payload: u64) {
-        let origin = ((payload >> 16) as u32).min(self.size.saturating_sub(1));
-        let code = (payload & 0xffff) as u32;
+    fn on_abort(&mut self, from: Rank, origin: Rank, code: u16) {
+        // A rank outside the job is not trusted, but the epoch fails all the same.
+        let origin = origin.min(self.size.saturating_sub(1));
+        let code = u32::from(code);
         if self.failed.is_none() {
             self.failed = Some(CoreError::Aborted { rank: origin, code });
         }
@@ -858,7 +865,7 @@ impl Node {
         self.hungry = false;
         let children: Vec<Rank> = tree_children(self.rank, self.size).collect();
         for c in children {
-            self.send_signal(c, signal::pack(signal::DONE, 0), "termination DONE");
+            self.send_signal(c, Signal::Done.pack(), "termination DONE");
         }
     }
 
@@ -873,7 +880,7 @@ impl Node {
         match tree_parent(self.rank) {
             Some(p) => {
                 self.sent_up = true;
-                self.send_signal(p, signal::pack(signal::UP, 0), "termination UP");
+                self.send_signal(p, Signal::Up.pack(), "termination UP");
             }
             None => self.finish(),
         }

@@ -32,7 +32,8 @@
 //! OUTBOX until its write completed.
 
 use crate::fasthash::IntSet;
-use crate::layout::{self, ResultRecord, seg, signal};
+use crate::layout::signal::{self, Signal};
+use crate::layout::{self, ResultRecord, seg};
 use crate::neighbours::Neighbours;
 use crate::node::{Node, Pending as NodePending};
 use crate::{CoreError, Loc, Memory, Op, Rank, Time};
@@ -366,7 +367,13 @@ impl Node {
                                 ),
                                 flight.len,
                             )],
-                            signal: Some(signal::chunk(offset, flight.len)),
+                            signal: Some(
+                                Signal::Chunk {
+                                    offset,
+                                    len: flight.len,
+                                }
+                                .pack(),
+                            ),
                         },
                         NodePending::Results(Pending::ChunkWrite { hop }),
                     );
@@ -379,12 +386,11 @@ impl Node {
                         busy: false,
                         ..flight
                     });
-                    let payload = u64::from(generation) << 44 | offset.min((1 << 44) - 1);
-                    self.send_signal(
-                        peer,
-                        signal::pack(signal::OVERFLOW, payload),
-                        "inbox overflow",
-                    );
+                    let overflow = Signal::Overflow {
+                        generation,
+                        offset: offset.min((1 << signal::OVERFLOW_OFFSET_BITS) - 1),
+                    };
+                    self.send_signal(peer, overflow.pack(), "inbox overflow");
                 }
             }
             Pending::ChunkWrite { hop } => {
@@ -409,7 +415,7 @@ impl Node {
                 ib.resetting = false;
                 let ended = std::mem::replace(&mut ib.cur, std::mem::take(&mut ib.next));
                 for r in ended.blocked {
-                    self.send_signal(r, signal::pack(signal::RESET, 0), "inbox reset");
+                    self.send_signal(r, Signal::Reset.pack(), "inbox reset");
                 }
             }
         }
@@ -432,13 +438,11 @@ impl Node {
     pub(crate) fn results_signal(
         &mut self,
         from: Rank,
-        kind: u64,
-        payload: u64,
+        sig: Signal,
         mem: &dyn Memory,
     ) -> Result<(), CoreError> {
-        match kind {
-            signal::CHUNK => {
-                let (offset, len) = signal::chunk_parts(payload);
+        match sig {
+            Signal::Chunk { offset, len } => {
                 if len < layout::CHUNK_HEADER as u64
                     || offset.saturating_add(len) > self.cfg.inbox_bytes
                 {
@@ -465,8 +469,7 @@ impl Node {
                     self.route_result(rec, hops, from)?;
                 }
             }
-            signal::OVERFLOW => {
-                let (generation, offset) = ((payload >> 44) as u16, payload & ((1 << 44) - 1));
+            Signal::Overflow { generation, offset } => {
                 let ib = &mut self.inbox;
                 let g = if generation == ib.generation {
                     &mut ib.cur
@@ -480,7 +483,7 @@ impl Node {
                     g.blocked.push(from);
                 }
             }
-            _ => {
+            Signal::Reset => {
                 // RESET from a next hop: retry its chunk now.
                 if let Some(h) = self.victims.index_of(from)
                     && let Some(f) = self
@@ -492,6 +495,8 @@ impl Node {
                     f.blocked_until = Some(self.now);
                 }
             }
+            // Steal and termination signals go elsewhere (`Node::handle_signal`).
+            _ => {}
         }
         Ok(())
     }

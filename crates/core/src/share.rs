@@ -27,17 +27,17 @@
 //! apart; a FORWARD of an earlier epoch is answered with nothing, like a stale REQUEST.
 
 use crate::fasthash::IntMap;
-use crate::layout::signal;
+use crate::layout::signal::{self, Signal};
 use crate::node::Node;
 use crate::{CoreError, Rank};
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 /// Sequence numbers of steal attempts travel in 28 bits (FORWARD carries the thief too).
-pub(crate) const SEQ_MASK: u64 = (1 << 28) - 1;
+pub(crate) const SEQ_MASK: u64 = (1 << signal::SEQ_BITS) - 1;
 const TAG_MASK: u64 = 0xff;
 /// Largest rank a FORWARD can name.
-const MAX_RANKS: u32 = 1 << 24;
+const MAX_RANKS: u32 = 1 << signal::FORWARD_RANK_BITS;
 
 /// Groups and masters of a work-sharing run. Cheap to clone (shared tables).
 #[derive(Debug, Clone, PartialEq)]
@@ -263,10 +263,13 @@ impl Node {
         }
         self.share.reported = q;
         self.share.report_seq += 1;
-        let payload =
-            self.tag() << 52 | (self.share.report_seq & 0xf_ffff) << 32 | q.min(u32::MAX.into());
+        let report = Signal::Load {
+            tag: self.tag() as u8,
+            report: self.share.report_seq & 0xf_ffff,
+            load: q.min(u32::MAX.into()),
+        };
         let master = self.share.master;
-        self.send_signal(master, signal::pack(signal::LOAD, payload), "load report");
+        self.send_signal(master, report.pack(), "load report");
     }
 
     /// Master side: decides a request of `thief` (this rank included).
@@ -280,12 +283,12 @@ impl Node {
         }
         if best.0 >= 2 && best.1 != thief {
             self.share.set(best.1, best.0 - best.0 / 2);
-            let payload = u64::from(thief) << 36 | self.tag() << 28 | (seq & SEQ_MASK);
-            self.send_signal(
-                best.1,
-                signal::pack(signal::FORWARD, payload),
-                "forwarded steal request",
-            );
+            let forward = Signal::Forward {
+                thief,
+                tag: self.tag() as u8,
+                seq: seq & SEQ_MASK,
+            };
+            self.send_signal(best.1, forward.pack(), "forwarded steal request");
             return Decision::Forwarded;
         }
         Decision::NoWork
@@ -296,8 +299,7 @@ impl Node {
     pub(crate) fn share_signal(
         &mut self,
         from: Rank,
-        kind: u64,
-        payload: u64,
+        sig: Signal,
     ) -> Result<Option<(Rank, bool, u64)>, CoreError> {
         let Some(sh) = self.cfg.sharing.clone() else {
             return Err(CoreError::Malformed {
@@ -311,8 +313,8 @@ impl Node {
                 what: "a work-sharing signal from another group".into(),
             });
         }
-        if kind == signal::LOAD {
-            if payload >> 52 != self.tag() {
+        if let Signal::Load { tag, report, load } = sig {
+            if u64::from(tag) != self.tag() {
                 return Ok(None); // An earlier epoch's report.
             }
             if !self.is_master() {
@@ -321,8 +323,7 @@ impl Node {
                     what: "a load report to a rank that is not its group's master".into(),
                 });
             }
-            let seq = payload >> 32 & 0xf_ffff;
-            let load = payload & 0xffff_ffff;
+            let seq = report;
             let Some(&i) = self.share.pos.get(&from) else {
                 return Ok(None);
             };
@@ -333,8 +334,10 @@ impl Node {
             return Ok(None);
         }
         // FORWARD: serve `thief` as if it had asked.
-        let thief = (payload >> 36) as Rank;
-        let stale = (payload >> 28 & TAG_MASK) != self.tag();
+        let Signal::Forward { thief, tag, seq } = sig else {
+            return Ok(None); // Only LOAD and FORWARD come here.
+        };
+        let stale = u64::from(tag) != self.tag();
         if thief >= self.size || !sh.same_group(thief, self.rank) || thief == self.rank {
             return Err(CoreError::Malformed {
                 from,
@@ -347,7 +350,7 @@ impl Node {
                 what: "a forwarded steal request from a rank that is not the master".into(),
             });
         }
-        Ok(Some((thief, stale, payload & SEQ_MASK)))
+        Ok(Some((thief, stale, seq)))
     }
 }
 

@@ -61,7 +61,8 @@
 //! the complete graph also pauses after each round of empty finds
 //! ([`crate::neighbours::Backoff`]).
 
-use crate::layout::{self, ClaimWord, Task, claim_batch, claim_batches, lock, seg, signal, tasks};
+use crate::layout::signal::Signal;
+use crate::layout::{self, ClaimWord, Task, claim_batch, claim_batches, lock, seg, tasks};
 use crate::neighbours::{Backoff, Neighbours};
 use crate::node::{Node, Pending as NodePending};
 use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, Time};
@@ -229,6 +230,9 @@ impl Pending {
 }
 
 use crate::share::{Decision, SEQ_MASK};
+
+/// A REQUEST carries the thief's epoch modulo 2^20.
+const EPOCH_MASK: u64 = (1 << layout::signal::EPOCH_BITS) - 1;
 
 fn word(w: u64) -> [u8; 8] {
     w.to_le_bytes()
@@ -400,10 +404,13 @@ impl Node {
                         pieces: Vec::new(),
                         // The epoch (20 bits) rides along: a request that arrives in another
                         // epoch is answered with nothing.
-                        signal: Some(signal::pack(
-                            signal::REQUEST,
-                            (self.epoch & 0xf_ffff) << 40 | (seq & SEQ_MASK),
-                        )),
+                        signal: Some(
+                            Signal::Request {
+                                epoch: self.epoch & EPOCH_MASK,
+                                seq: seq & SEQ_MASK,
+                            }
+                            .pack(),
+                        ),
                     },
                     NodePending::Steal(Pending::RequestSent { victim }),
                 );
@@ -619,7 +626,7 @@ impl Node {
                 // owner to publish the next one now rather than at its next check.
                 if last {
                     let peer = self.targets.at(victim);
-                    self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
+                    self.send_signal(peer, Signal::Refill.pack(), "refill hint");
                 }
             }
             // ----- claim, owner ------------------------------------------------------
@@ -744,7 +751,7 @@ impl Node {
                 if matches!(outcome, Outcome::Got(_)) {
                     // The shared set is gone and the lock says REFILL: tell the owner now.
                     let peer = self.targets.at(victim);
-                    self.send_signal(peer, signal::pack(signal::REFILL, 0), "refill hint");
+                    self.send_signal(peer, Signal::Refill.pack(), "refill hint");
                 }
                 self.end_attempt(victim, outcome);
             }
@@ -878,7 +885,13 @@ impl Node {
                 peer: thief,
                 remote: Loc::new(seg::TASKS, self.staging()),
                 pieces,
-                signal: Some(signal::pack(signal::REPLY, (k as u64) << 40 | seq)),
+                signal: Some(
+                    Signal::Reply {
+                        tasks: k as u64,
+                        seq,
+                    }
+                    .pack(),
+                ),
             },
             NodePending::Steal(Pending::Reply),
         );
@@ -887,14 +900,12 @@ impl Node {
     pub(crate) fn steal_signal(
         &mut self,
         from: Rank,
-        kind: u64,
-        payload: u64,
+        sig: Signal,
         mem: &dyn Memory,
     ) -> Result<(), CoreError> {
-        match kind {
-            signal::REQUEST => {
-                let (epoch, seq) = (payload >> 40, payload & SEQ_MASK);
-                let stale = epoch != self.epoch & 0xf_ffff;
+        match sig {
+            Signal::Request { epoch, seq } => {
+                let stale = epoch != self.epoch & EPOCH_MASK;
                 if self.cfg.sharing.is_some() && !stale {
                     if !self.is_master() {
                         return Err(CoreError::Malformed {
@@ -909,21 +920,17 @@ impl Node {
                 self.owner.requests.push_back((from, stale, seq));
                 self.serve_requests(mem);
             }
-            signal::REFILL => {
+            Signal::Refill if self.cfg.protocol != Protocol::Request => {
                 // A thief emptied the shared set: check it now (a hint; harmless if stale).
-                if self.cfg.protocol != Protocol::Request {
-                    self.owner.next_check = self.now;
-                }
+                self.owner.next_check = self.now;
             }
-            signal::LOAD | signal::FORWARD => {
-                if let Some(r) = self.share_signal(from, kind, payload)? {
+            Signal::Load { .. } | Signal::Forward { .. } => {
+                if let Some(r) = self.share_signal(from, sig)? {
                     self.owner.requests.push_back(r);
                     self.serve_requests(mem);
                 }
             }
-            _ => {
-                let n = payload >> 40;
-                let seq = payload & SEQ_MASK;
+            Signal::Reply { tasks: n, seq } => {
                 let Some(a) = self.thief.attempt else {
                     return Ok(());
                 };
@@ -955,6 +962,8 @@ impl Node {
                     from,
                 );
             }
+            // Results and termination signals go elsewhere (`Node::handle_signal`).
+            _ => {}
         }
         Ok(())
     }
