@@ -19,19 +19,25 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod ctx;
 mod error;
 pub mod fasthash;
 pub mod layout;
 mod neighbours;
 mod node;
+mod queue;
 mod results;
+mod router;
 mod share;
+mod stats;
 mod steal;
+mod termination;
 
 pub use error::{CoreError, error_code};
 pub use layout::{ResultRecord, Task};
-pub use node::{Node, STEAL_LOG_MAX, Stats, StealEvent};
+pub use node::Node;
 pub use share::Sharing;
+pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
 pub use titus_overlay::Routing;
 
 use std::time::Duration;

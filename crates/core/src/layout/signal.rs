@@ -80,6 +80,8 @@ const CHUNK_LEN_BITS: u32 = 30;
 pub const OVERFLOW_OFFSET_BITS: u32 = 44;
 /// Bits of a steal attempt's sequence number (REQUEST, REPLY, FORWARD).
 pub const SEQ_BITS: u32 = 28;
+/// A sequence number's bits ([`SEQ_BITS`]).
+pub const SEQ_MASK: u64 = mask(SEQ_BITS);
 /// Bits of the epoch a REQUEST carries, and of the task count of a REPLY.
 pub const EPOCH_BITS: u32 = 20;
 /// Where a REQUEST's epoch and a REPLY's task count start.
