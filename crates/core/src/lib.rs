@@ -6,16 +6,28 @@
 //! commands out: remote operations to perform ([`Command`]). Local segment memory is
 //! reached through the [`Memory`] trait the driver passes in.
 //!
-//! Protocols (design notes beside the code):
-//! - stealing (`steal.rs`): `claim` (one remote fetch-add finds and claims a batch, one
-//!   read fetches it; the victim never blocks), `lock` (TITUS: CAS lock, read, hand the
-//!   lock back for a refill) and `request` (a signal answered by the victim's progress);
-//!   victims are overlay out-neighbours, with per-victim exponential backoff;
-//! - results (`results.rs`): routed to their owners hop by hop along the overlay,
-//!   aggregated per next hop: one fetch-add reservation in the next hop's inbox, one
-//!   gathered write, one signal; a full inbox pushes back, nothing is dropped;
-//! - termination (`node.rs`): a binary tree over ranks reduces "all my results are home"
-//!   and broadcasts the end of the epoch.
+//! A [`Node`] composes parts that each own their state and logic (design notes beside
+//! the code); none imports the node, and each works through a small context (`ctx.rs`:
+//! configuration, rank, time, epoch, figures, and the commands it issues):
+//! - stealing (`steal.rs`): the thief (`steal/thief.rs`: victim choice over overlay
+//!   out-neighbours with per-victim exponential backoff, and the thief's steps) and the
+//!   owner (`steal/owner.rs`: the shared set, answering requests) of three protocols —
+//!   `claim` (one remote fetch-add finds and claims a batch, one read fetches it; the
+//!   victim never blocks), `lock` (TITUS: CAS lock, read, hand the lock back for a
+//!   refill) and `request` (a signal answered by the victim's progress);
+//! - work sharing (`share.rs`): the `master` and `hierarchical` balancers, over
+//!   `request`;
+//! - results (`results.rs`): routed to their owners hop by hop along the overlay
+//!   (`router.rs`), aggregated per next hop (`results/outbound.rs`: one fetch-add
+//!   reservation in the next hop's inbox, one gathered write, one signal); the receiving
+//!   inbox (`results/inbox.rs`) pushes back when full, nothing is dropped;
+//! - termination (`termination.rs`): a binary tree over ranks reduces "all my results
+//!   are home" and broadcasts the end of the epoch;
+//! - the task queue (`queue.rs`), the figures ([`Stats`]).
+//!
+//! What travels between ranks is defined in [`layout`]: segment layouts, task slots,
+//! result chunks, and every signal's payload ([`layout::signal::Signal`]); the error codes
+//! an ABORT carries are [`error_code`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
