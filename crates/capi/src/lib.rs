@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
-use titus_runtime::{Backend, CoreError, EpochStats, Runtime, RuntimeError};
+use titus_runtime::{Backend, EpochStats, Runtime, RuntimeError};
 
 /// Success.
 pub const TITUS_OK: c_int = 0;
@@ -216,15 +216,8 @@ impl From<RuntimeError> for Error {
     fn from(e: RuntimeError) -> Self {
         let msg = e.to_string();
         match e {
-            // 4: result too large, 5: payload too large, 7: task failed (core codes).
-            RuntimeError::Core(
-                CoreError::TaskFailed { .. }
-                | CoreError::ResultTooLarge { .. }
-                | CoreError::PayloadTooLarge { .. }
-                | CoreError::Aborted {
-                    code: 4 | 5 | 7, ..
-                },
-            ) => Self::Task(msg),
+            // A task failed here or on the rank whose abort ended the epoch.
+            RuntimeError::Core(e) if e.is_task_failure() => Self::Task(msg),
             RuntimeError::Core(_) | RuntimeError::EpochTimeout(..) => Self::Epoch(msg),
             // The address exchange (rendezvous or the application's all-gather) failed.
             RuntimeError::Fabric(titus_fabric::FabricError::Bootstrap(_)) => Self::Exchange(msg),

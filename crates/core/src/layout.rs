@@ -11,7 +11,9 @@ pub mod seg {
     pub const TASKS: u16 = 0;
     /// Result chunks routed to this rank.
     pub const INBOX: u16 = 1;
-    /// Chunks this rank sends, one area per next hop.
+    /// Chunks this rank sends: a pool of `Config::outbox_slots` slots of `chunk_bytes`
+    /// (fewer when the rank has fewer next hops), each holding one chunk until its write
+    /// completed.
     pub const OUTBOX: u16 = 2;
 }
 
@@ -280,49 +282,7 @@ pub fn decode_chunk(
     Ok(out)
 }
 
-/// Signals: a kind in the top 4 bits, a payload below.
-pub mod signal {
-    /// A result chunk is in the inbox: offset (30 bits) and length (30 bits).
-    pub const CHUNK: u64 = 1;
-    /// A reservation overflowed the inbox at this offset: the sender waits for a reset.
-    pub const OVERFLOW: u64 = 2;
-    /// The inbox was emptied and reset: senders may reserve again.
-    pub const RESET: u64 = 3;
-    /// Termination: the sender's subtree is complete.
-    pub const UP: u64 = 4;
-    /// Termination: the epoch is over.
-    pub const DONE: u64 = 5;
-    /// `request` protocol: the sender asks for tasks.
-    pub const REQUEST: u64 = 6;
-    /// `request` protocol: the answer, with the number of tasks written.
-    pub const REPLY: u64 = 7;
-    /// The epoch failed on some rank; the payload is the error code.
-    pub const ABORT: u64 = 8;
-    /// Work sharing: a member's queue length, to its master.
-    pub const LOAD: u64 = 9;
-    /// Work sharing: the master passes a steal request on to a loaded member.
-    pub const FORWARD: u64 = 10;
-    /// `claim`, `lock`: a thief emptied the receiver's shared set: check it
-    /// now (a hint; owners also check every `check_interval`).
-    pub const REFILL: u64 = 11;
-
-    /// Encodes (kind, payload).
-    pub fn pack(kind: u64, payload: u64) -> u64 {
-        kind << 60 | (payload & ((1 << 60) - 1))
-    }
-    /// Decodes (kind, payload).
-    pub fn unpack(v: u64) -> (u64, u64) {
-        (v >> 60, v & ((1 << 60) - 1))
-    }
-    /// A chunk's (offset, length).
-    pub fn chunk(offset: u64, len: u64) -> u64 {
-        pack(CHUNK, offset << 30 | len)
-    }
-    /// Splits a chunk payload.
-    pub fn chunk_parts(payload: u64) -> (u64, u64) {
-        (payload >> 30, payload & ((1 << 30) - 1))
-    }
-}
+pub mod signal;
 
 #[cfg(test)]
 mod tests {

@@ -6,32 +6,52 @@
 //! commands out: remote operations to perform ([`Command`]). Local segment memory is
 //! reached through the [`Memory`] trait the driver passes in.
 //!
-//! Protocols (design notes beside the code):
-//! - stealing (`steal.rs`): `claim` (one remote fetch-add finds and claims a batch, one
-//!   read fetches it; the victim never blocks), `lock` (TITUS: CAS lock, read, hand the
-//!   lock back for a refill) and `request` (a signal answered by the victim's progress);
-//!   victims are overlay out-neighbours, with per-victim exponential backoff;
-//! - results (`results.rs`): routed to their owners hop by hop along the overlay,
-//!   aggregated per next hop: one fetch-add reservation in the next hop's inbox, one
-//!   gathered write, one signal; a full inbox pushes back, nothing is dropped;
-//! - termination (`node.rs`): a binary tree over ranks reduces "all my results are home"
-//!   and broadcasts the end of the epoch.
+//! A [`Node`] composes parts that each own their state and logic (design notes beside
+//! the code); none imports the node, and each works through a small context (`ctx.rs`:
+//! configuration, rank, time, epoch, figures, and the commands it issues):
+//! - stealing (`steal.rs`): the thief (`steal/thief.rs`: victim choice over overlay
+//!   out-neighbours with per-victim exponential backoff, and the thief's steps) and the
+//!   owner (`steal/owner.rs`: the shared set, answering requests) of three protocols —
+//!   `claim` (one remote fetch-add finds and claims a batch, one read fetches it; the
+//!   victim never blocks), `lock` (TITUS: CAS lock, read, hand the lock back for a
+//!   refill) and `request` (a signal answered by the victim's progress);
+//! - work sharing (`share.rs`): the `master` and `hierarchical` balancers, over
+//!   `request`;
+//! - results (`results.rs`): routed to their owners hop by hop along the overlay
+//!   (`router.rs`), aggregated per next hop (`results/outbound.rs`: one fetch-add
+//!   reservation in the next hop's inbox, one gathered write, one signal); the receiving
+//!   inbox (`results/inbox.rs`) pushes back when full, nothing is dropped;
+//! - termination (`termination.rs`): a binary tree over ranks reduces "all my results
+//!   are home" and broadcasts the end of the epoch;
+//! - the task queue (`queue.rs`), the figures ([`Stats`]).
+//!
+//! What travels between ranks is defined in [`layout`]: segment layouts, task slots,
+//! result chunks, and every signal's payload ([`layout::signal::Signal`]); the error codes
+//! an ABORT carries are [`error_code`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod balancing;
+mod ctx;
+mod error;
 pub mod fasthash;
 pub mod layout;
 mod neighbours;
 mod node;
+mod queue;
 mod results;
+mod router;
 mod share;
+mod stats;
 mod steal;
+mod termination;
 
 pub use balancing::{Balancing, default_group_size};
+pub use error::{CoreError, error_code};
 pub use layout::{ResultRecord, Task};
-pub use node::{Node, STEAL_LOG_MAX, Stats, StealEvent};
+pub use node::Node;
 pub use share::Sharing;
+pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
 pub use titus_overlay::Routing;
 
 use std::time::Duration;
@@ -253,111 +273,6 @@ impl Default for Config {
             check_interval: Duration::from_millis(10),
             seed: 1,
             sharing: None,
-        }
-    }
-}
-
-/// Why an epoch failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoreError {
-    /// Another rank wrote something that does not decode.
-    #[error("rank {from} sent malformed data: {what}")]
-    Malformed {
-        /// The sender.
-        from: Rank,
-        /// What was wrong.
-        what: String,
-    },
-    /// A result arrived twice: a protocol bug, never silently ignored.
-    #[error("the result of task {index} arrived twice (second copy from rank {from})")]
-    Duplicate {
-        /// Task index.
-        index: u32,
-        /// Sender of the second copy.
-        from: Rank,
-    },
-    /// A result for a task this rank does not own.
-    #[error("rank {from} sent a result for task {index}, but this rank owns {count} tasks")]
-    UnknownTask {
-        /// Task index.
-        index: u32,
-        /// Sender.
-        from: Rank,
-        /// Tasks owned here.
-        count: u32,
-    },
-    /// A result larger than the configured limit.
-    #[error("task {index} produced {len} bytes, over the {limit}-byte result limit")]
-    ResultTooLarge {
-        /// Task index.
-        index: u32,
-        /// Result size.
-        len: usize,
-        /// Limit.
-        limit: u32,
-    },
-    /// A task whose payload exceeds the slot.
-    #[error("task {index} has a {len}-byte payload, over the {limit}-byte limit")]
-    PayloadTooLarge {
-        /// Task index.
-        index: u32,
-        /// Payload size.
-        len: usize,
-        /// Limit.
-        limit: u32,
-    },
-    /// A remote operation failed.
-    #[error("{op} on rank {peer} failed: {detail}")]
-    Remote {
-        /// What the node was doing.
-        op: &'static str,
-        /// Target rank.
-        peer: Rank,
-        /// The transport's words.
-        detail: String,
-    },
-    /// A task failed where it ran.
-    #[error("task {index} of rank {owner} failed on rank {ran_on}: {detail}")]
-    TaskFailed {
-        /// Owner.
-        owner: Rank,
-        /// Index.
-        index: u32,
-        /// Where it ran.
-        ran_on: Rank,
-        /// The panic message or error.
-        detail: String,
-    },
-    /// Another rank failed and told this one.
-    #[error("rank {rank} aborted the epoch (code {code})")]
-    Aborted {
-        /// The rank that failed first.
-        rank: Rank,
-        /// Its error code.
-        code: u32,
-    },
-    /// A configuration every rank must share is impossible.
-    #[error("bad configuration: {0}")]
-    Config(String),
-    /// An API call out of turn.
-    #[error("{0}")]
-    Usage(&'static str),
-}
-
-impl CoreError {
-    /// A small code carried by ABORT signals.
-    pub fn code(&self) -> u32 {
-        match self {
-            Self::Malformed { .. } => 1,
-            Self::Duplicate { .. } => 2,
-            Self::UnknownTask { .. } => 3,
-            Self::ResultTooLarge { .. } => 4,
-            Self::PayloadTooLarge { .. } => 5,
-            Self::Remote { .. } => 6,
-            Self::TaskFailed { .. } => 7,
-            Self::Aborted { code, .. } => *code,
-            Self::Config(_) => 9,
-            Self::Usage(_) => 10,
         }
     }
 }

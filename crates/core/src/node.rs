@@ -1,231 +1,96 @@
-//! One rank's protocol state: the public API, the bookkeeping of commands in flight,
-//! timers, and termination.
+//! One rank of the protocol: the public API, and the dispatch of each input to the parts
+//! that own the state it concerns.
 //!
-//! # Termination (a non-blocking tree reduction)
+//! A `Node` composes:
+//! - [`Ctx`]: configuration, rank, time, epoch, figures, and the commands it issues;
+//! - [`Queue`]: the tasks to run or share;
+//! - [`Thief`] and [`Owner`]: the two sides of stealing (`crate::steal`);
+//! - [`ShareState`]: work sharing through masters (`crate::share`);
+//! - [`Router`] and [`Results`]: results routing and the inbox (`crate::results`);
+//! - [`Termination`]: the tree reduction that ends an epoch (`crate::termination`).
 //!
-//! Ranks form a binary tree by number (parent of r is (r − 1)/2), depth ⌈log₂ N⌉. A rank
-//! is *locally complete* once every result of its own tasks is home; results are never
-//! lost or duplicated, so that stays true for the rest of the epoch.
-//! 1. A rank that is locally complete and has heard UP from each child sends UP to its
-//!    parent.
-//! 2. The root, in the same state, knows every rank is complete: every task ran and every
-//!    result is home. It sends DONE to its children, who forward it.
-//! 3. Until DONE, complete ranks keep stealing and routing (other ranks' results may still
-//!    pass through them). After DONE a rank issues nothing new and reports done once its
-//!    last operations completed (a stale steal must not land in the next epoch).
+//! Each part owns its state and its logic and knows only the context and the data the
+//! node hands it; what one part learns that another needs (stolen work arrived, a request
+//! to answer, the epoch ended) passes through the node. Each operation a part issues is
+//! tagged with that part's own `Pending`, and its completion goes back to that part.
+//!
+//! After every input the node *drives*: termination, then the owner, the thief, results,
+//! sharing, termination again — in that order, which fixes the order of the operations
+//! issued (and so the simulator's traces).
+//!
+//! # Failure
 //!
 //! A rank that fails floods ABORT over the tree and its overlay neighbours; every rank
 //! stops with an error within O(log N) signal hops.
 
-use crate::fasthash::IntMap;
-use crate::layout::{self, Task, seg, signal, tasks};
-use crate::neighbours::Neighbours;
-use crate::results::{Inbox, Outbound};
-use crate::steal::{Owner, Pending as StealPending, Thief};
-use crate::{Command, Config, CoreError, Loc, Memory, Op, OpFailure, Protocol, Rank, Time, Token};
-use std::collections::VecDeque;
+use crate::ctx::Ctx;
+use crate::layout::signal::Signal;
+use crate::layout::{self, Task, seg, tasks};
+use crate::queue::Queue;
+use crate::results::{Results, inbox, outbound};
+use crate::router::Router;
+use crate::share::{self, Decision, ShareState};
+use crate::steal::TaskArea;
+use crate::steal::owner::{self, Owner};
+use crate::steal::thief::{self, EPOCH_MASK, Thief};
+use crate::termination::{self, Termination, tree_children, tree_parent};
+use crate::{
+    Command, Config, CoreError, Loc, Memory, OpFailure, Protocol, Rank, Stats, Time, Token,
+};
 use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
-use titus_overlay::route::Rows;
 
-/// Operations in flight, by token. Tokens are issued in order and mostly complete in
-/// order, so a window of slots from the oldest outstanding token serves insert and remove
-/// in O(1) without hashing (the simulator handles hundreds of millions of them).
-#[derive(Debug, Default)]
-struct InFlight {
-    /// Token of `slots[0]`.
-    base: u64,
-    slots: std::collections::VecDeque<Option<Pending>>,
-    len: usize,
-}
-
-impl InFlight {
-    /// Records `token`, the newest issued (tokens only grow).
-    fn push(&mut self, token: u64, p: Pending) {
-        if self.slots.is_empty() {
-            self.base = token;
-        }
-        debug_assert_eq!(
-            token,
-            self.base + self.slots.len() as u64,
-            "tokens in order"
-        );
-        self.slots.push_back(Some(p));
-        self.len += 1;
-    }
-
-    /// Takes `token` out, if it is in flight.
-    fn remove(&mut self, token: u64) -> Option<Pending> {
-        let i = usize::try_from(token.checked_sub(self.base)?).ok()?;
-        let p = self.slots.get_mut(i)?.take()?;
-        self.len -= 1;
-        while self.slots.front().is_some_and(Option::is_none) {
-            self.slots.pop_front();
-            self.base += 1;
-        }
-        Some(p)
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Pending> {
-        self.slots.iter().flatten()
-    }
-}
-
-/// What a command's completion means.
+/// What a command's completion means, by the part that issued it.
 #[derive(Debug)]
-pub(crate) enum Pending {
-    /// Steal protocols (thief and owner sides).
-    Steal(StealPending),
-    /// Results routing.
-    Results(crate::results::Pending),
-    /// A signal whose completion needs no action (UP, DONE, ABORT, RESET).
-    Signal(&'static str),
+enum Pending {
+    Thief(thief::Pending),
+    Owner(owner::Pending),
+    Share(share::Pending),
+    Out(outbound::Pending),
+    Inbox(inbox::Pending),
+    Term(termination::Pending),
+    /// ABORT, flooded.
+    Abort,
 }
 
-/// Per-epoch figures of one rank.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Stats {
-    /// Tasks this rank owns.
-    pub tasks_owned: u64,
-    /// Tasks this rank ran (its own and others').
-    pub tasks_run: u64,
-    /// Of those, tasks owned by other ranks.
-    pub tasks_run_for_others: u64,
-    /// Tasks this rank took from victims.
-    pub tasks_stolen: u64,
-    /// Steal attempts.
-    pub steal_attempts: u64,
-    /// Attempts that brought tasks.
-    pub steals_ok: u64,
-    /// Attempts that found the victim empty.
-    pub steals_empty: u64,
-    /// Attempts that found the victim locked (`lock`) or busy.
-    pub steals_locked: u64,
-    /// Time from the first operation of an attempt to its outcome, per attempt (ns).
-    pub steal_latency_ns: Vec<u64>,
-    /// Task bytes moved by steals.
-    pub bytes_stolen: u64,
-    /// Result chunks sent.
-    pub chunks_sent: u64,
-    /// Result chunks received.
-    pub chunks_received: u64,
-    /// Result bytes sent in chunks.
-    pub bytes_results: u64,
-    /// Result records forwarded for other owners.
-    pub records_forwarded: u64,
-    /// Hops taken by the results of this rank's tasks (sum and histogram).
-    pub result_hops: Vec<u64>,
-    /// Inbox reservations that overflowed (backpressure events).
-    pub inbox_overflows: u64,
-    /// Remote operations issued.
-    pub ops: u64,
-    /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
-    /// work from whom.
-    pub steal_log: Vec<StealEvent>,
+macro_rules! tag {
+    ($($part:ident => $variant:ident),*) => {$(
+        impl From<$part::Pending> for Pending {
+            fn from(p: $part::Pending) -> Self {
+                Self::$variant(p)
+            }
+        }
+    )*};
 }
+tag!(thief => Thief, owner => Owner, share => Share, outbound => Out, inbox => Inbox, termination => Term);
 
-/// The most steals a rank logs per epoch.
-pub const STEAL_LOG_MAX: usize = 1 << 20;
-
-/// One successful steal of this rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StealEvent {
-    /// When it ended, from the start of the epoch on this rank (ns).
-    pub at_ns: u64,
-    /// The rank the tasks came from.
-    pub victim: Rank,
-    /// How many tasks.
-    pub tasks: u32,
+/// The victim-choice stream of `rank` (and `epoch`, once epochs run).
+fn steal_rng(seed: u64, rank: Rank, epoch: Option<u64>) -> Rng {
+    match epoch {
+        None => Rng::from_keys(&[seed, 0x5354_4541_4c00, u64::from(rank)]),
+        Some(e) => Rng::from_keys(&[seed, 0x5354_4541_4c00, u64::from(rank), e]),
+    }
 }
 
 /// One rank of the protocol. See the crate documentation.
 #[derive(Debug)]
 pub struct Node {
-    pub(crate) cfg: Config,
-    pub(crate) rank: Rank,
-    pub(crate) size: u32,
-    pub(crate) overlay: Overlay,
-    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead).
-    pub(crate) rows: IntMap<Rank, Vec<Rank>>,
-    /// Next hop (index into `victims`) per destination, as decided before.
-    hop_cache: IntMap<Rank, u32>,
-    /// This rank's out-neighbours: its victims and next hops.
-    pub(crate) victims: Neighbours,
-    /// Whom the thief asks: the victims, or (work sharing) this epoch's master.
-    pub(crate) targets: Neighbours,
-    /// Work sharing (master side and member side).
-    pub(crate) share: crate::share::ShareState,
-    pub(crate) rng: Rng,
-    pub(crate) slot: u64,
-    pub(crate) now: Time,
-    /// When this epoch started here.
-    pub(crate) started: Time,
-    pub(crate) epoch: u64,
+    cx: Ctx<Pending>,
+    area: TaskArea,
+    router: Router,
+    queue: Queue,
+    thief: Thief,
+    owner: Owner,
+    share: ShareState,
+    results: Results,
+    term: Termination,
     running: bool,
     failed: Option<CoreError>,
-    // Own tasks and their results.
-    pub(crate) own: u32,
-    pub(crate) results: Vec<Option<Vec<u8>>>,
-    pub(crate) home: u32,
-    /// Tasks to run or share (front: run next; back: share first).
-    pub(crate) queue: VecDeque<Task>,
-    /// Workers asked for tasks and found none.
-    pub(crate) hungry: bool,
-    pub(crate) owner: Owner,
-    pub(crate) thief: Thief,
-    /// Records buffered and chunks travelling per next hop (index into `victims`); only
-    /// hops with either are present.
-    pub(crate) outs: IntMap<u32, Outbound>,
-    /// OUTBOX slots (of `chunk_bytes`) not holding a chunk in flight.
-    pub(crate) outbox_free: Vec<u32>,
-    /// The next hops (keys of `outs`) in the order they became active.
-    pub(crate) active_outs: Vec<u32>,
-    pub(crate) inbox: Inbox,
-    // Termination.
-    children_up: u32,
-    sent_up: bool,
-    done: bool,
     aborted: bool,
     /// Signals that arrived between epochs: they belong to the next one (a rank that
     /// started it a little earlier already steals, routes and reports), replayed by
     /// `start_epoch`.
     early: Vec<(Rank, u64)>,
-    // Commands.
-    commands: VecDeque<Command>,
-    pending: InFlight,
-    next_token: u64,
-    pub(crate) stats: Stats,
-}
-
-/// Rows of this rank and its neighbours, for routing.
-struct RowView<'a>(&'a IntMap<Rank, Vec<Rank>>);
-
-impl Rows for RowView<'_> {
-    fn row(&self, rank: Rank) -> &[Rank] {
-        self.0.get(&rank).map_or(&[], Vec::as_slice)
-    }
-}
-
-/// Destinations whose next hop a rank remembers (the cache restarts when full).
-const HOP_CACHE_MAX: usize = 4096;
-
-fn tree_parent(r: Rank) -> Option<Rank> {
-    (r > 0).then(|| (r - 1) / 2)
-}
-
-fn tree_children(r: Rank, size: u32) -> impl Iterator<Item = Rank> {
-    [2 * u64::from(r) + 1, 2 * u64::from(r) + 2]
-        .into_iter()
-        .filter(move |&c| c < u64::from(size))
-        .map(|c| c as Rank)
 }
 
 impl Node {
@@ -251,9 +116,10 @@ impl Node {
                 cfg.chunk_bytes, cfg.max_result
             )));
         }
-        if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 44 {
+        // A CHUNK signal carries the chunk's offset and length in 30 bits each.
+        if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 30 {
             return Err(CoreError::Config(format!(
-                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^44",
+                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^30",
                 cfg.inbox_bytes, cfg.chunk_bytes
             )));
         }
@@ -268,78 +134,39 @@ impl Node {
                 ));
             }
         }
-        // The complete graph is implicit: every rank is a neighbour and a result's next
-        // hop is its owner, so neither rows nor a routing table are kept.
-        let victims = if overlay.is_complete() {
-            Neighbours::All { size, me: rank }
+        let router = Router::new(overlay, rank, &cfg);
+        let area = TaskArea::new(&cfg, size);
+        // Under work sharing the targets are set per epoch (the master rotates).
+        let targets = if cfg.sharing.is_some() {
+            crate::neighbours::Neighbours::List(Vec::new())
         } else {
-            Neighbours::List(overlay.row(rank))
+            router.victims.clone()
         };
-        let mut rows = IntMap::default();
-        if let Neighbours::List(row) = &victims {
-            if cfg.routing == crate::Routing::Non {
-                for &v in row {
-                    rows.insert(v, overlay.row(v));
-                }
-            }
-            rows.insert(rank, row.clone());
-        }
-        let slot = layout::slot_size(cfg.max_payload);
-        let cfg_shares = cfg.sharing.is_some();
-        let mut node = Self {
-            rng: Rng::from_keys(&[cfg.seed, 0x5354_4541_4c00, u64::from(rank)]),
-            slot,
-            thief: Thief::new(&victims),
-            owner: Owner::default(),
-            outs: IntMap::default(),
-            outbox_free: Vec::new(),
-            active_outs: Vec::new(),
-            inbox: Inbox::default(),
-            cfg,
-            rank,
-            size,
-            overlay,
-            rows,
-            targets: if cfg_shares {
-                Neighbours::List(Vec::new())
-            } else {
-                victims.clone()
-            },
-            share: Default::default(),
-            victims,
-            now: Time(0),
-            started: Time(0),
-            epoch: 0,
+        Ok(Self {
+            thief: Thief::new(targets, area, steal_rng(cfg.seed, rank, None)),
+            owner: Owner::new(area),
+            results: Results::new(&router, &cfg),
+            cx: Ctx::new(cfg, rank, size),
+            area,
+            router,
+            queue: Queue::default(),
+            share: ShareState::default(),
+            term: Termination::default(),
             running: false,
             failed: None,
-            own: 0,
-            results: Vec::new(),
-            home: 0,
-            queue: VecDeque::new(),
-            hungry: false,
-            children_up: 0,
-            sent_up: false,
-            done: true,
             aborted: false,
             early: Vec::new(),
-            commands: VecDeque::new(),
-            pending: InFlight::default(),
-            hop_cache: IntMap::default(),
-            next_token: 1,
-            stats: Stats::default(),
-        };
-        node.outbox_free = (0..node.outbox_slots() as u32).rev().collect();
-        Ok(node)
+        })
     }
 
     /// This rank.
     pub fn rank(&self) -> Rank {
-        self.rank
+        self.cx.rank
     }
 
     /// The configuration.
     pub fn config(&self) -> &Config {
-        &self.cfg
+        &self.cx.cfg
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and
@@ -348,26 +175,26 @@ impl Node {
     /// that overflowed it, under every protocol) — which the driver computes once
     /// (`Overlay::in_neighbours`, O(N·k)) and also uses for segment exposure.
     pub fn peers(&self, in_neighbours: &[Rank]) -> Vec<Rank> {
-        let mut p: Vec<Rank> = self.victims.to_vec();
-        p.extend(tree_parent(self.rank));
-        p.extend(tree_children(self.rank, self.size));
+        let (rank, size) = (self.cx.rank, self.cx.size);
+        let mut p: Vec<Rank> = self.router.victims.to_vec();
+        p.extend(tree_parent(rank));
+        p.extend(tree_children(rank, size));
         p.extend_from_slice(in_neighbours);
-        if let Some(sh) = &self.cfg.sharing {
-            p.extend_from_slice(sh.members(self.rank));
+        if let Some(sh) = &self.cx.cfg.sharing {
+            p.extend_from_slice(sh.members(rank));
         }
         p.sort_unstable();
         p.dedup();
-        p.retain(|&r| r != self.rank);
+        p.retain(|&r| r != rank);
         p
     }
 
     /// Bytes of each segment, in [`layout::seg`] order.
     pub fn segment_sizes(&self) -> [u64; 3] {
-        let cap = u64::from(self.cfg.shared_capacity);
         [
-            tasks::HEADER + 3 * cap * self.slot,
-            crate::results::INBOX_DATA + self.cfg.inbox_bytes,
-            self.outbox_slots() as u64 * self.cfg.chunk_bytes,
+            self.area.bytes(),
+            inbox::INBOX_DATA + self.cx.cfg.inbox_bytes,
+            self.results.out.slots() as u64 * self.cx.cfg.chunk_bytes,
         ]
     }
 
@@ -398,48 +225,43 @@ impl Node {
         if let Some((i, (_, p))) = tasks
             .iter()
             .enumerate()
-            .find(|(_, (_, p))| p.len() > self.cfg.max_payload as usize)
+            .find(|(_, (_, p))| p.len() > self.cx.cfg.max_payload as usize)
         {
             return Err(CoreError::PayloadTooLarge {
                 index: i as u32,
                 len: p.len(),
-                limit: self.cfg.max_payload,
+                limit: self.cx.cfg.max_payload,
             });
         }
-        self.now = now;
-        self.started = now;
-        self.epoch += 1;
+        let cx = &mut self.cx;
+        cx.now = now;
+        cx.started = now;
+        cx.epoch += 1;
         self.running = true;
-        self.done = false;
-        self.children_up = 0;
-        self.sent_up = false;
-        self.own = tasks.len() as u32;
-        self.results = vec![None; tasks.len()];
-        self.home = 0;
-        self.hungry = false;
-        self.stats = Stats {
+        self.term.start();
+        self.results.home.start(tasks.len());
+        cx.stats = Stats {
             tasks_owned: tasks.len() as u64,
             ..Stats::default()
         };
-        self.rng = Rng::from_keys(&[
-            self.cfg.seed,
-            0x5354_4541_4c00,
-            u64::from(self.rank),
-            self.epoch,
-        ]);
-        self.thief.reset_backoff();
-        self.share_start();
-        let rank = self.rank;
-        self.queue = tasks
-            .into_iter()
-            .enumerate()
-            .map(|(i, (kind, payload))| Task {
-                owner: rank,
-                index: i as u32,
-                kind,
-                payload,
-            })
-            .collect();
+        self.thief
+            .start_epoch(steal_rng(cx.cfg.seed, cx.rank, Some(cx.epoch)));
+        if let Some(targets) = self.share.start_epoch(cx) {
+            self.thief.set_targets(targets);
+        }
+        let rank = cx.rank;
+        self.queue.start(
+            tasks
+                .into_iter()
+                .enumerate()
+                .map(|(i, (kind, payload))| Task {
+                    owner: rank,
+                    index: i as u32,
+                    kind,
+                    payload,
+                })
+                .collect(),
+        );
         for (from, value) in std::mem::take(&mut self.early) {
             self.handle_signal(now, from, value, mem);
         }
@@ -449,18 +271,19 @@ impl Node {
 
     /// The next command to perform, if any.
     pub fn poll_command(&mut self) -> Option<Command> {
-        self.commands.pop_front()
+        self.cx.poll_command()
     }
 
     /// When [`Node::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Time> {
-        if !self.running || self.failed.is_some() || self.done {
+        if !self.running || self.failed.is_some() || self.term.is_done() {
             return None;
         }
+        let cfg = &self.cx.cfg;
         [
-            self.thief_deadline(),
-            self.owner_deadline(),
-            self.results_deadline(),
+            self.thief.deadline(self.queue.len(), cfg.steal_below),
+            self.owner.deadline(&self.queue, cfg),
+            self.results.deadline(cfg),
         ]
         .into_iter()
         .flatten()
@@ -470,18 +293,19 @@ impl Node {
     /// Whether the epoch is over here: termination was detected and this rank's last
     /// operations completed (or the epoch failed).
     pub fn is_done(&self) -> bool {
-        self.failed.is_some() || (self.done && self.pending.is_empty() && self.commands.is_empty())
+        self.failed.is_some()
+            || (self.term.is_done() && self.cx.in_flight() == 0 && !self.cx.has_commands())
     }
 
     /// Whether this rank learned that the epoch is over (DONE reached it, or it is the
     /// root and saw every rank complete); its last operations may still be in flight.
     pub fn termination_detected(&self) -> bool {
-        self.running && self.done
+        self.running && self.term.is_done()
     }
 
     /// Results of this rank's own tasks that are home, and how many tasks it owns.
     pub fn results_home(&self) -> (u32, u32) {
-        (self.home, self.own)
+        self.results.home.counts()
     }
 
     /// The error that ended the epoch, if one did.
@@ -491,58 +315,61 @@ impl Node {
 
     /// This epoch's figures so far.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.cx.stats
     }
 
     /// One line of state, for diagnosing a stalled epoch.
     pub fn debug_summary(&self) -> String {
+        let (home, own) = self.results.home.counts();
         format!(
-            "rank {}: epoch {} running {} done {} failed {} home {}/{} queue {} hungry {} children_up {} sent_up {} in-flight {:?} {}{} outs [{}] inbox {}",
-            self.rank,
-            self.epoch,
+            "rank {}: epoch {} running {} done {} failed {} home {}/{} queue {} hungry {} {} in-flight {:?} {}{} outs [{}] inbox {}",
+            self.cx.rank,
+            self.cx.epoch,
             self.running,
-            self.done,
+            self.term.is_done(),
             self.failed.is_some(),
-            self.home,
-            self.own,
+            home,
+            own,
             self.queue.len(),
-            self.hungry,
-            self.children_up,
-            self.sent_up,
-            self.pending
-                .iter()
+            self.queue.hungry,
+            self.term.summary(),
+            self.cx
+                .pending()
                 .map(|p| self.describe(p).0)
                 .collect::<Vec<_>>(),
-            self.thief_summary(),
-            self.owner_summary(),
-            self.outs_summary(),
-            self.inbox_summary(),
+            self.thief.summary(),
+            self.owner.summary(),
+            self.results.out.summary(&self.router.victims),
+            self.results.inbox.summary(),
         )
     }
 
     /// Whether this rank expects remote operations soon (it shares work during an epoch):
     /// a driver polling a fabric keeps its naps short then.
     pub fn expects_remote_ops(&self) -> bool {
-        self.running && !self.done && self.failed.is_none() && self.sharing()
+        self.running
+            && !self.term.is_done()
+            && self.failed.is_none()
+            && (self.owner.is_sharing(&self.queue, &self.cx.cfg) || self.share.is_master(&self.cx))
     }
 
     /// Whether commands wait to be polled.
     pub fn has_commands(&self) -> bool {
-        !self.commands.is_empty()
+        self.cx.has_commands()
     }
 
     /// The driver failed (its fabric broke): fail the epoch with `detail`.
     pub fn fail_from_driver(&mut self, detail: String) {
         self.fail(CoreError::Remote {
             op: "progress",
-            peer: self.rank,
+            peer: self.cx.rank,
             detail,
         });
     }
 
     /// Operations in flight.
     pub fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.cx.in_flight()
     }
 
     /// Ends the epoch: this rank's results, in task order.
@@ -554,21 +381,17 @@ impl Node {
             return Err(CoreError::Usage("take_results before the epoch ended"));
         }
         self.running = false;
-        std::mem::take(&mut self.results)
-            .into_iter()
-            .map(|r| r.ok_or(CoreError::Usage("a result is missing at termination")))
-            .collect()
+        self.results.home.take()
     }
 
     /// Up to `max` tasks for this rank's workers (their private work).
     pub fn take_tasks(&mut self, now: Time, max: usize, mem: &dyn Memory) -> Vec<Task> {
-        self.now = now;
+        self.cx.now = now;
         if !self.running || self.failed.is_some() {
             return Vec::new();
         }
-        let n = max.min(self.queue.len());
-        let out: Vec<Task> = self.queue.drain(..n).collect();
-        self.hungry = out.is_empty() && !self.done;
+        let out = self.queue.take_front(max);
+        self.queue.hungry = out.is_empty() && !self.term.is_done();
         self.drive(mem);
         out
     }
@@ -582,31 +405,35 @@ impl Node {
         result: Result<Vec<u8>, String>,
         mem: &dyn Memory,
     ) {
-        self.now = now;
+        self.cx.now = now;
         if self.failed.is_some() {
             return;
         }
-        self.stats.tasks_run += 1;
-        if owner != self.rank {
-            self.stats.tasks_run_for_others += 1;
+        let rank = self.cx.rank;
+        self.cx.stats.tasks_run += 1;
+        if owner != rank {
+            self.cx.stats.tasks_run_for_others += 1;
         }
         match result {
             Err(detail) => self.fail(CoreError::TaskFailed {
                 owner,
                 index,
-                ran_on: self.rank,
+                ran_on: rank,
                 detail,
             }),
-            Ok(data) if data.len() > self.cfg.max_result as usize => {
+            Ok(data) if data.len() > self.cx.cfg.max_result as usize => {
                 self.fail(CoreError::ResultTooLarge {
                     index,
                     len: data.len(),
-                    limit: self.cfg.max_result,
+                    limit: self.cx.cfg.max_result,
                 })
             }
             Ok(data) => {
                 let rec = layout::ResultRecord { owner, index, data };
-                if let Err(e) = self.route_result(rec, 0, self.rank) {
+                if let Err(e) = self
+                    .results
+                    .route(&mut self.cx, &mut self.router, rec, 0, rank)
+                {
                     self.fail(e);
                 }
             }
@@ -622,8 +449,8 @@ impl Node {
         result: Result<u64, OpFailure>,
         mem: &dyn Memory,
     ) {
-        self.now = now;
-        let Some(p) = self.pending.remove(token.0) else {
+        self.cx.now = now;
+        let Some(p) = self.cx.complete(token) else {
             return;
         };
         if self.failed.is_some() {
@@ -641,10 +468,31 @@ impl Node {
                 return;
             }
         };
+        let closed = self.closed();
+        let cx = &mut self.cx;
         let r = match p {
-            Pending::Steal(s) => self.steal_completion(s, value, mem),
-            Pending::Results(r) => self.results_completion(r, value, mem),
-            Pending::Signal(_) => Ok(()),
+            Pending::Thief(t) => match self.thief.complete(cx, t, value, mem) {
+                Ok(Some(stolen)) => {
+                    self.take_stolen(stolen);
+                    Ok(())
+                }
+                other => other.map(drop),
+            },
+            Pending::Owner(o) => self
+                .owner
+                .complete(cx, o, value, &mut self.queue, mem, closed),
+            Pending::Out(o) => {
+                self.results
+                    .out
+                    .complete(cx, &self.router.victims, o, value);
+                Ok(())
+            }
+            Pending::Inbox(i) => {
+                self.results.inbox.complete(cx, i, value);
+                Ok(())
+            }
+            // Signals: nothing to do once they are delivered.
+            Pending::Share(_) | Pending::Term(_) | Pending::Abort => Ok(()),
         };
         if let Err(e) = r {
             self.fail(e);
@@ -654,15 +502,19 @@ impl Node {
 
     /// A signal from `from` arrived.
     pub fn handle_signal(&mut self, now: Time, from: Rank, value: u64, mem: &dyn Memory) {
-        self.now = now;
-        if from >= self.size {
+        self.cx.now = now;
+        if from >= self.cx.size {
             return; // Not a rank: dropped (the transport already checks).
         }
-        let (kind, payload) = signal::unpack(value);
-        if kind == signal::ABORT {
-            self.on_abort(from, payload);
-            return;
-        }
+        // Decoded before anything else only to let an ABORT through at any time; a word
+        // that does not decode fails the epoch it belongs to.
+        let sig = match Signal::unpack(value, from) {
+            Ok(Signal::Abort { origin, code }) => {
+                self.on_abort(from, origin, code);
+                return;
+            }
+            other => other,
+        };
         if self.failed.is_some() {
             return;
         }
@@ -670,40 +522,7 @@ impl Node {
             self.early.push((from, value));
             return;
         }
-        let r = match kind {
-            signal::CHUNK | signal::OVERFLOW | signal::RESET => {
-                self.results_signal(from, kind, payload, mem)
-            }
-            signal::REQUEST | signal::REPLY | signal::LOAD | signal::FORWARD | signal::REFILL => {
-                self.steal_signal(from, kind, payload, mem)
-            }
-            signal::UP => {
-                if tree_children(self.rank, self.size).any(|c| c == from) {
-                    self.children_up += 1;
-                    Ok(())
-                } else {
-                    Err(CoreError::Malformed {
-                        from,
-                        what: "termination UP from a rank that is not a child".into(),
-                    })
-                }
-            }
-            signal::DONE => {
-                if tree_parent(self.rank) == Some(from) {
-                    self.finish();
-                    Ok(())
-                } else {
-                    Err(CoreError::Malformed {
-                        from,
-                        what: "termination DONE from a rank that is not the parent".into(),
-                    })
-                }
-            }
-            k => Err(CoreError::Malformed {
-                from,
-                what: format!("signal of unknown kind {k}"),
-            }),
-        };
+        let r = sig.and_then(|sig| self.dispatch_signal(from, sig, mem));
         if let Err(e) = r {
             self.fail(e);
         }
@@ -712,107 +531,102 @@ impl Node {
 
     /// Timers: call when [`Node::poll_timeout`] has passed.
     pub fn handle_timeout(&mut self, now: Time, mem: &dyn Memory) {
-        self.now = now;
+        self.cx.now = now;
         self.drive(mem);
     }
 
-    /// Queues a command; returns its token.
-    pub(crate) fn issue(&mut self, op: Op, pending: Pending) -> Token {
-        let token = Token(self.next_token);
-        self.next_token += 1;
-        self.pending.push(token.0, pending);
-        self.commands.push_back(Command { token, op });
-        self.stats.ops += 1;
-        token
-    }
-
-    /// Sends a signal (a write of nothing) to `peer`.
-    pub(crate) fn send_signal(&mut self, peer: Rank, value: u64, what: &'static str) {
-        self.issue(
-            Op::Write {
-                peer,
-                remote: Loc::new(seg::INBOX, 0),
-                pieces: Vec::new(),
-                signal: Some(value),
-            },
-            Pending::Signal(what),
-        );
-    }
-
-    /// The next hop from this rank towards `dst`, as an index into `victims` (under the
-    /// complete graph, `dst` itself).
-    /// Decisions are cached (a stolen batch's results all go to one owner, and NoN looks
-    /// at every neighbour's row: ~1,000 distances per decision).
-    pub(crate) fn next_hop(&mut self, dst: Rank) -> Option<usize> {
-        if self.victims.is_all() {
-            return self.victims.index_of(dst);
-        }
-        if let Some(&h) = self.hop_cache.get(&dst) {
-            return Some(h as usize);
-        }
-        let next = titus_overlay::route::next_hop(
-            self.overlay.lattice(),
-            &RowView(&self.rows),
-            self.cfg.routing,
-            self.rank,
-            dst,
-        )?;
-        let h = self.victims.index_of(next)?;
-        if self.hop_cache.len() >= HOP_CACHE_MAX {
-            self.hop_cache.clear();
-        }
-        self.hop_cache.insert(dst, h as u32);
-        Some(h)
-    }
-
-    /// Stores a result of this rank's own task.
-    pub(crate) fn store_result(
+    /// Hands a decoded signal to the part it concerns.
+    fn dispatch_signal(
         &mut self,
-        index: u32,
-        data: Vec<u8>,
         from: Rank,
-        hops: u32,
+        sig: Signal,
+        mem: &dyn Memory,
     ) -> Result<(), CoreError> {
-        let count = self.own;
-        let slot = self
-            .results
-            .get_mut(index as usize)
-            .ok_or(CoreError::UnknownTask { index, from, count })?;
-        if slot.is_some() {
-            return Err(CoreError::Duplicate { index, from });
+        let closed = self.closed();
+        let cx = &mut self.cx;
+        match sig {
+            Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
+                self.results.on_signal(cx, &mut self.router, from, sig, mem)
+            }
+            Signal::Request { epoch, seq } => {
+                let stale = epoch != cx.epoch & EPOCH_MASK;
+                if cx.cfg.sharing.is_some() && !stale {
+                    if !self.share.is_master(cx) {
+                        return Err(CoreError::Malformed {
+                            from,
+                            what: "a steal request to a rank that is not its group's master".into(),
+                        });
+                    }
+                    if self.share.broker(cx, from, seq, &self.queue) == Decision::Forwarded {
+                        return Ok(());
+                    }
+                }
+                self.owner
+                    .on_request(cx, (from, stale, seq), &mut self.queue, mem, closed);
+                Ok(())
+            }
+            Signal::Reply { tasks, seq } => {
+                if let Some(stolen) = self.thief.on_reply(cx, from, tasks, seq, mem)? {
+                    self.take_stolen(stolen);
+                }
+                Ok(())
+            }
+            Signal::Load { .. } | Signal::Forward { .. } => {
+                if let Some(r) = self.share.on_signal(cx, from, sig)? {
+                    self.owner.on_request(cx, r, &mut self.queue, mem, closed);
+                }
+                Ok(())
+            }
+            Signal::Refill => {
+                self.owner.on_refill(cx);
+                Ok(())
+            }
+            Signal::Up => self.term.on_up(cx, from),
+            Signal::Done => {
+                if self.term.on_done(cx, from)? {
+                    self.queue.hungry = false;
+                }
+                Ok(())
+            }
+            Signal::Abort { .. } => Ok(()), // Handled in `handle_signal`.
         }
-        *slot = Some(data);
-        self.home += 1;
-        let h = hops as usize;
-        if self.stats.result_hops.len() <= h {
-            self.stats.result_hops.resize(h + 1, 0);
-        }
-        self.stats.result_hops[h] += 1;
-        Ok(())
     }
 
+    /// Stolen tasks join the queue; the owner side will share half of them on.
+    fn take_stolen(&mut self, tasks: Vec<Task>) {
+        self.queue.extend(tasks);
+        self.queue.hungry = false;
+        self.owner.work_arrived(self.cx.now);
+    }
+
+    /// An operation's name and target, for an error.
     fn describe(&self, p: &Pending) -> (&'static str, Rank) {
+        let me = self.cx.rank;
         match p {
-            Pending::Steal(s) => (s.name(), s.peer(&self.targets, self.rank)),
-            Pending::Results(r) => (r.name(), r.peer(&self.victims, self.rank)),
-            Pending::Signal(what) => (what, self.rank),
+            Pending::Thief(t) => (t.name(), self.thief.peer(t, me)),
+            Pending::Owner(o) => (o.name(), me),
+            Pending::Share(s) => (s.name(), me),
+            Pending::Out(o) => (o.name(), o.peer(&self.router.victims, me)),
+            Pending::Inbox(i) => (i.name(), me),
+            Pending::Term(t) => (t.name(), me),
+            Pending::Abort => ("abort", me),
         }
     }
 
     /// The epoch failed, ended here, or is not running: no new work to hand out.
-    pub(crate) fn failed_or_done(&self) -> bool {
-        self.failed.is_some() || self.done || !self.running
+    fn closed(&self) -> bool {
+        self.failed.is_some() || self.term.is_done() || !self.running
     }
 
     /// Stops the epoch with `e` and tells the other ranks.
-    pub(crate) fn fail(&mut self, e: CoreError) {
+    fn fail(&mut self, e: CoreError) {
         if self.failed.is_some() {
             return;
         }
         let code = e.code();
         let origin = match &e {
             CoreError::Aborted { rank, .. } => *rank,
-            _ => self.rank,
+            _ => self.cx.rank,
         };
         self.failed = Some(e);
         self.flood_abort(origin, code, None);
@@ -823,79 +637,64 @@ impl Node {
             return;
         }
         self.aborted = true;
-        self.commands.clear();
-        let mut to: Vec<Rank> = tree_children(self.rank, self.size)
-            .chain(tree_parent(self.rank))
-            .chain(self.victims.flood_targets())
+        let (rank, size) = (self.cx.rank, self.cx.size);
+        self.cx.drop_commands();
+        let mut to: Vec<Rank> = tree_children(rank, size)
+            .chain(tree_parent(rank))
+            .chain(self.router.victims.flood_targets())
             .collect();
         to.sort_unstable();
         to.dedup();
-        let value = signal::pack(
-            signal::ABORT,
-            u64::from(origin) << 16 | u64::from(code & 0xffff),
-        );
+        let sig = Signal::Abort {
+            origin,
+            code: (code & 0xffff) as u16,
+        };
         for r in to {
-            if Some(r) != except && r != self.rank {
-                self.send_signal(r, value, "abort");
+            if Some(r) != except && r != rank {
+                self.cx.signal(r, sig, Pending::Abort);
             }
         }
     }
 
-    fn on_abort(&mut self, from: Rank, payload: u64) {
-        let origin = ((payload >> 16) as u32).min(self.size.saturating_sub(1));
-        let code = (payload & 0xffff) as u32;
+    fn on_abort(&mut self, from: Rank, origin: Rank, code: u16) {
+        // A rank outside the job is not trusted, but the epoch fails all the same.
+        let origin = origin.min(self.cx.size.saturating_sub(1));
+        let code = u32::from(code);
         if self.failed.is_none() {
             self.failed = Some(CoreError::Aborted { rank: origin, code });
         }
         self.flood_abort(origin, code, Some(from));
     }
 
-    fn finish(&mut self) {
-        if self.done {
-            return;
-        }
-        self.done = true;
-        self.hungry = false;
-        let children: Vec<Rank> = tree_children(self.rank, self.size).collect();
-        for c in children {
-            self.send_signal(c, signal::pack(signal::DONE, 0), "termination DONE");
-        }
-    }
-
-    fn termination_step(&mut self) {
-        if self.done || self.sent_up || self.home < self.own {
-            return;
-        }
-        let children = tree_children(self.rank, self.size).count() as u32;
-        if self.children_up < children {
-            return;
-        }
-        match tree_parent(self.rank) {
-            Some(p) => {
-                self.sent_up = true;
-                self.send_signal(p, signal::pack(signal::UP, 0), "termination UP");
-            }
-            None => self.finish(),
-        }
-    }
-
     /// Decides what to do next after any input.
-    pub(crate) fn drive(&mut self, mem: &dyn Memory) {
+    fn drive(&mut self, mem: &dyn Memory) {
         if self.failed.is_some() || !self.running {
             return;
         }
         self.termination_step();
-        if self.done {
+        if self.term.is_done() {
             return;
         }
-        let r = self
-            .owner_step(mem)
-            .and_then(|()| self.thief_step())
-            .and_then(|()| self.results_step(mem));
-        if let Err(e) = r {
-            self.fail(e);
+        let closed = self.closed();
+        let cx = &mut self.cx;
+        self.owner.step(cx, &mut self.queue, mem, closed);
+        if let Some(seq) = self.thief.step(cx, self.queue.len()) {
+            // This rank is its group's master and brokers its own request; nobody to ask
+            // ends the attempt at once.
+            if self.share.broker(cx, cx.rank, seq, &self.queue) != Decision::Forwarded {
+                self.thief.end_unanswered(cx);
+            }
         }
-        self.share_step();
+        self.results
+            .step(cx, &self.router, mem, self.queue.is_empty());
+        self.share
+            .step(cx, self.queue.len(), self.thief.has_targets());
         self.termination_step();
+    }
+
+    fn termination_step(&mut self) {
+        if self.term.step(&mut self.cx, self.results.home.complete()) {
+            self.queue.hungry = false;
+        }
     }
 }

@@ -26,18 +26,18 @@
 //! Epoch tags (8 bits) on LOAD and FORWARD let late signals of an earlier epoch be told
 //! apart; a FORWARD of an earlier epoch is answered with nothing, like a stale REQUEST.
 
+use crate::ctx::Ctx;
 use crate::fasthash::IntMap;
-use crate::layout::signal;
-use crate::node::Node;
+use crate::layout::signal::{self, SEQ_MASK, Signal};
+use crate::neighbours::Neighbours;
+use crate::queue::Queue;
 use crate::{CoreError, Rank};
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
-/// Sequence numbers of steal attempts travel in 28 bits (FORWARD carries the thief too).
-pub(crate) const SEQ_MASK: u64 = (1 << 28) - 1;
 const TAG_MASK: u64 = 0xff;
 /// Largest rank a FORWARD can name.
-const MAX_RANKS: u32 = 1 << 24;
+const MAX_RANKS: u32 = 1 << signal::FORWARD_RANK_BITS;
 
 /// Groups and masters of a work-sharing run. Cheap to clone (shared tables).
 #[derive(Debug, Clone, PartialEq)]
@@ -179,11 +179,29 @@ pub(crate) enum Decision {
     NoWork,
 }
 
-/// A rank's sharing state for the current epoch.
+/// Work-sharing signals in flight.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// LOAD, to the master.
+    LoadReport,
+    /// FORWARD, to a loaded member.
+    Forward,
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::LoadReport => "load report",
+            Self::Forward => "forwarded steal request",
+        }
+    }
+}
+
+/// A rank's sharing state for the current epoch (unused in a work-stealing run).
 #[derive(Debug, Default)]
 pub(crate) struct ShareState {
     /// This epoch's master of this rank's group.
-    pub(crate) master: Rank,
+    master: Rank,
     /// Member side: the length last reported, and the report counter.
     reported: u64,
     report_seq: u64,
@@ -192,6 +210,17 @@ pub(crate) struct ShareState {
     pos: IntMap<Rank, usize>,
     loads: Vec<(u64, u64)>,
     order: BTreeSet<(u64, Rank)>,
+}
+
+/// Whether seq `a` is newer than `b` (20-bit wrapping counters).
+fn newer(a: u64, b: u64) -> bool {
+    let d = a.wrapping_sub(b) & 0xf_ffff;
+    d != 0 && d < 1 << 19
+}
+
+/// The epoch's tag on LOAD and FORWARD.
+fn tag<P>(cx: &Ctx<P>) -> u64 {
+    cx.epoch & TAG_MASK
 }
 
 impl ShareState {
@@ -203,89 +232,88 @@ impl ShareState {
             self.loads[i].0 = load;
         }
     }
-}
 
-/// Whether seq `a` is newer than `b` (20-bit wrapping counters).
-fn newer(a: u64, b: u64) -> bool {
-    let d = a.wrapping_sub(b) & 0xf_ffff;
-    d != 0 && d < 1 << 19
-}
-
-impl Node {
-    fn sharing_cfg(&self) -> Option<&Sharing> {
-        self.cfg.sharing.as_ref()
+    /// Whether this rank is its group's master this epoch.
+    pub(crate) fn is_master<P>(&self, cx: &Ctx<P>) -> bool {
+        cx.cfg.sharing.is_some() && self.master == cx.rank
     }
 
-    pub(crate) fn is_master(&self) -> bool {
-        self.sharing_cfg().is_some() && self.share.master == self.rank
-    }
-
-    fn tag(&self) -> u64 {
-        self.epoch & TAG_MASK
-    }
-
-    /// Start of an epoch: this epoch's master, the thief's target, a fresh load table.
-    pub(crate) fn share_start(&mut self) {
-        let Some(sh) = self.cfg.sharing.clone() else {
-            return;
-        };
-        let members = sh.members(self.rank);
-        let master = sh.master_of(self.rank, self.epoch);
-        self.share.master = master;
-        self.share.reported = 0;
-        self.targets = crate::neighbours::Neighbours::List(if members.len() > 1 {
+    /// Start of an epoch: this epoch's master and a fresh load table. Returns the
+    /// thief's targets (the master, or nobody in a group of one); `None` when the run
+    /// steals instead.
+    pub(crate) fn start_epoch<P>(&mut self, cx: &Ctx<P>) -> Option<Neighbours> {
+        let sh = cx.cfg.sharing.as_ref()?;
+        let members = sh.members(cx.rank);
+        let master = sh.master_of(cx.rank, cx.epoch);
+        self.master = master;
+        self.reported = 0;
+        self.pos.clear();
+        self.loads.clear();
+        self.order.clear();
+        if master == cx.rank {
+            for &m in members.iter().filter(|&&m| m != cx.rank) {
+                self.pos.insert(m, self.loads.len());
+                self.loads.push((0, 0));
+                self.order.insert((0, m));
+            }
+        }
+        Some(Neighbours::List(if members.len() > 1 {
             vec![master]
         } else {
             Vec::new()
-        });
-        self.thief.resize(&self.targets);
-        self.share.pos.clear();
-        self.share.loads.clear();
-        self.share.order.clear();
-        if master == self.rank {
-            for &m in members.iter().filter(|&&m| m != self.rank) {
-                self.share.pos.insert(m, self.share.loads.len());
-                self.share.loads.push((0, 0));
-                self.share.order.insert((0, m));
-            }
-        }
+        }))
     }
 
-    /// Member side, after every input: report the queue length when it halved or doubled.
-    pub(crate) fn share_step(&mut self) {
-        if self.sharing_cfg().is_none() || self.is_master() || self.targets.is_empty() {
+    /// Member side, after every input: report the queue length (`queued`) when it halved
+    /// or doubled. `has_master`: the group has another rank to report to.
+    pub(crate) fn step<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        queued: usize,
+        has_master: bool,
+    ) {
+        if cx.cfg.sharing.is_none() || self.is_master(cx) || !has_master {
             return;
         }
-        let q = self.queue.len() as u64;
-        let last = self.share.reported;
+        let q = queued as u64;
+        let last = self.reported;
         if q == last || !(q >= 2 * last || 2 * q <= last) {
             return;
         }
-        self.share.reported = q;
-        self.share.report_seq += 1;
-        let payload =
-            self.tag() << 52 | (self.share.report_seq & 0xf_ffff) << 32 | q.min(u32::MAX.into());
-        let master = self.share.master;
-        self.send_signal(master, signal::pack(signal::LOAD, payload), "load report");
+        self.reported = q;
+        self.report_seq += 1;
+        let report = Signal::Load {
+            tag: tag(cx) as u8,
+            report: self.report_seq & 0xf_ffff,
+            load: q.min(u32::MAX.into()),
+        };
+        cx.signal(self.master, report, Pending::LoadReport);
     }
 
-    /// Master side: decides a request of `thief` (this rank included).
-    pub(crate) fn broker(&mut self, thief: Rank, seq: u64) -> Decision {
+    /// Master side: decides a request of `thief` (this rank included). `queue`: the
+    /// master's own.
+    pub(crate) fn broker<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        thief: Rank,
+        seq: u64,
+        queue: &Queue,
+    ) -> Decision {
         // A rank that asks has (almost) nothing.
-        self.share.set(thief, 0);
-        let best = self.share.order.last().copied().unwrap_or((0, self.rank));
-        let own = self.queue.len() as u64;
-        if thief != self.rank && self.shareable() > 0 && own >= best.0 {
+        self.set(thief, 0);
+        let best = self.order.last().copied().unwrap_or((0, cx.rank));
+        let own = queue.len() as u64;
+        if thief != cx.rank && queue.shareable(&cx.cfg) > 0 && own >= best.0 {
             return Decision::ServeHere;
         }
         if best.0 >= 2 && best.1 != thief {
-            self.share.set(best.1, best.0 - best.0 / 2);
-            let payload = u64::from(thief) << 36 | self.tag() << 28 | (seq & SEQ_MASK);
-            self.send_signal(
-                best.1,
-                signal::pack(signal::FORWARD, payload),
-                "forwarded steal request",
-            );
+            self.set(best.1, best.0 - best.0 / 2);
+            let forward = Signal::Forward {
+                thief,
+                tag: tag(cx) as u8,
+                seq: seq & SEQ_MASK,
+            };
+            cx.signal(best.1, forward, Pending::Forward);
             return Decision::Forwarded;
         }
         Decision::NoWork
@@ -293,61 +321,66 @@ impl Node {
 
     /// A LOAD or FORWARD signal. Returns a request to queue for serving, if any:
     /// (thief, stale, seq).
-    pub(crate) fn share_signal(
+    pub(crate) fn on_signal<P>(
         &mut self,
+        cx: &Ctx<P>,
         from: Rank,
-        kind: u64,
-        payload: u64,
+        sig: Signal,
     ) -> Result<Option<(Rank, bool, u64)>, CoreError> {
-        let Some(sh) = self.cfg.sharing.clone() else {
+        let Some(sh) = &cx.cfg.sharing else {
             return Err(CoreError::Malformed {
                 from,
                 what: "a work-sharing signal in a work-stealing run".into(),
             });
         };
-        if !sh.same_group(from, self.rank) {
+        if !sh.same_group(from, cx.rank) {
             return Err(CoreError::Malformed {
                 from,
                 what: "a work-sharing signal from another group".into(),
             });
         }
-        if kind == signal::LOAD {
-            if payload >> 52 != self.tag() {
+        if let Signal::Load {
+            tag: t,
+            report,
+            load,
+        } = sig
+        {
+            if u64::from(t) != tag(cx) {
                 return Ok(None); // An earlier epoch's report.
             }
-            if !self.is_master() {
+            if !self.is_master(cx) {
                 return Err(CoreError::Malformed {
                     from,
                     what: "a load report to a rank that is not its group's master".into(),
                 });
             }
-            let seq = payload >> 32 & 0xf_ffff;
-            let load = payload & 0xffff_ffff;
-            let Some(&i) = self.share.pos.get(&from) else {
+            let Some(&i) = self.pos.get(&from) else {
                 return Ok(None);
             };
-            if newer(seq, self.share.loads[i].1) || self.share.loads[i].1 == 0 {
-                self.share.loads[i].1 = seq;
-                self.share.set(from, load);
+            if newer(report, self.loads[i].1) || self.loads[i].1 == 0 {
+                self.loads[i].1 = report;
+                self.set(from, load);
             }
             return Ok(None);
         }
         // FORWARD: serve `thief` as if it had asked.
-        let thief = (payload >> 36) as Rank;
-        let stale = (payload >> 28 & TAG_MASK) != self.tag();
-        if thief >= self.size || !sh.same_group(thief, self.rank) || thief == self.rank {
+        let Signal::Forward { thief, tag: t, seq } = sig else {
+            return Ok(None); // Only LOAD and FORWARD come here.
+        };
+        let stale = u64::from(t) != tag(cx);
+        if thief >= cx.size || !sh.same_group(thief, cx.rank) || thief == cx.rank {
             return Err(CoreError::Malformed {
                 from,
                 what: format!("a forwarded steal request for rank {thief}"),
             });
         }
-        if !stale && from != self.share.master {
+        if !stale && from != self.master {
             return Err(CoreError::Malformed {
                 from,
                 what: "a forwarded steal request from a rank that is not the master".into(),
             });
         }
-        Ok(Some((thief, stale, payload & SEQ_MASK)))
+        Ok(Some((thief, stale, seq)))
     }
 }
 

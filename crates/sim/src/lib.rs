@@ -36,7 +36,8 @@ pub use model::Model;
 use queue::EventQueue;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use titus_core::layout::{self, seg, signal, tasks};
+use titus_core::layout::signal::Signal;
+use titus_core::layout::{self, seg, tasks};
 use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
@@ -716,17 +717,16 @@ impl Sim<'_> {
         for ev in self.slab.iter().flatten() {
             let leftover = match ev {
                 Ev::Timer { .. } => true,
-                Ev::Signal { value, .. } => {
-                    let (kind, payload) = signal::unpack(*value);
-                    [
-                        signal::REQUEST,
-                        signal::LOAD,
-                        signal::FORWARD,
-                        signal::REFILL,
-                    ]
-                    .contains(&kind)
-                        || (kind == signal::REPLY && payload >> 40 == 0)
-                }
+                // Requests, load reports and refill hints may outlive the epoch (they are
+                // dropped as stale in the next one), and so may an empty answer.
+                Ev::Signal { value, from, .. } => matches!(
+                    Signal::unpack(*value, *from),
+                    Ok(Signal::Request { .. }
+                        | Signal::Load { .. }
+                        | Signal::Forward { .. }
+                        | Signal::Refill
+                        | Signal::Reply { tasks: 0, .. })
+                ),
                 _ => false,
             };
             if !leftover {

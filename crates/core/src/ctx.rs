@@ -1,0 +1,211 @@
+//! The context every part of a node works in: the configuration, who this rank is, the
+//! time, the epoch, the figures it counts, and the one way to act on the world — issuing
+//! a remote operation ([`Ctx::issue`]).
+//!
+//! A part names what each of its operations means with its own `Pending` type; `Ctx` is
+//! generic over the node's union of them (`P: From<part::Pending>`), so it knows nothing
+//! of the parts and a part can be driven alone with a `Ctx` of its own `Pending`. The
+//! node takes a completion back out ([`Ctx::complete`]) and hands it to the part whose
+//! tag it carries. Tokens are issued in order, so the operations a node issues — the
+//! driver's input — are exactly the sequence of `issue` calls.
+
+use crate::layout::seg;
+use crate::layout::signal::Signal;
+use crate::{Command, Config, Loc, Op, Rank, Stats, Time, Token};
+use std::collections::VecDeque;
+
+/// Operations in flight, by token. Tokens are issued in order and mostly complete in
+/// order, so a window of slots from the oldest outstanding token serves insert and remove
+/// in O(1) without hashing (the simulator handles hundreds of millions of them).
+#[derive(Debug)]
+struct InFlight<P> {
+    /// Token of `slots[0]`.
+    base: u64,
+    slots: VecDeque<Option<P>>,
+    len: usize,
+}
+
+impl<P> InFlight<P> {
+    fn new() -> Self {
+        Self {
+            base: 0,
+            slots: VecDeque::new(),
+            len: 0,
+        }
+    }
+
+    /// Records `token`, the newest issued (tokens only grow).
+    fn push(&mut self, token: u64, p: P) {
+        if self.slots.is_empty() {
+            self.base = token;
+        }
+        debug_assert_eq!(
+            token,
+            self.base + self.slots.len() as u64,
+            "tokens in order"
+        );
+        self.slots.push_back(Some(p));
+        self.len += 1;
+    }
+
+    /// Takes `token` out, if it is in flight.
+    fn remove(&mut self, token: u64) -> Option<P> {
+        let i = usize::try_from(token.checked_sub(self.base)?).ok()?;
+        let p = self.slots.get_mut(i)?.take()?;
+        self.len -= 1;
+        while self.slots.front().is_some_and(Option::is_none) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(p)
+    }
+}
+
+/// A node's context, handed `&mut` to each part with every input.
+#[derive(Debug)]
+pub(crate) struct Ctx<P> {
+    /// Tunables (the same on every rank).
+    pub(crate) cfg: Config,
+    /// This rank.
+    pub(crate) rank: Rank,
+    /// Ranks in the job.
+    pub(crate) size: u32,
+    /// The time of the input being handled.
+    pub(crate) now: Time,
+    /// The current epoch (from 1; 0 before the first).
+    pub(crate) epoch: u64,
+    /// When the current epoch started here.
+    pub(crate) started: Time,
+    /// This epoch's figures.
+    pub(crate) stats: Stats,
+    commands: VecDeque<Command>,
+    in_flight: InFlight<P>,
+    next_token: u64,
+}
+
+impl<P> Ctx<P> {
+    pub(crate) fn new(cfg: Config, rank: Rank, size: u32) -> Self {
+        Self {
+            cfg,
+            rank,
+            size,
+            now: Time(0),
+            epoch: 0,
+            started: Time(0),
+            stats: Stats::default(),
+            commands: VecDeque::new(),
+            in_flight: InFlight::new(),
+            next_token: 1,
+        }
+    }
+
+    /// Queues `op`; its completion will come back tagged `pending`.
+    pub(crate) fn issue(&mut self, op: Op, pending: impl Into<P>) -> Token {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        self.in_flight.push(token.0, pending.into());
+        self.commands.push_back(Command { token, op });
+        self.stats.ops += 1;
+        token
+    }
+
+    /// Sends `sig` (a write of nothing) to `peer`.
+    pub(crate) fn signal(&mut self, peer: Rank, sig: Signal, pending: impl Into<P>) {
+        self.issue(
+            Op::Write {
+                peer,
+                remote: Loc::new(seg::INBOX, 0),
+                pieces: Vec::new(),
+                signal: Some(sig.pack()),
+            },
+            pending,
+        );
+    }
+
+    /// The next command for the driver.
+    pub(crate) fn poll_command(&mut self) -> Option<Command> {
+        self.commands.pop_front()
+    }
+
+    /// Whether commands wait for the driver.
+    pub(crate) fn has_commands(&self) -> bool {
+        !self.commands.is_empty()
+    }
+
+    /// Forgets the commands not yet polled (the epoch failed: they never run).
+    pub(crate) fn drop_commands(&mut self) {
+        self.commands.clear();
+    }
+
+    /// The tag of `token`'s operation, which has completed; `None` if it is not in flight.
+    pub(crate) fn complete(&mut self, token: Token) -> Option<P> {
+        self.in_flight.remove(token.0)
+    }
+
+    /// Operations in flight.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.len
+    }
+
+    /// Tags of the operations in flight, oldest first.
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &P> {
+        self.in_flight.slots.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_back_with_their_tags_in_any_order() {
+        let mut cx: Ctx<&'static str> = Ctx::new(Config::default(), 0, 2);
+        let read = |peer| Op::Read {
+            peer,
+            remote: Loc::new(0, 0),
+            local: Loc::new(0, 0),
+            len: 8,
+        };
+        let a = cx.issue(read(1), "a");
+        let b = cx.issue(read(1), "b");
+        cx.signal(1, Signal::Up, "c");
+        assert_eq!(cx.stats.ops, 3);
+        assert_eq!(cx.poll_command().map(|c| c.token), Some(a));
+        assert_eq!(cx.complete(b), Some("b"));
+        assert_eq!(cx.complete(b), None, "a token completes once");
+        assert_eq!(cx.in_flight(), 2);
+        assert_eq!(cx.pending().copied().collect::<Vec<_>>(), ["a", "c"]);
+        assert_eq!(cx.complete(a), Some("a"));
+        cx.drop_commands();
+        assert!(!cx.has_commands());
+        assert_eq!(cx.in_flight(), 1, "dropped commands stay in flight");
+    }
+}
+
+/// What a part's unit tests drive it with.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::{Loc, Memory};
+    use std::cell::RefCell;
+
+    /// Three segments of plain bytes.
+    pub(crate) struct Mem(RefCell<[Vec<u8>; 3]>);
+
+    impl Mem {
+        pub(crate) fn new(sizes: [u64; 3]) -> Self {
+            Self(RefCell::new(sizes.map(|n| vec![0; n as usize])))
+        }
+    }
+
+    impl Memory for Mem {
+        fn read(&self, loc: Loc, buf: &mut [u8]) {
+            let at = loc.offset as usize;
+            buf.copy_from_slice(&self.0.borrow()[usize::from(loc.segment)][at..at + buf.len()]);
+        }
+        fn write(&self, loc: Loc, data: &[u8]) {
+            let at = loc.offset as usize;
+            self.0.borrow_mut()[usize::from(loc.segment)][at..at + data.len()]
+                .copy_from_slice(data);
+        }
+    }
+}

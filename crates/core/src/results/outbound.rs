@@ -1,0 +1,368 @@
+//! The sending side of results routing: records buffered per next hop, and the chunk in
+//! flight to each.
+//!
+//! A next hop's buffer leaves as one *chunk* when it is half full, when its oldest record
+//! waited `flush_delay`, or at once when this rank has nothing else to do. A chunk is
+//! assembled in one of the OUTBOX slots (`Config::outbox_slots` of `chunk_bytes`; records
+//! for a next hop wait when every slot is in flight).
+//!
+//! # Sending a chunk (three operations instead of TITUS's five-step lock)
+//!
+//! 1. Fetch-add the chunk's length on the next hop's reservation word. The old value is
+//!    the chunk's offset. If offset + length fits, the space is the sender's alone.
+//! 2. One gathered write of the chunk from its OUTBOX slot, with
+//! 3. a signal behind it: CHUNK(offset, length) (the receiver's side: `super::inbox`).
+//!
+//! A reservation that does not fit is an *overflow*: the sender keeps its chunk and
+//! signals OVERFLOW(generation, offset), then reserves again when the receiver signals
+//! RESET — or on its own after [`BLOCKED_RETRY`] (a lost race with the reset). Nothing is
+//! dropped: a chunk stays in its OUTBOX slot until its write completed.
+
+use super::inbox::RESERVED;
+use crate::ctx::Ctx;
+use crate::fasthash::IntMap;
+use crate::layout::signal::{self, Signal};
+use crate::layout::{self, ResultRecord, seg};
+use crate::neighbours::Neighbours;
+use crate::{Config, Loc, Memory, Op, Rank, Time};
+use std::time::Duration;
+
+use super::inbox::INBOX_DATA;
+
+const OFFSET_MASK: u64 = (1 << 48) - 1;
+/// A blocked sender retries on its own after this long (a lost race with the reset).
+const BLOCKED_RETRY: Duration = Duration::from_millis(5);
+
+/// A chunk on its way.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    len: u64,
+    /// Its OUTBOX slot.
+    slot: u32,
+    /// Waiting for a RESET (or the retry time) after an overflow.
+    blocked_until: Option<Time>,
+    /// Its reservation (fetch-add) or write is in flight.
+    busy: bool,
+}
+
+/// Records waiting for one next hop, and the chunk in flight to it.
+#[derive(Debug, Default)]
+struct Hop {
+    body: Vec<u8>,
+    count: u32,
+    first: Option<Time>,
+    flight: Option<Flight>,
+}
+
+/// The sender's operations in flight.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    Reserve {
+        hop: usize,
+    },
+    ChunkWrite {
+        hop: usize,
+    },
+    /// OVERFLOW, to the next hop whose inbox was full.
+    Overflow,
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Reserve { .. } => "inbox reservation (fetch-add)",
+            Self::ChunkWrite { .. } => "result chunk write",
+            Self::Overflow => "inbox overflow",
+        }
+    }
+
+    pub(crate) fn peer(&self, victims: &Neighbours, me: Rank) -> Rank {
+        match self {
+            Self::Reserve { hop } | Self::ChunkWrite { hop } => victims.at(*hop),
+            Self::Overflow => me,
+        }
+    }
+}
+
+/// Where OUTBOX slot `slot` starts.
+fn outbox_offset(slot: u32, chunk_bytes: u64) -> u64 {
+    u64::from(slot) * chunk_bytes
+}
+
+/// Walks a chunk body: the length of the longest record prefix that fits in `limit`, and
+/// how many records it holds.
+fn cut(body: &[u8], limit: usize) -> (usize, u32) {
+    let (mut at, mut n) = (0usize, 0u32);
+    while at + layout::RECORD_HEADER <= body.len() {
+        let len = u32::from_le_bytes(body[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
+        let next = at + layout::record_len(len);
+        if next > limit {
+            break;
+        }
+        at = next;
+        n += 1;
+    }
+    (at, n)
+}
+
+/// Buffers and chunks per next hop (index into the victims).
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    /// Only hops with records buffered or a chunk travelling are present.
+    hops: IntMap<u32, Hop>,
+    /// The keys of `hops` in the order they became active.
+    active: Vec<u32>,
+    /// OUTBOX slots not holding a chunk in flight.
+    free: Vec<u32>,
+    /// OUTBOX slots in all.
+    slots: usize,
+}
+
+impl Outbound {
+    /// OUTBOX slots of `chunk_bytes`: one per next hop, at most `Config::outbox_slots` —
+    /// one per next hop for an overlay row (~32), a pool under the complete graph (one per
+    /// rank there would register N × `chunk_bytes`: 224 MiB per rank at 3,584 ranks).
+    pub(crate) fn new(victims: &Neighbours, cfg: &Config) -> Self {
+        let slots = victims.len().min(cfg.outbox_slots as usize).max(1);
+        Self {
+            hops: IntMap::default(),
+            active: Vec::new(),
+            free: (0..slots as u32).rev().collect(),
+            slots,
+        }
+    }
+
+    /// OUTBOX slots (the segment holds this many × `chunk_bytes`).
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Buffers `rec` for next hop `hop`; `hops`: hops taken so far.
+    pub(crate) fn buffer(&mut self, now: Time, hop: usize, rec: &ResultRecord, hops: u32) {
+        let active = &mut self.active;
+        let o = self.hops.entry(hop as u32).or_insert_with(|| {
+            active.push(hop as u32);
+            Hop::default()
+        });
+        layout::push_record(&mut o.body, rec, hops + 1);
+        o.count += 1;
+        o.first.get_or_insert(now);
+    }
+
+    pub(crate) fn summary(&self, victims: &Neighbours) -> String {
+        self.active
+            .iter()
+            .filter_map(|h| Some((*h, self.hops.get(h)?)))
+            .map(|(h, o)| {
+                format!(
+                    "to {}: {} records, chunk {:?}",
+                    victims.at(h as usize),
+                    o.count,
+                    o.flight
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    pub(crate) fn deadline(&self, cfg: &Config) -> Option<Time> {
+        // With every OUTBOX slot in flight, buffered records wait for a completion (an
+        // input), not for a time.
+        let slot_free = !self.free.is_empty();
+        self.active
+            .iter()
+            .filter_map(|h| self.hops.get(h))
+            .filter_map(|o| match o.flight {
+                Some(Flight {
+                    blocked_until: Some(t),
+                    busy: false,
+                    ..
+                }) => Some(t),
+                Some(_) => None,
+                None if slot_free => o.first.map(|f| f.plus(cfg.flush_delay)),
+                None => None,
+            })
+            .min()
+    }
+
+    /// After any input: sends the chunks that are due, retries blocked ones. `idle`: this
+    /// rank has no task queued.
+    pub(crate) fn step<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        victims: &Neighbours,
+        mem: &dyn Memory,
+        idle: bool,
+    ) {
+        let now = cx.now;
+        let limit = cx.cfg.chunk_bytes as usize - layout::CHUNK_HEADER;
+        // Only the next hops with records buffered or a chunk travelling (a rank has ~40;
+        // most inputs find none or one).
+        for &key in &self.active {
+            let h = key as usize;
+            let peer = victims.at(h);
+            let o = self.hops.get_mut(&key).expect("active hops are in hops");
+            match o.flight {
+                Some(
+                    f @ Flight {
+                        blocked_until: Some(t),
+                        busy: false,
+                        ..
+                    },
+                ) if now >= t => {
+                    // Retry the reservation of the chunk still in OUTBOX.
+                    o.flight = Some(Flight {
+                        blocked_until: None,
+                        busy: true,
+                        ..f
+                    });
+                    cx.issue(
+                        Op::FetchAdd {
+                            peer,
+                            remote: Loc::new(seg::INBOX, RESERVED),
+                            delta: f.len,
+                        },
+                        Pending::Reserve { hop: h },
+                    );
+                    continue;
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            if o.count == 0 {
+                continue;
+            }
+            let due = o.body.len() >= limit / 2
+                || o.first.is_some_and(|f| now >= f.plus(cx.cfg.flush_delay))
+                || idle;
+            if !due {
+                continue;
+            }
+            let Some(slot) = self.free.pop() else {
+                continue; // Every slot in flight: a completion frees one.
+            };
+            // Assemble the chunk in OUTBOX (step 1 reserves room for it).
+            let (bytes, count) = cut(&o.body, limit);
+            let header = layout::chunk_header(count, bytes);
+            let base = outbox_offset(slot, cx.cfg.chunk_bytes);
+            mem.write(Loc::new(seg::OUTBOX, base), &header);
+            mem.write(
+                Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
+                &o.body[..bytes],
+            );
+            o.body.drain(..bytes);
+            o.count -= count;
+            o.first = (o.count > 0).then_some(now);
+            let len = (layout::CHUNK_HEADER + bytes) as u64;
+            o.flight = Some(Flight {
+                len,
+                slot,
+                blocked_until: None,
+                busy: true,
+            });
+            // Step 1: reserve room in the next hop's inbox.
+            cx.issue(
+                Op::FetchAdd {
+                    peer,
+                    remote: Loc::new(seg::INBOX, RESERVED),
+                    delta: len,
+                },
+                Pending::Reserve { hop: h },
+            );
+        }
+        // Keep the hops that still hold records or a chunk in flight (nothing is buffered
+        // during the scan).
+        let hops = &mut self.hops;
+        self.active.retain(|h| {
+            let keep = hops
+                .get(h)
+                .is_some_and(|o| o.count > 0 || o.flight.is_some());
+            if !keep {
+                hops.remove(h);
+            }
+            keep
+        });
+    }
+
+    /// One of its operations completed with `value`.
+    pub(crate) fn complete<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        victims: &Neighbours,
+        p: Pending,
+        value: u64,
+    ) {
+        match p {
+            Pending::Reserve { hop } => {
+                let peer = victims.at(hop);
+                let o = self
+                    .hops
+                    .get_mut(&(hop as u32))
+                    .expect("a reservation belongs to a chunk");
+                let flight = o.flight.expect("a reservation belongs to a chunk");
+                let (generation, offset) = ((value >> 48) as u16, value & OFFSET_MASK);
+                if offset + flight.len <= cx.cfg.inbox_bytes {
+                    // Steps 2 and 3: the chunk, then its signal.
+                    cx.issue(
+                        Op::Write {
+                            peer,
+                            remote: Loc::new(seg::INBOX, INBOX_DATA + offset),
+                            pieces: vec![(
+                                Loc::new(
+                                    seg::OUTBOX,
+                                    outbox_offset(flight.slot, cx.cfg.chunk_bytes),
+                                ),
+                                flight.len,
+                            )],
+                            signal: Some(
+                                Signal::Chunk {
+                                    offset,
+                                    len: flight.len,
+                                }
+                                .pack(),
+                            ),
+                        },
+                        Pending::ChunkWrite { hop },
+                    );
+                } else {
+                    // Overflow: wait for the receiver's RESET (or retry later).
+                    cx.stats.inbox_overflows += 1;
+                    o.flight = Some(Flight {
+                        blocked_until: Some(cx.now.plus(BLOCKED_RETRY)),
+                        busy: false,
+                        ..flight
+                    });
+                    let overflow = Signal::Overflow {
+                        generation,
+                        offset: offset.min((1 << signal::OVERFLOW_OFFSET_BITS) - 1),
+                    };
+                    cx.signal(peer, overflow, Pending::Overflow);
+                }
+            }
+            Pending::ChunkWrite { hop } => {
+                let f = self
+                    .hops
+                    .get_mut(&(hop as u32))
+                    .and_then(|o| o.flight.take())
+                    .expect("a write belongs to a chunk");
+                self.free.push(f.slot);
+                cx.stats.chunks_sent += 1;
+                cx.stats.bytes_results += f.len;
+            }
+            Pending::Overflow => {}
+        }
+    }
+
+    /// RESET from `from`: if it is a next hop whose chunk waits, retry it now.
+    pub(crate) fn on_reset(&mut self, victims: &Neighbours, from: Rank, now: Time) {
+        if let Some(h) = victims.index_of(from)
+            && let Some(f) = self
+                .hops
+                .get_mut(&(h as u32))
+                .and_then(|o| o.flight.as_mut())
+            && f.blocked_until.is_some()
+        {
+            f.blocked_until = Some(now);
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! What a rank counts during an epoch. Every part of a node adds to one [`Stats`] through
+//! its context (`Ctx::stats`); the node resets it when an epoch starts.
+
+use crate::Rank;
+
+/// Per-epoch figures of one rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Tasks this rank owns.
+    pub tasks_owned: u64,
+    /// Tasks this rank ran (its own and others').
+    pub tasks_run: u64,
+    /// Of those, tasks owned by other ranks.
+    pub tasks_run_for_others: u64,
+    /// Tasks this rank took from victims.
+    pub tasks_stolen: u64,
+    /// Steal attempts.
+    pub steal_attempts: u64,
+    /// Attempts that brought tasks.
+    pub steals_ok: u64,
+    /// Attempts that found the victim empty.
+    pub steals_empty: u64,
+    /// Attempts that found the victim locked (`lock`) or busy.
+    pub steals_locked: u64,
+    /// Time from the first operation of an attempt to its outcome, per attempt (ns).
+    pub steal_latency_ns: Vec<u64>,
+    /// Task bytes moved by steals.
+    pub bytes_stolen: u64,
+    /// Result chunks sent.
+    pub chunks_sent: u64,
+    /// Result chunks received.
+    pub chunks_received: u64,
+    /// Result bytes sent in chunks.
+    pub bytes_results: u64,
+    /// Result records forwarded for other owners.
+    pub records_forwarded: u64,
+    /// Hops taken by the results of this rank's tasks (sum and histogram).
+    pub result_hops: Vec<u64>,
+    /// Inbox reservations that overflowed (backpressure events).
+    pub inbox_overflows: u64,
+    /// Remote operations issued.
+    pub ops: u64,
+    /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
+    /// work from whom.
+    pub steal_log: Vec<StealEvent>,
+}
+
+/// The most steals a rank logs per epoch.
+pub const STEAL_LOG_MAX: usize = 1 << 20;
+
+/// One successful steal of this rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StealEvent {
+    /// When it ended, from the start of the epoch on this rank (ns).
+    pub at_ns: u64,
+    /// The rank the tasks came from.
+    pub victim: Rank,
+    /// How many tasks.
+    pub tasks: u32,
+}

@@ -1,0 +1,555 @@
+//! The owner: publishes part of its queue as the shared set and answers requests; its
+//! state persists across epochs (generations and counters continue).
+//!
+//! # `claim`
+//!
+//! The owner publishes a *generation*: n tasks in region g mod 2 of TASKS, then the claim
+//! word (g, n, ticket 0). Batches are fixed by (n, ticket): the first thief gets ⌈n/2⌉
+//! tasks, the next half of the rest, and so on (the thief's steps: `super::thief`).
+//!
+//! The owner changes the claim word only by compare-and-swap (a thief's ticket makes the
+//! swap fail and is then seen). Publishing generation g+1 closes g: the swap's old value
+//! holds g's final ticket, so the owner knows which batches were claimed (their thieves
+//! will count themselves done) and takes the unclaimed ones back. It writes region r again
+//! only once done[r] equals the batches claimed from r so far. Reclaiming for itself is a
+//! swap to an empty generation. Each task is thus taken by exactly one ticket or by the
+//! owner, never both.
+//!
+//! When to look: the owner reads its word when there is news — the thief holding the
+//! generation's last ticket signals REFILL after its step 3, stolen work arrives while
+//! nothing is published, a region still being read is rechecked after `backoff_base` —
+//! and every `check_interval` otherwise (a fallback; polling at 200 µs was most of a
+//! simulated job's events). Under `lock`, the thief that hands the lock over as REFILL
+//! signals too.
+//!
+//! # `lock`
+//!
+//! The owner refills on REFILL, publishes or reclaims under its own lock, and changes the
+//! word through atomics too (fabric atomics to itself where CPU atomics are not coherent).
+//!
+//! # `request`
+//!
+//! The victim takes tasks from its queue with local operations only, writes them into
+//! the thief's staging area and signals REPLY(n) behind the data; one answer at a time
+//! (region 0 holds it). A request of another epoch, or one arriving after this rank
+//! learned of the end, is answered with nothing.
+
+use super::{TaskArea, tasks_loc, word};
+use crate::ctx::Ctx;
+use crate::layout::signal::Signal;
+use crate::layout::{ClaimWord, Task, claim_batch, claim_batches, lock, seg, tasks};
+use crate::queue::Queue;
+use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, Time};
+use std::collections::VecDeque;
+
+/// A request to answer: (thief, stale, sequence number).
+pub(crate) type Request = (Rank, bool, u64);
+
+/// What the owner does with its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockPurpose {
+    Publish,
+    Reclaim,
+}
+
+/// The owner's operations in flight (all on this rank's own words, or a reply).
+#[derive(Debug)]
+pub(crate) enum Pending {
+    OwnCheck,
+    OwnDoneCheck {
+        region: usize,
+    },
+    OwnSwap {
+        expected: ClaimWord,
+        new: ClaimWord,
+        tasks: Vec<Task>,
+    },
+    OwnLock {
+        purpose: LockPurpose,
+    },
+    OwnUnlock,
+    Reply,
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::OwnCheck => "shared set check",
+            Self::OwnDoneCheck { .. } => "region done check",
+            Self::OwnSwap { .. } => "generation swap",
+            Self::OwnLock { .. } => "owner lock",
+            Self::OwnUnlock => "owner unlock",
+            Self::Reply => "steal reply",
+        }
+    }
+}
+
+/// Owner-side state.
+#[derive(Debug)]
+pub(crate) struct Owner {
+    area: TaskArea,
+    /// `claim`: the last claim word this owner saw or wrote.
+    word: ClaimWord,
+    /// A generation (or, for `lock`, a shared set) may still hold tasks.
+    published: bool,
+    /// `claim`: batches claimed from each region, cumulative.
+    expected_done: [u64; 2],
+    /// An owner operation is in flight.
+    busy: bool,
+    next_check: Time,
+    /// `request`: thieves waiting for an answer, and whether one is being written.
+    requests: VecDeque<Request>,
+    serving: bool,
+}
+
+impl Owner {
+    pub(crate) fn new(area: TaskArea) -> Self {
+        Self {
+            area,
+            word: ClaimWord::default(),
+            published: false,
+            expected_done: [0; 2],
+            busy: false,
+            next_check: Time(0),
+            requests: VecDeque::new(),
+            serving: false,
+        }
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "owner word {:?} published {} busy {} expected_done {:?} requests {:?} serving {}",
+            self.word, self.published, self.busy, self.expected_done, self.requests, self.serving
+        )
+    }
+
+    /// Whether other ranks may be operating on this rank's memory for work: it shares
+    /// tasks, or thieves wait for answers.
+    pub(crate) fn is_sharing(&self, queue: &Queue, cx_cfg: &crate::Config) -> bool {
+        self.published || queue.shareable(cx_cfg) > 0 || !self.requests.is_empty() || self.serving
+    }
+
+    pub(crate) fn deadline(&self, queue: &Queue, cfg: &crate::Config) -> Option<Time> {
+        if cfg.protocol == Protocol::Request || self.busy {
+            return None;
+        }
+        (self.published || queue.shareable(cfg) > 0).then_some(self.next_check)
+    }
+
+    /// Stolen work joined the queue: with nothing published, look at the shared set now.
+    pub(crate) fn work_arrived(&mut self, now: Time) {
+        if !self.published {
+            self.next_check = now;
+        }
+    }
+
+    /// REFILL: a thief emptied the shared set: check it now (a hint; harmless if stale).
+    pub(crate) fn on_refill<P>(&mut self, cx: &Ctx<P>) {
+        if cx.cfg.protocol != Protocol::Request {
+            self.next_check = cx.now;
+        }
+    }
+
+    /// `request`: a thief asks (directly, or forwarded by its master). `closed`: the
+    /// epoch failed or ended here.
+    pub(crate) fn on_request<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        request: Request,
+        queue: &mut Queue,
+        mem: &dyn Memory,
+        closed: bool,
+    ) {
+        self.requests.push_back(request);
+        self.serve_requests(cx, queue, mem, closed);
+    }
+
+    /// After any input: answer requests (`request`), or look at the shared set when it
+    /// is due (`claim`, `lock`).
+    pub(crate) fn step<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        queue: &mut Queue,
+        mem: &dyn Memory,
+        closed: bool,
+    ) {
+        if cx.cfg.protocol == Protocol::Request {
+            self.serve_requests(cx, queue, mem, closed);
+            return;
+        }
+        if self.busy {
+            return;
+        }
+        let reclaim = queue.hungry && queue.is_empty() && self.published;
+        let due = cx.now >= self.next_check && (self.published || queue.shareable(&cx.cfg) > 0);
+        if !(reclaim || due) {
+            return;
+        }
+        self.next_check = cx.now.plus(cx.cfg.check_interval);
+        self.busy = true;
+        // Read this rank's own word through the fabric (remote atomics change it).
+        let at = if cx.cfg.protocol == Protocol::Claim {
+            tasks::CLAIM
+        } else {
+            tasks::LOCK
+        };
+        cx.issue(
+            Op::FetchAdd {
+                peer: cx.rank,
+                remote: tasks_loc(at),
+                delta: 0,
+            },
+            Pending::OwnCheck,
+        );
+    }
+
+    /// One of its operations completed with `value`.
+    pub(crate) fn complete<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        p: Pending,
+        value: u64,
+        queue: &mut Queue,
+        mem: &dyn Memory,
+        closed: bool,
+    ) -> Result<(), CoreError> {
+        let area = self.area;
+        match p {
+            // ----- claim -------------------------------------------------------------
+            Pending::OwnCheck if cx.cfg.protocol == Protocol::Claim => {
+                self.claim_checked(cx, value, queue)
+            }
+            Pending::OwnDoneCheck { region } => {
+                let expected = self.expected_done[region];
+                if value > expected {
+                    return Err(CoreError::Malformed {
+                        from: cx.rank,
+                        what: format!(
+                            "region {region} counts {value} finished batch reads, only {expected} were claimed"
+                        ),
+                    });
+                }
+                let k = queue.shareable(&cx.cfg);
+                if value < expected || k == 0 {
+                    // Thieves are still reading the region (or nothing to share): later,
+                    // soon if only the readers hold it up.
+                    self.busy = false;
+                    if value < expected {
+                        self.next_check = cx.now.plus(cx.cfg.backoff_base);
+                    }
+                    return Ok(());
+                }
+                let tasks = queue.take_back(k);
+                area.write(mem, region, &tasks);
+                self.claim_swap(cx, self.word, tasks);
+            }
+            Pending::OwnSwap {
+                expected,
+                new,
+                tasks,
+            } => {
+                if value != expected.pack() {
+                    // Tickets moved since the check: nothing was published; retry now.
+                    queue.extend(tasks);
+                    self.word = ClaimWord::unpack(value);
+                    self.busy = false;
+                    self.next_check = cx.now;
+                    return Ok(());
+                }
+                // `expected` is closed with its final ticket: claimed batches will be counted
+                // done by their thieves; unclaimed ones come back.
+                let batches = claim_batches(expected.n);
+                let claimed = expected.ticket.min(batches);
+                self.expected_done[expected.region()] += u64::from(claimed);
+                if claimed < batches {
+                    let (start, _) = claim_batch(expected.n, claimed);
+                    let off = area.region(expected.region()) + u64::from(start) * area.slot;
+                    let back = area.read(mem, off, u64::from(expected.n - start), cx.rank)?;
+                    queue.extend(back);
+                }
+                self.word = new;
+                self.published = new.n > 0;
+                self.busy = false;
+            }
+            // ----- lock --------------------------------------------------------------
+            Pending::OwnCheck => self.lock_checked(cx, value, queue, mem),
+            Pending::OwnLock { purpose } => {
+                if value != lock::AVAILABLE {
+                    // A thief holds it: try again soon.
+                    self.busy = false;
+                    self.next_check = cx.now.plus(cx.cfg.backoff_base);
+                    return Ok(());
+                }
+                if purpose == LockPurpose::Reclaim {
+                    let mut b = [0u8; 8];
+                    mem.read(Loc::new(seg::TASKS, tasks::COUNT), &mut b);
+                    let n = u64::from_le_bytes(b).min(u64::from(cx.cfg.shared_capacity));
+                    let back = area.read(mem, area.region(0), n, cx.rank)?;
+                    queue.extend(back);
+                    mem.write(Loc::new(seg::TASKS, tasks::COUNT), &word(0));
+                    self.published = false;
+                } else {
+                    self.publish_locked(cx, queue, mem);
+                }
+                self.unlock(cx, lock::held_by(cx.rank));
+            }
+            Pending::OwnUnlock => {
+                self.busy = false;
+            }
+            // ----- request -----------------------------------------------------------
+            Pending::Reply => {
+                self.serving = false;
+                self.serve_requests(cx, queue, mem, closed);
+            }
+        }
+        Ok(())
+    }
+
+    /// `claim`: the owner learned its claim word.
+    fn claim_checked<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, w: u64, queue: &Queue) {
+        let wd = ClaimWord::unpack(w);
+        self.word = wd;
+        let unclaimed = wd.ticket < claim_batches(wd.n);
+        self.published = unclaimed;
+        // Close the generation (taking its unclaimed batches back) when hungry, or reset a
+        // ticket count heading for overflow.
+        if (queue.hungry && queue.is_empty() && unclaimed) || (!unclaimed && wd.ticket > 1 << 31) {
+            self.claim_swap(cx, wd, Vec::new());
+            return;
+        }
+        if !unclaimed && queue.shareable(&cx.cfg) > 0 {
+            // Publishing reuses region g+1 mod 2: first check its readers are done.
+            let region = usize::from(wd.generation.wrapping_add(1) % 2);
+            cx.issue(
+                Op::FetchAdd {
+                    peer: cx.rank,
+                    remote: tasks_loc(tasks::DONE[region]),
+                    delta: 0,
+                },
+                Pending::OwnDoneCheck { region },
+            );
+            return;
+        }
+        self.busy = false;
+    }
+
+    fn claim_swap<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        expected: ClaimWord,
+        tasks: Vec<Task>,
+    ) {
+        let new = ClaimWord {
+            generation: expected.generation.wrapping_add(1),
+            n: tasks.len() as u16,
+            ticket: 0,
+        };
+        cx.issue(
+            Op::Cas {
+                peer: cx.rank,
+                remote: tasks_loc(tasks::CLAIM),
+                expected: expected.pack(),
+                desired: new.pack(),
+            },
+            Pending::OwnSwap {
+                expected,
+                new,
+                tasks,
+            },
+        );
+    }
+
+    /// `lock`: the owner learned its lock word.
+    fn lock_checked<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        v: u64,
+        queue: &mut Queue,
+        mem: &dyn Memory,
+    ) {
+        if v == lock::REFILL {
+            // A thief took the whole shared set and handed the lock over: refill, unlock.
+            self.publish_locked(cx, queue, mem);
+            self.unlock(cx, lock::REFILL);
+            return;
+        }
+        if v != lock::AVAILABLE {
+            self.busy = false; // A thief is at work; look again later.
+            return;
+        }
+        let purpose = if queue.hungry && queue.is_empty() && self.published {
+            LockPurpose::Reclaim
+        } else if !self.published && queue.shareable(&cx.cfg) > 0 {
+            LockPurpose::Publish
+        } else {
+            self.busy = false;
+            return;
+        };
+        cx.issue(
+            Op::Cas {
+                peer: cx.rank,
+                remote: tasks_loc(tasks::LOCK),
+                expected: lock::AVAILABLE,
+                desired: lock::held_by(cx.rank),
+            },
+            Pending::OwnLock { purpose },
+        );
+    }
+
+    /// With the lock held: fills region 0 with a share of the queue and sets the count.
+    fn publish_locked<P>(&mut self, cx: &Ctx<P>, queue: &mut Queue, mem: &dyn Memory) {
+        let k = queue.shareable(&cx.cfg);
+        let tasks = queue.take_back(k);
+        self.area.write(mem, 0, &tasks);
+        mem.write(Loc::new(seg::TASKS, tasks::COUNT), &word(k as u64));
+        self.published = k > 0;
+    }
+
+    fn unlock<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, from: u64) {
+        cx.issue(
+            Op::Cas {
+                peer: cx.rank,
+                remote: tasks_loc(tasks::LOCK),
+                expected: from,
+                desired: lock::AVAILABLE,
+            },
+            Pending::OwnUnlock,
+        );
+    }
+
+    /// `request`: answers waiting thieves one at a time (region 0 holds the reply).
+    fn serve_requests<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        queue: &mut Queue,
+        mem: &dyn Memory,
+        closed: bool,
+    ) {
+        if self.serving {
+            return;
+        }
+        let Some((thief, stale, seq)) = self.requests.pop_front() else {
+            return;
+        };
+        let k = if stale || closed {
+            0
+        } else {
+            queue.shareable(&cx.cfg)
+        };
+        let tasks = queue.take_back(k);
+        self.area.write(mem, 0, &tasks);
+        let pieces = if k > 0 {
+            vec![(
+                Loc::new(seg::TASKS, self.area.region(0)),
+                k as u64 * self.area.slot,
+            )]
+        } else {
+            Vec::new()
+        };
+        self.serving = true;
+        cx.issue(
+            Op::Write {
+                peer: thief,
+                remote: Loc::new(seg::TASKS, self.area.staging()),
+                pieces,
+                signal: Some(
+                    Signal::Reply {
+                        tasks: k as u64,
+                        seq,
+                    }
+                    .pack(),
+                ),
+            },
+            Pending::Reply,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+    use crate::ctx::testing::Mem;
+
+    fn queue(n: u32) -> Queue {
+        let mut q = Queue::default();
+        q.start(
+            (0..n)
+                .map(|index| Task {
+                    owner: 0,
+                    index,
+                    kind: 0,
+                    payload: vec![],
+                })
+                .collect(),
+        );
+        q
+    }
+
+    #[test]
+    fn request_answers_one_thief_at_a_time_and_stale_ones_with_nothing() {
+        let cfg = Config {
+            protocol: Protocol::Request,
+            ..Config::default()
+        };
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+        let mut o = Owner::new(area);
+        let mut q = queue(8);
+        o.on_request(&mut cx, (1, false, 5), &mut q, &mem, false);
+        o.on_request(&mut cx, (2, true, 6), &mut q, &mem, false);
+        let c = cx.poll_command().expect("a reply");
+        assert!(cx.poll_command().is_none(), "one answer at a time");
+        let reply = Signal::Reply { tasks: 4, seq: 5 }.pack();
+        assert!(
+            matches!(&c.op, Op::Write { peer: 1, signal: Some(s), pieces, .. } if *s == reply && pieces.len() == 1),
+            "{c:?}"
+        );
+        assert_eq!(q.len(), 4, "half the queue went");
+        let p = cx.complete(c.token).unwrap();
+        o.complete(&mut cx, p, 0, &mut q, &mem, false).unwrap();
+        let c = cx.poll_command().expect("the stale request's answer");
+        let empty = Signal::Reply { tasks: 0, seq: 6 }.pack();
+        assert!(
+            matches!(&c.op, Op::Write { peer: 2, signal: Some(s), pieces, .. } if *s == empty && pieces.is_empty()),
+            "{c:?}"
+        );
+        assert_eq!(q.len(), 4);
+    }
+
+    #[test]
+    fn claim_publishes_once_the_region_is_free() {
+        let cfg = Config::default();
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+        let mut o = Owner::new(area);
+        let mut q = queue(8);
+        assert_eq!(o.deadline(&q, &cx.cfg), Some(Time(0)));
+        o.step(&mut cx, &mut q, &mem, false);
+        let check = cx.poll_command().expect("word check");
+        let p = cx.complete(check.token).unwrap();
+        o.complete(&mut cx, p, ClaimWord::default().pack(), &mut q, &mem, false)
+            .unwrap();
+        let done = cx.poll_command().expect("done check of region 1");
+        let p = cx.complete(done.token).unwrap();
+        o.complete(&mut cx, p, 0, &mut q, &mem, false).unwrap();
+        let swap = cx.poll_command().expect("generation swap");
+        let new = ClaimWord {
+            generation: 1,
+            n: 4,
+            ticket: 0,
+        };
+        assert!(
+            matches!(swap.op, Op::Cas { expected: 0, desired, .. } if desired == new.pack()),
+            "{swap:?}"
+        );
+        assert_eq!(q.len(), 4);
+        // A thief took a ticket meanwhile: the swap fails and the tasks come back.
+        let p = cx.complete(swap.token).unwrap();
+        o.complete(&mut cx, p, 1, &mut q, &mem, false).unwrap();
+        assert_eq!(q.len(), 8);
+        assert!(!o.is_sharing(&queue(0), &cx.cfg), "nothing was published");
+    }
+}

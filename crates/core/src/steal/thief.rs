@@ -1,0 +1,662 @@
+//! The thief: whom to ask, and the thief's side of each steal protocol.
+//!
+//! # Victim choice
+//!
+//! The victim of the last successful steal first, while it is not found empty (a loaded
+//! victim is drained by its in-neighbours alone, so they should keep at it); otherwise
+//! uniform among targets not in backoff. Empty doubles a victim's backoff (from
+//! `backoff_base` to `backoff_max`); Locked waits `backoff_base`; a success clears it. A
+//! thief with every victim backed off sleeps until the first backoff ends; a thief over
+//! the complete graph also pauses after each round of empty finds
+//! ([`crate::neighbours::Backoff`]). The targets are the overlay out-neighbours, or under
+//! work sharing this epoch's master (`crate::share`).
+//!
+//! # `claim`
+//!
+//! 1. Fetch-add 1 on the victim's claim word. The old word names the generation, its size
+//!    and this thief's ticket, hence its batch ([`crate::layout::claim_batch`]); an empty
+//!    batch is the outcome Empty.
+//! 2. Read the batch's slots into the staging area.
+//! 3. Fetch-add 1 on the region's *done* counter, after the read completed: the owner may
+//!    now reuse the region. The thief that held the generation's last ticket then signals
+//!    REFILL, so the owner publishes the next generation without waiting for its check.
+//!
+//! # `lock`
+//!
+//! 1. CAS the lock word AVAILABLE → held by this thief (else Locked).
+//! 2. Read the task count. 3. Read the tasks.
+//! 4. CAS held → REFILL, which unlocks and tells the owner the set is gone (an empty set
+//!    is released back to AVAILABLE instead), then signal REFILL as a hint.
+//!
+//! # `request`
+//!
+//! Signal REQUEST; the victim answers REPLY(n) behind the tasks it wrote into the staging
+//! area. A thief that learns of the epoch's end stops waiting, so requests and replies can
+//! outlive their epoch: requests carry the epoch (a victim answers another epoch's request
+//! with nothing) and a sequence number (a thief ignores a reply that is not its attempt's).
+//! Only empty replies can be stale — a reply with tasks keeps its epoch alive.
+
+use super::{TaskArea, tasks_loc};
+use crate::ctx::Ctx;
+use crate::layout::signal::{SEQ_MASK, Signal};
+use crate::layout::{ClaimWord, Task, claim_batch, claim_batches, lock, seg, tasks};
+use crate::neighbours::{Backoff, Neighbours};
+use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, STEAL_LOG_MAX, StealEvent, Time};
+use titus_overlay::rng::Rng;
+
+/// A REQUEST carries the thief's epoch modulo 2^20.
+pub(crate) const EPOCH_MASK: u64 = (1 << crate::layout::signal::EPOCH_BITS) - 1;
+
+/// An attempt in progress.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    victim: usize,
+    started: Time,
+    seq: u64,
+}
+
+/// Outcome of an attempt: a victim found locked or empty is information for victim
+/// choice, not an error.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Got(u64),
+    Empty,
+    Locked,
+}
+
+/// The thief's operations in flight.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    ClaimTicket {
+        victim: usize,
+    },
+    ClaimRead {
+        victim: usize,
+        region: usize,
+        len: u16,
+        /// This thief took the generation's last batch.
+        last: bool,
+    },
+    ClaimDone {
+        victim: usize,
+        last: bool,
+    },
+    LockAcquire {
+        victim: usize,
+    },
+    LockCount {
+        victim: usize,
+    },
+    LockRead {
+        victim: usize,
+        n: u16,
+    },
+    LockRelease {
+        victim: usize,
+        outcome: Outcome,
+    },
+    RequestSent {
+        victim: usize,
+    },
+    /// REFILL, to the owner whose shared set this thief emptied.
+    RefillHint,
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::ClaimTicket { .. } => "claim ticket (fetch-add)",
+            Self::ClaimRead { .. } => "claimed batch read",
+            Self::ClaimDone { .. } => "claim done count (fetch-add)",
+            Self::LockAcquire { .. } => "steal lock (compare-swap)",
+            Self::LockCount { .. } => "shared count read",
+            Self::LockRead { .. } => "shared tasks read",
+            Self::LockRelease { .. } => "steal unlock (compare-swap)",
+            Self::RequestSent { .. } => "steal request",
+            Self::RefillHint => "refill hint",
+        }
+    }
+}
+
+/// Thief-side state.
+#[derive(Debug)]
+pub(crate) struct Thief {
+    /// Whom it asks: the victims, or (work sharing) this epoch's master.
+    targets: Neighbours,
+    attempt: Option<Attempt>,
+    /// Per target: backed off until, consecutive empty finds.
+    backoff: Backoff,
+    seq: u64,
+    /// The victim of the last successful steal: asked first while it has work.
+    last_ok: Option<usize>,
+    /// Victim choice (seeded per rank and epoch).
+    rng: Rng,
+    area: TaskArea,
+}
+
+impl Thief {
+    pub(crate) fn new(targets: Neighbours, area: TaskArea, rng: Rng) -> Self {
+        Self {
+            backoff: Backoff::new(&targets),
+            targets,
+            attempt: None,
+            seq: 0,
+            last_ok: None,
+            rng,
+            area,
+        }
+    }
+
+    /// A new epoch: its victim-choice stream, backoffs forgotten.
+    pub(crate) fn start_epoch(&mut self, rng: Rng) {
+        self.rng = rng;
+        self.backoff.reset();
+        self.last_ok = None;
+    }
+
+    /// New targets (work sharing: the master rotates).
+    pub(crate) fn set_targets(&mut self, targets: Neighbours) {
+        self.backoff = Backoff::new(&targets);
+        self.targets = targets;
+        self.last_ok = None;
+    }
+
+    /// Whether it has anyone to ask.
+    pub(crate) fn has_targets(&self) -> bool {
+        !self.targets.is_empty()
+    }
+
+    /// The rank an operation went to.
+    pub(crate) fn peer(&self, p: &Pending, me: Rank) -> Rank {
+        match p {
+            Pending::ClaimTicket { victim }
+            | Pending::ClaimRead { victim, .. }
+            | Pending::ClaimDone { victim, .. }
+            | Pending::LockAcquire { victim }
+            | Pending::LockCount { victim }
+            | Pending::LockRead { victim, .. }
+            | Pending::LockRelease { victim, .. }
+            | Pending::RequestSent { victim } => self.targets.at(*victim),
+            Pending::RefillHint => me,
+        }
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "thief {:?} ",
+            self.attempt.map(|a| (self.targets.at(a.victim), a.seq))
+        )
+    }
+
+    /// Whether it steals now: no attempt running, someone to ask, and fewer than
+    /// `steal_below` tasks queued.
+    fn wants_to_steal(&self, queued: usize, steal_below: u32) -> bool {
+        self.attempt.is_none() && !self.targets.is_empty() && queued < steal_below as usize
+    }
+
+    pub(crate) fn deadline(&self, queued: usize, steal_below: u32) -> Option<Time> {
+        if !self.wants_to_steal(queued, steal_below) {
+            return None;
+        }
+        self.backoff.earliest()
+    }
+
+    /// Starts an attempt if the thief wants one and a target is ready. Returns the
+    /// attempt's sequence number when this rank is its own target (work sharing's
+    /// master): the node brokers that request and calls [`Thief::end_unanswered`] unless
+    /// it was forwarded.
+    pub(crate) fn step<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, queued: usize) -> Option<u64> {
+        if !self.wants_to_steal(queued, cx.cfg.steal_below) {
+            return None;
+        }
+        let now = cx.now;
+        // A victim that just gave work probably has more: ask it again first (it leaves
+        // the favour when it is found empty). Otherwise uniform among the ready ones.
+        let victim = match self.last_ok {
+            Some(v) if self.backoff.is_ready(v, now) => v,
+            _ => self.backoff.pick_ready(now, &mut self.rng)?,
+        };
+        let peer = self.targets.at(victim);
+        self.seq += 1;
+        let seq = self.seq;
+        self.attempt = Some(Attempt {
+            victim,
+            started: now,
+            seq,
+        });
+        cx.stats.steal_attempts += 1;
+        match cx.cfg.protocol {
+            Protocol::Claim => {
+                // Step 1: one fetch-add takes a ticket and returns the generation.
+                cx.issue(
+                    Op::FetchAdd {
+                        peer,
+                        remote: tasks_loc(tasks::CLAIM),
+                        delta: 1,
+                    },
+                    Pending::ClaimTicket { victim },
+                );
+            }
+            Protocol::Lock => {
+                // Step 1: the lock, AVAILABLE -> held by this thief.
+                cx.issue(
+                    Op::Cas {
+                        peer,
+                        remote: tasks_loc(tasks::LOCK),
+                        expected: lock::AVAILABLE,
+                        desired: lock::held_by(cx.rank),
+                    },
+                    Pending::LockAcquire { victim },
+                );
+            }
+            // Work sharing: this rank is the master and brokers its own request.
+            Protocol::Request if peer == cx.rank => return Some(seq),
+            Protocol::Request => {
+                cx.issue(
+                    Op::Write {
+                        peer,
+                        remote: Loc::new(seg::INBOX, 0),
+                        pieces: Vec::new(),
+                        // The epoch (20 bits) rides along: a request that arrives in another
+                        // epoch is answered with nothing.
+                        signal: Some(
+                            Signal::Request {
+                                epoch: cx.epoch & EPOCH_MASK,
+                                seq: seq & SEQ_MASK,
+                            }
+                            .pack(),
+                        ),
+                    },
+                    Pending::RequestSent { victim },
+                );
+            }
+        }
+        None
+    }
+
+    /// The master's own request found nobody to forward it to: the attempt ends empty.
+    pub(crate) fn end_unanswered<P>(&mut self, cx: &mut Ctx<P>) {
+        if let Some(a) = self.attempt {
+            self.end_attempt(cx, a.victim, Outcome::Empty);
+        }
+    }
+
+    fn end_attempt<P>(&mut self, cx: &mut Ctx<P>, victim: usize, outcome: Outcome) {
+        let from = self.targets.at(victim);
+        self.end_attempt_from(cx, victim, outcome, from);
+    }
+
+    /// Ends the attempt on target `victim`, answered by rank `from` (under work sharing
+    /// the master's choice, not the master).
+    fn end_attempt_from<P>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        victim: usize,
+        outcome: Outcome,
+        from: Rank,
+    ) {
+        let now = cx.now;
+        let stats = &mut cx.stats;
+        if let Some(a) = self.attempt.take() {
+            stats
+                .steal_latency_ns
+                .push(now.since(a.started).as_nanos() as u64);
+        }
+        match outcome {
+            Outcome::Got(n) => {
+                self.backoff.success(victim);
+                self.last_ok = Some(victim);
+                stats.steals_ok += 1;
+                stats.tasks_stolen += n;
+                if stats.steal_log.len() < STEAL_LOG_MAX {
+                    stats.steal_log.push(StealEvent {
+                        at_ns: now.since(cx.started).as_nanos() as u64,
+                        victim: from,
+                        tasks: n as u32,
+                    });
+                }
+                stats.bytes_stolen += n * self.area.slot;
+            }
+            Outcome::Empty => {
+                if self.last_ok == Some(victim) {
+                    self.last_ok = None;
+                }
+                self.backoff.empty(victim, now, &cx.cfg);
+                stats.steals_empty += 1;
+            }
+            Outcome::Locked => {
+                self.backoff.locked(victim, now, &cx.cfg);
+                stats.steals_locked += 1;
+            }
+        }
+    }
+
+    /// One of its operations completed with `value`. Returns the tasks it stole, if it
+    /// stole (the node queues them).
+    pub(crate) fn complete<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        p: Pending,
+        value: u64,
+        mem: &dyn Memory,
+    ) -> Result<Option<Vec<Task>>, CoreError> {
+        let area = self.area;
+        match p {
+            // ----- claim -------------------------------------------------------------
+            Pending::ClaimTicket { victim } => {
+                let w = ClaimWord::unpack(value);
+                let (start, len) = claim_batch(w.n, w.ticket);
+                if len == 0 {
+                    self.end_attempt(cx, victim, Outcome::Empty);
+                    return Ok(None);
+                }
+                if u32::from(w.n) > cx.cfg.shared_capacity {
+                    return Err(CoreError::Malformed {
+                        from: self.targets.at(victim),
+                        what: format!(
+                            "claim word announces {} tasks (capacity {})",
+                            w.n, cx.cfg.shared_capacity
+                        ),
+                    });
+                }
+                // Step 2: read the batch into the staging area.
+                let region = w.region();
+                let peer = self.targets.at(victim);
+                let remote = area.region(region) + u64::from(start) * area.slot;
+                cx.issue(
+                    Op::Read {
+                        peer,
+                        remote: Loc::new(seg::TASKS, remote),
+                        local: Loc::new(seg::TASKS, area.staging()),
+                        len: u64::from(len) * area.slot,
+                    },
+                    Pending::ClaimRead {
+                        victim,
+                        region,
+                        len,
+                        last: w.ticket + 1 == claim_batches(w.n),
+                    },
+                );
+                Ok(None)
+            }
+            Pending::ClaimRead {
+                victim,
+                region,
+                len,
+                last,
+            } => {
+                let peer = self.targets.at(victim);
+                let tasks = area.read(mem, area.staging(), u64::from(len), peer)?;
+                // Step 3: the batch is read; the owner may reuse the region.
+                cx.issue(
+                    Op::FetchAdd {
+                        peer,
+                        remote: tasks_loc(tasks::DONE[region]),
+                        delta: 1,
+                    },
+                    Pending::ClaimDone { victim, last },
+                );
+                self.end_attempt(cx, victim, Outcome::Got(u64::from(len)));
+                Ok(Some(tasks))
+            }
+            Pending::ClaimDone { victim, last } => {
+                // The generation is exhausted and this thief's region released: tell the
+                // owner to publish the next one now rather than at its next check.
+                if last {
+                    let peer = self.targets.at(victim);
+                    cx.signal(peer, Signal::Refill, Pending::RefillHint);
+                }
+                Ok(None)
+            }
+            // ----- lock --------------------------------------------------------------
+            Pending::LockAcquire { victim } => {
+                if value != lock::AVAILABLE {
+                    self.end_attempt(cx, victim, Outcome::Locked);
+                    return Ok(None);
+                }
+                // Step 2: the count.
+                let peer = self.targets.at(victim);
+                cx.issue(
+                    Op::Read {
+                        peer,
+                        remote: Loc::new(seg::TASKS, tasks::COUNT),
+                        local: Loc::new(seg::TASKS, area.staging()),
+                        len: 8,
+                    },
+                    Pending::LockCount { victim },
+                );
+                Ok(None)
+            }
+            Pending::LockCount { victim } => {
+                let peer = self.targets.at(victim);
+                let mut b = [0u8; 8];
+                mem.read(Loc::new(seg::TASKS, area.staging()), &mut b);
+                let n = u64::from_le_bytes(b);
+                if n > u64::from(cx.cfg.shared_capacity) {
+                    return Err(CoreError::Malformed {
+                        from: peer,
+                        what: format!(
+                            "shared count {n} over the capacity {}",
+                            cx.cfg.shared_capacity
+                        ),
+                    });
+                }
+                if n == 0 {
+                    self.lock_release(cx, victim, lock::AVAILABLE, Outcome::Empty);
+                    return Ok(None);
+                }
+                // Step 3: the tasks.
+                cx.issue(
+                    Op::Read {
+                        peer,
+                        remote: Loc::new(seg::TASKS, area.region(0)),
+                        local: Loc::new(seg::TASKS, area.staging()),
+                        len: n * area.slot,
+                    },
+                    Pending::LockRead {
+                        victim,
+                        n: n as u16,
+                    },
+                );
+                Ok(None)
+            }
+            Pending::LockRead { victim, n } => {
+                let peer = self.targets.at(victim);
+                let tasks = area.read(mem, area.staging(), u64::from(n), peer)?;
+                // Step 4: hand the lock to the owner for a refill.
+                self.lock_release(cx, victim, lock::REFILL, Outcome::Got(u64::from(n)));
+                Ok(Some(tasks))
+            }
+            Pending::LockRelease { victim, outcome } => {
+                if value != lock::held_by(cx.rank) {
+                    return Err(CoreError::Malformed {
+                        from: self.targets.at(victim),
+                        what: format!("lock word {value} while this rank held it"),
+                    });
+                }
+                if matches!(outcome, Outcome::Got(_)) {
+                    // The shared set is gone and the lock says REFILL: tell the owner now.
+                    let peer = self.targets.at(victim);
+                    cx.signal(peer, Signal::Refill, Pending::RefillHint);
+                }
+                self.end_attempt(cx, victim, outcome);
+                Ok(None)
+            }
+            // ----- request -----------------------------------------------------------
+            Pending::RequestSent { .. } | Pending::RefillHint => Ok(None),
+        }
+    }
+
+    fn lock_release<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        victim: usize,
+        to: u64,
+        outcome: Outcome,
+    ) {
+        let peer = self.targets.at(victim);
+        cx.issue(
+            Op::Cas {
+                peer,
+                remote: tasks_loc(tasks::LOCK),
+                expected: lock::held_by(cx.rank),
+                desired: to,
+            },
+            Pending::LockRelease { victim, outcome },
+        );
+    }
+
+    /// `request`: REPLY(`n`, `seq`) from `from`. Returns the tasks it brought if it
+    /// answers this thief's attempt (possibly none), `None` if it is stale.
+    pub(crate) fn on_reply<P>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        from: Rank,
+        n: u64,
+        seq: u64,
+        mem: &dyn Memory,
+    ) -> Result<Option<Vec<Task>>, CoreError> {
+        let Some(a) = self.attempt else {
+            return Ok(None);
+        };
+        // Under work sharing the master may pass the request on: any rank answers.
+        let from_target = cx.cfg.sharing.is_some() || self.targets.get(a.victim) == Some(from);
+        if !from_target || seq != a.seq & SEQ_MASK {
+            // A stale, empty answer (module doc): nothing to do.
+            return Ok(None);
+        }
+        if n > u64::from(cx.cfg.shared_capacity) {
+            return Err(CoreError::Malformed {
+                from,
+                what: format!(
+                    "steal reply of {n} tasks (capacity {})",
+                    cx.cfg.shared_capacity
+                ),
+            });
+        }
+        let tasks = self.area.read(mem, self.area.staging(), n, from)?;
+        let outcome = if n > 0 {
+            Outcome::Got(n)
+        } else {
+            Outcome::Empty
+        };
+        self.end_attempt_from(cx, a.victim, outcome, from);
+        Ok(Some(tasks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+    use crate::ctx::testing::Mem;
+    use crate::layout::encode_task;
+
+    fn thief(cfg: &Config) -> (Thief, Ctx<Pending>) {
+        let area = TaskArea::new(cfg, 4);
+        let t = Thief::new(Neighbours::List(vec![2]), area, Rng::from_keys(&[1]));
+        (t, Ctx::new(cfg.clone(), 0, 4))
+    }
+
+    #[test]
+    fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
+        let cfg = Config::default();
+        let (mut t, mut cx) = thief(&cfg);
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        assert_eq!(t.deadline(0, 1), Some(Time(0)), "an idle thief steals now");
+        assert_eq!(t.deadline(1, 1), None, "a fed one does not");
+        assert_eq!(t.step(&mut cx, 0), None);
+        let c = cx.poll_command().expect("step 1");
+        assert!(
+            matches!(
+                c.op,
+                Op::FetchAdd {
+                    peer: 2,
+                    delta: 1,
+                    ..
+                }
+            ),
+            "{c:?}"
+        );
+        // Step 1 answered: generation 1 of 3 tasks, ticket 0 → batch (0, 2).
+        let word = ClaimWord {
+            generation: 1,
+            n: 3,
+            ticket: 0,
+        };
+        let p = cx.complete(c.token).unwrap();
+        assert_eq!(t.complete(&mut cx, p, word.pack(), &mem), Ok(None));
+        let c = cx.poll_command().expect("step 2");
+        let Op::Read { peer: 2, len, .. } = c.op else {
+            panic!("{c:?}")
+        };
+        assert_eq!(len, 2 * area.slot);
+        // The batch lands in the staging area.
+        let mut slot = vec![0u8; area.slot as usize];
+        for i in 0..2u32 {
+            let task = Task {
+                owner: 2,
+                index: i,
+                kind: 0,
+                payload: vec![],
+            };
+            encode_task(&task, &mut slot);
+            mem.write(
+                Loc::new(seg::TASKS, area.staging() + u64::from(i) * area.slot),
+                &slot,
+            );
+        }
+        let p = cx.complete(c.token).unwrap();
+        let got = t.complete(&mut cx, p, 0, &mem).unwrap().expect("stolen");
+        assert_eq!(got.len(), 2);
+        let c = cx.poll_command().expect("step 3");
+        assert!(matches!(
+            c.op,
+            Op::FetchAdd {
+                peer: 2,
+                delta: 1,
+                ..
+            }
+        ));
+        assert_eq!((cx.stats.steals_ok, cx.stats.tasks_stolen), (1, 2));
+        assert_eq!(cx.stats.steal_log[0].victim, 2);
+    }
+
+    #[test]
+    fn an_empty_victim_is_backed_off_and_a_stale_reply_ignored() {
+        let cfg = Config {
+            protocol: Protocol::Request,
+            ..Config::default()
+        };
+        let (mut t, mut cx) = thief(&cfg);
+        let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
+        assert_eq!(t.step(&mut cx, 0), None);
+        let c = cx.poll_command().expect("REQUEST");
+        let Op::Write {
+            peer: 2,
+            signal: Some(s),
+            ..
+        } = c.op
+        else {
+            panic!("{c:?}")
+        };
+        let Ok(Signal::Request { seq, .. }) = Signal::unpack(s, 0) else {
+            panic!("{s:#x}")
+        };
+        // A reply to another attempt, or from another rank: nothing.
+        assert_eq!(t.on_reply(&mut cx, 2, 0, seq + 1, &mem), Ok(None));
+        assert_eq!(t.on_reply(&mut cx, 3, 0, seq, &mem), Ok(None));
+        assert!(
+            t.on_reply(&mut cx, 2, 1 << 17, seq, &mem).is_err(),
+            "over capacity"
+        );
+        assert_eq!(t.on_reply(&mut cx, 2, 0, seq, &mem), Ok(Some(vec![])));
+        assert_eq!(cx.stats.steals_empty, 1);
+        // Its only victim is backed off: the next attempt waits.
+        assert_eq!(t.deadline(0, 1), Some(Time(0).plus(cfg.backoff_base)));
+        assert_eq!(t.step(&mut cx, 0), None);
+        assert!(cx.poll_command().is_none());
+    }
+}

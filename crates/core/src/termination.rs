@@ -1,0 +1,197 @@
+//! Termination: a non-blocking tree reduction over ranks.
+//!
+//! Ranks form a binary tree by number (parent of r is (r − 1)/2), depth ⌈log₂ N⌉. A rank
+//! is *locally complete* once every result of its own tasks is home; results are never
+//! lost or duplicated, so that stays true for the rest of the epoch.
+//! 1. A rank that is locally complete and has heard UP from each child sends UP to its
+//!    parent.
+//! 2. The root, in the same state, knows every rank is complete: every task ran and every
+//!    result is home. It sends DONE to its children, who forward it.
+//! 3. Until DONE, complete ranks keep stealing and routing (other ranks' results may still
+//!    pass through them). After DONE a rank issues nothing new and reports done once its
+//!    last operations completed (a stale steal must not land in the next epoch).
+
+use crate::ctx::Ctx;
+use crate::layout::signal::Signal;
+use crate::{CoreError, Rank};
+
+/// The tree parent of `r`.
+pub(crate) fn tree_parent(r: Rank) -> Option<Rank> {
+    (r > 0).then(|| (r - 1) / 2)
+}
+
+/// The tree children of `r` in a job of `size`.
+pub(crate) fn tree_children(r: Rank, size: u32) -> impl Iterator<Item = Rank> {
+    [2 * u64::from(r) + 1, 2 * u64::from(r) + 2]
+        .into_iter()
+        .filter(move |&c| c < u64::from(size))
+        .map(|c| c as Rank)
+}
+
+/// Termination signals in flight.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    Up,
+    Done,
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Up => "termination UP",
+            Self::Done => "termination DONE",
+        }
+    }
+}
+
+/// This rank's place in the reduction.
+#[derive(Debug)]
+pub(crate) struct Termination {
+    children_up: u32,
+    sent_up: bool,
+    done: bool,
+}
+
+impl Default for Termination {
+    /// Between epochs: done.
+    fn default() -> Self {
+        Self {
+            children_up: 0,
+            sent_up: false,
+            done: true,
+        }
+    }
+}
+
+impl Termination {
+    /// A new epoch.
+    pub(crate) fn start(&mut self) {
+        self.done = false;
+        self.children_up = 0;
+        self.sent_up = false;
+    }
+
+    /// Whether this rank learned that the epoch is over.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!("children_up {} sent_up {}", self.children_up, self.sent_up)
+    }
+
+    /// Steps 1 and 2, once this rank is locally `complete`. Returns whether the epoch
+    /// ended here now (the root).
+    pub(crate) fn step<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, complete: bool) -> bool {
+        if self.done || self.sent_up || !complete {
+            return false;
+        }
+        let children = tree_children(cx.rank, cx.size).count() as u32;
+        if self.children_up < children {
+            return false;
+        }
+        match tree_parent(cx.rank) {
+            Some(p) => {
+                self.sent_up = true;
+                cx.signal(p, Signal::Up, Pending::Up);
+                false
+            }
+            None => self.finish(cx),
+        }
+    }
+
+    /// UP from `from`, which must be a child.
+    pub(crate) fn on_up<P>(&mut self, cx: &Ctx<P>, from: Rank) -> Result<(), CoreError> {
+        if tree_children(cx.rank, cx.size).any(|c| c == from) {
+            self.children_up += 1;
+            Ok(())
+        } else {
+            Err(CoreError::Malformed {
+                from,
+                what: "termination UP from a rank that is not a child".into(),
+            })
+        }
+    }
+
+    /// DONE from `from`, which must be the parent. Returns whether the epoch ended here
+    /// now.
+    pub(crate) fn on_done<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        from: Rank,
+    ) -> Result<bool, CoreError> {
+        if tree_parent(cx.rank) == Some(from) {
+            Ok(self.finish(cx))
+        } else {
+            Err(CoreError::Malformed {
+                from,
+                what: "termination DONE from a rank that is not the parent".into(),
+            })
+        }
+    }
+
+    /// Step 2 and 3: the epoch is over; DONE goes to the children.
+    fn finish<P: From<Pending>>(&mut self, cx: &mut Ctx<P>) -> bool {
+        if self.done {
+            return false;
+        }
+        self.done = true;
+        for c in tree_children(cx.rank, cx.size) {
+            cx.signal(c, Signal::Done, Pending::Done);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    #[test]
+    fn a_leaf_reports_up_once_and_stops_on_done() {
+        // Rank 3 of 4: parent 1, no children.
+        let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 3, 4);
+        let mut t = Termination::default();
+        t.start();
+        assert!(!t.step(&mut cx, false), "not complete: nothing");
+        assert!(cx.poll_command().is_none());
+        assert!(!t.step(&mut cx, true));
+        let up = cx.poll_command().expect("UP");
+        assert!(
+            matches!(up.op, crate::Op::Write { peer: 1, signal: Some(s), .. } if s == Signal::Up.pack()),
+            "{up:?}"
+        );
+        assert!(!t.step(&mut cx, true), "UP is sent once");
+        assert!(cx.poll_command().is_none());
+        assert!(t.on_done(&mut cx, 2).is_err(), "DONE from a non-parent");
+        assert!(t.on_done(&mut cx, 1).unwrap());
+        assert!(t.is_done());
+        assert!(
+            cx.poll_command().is_none(),
+            "a leaf forwards DONE to nobody"
+        );
+    }
+
+    #[test]
+    fn the_root_ends_the_epoch_when_its_children_are_up() {
+        let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 0, 3);
+        let mut t = Termination::default();
+        t.start();
+        assert!(t.on_up(&cx, 2).is_ok());
+        assert!(!t.step(&mut cx, true), "one child is not up yet");
+        assert!(t.on_up(&cx, 5).is_err(), "UP from a non-child");
+        assert!(t.on_up(&cx, 1).is_ok());
+        assert!(t.step(&mut cx, true));
+        let to: Vec<Rank> = std::iter::from_fn(|| cx.poll_command())
+            .map(|c| match c.op {
+                crate::Op::Write { peer, signal, .. } => {
+                    assert_eq!(signal, Some(Signal::Done.pack()));
+                    peer
+                }
+                op => panic!("{op:?}"),
+            })
+            .collect();
+        assert_eq!(to, [1, 2]);
+    }
+}
