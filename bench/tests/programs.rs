@@ -1,5 +1,5 @@
 //! The benchmark programs run and print what they promise (tiny sizes; figures come from
-//! real runs, see the README).
+//! real runs, see docs/results.md).
 
 use std::process::Command;
 

@@ -72,7 +72,7 @@ impl Default for OverlayParams {
 }
 
 /// Default shortcuts per rank. 30 shortcuts plus 2 ring neighbours route 10^4 ranks in
-/// about 3 hops with NoN routing and 10^6 ranks in about 4 (measured: README, "Overlay").
+/// about 3 hops with NoN routing and 10^6 ranks in about 4 (measured: docs/results.md, "Overlay").
 pub const DEFAULT_SHORTCUTS: u32 = 30;
 
 /// Default seed.

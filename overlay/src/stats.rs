@@ -419,7 +419,8 @@ mod tests {
 
     #[test]
     fn moore_bound_reference() {
-        // design.md: ~2.58 average hops for 64 neighbours at N = 10,000.
+        // The first design sketch (shared/design.md): ~2.58 average hops for 64 neighbours
+        // at N = 10,000.
         let m = moore_bound(10_000, 64.0);
         assert!((m - 2.577).abs() < 0.01, "{m}");
         assert_eq!(moore_bound(5, 4.0), 1.0);

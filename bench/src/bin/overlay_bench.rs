@@ -102,7 +102,7 @@ fn main() {
         // 8 lattice neighbours (reach 4) + 56 shortcuts = 64 out-neighbours. The wider
         // lattice ball makes the last hop likely once a route is near its destination,
         // and p = 0.6 spreads the shortcuts further than Kleinberg's asymptotic optimum,
-        // which wins at this N (README, "Overlay", for the sweep behind these values).
+        // which wins at this N (docs/results.md, "Overlay", for the sweep behind these values).
         Case {
             name: "non-64out",
             reach: 4,
