@@ -38,7 +38,7 @@ mod raw;
 
 pub use backend::Ofi;
 pub use fabric::OfiFabric;
-pub use provider::{available, choose_provider, providers};
+pub use provider::{available, choose_provider, foreign_crash_handlers, providers};
 
 use std::sync::{Mutex, MutexGuard};
 

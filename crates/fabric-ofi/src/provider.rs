@@ -27,6 +27,15 @@ pub fn available() -> bool {
     sys::AVAILABLE
 }
 
+/// Crash signals (bit `1 << signal`) whose handler belongs to a library libfabric loads for
+/// its psm providers (libinfinipath, libpsm), which would turn a crash or a SIGTERM into a
+/// `.btr` file and exit status 1. The shim gives them back their default disposition when
+/// it is loaded and after every provider query, so this is 0 in a Titus process.
+pub fn foreign_crash_handlers() -> u64 {
+    // SAFETY: the shim function takes no arguments and only reads signal dispositions.
+    unsafe { sys::tofi_foreign_crash_handlers() }
+}
+
 /// Providers of this machine that offer what Titus needs (RDM endpoints, RMA, atomics).
 pub fn providers() -> Result<Vec<String>, FabricError> {
     ensure_available()?;
@@ -108,4 +117,19 @@ pub fn choose_provider(
                 if offered_by_all.is_empty() { "none".to_string() } else { offered_by_all.join(", ") }
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_library_but_the_program_handles_crash_signals() {
+        if !available() {
+            return; // Nothing of libfabric is loaded.
+        }
+        assert_eq!(foreign_crash_handlers(), 0, "at load");
+        providers().unwrap();
+        assert_eq!(foreign_crash_handlers(), 0, "after a provider query");
+    }
 }

@@ -10,11 +10,53 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+
+/* Crash handlers that are not ours.
+ *
+ * Debian's libfabric links its psm providers' libraries, and libinfinipath's constructor
+ * installs handlers for SIGINT, SIGILL, SIGABRT, SIGBUS, SIGSEGV and SIGTERM that write
+ * `<prog>.80s-<pid>,<host>.btr` into the working directory and exit with status 1 (it
+ * honours IPATH_NO_BACKTRACE, but its constructor runs before any code of ours could set
+ * it). A segmentation fault then never shows as one, and Ctrl-C or a launcher's SIGTERM
+ * leaves a file behind. So:
+ * 1. when this shim is loaded (its constructor runs after those of the libraries it
+ *    depends on), and after every fi_getinfo (a provider may initialise its library then),
+ * 2. every such signal whose handler's code lies in libinfinipath or libpsm (dladdr) gets
+ *    its default disposition back; a handler the application installed is left alone.
+ * Rust's runtime installs its stack-overflow handler for SIGSEGV/SIGBUS only where the
+ * disposition is the default, which it now is when `main` starts. */
+static const int crash_signals[] = {SIGINT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGTERM};
+
+static int handler_is_foreign(int sig) {
+    struct sigaction sa;
+    if (sigaction(sig, NULL, &sa) != 0) return 0;
+    void *h = (sa.sa_flags & SA_SIGINFO) ? (void *)sa.sa_sigaction : (void *)sa.sa_handler;
+    if (h == (void *)SIG_DFL || h == (void *)SIG_IGN) return 0;
+    Dl_info di;
+    if (!dladdr(h, &di) || !di.dli_fname) return 0;
+    return strstr(di.dli_fname, "libinfinipath") != NULL || strstr(di.dli_fname, "libpsm") != NULL;
+}
+
+static void restore_crash_signals(void) {
+    for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+        if (handler_is_foreign(crash_signals[i])) signal(crash_signals[i], SIG_DFL);
+}
+
+__attribute__((constructor)) static void tofi_load(void) { restore_crash_signals(); }
+
+uint64_t tofi_foreign_crash_handlers(void) {
+    uint64_t bits = 0;
+    for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+        if (handler_is_foreign(crash_signals[i])) bits |= (uint64_t)1 << crash_signals[i];
+    return bits;
+}
 
 /* One in-flight operation: the provider's context (first, so the completion's op_context
  * points at the slot), the caller's id, and registered temporaries for atomics and
@@ -95,6 +137,7 @@ int tofi_providers(char *buf, size_t len) {
     if (!hints) return -FI_ENOMEM;
     if (len) buf[0] = 0;
     int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
+    restore_crash_signals();
     fi_freeinfo(hints);
     if (ret == -FI_ENODATA) return 0;
     if (ret) return ret;
@@ -150,6 +193,7 @@ int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t
         return -FI_ENOMEM;
     }
     ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &h->info);
+    restore_crash_signals();
     fi_freeinfo(hints);
     if (ret) {
         msg(err, errlen, "fi_getinfo (no provider offers RDM endpoints with RMA and atomics)", ret);

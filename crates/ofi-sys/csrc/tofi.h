@@ -32,6 +32,12 @@ typedef struct tofi_event {
 #define TOFI_CAP_ORDERED_SAW 32u
 #define TOFI_CAP_CQ_WAIT 64u
 
+/* Signals whose handler belongs to a library libfabric loads for its psm providers
+ * (libinfinipath, libpsm): bit (1 << signal). The shim restores the default disposition of
+ * those handlers when it is loaded and after every fi_getinfo (see tofi.c), so this is 0
+ * unless something reinstalled them since. */
+uint64_t tofi_foreign_crash_handlers(void);
+
 /* Lists providers offering RDM endpoints with RMA and 64-bit atomics, ';'-separated
  * names of the form "tcp;ofi_rxm", into buf. Returns 0 or a negative libfabric error. */
 int tofi_providers(char *buf, size_t len);

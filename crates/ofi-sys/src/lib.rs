@@ -80,6 +80,11 @@ impl Stub for u32 {
         0
     }
 }
+impl Stub for u64 {
+    fn stub() -> Self {
+        0
+    }
+}
 impl Stub for usize {
     fn stub() -> Self {
         0
@@ -120,6 +125,7 @@ macro_rules! shim {
 }
 
 shim! {
+    fn tofi_foreign_crash_handlers() -> u64;
     fn tofi_providers(buf: *mut c_char, len: usize) -> c_int;
     fn tofi_open(
         prov: *const c_char,
