@@ -419,12 +419,28 @@ fn gather_signal(ctx: &Ctx<'_>, _: &mut Barrier) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the late-read case's pattern sits on the target and lands on the reader.
+const LATE_SRC: u64 = SLOTS;
+const LATE_DST: u64 = SLOTS + 8192;
+const LATE_LEN: u64 = 4096;
+
+/// A target that makes no fabric call stalls remote operations on providers that need its
+/// progress; the initiator's wait times out, and the operations complete once the target
+/// progresses again. The late read also checks the promise behind every timeout: a buffer
+/// handed to the provider stays its own until the operation completes (the read's bytes
+/// land whole, after the timeout, and later operations reuse nothing it still held).
 fn progress_needed(ctx: &Ctx<'_>, b: &mut Barrier) -> Result<(), String> {
     let f = ctx.fabric;
     if !f.caps().target_progress || f.size() < 2 {
         return Ok(());
     }
     let word = Loc::new(CONF, PROGRESS_WORD);
+    let seg = f.segment(CONF).map_err(fail("segment"))?;
+    let late = |i: u64| (i.wrapping_mul(31) ^ 0x5a) as u8;
+    if f.rank() == 1 {
+        let bytes: Vec<u8> = (0..LATE_LEN).map(late).collect();
+        seg.write(LATE_SRC, &bytes).map_err(fail("fill"))?;
+    }
     b.wait(f).map_err(fail("barrier"))?;
     match f.rank() {
         1 => {
@@ -435,20 +451,50 @@ fn progress_needed(ctx: &Ctx<'_>, b: &mut Barrier) -> Result<(), String> {
         }
         0 => {
             // Rank 1 may still be polling the barrier (fabric calls progress it): give it
-            // time to go quiet before the operation that must stall.
+            // time to go quiet before the operations that must stall.
             std::thread::sleep(Duration::from_millis(300));
+            seg.write(LATE_DST, &vec![0u8; LATE_LEN as usize])
+                .map_err(fail("clear"))?;
             let op = f.compare_swap(1, word, 0, 7).map_err(fail("cas"))?;
-            match f.wait(op, Duration::from_millis(500)) {
+            let read = f
+                .read(
+                    1,
+                    Loc::new(CONF, LATE_SRC),
+                    Loc::new(CONF, LATE_DST),
+                    LATE_LEN,
+                )
+                .map_err(fail("read"))?;
+            match f.wait(op, Duration::from_millis(300)) {
                 Err(FabricError::Timeout { .. }) => {}
                 Ok(v) => return Err(format!("a target without progress served a CAS (old {v})")),
                 Err(e) => return Err(format!("wrong error while the target slept: {e}")),
             }
-            // Once the target progresses again, the same operation completes.
+            // A read may be served without the target (shm copies across processes
+            // itself); where it is not, its wait times out like the CAS's.
+            let read_late = match f.wait(read, Duration::from_millis(300)) {
+                Ok(_) => false,
+                Err(FabricError::Timeout { .. }) => true,
+                Err(e) => return Err(format!("wrong error while the target slept: {e}")),
+            };
+            // Once the target progresses again, the same operations complete.
             let old = f
                 .wait(op, f.op_timeout())
                 .map_err(fail("cas after resume"))?;
             if old != 0 {
                 return Err(format!("CAS found {old}, expected 0"));
+            }
+            if read_late {
+                f.wait(read, f.op_timeout())
+                    .map_err(fail("read after resume"))?;
+            }
+            let mut got = vec![0u8; LATE_LEN as usize];
+            seg.read(LATE_DST, &mut got).map_err(fail("load"))?;
+            if let Some(i) = (0..LATE_LEN).find(|&i| got[i as usize] != late(i)) {
+                return Err(format!(
+                    "the late read's byte {i} is {}, expected {}",
+                    got[i as usize],
+                    late(i)
+                ));
             }
         }
         _ => {}
