@@ -176,4 +176,82 @@ mod tests {
         assert!(err.contains("ranks 2 did not join"), "{err}");
         let _ = t.join().unwrap();
     }
+
+    /// Strangers at the port: idle connections (more than one address may hold), a client
+    /// that trickles its greeting a byte at a time, one announcing a huge frame, and random
+    /// bytes. None of them may keep the job's ranks out: the job starts as if they were
+    /// not there (each used to hold the single greeter for up to 5 s, so these ~40 made a
+    /// job with a 10 s timeout fail, blaming rank 1).
+    #[test]
+    fn strangers_cannot_stall_the_rendezvous() {
+        use std::io::Write;
+        let addr = free_addr();
+        let size = 2;
+        let mut e0 = job(&addr, 0, size, "sesame");
+        e0.timeout = Duration::from_secs(10);
+        let r0 = std::thread::spawn(move || {
+            let mut rv = Rendezvous::join(&e0).unwrap().unwrap();
+            rv.all_gather(b"zero").unwrap()
+        });
+        // Let rank 0 serve, then crowd its port before rank 1 comes.
+        let mut strangers = Vec::new();
+        let connect = || loop {
+            if let Ok(s) = std::net::TcpStream::connect(&addr) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        for _ in 0..40 {
+            strangers.push(connect());
+        }
+        let mut huge = connect();
+        huge.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        let mut noise = connect();
+        noise.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let trickle = std::thread::spawn({
+            let mut s = connect();
+            move || {
+                let _ = s.write_all(&100u32.to_le_bytes());
+                for _ in 0..30 {
+                    if s.write_all(&[1]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        });
+        let mut e1 = job(&addr, 1, size, "sesame");
+        e1.timeout = Duration::from_secs(10);
+        let mut r1 = Rendezvous::join(&e1).unwrap().unwrap();
+        let got = r1.all_gather(b"one").unwrap();
+        assert_eq!(got, vec![b"zero".to_vec(), b"one".to_vec()]);
+        assert_eq!(r0.join().unwrap(), got);
+        drop(strangers);
+        trickle.join().unwrap();
+    }
+
+    /// A job that times out while strangers were refused says so, not only which rank is
+    /// missing.
+    #[test]
+    fn a_timeout_names_what_was_refused() {
+        let addr = free_addr();
+        let mut e = job(&addr, 0, 2, "s");
+        e.timeout = Duration::from_millis(1500);
+        let t = std::thread::spawn(move || {
+            let mut rv = Rendezvous::join(&e).unwrap().unwrap();
+            rv.all_gather(b"x")
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let foreign = Rendezvous::connect(&addr, 1, 2, "guess", Duration::from_secs(5));
+        assert!(foreign.is_err());
+        let err = match t.join().unwrap() {
+            Ok(_) => panic!("an all-gather without rank 1 succeeded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("ranks 1 did not join"), "{err}");
+        assert!(
+            err.contains("refused 1 × wrong job secret") && err.contains("127.0.0.1"),
+            "{err}"
+        );
+    }
 }

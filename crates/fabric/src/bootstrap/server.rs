@@ -1,22 +1,137 @@
-//! The rendezvous server, run by rank 0 on threads: an acceptor checks each greeting (the
-//! job secret, the rank, the size) and hands joined ranks to a coordinator, which runs
-//! the all-gather rounds until every rank has closed its connection.
+//! The rendezvous server, run by rank 0 on threads: an acceptor hands each connection to
+//! a greeter thread that checks its greeting (the job secret, the rank, the size) and
+//! hands joined ranks to a coordinator, which runs the all-gather rounds until every rank
+//! has closed its connection.
+//!
+//! # Strangers
+//!
+//! The port is open to anyone who can reach it, so nothing a stranger does may stop or
+//! delay the job's ranks:
+//! 1. every connection is greeted on its own thread, so one slow client holds no other;
+//! 2. the whole greeting must arrive within [`GREETING_DEADLINE`] of the accept (not per
+//!    read: a client trickling a byte at a time gains nothing) and be at most
+//!    [`GREETING_MAX`] bytes (a stranger cannot make rank 0 allocate a large frame);
+//! 3. connections still being greeted are bounded, per source address
+//!    ([`PENDING_PER_ADDR`]) and in all ([`PENDING_MAX`]); a new connection over a bound
+//!    evicts the oldest pending one of its address (or the oldest overall), so an idle
+//!    flood holds at most the bound and cannot keep a member out: a member greets in
+//!    microseconds, a stranger's old connection goes first;
+//! 4. every refusal is counted by reason and address, and a job that times out waiting
+//!    for its ranks says what the rendezvous refused meanwhile (the real cause, when a
+//!    foreign process holds the port), not only which ranks are missing.
 
 use super::wire::{
     MAGIC, Reader, TAG_ERROR, TAG_HELLO, TAG_REFUSED, TAG_RESULT, TAG_ROUND, TAG_WELCOME,
-    put_bytes, recv, same_secret, send, text,
+    put_bytes, recv, recv_by, same_secret, send, text,
 };
 use super::{BootstrapError, list};
 use crate::Rank;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
-/// A joined rank's connection, handed from the acceptor to the coordinator.
+/// How long a connection has to deliver its whole greeting: a member sends it right after
+/// connecting (one small frame), so 5 s is only ever reached by a stalled or foreign peer.
+pub(super) const GREETING_DEADLINE: Duration = Duration::from_secs(5);
+/// The largest greeting: tag, magic, the secret (a launcher's is 32 hex digits; 1 KiB
+/// leaves room for any site's), rank and size.
+const GREETING_MAX: u32 = 1 << 12;
+/// Connections being greeted at once from one address. Members greet in microseconds, so
+/// even a thousand ranks behind one address rarely hold more than a few at a time.
+const PENDING_PER_ADDR: usize = 32;
+/// Connections being greeted at once in all (each holds a thread for at most the
+/// deadline).
+const PENDING_MAX: usize = 256;
+
+/// A joined rank's connection, handed from a greeter to the coordinator.
 struct Joined {
     rank: Rank,
     stream: TcpStream,
+}
+
+/// A connection being greeted: a handle to shut it down if it must be evicted.
+struct Pending {
+    id: u64,
+    ip: IpAddr,
+    closer: TcpStream,
+}
+
+/// What the greeters share: the connections being greeted, the ranks that joined, and
+/// the refusals so far (reason → address → count).
+#[derive(Default)]
+struct Door {
+    pending: Vec<Pending>,
+    next_id: u64,
+    joined: Vec<bool>,
+    refused: BTreeMap<String, BTreeMap<IpAddr, u64>>,
+}
+
+fn lock(m: &Mutex<Door>) -> MutexGuard<'_, Door> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Door {
+    fn refuse(&mut self, ip: IpAddr, reason: &str) {
+        *self
+            .refused
+            .entry(reason.to_owned())
+            .or_default()
+            .entry(ip)
+            .or_default() += 1;
+    }
+
+    /// Registers a new connection from `ip`, evicting the oldest pending one of the same
+    /// address (or the oldest overall) when a bound is reached.
+    fn admit(&mut self, ip: IpAddr, closer: TcpStream) -> u64 {
+        let same = self.pending.iter().filter(|p| p.ip == ip).count();
+        let victim = if same >= PENDING_PER_ADDR {
+            self.pending.iter().position(|p| p.ip == ip)
+        } else if self.pending.len() >= PENDING_MAX {
+            Some(0)
+        } else {
+            None
+        };
+        if let Some(i) = victim {
+            let old = self.pending.remove(i);
+            let _ = old.closer.shutdown(Shutdown::Both);
+            self.refuse(
+                old.ip,
+                "evicted while greeting: too many connections at once from its address",
+            );
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.push(Pending { id, ip, closer });
+        id
+    }
+
+    fn leave(&mut self, id: u64) {
+        self.pending.retain(|p| p.id != id);
+    }
+
+    /// One line on what was refused, for a job that timed out ("" when nothing was).
+    fn refusals(&self) -> String {
+        if self.refused.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = self
+            .refused
+            .iter()
+            .map(|(reason, by)| {
+                let n: u64 = by.values().sum();
+                let from: Vec<String> = by.keys().take(3).map(IpAddr::to_string).collect();
+                let more = if by.len() > 3 { ", ..." } else { "" };
+                format!("{n} × {reason} (from {}{more})", from.join(", "))
+            })
+            .collect();
+        format!(
+            "; meanwhile the rendezvous refused {}: is a process that is not a rank of this job \
+             connecting to its port?",
+            parts.join("; ")
+        )
+    }
 }
 
 /// Serves the rendezvous for a job of `size` ranks on `listener` until every rank has
@@ -30,14 +145,27 @@ pub fn serve(
     listener.set_nonblocking(true)?;
     let (tx, rx) = mpsc::channel::<Joined>();
     let done = Arc::new(AtomicBool::new(false));
-    let done2 = done.clone();
+    let door = Arc::new(Mutex::new(Door {
+        joined: vec![false; size as usize],
+        ..Door::default()
+    }));
+    let (done2, door2) = (done.clone(), door.clone());
     std::thread::Builder::new()
         .name("titus-rendezvous-accept".into())
-        .spawn(move || accept_loop(listener, size, secret, tx, done2))?;
+        .spawn(move || {
+            accept_loop(
+                listener,
+                size,
+                Arc::from(secret.as_bytes()),
+                tx,
+                done2,
+                door2,
+            )
+        })?;
     std::thread::Builder::new()
         .name("titus-rendezvous".into())
         .spawn(move || {
-            coordinate(size, rx, timeout);
+            coordinate(size, rx, timeout, &door);
             done.store(true, Ordering::Release);
         })?;
     Ok(())
@@ -46,18 +174,32 @@ pub fn serve(
 fn accept_loop(
     listener: TcpListener,
     size: u32,
-    secret: String,
+    secret: Arc<[u8]>,
     tx: mpsc::Sender<Joined>,
     done: Arc<AtomicBool>,
+    door: Arc<Mutex<Door>>,
 ) {
-    let mut joined = vec![false; size as usize];
     while !done.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Some(j) = handshake(stream, peer, size, secret.as_bytes(), &mut joined)
-                    && tx.send(j).is_err()
-                {
-                    return;
+                let Ok(closer) = stream.try_clone() else {
+                    continue;
+                };
+                let id = lock(&door).admit(peer.ip(), closer);
+                let (secret, tx, door2) = (secret.clone(), tx.clone(), door.clone());
+                let greeter = std::thread::Builder::new()
+                    .name("titus-rendezvous-greet".into())
+                    .spawn(move || {
+                        let joined = greet(stream, peer, size, &secret, &door2, id);
+                        lock(&door2).leave(id);
+                        if let Some(j) = joined {
+                            let _ = tx.send(j);
+                        }
+                    });
+                if greeter.is_err() {
+                    let mut d = lock(&door);
+                    d.leave(id);
+                    d.refuse(peer.ip(), "no thread to greet it");
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -68,20 +210,32 @@ fn accept_loop(
     }
 }
 
-/// Reads a HELLO; refuses (and logs) anything that is not a new rank of this job.
-fn handshake(
+/// Reads a HELLO within the deadline; refuses (and logs) anything that is not a new rank
+/// of this job.
+fn greet(
     mut stream: TcpStream,
     peer: SocketAddr,
     size: u32,
     secret: &[u8],
-    joined: &mut [bool],
+    door: &Mutex<Door>,
+    id: u64,
 ) -> Option<Joined> {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = stream.set_nodelay(true);
-    let hello = recv(&mut stream).ok();
+    let hello = recv_by(
+        &mut stream,
+        Instant::now() + GREETING_DEADLINE,
+        GREETING_MAX,
+    );
     let verdict = (|| -> Result<Rank, String> {
-        let hello = hello.ok_or("no greeting within 5 s")?;
+        let hello = hello.map_err(|e| match e.kind() {
+            std::io::ErrorKind::TimedOut => format!(
+                "no complete greeting within {} s",
+                GREETING_DEADLINE.as_secs()
+            ),
+            std::io::ErrorKind::InvalidData => format!("not a Titus greeting: {e}"),
+            _ => format!("connection lost before its greeting ({e})"),
+        })?;
         let mut r = Reader(&hello);
         let bad = |e: BootstrapError| e.to_string();
         if r.u8().map_err(bad)? != TAG_HELLO || r.take(8).map_err(bad)? != MAGIC {
@@ -101,27 +255,38 @@ fn handshake(
         if rank >= size {
             return Err(format!("rank {rank} is outside the job (size {size})"));
         }
-        if joined[rank as usize] {
+        let mut d = lock(door);
+        if d.joined[rank as usize] {
             return Err(format!("rank {rank} has already joined"));
         }
+        d.joined[rank as usize] = true;
         Ok(rank)
     })();
     match verdict {
         Ok(rank) => {
-            joined[rank as usize] = true;
-            send(&mut stream, &[TAG_WELCOME]).ok()?;
             let _ = stream.set_read_timeout(None);
+            if send(&mut stream, &[TAG_WELCOME]).is_err() {
+                // It left before the welcome: let the same rank try again.
+                lock(door).joined[rank as usize] = false;
+                return None;
+            }
             Some(Joined { rank, stream })
         }
         Err(reason) => {
+            let mut d = lock(door);
+            if !d.pending.iter().any(|p| p.id == id) {
+                return None; // Evicted: counted as such.
+            }
             eprintln!("titus: rendezvous: refused a connection from {peer}: {reason}");
+            d.refuse(peer.ip(), &reason);
+            drop(d);
             let _ = send(&mut stream, &text(TAG_REFUSED, &reason));
             None
         }
     }
 }
 
-fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration) {
+fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &Mutex<Door>) {
     let deadline = Instant::now() + timeout;
     let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     let mut count = 0;
@@ -140,7 +305,8 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration) {
                     ranks: absent,
                     after: timeout,
                 }
-                .to_string();
+                .to_string()
+                    + &lock(door).refusals();
                 for s in streams.iter_mut().flatten() {
                     let _ = send(s, &text(TAG_ERROR, &msg));
                 }

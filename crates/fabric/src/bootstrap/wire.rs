@@ -27,6 +27,47 @@ pub(super) fn send(stream: &mut TcpStream, payload: &[u8]) -> std::io::Result<()
     stream.write_all(&buf)
 }
 
+/// Reads one frame of at most `max` bytes that must arrive whole before `deadline` (a peer
+/// trickling bytes cannot stretch it: the timeout of each read is what is left).
+pub(super) fn recv_by(
+    stream: &mut TcpStream,
+    deadline: std::time::Instant,
+    max: u32,
+) -> std::io::Result<Vec<u8>> {
+    let mut read_all = |buf: &mut [u8]| -> std::io::Result<()> {
+        let mut at = 0;
+        while at < buf.len() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            stream.set_read_timeout(Some(left))?;
+            match stream.read(&mut buf[at..]) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    };
+    let mut len = [0u8; 4];
+    read_all(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {max} here)"),
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    read_all(&mut buf)?;
+    Ok(buf)
+}
+
 pub(super) fn recv(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len)?;
