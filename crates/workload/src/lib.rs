@@ -20,6 +20,6 @@ pub mod task;
 
 pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, counts,
-    generate, parse_counts,
+    drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use pipe::quiet_broken_pipe;
