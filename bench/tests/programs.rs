@@ -31,6 +31,7 @@ fn runtime_bench_in_process_verifies_every_protocol() {
             "\"verified\":true".into(),
             "\"efficiency\":".into(),
             "\"steal_p50_us\":".into(),
+            "\"nominal_efficiency\":".into(),
         ] {
             assert!(l.contains(&key), "{key} missing: {l}");
         }
