@@ -119,7 +119,7 @@ pub struct BenchArgs {
     /// Epochs (time steps) each run makes, every task in each: same owner, index and
     /// payload data; its cost moves with --drift. Every epoch is verified and reported
     /// [default: the profile's; 1 but chem's 8].
-    #[arg(long, value_name = "E")]
+    #[arg(long, value_name = "E", allow_negative_numbers = true)]
     pub epochs: Option<u32>,
     /// Drift of the cost pattern per epoch, a fraction D in [0, 1) of the global task
     /// list (tasks numbered rank by rank): epoch e's cost of task g is epoch 0's cost of
