@@ -153,14 +153,16 @@ pub struct BenchArgs {
     /// Seed of the workload, the overlay and victim choice.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
-    /// One JSON object on one line.
+    /// One JSON object on one line per run and epoch (key `epoch`, 0-based).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// CSV: a header line and one row per run.
+    /// CSV: a header line and one row per run and epoch.
     #[arg(long)]
     pub csv: bool,
     /// Draw plots (PNG and SVG) into this directory: efficiency per run, per-rank busy and
-    /// idle time before and after balancing, a timeline of steals.
+    /// idle time before and after balancing, a timeline of steals (of each run's last
+    /// epoch); with --epochs over 1, efficiency and steals per epoch, a line per run
+    /// (epochs-efficiency, epochs-steals).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Repeat the runs over values of one parameter: PARAM=V1,V2,... with PARAM one of
