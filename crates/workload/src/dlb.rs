@@ -1211,3 +1211,108 @@ pub fn report(
         sweep_value: run.sweep_value.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(a: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("dlb-bench").chain(a.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn none_runs_first_and_diffusion_doubles_the_balancers() {
+        let rs = runs(&args(&[
+            "--balancer",
+            "master,none,smallworld",
+            "--diffusion",
+            "on,off",
+        ]));
+        let labels: Vec<String> = rs.iter().map(Run::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "none",
+                "master",
+                "master/no-diffusion",
+                "smallworld/claim",
+                "smallworld/claim/no-diffusion"
+            ]
+        );
+        assert_eq!(
+            rs.iter().map(|r| r.diffusion).collect::<Vec<_>>(),
+            [true, true, false, true, false]
+        );
+        assert!(runs(&args(&[])).iter().all(|r| r.diffusion));
+    }
+
+    #[test]
+    fn profiles_set_defaults_and_flags_override_them() {
+        let p = plan(&args(&["--profile", "chem"]), 2);
+        assert_eq!((p.epochs, p.drift, p.payload), (8, 0.03, 48));
+        assert_eq!(
+            (p.cost, p.distribution),
+            (CostArg::Bimodal, DistArg::Uniform)
+        );
+        assert_eq!(p.spec.tasks, 8192);
+        assert!((p.spec.task_time - 12e-6).abs() < 1e-15);
+        let p = plan(
+            &args(&["--profile", "chem", "--epochs", "3", "--cost", "constant"]),
+            2,
+        );
+        assert_eq!((p.epochs, p.cost), (3, CostArg::Constant));
+        let q = plan(&args(&[]), 4);
+        assert_eq!((q.epochs, q.drift, q.cost), (1, 0.0, CostArg::Constant));
+    }
+
+    fn row(balancer: &'static str, epoch: u32, resolution_s: f64) -> Report {
+        let run = runs(&args(&[]))[0].clone();
+        let plan = plan(&run.args, 2);
+        let all = crate::generate(&plan.spec).unwrap();
+        let figs = vec![
+            RankFigures {
+                busy: resolution_s,
+                session: resolution_s,
+                ..RankFigures::default()
+            };
+            2
+        ];
+        let mut r = report(&run, &plan, epoch, &all, &figs, 0.0);
+        r.balancer = balancer;
+        r
+    }
+
+    #[test]
+    fn speedup_is_over_none_on_the_same_epoch_and_the_summary_skips_epoch_0() {
+        let none: Vec<(String, Report)> = (0..3)
+            .map(|e| ("none".to_string(), row("none", e, 2.0 + f64::from(e))))
+            .collect();
+        let sw = row("smallworld", 1, 1.5);
+        assert_eq!(speedup(&none, &sw), Some(2.0), "3.0 s / 1.5 s");
+        assert_eq!(speedup(&none[..1], &sw), None, "no epoch 1 of none");
+        assert_eq!(speedup(&[], &sw), None);
+        // Nominal efficiency: the drawn costs (the quick profile at 2 ranks: 200 tasks of
+        // 2.5 ms) over ranks × resolution.
+        let total: f64 = 200.0 * 0.0025;
+        assert!((sw.nominal_efficiency - total / (2.0 * 1.5)).abs() < 1e-9);
+        assert!((sw.efficiency - 1.0).abs() < 1e-12, "busy = session");
+        let mut rows: Vec<Report> = (0..3).map(|e| row("smallworld", e, 1.0)).collect();
+        rows[0].steals_ok = 100;
+        rows[1].steals_ok = 4;
+        rows[2].steals_ok = 6;
+        let s = summarize(&rows).unwrap();
+        assert_eq!((s.epochs, s.steals_per_epoch), (2, 5.0));
+        assert_eq!(s.speedup, None);
+        assert!(summarize(&rows[..1]).is_none(), "one epoch, no summary");
+        assert!(epoch_summary(&rows).unwrap().contains("5.0 steals"));
+    }
+}
