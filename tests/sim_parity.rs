@@ -92,6 +92,74 @@ fn simulator_and_runtime_agree_on_a_small_job() {
 }
 
 #[test]
+fn simulator_and_runtime_agree_on_every_epoch_of_a_time_stepping_job() {
+    // Three epochs, the bimodal front moving 10% of the tasks per epoch: the same tasks
+    // with the same drifted costs on both, epoch by epoch (same digests of the results).
+    let job = [
+        "--ranks",
+        "3",
+        "--tasks",
+        "90",
+        "--task-time",
+        "0.0003",
+        "--cost",
+        "bimodal",
+        "--distribution",
+        "uniform",
+        "--epochs",
+        "3",
+        "--drift",
+        "0.1",
+        "--balancer",
+        "smallworld",
+        "--seed",
+        "3",
+    ];
+    let real = json_lines(
+        &Command::new(titus_tests::bin("dlb-bench"))
+            .args(job)
+            .args(["--json", "--no-progress"])
+            .output()
+            .unwrap(),
+        "dlb-bench",
+    );
+    assert_eq!(real.len(), 3);
+    let calibration = real[0]["calibration_s"].as_f64().unwrap();
+    let sim = json_lines(
+        &Command::new(titus_tests::bin("titus"))
+            .arg("sim")
+            .args(job)
+            .args([
+                "--preset",
+                "mem",
+                "--real-tasks",
+                "--calibration",
+                &calibration.to_string(),
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+        "titus sim",
+    );
+    assert_eq!(sim.len(), 3);
+    for (e, (r, s)) in real.iter().zip(&sim).enumerate() {
+        for key in ["epoch", "tasks", "drift", "results_digest", "verified"] {
+            assert_eq!(r[key], s[key], "epoch {e}, {key}: real {r}\nsim {s}");
+        }
+        assert_eq!(r["epoch"], e as u64);
+        println!(
+            "epoch {e}: efficiency real {:.3} (nominal {:.3}), simulated {:.3}",
+            r["efficiency"].as_f64().unwrap_or(0.0),
+            r["nominal_efficiency"].as_f64().unwrap_or(0.0),
+            s["efficiency"].as_f64().unwrap_or(0.0)
+        );
+    }
+    // The costs moved, so the results did: three different digests.
+    assert_ne!(real[0]["results_digest"], real[1]["results_digest"]);
+    assert_ne!(real[1]["results_digest"], real[2]["results_digest"]);
+}
+
+#[test]
 fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
     for (args, needle) in [
         (&["--preset", "carrier-pigeon"][..], "unknown preset"),
@@ -104,6 +172,9 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
             "cannot read --preset-file",
         ),
         (&["--profile", "nope"][..], "unknown --profile"),
+        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
+        (&["--drift", "abc"][..], "--drift"),
     ] {
         let out = Command::new(titus_tests::bin("titus"))
             .arg("sim")

@@ -31,6 +31,7 @@ fn runtime_bench_in_process_verifies_every_protocol() {
             "\"verified\":true".into(),
             "\"efficiency\":".into(),
             "\"steal_p50_us\":".into(),
+            "\"nominal_efficiency\":".into(),
         ] {
             assert!(l.contains(&key), "{key} missing: {l}");
         }
@@ -187,6 +188,12 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
         (&["--task-time", "-1"][..], "not a non-negative"),
         (&["--ranks", "0"][..], "--ranks must be at least 1"),
         (&["--workers", "0"][..], "--workers must be at least 1"),
+        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--epochs", "x"][..], "'--epochs <E>'"),
+        (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
+        (&["--drift", "1"][..], "--drift 1 is not a fraction"),
+        (&["--drift", "abc"][..], "'--drift <D>'"),
+        (&["--diffusion", "maybe"][..], "'--diffusion"),
     ] {
         let out = dlb(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -264,4 +271,202 @@ fn dlb_bench_plots_and_sweeps() {
     );
     assert!(dir.join("sweep-efficiency.png").exists() && dir.join("sweep-efficiency.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn dlb_bench_time_steps_report_and_verify_every_epoch() {
+    // Three epochs, the bimodal front moving 5% of the tasks per epoch: three rows per
+    // run, each verified (every result of every epoch recomputed), with the new keys.
+    let out = dlb(&[
+        "--ranks",
+        "3",
+        "--tasks",
+        "150",
+        "--task-time",
+        "0.0003",
+        "--cost",
+        "bimodal",
+        "--distribution",
+        "uniform",
+        "--epochs",
+        "3",
+        "--drift",
+        "0.05",
+        "--balancer",
+        "smallworld,none",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 6, "3 epochs x 2 runs:\n{text}");
+    // `none` runs first, so the other run reports its speed-up over it, epoch by epoch.
+    for (i, r) in rows.iter().enumerate() {
+        let (balancer, epoch) = (["none", "smallworld"][i / 3], (i % 3) as u64);
+        assert_eq!(r["balancer"], balancer, "{r}");
+        assert_eq!(r["epoch"], epoch, "{r}");
+        assert_eq!(r["epochs"], 3);
+        assert_eq!(r["drift"], 0.05);
+        assert_eq!(r["diffusion"], true);
+        assert_eq!(r["verified"], true, "{r}");
+        for key in ["efficiency", "nominal_efficiency", "resolution_s"] {
+            let v = r[key].as_f64().unwrap_or(-1.0);
+            assert!(v > 0.0, "{key} {v}: {r}");
+        }
+        for key in ["steals_ok", "steals_empty", "tasks_stolen", "bytes_moved"] {
+            assert!(r[key].is_u64(), "{key}: {r}");
+        }
+        if balancer == "none" {
+            assert!(r["speedup"].is_null(), "{r}");
+            assert_eq!(r["tasks_stolen"], 0);
+        } else {
+            let none = &rows[i - 3];
+            let want = none["resolution_s"].as_f64().unwrap() / r["resolution_s"].as_f64().unwrap();
+            assert!((r["speedup"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+        }
+    }
+    // Same tasks every epoch (owners and counts), different costs: the digests of the
+    // results differ from one epoch to the next (the payloads' rounds follow the costs),
+    // and the owned work per rank moves with the front.
+    let owned = |r: &serde_json::Value| r["owned_s"].to_string();
+    assert_ne!(owned(&rows[0]), owned(&rows[1]), "the front did not move");
+    assert_ne!(rows[0]["results_digest"], rows[1]["results_digest"]);
+    // A lone run with one epoch has no speed-up, and its epoch is 0.
+    let one = dlb(&[
+        "--ranks",
+        "2",
+        "--tasks",
+        "20",
+        "--task-time",
+        "0.0002",
+        "--json",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(
+        (r["epoch"].as_u64(), r["epochs"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert!(r["speedup"].is_null() && r["nominal_efficiency"].as_f64().unwrap() > 0.0);
+    // CSV: an epoch column, a row per epoch; text: a row per epoch and the summary.
+    let csv = dlb(&[
+        "--ranks",
+        "2",
+        "--tasks",
+        "40",
+        "--task-time",
+        "0.0002",
+        "--epochs",
+        "3",
+        "--csv",
+    ]);
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "epoch")
+        .expect("epoch column");
+    assert!(header.contains(&"nominal_efficiency") && header.contains(&"speedup"));
+    for (e, row) in lines[1..].iter().enumerate() {
+        assert_eq!(
+            row.split(',').nth(col),
+            Some(e.to_string().as_str()),
+            "{row}"
+        );
+    }
+    let table = dlb(&[
+        "--ranks",
+        "2",
+        "--tasks",
+        "40",
+        "--task-time",
+        "0.0002",
+        "--epochs",
+        "3",
+        "--drift",
+        "0.1",
+        "--balancer",
+        "none,smallworld",
+        "--diffusion",
+        "on,off",
+    ]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(table.status.success(), "{text}");
+    // none once; smallworld with diffusion on and off, side by side.
+    for l in ["none", "smallworld/claim ", "smallworld/claim/no-diffusion"] {
+        assert!(text.contains(l), "{l} missing:\n{text}");
+    }
+    assert_eq!(text.matches("epochs 1..2: efficiency").count(), 6, "{text}");
+}
+
+#[test]
+fn dlb_bench_chem_profile_and_epoch_plots() {
+    let dir = std::env::temp_dir().join(format!("titus-dlb-epochs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The chem profile at 2 ranks, cut short: its costs, ownership, epochs and drift.
+    let out = dlb(&[
+        "--ranks",
+        "2",
+        "--profile",
+        "chem",
+        "--tasks",
+        "512",
+        "--epochs",
+        "2",
+        "--json",
+        "--plot",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    let r = &rows[0];
+    assert_eq!(r["cost"], "bimodal");
+    assert_eq!(r["distribution"], "uniform");
+    assert_eq!(r["drift"], 0.03);
+    assert_eq!(r["payload_bytes"], 48);
+    assert!(
+        (r["task_time_s"].as_f64().unwrap() - 12e-6).abs() < 1e-12,
+        "{r}"
+    );
+    for f in ["epochs-efficiency", "epochs-steals", "efficiency"] {
+        for ext in ["png", "svg"] {
+            let p = dir.join(format!("{f}.{ext}"));
+            assert!(
+                std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
+                "{} missing or empty",
+                p.display()
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The profile's defaults: 8 epochs of 4,096 tasks per rank.
+    let out = dlb(&[
+        "--ranks",
+        "1",
+        "--profile",
+        "chem",
+        "--balancer",
+        "none",
+        "--csv",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 9, "a header and 8 epochs:\n{text}");
+    assert!(text.lines().nth(1).unwrap().contains(",4096,"), "{text}");
 }

@@ -1,9 +1,11 @@
 //! `dlb-bench`: DLB_Bench, the synthetic dynamic-load-balancing benchmark.
 //!
 //! Each rank owns tasks of a workload (`titus_workload`): real work over payloads
-//! (`titus_workload::task`), calibrated on this machine to the drawn costs. One epoch runs
-//! under the chosen balancer; then every result is recomputed sequentially and compared,
-//! and a wrong, missing or duplicated result fails the run naming the task.
+//! (`titus_workload::task`), calibrated on this machine to the drawn costs. Each epoch
+//! (`--epochs`, one by default; the cost pattern moves by `--drift` from one to the next,
+//! the tasks and their owners stay) runs under the chosen balancer; then every result of
+//! it is recomputed sequentially and compared, and a wrong, missing or duplicated result
+//! fails the run naming the epoch and the task.
 //!
 //! In process: `dlb-bench --ranks 4 --profile quick`. Under a launcher (`titus launch -n 4
 //! -- dlb-bench`, srun, mpirun): the launcher sets the ranks; rank 0 prints.
@@ -13,7 +15,6 @@
 //! with a fresh runtime, and are reported side by side; `--plot DIR` draws them.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,7 +29,7 @@ use titus_workload::dlb::{
 use titus_workload::task;
 
 /// DLB_Bench: synthetic dynamic load balancing runs.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(name = "dlb-bench", version)]
 struct Cli {
     #[command(flatten)]
@@ -38,11 +39,10 @@ struct Cli {
 /// Tasks run in this process (the progress bar's count).
 static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
 
-/// One rank's run: returns its figures (and the report on rank 0).
-fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, String> {
+/// One rank's run, every epoch of it: returns the reports (one per epoch) on rank 0.
+fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>, String> {
     let rank = rt.rank();
-    let all = titus_workload::generate(&plan.spec)?;
-    let mine = &all[rank as usize];
+    let base = titus_workload::generate(&plan.spec)?;
     // Every rank uses rank 0's calibration, so a task is the same work wherever it runs
     // (the others send nothing and measure nothing).
     let mine_cal = match run.args.calibration {
@@ -57,18 +57,40 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
         .and_then(|b| decode_f64s(b).first().copied())
         .filter(|v| v.is_finite() && *v > 0.0)
         .ok_or("rank 0 sent no calibration")?;
+    let mut reports = Vec::new();
+    for epoch in 0..plan.epochs {
+        let all = titus_workload::epoch_tasks(&base, epoch, plan.drift);
+        if let Some(r) = epoch_main(rt, run, plan, epoch, &all, per_round)? {
+            reports.push(r);
+        }
+    }
+    Ok((rank == 0).then_some(reports))
+}
+
+/// One epoch on one rank: its tasks (`all`, this epoch's workload) run and verified;
+/// returns the epoch's report on rank 0.
+fn epoch_main(
+    rt: &Runtime,
+    run: &Run,
+    plan: &Plan,
+    epoch: u32,
+    all: &[Vec<titus_workload::TaskSpec>],
+    per_round: f64,
+) -> Result<Option<Report>, String> {
+    let rank = rt.rank();
+    let mine = &all[rank as usize];
     let tasks: Vec<(u16, Vec<u8>)> = mine
         .iter()
         .map(|t| (0, dlb::task_payload(plan, t, per_round)))
         .collect();
     let out = rt
         .run_epoch(tasks.clone())
-        .map_err(|e| format!("rank {rank}: {e}"))?;
+        .map_err(|e| format!("rank {rank}, epoch {epoch}: {e}"))?;
     // Verification: every result against a sequential recomputation (not timed).
     let mut bad = None;
     if out.results.len() != tasks.len() {
         bad = Some(format!(
-            "rank {rank}: {} results for {} tasks",
+            "rank {rank}, epoch {epoch}: {} results for {} tasks",
             out.results.len(),
             tasks.len()
         ));
@@ -76,7 +98,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
     for (i, (r, (_, p))) in out.results.iter().zip(&tasks).enumerate() {
         if bad.is_none() && *r != task::run(p) {
             bad = Some(format!(
-                "rank {rank}: task {i} (global {}) has a wrong result",
+                "rank {rank}, epoch {epoch}: task {i} (global {}) has a wrong result",
                 mine[i].global
             ));
         }
@@ -94,6 +116,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
         steals_empty: st.core.steals_empty,
         steals_locked: st.core.steals_locked,
         bytes: st.core.bytes_stolen + st.core.bytes_results,
+        tasks_stolen: st.core.tasks_stolen,
         hops: st
             .core
             .result_hops
@@ -140,7 +163,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Report>, Str
             ..RankFigures::decode(g)
         })
         .collect();
-    Ok(Some(dlb::report(run, plan, &all, &figs, per_round)))
+    Ok(Some(dlb::report(run, plan, epoch, all, &figs, per_round)))
 }
 
 /// The runtime configuration of `run` at `ranks` ranks: DLB_Bench's core and overlay
@@ -233,7 +256,7 @@ fn counted_task(payload: &[u8]) -> Vec<u8> {
 
 fn main() {
     titus_workload::quiet_broken_pipe();
-    let args = Cli::parse().bench;
+    let args = dlb::parse_args::<Cli>().bench;
     check_args(&args);
     let runs = runs(&args);
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
@@ -289,7 +312,7 @@ fn main() {
                     run.label(),
                     Some(plan.spec.tasks),
                 );
-                let results: Vec<Result<Option<Report>, String>> = std::thread::scope(|s| {
+                let results: Vec<Result<Option<Vec<Report>>, String>> = std::thread::scope(|s| {
                     let hs: Vec<_> = rts
                         .iter()
                         .map(|rt| {
@@ -313,9 +336,12 @@ fn main() {
                 report
             }
         };
-        if let Some(r) = report {
-            print(&r, &args, reports.is_empty());
-            reports.push((run.label(), r));
+        if let Some(mut run_reports) = report {
+            for r in &mut run_reports {
+                r.speedup = dlb::speedup(&reports, r);
+            }
+            print(&run_reports, &args, reports.is_empty());
+            reports.extend(run_reports.into_iter().map(|r| (run.label(), r)));
         }
     }
     if reports.is_empty() {

@@ -1,5 +1,11 @@
 //! `titus sim`: DLB_Bench's runs on the simulator (same flags, same report), and
 //! deterministic simulation testing (`--check`).
+//!
+//! A run of several epochs (`--epochs`, `--drift`) is one simulated job whose later
+//! epochs ([`Job::later_epochs`]) hold the same tasks with the drifted costs; the
+//! simulator checks every epoch's results. A simulated task runs for its drawn cost, so
+//! the efficiency and the nominal efficiency coincide except on ranks slowed by `--slow`
+//! (their tasks take longer than drawn: the nominal efficiency does not count that).
 
 use crate::UsageError;
 use std::path::PathBuf;
@@ -108,7 +114,8 @@ fn peak_rss_mib() -> f64 {
 type ResultFn = dyn Fn(&[u8]) -> Vec<u8> + Sync;
 
 struct Simulated {
-    report: Report,
+    /// One report per epoch.
+    reports: Vec<Report>,
     events: u64,
     wall_s: f64,
 }
@@ -121,7 +128,10 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
     let plan = dlb::plan(&run.args, ranks);
     let mut cfg = dlb::config(run, ranks, &plan);
     cfg.overlay.ranks = ranks;
-    let all = titus_workload::generate(&plan.spec)?;
+    let base = titus_workload::generate(&plan.spec)?;
+    let epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
+        .map(|e| titus_workload::epoch_tasks(&base, e, plan.drift))
+        .collect();
     let nominal_slot = layout::slot_size(cfg.core.max_payload);
     // Real DLB_Bench payloads, or (at scale) each task's number charged at the nominal
     // payload size, its result a hash of it.
@@ -142,20 +152,26 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
             (scale, &check::check_result, 0.0)
         }
     };
-    let tasks: Vec<Vec<SimTask>> = all
+    // Every epoch the same tasks (owner, index, payload data), with that epoch's costs.
+    let mut sim_epochs: Vec<Vec<Vec<SimTask>>> = epochs
         .iter()
-        .map(|ts| {
-            ts.iter()
-                .map(|t| SimTask {
-                    cost_ns: (t.cost * 1e9) as u64,
-                    payload: match real {
-                        Some(per_round) => dlb::task_payload(&plan, t, per_round),
-                        None => t.global.to_le_bytes().to_vec(),
-                    },
+        .map(|all| {
+            all.iter()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| SimTask {
+                            cost_ns: (t.cost * 1e9) as u64,
+                            payload: match real {
+                                Some(per_round) => dlb::task_payload(&plan, t, per_round),
+                                None => t.global.to_le_bytes().to_vec(),
+                            },
+                        })
+                        .collect()
                 })
                 .collect()
         })
         .collect();
+    let tasks = sim_epochs.remove(0);
     let job = Job {
         core: cfg.core,
         overlay: cfg.overlay,
@@ -164,7 +180,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
         faults: faults.clone(),
         seed: run.args.seed,
         tasks,
-        later_epochs: Vec::new(),
+        later_epochs: sim_epochs,
         start_skew_ns: 0,
         result,
         task_bytes_scale: scale,
@@ -174,8 +190,23 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
     let out = titus_sim::simulate(&job).map_err(|v| format!("{}: {v}", run.label()))?;
     let wall_s = t0.elapsed().as_secs_f64();
     let w = run.args.workers as f64;
-    let figs: Vec<RankFigures> = out
-        .ranks
+    let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
+    let mut reports = Vec::new();
+    for (e, (outcome, all)) in per_epoch.zip(&epochs).enumerate() {
+        let figs = figures(outcome, w, scale, run.args.plot.is_some());
+        reports.push(dlb::report(run, &plan, e as u32, all, &figs, calibration));
+    }
+    Ok(Simulated {
+        reports,
+        events: out.events,
+        wall_s,
+    })
+}
+
+/// Each rank's figures of one simulated epoch (`w` workers per rank; task bytes charged
+/// `scale` times; the steal log kept for plots).
+fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> Vec<RankFigures> {
+    ranks
         .iter()
         .map(|r| {
             let st = &r.stats;
@@ -190,6 +221,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                 steals_empty: st.steals_empty,
                 steals_locked: st.steals_locked,
                 bytes: (st.bytes_stolen as f64 * scale) as u64 + st.bytes_results,
+                tasks_stolen: st.tasks_stolen,
                 hops: st
                     .result_hops
                     .iter()
@@ -199,7 +231,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                 homed: st.result_hops.iter().sum(),
                 verified: true,
                 digest: dlb::digest(&r.results),
-                steal_log: if run.args.plot.is_some() {
+                steal_log: if log {
                     st.steal_log
                         .iter()
                         .map(|e| (e.at_ns as f64 * 1e-9, e.victim, e.tasks))
@@ -209,12 +241,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                 },
             }
         })
-        .collect();
-    Ok(Simulated {
-        report: dlb::report(run, &plan, &all, &figs, calibration),
-        events: out.events,
-        wall_s,
-    })
+        .collect()
 }
 
 fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
@@ -270,18 +297,25 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         })?;
         let rss = peak_rss_mib();
         let eps = s.events as f64 / s.wall_s.max(1e-9);
+        let mut run_reports = s.reports;
+        for r in &mut run_reports {
+            r.speedup = dlb::speedup(&reports, r);
+        }
         if a.bench.json {
-            let mut v = serde_json::to_value(&s.report).map_err(|e| UsageError(e.to_string()))?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("preset".into(), model.name.clone().into());
-                o.insert("sim_events".into(), s.events.into());
-                o.insert("sim_wall_s".into(), s.wall_s.into());
-                o.insert("events_per_s".into(), eps.into());
-                o.insert("peak_rss_mib".into(), rss.into());
+            // One line per epoch; the simulator's figures are the whole job's.
+            for r in &run_reports {
+                let mut v = serde_json::to_value(r).map_err(|e| UsageError(e.to_string()))?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("preset".into(), model.name.clone().into());
+                    o.insert("sim_events".into(), s.events.into());
+                    o.insert("sim_wall_s".into(), s.wall_s.into());
+                    o.insert("events_per_s".into(), eps.into());
+                    o.insert("peak_rss_mib".into(), rss.into());
+                }
+                println!("{v}");
             }
-            println!("{v}");
         } else {
-            dlb::print(&s.report, &a.bench, reports.is_empty());
+            dlb::print(&run_reports, &a.bench, reports.is_empty());
             if !a.bench.csv {
                 println!(
                     "simulated on {}: {} events in {:.2} s ({:.0} events/s), peak RSS {:.0} MiB\n",
@@ -289,7 +323,7 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                 );
             }
         }
-        reports.push((run.label(), s.report));
+        reports.extend(run_reports.into_iter().map(|r| (run.label(), r)));
     }
     if reports.len() > 1 && !a.bench.json && !a.bench.csv {
         dlb::print_summary(&reports);

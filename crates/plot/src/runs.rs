@@ -1,6 +1,7 @@
 //! The plots of DLB_Bench's runs (`--plot DIR`, `--sweep`), drawn alike by `dlb-bench` and
 //! `titus sim`: efficiency per run, per-rank load before and after balancing, a timeline of
-//! steals per run, and a sweep's CSV and efficiency curve.
+//! steals per run (these three of each run's last epoch), efficiency and steals per epoch
+//! (runs of several epochs), and a sweep's CSV and efficiency curve.
 
 use crate::{Bars, Lines, RankLoads, Timeline, save};
 use std::path::PathBuf;
@@ -10,8 +11,16 @@ use titus_workload::dlb::{BenchArgs, CSV_HEADER, Report, csv_row};
 pub const MAX_DRAWN_STEALS: usize = 20_000;
 
 /// Writes the plots of the runs (and the sweep's CSV and plot); returns the files.
-pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathBuf>, String> {
+/// `reports` holds a row per run and epoch, in order.
+pub fn plots(args: &BenchArgs, all_epochs: &[(String, Report)]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
+    // The bars, loads and timelines show each run's last epoch.
+    let last: Vec<(String, Report)> = all_epochs
+        .iter()
+        .filter(|(_, r)| r.epoch + 1 >= r.epochs)
+        .cloned()
+        .collect();
+    let reports = &last[..];
     let label = |l: &str, r: &Report| match &r.sweep_value {
         Some(v) => format!("{l} {v}"),
         None => l.to_string(),
@@ -75,6 +84,9 @@ pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathB
                 &stem,
             )?);
         }
+        if all_epochs.iter().any(|(_, r)| r.epochs > 1) {
+            files.extend(epoch_plots(dir, &shape, all_epochs, &label)?);
+        }
     }
     if let Some(spec) = &args.sweep {
         let dir = args
@@ -86,7 +98,7 @@ pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathB
             .map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
         let csv = dir.join("sweep.csv");
         let mut text = format!("{param},run,{CSV_HEADER}\n");
-        for (l, r) in reports {
+        for (l, r) in all_epochs {
             text += &format!(
                 "{},{l},{}\n",
                 r.sweep_value.as_deref().unwrap_or(""),
@@ -121,5 +133,56 @@ pub fn plots(args: &BenchArgs, reports: &[(String, Report)]) -> Result<Vec<PathB
             "sweep-efficiency",
         )?);
     }
+    Ok(files)
+}
+
+/// Efficiency and steals per epoch, one line per run: `epochs-efficiency` and
+/// `epochs-steals`.
+fn epoch_plots(
+    dir: &std::path::Path,
+    shape: &str,
+    reports: &[(String, Report)],
+    label: &dyn Fn(&str, &Report) -> String,
+) -> Result<Vec<PathBuf>, String> {
+    type Series = Vec<(String, Vec<(f64, f64)>)>;
+    let mut eff: Series = Vec::new();
+    let mut steals: Series = Vec::new();
+    for (l, r) in reports {
+        let name = label(l, r);
+        // A run's rows are consecutive; a new epoch 0 starts a new line.
+        if r.epoch == 0 || eff.last().is_none_or(|s| s.0 != name) {
+            eff.push((name.clone(), Vec::new()));
+            steals.push((name, Vec::new()));
+        }
+        let x = f64::from(r.epoch);
+        if let (Some(e), Some(s)) = (eff.last_mut(), steals.last_mut()) {
+            e.1.push((x, r.efficiency));
+            s.1.push((x, r.steals_ok as f64));
+        }
+    }
+    let mut files = save(
+        &Lines {
+            title: format!("Efficiency per epoch: {shape}"),
+            x_label: "epoch".into(),
+            y_label: "efficiency".into(),
+            series: eff,
+            log_x: false,
+            y_max: Some(1.1),
+        },
+        dir,
+        "epochs-efficiency",
+    )?;
+    files.extend(save(
+        &Lines {
+            title: format!("Successful steals per epoch: {shape}"),
+            x_label: "epoch".into(),
+            y_label: "steals".into(),
+            series: steals,
+            log_x: false,
+            y_max: None,
+        },
+        dir,
+        "epochs-steals",
+    )?);
     Ok(files)
 }

@@ -71,6 +71,15 @@ impl ValueEnum for BalancerArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// A `--diffusion` value.
+pub enum Switch {
+    /// Diffusion before stealing (the default).
+    On,
+    /// Stealing alone.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// A steal protocol.
 pub enum ProtocolArg {
     /// TITUS's lock protocol.
@@ -89,7 +98,9 @@ pub struct BenchArgs {
     /// Ranks of an in-process run (under a launcher the launcher sets them).
     #[arg(long, default_value_t = 4, allow_negative_numbers = true)]
     pub ranks: u32,
-    /// Named profile: quick, w1-s4k, w5-s1m, w10-s21m (per-rank work W/n and size S/n).
+    /// Named profile: quick, w1-s4k, w5-s1m, w10-s21m (per-rank work W/n and size S/n),
+    /// or chem (a combustion code's time steps: 4,096 tasks of 12 µs mean and 48 B per
+    /// rank, a bimodal front 10% wide and 30× dearer, uniform slabs, 8 epochs, drift 0.03).
     #[arg(long, default_value = "quick")]
     pub profile: String,
     /// Tasks over all ranks [default: the profile's].
@@ -98,12 +109,29 @@ pub struct BenchArgs {
     /// Mean task duration, seconds [default: the profile's].
     #[arg(long, allow_negative_numbers = true)]
     pub task_time: Option<f64>,
-    /// Task cost distribution.
-    #[arg(long, value_enum, default_value_t = CostArg::Constant)]
-    pub cost: CostArg,
-    /// Initial ownership of the tasks.
-    #[arg(long, value_enum, default_value_t = DistArg::Gaussian)]
-    pub distribution: DistArg,
+    /// Task cost distribution [default: the profile's; constant but chem's bimodal].
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
+    /// Initial ownership of the tasks [default: the profile's; gaussian but chem's
+    /// uniform].
+    #[arg(long, value_enum)]
+    pub distribution: Option<DistArg>,
+    /// Epochs (time steps) each run makes, every task in each: same owner, index and
+    /// payload data; its cost moves with --drift. Every epoch is verified and reported
+    /// [default: the profile's; 1 but chem's 8].
+    #[arg(long, value_name = "E", allow_negative_numbers = true)]
+    pub epochs: Option<u32>,
+    /// Drift of the cost pattern per epoch, a fraction D in [0, 1) of the global task
+    /// list (tasks numbered rank by rank): epoch e's cost of task g is epoch 0's cost of
+    /// task (g − round(e·D·T)) mod T over T tasks, so a bimodal reaction zone moves like a
+    /// flame front over the ranks; ownership never changes [default: the profile's; 0
+    /// but chem's 0.03].
+    #[arg(long, value_name = "D", allow_negative_numbers = true)]
+    pub drift: Option<f64>,
+    /// Diffusion before stealing, from the last epoch's measured costs: on or off, or
+    /// on,off to run each balancer both ways side by side.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    pub diffusion: Vec<Switch>,
     /// Task counts per rank for `--distribution file` (COUNT or RANK COUNT per line).
     #[arg(long, value_name = "FILE")]
     pub counts: Option<std::path::PathBuf>,
@@ -125,14 +153,16 @@ pub struct BenchArgs {
     /// Seed of the workload, the overlay and victim choice.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
-    /// One JSON object on one line.
+    /// One JSON object on one line per run and epoch (key `epoch`, 0-based).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// CSV: a header line and one row per run.
+    /// CSV: a header line and one row per run and epoch.
     #[arg(long)]
     pub csv: bool,
     /// Draw plots (PNG and SVG) into this directory: efficiency per run, per-rank busy and
-    /// idle time before and after balancing, a timeline of steals.
+    /// idle time before and after balancing, a timeline of steals (of each run's last
+    /// epoch); with --epochs over 1, efficiency and steals per epoch, a line per run
+    /// (epochs-efficiency, epochs-steals).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Repeat the runs over values of one parameter: PARAM=V1,V2,... with PARAM one of
@@ -156,15 +186,69 @@ pub struct BenchArgs {
     pub backoff_max_ms: Option<f64>,
 }
 
-/// A profile: per-rank work W/n (s), per-rank problem size S/n (bytes), tasks per rank.
-pub fn profile(name: &str) -> Option<(f64, u64, u64)> {
+/// A named workload: its per-rank shape and the defaults of the flags it sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Per-rank work W/n, seconds.
+    pub work_s: f64,
+    /// Per-rank problem size S/n, bytes.
+    pub size_bytes: u64,
+    /// Tasks per rank.
+    pub tasks_per_rank: u64,
+    /// Cost distribution.
+    pub cost: CostArg,
+    /// Ownership.
+    pub distribution: DistArg,
+    /// Epochs.
+    pub epochs: u32,
+    /// Drift per epoch (`--drift`).
+    pub drift: f64,
+}
+
+/// The names of the profiles.
+pub const PROFILES: [&str; 5] = ["quick", "w1-s4k", "w5-s1m", "w10-s21m", "chem"];
+
+/// A profile by name. `chem` is a combustion code's time steps, shaped after
+/// examples/chemistry (a 64 × 32 grid in slabs over 2 ranks, ~12 µs per cell on average,
+/// cells in the flame front ~100× cold ones, 48-byte cell records): 4,096 tasks of 12 µs
+/// mean and 48 B per rank, owned in slabs (uniform), a contiguous front of 10% of the
+/// tasks 30× dearer (bimodal), 8 epochs, the front moving 3% of the tasks per epoch.
+pub fn profile(name: &str) -> Option<Profile> {
+    let titus = |work_s, size_bytes| Profile {
+        work_s,
+        size_bytes,
+        tasks_per_rank: 100,
+        cost: CostArg::Constant,
+        distribution: DistArg::Gaussian,
+        epochs: 1,
+        drift: 0.0,
+    };
     match name {
-        "quick" => Some((0.25, 64 << 10, 100)),
-        "w1-s4k" => Some((1.0, 4_000, 100)),
-        "w5-s1m" => Some((5.0, 1_000_000, 100)),
-        "w10-s21m" => Some((10.0, 21_000_000, 100)),
+        "quick" => Some(titus(0.25, 64 << 10)),
+        "w1-s4k" => Some(titus(1.0, 4_000)),
+        "w5-s1m" => Some(titus(5.0, 1_000_000)),
+        "w10-s21m" => Some(titus(10.0, 21_000_000)),
+        "chem" => Some(Profile {
+            work_s: 4096.0 * 12e-6,
+            size_bytes: 4096 * 48,
+            tasks_per_rank: 4096,
+            cost: CostArg::Bimodal,
+            distribution: DistArg::Uniform,
+            epochs: 8,
+            drift: 0.03,
+        }),
         _ => None,
     }
+}
+
+/// Turns diffusion before stealing on or off in a run's core configuration.
+///
+/// On this branch the core has no diffusion switch yet (`titus_core::Config::diffusion`
+/// is added by the branch that implements diffusion): this body is deliberately empty and
+/// is filled at the merge with `core.diffusion = on;`. The flag is parsed, expands the
+/// runs and is reported (`diffusion` in the JSON) already.
+pub fn apply_diffusion(core: &mut Config, on: bool) {
+    let _ = (core, on);
 }
 
 /// One run's figures; the fields are the JSON keys (README, `dlb-bench`).
@@ -172,6 +256,20 @@ pub fn profile(name: &str) -> Option<(f64, u64, u64)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub efficiency: f64,
+    /// Σ drawn (calibrated) task cost / (ranks × workers × resolution): the efficiency
+    /// tasks running slower than calibrated cannot flatter.
+    pub nominal_efficiency: f64,
+    /// Resolution time of `none` over this run's, when `none` ran the same workload (and
+    /// epoch) in the same invocation; null otherwise.
+    pub speedup: Option<f64>,
+    /// The epoch (0-based) this row reports.
+    pub epoch: u32,
+    /// Epochs of the run.
+    pub epochs: u32,
+    /// Drift of the cost pattern per epoch (fraction of the tasks).
+    pub drift: f64,
+    /// Diffusion before stealing was asked for.
+    pub diffusion: bool,
     pub resolution_s: f64,
     pub ideal_s: f64,
     pub ranks: u32,
@@ -190,6 +288,8 @@ pub struct Report {
     pub steals_ok: u64,
     pub steals_empty: u64,
     pub steals_locked: u64,
+    /// Tasks taken by thieves.
+    pub tasks_stolen: u64,
     pub bytes_moved: u64,
     pub result_hops_mean: f64,
     pub group_size: u32,
@@ -224,6 +324,37 @@ pub fn fail(code: i32, msg: &str) -> ! {
     std::process::exit(code)
 }
 
+/// clap's error on one line: its message and hints, without the usage block.
+pub fn clap_error_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.trim_start_matches("error:").trim());
+        }
+    }
+    parts.join(" ")
+}
+
+/// Parses the command line: help and version print and exit 0; an error prints one line
+/// ([`clap_error_line`]) and exits 2.
+pub fn parse_args<T: clap::Parser>() -> T {
+    match T::try_parse() {
+        Ok(t) => t,
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                let _ = e.print();
+                std::process::exit(0)
+            }
+            _ => fail(2, &clap_error_line(&e)),
+        },
+    }
+}
+
 /// The command-line name of a value.
 pub fn name<T: ValueEnum>(v: T) -> &'static str {
     // ValueEnum names are 'static in practice; leak the short string once per run.
@@ -240,19 +371,33 @@ pub struct Plan {
     pub payload: u64,
     /// Profile name.
     pub profile: String,
+    /// Cost distribution (the flag's, else the profile's).
+    pub cost: CostArg,
+    /// Ownership (the flag's, else the profile's).
+    pub distribution: DistArg,
+    /// Epochs (the flag's, else the profile's).
+    pub epochs: u32,
+    /// Drift per epoch (the flag's, else the profile's).
+    pub drift: f64,
 }
 
 /// The workload of a run (exit 2 on bad flags).
 pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
-    let Some((wn, sn, per_rank)) = profile(&args.profile) else {
+    let Some(prof) = profile(&args.profile) else {
         fail(
             2,
             &format!(
-                "unknown --profile '{}' (expected quick, w1-s4k, w5-s1m or w10-s21m)",
-                args.profile
+                "unknown --profile '{}' (expected one of {})",
+                args.profile,
+                PROFILES.join(", ")
             ),
         );
     };
+    let (wn, sn, per_rank) = (prof.work_s, prof.size_bytes, prof.tasks_per_rank);
+    let cost_arg = args.cost.unwrap_or(prof.cost);
+    let dist_arg = args.distribution.unwrap_or(prof.distribution);
+    let epochs = args.epochs.unwrap_or(prof.epochs);
+    let drift = args.drift.unwrap_or(prof.drift);
     let tasks = args.tasks.unwrap_or(u64::from(ranks) * per_rank);
     let task_time = args.task_time.unwrap_or(wn / per_rank as f64);
     if !(task_time.is_finite() && task_time >= 0.0) {
@@ -268,7 +413,7 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
             &format!("--payload {payload} is over the 64 MiB a task slot may hold"),
         );
     }
-    let distribution = match args.distribution {
+    let distribution = match dist_arg {
         DistArg::Gaussian => Distribution::Gaussian,
         DistArg::Uniform => Distribution::Uniform,
         DistArg::One => Distribution::One,
@@ -285,7 +430,7 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
             Distribution::File(crate::parse_counts(&text, ranks).unwrap_or_else(|e| fail(2, &e)))
         }
     };
-    let cost = match args.cost {
+    let cost = match cost_arg {
         CostArg::Constant => Cost::Constant,
         CostArg::Exponential => Cost::Exponential,
         CostArg::Lognormal => Cost::Lognormal,
@@ -302,6 +447,10 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         },
         payload,
         profile: args.profile.clone(),
+        cost: cost_arg,
+        distribution: dist_arg,
+        epochs,
+        drift,
     }
 }
 
@@ -316,14 +465,20 @@ pub struct Run {
     pub protocol: ProtocolArg,
     /// The swept parameter's value.
     pub sweep_value: Option<String>,
+    /// Diffusion before stealing ([`apply_diffusion`]).
+    pub diffusion: bool,
 }
 
 impl Run {
-    /// `balancer` or `balancer/protocol`.
+    /// `balancer` or `balancer/protocol`, and `/no-diffusion` when a balancer runs with
+    /// diffusion off.
     pub fn label(&self) -> String {
         let mut l = self.balancer.to_string();
         if self.balancer.steals() {
             l = format!("{l}/{}", name(self.protocol));
+        }
+        if !self.diffusion && self.balancer != Balancing::None {
+            l += "/no-diffusion";
         }
         l
     }
@@ -339,10 +494,11 @@ impl Run {
     }
 }
 
-/// The runs a command line asks for, in order: sweep points, then balancers, then
-/// protocols.
+/// The runs a command line asks for, in order: sweep points, then balancers (`none`
+/// first, so the others can report their speed-up over it), then diffusion on/off, then
+/// protocols. `none` runs once per point (diffusion does not apply to it).
 pub fn runs(args: &BenchArgs) -> Vec<Run> {
-    let balancers: Vec<Balancing> = expand(
+    let mut balancers: Vec<Balancing> = expand(
         &args.balancer,
         BalancerArg::All,
         &Balancing::ALL.map(BalancerArg::One),
@@ -353,6 +509,19 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
         BalancerArg::All => None,
     })
     .collect();
+    if let Some(i) = balancers.iter().position(|&b| b == Balancing::None) {
+        let none = balancers.remove(i);
+        balancers.insert(0, none);
+    }
+    let mut diffusion: Vec<bool> = Vec::new();
+    for &d in &args.diffusion {
+        if !diffusion.contains(&(d == Switch::On)) {
+            diffusion.push(d == Switch::On);
+        }
+    }
+    if diffusion.is_empty() {
+        diffusion.push(true);
+    }
     let protocols = expand(
         &args.protocol,
         ProtocolArg::All,
@@ -376,13 +545,21 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
             } else {
                 &[ProtocolArg::Request]
             };
-            for &p in ps {
-                out.push(Run {
-                    args: a.clone(),
-                    balancer: b,
-                    protocol: p,
-                    sweep_value: v.clone(),
-                });
+            let ds = if b == Balancing::None {
+                &diffusion[..1]
+            } else {
+                &diffusion[..]
+            };
+            for &d in ds {
+                for &p in ps {
+                    out.push(Run {
+                        args: a.clone(),
+                        balancer: b,
+                        protocol: p,
+                        sweep_value: v.clone(),
+                        diffusion: d,
+                    });
+                }
             }
         }
     }
@@ -492,16 +669,17 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     run.balancer
         .apply(&mut core, &mut overlay, ranks, loads.as_deref())
         .unwrap_or_else(|e| fail(2, &e.to_string()));
+    apply_diffusion(&mut core, run.diffusion);
     RunConfig { core, overlay }
 }
 
 /// The `--csv` header.
-pub const CSV_HEADER: &str = "efficiency,resolution_s,ideal_s,ranks,workers,balancer,protocol,seed,verified,profile,tasks,task_time_s,payload_bytes,cost,distribution,steals_ok,steals_empty,steals_locked,bytes_moved,result_hops_mean,group_size";
+pub const CSV_HEADER: &str = "efficiency,resolution_s,ideal_s,ranks,workers,balancer,protocol,seed,verified,profile,tasks,task_time_s,payload_bytes,cost,distribution,steals_ok,steals_empty,steals_locked,bytes_moved,result_hops_mean,group_size,epoch,nominal_efficiency,speedup,tasks_stolen,epochs,drift,diffusion";
 
 /// One `--csv` row.
 pub fn csv_row(r: &Report) -> String {
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         r.efficiency,
         r.resolution_s,
         r.ideal_s,
@@ -522,25 +700,40 @@ pub fn csv_row(r: &Report) -> String {
         r.steals_locked,
         r.bytes_moved,
         r.result_hops_mean,
-        r.group_size
+        r.group_size,
+        r.epoch,
+        r.nominal_efficiency,
+        r.speedup.map_or(String::new(), |x| x.to_string()),
+        r.tasks_stolen,
+        r.epochs,
+        r.drift,
+        r.diffusion
     )
 }
 
-/// Prints one run as it ends (the CSV header before the first row).
-pub fn print(r: &Report, args: &BenchArgs, first: bool) {
+/// Prints one run as it ends, every epoch of it (the CSV header before the first row):
+/// JSON, one line per epoch; CSV, one row per epoch; else the run's description and, for
+/// one epoch, its figures and per-rank table, for several a row per epoch and a summary
+/// over epochs ≥ 1.
+pub fn print(run: &[Report], args: &BenchArgs, first: bool) {
+    let Some(r) = run.first() else { return };
     if args.json {
-        println!("{}", serde_json::to_string(r).expect("report serialises"));
+        for r in run {
+            println!("{}", serde_json::to_string(r).expect("report serialises"));
+        }
         return;
     }
     if args.csv {
         if first {
             println!("{CSV_HEADER}");
         }
-        println!("{}", csv_row(r));
+        for r in run {
+            println!("{}", csv_row(r));
+        }
         return;
     }
     println!(
-        "dlb-bench: {} ranks x {} workers, profile {}, {} tasks of {:.3} ms mean ({} cost, {} ownership), {} B payloads ({:.0} cycles/B), balancer {} ({}{}), seed {}",
+        "dlb-bench: {} ranks x {} workers, profile {}, {} tasks of {:.3} ms mean ({} cost, {} ownership), {} B payloads ({:.0} cycles/B), balancer {} ({}{}), seed {}{}",
         r.ranks,
         r.workers,
         r.profile,
@@ -557,15 +750,71 @@ pub fn print(r: &Report, args: &BenchArgs, first: bool) {
         } else {
             String::new()
         },
-        r.seed
+        r.seed,
+        if r.epochs > 1 {
+            format!(
+                ", {} epochs, drift {}, diffusion {}",
+                r.epochs,
+                r.drift,
+                if r.diffusion { "on" } else { "off" }
+            )
+        } else {
+            String::new()
+        }
+    );
+    if run.len() > 1 {
+        println!(
+            "{:>5} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>12} {:>8}",
+            "epoch",
+            "efficiency",
+            "nominal",
+            "speedup",
+            "resolution_s",
+            "steals",
+            "empty",
+            "stolen",
+            "bytes_moved",
+            "verified"
+        );
+        for r in run {
+            println!(
+                "{:>5} {:>10.3} {:>8.3} {:>8} {:>12.4} {:>9} {:>9} {:>9} {:>12} {:>8}",
+                r.epoch,
+                r.efficiency,
+                r.nominal_efficiency,
+                speedup_cell(r.speedup),
+                r.resolution_s,
+                r.steals_ok,
+                r.steals_empty,
+                r.tasks_stolen,
+                r.bytes_moved,
+                r.verified
+            );
+        }
+        if let Some(line) = epoch_summary(run) {
+            println!("{line}");
+        }
+        println!();
+        return;
+    }
+    println!(
+        "efficiency {:.3}   nominal {:.3}   resolution {:.3} s   ideal {:.3} s   verified {}{}",
+        r.efficiency,
+        r.nominal_efficiency,
+        r.resolution_s,
+        r.ideal_s,
+        r.verified,
+        r.speedup
+            .map_or(String::new(), |x| format!("   speed-up {x:.2}x over none"))
     );
     println!(
-        "efficiency {:.3}   resolution {:.3} s   ideal {:.3} s   verified {}",
-        r.efficiency, r.resolution_s, r.ideal_s, r.verified
-    );
-    println!(
-        "steals {} ok, {} empty, {} locked   bytes moved {}   result hops {:.2} mean",
-        r.steals_ok, r.steals_empty, r.steals_locked, r.bytes_moved, r.result_hops_mean
+        "steals {} ok, {} empty, {} locked   tasks stolen {}   bytes moved {}   result hops {:.2} mean",
+        r.steals_ok,
+        r.steals_empty,
+        r.steals_locked,
+        r.tasks_stolen,
+        r.bytes_moved,
+        r.result_hops_mean
     );
     println!(
         "{:>5} {:>9} {:>9} {:>9} {:>9}",
@@ -591,14 +840,102 @@ pub fn print(r: &Report, args: &BenchArgs, first: bool) {
     println!();
 }
 
-/// The side-by-side table after several runs.
+fn speedup_cell(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".into(), |x| format!("{x:.2}"))
+}
+
+/// Figures of a run over its epochs ≥ 1 (the steady state of a time-stepping job, once
+/// the first epoch has shown the costs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochSummary {
+    /// Epochs summed (epochs ≥ 1).
+    pub epochs: u32,
+    /// Mean efficiency.
+    pub efficiency: f64,
+    /// Mean nominal efficiency.
+    pub nominal_efficiency: f64,
+    /// Successful steals per epoch.
+    pub steals_per_epoch: f64,
+    /// Tasks stolen per epoch.
+    pub stolen_per_epoch: f64,
+    /// Mean speed-up over `none` (when every epoch has one).
+    pub speedup: Option<f64>,
+}
+
+/// The summary of one run's epoch rows over epochs ≥ 1 (None with a single epoch).
+pub fn summarize(run: &[Report]) -> Option<EpochSummary> {
+    let later: Vec<&Report> = run.iter().filter(|r| r.epoch >= 1).collect();
+    if later.is_empty() {
+        return None;
+    }
+    let k = later.len() as f64;
+    let mean = |f: &dyn Fn(&Report) -> f64| later.iter().map(|r| f(r)).sum::<f64>() / k;
+    Some(EpochSummary {
+        epochs: later.len() as u32,
+        efficiency: mean(&|r| r.efficiency),
+        nominal_efficiency: mean(&|r| r.nominal_efficiency),
+        steals_per_epoch: mean(&|r| r.steals_ok as f64),
+        stolen_per_epoch: mean(&|r| r.tasks_stolen as f64),
+        speedup: later
+            .iter()
+            .map(|r| r.speedup)
+            .sum::<Option<f64>>()
+            .map(|s| s / k),
+    })
+}
+
+/// The summary line of one run's epoch rows (None with a single epoch).
+pub fn epoch_summary(run: &[Report]) -> Option<String> {
+    let s = summarize(run)?;
+    Some(format!(
+        "epochs 1..{}: efficiency {:.3} mean, nominal {:.3} mean, {:.1} steals and {:.1} tasks stolen per epoch{}",
+        s.epochs,
+        s.efficiency,
+        s.nominal_efficiency,
+        s.steals_per_epoch,
+        s.stolen_per_epoch,
+        s.speedup
+            .map_or(String::new(), |x| format!(", speed-up {x:.2}x over none"))
+    ))
+}
+
+/// The resolution time of `none` over `r`'s, if `none` ran the same workload (same sweep
+/// point, epoch, ranks, workers, tasks, costs and seed) among `earlier`.
+pub fn speedup(earlier: &[(String, Report)], r: &Report) -> Option<f64> {
+    let none = earlier.iter().map(|e| &e.1).find(|n| {
+        n.balancer == "none"
+            && n.sweep_value == r.sweep_value
+            && n.epoch == r.epoch
+            && n.ranks == r.ranks
+            && n.workers == r.workers
+            && n.tasks == r.tasks
+            && n.task_time_s == r.task_time_s
+            && n.cost == r.cost
+            && n.distribution == r.distribution
+            && n.drift == r.drift
+            && n.seed == r.seed
+            && n.profile == r.profile
+    })?;
+    (r.resolution_s > 0.0).then(|| none.resolution_s / r.resolution_s)
+}
+
+/// The side-by-side table after several runs (a row per run, or per run and epoch), and
+/// a summary line per run over epochs ≥ 1.
 pub fn print_summary(reports: &[(String, Report)]) {
+    let epochs = reports.iter().any(|(_, r)| r.epochs > 1);
     println!(
-        "{:<22} {:>8} {:>6} {:>10} {:>12} {:>9} {:>9} {:>9} {:>8}",
+        "{:<22} {:>8} {:>6}{} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>8}",
         "run",
         "sweep",
         "ranks",
+        if epochs {
+            format!(" {:>5}", "epoch")
+        } else {
+            String::new()
+        },
         "efficiency",
+        "nominal",
+        "speedup",
         "resolution_s",
         "ideal_s",
         "steals",
@@ -607,17 +944,38 @@ pub fn print_summary(reports: &[(String, Report)]) {
     );
     for (label, r) in reports {
         println!(
-            "{:<22} {:>8} {:>6} {:>10.3} {:>12.3} {:>9.3} {:>9} {:>9} {:>8}",
+            "{:<22} {:>8} {:>6}{} {:>10.3} {:>8.3} {:>8} {:>12.3} {:>9.3} {:>9} {:>9} {:>8}",
             label,
             r.sweep_value.as_deref().unwrap_or("-"),
             r.ranks,
+            if epochs {
+                format!(" {:>5}", r.epoch)
+            } else {
+                String::new()
+            },
             r.efficiency,
+            r.nominal_efficiency,
+            speedup_cell(r.speedup),
             r.resolution_s,
             r.ideal_s,
             r.steals_ok,
             r.steals_empty,
             r.verified
         );
+    }
+    if epochs {
+        let mut i = 0;
+        while i < reports.len() {
+            let n = reports[i].1.epochs.max(1) as usize;
+            let run: Vec<Report> = reports[i..(i + n).min(reports.len())]
+                .iter()
+                .map(|x| x.1.clone())
+                .collect();
+            if let Some(line) = epoch_summary(&run) {
+                println!("{:<22} {line}", reports[i].0);
+            }
+            i += n;
+        }
     }
 }
 
@@ -644,6 +1002,17 @@ pub fn check_args(args: &BenchArgs) {
     }
     if args.group_size == Some(0) {
         fail(2, "--group-size must be at least 1");
+    }
+    if args.epochs == Some(0) {
+        fail(2, "--epochs must be at least 1");
+    }
+    if let Some(d) = args.drift
+        && !(d.is_finite() && (0.0..1.0).contains(&d))
+    {
+        fail(
+            2,
+            &format!("--drift {d} is not a fraction of the tasks in [0, 1)"),
+        );
     }
     if let Some(dir) = &args.plot
         && dir.exists()
@@ -675,6 +1044,8 @@ pub struct RankFigures {
     pub steals_locked: u64,
     /// Task and result bytes moved.
     pub bytes: u64,
+    /// Tasks this rank took from victims.
+    pub tasks_stolen: u64,
     /// Sum of the hops of this rank's results, and how many came home.
     pub hops: u64,
     /// Results home.
@@ -704,6 +1075,7 @@ impl RankFigures {
             f64::from(u8::from(self.verified)),
             (self.digest >> 32) as f64,
             (self.digest & 0xffff_ffff) as f64,
+            self.tasks_stolen as f64,
         ])
     }
 
@@ -724,6 +1096,7 @@ impl RankFigures {
             homed: g(9) as u64,
             verified: g(10) == 1.0,
             digest: (g(11) as u64) << 32 | g(12) as u64,
+            tasks_stolen: g(13) as u64,
             steal_log: Vec::new(),
         }
     }
@@ -762,11 +1135,13 @@ pub fn task_payload(plan: &Plan, t: &TaskSpec, per_round: f64) -> Vec<u8> {
     )
 }
 
-/// The report of `run` from every rank's figures; `all` is the workload (per rank),
-/// `calibration` the seconds per round the tasks were made with (0: virtual tasks).
+/// The report of `run`'s epoch `epoch` from every rank's figures; `all` is that epoch's
+/// workload (per rank), `calibration` the seconds per round the tasks were made with (0:
+/// virtual tasks). `speedup` is left to the front end ([`speedup`]).
 pub fn report(
     run: &Run,
     plan: &Plan,
+    epoch: u32,
     all: &[Vec<TaskSpec>],
     figs: &[RankFigures],
     calibration: f64,
@@ -785,8 +1160,15 @@ pub fn report(
             steals.push((t, thief as u32, victim, k));
         }
     }
+    let capacity = (f64::from(n) * workers * slowest).max(1e-12);
     Report {
-        efficiency: busy.iter().sum::<f64>() / (f64::from(n) * workers * slowest).max(1e-12),
+        efficiency: busy.iter().sum::<f64>() / capacity,
+        nominal_efficiency: total_cost / capacity,
+        speedup: None,
+        epoch,
+        epochs: plan.epochs,
+        drift: plan.drift,
+        diffusion: run.diffusion,
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
@@ -799,14 +1181,15 @@ pub fn report(
         tasks: plan.spec.tasks,
         task_time_s: plan.spec.task_time,
         payload_bytes: plan.payload,
-        cost: name(args.cost),
-        distribution: name(args.distribution),
+        cost: name(plan.cost),
+        distribution: name(plan.distribution),
         // TITUS's arithmetic intensity: compute seconds × 3·10⁹ / bytes.
         cycles_per_byte: total_cost * 3e9
             / (plan.payload as f64 * plan.spec.tasks.max(1) as f64).max(1.0),
         steals_ok: figs.iter().map(|f| f.steals_ok).sum(),
         steals_empty: figs.iter().map(|f| f.steals_empty).sum(),
         steals_locked: figs.iter().map(|f| f.steals_locked).sum(),
+        tasks_stolen: figs.iter().map(|f| f.tasks_stolen).sum(),
         bytes_moved: figs.iter().map(|f| f.bytes).sum(),
         result_hops_mean: figs.iter().map(|f| f.hops).sum::<u64>() as f64 / homed.max(1) as f64,
         group_size: run.balancer.group_size(n),
@@ -826,5 +1209,110 @@ pub fn report(
             .collect(),
         steals,
         sweep_value: run.sweep_value.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(a: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("dlb-bench").chain(a.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn none_runs_first_and_diffusion_doubles_the_balancers() {
+        let rs = runs(&args(&[
+            "--balancer",
+            "master,none,smallworld",
+            "--diffusion",
+            "on,off",
+        ]));
+        let labels: Vec<String> = rs.iter().map(Run::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "none",
+                "master",
+                "master/no-diffusion",
+                "smallworld/claim",
+                "smallworld/claim/no-diffusion"
+            ]
+        );
+        assert_eq!(
+            rs.iter().map(|r| r.diffusion).collect::<Vec<_>>(),
+            [true, true, false, true, false]
+        );
+        assert!(runs(&args(&[])).iter().all(|r| r.diffusion));
+    }
+
+    #[test]
+    fn profiles_set_defaults_and_flags_override_them() {
+        let p = plan(&args(&["--profile", "chem"]), 2);
+        assert_eq!((p.epochs, p.drift, p.payload), (8, 0.03, 48));
+        assert_eq!(
+            (p.cost, p.distribution),
+            (CostArg::Bimodal, DistArg::Uniform)
+        );
+        assert_eq!(p.spec.tasks, 8192);
+        assert!((p.spec.task_time - 12e-6).abs() < 1e-15);
+        let p = plan(
+            &args(&["--profile", "chem", "--epochs", "3", "--cost", "constant"]),
+            2,
+        );
+        assert_eq!((p.epochs, p.cost), (3, CostArg::Constant));
+        let q = plan(&args(&[]), 4);
+        assert_eq!((q.epochs, q.drift, q.cost), (1, 0.0, CostArg::Constant));
+    }
+
+    fn row(balancer: &'static str, epoch: u32, resolution_s: f64) -> Report {
+        let run = runs(&args(&[]))[0].clone();
+        let plan = plan(&run.args, 2);
+        let all = crate::generate(&plan.spec).unwrap();
+        let figs = vec![
+            RankFigures {
+                busy: resolution_s,
+                session: resolution_s,
+                ..RankFigures::default()
+            };
+            2
+        ];
+        let mut r = report(&run, &plan, epoch, &all, &figs, 0.0);
+        r.balancer = balancer;
+        r
+    }
+
+    #[test]
+    fn speedup_is_over_none_on_the_same_epoch_and_the_summary_skips_epoch_0() {
+        let none: Vec<(String, Report)> = (0..3)
+            .map(|e| ("none".to_string(), row("none", e, 2.0 + f64::from(e))))
+            .collect();
+        let sw = row("smallworld", 1, 1.5);
+        assert_eq!(speedup(&none, &sw), Some(2.0), "3.0 s / 1.5 s");
+        assert_eq!(speedup(&none[..1], &sw), None, "no epoch 1 of none");
+        assert_eq!(speedup(&[], &sw), None);
+        // Nominal efficiency: the drawn costs (the quick profile at 2 ranks: 200 tasks of
+        // 2.5 ms) over ranks × resolution.
+        let total: f64 = 200.0 * 0.0025;
+        assert!((sw.nominal_efficiency - total / (2.0 * 1.5)).abs() < 1e-9);
+        assert!((sw.efficiency - 1.0).abs() < 1e-12, "busy = session");
+        let mut rows: Vec<Report> = (0..3).map(|e| row("smallworld", e, 1.0)).collect();
+        rows[0].steals_ok = 100;
+        rows[1].steals_ok = 4;
+        rows[2].steals_ok = 6;
+        let s = summarize(&rows).unwrap();
+        assert_eq!((s.epochs, s.steals_per_epoch), (2, 5.0));
+        assert_eq!(s.speedup, None);
+        assert!(summarize(&rows[..1]).is_none(), "one epoch, no summary");
+        assert!(epoch_summary(&rows).unwrap().contains("5.0 steals"));
     }
 }

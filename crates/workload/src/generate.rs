@@ -8,6 +8,12 @@
 //!   `lognormal` (σ = 1), `bimodal` (chemistry-like: a contiguous band of 10% of the tasks —
 //!   a reaction zone, placed in space by task number — costs 30× the others).
 //!
+//! - Time steps (`epoch_tasks`): a job of several epochs keeps every task (same owner,
+//!   same index, same number) and moves the cost pattern along the global task list by
+//!   the drift D per epoch: epoch e's cost of task g is epoch 0's cost of task
+//!   (g − round(e·D·T)) mod T over T tasks, so a bimodal reaction zone moves like a flame
+//!   front across the ranks that own its cells.
+//!
 //! Every draw comes from the seeded generator, so a workload is reproducible from its
 //! parameters.
 
@@ -206,6 +212,41 @@ pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, String> {
     Ok(out)
 }
 
+/// Tasks by which the cost pattern has moved at `epoch` with `drift` (a fraction of the
+/// `total` tasks per epoch): round(epoch · drift · total) mod total.
+pub fn drift_shift(total: u64, epoch: u32, drift: f64) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let s = (f64::from(epoch) * drift * total as f64).round();
+    (s.max(0.0) as u64) % total
+}
+
+/// The tasks of epoch `epoch` from epoch 0's (`base`, as [`generate`] made them): every
+/// task keeps its owner, index and number; its cost is epoch 0's cost of task
+/// (g − [`drift_shift`]) mod T, T the number of tasks.
+pub fn epoch_tasks(base: &[Vec<TaskSpec>], epoch: u32, drift: f64) -> Vec<Vec<TaskSpec>> {
+    let total: u64 = base.iter().map(|t| t.len() as u64).sum();
+    let shift = drift_shift(total, epoch, drift);
+    if shift == 0 {
+        return base.to_vec();
+    }
+    let mut cost = vec![0.0; total as usize];
+    for t in base.iter().flatten() {
+        cost[t.global as usize] = t.cost;
+    }
+    base.iter()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| TaskSpec {
+                    cost: cost[((t.global + total - shift) % total) as usize],
+                    ..t.clone()
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,6 +343,44 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_cost_pattern_drifts_and_tasks_keep_their_identity() {
+        let base = generate(&spec(4, 1000, Cost::Bimodal, Distribution::Uniform)).unwrap();
+        assert_eq!(epoch_tasks(&base, 0, 0.05), base, "epoch 0 is the base");
+        assert_eq!(epoch_tasks(&base, 7, 0.0), base, "no drift, no change");
+        assert_eq!(drift_shift(1000, 3, 0.05), 150);
+        assert_eq!(drift_shift(1000, 30, 0.05), 500, "wraps round");
+        let zone = |ts: &[Vec<TaskSpec>]| {
+            let flat: Vec<&TaskSpec> = ts.iter().flatten().collect();
+            let dear: Vec<u64> = flat
+                .iter()
+                .filter(|t| t.cost > 0.001)
+                .map(|t| t.global)
+                .collect();
+            (dear[0], dear.len())
+        };
+        let (start, len) = zone(&base);
+        assert_eq!((start, len), (450, 100));
+        for e in 1..4u32 {
+            let ts = epoch_tasks(&base, e, 0.05);
+            // Same owners, indices and numbers; the same total cost; the zone 50 further.
+            for (a, b) in ts.iter().flatten().zip(base.iter().flatten()) {
+                assert_eq!((a.owner, a.index, a.global), (b.owner, b.index, b.global));
+            }
+            let sum = |ts: &[Vec<TaskSpec>]| ts.iter().flatten().map(|t| t.cost).sum::<f64>();
+            assert!((sum(&ts) - sum(&base)).abs() < 1e-9);
+            assert_eq!(zone(&ts), (450 + 50 * u64::from(e), 100), "epoch {e}");
+        }
+        // The front crosses from rank 1 (tasks 250..500) into rank 2 (500..750).
+        let owners = |ts: &[Vec<TaskSpec>]| -> Vec<usize> {
+            ts.iter()
+                .map(|r| r.iter().filter(|t| t.cost > 0.001).count())
+                .collect()
+        };
+        assert_eq!(owners(&base), vec![0, 50, 50, 0]);
+        assert_eq!(owners(&epoch_tasks(&base, 2, 0.05)), vec![0, 0, 100, 0]);
     }
 
     #[test]

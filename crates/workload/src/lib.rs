@@ -1,12 +1,14 @@
 //! DLB_Bench's workloads and runs, shared by its two front ends: `dlb-bench` (the real
 //! runtime, `bench/`) and `titus sim` (the simulator, `crates/cli`).
 //!
-//! - the workload generator (`generate.rs`): who owns which task and what each costs;
+//! - the workload generator (`generate.rs`): who owns which task and what each costs,
+//!   and how costs move from one epoch (time step) to the next (`--drift`);
 //! - the task (`task`): real work over a payload, calibrated to a duration, whose
 //!   result is a checksum;
 //! - the runs (`dlb`): the shared flags, the profiles, the list of runs (balancers ×
 //!   protocols × sweep points), each run's core and overlay configuration, and the report
-//!   with its table, JSON and CSV. Plots live in `titus-plot`.
+//!   with its table, JSON and CSV (a row per run and epoch; efficiency, nominal
+//!   efficiency and speed-up over `none`). Plots live in `titus-plot`.
 //!
 //! No runtime and no simulator here: each front end drives its own and hands this crate
 //! the per-rank figures.
@@ -20,6 +22,6 @@ pub mod task;
 
 pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, counts,
-    generate, parse_counts,
+    drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use pipe::quiet_broken_pipe;
