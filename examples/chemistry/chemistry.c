@@ -23,7 +23,8 @@
  *                       balancing slows the tasks themselves, so it can flatter a run.
  *   nominal efficiency  T_seq / (P × T), where T_seq is the calibrated cost of every cell of
  *                       every step: the sequential reference's time, summed over the ranks'
- *                       slabs (each rank times its own slab on one core, with no Titus);
+ *                       slabs (each rank times its own slab on one core, with no Titus,
+ *                       while the other ranks wait: one rank after the other);
  *                       P the number of ranks; T the run's wall time (Σ over steps of
  *                       hand-over + titus_run + results on rank 0). Each rank states its
  *                       slab's calibrated cost per step with titus_nominal_work, and the
@@ -276,6 +277,17 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     free(out);
 }
 
+/* Every rank waits for every other: MPI's barrier, else the collective job stats. */
+static void barrier(titus_t *t) {
+#ifdef TITUS_WITH_MPI
+    (void)t;
+    MPI_Barrier(MPI_COMM_WORLD);
+#else
+    titus_stats unused;
+    CHECK(titus_job_stats(t, &unused));
+#endif
+}
+
 static void usage(const char *why) {
     fprintf(stderr,
             "chemistry: %s\nusage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
@@ -324,20 +336,18 @@ int main(int argc, char **argv) {
         }
     }
     if ((long)g.nx * g.ny > (1L << 26)) usage("--nx x --ny: at most 2^26 cells");
-    /* A first runtime (no balancing) tells this rank who it is; its slab follows. */
+    /* A first runtime (no balancing) tells this rank who it is; its slab follows. It stays
+     * up through the reference, whose ranks take turns (its job stats are the barrier). */
     int rank = 0, size = 1;
-    {
-        titus_t *t = NULL;
+    titus_t *first = NULL;
 #ifdef TITUS_WITH_MPI
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        (void)t;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    (void)first;
 #else
-        CHECK(titus_init(&t, "workers=1,balancer=none"));
-        CHECK(titus_rank_size(t, &rank, &size));
-        CHECK(titus_finalize(&t));
+    CHECK(titus_init(&first, "workers=1,balancer=none"));
+    CHECK(titus_rank_size(first, &rank, &size));
 #endif
-    }
     g.x0 = (int)((long)g.nx * rank / size);
     g.x1 = (int)((long)g.nx * (rank + 1) / size);
     int n = (g.x1 - g.x0) * g.ny;
@@ -346,10 +356,13 @@ int main(int argc, char **argv) {
     double *t_seq = calloc(g.steps, sizeof(double)), *t_none = calloc(g.steps, sizeof(double)),
            *t_titus = calloc(g.steps, sizeof(double));
 
-    /* The reference: this rank's slab, sequentially, without Titus. */
+    /* The reference: this rank's slab, sequentially, without Titus, timed while the other
+     * ranks wait (one rank after the other), so the time is the cells' cost on one core of
+     * an otherwise idle machine: their calibrated cost. */
     cell_in *in = malloc(sizeof(cell_in) * (n ? n : 1));
     long ref_steps = 0;
     initial(&g, ref);
+    for (int turn = 0; turn < rank; turn++) barrier(first);
     for (int s = 0; s < g.steps; s++) {
         inputs(&g, s, ref, in);
         double t0 = now();
@@ -362,6 +375,10 @@ int main(int argc, char **argv) {
         }
         t_seq[s] = now() - t0;
     }
+    for (int turn = rank; turn < size; turn++) barrier(first);
+#ifndef TITUS_WITH_MPI
+    CHECK(titus_finalize(&first));
+#endif
     free(in);
 
     /* No balancing, then balancing, through Titus. */
