@@ -191,7 +191,9 @@ fn c_example_one_process_on_mem() {
     assert_all_ranks_match(&out, 1, "chemistry, one process");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("1 ranks") && text.contains("speed-up") && text.contains("nominal_efficiency"),
+        text.contains("1 ranks")
+            && text.contains("speed-up")
+            && text.contains("nominal_efficiency"),
         "{text}"
     );
 }
