@@ -191,9 +191,35 @@ fn c_example_one_process_on_mem() {
     assert_all_ranks_match(&out, 1, "chemistry, one process");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("1 ranks") && text.contains("speed-up"),
+        text.contains("1 ranks")
+            && text.contains("speed-up")
+            && text.contains("nominal_efficiency"),
         "{text}"
     );
+}
+
+/// The JSON line of a chemistry run, with the figures every report carries.
+fn chemistry_json(out: &Output, what: &str) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .map(|l| l.trim_start_matches(|c| c != '{'))
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{what}: no JSON line in:\n{text}"));
+    let v: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"));
+    for key in [
+        "efficiency_none",
+        "efficiency_titus",
+        "nominal_efficiency_none",
+        "nominal_efficiency",
+        "speedup",
+        "seq_s",
+    ] {
+        let x = v[key].as_f64().unwrap_or(-1.0);
+        assert!(x > 0.0 && x.is_finite(), "{what}: {key} in {line}");
+    }
+    v
 }
 
 #[test]
@@ -202,13 +228,18 @@ fn c_example_three_processes_through_titus_launch() {
         return;
     }
     let b = built();
+    // Default options: each rank's workers are its share of this machine's cores.
     let out = run_ok(
         titus_launch(3, &b.dir.join("chemistry"))
             .args(C_ARGS)
-            .args(["--options", "workers=1"]),
+            .arg("--json")
+            .env_remove("TITUS_OPTIONS"),
         "chemistry, titus launch -n 3",
     );
     assert_all_ranks_match(&out, 3, "chemistry, titus launch -n 3");
+    let v = chemistry_json(&out, "chemistry, titus launch -n 3");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    assert_eq!(v["workers"], 3 * (cores / 3).max(1), "{v}");
 }
 
 #[test]
@@ -225,14 +256,8 @@ fn c_example_under_mpirun_exchanges_over_mpi() {
         "chemistry-mpi, mpirun -n 2",
     );
     assert_all_ranks_match(&out, 2, "chemistry-mpi, mpirun -n 2");
-    let json = String::from_utf8_lossy(&out.stdout);
-    let line = json
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .expect("a JSON line");
-    let v: serde_json::Value = serde_json::from_str(line).unwrap();
-    assert_eq!(v["ranks"], 2, "{line}");
-    assert!(v["efficiency_none"].as_f64().unwrap() > 0.0, "{line}");
+    let v = chemistry_json(&out, "chemistry-mpi, mpirun -n 2");
+    assert_eq!((&v["ranks"], &v["workers"]), (&2.into(), &2.into()), "{v}");
 }
 
 #[test]
@@ -245,10 +270,12 @@ fn fortran_example_one_process_launch_and_mpirun() {
         return;
     }
     let out = run_ok(
-        titus_launch(2, &exe).args(F_ARGS),
+        titus_launch(2, &exe).args(F_ARGS).arg("--json"),
         "chemistry-f, titus launch -n 2",
     );
     assert_all_ranks_match(&out, 2, "chemistry-f, titus launch -n 2");
+    let v = chemistry_json(&out, "chemistry-f, titus launch -n 2");
+    assert_eq!(v["ranks"], 2, "{v}");
     // Under mpirun without MPI in the program: Titus's own rendezvous at TITUS_BOOTSTRAP
     // (the job secret comes from Open MPI's job id).
     let port = std::net::TcpListener::bind("127.0.0.1:0")

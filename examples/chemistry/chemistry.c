@@ -17,6 +17,22 @@
  * runs, so leave `balancer` out of it). Every rank checks that both Titus runs give
  * exactly the reference's cell states; rank 0 prints the time per step of each.
  *
+ * Figures (table and --json), for each Titus run:
+ *   efficiency          TITUS's: Σ task time / Σ (step time × workers), summed over steps
+ *                       and ranks (`efficiency_none`, `efficiency_titus`). It rises when
+ *                       balancing slows the tasks themselves, so it can flatter a run.
+ *   nominal efficiency  T_seq / (P × T), where T_seq is the calibrated cost of every cell of
+ *                       every step: the sequential reference's time, summed over the ranks'
+ *                       slabs (each rank times its own slab on one core, with no Titus,
+ *                       while the other ranks wait: one rank after the other);
+ *                       P the number of ranks; T the run's wall time (Σ over steps of
+ *                       hand-over + titus_run + results on rank 0). Each rank states its
+ *                       slab's calibrated cost per step with titus_nominal_work, and the
+ *                       job stats' nominal_s gives the sum. Ideal: 1; it cannot be
+ *                       flattered (`nominal_efficiency`, `nominal_efficiency_none`).
+ *   speed-up            T_none / T_titus (`speedup`).
+ *   workers             the job's worker threads in the Titus run, summed over ranks.
+ *
  * Build: cc -O2 chemistry.c $(pkg-config --cflags --libs titus) -lm
  *        mpicc -O2 -DTITUS_WITH_MPI chemistry.c $(pkg-config --cflags --libs titus) -lm
  * Run:   titus launch -n 2 -- ./chemistry        mpirun -n 2 ./chemistry-mpi
@@ -204,11 +220,13 @@ static void inputs(const grid *g, int step, const double *state, cell_in *in) {
         }                                                                                  \
     } while (0)
 
-/* One pass of the time loop through Titus; fills per-step times and the job's efficiency. */
+/* One pass of the time loop through Titus; fills per-step times, the job's efficiency and
+ * its nominal work (Σ over steps and ranks of the calibrated costs `t_seq` stated). */
 static int verbose = 0;
 
-static void run_titus(const grid *g, const char *options, double *state, double *times,
-                      double *eff, long *solver_steps, int *rank_out, int *size_out) {
+static void run_titus(const grid *g, const char *options, double *state, const double *t_seq,
+                      double *times, double *eff, double *nominal, long *workers,
+                      long *solver_steps, int *rank_out, int *size_out) {
     titus_t *t = NULL;
 #ifdef TITUS_WITH_MPI
     CHECK(titus_init_mpi(&t, MPI_COMM_WORLD, options));
@@ -222,10 +240,12 @@ static void run_titus(const grid *g, const char *options, double *state, double 
     cell_out *out = malloc(sizeof(cell_out) * (n ? n : 1));
     double busy = 0.0, avail = 0.0;
     *solver_steps = 0;
+    *nominal = 0.0;
     for (int s = 0; s < g->steps; s++) {
         inputs(g, s, state, in);
         double t0 = now();
         CHECK(titus_tasks_fixed(t, KIND_CELL, in, sizeof(cell_in), n));
+        CHECK(titus_nominal_work(t, t_seq[s]));
         CHECK(titus_run(t));
         CHECK(titus_results_fixed(t, out, sizeof(cell_out), n));
         times[s] = now() - t0;
@@ -236,13 +256,16 @@ static void run_titus(const grid *g, const char *options, double *state, double 
         titus_stats js;
         CHECK(titus_job_stats(t, &js));
         if (verbose && *rank_out == 0)
-            printf("  step %d (%s): %.4f s, efficiency %.3f, steals ok %llu empty %llu locked "
-                   "%llu, tasks stolen %llu\n",
-                   s, options, times[s], js.efficiency, (unsigned long long)js.steals_ok,
+            printf("  step %d (%s): %.4f s, efficiency %.3f, nominal %.3f, steals ok %llu empty "
+                   "%llu locked %llu, tasks stolen %llu\n",
+                   s, options, times[s], js.efficiency, js.nominal_efficiency,
+                   (unsigned long long)js.steals_ok,
                    (unsigned long long)js.steals_empty, (unsigned long long)js.steals_locked,
                    (unsigned long long)js.tasks_stolen);
         busy += js.busy_s;
         avail += js.session_s * (double)js.workers;
+        *nominal += js.nominal_s;
+        *workers = (long)js.workers;
     }
     *eff = avail > 0.0 ? busy / avail : 0.0;
 #ifdef TITUS_WITH_MPI
@@ -252,6 +275,17 @@ static void run_titus(const grid *g, const char *options, double *state, double 
 #endif
     free(in);
     free(out);
+}
+
+/* Every rank waits for every other: MPI's barrier, else the collective job stats. */
+static void barrier(titus_t *t) {
+#ifdef TITUS_WITH_MPI
+    (void)t;
+    MPI_Barrier(MPI_COMM_WORLD);
+#else
+    titus_stats unused;
+    CHECK(titus_job_stats(t, &unused));
+#endif
 }
 
 static void usage(const char *why) {
@@ -302,20 +336,18 @@ int main(int argc, char **argv) {
         }
     }
     if ((long)g.nx * g.ny > (1L << 26)) usage("--nx x --ny: at most 2^26 cells");
-    /* A first runtime (no balancing) tells this rank who it is; its slab follows. */
+    /* A first runtime (no balancing) tells this rank who it is; its slab follows. It stays
+     * up through the reference, whose ranks take turns (its job stats are the barrier). */
     int rank = 0, size = 1;
-    {
-        titus_t *t = NULL;
+    titus_t *first = NULL;
 #ifdef TITUS_WITH_MPI
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        (void)t;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    (void)first;
 #else
-        CHECK(titus_init(&t, "workers=1,balancer=none"));
-        CHECK(titus_rank_size(t, &rank, &size));
-        CHECK(titus_finalize(&t));
+    CHECK(titus_init(&first, "workers=1,balancer=none"));
+    CHECK(titus_rank_size(first, &rank, &size));
 #endif
-    }
     g.x0 = (int)((long)g.nx * rank / size);
     g.x1 = (int)((long)g.nx * (rank + 1) / size);
     int n = (g.x1 - g.x0) * g.ny;
@@ -324,10 +356,13 @@ int main(int argc, char **argv) {
     double *t_seq = calloc(g.steps, sizeof(double)), *t_none = calloc(g.steps, sizeof(double)),
            *t_titus = calloc(g.steps, sizeof(double));
 
-    /* The reference: this rank's slab, sequentially, without Titus. */
+    /* The reference: this rank's slab, sequentially, without Titus, timed while the other
+     * ranks wait (one rank after the other), so the time is the cells' cost on one core of
+     * an otherwise idle machine: their calibrated cost. */
     cell_in *in = malloc(sizeof(cell_in) * (n ? n : 1));
     long ref_steps = 0;
     initial(&g, ref);
+    for (int turn = 0; turn < rank; turn++) barrier(first);
     for (int s = 0; s < g.steps; s++) {
         inputs(&g, s, ref, in);
         double t0 = now();
@@ -340,40 +375,56 @@ int main(int argc, char **argv) {
         }
         t_seq[s] = now() - t0;
     }
+    for (int turn = rank; turn < size; turn++) barrier(first);
+#ifndef TITUS_WITH_MPI
+    CHECK(titus_finalize(&first));
+#endif
     free(in);
 
     /* No balancing, then balancing, through Titus. */
     char none_opts[512], titus_opts[512];
     snprintf(none_opts, sizeof none_opts, "%s%sbalancer=none", options, *options ? "," : "");
     snprintf(titus_opts, sizeof titus_opts, "%s", options);
-    double eff_none, eff_titus;
-    long steps_none, steps_titus;
+    double eff_none, eff_titus, nominal_none, nominal_titus;
+    long steps_none, steps_titus, workers_none = 0, workers_titus = 0;
     int r2, s2;
     initial(&g, a);
-    run_titus(&g, none_opts, a, t_none, &eff_none, &steps_none, &r2, &s2);
+    run_titus(&g, none_opts, a, t_seq, t_none, &eff_none, &nominal_none, &workers_none,
+              &steps_none, &r2, &s2);
     initial(&g, b);
-    run_titus(&g, titus_opts, b, t_titus, &eff_titus, &steps_titus, &r2, &s2);
+    run_titus(&g, titus_opts, b, t_seq, t_titus, &eff_titus, &nominal_titus, &workers_titus,
+              &steps_titus, &r2, &s2);
 
     int ok = !memcmp(ref, a, sizeof(double) * 3 * n) && !memcmp(ref, b, sizeof(double) * 3 * n) &&
              steps_none == ref_steps && steps_titus == ref_steps;
-    double sum_none = 0, sum_titus = 0, sum_seq = 0;
-    for (int s = 0; s < g.steps; s++) sum_none += t_none[s], sum_titus += t_titus[s], sum_seq += t_seq[s];
+    double sum_none = 0, sum_titus = 0;
+    for (int s = 0; s < g.steps; s++) sum_none += t_none[s], sum_titus += t_titus[s];
+    /* Both runs stated the same calibrated costs: the job's T_seq. */
+    double nom_none = sum_none > 0 ? nominal_none / (size * sum_none) : 0.0;
+    double nom_titus = sum_titus > 0 ? nominal_titus / (size * sum_titus) : 0.0;
+    double speedup = sum_titus > 0 ? sum_none / sum_titus : 0.0;
     if (rank == 0 && !json) {
-        printf("chemistry: %dx%d cells, %d ranks, %d steps of dt %g, titus options \"%s\"\n", g.nx,
-               g.ny, size, g.steps, g.dt, options);
+        printf("chemistry: %dx%d cells, %d ranks, %ld workers in all, %d steps of dt %g, titus "
+               "options \"%s\"\n",
+               g.nx, g.ny, size, workers_titus, g.steps, g.dt, options);
         printf("%5s %8s %12s %12s %12s\n", "step", "front_x", "seq_own_s", "none_s", "titus_s");
         for (int s = 0; s < g.steps; s++)
             printf("%5d %8.1f %12.4f %12.4f %12.4f\n", s, front(&g, s), t_seq[s], t_none[s],
                    t_titus[s]);
-        printf("total: none %.3f s (efficiency %.3f), titus %.3f s (efficiency %.3f), speed-up %.2fx\n",
-               sum_none, eff_none, sum_titus, eff_titus, sum_titus > 0 ? sum_none / sum_titus : 0.0);
+        printf("total: sequential reference %.3f s (all ranks' cells, calibrated cost)\n",
+               nominal_titus);
+        printf("%-6s %10s %12s %20s\n", "run", "time_s", "efficiency", "nominal_efficiency");
+        printf("%-6s %10.3f %12.3f %20.3f\n", "none", sum_none, eff_none, nom_none);
+        printf("%-6s %10.3f %12.3f %20.3f\n", "titus", sum_titus, eff_titus, nom_titus);
+        printf("speed-up over none %.2fx\n", speedup);
     }
     if (rank == 0 && json)
-        printf("{\"nx\":%d,\"ny\":%d,\"ranks\":%d,\"steps\":%d,\"dt\":%g,\"none_s\":%.6f,"
-               "\"titus_s\":%.6f,\"efficiency_none\":%.4f,\"efficiency_titus\":%.4f,"
-               "\"speedup\":%.4f}\n",
-               g.nx, g.ny, size, g.steps, g.dt, sum_none, sum_titus, eff_none, eff_titus,
-               sum_titus > 0 ? sum_none / sum_titus : 0.0);
+        printf("{\"nx\":%d,\"ny\":%d,\"ranks\":%d,\"workers\":%ld,\"steps\":%d,\"dt\":%g,\"seq_s\":%.6f,"
+               "\"none_s\":%.6f,\"titus_s\":%.6f,\"efficiency_none\":%.4f,"
+               "\"efficiency_titus\":%.4f,\"nominal_efficiency_none\":%.4f,"
+               "\"nominal_efficiency\":%.4f,\"speedup\":%.4f}\n",
+               g.nx, g.ny, size, workers_titus, g.steps, g.dt, nominal_titus, sum_none, sum_titus, eff_none,
+               eff_titus, nom_none, nom_titus, speedup);
     fflush(stdout);
     fprintf(stderr, "rank %d: %s the sequential run (%d cells x %d steps, %ld solver steps)\n",
             rank, ok ? "results equal" : "RESULTS DIFFER FROM", n, g.steps, ref_steps);

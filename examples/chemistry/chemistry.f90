@@ -3,12 +3,19 @@
 ! A 2-D grid of nx x ny cells in slabs along x across ranks; a hot flame front crosses it;
 ! every cell integrates the Oregonator with Arrhenius temperature dependence over dt with
 ! an adaptive ROS2 solver (see chemistry.c). Each step: cells -> tasks -> titus_run ->
-! results -> update, first with balancer=none and then with stealing; every rank checks
-! both against a sequential run of its slab.
+! results -> update, first with balancer=none and then with stealing (default options
+! otherwise); every rank checks both against a sequential run of its slab.
+!
+! Figures, as in chemistry.c: TITUS's efficiency (sum of task time / sum of step time x
+! workers); nominal efficiency T_seq / (P x T), with T_seq the calibrated cost of every
+! cell of every step (the sequential reference's time per step, summed over the ranks'
+! slabs, timed one rank after the other: each rank states its own with titus_nominal_work and the job stats' nominal_s
+! sums them), P the ranks, T the run's wall time on rank 0; speed-up T_none / T_titus.
+! `--json` prints them as one JSON object (keys as chemistry.c).
 !
 ! Task procedures are `recursive` (no static locals): workers call them concurrently.
 ! Build: gfortran -O2 chemistry.f90 $(pkg-config --cflags --libs titus)
-! Run:   titus launch -n 2 -- ./chemistry-f [nx ny steps]
+! Run:   titus launch -n 2 -- ./chemistry-f [nx ny steps] [--json]
 module cells
   use, intrinsic :: iso_c_binding
   implicit none
@@ -126,39 +133,68 @@ program chemistry
   integer :: nx = 64, ny = 32, steps = 8, rank, size, x0, x1, n, step, c, x, y, ierr
   real(c_double), parameter :: dt = 300d0
   real(c_double), allocatable, target :: ref(:, :), st(:, :, :), tin(:, :), tout(:, :)
-  real(c_double) :: times(2), t0, t1, eff(2), busy, avail
+  real(c_double) :: times(2), t0, t1, eff(2), busy, avail, nominal(2), nom(2)
+  real(c_double), allocatable :: t_seq(:)
   type(c_ptr) :: t
   type(titus_stats) :: js
   character(len=32) :: arg
-  character(len=*), parameter :: opts(2) = [character(len=32) :: &
-      "workers=1,balancer=none", "workers=1"]
-  integer :: pass
-  logical :: ok
+  character(len=*), parameter :: opts(2) = [character(len=32) :: "balancer=none", ""]
+  integer :: pass, i, npos, nums(3)
+  logical :: ok, json
 
-  if (command_argument_count() >= 3) then
-    call get_command_argument(1, arg); read (arg, *) nx
-    call get_command_argument(2, arg); read (arg, *) ny
-    call get_command_argument(3, arg); read (arg, *) steps
-  end if
+  json = .false.
+  npos = 0
+  nums = [nx, ny, steps]
+  do i = 1, command_argument_count()
+    call get_command_argument(i, arg)
+    if (arg == "--json") then
+      json = .true.
+    else if (npos < 3) then
+      npos = npos + 1
+      read (arg, *, iostat=ierr) nums(npos)
+      if (ierr /= 0 .or. nums(npos) <= 0) then
+        write (0, '(a,a,a)') "chemistry: '", trim(arg), "': expected a positive integer"
+        stop 2
+      end if
+    else
+      write (0, '(a)') "usage: chemistry-f [nx ny steps] [--json]"
+      stop 2
+    end if
+  end do
+  nx = nums(1)
+  ny = nums(2)
+  steps = nums(3)
   ! Who am I: a first runtime, without balancing.
   t = c_null_ptr
   call check(titus_init(t, "workers=1,balancer=none"//c_null_char), "titus_init")
   call check(titus_rank_size(t, rank, size), "titus_rank_size")
-  call check(titus_finalize(t), "titus_finalize")
   x0 = int(int(nx, 8) * rank / size)
   x1 = int(int(nx, 8) * (rank + 1) / size)
   n = (x1 - x0) * ny
   allocate(ref(3, max(n, 1)), st(3, max(n, 1), 2), tin(6, max(n, 1)), tout(4, max(n, 1)))
+  allocate(t_seq(0:steps - 1))
 
-  ! The sequential reference.
+  ! The sequential reference, timed per step while the other ranks wait (one rank after
+  ! the other; the first runtime's job stats are the barrier): the calibrated cost of this
+  ! rank's cells on one core of an otherwise idle machine.
   ref(:, 1:n) = spread([1d0, 2d0, 3d0], 2, n)
+  do i = 1, rank
+    call check(titus_job_stats(t, js), "titus_job_stats")
+  end do
   do step = 0, steps - 1
     call inputs(ref, step)
+    call system_clock_s(t0)
     do c = 1, n
       ref(:, c) = tin(1:3, c)
       ierr = integrate(ref(:, c), tin(4, c), tin(5, c))
     end do
+    call system_clock_s(t1)
+    t_seq(step) = t1 - t0
   end do
+  do i = rank, size - 1
+    call check(titus_job_stats(t, js), "titus_job_stats")
+  end do
+  call check(titus_finalize(t), "titus_finalize")
 
   ! No balancing, then stealing.
   do pass = 1, 2
@@ -168,13 +204,14 @@ program chemistry
     st(:, 1:n, pass) = spread([1d0, 2d0, 3d0], 2, n)
     busy = 0d0
     avail = 0d0
-    call cpu_time(t0)
+    nominal(pass) = 0d0
     times(pass) = 0d0
     do step = 0, steps - 1
       call inputs(st(:, :, pass), step)
       call system_clock_s(t0)
       call check(titus_tasks_fixed(t, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
           "titus_tasks_fixed")
+      call check(titus_nominal_work(t, t_seq(step)), "titus_nominal_work")
       call check(titus_run(t), "titus_run")
       call check(titus_results_fixed(t, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
           "titus_results_fixed")
@@ -184,18 +221,31 @@ program chemistry
       call check(titus_job_stats(t, js), "titus_job_stats")
       busy = busy + js%busy_s
       avail = avail + js%session_s * js%workers
+      nominal(pass) = nominal(pass) + js%nominal_s
     end do
     eff(pass) = busy / max(avail, 1d-300)
     call check(titus_finalize(t), "titus_finalize")
   end do
 
   ok = all(st(:, 1:n, 1) == ref(:, 1:n)) .and. all(st(:, 1:n, 2) == ref(:, 1:n))
-  if (rank == 0) then
+  nom = nominal / (size * max(times, 1d-300))
+  if (rank == 0 .and. .not. json) then
     write (*, '(a,i0,a,i0,a,i0,a,i0,a)') "chemistry (Fortran): ", nx, "x", ny, " cells, ", &
         size, " ranks, ", steps, " steps"
-    write (*, '(a,f8.3,a,f6.3,a,f8.3,a,f6.3,a,f5.2,a)') "total: none ", times(1), &
-        " s (efficiency ", eff(1), "), titus ", times(2), " s (efficiency ", eff(2), &
-        "), speed-up ", times(1) / times(2), "x"
+    write (*, '(a,f8.3,a)') "total: sequential reference ", nominal(2), &
+        " s (all ranks' cells, calibrated cost)"
+    write (*, '(a6,a11,a13,a21)') "run", "time_s", "efficiency", "nominal_efficiency"
+    write (*, '(a6,f11.3,f13.3,f21.3)') "none", times(1), eff(1), nom(1)
+    write (*, '(a6,f11.3,f13.3,f21.3)') "titus", times(2), eff(2), nom(2)
+    write (*, '(a,f5.2,a)') "speed-up over none ", times(1) / times(2), "x"
+  end if
+  if (rank == 0 .and. json) then
+    write (*, '(a,i0,a,i0,a,i0,a,i0,17a)') &
+        '{"nx":', nx, ',"ny":', ny, ',"ranks":', size, ',"steps":', steps, &
+        ',"seq_s":', jnum(nominal(2)), ',"none_s":', jnum(times(1)), &
+        ',"titus_s":', jnum(times(2)), ',"efficiency_none":', jnum(eff(1)), &
+        ',"efficiency_titus":', jnum(eff(2)), ',"nominal_efficiency_none":', jnum(nom(1)), &
+        ',"nominal_efficiency":', jnum(nom(2)), ',"speedup":', jnum(times(1) / times(2)), '}'
   end if
   if (ok) then
     write (0, '(a,i0,a,i0,a)') "rank ", rank, ": results equal the sequential run (", n, " cells)"
@@ -222,6 +272,19 @@ contains
       end do
     end do
   end subroutine inputs
+
+  ! A number for JSON: six decimals, with the leading zero Fortran's f0 leaves out.
+  function jnum(v) result(str)
+    real(c_double), intent(in) :: v
+    character(len=:), allocatable :: str
+    character(len=40) :: buf
+    write (buf, '(f0.6)') v
+    str = trim(adjustl(buf))
+    if (str(1:1) == '.') str = '0'//str
+    if (len(str) > 1) then
+      if (str(1:2) == '-.') str = '-0'//str(2:)
+    end if
+  end function jnum
 
   subroutine system_clock_s(v)
     real(c_double), intent(out) :: v

@@ -36,6 +36,7 @@ module titus
     integer(c_int64_t) :: workers, tasks_owned, tasks_run, tasks_run_for_others, tasks_stolen
     integer(c_int64_t) :: steal_attempts, steals_ok, steals_empty, steals_locked, bytes_stolen
     integer(c_int64_t) :: chunks_sent, chunks_received, bytes_results, records_forwarded
+    real(c_double) :: nominal_s, nominal_efficiency
   end type titus_stats
 
   abstract interface
@@ -147,6 +148,12 @@ module titus
       type(c_ptr), value :: t
       integer(c_int), intent(out) :: rank, size
     end function titus_rank_size
+
+    integer(c_int) function titus_nominal_work(t, seconds) bind(C, name="titus_nominal_work")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: t
+      real(c_double), value :: seconds
+    end function titus_nominal_work
 
     integer(c_int) function titus_stats_get(t, stats) bind(C, name="titus_stats_get")
       import :: c_int, c_ptr, titus_stats

@@ -10,6 +10,7 @@
  *   titus_register(t, 1, my_task, my_ctx);       // every rank, same kinds
  *   for (each time step) {
  *     titus_tasks_fixed(t, 1, cells, sizeof(cell), ncells);
+ *     titus_nominal_work(t, seconds);            // optional: their calibrated cost
  *     titus_run(t);                              // collective
  *     titus_results_fixed(t, out, sizeof(result), ncells);
  *   }
@@ -102,8 +103,10 @@ typedef int (*titus_allgather_fn)(const void *send, size_t len, void *recv, void
 // concurrently from worker threads of any rank.
 typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
-// Figures of the last time step (`titus_stats_get`: this rank; `titus_job_stats`: summed over
-// ranks, times are the slowest rank's).
+// Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
+// job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
+// and every count (workers included) is summed over ranks; the two efficiencies are
+// recomputed from those sums.
 typedef struct titus_stats {
   // Wall time of `titus_run`, seconds.
   double session_s;
@@ -143,6 +146,14 @@ typedef struct titus_stats {
   uint64_t bytes_results;
   // Result records forwarded on behalf of other ranks.
   uint64_t records_forwarded;
+  // The nominal work of the step, seconds: what the caller stated with
+  // `titus_nominal_work` before `titus_run` (its calibrated, sequential cost of the
+  // tasks it handed over); 0 if it stated none.
+  double nominal_s;
+  // Efficiency against the nominal work: nominal_s / (session_s × workers), 0 without
+  // nominal work. Unlike `efficiency`, it cannot rise because balancing slowed the
+  // tasks themselves: the ideal is 1.
+  double nominal_efficiency;
 } titus_stats;
 
 #ifdef __cplusplus
@@ -154,7 +165,9 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval), overridden by `TITUS_OPTIONS`.
+// check_interval), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
+// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
+// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
 // Collective.
 int titus_init(struct titus_t **handle, const char *options_text);
 
@@ -188,6 +201,13 @@ int titus_tasks_var(struct titus_t *t, int kind, const void *data, const size_t 
 // handle stays usable; after any other error, finalise.
 int titus_run(struct titus_t *t);
 
+// States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
+// at least 0) is added to it, so it can be stated per task, per batch or once. The
+// nominal work is the tasks' calibrated cost — their time run sequentially on one core,
+// measured once or modelled — and gives the stats' `nominal_s` and
+// `nominal_efficiency`; titus_run starts the next step's at 0.
+int titus_nominal_work(struct titus_t *t, double seconds);
+
 // The number of this rank's results of the last titus_run, in `*count`.
 int titus_result_count(struct titus_t *t, size_t *count);
 
@@ -207,8 +227,9 @@ int titus_rank_size(struct titus_t *t, int *rank, int *size);
 // This rank's figures of the last titus_run.
 int titus_stats_get(struct titus_t *t, struct titus_stats *stats);
 
-// The job's figures of the last titus_run (collective): counts and busy/idle/steal times
-// summed over ranks, session_s the slowest rank's, efficiency Σbusy / (session × Σworkers).
+// The job's figures of the last titus_run (collective): counts and busy/idle/steal/nominal
+// times summed over ranks, session_s the slowest rank's, efficiency
+// Σbusy / (session_s × Σworkers), nominal_efficiency Σnominal_s / (session_s × Σworkers).
 int titus_job_stats(struct titus_t *t, struct titus_stats *stats);
 
 // Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no

@@ -90,8 +90,10 @@ pub type titus_allgather_fn = Option<
     ) -> c_int,
 >;
 
-/// Figures of the last time step (`titus_stats_get`: this rank; `titus_job_stats`: summed over
-/// ranks, times are the slowest rank's).
+/// Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
+/// job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
+/// and every count (workers included) is summed over ranks; the two efficiencies are
+/// recomputed from those sums.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct titus_stats {
@@ -133,6 +135,14 @@ pub struct titus_stats {
     pub bytes_results: u64,
     /// Result records forwarded on behalf of other ranks.
     pub records_forwarded: u64,
+    /// The nominal work of the step, seconds: what the caller stated with
+    /// `titus_nominal_work` before `titus_run` (its calibrated, sequential cost of the
+    /// tasks it handed over); 0 if it stated none.
+    pub nominal_s: f64,
+    /// Efficiency against the nominal work: nominal_s / (session_s × workers), 0 without
+    /// nominal work. Unlike `efficiency`, it cannot rise because balancing slowed the
+    /// tasks themselves: the ideal is 1.
+    pub nominal_efficiency: f64,
 }
 
 /// A Titus runtime: one per rank (process), opaque.
@@ -158,6 +168,8 @@ struct Inner {
     pending: Vec<(u16, Vec<u8>)>,
     results: Vec<Vec<u8>>,
     stats: titus_stats,
+    /// Nominal work stated for the next titus_run, seconds.
+    nominal: f64,
 }
 
 /// Why a call failed; each maps to one code.
@@ -322,6 +334,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
             pending: Vec::new(),
             results: Vec::new(),
             stats: titus_stats::default(),
+            nominal: 0.0,
         }),
     });
     *slot = Box::into_raw(h);
@@ -332,7 +345,9 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval), overridden by `TITUS_OPTIONS`.
+/// check_interval), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
+/// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
+/// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
 /// Collective.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_char) -> c_int {
@@ -604,15 +619,36 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
         with(t, |inner| {
             let tasks = std::mem::take(&mut inner.pending);
             inner.results.clear();
+            let nominal = std::mem::take(&mut inner.nominal);
             let out = inner.rt.run_epoch_if_any(tasks)?.ok_or(Error::NoTasks)?;
-            inner.stats = stats_of(&out.stats);
+            inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
             Ok(())
         })
     })
 }
 
-fn stats_of(s: &EpochStats) -> titus_stats {
+/// States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
+/// at least 0) is added to it, so it can be stated per task, per batch or once. The
+/// nominal work is the tasks' calibrated cost — their time run sequentially on one core,
+/// measured once or modelled — and gives the stats' `nominal_s` and
+/// `nominal_efficiency`; titus_run starts the next step's at 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_nominal_work(t: *mut titus_t, seconds: f64) -> c_int {
+    call("titus_nominal_work", || {
+        with(t, |inner| {
+            if !(seconds.is_finite() && seconds >= 0.0) {
+                return Err(Error::Invalid(format!(
+                    "nominal work {seconds} s: expected a finite number of seconds, at least 0"
+                )));
+            }
+            inner.nominal += seconds;
+            Ok(())
+        })
+    })
+}
+
+fn stats_of(s: &EpochStats, nominal_s: f64) -> titus_stats {
     let c = &s.core;
     let session_s = s.session.as_secs_f64();
     let busy_s = s.busy.as_secs_f64();
@@ -636,9 +672,12 @@ fn stats_of(s: &EpochStats) -> titus_stats {
         chunks_received: c.chunks_received,
         bytes_results: c.bytes_results,
         records_forwarded: c.records_forwarded,
+        nominal_s,
+        nominal_efficiency: efficiency(nominal_s, session_s, s.workers as u64),
     }
 }
 
+/// `work / (session × workers)`, 0 when either is 0.
 fn efficiency(busy_s: f64, session_s: f64, workers: u64) -> f64 {
     if session_s > 0.0 && workers > 0 {
         busy_s / (session_s * workers as f64)
@@ -779,8 +818,9 @@ pub extern "C" fn titus_stats_get(t: *mut titus_t, stats: *mut titus_stats) -> c
     })
 }
 
-/// The job's figures of the last titus_run (collective): counts and busy/idle/steal times
-/// summed over ranks, session_s the slowest rank's, efficiency Σbusy / (session × Σworkers).
+/// The job's figures of the last titus_run (collective): counts and busy/idle/steal/nominal
+/// times summed over ranks, session_s the slowest rank's, efficiency
+/// Σbusy / (session_s × Σworkers), nominal_efficiency Σnominal_s / (session_s × Σworkers).
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c_int {
     call("titus_job_stats", || {
@@ -810,6 +850,7 @@ pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c
             }
             set_fields(&mut job, &sum);
             job.efficiency = efficiency(job.busy_s, job.session_s, job.workers);
+            job.nominal_efficiency = efficiency(job.nominal_s, job.session_s, job.workers);
             *dst = job;
             Ok(())
         })
@@ -837,6 +878,7 @@ fn fields(s: &titus_stats) -> Vec<f64> {
         s.chunks_received as f64,
         s.bytes_results as f64,
         s.records_forwarded as f64,
+        s.nominal_s,
     ]
 }
 
@@ -862,6 +904,8 @@ fn set_fields(s: &mut titus_stats, v: &[f64]) {
         chunks_received: n(15),
         bytes_results: n(16),
         records_forwarded: n(17),
+        nominal_s: v[18],
+        nominal_efficiency: 0.0,
     };
 }
 

@@ -102,14 +102,34 @@ fn one_rank_runs_fixed_and_variable_tasks_in_order() {
     assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
     assert_eq!(job.tasks_run, 103);
     assert!(job.efficiency > 0.0 && job.efficiency <= 1.0, "{job:?}");
+    // No nominal work stated: no nominal figure.
+    assert_eq!((job.nominal_s, job.nominal_efficiency), (0.0, 0.0));
     let (mut r, mut n) = (-1, -1);
     assert_eq!(titus_rank_size(t, &mut r, &mut n), TITUS_OK);
     assert_eq!((r, n), (0, 1));
-    // A second time step on the same handle.
+    // A second time step on the same handle, with its nominal work stated in two parts.
     let one = 9u64;
     assert_eq!(titus_task(t, 7, (&raw const one).cast(), 8), TITUS_OK);
+    assert_eq!(titus_nominal_work(t, 0.25), TITUS_OK);
+    assert_eq!(titus_nominal_work(t, 0.5), TITUS_OK);
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(titus_nominal_work(t, bad), TITUS_ERR_INVALID);
+        assert!(last_error().contains("nominal work"), "{}", last_error());
+    }
     assert_eq!(titus_run(t), TITUS_OK);
     assert_eq!(results(t), vec![86]);
+    assert_eq!(titus_stats_get(t, &mut s), TITUS_OK);
+    assert_eq!(s.nominal_s, 0.75);
+    let want = 0.75 / (s.session_s * s.workers as f64);
+    assert!((s.nominal_efficiency - want).abs() < 1e-12, "{s:?}");
+    assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
+    assert_eq!(job.nominal_s, 0.75);
+    assert!((job.nominal_efficiency - want).abs() < 1e-12, "{job:?}");
+    // The next step starts without nominal work.
+    assert_eq!(titus_task(t, 7, (&raw const one).cast(), 8), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_OK);
+    assert_eq!(titus_stats_get(t, &mut s), TITUS_OK);
+    assert_eq!((s.nominal_s, s.nominal_efficiency), (0.0, 0.0));
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
     assert!(t.is_null());
     // Finalising a NULL handle is harmless.
@@ -310,6 +330,8 @@ fn ranks_exchange_addresses_through_the_callback() {
                     titus_tasks_fixed(t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
                     TITUS_OK
                 );
+                // Each rank states its own tasks' nominal work; the job's is the sum.
+                assert_eq!(titus_nominal_work(t, 0.5 * r as f64 + 1.0), TITUS_OK);
                 assert_eq!(titus_run(t), TITUS_OK, "rank {r}: {}", last_error());
                 let got = results(t);
                 let want: Vec<u64> = tasks.iter().map(|v| v * v).collect();
@@ -317,6 +339,9 @@ fn ranks_exchange_addresses_through_the_callback() {
                 let mut job = titus_stats::default();
                 assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
                 assert_eq!((job.tasks_owned, job.tasks_run), (400, 400));
+                assert_eq!((job.nominal_s, job.workers), (2.5, 2));
+                let want = 2.5 / (job.session_s * 2.0);
+                assert!((job.nominal_efficiency - want).abs() < 1e-12, "{job:?}");
                 assert_eq!(titus_finalize(&mut t), TITUS_OK, "{}", last_error());
                 drop(ctx);
             })

@@ -1,8 +1,10 @@
 //! `titus launch`: start N ranks of a command on this machine.
 //!
 //! Each rank gets `TITUS_RANK`, `TITUS_SIZE`, the rendezvous address `TITUS_BOOTSTRAP`
-//! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, and `TITUS_PROVIDER` when `--provider`
-//! is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
+//! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, `TITUS_LOCAL_RANK` and
+//! `TITUS_LOCAL_SIZE` (every rank runs on this machine: the same as rank and size, so each
+//! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
+//! `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
 //! the others are stopped and `launch` exits non-zero, naming the rank and its status.
 
 use crate::UsageError;
@@ -162,6 +164,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         cmd.args(&args.command[1..])
             .env("TITUS_RANK", r.to_string())
             .env("TITUS_SIZE", n.to_string())
+            .env("TITUS_LOCAL_RANK", r.to_string())
+            .env("TITUS_LOCAL_SIZE", n.to_string())
             .env("TITUS_BOOTSTRAP", &bootstrap)
             .env("TITUS_JOB_SECRET", &secret)
             .env("TITUS_LAUNCHER", "titus")

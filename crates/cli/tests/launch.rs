@@ -21,7 +21,7 @@ fn ranks_get_their_environment_and_prefixed_output() {
         "--",
         "sh",
         "-c",
-        "echo rank=$TITUS_RANK size=$TITUS_SIZE boot=${TITUS_BOOTSTRAP:+set} secret=${#TITUS_JOB_SECRET} prov=$TITUS_PROVIDER wait=$FI_SOCKETS_PE_WAITTIME",
+        "echo rank=$TITUS_RANK size=$TITUS_SIZE boot=${TITUS_BOOTSTRAP:+set} secret=${#TITUS_JOB_SECRET} prov=$TITUS_PROVIDER wait=$FI_SOCKETS_PE_WAITTIME local=$TITUS_LOCAL_RANK/$TITUS_LOCAL_SIZE",
     ]);
     assert!(
         out.status.success(),
@@ -30,7 +30,8 @@ fn ranks_get_their_environment_and_prefixed_output() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     for r in 0..3 {
-        let want = format!("[{r}] rank={r} size=3 boot=set secret=32 prov=sockets wait=0");
+        let want =
+            format!("[{r}] rank={r} size=3 boot=set secret=32 prov=sockets wait=0 local={r}/3");
         assert!(
             text.lines().any(|l| l == want),
             "missing '{want}' in:\n{text}"

@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod cores;
 mod driver;
 mod worker;
 
@@ -43,7 +44,10 @@ pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 /// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// Worker threads.
+    /// Worker threads; 0 (the default): this rank's share of the node,
+    /// `max(1, cores this process may use / ranks on this node)` ([`cores`]), where the
+    /// ranks on this node are the launcher's count for a launched rank and all of them for
+    /// [`Runtime::local`].
     pub workers: usize,
     /// Protocol tunables.
     pub core: CoreConfig,
@@ -66,7 +70,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            workers: 0,
             core: CoreConfig::default(),
             overlay: OverlayParams::default(),
             op_timeout: Duration::from_secs(30),
@@ -252,9 +256,6 @@ impl RuntimeConfig {
 }
 
 fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
-    if cfg.workers == 0 {
-        return Err(RuntimeError::Config("workers must be at least 1".into()));
-    }
     if cfg.worker_batch == 0 {
         return Err(RuntimeError::Config(
             "worker_batch must be at least 1".into(),
@@ -273,6 +274,9 @@ impl Runtime {
         options: MemOptions,
     ) -> Result<Vec<Runtime>, RuntimeError> {
         validate(&cfg)?;
+        if cfg.workers == 0 {
+            cfg.workers = cores::default_workers(ranks);
+        }
         cfg.overlay.ranks = ranks;
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
@@ -320,6 +324,9 @@ impl Runtime {
         env: JobEnv,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
+        if cfg.workers == 0 {
+            cfg.workers = cores::default_workers(env.ranks_on_node());
+        }
         cfg.overlay.ranks = env.size;
         let (opener, provider) = match backend {
             Backend::Mem if env.size == 1 => {
@@ -356,6 +363,9 @@ impl Runtime {
         exchange: Box<dyn Exchange>,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
+        if cfg.workers == 0 {
+            cfg.workers = cores::default_workers(cores::ranks_on_node_from_env()?);
+        }
         let Backend::Fabric { name, provider } = backend else {
             return Err(RuntimeError::Config(
                 "the mem backend runs every rank in one process: an exchange joins ranks of separate processes".into(),

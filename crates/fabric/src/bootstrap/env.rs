@@ -9,6 +9,15 @@
 //! naming the other, never a silent in-process run. Every program that chooses between
 //! in-process ranks and one rank per process (the runtime, the C ABI, the benchmarks,
 //! `titus fabric-bench`) asks [`JobEnv::launched`].
+//!
+//! The same table names where each launcher tells the ranks on this node
+//! ([`JobEnv::local_rank`], [`JobEnv::local_size`]): `TITUS_LOCAL_RANK`/`TITUS_LOCAL_SIZE`
+//! (`titus launch` starts every rank on this machine), Slurm's `SLURM_LOCALID` and its
+//! per-node task counts (`SLURM_STEP_TASKS_PER_NODE` or `SLURM_TASKS_PER_NODE`, lists like
+//! `2(x3),1` indexed by `SLURM_NODEID`, else `SLURM_NTASKS_PER_NODE`), Open MPI's
+//! `OMPI_COMM_WORLD_LOCAL_RANK`/`OMPI_COMM_WORLD_LOCAL_SIZE`, MPICH/Hydra's
+//! `MPI_LOCALRANKID`/`MPI_LOCALNRANKS`. The runtime divides the cores this process may use
+//! by the local size to choose its default worker count.
 
 use super::BootstrapError;
 use crate::Rank;
@@ -29,17 +38,53 @@ pub enum Launcher {
     Single,
 }
 
-/// Every launcher Titus recognises, with the variables that carry this process's rank and
-/// the job's size, in the order they are tried.
-pub const LAUNCHERS: [(Launcher, &str, &str); 4] = [
-    (Launcher::Titus, "TITUS_RANK", "TITUS_SIZE"),
-    (Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS"),
-    (
-        Launcher::OpenMpi,
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE",
-    ),
-    (Launcher::Pmi, "PMI_RANK", "PMI_SIZE"),
+/// One launcher's variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LauncherVars {
+    /// The launcher.
+    pub launcher: Launcher,
+    /// This process's rank in the job.
+    pub rank: &'static str,
+    /// The job's size.
+    pub size: &'static str,
+    /// This process's rank among the ranks on its node.
+    pub local_rank: &'static str,
+    /// The number of ranks on this node. For Slurm, a per-node list (`2(x3),1`) indexed
+    /// by `SLURM_NODEID`; see [`slurm_local_size`].
+    pub local_size: &'static str,
+}
+
+/// Every launcher Titus recognises, with the variables that carry this process's rank, the
+/// job's size and the ranks on this node, in the order they are tried.
+pub const LAUNCHERS: [LauncherVars; 4] = [
+    LauncherVars {
+        launcher: Launcher::Titus,
+        rank: "TITUS_RANK",
+        size: "TITUS_SIZE",
+        local_rank: "TITUS_LOCAL_RANK",
+        local_size: "TITUS_LOCAL_SIZE",
+    },
+    LauncherVars {
+        launcher: Launcher::Slurm,
+        rank: "SLURM_PROCID",
+        size: "SLURM_NTASKS",
+        local_rank: "SLURM_LOCALID",
+        local_size: "SLURM_STEP_TASKS_PER_NODE",
+    },
+    LauncherVars {
+        launcher: Launcher::OpenMpi,
+        rank: "OMPI_COMM_WORLD_RANK",
+        size: "OMPI_COMM_WORLD_SIZE",
+        local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
+        local_size: "OMPI_COMM_WORLD_LOCAL_SIZE",
+    },
+    LauncherVars {
+        launcher: Launcher::Pmi,
+        rank: "PMI_RANK",
+        size: "PMI_SIZE",
+        local_rank: "MPI_LOCALRANKID",
+        local_size: "MPI_LOCALNRANKS",
+    },
 ];
 
 impl Launcher {
@@ -50,17 +95,19 @@ impl Launcher {
     pub fn detect(get: impl Fn(&str) -> Option<String>) -> Launcher {
         LAUNCHERS
             .iter()
-            .find(|(_, rank, size)| get(rank).is_some() || get(size).is_some())
-            .map_or(Launcher::Single, |&(launcher, _, _)| launcher)
+            .find(|v| get(v.rank).is_some() || get(v.size).is_some())
+            .map_or(Launcher::Single, |v| v.launcher)
     }
 
     /// The variables that carry rank and size under this launcher (none for a single
     /// rank).
     pub fn vars(self) -> Option<(&'static str, &'static str)> {
-        LAUNCHERS
-            .iter()
-            .find(|(l, _, _)| *l == self)
-            .map(|&(_, rank, size)| (rank, size))
+        self.table().map(|v| (v.rank, v.size))
+    }
+
+    /// This launcher's row of [`LAUNCHERS`] (none for a single rank).
+    pub fn table(self) -> Option<&'static LauncherVars> {
+        LAUNCHERS.iter().find(|v| v.launcher == self)
     }
 }
 
@@ -79,6 +126,11 @@ pub struct JobEnv {
     pub secret: String,
     /// Timeout of every bootstrap wait.
     pub timeout: Duration,
+    /// This process's rank among the ranks on its node, if the launcher says (0 for a
+    /// single rank).
+    pub local_rank: Option<u32>,
+    /// The number of ranks on this node, if the launcher says (1 for a single rank).
+    pub local_size: Option<u32>,
 }
 
 /// Default bootstrap timeout.
@@ -115,6 +167,12 @@ impl JobEnv {
     /// never in-process ranks.
     pub fn launched(&self) -> bool {
         self.launcher != Launcher::Single
+    }
+
+    /// The ranks of this job that share this node: the launcher's figure, or 1 when it
+    /// gives none (the rank then counts as alone on its node).
+    pub fn ranks_on_node(&self) -> u32 {
+        self.local_size.unwrap_or(1)
     }
 
     /// Reads the process environment.
@@ -164,6 +222,7 @@ impl JobEnv {
                 (rank, size)
             }
         };
+        let (local_rank, local_size) = local_ranks(launcher, size, &get)?;
         let timeout = match get("TITUS_BOOTSTRAP_TIMEOUT") {
             None => DEFAULT_TIMEOUT,
             Some(v) => match v.trim().parse::<f64>() {
@@ -243,8 +302,165 @@ impl JobEnv {
             rendezvous,
             secret,
             timeout,
+            local_rank,
+            local_size,
         })
     }
+}
+
+/// The ranks of this job on this node, from the launcher's variables alone (read through
+/// `get`): no rendezvous is needed, so this also serves ranks joined through an
+/// [`Exchange`](super::Exchange). 1 without a launcher, `None` where the launcher does not
+/// say; malformed values are errors naming the variable.
+pub fn local_size_from_vars(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Option<u32>, BootstrapError> {
+    let launcher = Launcher::detect(&get);
+    let size = launcher
+        .vars()
+        .and_then(|(_, sv)| get(sv)?.trim().parse::<u32>().ok())
+        .unwrap_or(u32::MAX);
+    Ok(local_ranks(launcher, size, &get)?.1)
+}
+
+/// This process's rank on its node and the ranks on its node, from `launcher`'s variables
+/// in a job of `size` ranks: (0, 1) for a single rank, `None` where the launcher does not
+/// say; malformed values are errors naming the variable.
+fn local_ranks(
+    launcher: Launcher,
+    size: u32,
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<(Option<u32>, Option<u32>), BootstrapError> {
+    let Some(vars) = launcher.table() else {
+        return Ok((Some(0), Some(1)));
+    };
+    let num = |var: &str| -> Result<Option<u32>, BootstrapError> {
+        get(var)
+            .map(|v| {
+                v.trim().parse::<u32>().map_err(|_| BootstrapError::BadVar {
+                    var: var.into(),
+                    value: v.clone(),
+                    reason: "not a non-negative integer".into(),
+                })
+            })
+            .transpose()
+    };
+    let local_rank = num(vars.local_rank)?;
+    let (local_size, size_var) = if launcher == Launcher::Slurm {
+        match slurm_local_size(get)? {
+            Some((n, var)) => (Some(n), var),
+            None => (None, vars.local_size),
+        }
+    } else {
+        (num(vars.local_size)?, vars.local_size)
+    };
+    if let Some(n) = local_size {
+        let value = get(size_var).unwrap_or_default();
+        let bad = |reason: String| BootstrapError::BadVar {
+            var: size_var.into(),
+            value: value.clone(),
+            reason,
+        };
+        if n == 0 {
+            return Err(bad("a node running this rank has at least one rank".into()));
+        }
+        if n > size {
+            return Err(bad(format!(
+                "more ranks on this node than the job's {size}"
+            )));
+        }
+        if let Some(r) = local_rank
+            && r >= n
+        {
+            return Err(BootstrapError::BadVar {
+                var: vars.local_rank.into(),
+                value: r.to_string(),
+                reason: format!("not below the {n} ranks on this node ({size_var}='{value}')"),
+            });
+        }
+    }
+    Ok((local_rank, local_size))
+}
+
+/// The tasks on this node under Slurm, and the variable it came from: the step's per-node
+/// list `SLURM_STEP_TASKS_PER_NODE`, else the job's `SLURM_TASKS_PER_NODE` (lists like
+/// `2(x3),1`, indexed by `SLURM_NODEID` unless every node has the same count), else
+/// `SLURM_NTASKS_PER_NODE`; `None` when none is set.
+pub fn slurm_local_size(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<(u32, &'static str)>, BootstrapError> {
+    for var in ["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"] {
+        let Some(list) = get(var) else { continue };
+        let bad = |reason: String| BootstrapError::BadVar {
+            var: var.into(),
+            value: list.clone(),
+            reason,
+        };
+        let counts = tasks_per_node(&list).map_err(bad)?;
+        let n = match get("SLURM_NODEID") {
+            Some(id) => {
+                let node: usize = id.trim().parse().map_err(|_| BootstrapError::BadVar {
+                    var: "SLURM_NODEID".into(),
+                    value: id.clone(),
+                    reason: "not a non-negative integer".into(),
+                })?;
+                *counts.get(node).ok_or_else(|| {
+                    bad(format!(
+                        "lists {} nodes, but SLURM_NODEID is {node}",
+                        counts.len()
+                    ))
+                })?
+            }
+            None if counts.iter().all(|&c| c == counts[0]) => counts[0],
+            None => {
+                return Err(bad(
+                    "nodes run different task counts and SLURM_NODEID is not set".into(),
+                ));
+            }
+        };
+        return Ok(Some((n, var)));
+    }
+    let var = "SLURM_NTASKS_PER_NODE";
+    match get(var) {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) => Ok(Some((n, var))),
+            Err(_) => Err(BootstrapError::BadVar {
+                var: var.into(),
+                value: v,
+                reason: "not a non-negative integer".into(),
+            }),
+        },
+    }
+}
+
+/// Expands a Slurm per-node task list: `2(x3),1` is `[2, 2, 2, 1]`.
+pub fn tasks_per_node(list: &str) -> Result<Vec<u32>, String> {
+    let mut counts = Vec::new();
+    for item in list.trim().split(',') {
+        let item = item.trim();
+        let (count, repeat) = match item.split_once('(') {
+            None => (item, 1),
+            Some((count, rest)) => {
+                let times = rest
+                    .strip_suffix(')')
+                    .and_then(|r| r.strip_prefix('x'))
+                    .ok_or_else(|| format!("'{item}' is not COUNT or COUNT(xREPEAT)"))?;
+                let times: usize = times
+                    .parse()
+                    .map_err(|_| format!("the repeat in '{item}' is not a number"))?;
+                (count, times)
+            }
+        };
+        let count: u32 = count
+            .parse()
+            .map_err(|_| format!("'{item}' does not start with a task count"))?;
+        if repeat == 0 || counts.len() + repeat > 1 << 20 {
+            return Err(format!("the repeat in '{item}' is out of range"));
+        }
+        counts.extend(std::iter::repeat_n(count, repeat));
+    }
+    Ok(counts)
 }
 
 /// The first host of a Slurm host list (`node[03-05,9],gpu1` gives `node03`).
@@ -321,7 +537,13 @@ mod tests {
     fn every_launcher_is_detected_from_either_variable() {
         assert_eq!(Launcher::detect(|_| None), Launcher::Single);
         assert_eq!(Launcher::Single.vars(), None);
-        for (launcher, rank, size) in LAUNCHERS {
+        for LauncherVars {
+            launcher,
+            rank,
+            size,
+            ..
+        } in LAUNCHERS
+        {
             assert_eq!(launcher.vars(), Some((rank, size)));
             for (set, other) in [(rank, size), (size, rank)] {
                 let get = |k: &str| (k == set).then(|| "1".to_string());
@@ -394,6 +616,132 @@ mod tests {
             .contains("TITUS_JOB_SECRET")
         );
         assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "-3")]).contains("positive"));
+    }
+
+    /// Each launcher's local rank and local size are read from its row of the table.
+    #[test]
+    fn local_ranks_per_launcher() {
+        let base = [("TITUS_BOOTSTRAP", "h:1"), ("TITUS_JOB_SECRET", "s")];
+        let with = |vars: &[(&str, &str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(vars);
+            env(&v)
+        };
+        let e = env(&[]).unwrap();
+        assert_eq!(
+            (e.local_rank, e.local_size, e.ranks_on_node()),
+            (Some(0), Some(1), 1)
+        );
+        for v in LAUNCHERS.iter().filter(|v| v.launcher != Launcher::Slurm) {
+            let e = with(&[
+                (v.rank, "3"),
+                (v.size, "8"),
+                (v.local_rank, "1"),
+                (v.local_size, "4"),
+            ])
+            .unwrap();
+            assert_eq!(e.launcher, v.launcher);
+            assert_eq!(
+                (e.local_rank, e.local_size, e.ranks_on_node()),
+                (Some(1), Some(4), 4)
+            );
+            // A launcher that does not say: the rank counts as alone on its node.
+            let e = with(&[(v.rank, "3"), (v.size, "8")]).unwrap();
+            assert_eq!(
+                (e.local_rank, e.local_size, e.ranks_on_node()),
+                (None, None, 1)
+            );
+        }
+        // Slurm: the step's per-node list, indexed by the node id.
+        let slurm = [
+            ("SLURM_PROCID", "6"),
+            ("SLURM_NTASKS", "7"),
+            ("SLURM_LOCALID", "0"),
+        ];
+        let s = |vars: &[(&str, &str)]| {
+            let mut v = slurm.to_vec();
+            v.extend_from_slice(vars);
+            with(&v)
+        };
+        let e = s(&[
+            ("SLURM_STEP_TASKS_PER_NODE", "2(x3),1"),
+            ("SLURM_TASKS_PER_NODE", "4(x2)"),
+            ("SLURM_NODEID", "3"),
+        ])
+        .unwrap();
+        assert_eq!((e.local_rank, e.local_size), (Some(0), Some(1)));
+        let e = s(&[("SLURM_TASKS_PER_NODE", "2(x3),1"), ("SLURM_NODEID", "1")]).unwrap();
+        assert_eq!(e.local_size, Some(2));
+        // Every node the same: no node id needed.
+        let e = s(&[("SLURM_TASKS_PER_NODE", "3(x2)")]).unwrap();
+        assert_eq!(e.local_size, Some(3));
+        let e = s(&[("SLURM_NTASKS_PER_NODE", "5")]).unwrap();
+        assert_eq!(e.local_size, Some(5));
+        let e = s(&[]).unwrap();
+        assert_eq!((e.local_size, e.ranks_on_node()), (None, 1));
+    }
+
+    #[test]
+    fn bad_local_ranks_name_the_variable() {
+        let err = |vars: &[(&str, &str)]| {
+            let mut v = vec![
+                ("TITUS_RANK", "0"),
+                ("TITUS_SIZE", "4"),
+                ("TITUS_BOOTSTRAP", "h:1"),
+                ("TITUS_JOB_SECRET", "s"),
+            ];
+            v.extend_from_slice(vars);
+            env(&v).unwrap_err().to_string()
+        };
+        let e = err(&[("TITUS_LOCAL_SIZE", "two")]);
+        assert!(e.contains("TITUS_LOCAL_SIZE='two'"), "{e}");
+        let e = err(&[("TITUS_LOCAL_RANK", "-1"), ("TITUS_LOCAL_SIZE", "2")]);
+        assert!(e.contains("TITUS_LOCAL_RANK='-1'"), "{e}");
+        let e = err(&[("TITUS_LOCAL_SIZE", "0")]);
+        assert!(e.contains("TITUS_LOCAL_SIZE='0'"), "{e}");
+        let e = err(&[("TITUS_LOCAL_SIZE", "5")]);
+        assert!(
+            e.contains("TITUS_LOCAL_SIZE='5'") && e.contains("job's 4"),
+            "{e}"
+        );
+        let e = err(&[("TITUS_LOCAL_RANK", "2"), ("TITUS_LOCAL_SIZE", "2")]);
+        assert!(
+            e.contains("TITUS_LOCAL_RANK='2'") && e.contains("not below"),
+            "{e}"
+        );
+        let slurm = |vars: &[(&str, &str)]| {
+            let mut v = vec![
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "4"),
+                ("TITUS_BOOTSTRAP", "h:1"),
+                ("TITUS_JOB_SECRET", "s"),
+            ];
+            v.extend_from_slice(vars);
+            env(&v).unwrap_err().to_string()
+        };
+        let e = slurm(&[("SLURM_STEP_TASKS_PER_NODE", "2(3)"), ("SLURM_NODEID", "0")]);
+        assert!(e.contains("SLURM_STEP_TASKS_PER_NODE='2(3)'"), "{e}");
+        let e = slurm(&[("SLURM_TASKS_PER_NODE", "2,1")]);
+        assert!(
+            e.contains("SLURM_TASKS_PER_NODE") && e.contains("SLURM_NODEID"),
+            "{e}"
+        );
+        let e = slurm(&[("SLURM_TASKS_PER_NODE", "2,1"), ("SLURM_NODEID", "2")]);
+        assert!(e.contains("lists 2 nodes"), "{e}");
+        let e = slurm(&[("SLURM_TASKS_PER_NODE", "2,1"), ("SLURM_NODEID", "x")]);
+        assert!(e.contains("SLURM_NODEID='x'"), "{e}");
+        let e = slurm(&[("SLURM_NTASKS_PER_NODE", "")]);
+        assert!(e.contains("SLURM_NTASKS_PER_NODE=''"), "{e}");
+    }
+
+    #[test]
+    fn slurm_task_lists() {
+        assert_eq!(tasks_per_node("2(x3),1").unwrap(), vec![2, 2, 2, 1]);
+        assert_eq!(tasks_per_node("4").unwrap(), vec![4]);
+        assert_eq!(tasks_per_node("1,3(x2)").unwrap(), vec![1, 3, 3]);
+        for bad in ["", "x", "2(x)", "2(x0)", "2x3", "2(x3", "(x2)", "2(x3),"] {
+            assert!(tasks_per_node(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -24,7 +24,10 @@ mod server;
 mod wire;
 
 pub use client::Rendezvous;
-pub use env::{DEFAULT_TIMEOUT, JobEnv, LAUNCHERS, Launcher, first_host};
+pub use env::{
+    DEFAULT_TIMEOUT, JobEnv, LAUNCHERS, Launcher, LauncherVars, first_host, local_size_from_vars,
+    slurm_local_size, tasks_per_node,
+};
 pub use server::serve;
 
 use crate::Rank;
@@ -120,6 +123,8 @@ mod tests {
             rendezvous: Some(addr.into()),
             secret: secret.into(),
             timeout: Duration::from_secs(5),
+            local_rank: Some(rank),
+            local_size: Some(size),
         }
     }
 
