@@ -90,6 +90,23 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
         );
         // 600 tasks of 0.2 ms on rank 0, then the 3 s operation timeout at most.
         assert!(took < Duration::from_secs(30), "{provider}: took {took:?}");
+        // The killed rank could not remove its shared memory; the launcher did.
+        let pid = text
+            .split("fault injection: this rank (pid ")
+            .nth(1)
+            .and_then(|t| t.split(')').next())
+            .expect("the killed rank names its pid");
+        let left: Vec<_> = std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{pid}:"))
+            })
+            .collect();
+        assert!(left.is_empty(), "{provider}: rank 1 left {left:?}");
     }
 }
 

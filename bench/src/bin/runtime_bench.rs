@@ -452,7 +452,10 @@ fn main() {
                 let left = std::sync::atomic::AtomicU64::new(args.kill_after);
                 rt.register(0, move |p: &[u8]| {
                     if left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 1 {
-                        eprintln!("runtime-bench: fault injection: this rank exits now");
+                        eprintln!(
+                            "runtime-bench: fault injection: this rank (pid {}) exits now",
+                            std::process::id()
+                        );
                         std::process::exit(0);
                     }
                     work(p)

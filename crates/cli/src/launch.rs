@@ -6,6 +6,11 @@
 //! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
 //! `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
 //! the others are stopped and `launch` exits non-zero, naming the rank and its status.
+//!
+//! Nothing outlives the launcher: every rank is started with a parent-death signal
+//! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
+//! shared-memory files a dead rank's libfabric `shm` provider leaves (`/dev/shm/<pid>:…`,
+//! 16 MiB each) are removed once the rank is gone.
 
 use crate::UsageError;
 use clap::Args;
@@ -32,7 +37,7 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "HOST:PORT")]
     bootstrap: Option<String>,
     /// Stop every rank and fail after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     timeout: Option<f64>,
     /// Do not prefix output lines with the rank.
     #[arg(long)]
@@ -95,11 +100,63 @@ fn kill_tree(pid: u32) {
     }
 }
 
+/// A signal's name, as `kill -l` spells it (the usual ones; others by number).
+fn signal_name(s: i32) -> String {
+    let name = match s {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return format!("signal {s}"),
+    };
+    format!("signal {s} ({name})")
+}
+
 fn describe(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("exited with status {c}"),
-        (None, Some(s)) => format!("was killed by signal {s}"),
+        (None, Some(s)) => format!(
+            "was killed by {}{}",
+            signal_name(s),
+            if status.core_dumped() {
+                ", core dumped"
+            } else {
+                ""
+            }
+        ),
         _ => "ended".into(),
+    }
+}
+
+/// Removes the shared-memory files libfabric's `shm` provider created for `pid`
+/// (`/dev/shm/<pid>:…`) once that process is gone: a rank killed or failed before closing
+/// its fabric leaves them (16 MiB each). Only files of a process that no longer exists
+/// are touched.
+fn remove_shm_of(pid: u32) {
+    let alive = rustix::process::Pid::from_raw(pid as i32)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+    if alive {
+        return;
+    }
+    let prefix = format!("{pid}:");
+    if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+        for e in dir.flatten() {
+            if e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 }
 
@@ -137,13 +194,17 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
     if args.ranks == 0 {
         return Err(UsageError("-n must be at least 1".into()));
     }
-    if let Some(t) = args.timeout
-        && !(t > 0.0 && t.is_finite())
-    {
-        return Err(UsageError(format!(
-            "--timeout must be a positive number of seconds (got {t})"
-        )));
-    }
+    // At most a year: a longer limit is no limit, and Duration cannot hold every f64.
+    const TIMEOUT_MAX_S: f64 = 365.0 * 86_400.0;
+    let timeout = match args.timeout {
+        Some(t) if t > 0.0 && t <= TIMEOUT_MAX_S => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return Err(UsageError(format!(
+                "--timeout must be a number of seconds in (0, {TIMEOUT_MAX_S}] (got {t})"
+            )));
+        }
+        None => None,
+    };
     let bootstrap = match args.bootstrap {
         Some(b)
             if b.rsplit_once(':')
@@ -172,6 +233,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Spawned from the main thread, which lives until the launcher exits.
+        titus_proc::die_with_parent(&mut cmd, rustix::process::Signal::TERM);
         if let Some(p) = &args.provider {
             cmd.env("TITUS_PROVIDER", p);
             // The sockets provider sleeps between progress checks unless told not to.
@@ -206,7 +269,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         children.push(Some(child));
     }
     let start = Instant::now();
-    let deadline = args.timeout.map(|t| start + Duration::from_secs_f64(t));
+    let deadline = timeout.map(|t| start + t);
     let mut failure: Option<(u32, ExitStatus)> = None;
     let mut timed_out = false;
     let mut running = n;
@@ -215,6 +278,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             let Some(child) = slot else { continue };
             match child.try_wait() {
                 Ok(Some(status)) => {
+                    remove_shm_of(child.id());
                     *slot = None;
                     running -= 1;
                     // After a timeout, the deaths are ours: not failures of the rank.

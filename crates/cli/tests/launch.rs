@@ -72,7 +72,9 @@ fn a_killed_rank_is_named_with_its_signal() {
         "if [ $TITUS_RANK = 1 ]; then kill -9 $$; fi; sleep 60",
     ]);
     assert_eq!(out.status.code(), Some(128 + 9));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("rank 1 was killed by signal 9"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rank 1 was killed by signal 9 (SIGKILL)")
+    );
 }
 
 #[test]
@@ -136,4 +138,62 @@ fn fabric_bench_on_mem_prints_every_figure() {
         assert!(ops.contains(&op), "{op} missing: {ops:?}");
     }
     assert!(v["read_bandwidth_gbs"].as_f64().unwrap() > 0.0);
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// Ranks die with their launcher, however it ends: here a SIGKILL, which the launcher
+/// cannot see coming (they used to be re-parented to init and run on).
+#[test]
+fn ranks_die_with_a_killed_launcher() {
+    use std::io::BufRead;
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_titus"))
+        .args([
+            "launch",
+            "-n",
+            "2",
+            "--no-prefix",
+            "--",
+            "sh",
+            "-c",
+            "echo $$; exec sleep 60",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(launcher.stdout.take().unwrap()).lines();
+    let pids: Vec<u32> = (0..2)
+        .map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|&p| alive(p)));
+    launcher.kill().unwrap(); // SIGKILL
+    launcher.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "ranks {pids:?} outlived their launcher"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_timeout_beyond_a_year_is_refused_before_anything_starts() {
+    for t in ["1e300", "inf", "NaN", "0", "-1"] {
+        let out = titus(&["launch", "-n", "1", "--timeout", t, "--", "true"]);
+        assert_eq!(out.status.code(), Some(2), "--timeout {t}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--timeout") && err.trim_end().lines().count() == 1,
+            "--timeout {t}: {err}"
+        );
+    }
 }
