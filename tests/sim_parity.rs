@@ -172,6 +172,16 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
             "cannot read --preset-file",
         ),
         (&["--profile", "nope"][..], "unknown --profile"),
+        // Numbers that used to panic or run away: checked before anything starts.
+        (&["--task-time", "1e11"][..], "--task-time 1e11"),
+        (&["--stall", "1:0:1e300"][..], "[0, 1e6]"),
+        (&["--backoff-max-ms", "1e300"][..], "--backoff-max-ms 1e300"),
+        (&["--workers", "100000"][..], "1..=1024"),
+        (&["--tasks", "100000000000"][..], "at most 4294967295"),
+        (
+            &["--ranks", "40000000", "--tasks", "1000"][..],
+            "of memory; this machine has",
+        ),
         (&["--epochs", "0"][..], "--epochs must be at least 1"),
         (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
         (&["--drift", "abc"][..], "--drift"),

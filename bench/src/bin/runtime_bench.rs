@@ -401,6 +401,38 @@ fn main() {
             }
         }
     };
+    // Numbers first, before anything starts: each bad value is one line and exit 2.
+    let bad = |what: String| -> ! {
+        eprintln!("runtime-bench: error: {what}");
+        std::process::exit(2);
+    };
+    if args.tasks == 0 {
+        bad("--tasks must be at least 1".into());
+    }
+    if !(args.task_ms > 0.0 && args.task_ms <= 3.6e6) {
+        bad(format!(
+            "--task-ms must be a number of milliseconds in (0, 3600000] (got {})",
+            titus_workload::show_number(args.task_ms)
+        ));
+    }
+    if !(args.op_timeout > 0.0 && args.op_timeout <= 86_400.0) {
+        bad(format!(
+            "--op-timeout must be a number of seconds in (0, 86400] (got {})",
+            titus_workload::show_number(args.op_timeout)
+        ));
+    }
+    if args.workers == 0 || args.workers > 1024 {
+        bad(format!(
+            "--workers must be in 1..=1024 (got {})",
+            args.workers
+        ));
+    }
+    if args.ranks == 0 || u64::from(args.ranks) * (args.workers as u64 + 1) > 4096 {
+        bad(format!(
+            "--ranks {} × (--workers {} + a progress thread) is over 4096 threads in one process",
+            args.ranks, args.workers
+        ));
+    }
     let iters_per_ms = calibrate();
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
     let env = JobEnv::from_env().unwrap_or_else(|e| {

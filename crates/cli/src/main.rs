@@ -3,6 +3,7 @@
 
 mod fabric_bench;
 mod launch;
+mod limits;
 mod overlay_cmd;
 mod sim_cmd;
 

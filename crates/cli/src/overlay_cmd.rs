@@ -125,6 +125,13 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
     for note in overlay.notes() {
         eprintln!("titus: note: {note}");
     }
+    // The statistics hold every row twice (out and in): 4 bytes a neighbour plus a row's
+    // vector headers, per rank.
+    let degree = u64::from(overlay.row(0).len() as u32);
+    crate::limits::check_fits(
+        &format!("the statistics of {} ranks", args.ranks),
+        u64::from(args.ranks).saturating_mul(2 * 4 * degree + 64),
+    )?;
     let sp = StatsParams {
         pairs: args.pairs,
         routing,

@@ -381,6 +381,11 @@ pub struct Plan {
     pub drift: f64,
 }
 
+/// The longest mean task time, seconds (a day).
+pub const TASK_TIME_MAX_S: f64 = 86_400.0;
+/// The most work a job may hold, seconds (~30 CPU-years: costs in ns stay far inside u64).
+pub const JOB_WORK_MAX_S: f64 = 1e9;
+
 /// The workload of a run (exit 2 on bad flags).
 pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
     let Some(prof) = profile(&args.profile) else {
@@ -400,10 +405,15 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
     let drift = args.drift.unwrap_or(prof.drift);
     let tasks = args.tasks.unwrap_or(u64::from(ranks) * per_rank);
     let task_time = args.task_time.unwrap_or(wn / per_rank as f64);
-    if !(task_time.is_finite() && task_time >= 0.0) {
+    // A task of at most a day, a job of at most ~30 CPU-years and 2^32 tasks (a task's
+    // index is 32 bits on the wire; nanosecond costs and virtual times stay in u64).
+    if !(task_time.is_finite() && (0.0..=TASK_TIME_MAX_S).contains(&task_time)) {
         fail(
             2,
-            &format!("--task-time {task_time} is not a non-negative number of seconds"),
+            &format!(
+                "--task-time {} is not a number of seconds in [0, {TASK_TIME_MAX_S}]",
+                crate::show_number(task_time)
+            ),
         );
     }
     let payload = args.payload.unwrap_or(sn / per_rank);
@@ -430,6 +440,25 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
             Distribution::File(crate::parse_counts(&text, ranks).unwrap_or_else(|e| fail(2, &e)))
         }
     };
+    let total = match &distribution {
+        Distribution::File(c) => c
+            .iter()
+            .try_fold(0u64, |a, &x| a.checked_add(x))
+            .unwrap_or(u64::MAX),
+        _ => tasks,
+    };
+    if total > u64::from(u32::MAX) {
+        fail(2, &format!("{total} tasks: at most {} per job", u32::MAX));
+    }
+    if total as f64 * task_time > JOB_WORK_MAX_S {
+        fail(
+            2,
+            &format!(
+                "{total} tasks of {task_time} s are {:.3e} s of work, over the {JOB_WORK_MAX_S:e} s a job may hold",
+                total as f64 * task_time
+            ),
+        );
+    }
     let cost = match cost_arg {
         CostArg::Constant => Cost::Constant,
         CostArg::Exponential => Cost::Exponential,
@@ -981,23 +1010,33 @@ pub fn print_summary(reports: &[(String, Report)]) {
 
 /// Rejects impossible flags (exit 2).
 pub fn check_args(args: &BenchArgs) {
-    if args.workers == 0 {
-        fail(2, "--workers must be at least 1");
+    // Threads per rank: past 1024 a rank only oversubscribes its node.
+    if args.workers == 0 || args.workers > 1024 {
+        fail(
+            2,
+            &format!("--workers must be in 1..=1024 (got {})", args.workers),
+        );
     }
     if let Some(c) = args.calibration
-        && !(c.is_finite() && c > 0.0)
+        && !(c > 0.0 && c <= 3600.0)
     {
         fail(
             2,
-            &format!("--calibration {c} is not a positive number of seconds"),
+            &format!(
+                "--calibration {} is not a number of seconds in (0, 3600]",
+                crate::show_number(c)
+            ),
         );
     }
     if let Some(b) = args.backoff_max_ms
-        && !(b.is_finite() && b >= 0.0)
+        && !(0.0..=60_000.0).contains(&b)
     {
         fail(
             2,
-            &format!("--backoff-max-ms {b} is not a non-negative number"),
+            &format!(
+                "--backoff-max-ms {} is not a number of milliseconds in [0, 60000]",
+                crate::show_number(b)
+            ),
         );
     }
     if args.group_size == Some(0) {

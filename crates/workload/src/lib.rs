@@ -25,3 +25,13 @@ pub use generate::{
     drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use pipe::quiet_broken_pipe;
+
+/// A number as an error message shows it: as typed for ordinary magnitudes, in exponent
+/// form beyond (`1e300`, not three hundred digits).
+pub fn show_number(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-4..1e9).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}

@@ -226,12 +226,14 @@ impl JobEnv {
         let timeout = match get("TITUS_BOOTSTRAP_TIMEOUT") {
             None => DEFAULT_TIMEOUT,
             Some(v) => match v.trim().parse::<f64>() {
-                Ok(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
+                // At most a week: longer is no limit, and Duration cannot hold every f64.
+                Ok(s) if s > 0.0 && s <= 7.0 * 86_400.0 => Duration::from_secs_f64(s),
                 _ => {
                     return Err(BootstrapError::BadVar {
                         var: "TITUS_BOOTSTRAP_TIMEOUT".into(),
                         value: v,
-                        reason: "expected a positive number of seconds".into(),
+                        reason: "expected a positive number of seconds, at most 604800 (a week)"
+                            .into(),
                     });
                 }
             },
@@ -616,6 +618,8 @@ mod tests {
             .contains("TITUS_JOB_SECRET")
         );
         assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "-3")]).contains("positive"));
+        assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "1e300")]).contains("a week"));
+        assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "NaN")]).contains("positive"));
     }
 
     /// Each launcher's local rank and local size are read from its row of the table.
