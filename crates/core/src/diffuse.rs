@@ -72,7 +72,8 @@ impl CostHistory {
     /// epoch drop out).
     pub fn record(&mut self, keys: &[u64], costs_ns: &[u64]) {
         self.last.clear();
-        self.last.extend(keys.iter().copied().zip(costs_ns.iter().copied()));
+        self.last
+            .extend(keys.iter().copied().zip(costs_ns.iter().copied()));
     }
 
     /// Keys with a known cost.

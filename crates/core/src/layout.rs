@@ -453,7 +453,10 @@ mod tests {
         );
         let mut unknown = chunk.clone();
         unknown[0] ^= 0xff;
-        assert!(decode_chunk(&unknown, 1, 3, 16, 0).is_err(), "unknown magic");
+        assert!(
+            decode_chunk(&unknown, 1, 3, 16, 0).is_err(),
+            "unknown magic"
+        );
         // Pushed tasks: the same walk, their own magic and limit.
         let mut body = Vec::new();
         push_task_record(&mut body, &t, 777);
@@ -466,8 +469,14 @@ mod tests {
                 predicted_ns: 777
             }])
         );
-        assert!(decode_chunk(&chunk, 1, 4, 0, 4).is_err(), "payload over the limit");
-        assert!(decode_chunk(&chunk, 1, 3, 0, 8).is_err(), "owner 3 in a job of 3");
+        assert!(
+            decode_chunk(&chunk, 1, 4, 0, 4).is_err(),
+            "payload over the limit"
+        );
+        assert!(
+            decode_chunk(&chunk, 1, 3, 0, 8).is_err(),
+            "owner 3 in a job of 3"
+        );
         assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 4, 0, 8).is_err());
     }
 }

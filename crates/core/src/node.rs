@@ -656,7 +656,9 @@ impl Node {
         let cx = &mut self.cx;
         match sig {
             Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
-                let pushed = self.results.on_signal(cx, &mut self.router, from, sig, mem)?;
+                let pushed = self
+                    .results
+                    .on_signal(cx, &mut self.router, from, sig, mem)?;
                 if !pushed.is_empty() {
                     if self.term.is_done() {
                         // Termination needs every result home: a task cannot still travel.

@@ -12,8 +12,8 @@ pub(crate) mod inbox;
 pub(crate) mod outbound;
 
 use crate::ctx::Ctx;
-use crate::layout::{Chunk, PushedTask, ResultRecord};
 use crate::layout::signal::Signal;
+use crate::layout::{Chunk, PushedTask, ResultRecord};
 use crate::router::Router;
 use crate::{CoreError, Memory, Rank, Stats, Time};
 use inbox::Inbox;
@@ -167,14 +167,16 @@ impl Results {
         mem: &dyn Memory,
     ) -> Result<Vec<PushedTask>, CoreError> {
         match sig {
-            Signal::Chunk { offset, len } => match self.inbox.on_chunk(cx, from, offset, len, mem)? {
-                Chunk::Results(records) => {
-                    for (rec, hops) in records {
-                        self.route(cx, router, rec, hops, from)?;
+            Signal::Chunk { offset, len } => {
+                match self.inbox.on_chunk(cx, from, offset, len, mem)? {
+                    Chunk::Results(records) => {
+                        for (rec, hops) in records {
+                            self.route(cx, router, rec, hops, from)?;
+                        }
                     }
+                    Chunk::Tasks(tasks) => return Ok(tasks),
                 }
-                Chunk::Tasks(tasks) => return Ok(tasks),
-            },
+            }
             Signal::Overflow { generation, offset } => {
                 self.inbox.on_overflow(from, generation, offset);
             }

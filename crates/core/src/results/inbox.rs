@@ -159,13 +159,8 @@ impl Inbox {
         }
         let mut buf = vec![0u8; len as usize];
         mem.read(Loc::new(seg::INBOX, INBOX_DATA + offset), &mut buf);
-        let chunk = layout::decode_chunk(
-            &buf,
-            from,
-            cx.size,
-            cx.cfg.max_result,
-            cx.cfg.max_payload,
-        )?;
+        let chunk =
+            layout::decode_chunk(&buf, from, cx.size, cx.cfg.max_result, cx.cfg.max_payload)?;
         if self.resetting {
             &mut self.next
         } else {

@@ -111,7 +111,10 @@ fn assemble(
         Loc::new(seg::OUTBOX, base),
         &layout::chunk_header(magic, count, body.len()),
     );
-    mem.write(Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64), body);
+    mem.write(
+        Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
+        body,
+    );
     (layout::CHUNK_HEADER + body.len()) as u64
 }
 
@@ -282,7 +285,14 @@ impl Outbound {
                 };
                 let (bytes, count) = cut(&o.pushed, limit);
                 debug_assert!(count > 0, "a pushed task's record fits a chunk");
-                let len = assemble(mem, cx.cfg.chunk_bytes, slot, layout::TASK_CHUNK_MAGIC, count, &o.pushed[..bytes]);
+                let len = assemble(
+                    mem,
+                    cx.cfg.chunk_bytes,
+                    slot,
+                    layout::TASK_CHUNK_MAGIC,
+                    count,
+                    &o.pushed[..bytes],
+                );
                 o.pushed.drain(..bytes);
                 o.pushed_count -= count;
                 o.flight = Some(Flight {
