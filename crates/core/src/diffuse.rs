@@ -7,8 +7,12 @@
 //!    owner remembers the last cost per task key (a caller-given 64-bit identity, or the
 //!    task's index). Keys that vanish drop out; new keys have no history (prediction 0).
 //! 2. **Prediction** ([`predicted_load`]): a rank's load is the sum of its tasks'
-//!    predictions, unknown tasks counted at the mean of the known ones; a rank with no
-//!    known task predicts nothing and takes no part (it neither gives nor receives).
+//!    predictions, unknown tasks counted at the mean of the known ones; a rank with tasks
+//!    but no known one predicts nothing and takes no part (it neither gives nor
+//!    receives). A rank without tasks knows its load exactly: 0 — it takes part as a
+//!    receiver (under a skewed ownership the idle ranks are the ones that need work;
+//!    leaving them out would leave the heavy ranks nobody to give to). In an epoch
+//!    without history nobody gives, so nothing moves.
 //! 3. **Exchange** (the driver): every rank's predicted load travels in the barrier that
 //!    starts the epoch; each node is handed only its diffusion neighbours' loads
 //!    ([`crate::Node::diffusion_neighbours`]: its overlay row, or the rank-string
@@ -97,8 +101,12 @@ fn known_mean(predicted: &[u64]) -> Option<u64> {
 }
 
 /// A rank's predicted load from its tasks' predictions (0: unknown), ns: unknown tasks
-/// count at the mean of the known ones; `None` when no task is known (step 2).
+/// count at the mean of the known ones; 0 without tasks; `None` when it has tasks but
+/// none is known (step 2).
 pub fn predicted_load(predicted: &[u64]) -> Option<u64> {
+    if predicted.is_empty() {
+        return Some(0);
+    }
     let mean = known_mean(predicted)?;
     let sum: u128 = predicted
         .iter()
@@ -211,7 +219,11 @@ mod tests {
 
     #[test]
     fn predicts_unknown_tasks_at_the_mean_of_the_known() {
-        assert_eq!(predicted_load(&[]), None);
+        assert_eq!(
+            predicted_load(&[]),
+            Some(0),
+            "no tasks: exactly nothing to do"
+        );
         assert_eq!(predicted_load(&[0, 0]), None, "nothing known: no part");
         assert_eq!(predicted_load(&[10, 30, 0]), Some(60));
     }

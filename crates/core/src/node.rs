@@ -81,7 +81,7 @@ fn steal_rng(seed: u64, rank: Rank, epoch: Option<u64>) -> Rng {
 pub struct Prediction {
     /// Each task's predicted cost, ns (0: unknown), in task order.
     pub costs_ns: Vec<u64>,
-    /// The predicted loads (ns) of this rank's diffusion neighbours
+    /// The predicted loads (ns; 0: no tasks) of this rank's diffusion neighbours
     /// ([`Node::diffusion_neighbours`]) that predicted one; others are left out.
     pub neighbour_loads: Vec<(Rank, u64)>,
 }

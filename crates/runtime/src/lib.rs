@@ -547,15 +547,15 @@ impl Runtime {
         let (costs_ns, load) = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
             let c = h.predict(&keys);
-            let load = titus_core::predicted_load(&c).unwrap_or(0);
+            let load = titus_core::predicted_load(&c);
             (c, load)
         };
         // The previous epoch ended everywhere and nothing of it travels any more; every
-        // rank's task count, predicted load (ns, 0: none) and whether it rejected its
-        // tasks come along.
+        // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
+        // its tasks come along.
         let mut blob = [0u8; BLOB];
         blob[0..8].copy_from_slice(&(tasks.len() as u64).to_le_bytes());
-        blob[8..16].copy_from_slice(&load.to_le_bytes());
+        blob[8..16].copy_from_slice(&load.unwrap_or(NO_LOAD).to_le_bytes());
         blob[16..24].copy_from_slice(&u64::from(rejected.is_some()).to_le_bytes());
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
         if let Some((r, c)) = all.iter().enumerate().find(|(_, c)| c.len() != BLOB) {
@@ -586,13 +586,13 @@ impl Runtime {
         {
             let mut node = sh.lock_node();
             // Diffusion: this rank's predictions and its diffusion neighbours' loads.
-            let prediction = (load > 0).then(|| titus_core::Prediction {
+            let prediction = load.is_some_and(|l| l > 0).then(|| titus_core::Prediction {
                 neighbour_loads: node
                     .diffusion_neighbours()
                     .into_iter()
                     .filter_map(|r| {
                         let l = all.get(r as usize).map(|_| word(r as usize, 1))?;
-                        (l > 0).then_some((r, l))
+                        (l != NO_LOAD).then_some((r, l))
                     })
                     .collect(),
                 costs_ns,
@@ -649,6 +649,9 @@ impl Runtime {
 /// Bytes each rank contributes to the epoch-start all-gather: task count, predicted load,
 /// rejected flag.
 const BLOB: usize = 24;
+
+/// A predicted load that says "no prediction" in the epoch-start all-gather.
+const NO_LOAD: u64 = u64::MAX;
 
 /// Tasks keyed by their index.
 fn indexed(tasks: Vec<(u16, Vec<u8>)>) -> Vec<TaskIn> {

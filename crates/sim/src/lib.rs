@@ -242,10 +242,10 @@ struct Sim<'a> {
     costs: Vec<Vec<u64>>,
     /// Per rank: the last measured cost of each task (key: index), across epochs.
     history: Vec<CostHistory>,
-    /// Per rank: this epoch's predicted cost of each task, and the predicted load (0:
-    /// none), set when the epoch starts.
+    /// Per rank: this epoch's predicted cost of each task, and the predicted load (None:
+    /// no prediction), set when the epoch starts.
     predicted: Vec<Vec<u64>>,
-    loads: Vec<u64>,
+    loads: Vec<Option<u64>>,
 }
 
 /// The rank an operation acts on.
@@ -277,7 +277,7 @@ impl<'a> Sim<'a> {
         for (r, t) in tasks.iter().enumerate() {
             let keys: Vec<u64> = (0..t.len() as u64).collect();
             let p = self.history[r].predict(&keys);
-            self.loads[r] = titus_core::predicted_load(&p).unwrap_or(0);
+            self.loads[r] = titus_core::predicted_load(&p);
             self.predicted[r] = p;
         }
         for r in 0..self.nodes.len() as u32 {
@@ -584,13 +584,12 @@ impl<'a> Sim<'a> {
                     .map(|t| (0, t.payload.clone()))
                     .collect();
                 // Diffusion: only the neighbours' loads, never a vector of every rank's.
-                let prediction = (self.loads[i] > 0).then(|| Prediction {
+                let prediction = self.loads[i].is_some_and(|l| l > 0).then(|| Prediction {
                     costs_ns: std::mem::take(&mut self.predicted[i]),
                     neighbour_loads: self.nodes[i]
                         .diffusion_neighbours()
                         .into_iter()
-                        .map(|r| (r, self.loads[r as usize]))
-                        .filter(|&(_, l)| l > 0)
+                        .filter_map(|r| Some((r, self.loads[r as usize]?)))
                         .collect(),
                 });
                 self.nodes[i]
@@ -882,7 +881,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         costs: vec![Vec::new(); n],
         history: vec![CostHistory::default(); n],
         predicted: vec![Vec::new(); n],
-        loads: vec![0; n],
+        loads: vec![None; n],
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime
