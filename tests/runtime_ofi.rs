@@ -157,3 +157,31 @@ fn dlb_bench_runs_every_balancer_across_processes() {
         }
     }
 }
+
+/// Time steps across processes: keyed tasks over four epochs per protocol, diffusion on
+/// (rank 0 owns most tasks and pushes from the second epoch), every result checked, every
+/// cost home, every pushed task arrived (`tests/bin/runtime_epochs.rs`).
+#[test]
+fn keyed_epochs_with_diffusion_over_tcp() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for ranks in [2, 4] {
+        let out = launch("tcp;ofi_rxm", ranks, "runtime-epochs")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{ranks} ranks:\n{text}");
+        for p in ["claim", "lock", "request"] {
+            let ok = text
+                .lines()
+                .filter(|l| l.contains(&format!("runtime-epochs: ok {p} ")))
+                .count();
+            assert_eq!(ok, ranks as usize, "{p}: every rank reports ok:\n{text}");
+        }
+    }
+}

@@ -30,6 +30,8 @@ pub mod error_code {
     pub const CONFIG: u32 = 9;
     /// [`super::CoreError::Usage`].
     pub const USAGE: u32 = 10;
+    /// [`super::CoreError::DuplicateKey`].
+    pub const DUPLICATE_KEY: u32 = 11;
 
     /// Whether `code` says that a task itself failed (its function failed, or its payload
     /// or result exceeded the limits), as opposed to the protocol or the fabric.
@@ -123,6 +125,16 @@ pub enum CoreError {
     /// An API call out of turn.
     #[error("{0}")]
     Usage(&'static str),
+    /// Two tasks of one epoch carry the same key (task identities must be unique).
+    #[error("task key {key} appears twice in this epoch's tasks (tasks {first} and {second})")]
+    DuplicateKey {
+        /// The key.
+        key: u64,
+        /// The first task with it.
+        first: u32,
+        /// The second.
+        second: u32,
+    },
 }
 
 impl CoreError {
@@ -140,6 +152,7 @@ impl CoreError {
             Self::Aborted { code, .. } => *code,
             Self::Config(_) => c::CONFIG,
             Self::Usage(_) => c::USAGE,
+            Self::DuplicateKey { .. } => c::DUPLICATE_KEY,
         }
     }
 

@@ -17,8 +17,9 @@ pub mod seg {
     pub const OUTBOX: u16 = 2;
 }
 
-/// Version word at offset 0 of TASKS: "TITUS" + layout version 1.
-pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0001;
+/// Version word at offset 0 of TASKS: "TITUS" + layout version 2 (version 2: result
+/// records carry their task's measured cost; chunks of pushed tasks).
+pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0002;
 
 /// Offsets in the TASKS header (64 bytes).
 pub mod tasks {
@@ -184,102 +185,173 @@ pub struct ResultRecord {
     pub owner: Rank,
     /// The task's index there.
     pub index: u32,
+    /// How long the task ran where it ran, ns (the driver measured it).
+    pub cost_ns: u64,
     /// The result bytes.
     pub data: Vec<u8>,
 }
 
-/// Chunk header: magic, record count, total length.
-pub const CHUNK_MAGIC: u32 = 0x5452_4331; // "TRC1"
+/// A task pushed to a neighbour by diffusion, with the cost its owner predicted for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushedTask {
+    /// The task.
+    pub task: Task,
+    /// Its predicted cost, ns (0: unknown).
+    pub predicted_ns: u64,
+}
+
+/// Chunk header of a chunk of results: magic, record count, total length ("TRC2": version
+/// 2, whose records carry a cost).
+pub const CHUNK_MAGIC: u32 = 0x5452_4332; // "TRC2"
+/// Chunk header of a chunk of tasks pushed by diffusion ("TTK1").
+pub const TASK_CHUNK_MAGIC: u32 = 0x5454_4b31; // "TTK1"
 /// Bytes of the chunk header.
 pub const CHUNK_HEADER: usize = 16;
-/// Bytes of a record header.
-pub const RECORD_HEADER: usize = 16;
+/// Bytes of a record header, result or task: owner (4), index (4), data length (4), hops
+/// (results) or kind and padding (tasks) (4), cost (8). The length sits at the same place
+/// in both, so one walk cuts either kind of chunk.
+pub const RECORD_HEADER: usize = 24;
 
 /// Encoded length of a record with `len` data bytes.
 pub fn record_len(len: usize) -> usize {
     RECORD_HEADER + len.next_multiple_of(8)
 }
 
-/// Appends a record to a chunk body under construction; `hops`: hops taken once this
-/// chunk arrives.
+/// Appends a result record to a chunk body under construction; `hops`: hops taken once
+/// this chunk arrives.
 pub fn push_record(body: &mut Vec<u8>, r: &ResultRecord, hops: u32) {
     body.extend_from_slice(&r.owner.to_le_bytes());
     body.extend_from_slice(&r.index.to_le_bytes());
     body.extend_from_slice(&(r.data.len() as u32).to_le_bytes());
     body.extend_from_slice(&hops.to_le_bytes());
+    body.extend_from_slice(&r.cost_ns.to_le_bytes());
     body.extend_from_slice(&r.data);
     body.resize(body.len().next_multiple_of(8), 0);
 }
 
-/// The header of a chunk holding `count` records in `body_len` bytes.
-pub fn chunk_header(count: u32, body_len: usize) -> [u8; CHUNK_HEADER] {
+/// Appends a pushed task's record to a chunk body under construction.
+pub fn push_task_record(body: &mut Vec<u8>, t: &Task, predicted_ns: u64) {
+    body.extend_from_slice(&t.owner.to_le_bytes());
+    body.extend_from_slice(&t.index.to_le_bytes());
+    body.extend_from_slice(&(t.payload.len() as u32).to_le_bytes());
+    body.extend_from_slice(&t.kind.to_le_bytes());
+    body.extend_from_slice(&[0, 0]);
+    body.extend_from_slice(&predicted_ns.to_le_bytes());
+    body.extend_from_slice(&t.payload);
+    body.resize(body.len().next_multiple_of(8), 0);
+}
+
+/// The header of a chunk (`magic`: [`CHUNK_MAGIC`] or [`TASK_CHUNK_MAGIC`]) holding
+/// `count` records in `body_len` bytes.
+pub fn chunk_header(magic: u32, count: u32, body_len: usize) -> [u8; CHUNK_HEADER] {
     let mut h = [0u8; CHUNK_HEADER];
-    h[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+    h[0..4].copy_from_slice(&magic.to_le_bytes());
     h[4..8].copy_from_slice(&count.to_le_bytes());
     h[8..16].copy_from_slice(&((CHUNK_HEADER + body_len) as u64).to_le_bytes());
     h
 }
 
+/// A decoded chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    /// Results, each with its hop count.
+    Results(Vec<(ResultRecord, u32)>),
+    /// Tasks pushed by diffusion.
+    Tasks(Vec<PushedTask>),
+}
+
 /// Parses a chunk written by rank `from`: every length is checked against the chunk and
-/// the limits, every owner against the job size. Returns each record with its hop count.
+/// the limits (`max_result` for results, `max_payload` for tasks), every owner against the
+/// job size.
 pub fn decode_chunk(
     chunk: &[u8],
     from: Rank,
     size: u32,
     max_result: u32,
-) -> Result<Vec<(ResultRecord, u32)>, CoreError> {
+    max_payload: u32,
+) -> Result<Chunk, CoreError> {
     let bad = |what: String| CoreError::Malformed { from, what };
-    if chunk.len() < CHUNK_HEADER || u32_at(chunk, 0) != CHUNK_MAGIC {
-        return Err(bad("result chunk without its header".into()));
+    if chunk.len() < CHUNK_HEADER {
+        return Err(bad("chunk without its header".into()));
     }
+    let magic = u32_at(chunk, 0);
+    let (tasks, what, limit) = match magic {
+        CHUNK_MAGIC => (false, "result", max_result),
+        TASK_CHUNK_MAGIC => (true, "pushed task", max_payload),
+        m => return Err(bad(format!("chunk with unknown magic {m:#010x}"))),
+    };
     let count = u32_at(chunk, 4);
     let total = u64::from_le_bytes(chunk[8..16].try_into().expect("8 bytes"));
     if total != chunk.len() as u64 {
         return Err(bad(format!(
-            "result chunk says {total} bytes, signalled {}",
+            "{what} chunk says {total} bytes, signalled {}",
             chunk.len()
         )));
     }
     let mut at = CHUNK_HEADER;
-    let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
+    let cap = count.min(1 << 16) as usize;
+    let (mut results, mut pushed) = if tasks {
+        (Vec::new(), Vec::with_capacity(cap))
+    } else {
+        (Vec::with_capacity(cap), Vec::new())
+    };
     for i in 0..count {
         if at + RECORD_HEADER > chunk.len() {
             return Err(bad(format!(
-                "result record {i} of {count} past the chunk's end"
+                "{what} record {i} of {count} past the chunk's end"
             )));
         }
         let owner = u32_at(chunk, at);
         let index = u32_at(chunk, at + 4);
         let len = u32_at(chunk, at + 8);
-        let hops = u32_at(chunk, at + 12);
+        let tag = u32_at(chunk, at + 12);
+        let cost = u64::from_le_bytes(chunk[at + 16..at + 24].try_into().expect("8 bytes"));
         if owner >= size {
             return Err(bad(format!(
-                "result owner {owner} outside the job (size {size})"
+                "{what} owner {owner} outside the job (size {size})"
             )));
         }
-        if len > max_result {
-            return Err(bad(format!("result of {len} bytes (limit {max_result})")));
+        if len > limit {
+            return Err(bad(format!("{what} of {len} bytes (limit {limit})")));
         }
         let end = at + record_len(len as usize);
         if end > chunk.len() {
             return Err(bad(format!(
-                "result record {i} of {len} bytes past the chunk's end"
+                "{what} record {i} of {len} bytes past the chunk's end"
             )));
         }
-        out.push((
-            ResultRecord {
-                owner,
-                index,
-                data: chunk[at + RECORD_HEADER..at + RECORD_HEADER + len as usize].to_vec(),
-            },
-            hops,
-        ));
+        let data = chunk[at + RECORD_HEADER..at + RECORD_HEADER + len as usize].to_vec();
+        if tasks {
+            pushed.push(PushedTask {
+                task: Task {
+                    owner,
+                    index,
+                    kind: tag as u16,
+                    payload: data,
+                },
+                predicted_ns: cost,
+            });
+        } else {
+            results.push((
+                ResultRecord {
+                    owner,
+                    index,
+                    cost_ns: cost,
+                    data,
+                },
+                tag,
+            ));
+        }
         at = end;
     }
     if at != chunk.len() {
-        return Err(bad("trailing bytes after the last result record".into()));
+        return Err(bad(format!("trailing bytes after the last {what} record")));
     }
-    Ok(out)
+    Ok(if tasks {
+        Chunk::Tasks(pushed)
+    } else {
+        Chunk::Results(results)
+    })
 }
 
 pub mod signal;
@@ -340,11 +412,13 @@ mod tests {
             ResultRecord {
                 owner: 0,
                 index: 1,
+                cost_ns: 12_345,
                 data: vec![1, 2, 3],
             },
             ResultRecord {
                 owner: 2,
                 index: 5,
+                cost_ns: 0,
                 data: vec![],
             },
         ];
@@ -352,10 +426,12 @@ mod tests {
         for r in &recs {
             push_record(&mut body, r, 2);
         }
-        let mut chunk = chunk_header(2, body.len()).to_vec();
+        let mut chunk = chunk_header(CHUNK_MAGIC, 2, body.len()).to_vec();
         chunk.extend_from_slice(&body);
-        let back: Vec<ResultRecord> = decode_chunk(&chunk, 1, 3, 16)
-            .unwrap()
+        let Chunk::Results(back) = decode_chunk(&chunk, 1, 3, 16, 0).unwrap() else {
+            panic!("a result chunk");
+        };
+        let back: Vec<ResultRecord> = back
             .into_iter()
             .map(|(r, h)| {
                 assert_eq!(h, 2);
@@ -363,17 +439,44 @@ mod tests {
             })
             .collect();
         assert_eq!(back, recs);
-        assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 3, 16).is_err());
+        assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 3, 16, 0).is_err());
         assert!(
-            decode_chunk(&chunk, 1, 2, 16).is_err(),
+            decode_chunk(&chunk, 1, 2, 16, 0).is_err(),
             "owner 2 in a job of 2"
         );
         let mut lying = chunk.clone();
         lying[4] = 200; // 200 records claimed
-        assert!(decode_chunk(&lying, 1, 3, 16).is_err());
+        assert!(decode_chunk(&lying, 1, 3, 16, 0).is_err());
         assert!(
-            decode_chunk(&chunk, 1, 3, 2).is_err(),
+            decode_chunk(&chunk, 1, 3, 2, 0).is_err(),
             "result over the limit"
         );
+        let mut unknown = chunk.clone();
+        unknown[0] ^= 0xff;
+        assert!(
+            decode_chunk(&unknown, 1, 3, 16, 0).is_err(),
+            "unknown magic"
+        );
+        // Pushed tasks: the same walk, their own magic and limit.
+        let mut body = Vec::new();
+        push_task_record(&mut body, &t, 777);
+        let mut chunk = chunk_header(TASK_CHUNK_MAGIC, 1, body.len()).to_vec();
+        chunk.extend_from_slice(&body);
+        assert_eq!(
+            decode_chunk(&chunk, 1, 4, 0, 8).unwrap(),
+            Chunk::Tasks(vec![PushedTask {
+                task: t.clone(),
+                predicted_ns: 777
+            }])
+        );
+        assert!(
+            decode_chunk(&chunk, 1, 4, 0, 4).is_err(),
+            "payload over the limit"
+        );
+        assert!(
+            decode_chunk(&chunk, 1, 3, 0, 8).is_err(),
+            "owner 3 in a job of 3"
+        );
+        assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 4, 0, 8).is_err());
     }
 }

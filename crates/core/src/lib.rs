@@ -23,6 +23,9 @@
 //!   inbox (`results/inbox.rs`) pushes back when full, nothing is dropped;
 //! - termination (`termination.rs`): a binary tree over ranks reduces "all my results
 //!   are home" and broadcasts the end of the epoch;
+//! - diffusion (`diffuse.rs`): at an epoch's start, a rank that predicts more load than
+//!   a neighbour (from the costs measured last epoch, [`CostHistory`]) pushes tasks to
+//!   it through the results channel before its workers start;
 //! - the task queue (`queue.rs`), the figures ([`Stats`]).
 //!
 //! What travels between ranks is defined in [`layout`]: segment layouts, task slots,
@@ -33,6 +36,7 @@
 
 mod balancing;
 mod ctx;
+mod diffuse;
 mod error;
 pub mod fasthash;
 pub mod layout;
@@ -47,9 +51,10 @@ mod steal;
 mod termination;
 
 pub use balancing::{Balancing, default_group_size};
+pub use diffuse::{CostHistory, predicted_load};
 pub use error::{CoreError, error_code};
 pub use layout::{ResultRecord, Task};
-pub use node::Node;
+pub use node::{EpochResults, Node, Prediction};
 pub use share::Sharing;
 pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
 pub use titus_overlay::Routing;
@@ -246,6 +251,10 @@ pub struct Config {
     /// Work sharing through masters (`master`, `hierarchical`) instead of stealing from
     /// overlay neighbours; needs the `request` protocol. `None`: stealing.
     pub sharing: Option<Sharing>,
+    /// Diffusion before stealing: at an epoch's start, push tasks to diffusion neighbours
+    /// that predict less load (`diffuse.rs`). Off under `steal_below` = 0 (no balancing)
+    /// whatever this says; an epoch without predictions pushes nothing.
+    pub diffusion: bool,
 }
 
 impl Default for Config {
@@ -273,6 +282,7 @@ impl Default for Config {
             check_interval: Duration::from_millis(10),
             seed: 1,
             sharing: None,
+            diffusion: true,
         }
     }
 }

@@ -7,7 +7,10 @@
 //! - [`Thief`] and [`Owner`]: the two sides of stealing (`crate::steal`);
 //! - [`ShareState`]: work sharing through masters (`crate::share`);
 //! - [`Router`] and [`Results`]: results routing and the inbox (`crate::results`);
-//! - [`Termination`]: the tree reduction that ends an epoch (`crate::termination`).
+//! - [`Termination`]: the tree reduction that ends an epoch (`crate::termination`);
+//! - diffusion (`crate::diffuse`): no state of its own; `start_epoch_predicted` plans the
+//!   pushes and hands them to the results' outbound side, and a chunk of pushed tasks
+//!   joins the queue like stolen work.
 //!
 //! Each part owns its state and its logic and knows only the context and the data the
 //! node hands it; what one part learns that another needs (stolen work arrived, a request
@@ -24,6 +27,7 @@
 //! stops with an error within O(log N) signal hops.
 
 use crate::ctx::Ctx;
+use crate::diffuse;
 use crate::layout::signal::Signal;
 use crate::layout::{self, Task, seg, tasks};
 use crate::queue::Queue;
@@ -70,6 +74,25 @@ fn steal_rng(seed: u64, rank: Rank, epoch: Option<u64>) -> Rng {
         None => Rng::from_keys(&[seed, 0x5354_4541_4c00, u64::from(rank)]),
         Some(e) => Rng::from_keys(&[seed, 0x5354_4541_4c00, u64::from(rank), e]),
     }
+}
+
+/// What a driver predicts for an epoch, for diffusion (`diffuse.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prediction {
+    /// Each task's predicted cost, ns (0: unknown), in task order.
+    pub costs_ns: Vec<u64>,
+    /// The predicted loads (ns; 0: no tasks) of this rank's diffusion neighbours
+    /// ([`Node::diffusion_neighbours`]) that predicted one; others are left out.
+    pub neighbour_loads: Vec<(Rank, u64)>,
+}
+
+/// An epoch's outcome for this rank's own tasks, in task order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EpochResults {
+    /// The results.
+    pub results: Vec<Vec<u8>>,
+    /// Each task's cost measured where it ran, ns.
+    pub costs_ns: Vec<u64>,
 }
 
 /// One rank of the protocol. See the crate documentation.
@@ -207,13 +230,43 @@ impl Node {
         );
     }
 
-    /// Starts an epoch with this rank's tasks (kind, payload). Every rank calls it, after a
-    /// barrier that follows the previous epoch's end on every rank. Signals that arrived
-    /// since the previous epoch ended are handled now, in the new epoch.
+    /// Whether this node diffuses: `Config::diffusion`, with balancing on (`steal_below`
+    /// > 0).
+    pub fn diffusion_enabled(&self) -> bool {
+        self.cx.cfg.diffusion && self.cx.cfg.steal_below > 0
+    }
+
+    /// The ranks whose predicted loads [`Node::start_epoch_predicted`] needs: the overlay
+    /// row, or the rank-string neighbours i±1 under the complete graph (O(1)); none when
+    /// diffusion is off.
+    pub fn diffusion_neighbours(&self) -> Vec<Rank> {
+        if !self.diffusion_enabled() {
+            return Vec::new();
+        }
+        diffuse::neighbours(&self.router.victims, self.cx.rank, self.cx.size)
+    }
+
+    /// Starts an epoch with this rank's tasks (kind, payload), without predictions (no
+    /// diffusion). See [`Node::start_epoch_predicted`].
     pub fn start_epoch(
         &mut self,
         now: Time,
         tasks: Vec<(u16, Vec<u8>)>,
+        mem: &dyn Memory,
+    ) -> Result<(), CoreError> {
+        self.start_epoch_predicted(now, tasks, None, mem)
+    }
+
+    /// Starts an epoch with this rank's tasks (kind, payload) and, for diffusion, their
+    /// predicted costs and the neighbours' predicted loads: tasks pushed to neighbours
+    /// leave before any worker takes one. Every rank calls it, after a barrier that
+    /// follows the previous epoch's end on every rank. Signals that arrived since the
+    /// previous epoch ended are handled now, in the new epoch.
+    pub fn start_epoch_predicted(
+        &mut self,
+        now: Time,
+        tasks: Vec<(u16, Vec<u8>)>,
+        prediction: Option<&Prediction>,
         mem: &dyn Memory,
     ) -> Result<(), CoreError> {
         if self.running {
@@ -233,6 +286,21 @@ impl Node {
                 limit: self.cx.cfg.max_payload,
             });
         }
+        if let Some(p) = prediction
+            && p.costs_ns.len() != tasks.len()
+        {
+            return Err(CoreError::Config(format!(
+                "{} predicted costs for {} tasks",
+                p.costs_ns.len(),
+                tasks.len()
+            )));
+        }
+        let diffusion = self.diffusion_enabled();
+        let neighbours = if diffusion && prediction.is_some() {
+            self.diffusion_neighbours()
+        } else {
+            Vec::new()
+        };
         let cx = &mut self.cx;
         cx.now = now;
         cx.started = now;
@@ -250,18 +318,47 @@ impl Node {
             self.thief.set_targets(targets);
         }
         let rank = cx.rank;
-        self.queue.start(
-            tasks
-                .into_iter()
-                .enumerate()
-                .map(|(i, (kind, payload))| Task {
-                    owner: rank,
-                    index: i as u32,
-                    kind,
-                    payload,
-                })
-                .collect(),
-        );
+        let mut tasks: Vec<Task> = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, (kind, payload))| Task {
+                owner: rank,
+                index: i as u32,
+                kind,
+                payload,
+            })
+            .collect();
+        if let Some(p) = prediction
+            && diffusion
+        {
+            cx.stats.predicted_ns = diffuse::predicted_load(&p.costs_ns).unwrap_or(0);
+            // Only loads of diffusion neighbours count (a driver's extra entries do not).
+            let loads: Vec<(Rank, u64)> = p
+                .neighbour_loads
+                .iter()
+                .copied()
+                .filter(|(r, _)| neighbours.binary_search(r).is_ok())
+                .collect();
+            let max_record = outbound::max_record(&cx.cfg);
+            let plan = diffuse::plan(
+                &mut tasks,
+                &p.costs_ns,
+                &loads,
+                neighbours.len(),
+                max_record,
+            );
+            for (to, batch) in plan {
+                let hop = self
+                    .router
+                    .victims
+                    .index_of(to)
+                    .expect("a diffusion neighbour is an out-neighbour");
+                cx.stats.tasks_pushed += batch.len() as u64;
+                cx.stats.pushed_ns += batch.iter().map(|t| t.predicted_ns).sum::<u64>();
+                self.results.out.push_tasks(hop, &batch);
+            }
+        }
+        self.queue.start(tasks.into());
         for (from, value) in std::mem::take(&mut self.early) {
             self.handle_signal(now, from, value, mem);
         }
@@ -374,6 +471,11 @@ impl Node {
 
     /// Ends the epoch: this rank's results, in task order.
     pub fn take_results(&mut self) -> Result<Vec<Vec<u8>>, CoreError> {
+        self.take_epoch_results().map(|r| r.results)
+    }
+
+    /// Ends the epoch: this rank's results and their tasks' measured costs, in task order.
+    pub fn take_epoch_results(&mut self) -> Result<EpochResults, CoreError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -381,7 +483,8 @@ impl Node {
             return Err(CoreError::Usage("take_results before the epoch ended"));
         }
         self.running = false;
-        self.results.home.take()
+        let (results, costs_ns) = self.results.home.take()?;
+        Ok(EpochResults { results, costs_ns })
     }
 
     /// Up to `max` tasks for this rank's workers (their private work).
@@ -396,13 +499,15 @@ impl Node {
         out
     }
 
-    /// A worker finished `task` with `result` (or failed it with a message).
+    /// A worker finished `task` with `result` (or failed it with a message); it ran for
+    /// `cost_ns` (measured by the driver; it travels home with the result).
     pub fn task_done(
         &mut self,
         now: Time,
         owner: Rank,
         index: u32,
         result: Result<Vec<u8>, String>,
+        cost_ns: u64,
         mem: &dyn Memory,
     ) {
         self.cx.now = now;
@@ -429,7 +534,12 @@ impl Node {
                 })
             }
             Ok(data) => {
-                let rec = layout::ResultRecord { owner, index, data };
+                let rec = layout::ResultRecord {
+                    owner,
+                    index,
+                    cost_ns,
+                    data,
+                };
                 if let Err(e) = self
                     .results
                     .route(&mut self.cx, &mut self.router, rec, 0, rank)
@@ -546,7 +656,20 @@ impl Node {
         let cx = &mut self.cx;
         match sig {
             Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
-                self.results.on_signal(cx, &mut self.router, from, sig, mem)
+                let pushed = self
+                    .results
+                    .on_signal(cx, &mut self.router, from, sig, mem)?;
+                if !pushed.is_empty() {
+                    if self.term.is_done() {
+                        // Termination needs every result home: a task cannot still travel.
+                        return Err(CoreError::Malformed {
+                            from,
+                            what: format!("{} tasks pushed after the epoch ended", pushed.len()),
+                        });
+                    }
+                    self.take_stolen(pushed.into_iter().map(|p| p.task).collect());
+                }
+                Ok(())
             }
             Signal::Request { epoch, seq } => {
                 let stale = epoch != cx.epoch & EPOCH_MASK;

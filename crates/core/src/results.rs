@@ -12,8 +12,8 @@ pub(crate) mod inbox;
 pub(crate) mod outbound;
 
 use crate::ctx::Ctx;
-use crate::layout::ResultRecord;
 use crate::layout::signal::Signal;
+use crate::layout::{Chunk, PushedTask, ResultRecord};
 use crate::router::Router;
 use crate::{CoreError, Memory, Rank, Stats, Time};
 use inbox::Inbox;
@@ -25,6 +25,8 @@ pub(crate) struct Home {
     /// Tasks this rank owns.
     own: u32,
     results: Vec<Option<Vec<u8>>>,
+    /// Each task's cost measured where it ran, ns (valid where its result is home).
+    costs: Vec<u64>,
     /// How many are home.
     home: u32,
 }
@@ -34,6 +36,7 @@ impl Home {
     pub(crate) fn start(&mut self, own: usize) {
         self.own = own as u32;
         self.results = vec![None; own];
+        self.costs = vec![0; own];
         self.home = 0;
     }
 
@@ -48,12 +51,13 @@ impl Home {
         self.home >= self.own
     }
 
-    /// Stores the result of own task `index`, which arrived from `from` after `hops` hops.
+    /// Stores the result of own task `index` (which ran for `cost_ns`), which arrived from
+    /// `from` after `hops` hops.
     fn store(
         &mut self,
         stats: &mut Stats,
         index: u32,
-        data: Vec<u8>,
+        (data, cost_ns): (Vec<u8>, u64),
         from: Rank,
         hops: u32,
     ) -> Result<(), CoreError> {
@@ -66,6 +70,7 @@ impl Home {
             return Err(CoreError::Duplicate { index, from });
         }
         *slot = Some(data);
+        self.costs[index as usize] = cost_ns;
         self.home += 1;
         let h = hops as usize;
         if stats.result_hops.len() <= h {
@@ -75,12 +80,13 @@ impl Home {
         Ok(())
     }
 
-    /// The results, in task order, once every one is home.
-    pub(crate) fn take(&mut self) -> Result<Vec<Vec<u8>>, CoreError> {
-        std::mem::take(&mut self.results)
+    /// The results and their measured costs (ns), in task order, once every one is home.
+    pub(crate) fn take(&mut self) -> Result<(Vec<Vec<u8>>, Vec<u64>), CoreError> {
+        let results = std::mem::take(&mut self.results)
             .into_iter()
             .map(|r| r.ok_or(CoreError::Usage("a result is missing at termination")))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok((results, std::mem::take(&mut self.costs)))
     }
 }
 
@@ -112,9 +118,13 @@ impl Results {
         from: Rank,
     ) -> Result<(), CoreError> {
         if rec.owner == cx.rank {
-            return self
-                .home
-                .store(&mut cx.stats, rec.index, rec.data, from, hops);
+            return self.home.store(
+                &mut cx.stats,
+                rec.index,
+                (rec.data, rec.cost_ns),
+                from,
+                hops,
+            );
         }
         let Some(h) = router.next_hop(cx.cfg.routing, cx.rank, rec.owner) else {
             return Err(CoreError::Config(format!(
@@ -146,7 +156,8 @@ impl Results {
         self.inbox.step(cx);
     }
 
-    /// CHUNK, OVERFLOW or RESET from `from`.
+    /// CHUNK, OVERFLOW or RESET from `from`; returns the tasks a chunk of pushed tasks
+    /// brought (for the queue).
     pub(crate) fn on_signal<P>(
         &mut self,
         cx: &mut Ctx<P>,
@@ -154,11 +165,16 @@ impl Results {
         from: Rank,
         sig: Signal,
         mem: &dyn Memory,
-    ) -> Result<(), CoreError> {
+    ) -> Result<Vec<PushedTask>, CoreError> {
         match sig {
             Signal::Chunk { offset, len } => {
-                for (rec, hops) in self.inbox.on_chunk(cx, from, offset, len, mem)? {
-                    self.route(cx, router, rec, hops, from)?;
+                match self.inbox.on_chunk(cx, from, offset, len, mem)? {
+                    Chunk::Results(records) => {
+                        for (rec, hops) in records {
+                            self.route(cx, router, rec, hops, from)?;
+                        }
+                    }
+                    Chunk::Tasks(tasks) => return Ok(tasks),
                 }
             }
             Signal::Overflow { generation, offset } => {
@@ -168,6 +184,6 @@ impl Results {
             // Steal and termination signals go elsewhere (`Node::handle_signal`).
             _ => {}
         }
-        Ok(())
+        Ok(Vec::new())
     }
 }

@@ -38,6 +38,17 @@ pub struct Stats {
     pub result_hops: Vec<u64>,
     /// Inbox reservations that overflowed (backpressure events).
     pub inbox_overflows: u64,
+    /// This rank's predicted load at the start of the epoch, ns (0: no prediction: it took
+    /// no part in diffusion).
+    pub predicted_ns: u64,
+    /// Tasks this rank pushed to diffusion neighbours at the start of the epoch.
+    pub tasks_pushed: u64,
+    /// Their predicted cost, ns.
+    pub pushed_ns: u64,
+    /// Tasks neighbours pushed to this rank.
+    pub tasks_pushed_in: u64,
+    /// Bytes of pushed-task chunks sent.
+    pub bytes_pushed: u64,
     /// Remote operations issued.
     pub ops: u64,
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took

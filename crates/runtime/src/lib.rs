@@ -36,7 +36,9 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_overlay::{Overlay, OverlayParams};
 
 pub use backend::{BACKENDS, Backend, MEM, backend_names};
-pub use titus_core::{Balancing, CoreError, Protocol, Routing, Sharing, Stats as CoreStats};
+pub use titus_core::{
+    Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
+};
 
 /// A task function: payload in, result out.
 pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -120,11 +122,25 @@ pub struct EpochStats {
     pub workers: usize,
 }
 
+/// One task of [`Runtime::run_epoch_keyed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskIn {
+    /// The task's identity across epochs: its measured cost is remembered under this key
+    /// and predicts its cost next epoch (diffusion). Unique within an epoch.
+    pub key: u64,
+    /// Task kind (registered function).
+    pub kind: u16,
+    /// Input bytes.
+    pub payload: Vec<u8>,
+}
+
 /// An epoch's outcome on this rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpochOutput {
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
+    /// Each task's duration measured where it ran (ns), in task order.
+    pub costs_ns: Vec<u64>,
     /// Figures.
     pub stats: EpochStats,
 }
@@ -201,6 +217,8 @@ impl LocalGather {
 pub struct Runtime {
     shared: Arc<Shared>,
     gather: AllGatherFn,
+    /// The last measured cost of each task key (diffusion's predictions).
+    history: Mutex<CostHistory>,
     threads: Vec<JoinHandle<()>>,
     rank: u32,
     size: u32,
@@ -442,6 +460,7 @@ impl Runtime {
         Ok(Runtime {
             shared,
             gather,
+            history: Mutex::new(CostHistory::default()),
             threads,
             rank,
             size,
@@ -495,8 +514,20 @@ impl Runtime {
 
     /// Runs one epoch: this rank's tasks (kind, payload) go in, this rank's results come
     /// out in task order once every rank's results are home. Collective: every rank calls
-    /// it (with its own tasks, possibly none).
+    /// it (with its own tasks, possibly none). A task's key is its index in this list
+    /// (see [`Runtime::run_epoch_keyed`]).
     pub fn run_epoch(&self, tasks: Vec<(u16, Vec<u8>)>) -> Result<EpochOutput, RuntimeError> {
+        self.epoch(indexed(tasks), false)
+            .map(|out| out.expect("an epoch always runs"))
+    }
+
+    /// [`Runtime::run_epoch`] with a caller-given identity per task: a task's measured cost
+    /// is remembered under its key until the next epoch, which predicts its cost from it
+    /// and pushes work to less-loaded neighbours before the workers start (diffusion,
+    /// `Config::diffusion`). Keys that vanish drop out of the history; new keys have none.
+    /// Two tasks with one key fail the epoch on every rank before anything runs
+    /// ([`CoreError::DuplicateKey`] here, [`CoreError::Aborted`] elsewhere).
+    pub fn run_epoch_keyed(&self, tasks: Vec<TaskIn>) -> Result<EpochOutput, RuntimeError> {
         self.epoch(tasks, false)
             .map(|out| out.expect("an epoch always runs"))
     }
@@ -507,25 +538,56 @@ impl Runtime {
         &self,
         tasks: Vec<(u16, Vec<u8>)>,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
-        self.epoch(tasks, true)
+        self.epoch(indexed(tasks), true)
+    }
+
+    /// Forgets every measured cost: the next epoch has no history (no diffusion).
+    pub fn clear_history(&self) {
+        *self.history.lock().unwrap_or_else(|p| p.into_inner()) = CostHistory::default();
     }
 
     fn epoch(
         &self,
-        tasks: Vec<(u16, Vec<u8>)>,
+        tasks: Vec<TaskIn>,
         skip_if_none: bool,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
+        let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
+        let tasks: Vec<(u16, Vec<u8>)> = tasks.into_iter().map(|t| (t.kind, t.payload)).collect();
+        let rejected = CostHistory::check_keys(&keys).err();
+        let (costs_ns, load) = {
+            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            let c = h.predict(&keys);
+            let load = titus_core::predicted_load(&c);
+            (c, load)
+        };
         // The previous epoch ended everywhere and nothing of it travels any more; every
-        // rank's task count comes along.
-        let counts =
-            (self.gather)(&(tasks.len() as u64).to_le_bytes()).map_err(RuntimeError::Barrier)?;
-        if let Some((r, c)) = counts.iter().enumerate().find(|(_, c)| c.len() != 8) {
+        // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
+        // its tasks come along.
+        let mut blob = [0u8; BLOB];
+        blob[0..8].copy_from_slice(&(tasks.len() as u64).to_le_bytes());
+        blob[8..16].copy_from_slice(&load.unwrap_or(NO_LOAD).to_le_bytes());
+        blob[16..24].copy_from_slice(&u64::from(rejected.is_some()).to_le_bytes());
+        let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
+        if let Some((r, c)) = all.iter().enumerate().find(|(_, c)| c.len() != BLOB) {
             return Err(RuntimeError::Barrier(format!(
-                "rank {r} sent {} bytes for its task count, expected 8 (is it in another collective?)",
+                "rank {r} sent {} bytes for its epoch start, expected {BLOB} (is it in another collective?)",
                 c.len()
             )));
         }
-        if skip_if_none && counts.iter().all(|c| c.iter().all(|&b| b == 0)) {
+        let word = |r: usize, i: usize| {
+            u64::from_le_bytes(all[r][i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+        };
+        if let Some(e) = rejected {
+            return Err(e.into());
+        }
+        if let Some(r) = (0..all.len()).find(|&r| word(r, 2) != 0) {
+            return Err(CoreError::Aborted {
+                rank: r as u32,
+                code: titus_core::error_code::DUPLICATE_KEY,
+            }
+            .into());
+        }
+        if skip_if_none && (0..all.len()).all(|r| word(r, 0) == 0) {
             return Ok(None);
         }
         let sh = &self.shared;
@@ -533,7 +595,19 @@ impl Runtime {
         let start = Instant::now();
         {
             let mut node = sh.lock_node();
-            node.start_epoch(sh.now(), tasks, &SegMem(&*sh.fabric))?;
+            // Diffusion: this rank's predictions and its diffusion neighbours' loads.
+            let prediction = load.is_some_and(|l| l > 0).then(|| titus_core::Prediction {
+                neighbour_loads: node
+                    .diffusion_neighbours()
+                    .into_iter()
+                    .filter_map(|r| {
+                        let l = all.get(r as usize).map(|_| word(r as usize, 1))?;
+                        (l != NO_LOAD).then_some((r, l))
+                    })
+                    .collect(),
+                costs_ns,
+            });
+            node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
         }
         sh.cv.notify_all();
@@ -558,12 +632,17 @@ impl Runtime {
         let session = start.elapsed();
         let core = node.stats().clone();
         let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
-        let results = node.take_results()?;
+        let out = node.take_epoch_results()?;
         drop(node);
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(&keys, &out.costs_ns);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
         let workers = sh.cfg.workers;
         Ok(Some(EpochOutput {
-            results,
+            results: out.results,
+            costs_ns: out.costs_ns,
             stats: EpochStats {
                 core,
                 busy,
@@ -575,6 +654,26 @@ impl Runtime {
             },
         }))
     }
+}
+
+/// Bytes each rank contributes to the epoch-start all-gather: task count, predicted load,
+/// rejected flag.
+const BLOB: usize = 24;
+
+/// A predicted load that says "no prediction" in the epoch-start all-gather.
+const NO_LOAD: u64 = u64::MAX;
+
+/// Tasks keyed by their index.
+fn indexed(tasks: Vec<(u16, Vec<u8>)>) -> Vec<TaskIn> {
+    tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (kind, payload))| TaskIn {
+            key: i as u64,
+            kind,
+            payload,
+        })
+        .collect()
 }
 
 impl Drop for Runtime {

@@ -113,11 +113,12 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         };
         let t = Instant::now();
         let result = execute(sh, &task);
-        sh.busy_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // The task's measured cost: it travels home with the result.
+        let cost_ns = (t.elapsed().as_nanos() as u64).max(1);
+        sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
         let mem = SegMem(&*sh.fabric);
         let mut node = sh.lock_node();
-        node.task_done(sh.now(), task.owner, task.index, result, &mem);
+        node.task_done(sh.now(), task.owner, task.index, result, cost_ns, &mem);
         let wake = node.has_commands()
             || node
                 .poll_timeout()

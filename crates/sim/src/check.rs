@@ -9,7 +9,10 @@
 //! - [`check_epochs_seed`] (`tests/epochs.rs`): the same draws from another key for a given
 //!   scheme ([`EPOCH_SCHEMES`]: every steal protocol and both work-sharing schemes), then
 //!   two or three epochs of tasks and ranks starting each one at different times, so
-//!   requests of one epoch reach ranks already in, or not yet in, the next.
+//!   requests of one epoch reach ranks already in, or not yet in, the next. Later epochs
+//!   keep most tasks' costs (keys are indices: some vanish, some are new, most repeat), so
+//!   ranks predict their loads and diffusion pushes batches (on in most seeds); pushed
+//!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
 use crate::{Faults, Job, Model, SimTask, Violation, simulate};
 use std::time::Duration;
@@ -52,6 +55,8 @@ pub struct Exercised {
     pub records_forwarded: u64,
     /// Result chunks received.
     pub chunks: u64,
+    /// Tasks pushed to a neighbour by diffusion (and received there).
+    pub pushed: u64,
 }
 
 impl Exercised {
@@ -62,6 +67,7 @@ impl Exercised {
         self.inbox_overflows += other.inbox_overflows;
         self.records_forwarded += other.records_forwarded;
         self.chunks += other.chunks;
+        self.pushed += other.pushed;
     }
 }
 
@@ -107,6 +113,37 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
                 .collect()
         })
         .collect()
+}
+
+/// The tasks of the epoch after `prev`: drawn afresh, then most tasks whose index existed
+/// before keep their cost (a time step resembles the last), so predictions hold.
+fn draw_later(rng: &mut Rng, prev: &[Vec<SimTask>], epoch: u64) -> Vec<Vec<SimTask>> {
+    let mut next = draw_tasks(rng, prev.len() as u32, epoch);
+    let same = rng.chance(0.5);
+    for (r, tasks) in next.iter_mut().enumerate() {
+        if same {
+            // The same work again (drifted a little): counts and costs as before.
+            tasks.truncate(prev[r].len());
+            while tasks.len() < prev[r].len() {
+                let i = tasks.len() as u64;
+                let payload = (epoch << 56 | (r as u64) << 32 | i).to_le_bytes().to_vec();
+                tasks.push(SimTask {
+                    cost_ns: 0,
+                    payload,
+                });
+            }
+        }
+        for (i, t) in tasks.iter_mut().enumerate() {
+            if let Some(p) = prev[r].get(i)
+                && (same || rng.chance(0.7))
+            {
+                t.cost_ns = p.cost_ns + rng.below(p.cost_ns / 10 + 1);
+            } else if t.cost_ns == 0 {
+                t.cost_ns = 1_000 + rng.below(300_000);
+            }
+        }
+    }
+    next
 }
 
 /// Draws and runs the job of `seed` of the first family: one epoch, the scheme drawn.
@@ -188,6 +225,7 @@ fn draw_and_run(
         check_interval: Duration::from_micros(10 + rng.below(40)),
         seed,
         sharing: None,
+        diffusion: true,
     };
     let tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps
@@ -249,14 +287,19 @@ fn draw_and_run(
     );
     let (mut later_epochs, mut start_skew_ns) = (Vec::new(), 0);
     if epochs.is_some() {
-        later_epochs = (1..=1 + rng.below(2))
-            .map(|e| draw_tasks(&mut rng, ranks, e))
-            .collect();
+        let mut prev = &tasks;
+        for e in 1..=1 + rng.below(2) {
+            let next = draw_later(&mut rng, prev, e);
+            later_epochs.push(next);
+            prev = later_epochs.last().expect("just pushed");
+        }
         // Ranks start each epoch up to three operation latencies apart.
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
+        core.diffusion = rng.chance(0.85);
         what += &format!(
-            ", {} epochs starting up to {start_skew_ns} ns apart",
-            1 + later_epochs.len()
+            ", {} epochs starting up to {start_skew_ns} ns apart, diffusion {}",
+            1 + later_epochs.len(),
+            if core.diffusion { "on" } else { "off" }
         );
     }
     let job = Job {
@@ -284,6 +327,7 @@ fn draw_and_run(
                     inbox_overflows: st.inbox_overflows,
                     records_forwarded: st.records_forwarded,
                     chunks: st.chunks_received,
+                    pushed: st.tasks_pushed_in,
                 });
             }
             Ok(Drawn {

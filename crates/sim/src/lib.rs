@@ -17,7 +17,12 @@
 //! event trace ([`Outcome::trace`]).
 //!
 //! A job may run several epochs ([`Job::later_epochs`]), each starting once every rank
-//! ended the one before, and ranks may start each epoch at different times
+//! ended the one before. As the runtime does, each rank keeps the measured cost of each
+//! of its tasks (key: the task's index, which a job keeps stable across epochs; measured
+//! cost: its simulated duration, carried home in the result record) and hands the next
+//! epoch's predictions and its diffusion neighbours' predicted loads to its node
+//! (diffusion, `titus_core::Config::diffusion`); the first epoch has no history. Ranks
+//! may start each epoch at different times
 //! ([`Job::start_skew_ns`]), as after a real barrier. At the end of every epoch nothing of
 //! it may still be travelling but what the core leaves to the next one: steal requests
 //! and empty replies, load reports, forwarded requests and refill hints (a thief that
@@ -38,7 +43,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
-use titus_core::{Config, Memory, Node, Op, Protocol, Stats, Time, Token};
+use titus_core::{Config, CostHistory, Memory, Node, Op, Prediction, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
 
@@ -113,6 +118,8 @@ pub struct RankOutcome {
     pub session_ns: u64,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
+    /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
+    pub costs_ns: Vec<u64>,
 }
 
 /// What a simulated run produced.
@@ -168,6 +175,7 @@ enum Ev {
         owner: u32,
         index: u32,
         result: Vec<u8>,
+        cost: u64,
     },
 }
 
@@ -231,6 +239,13 @@ struct Sim<'a> {
     lock_check: bool,
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
+    costs: Vec<Vec<u64>>,
+    /// Per rank: the last measured cost of each task (key: index), across epochs.
+    history: Vec<CostHistory>,
+    /// Per rank: this epoch's predicted cost of each task, and the predicted load (None:
+    /// no prediction), set when the epoch starts.
+    predicted: Vec<Vec<u64>>,
+    loads: Vec<Option<u64>>,
 }
 
 /// The rank an operation acts on.
@@ -255,8 +270,16 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Each rank starts the epoch at `now` plus its skew.
+    /// Each rank starts the epoch at `now` plus its skew, with its predictions from its
+    /// history (what the runtime's epoch-start barrier gathers).
     fn start_epoch(&mut self, now: u64) {
+        let tasks = self.tasks();
+        for (r, t) in tasks.iter().enumerate() {
+            let keys: Vec<u64> = (0..t.len() as u64).collect();
+            let p = self.history[r].predict(&keys);
+            self.loads[r] = titus_core::predicted_load(&p);
+            self.predicted[r] = p;
+        }
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -488,6 +511,7 @@ impl<'a> Sim<'a> {
                     owner: task.owner,
                     index: task.index,
                     result,
+                    cost,
                 },
             );
         }
@@ -526,9 +550,14 @@ impl<'a> Sim<'a> {
             self.end[i] = Some(now);
             self.done_count += 1;
             self.stats[i] = self.nodes[i].stats().clone();
-            self.results[i] = self.nodes[i]
-                .take_results()
+            let out = self.nodes[i]
+                .take_epoch_results()
                 .map_err(|e| Violation(format!("rank {n}: {e}")))?;
+            // The measured costs, as they came home, are the next epoch's predictions.
+            let keys: Vec<u64> = (0..out.costs_ns.len() as u64).collect();
+            self.history[i].record(&keys, &out.costs_ns);
+            self.results[i] = out.results;
+            self.costs[i] = out.costs_ns;
         }
         Ok(())
     }
@@ -554,8 +583,17 @@ impl<'a> Sim<'a> {
                     .iter()
                     .map(|t| (0, t.payload.clone()))
                     .collect();
+                // Diffusion: only the neighbours' loads, never a vector of every rank's.
+                let prediction = self.loads[i].is_some_and(|l| l > 0).then(|| Prediction {
+                    costs_ns: std::mem::take(&mut self.predicted[i]),
+                    neighbour_loads: self.nodes[i]
+                        .diffusion_neighbours()
+                        .into_iter()
+                        .filter_map(|r| Some((r, self.loads[r as usize]?)))
+                        .collect(),
+                });
                 self.nodes[i]
-                    .start_epoch(Time(now), tasks, &self.mems[i])
+                    .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
                 self.start[i] = Some(now);
                 self.home_seen[i] = self.nodes[i].results_home().0;
@@ -585,10 +623,11 @@ impl<'a> Sim<'a> {
                 owner,
                 index,
                 result,
+                cost,
             } => {
                 let i = node as usize;
                 self.idle[i] += 1;
-                self.nodes[i].task_done(Time(now), owner, index, Ok(result), &self.mems[i]);
+                self.nodes[i].task_done(Time(now), owner, index, Ok(result), cost, &self.mems[i]);
                 self.after(node, now)?;
             }
         }
@@ -689,6 +728,24 @@ impl Sim<'_> {
         for (r, tasks) in tasks.iter().enumerate() {
             let stats = std::mem::take(&mut self.stats[r]);
             let results = std::mem::take(&mut self.results[r]);
+            let costs_ns = std::mem::take(&mut self.costs[r]);
+            if costs_ns.len() != tasks.len() {
+                return Err(Violation(format!(
+                    "rank {r} got {} costs for {} tasks",
+                    costs_ns.len(),
+                    tasks.len()
+                )));
+            }
+            for (x, &c) in costs_ns.iter().enumerate() {
+                // The cost that came home is the one the task ran for where it ran.
+                let lo = tasks[x].cost_ns;
+                let ran = |f: f64| c == (lo as f64 * f) as u64;
+                if !ran(1.0) && !self.job.faults.slow.iter().any(|&(_, f)| ran(f)) {
+                    return Err(Violation(format!(
+                        "task {x} of rank {r} came home with cost {c} ns, drawn {lo} ns"
+                    )));
+                }
+            }
             if results.len() != tasks.len() {
                 return Err(Violation(format!(
                     "rank {r} got {} results for {} tasks",
@@ -712,6 +769,7 @@ impl Sim<'_> {
                 busy_ns: self.busy[r],
                 session_ns: self.end[r].unwrap_or(0) - self.start[r].unwrap_or(0),
                 results,
+                costs_ns,
             });
         }
         for ev in self.slab.iter().flatten() {
@@ -820,6 +878,10 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         lock_check: job.core.protocol == Protocol::Lock && job.core.sharing.is_none(),
         stats: vec![Stats::default(); n],
         results: vec![Vec::new(); n],
+        costs: vec![Vec::new(); n],
+        history: vec![CostHistory::default(); n],
+        predicted: vec![Vec::new(); n],
+        loads: vec![None; n],
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime

@@ -1,6 +1,7 @@
 //! The core under randomized schedules across epochs: the second family of checker seeds
 //! ([`check_epochs_seed`]), each run with every steal protocol and both work-sharing
-//! schemes — two or three epochs per job, ranks starting each epoch at different times,
+//! schemes — two or three epochs per job (later ones with cost history, so diffusion
+//! pushes batches before stealing), ranks starting each epoch at different times,
 //! tiny shared sets and inboxes (so batches split and inboxes overflow), jittered (hence
 //! reordered) operations. Every task must run exactly once and every result reach its
 //! owner exactly once and right, in every epoch, and nothing of an epoch but what the
@@ -54,6 +55,7 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                 e.inbox_overflows,
                 e.records_forwarded,
                 e.chunks,
+                e.pushed,
             ]
         };
         assert!(
@@ -61,8 +63,8 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
             "a path was never exercised under stealing: {stealing:?}"
         );
         assert!(
-            sharing.steals_ok > 0,
-            "work sharing never handed out a task: {sharing:?}"
+            sharing.steals_ok > 0 && sharing.pushed > 0,
+            "work sharing never handed out a task, or diffusion never pushed: {sharing:?}"
         );
     }
 }

@@ -23,7 +23,7 @@
 use crate::ctx::Ctx;
 use crate::fasthash::IntSet;
 use crate::layout::signal::Signal;
-use crate::layout::{self, ResultRecord, seg};
+use crate::layout::{self, Chunk, seg};
 use crate::{CoreError, Loc, Memory, Op, Rank};
 
 /// Offset of the reservation word in INBOX.
@@ -138,7 +138,8 @@ impl Inbox {
         );
     }
 
-    /// CHUNK(`offset`, `len`) from `from`: the chunk's records with their hop counts.
+    /// CHUNK(`offset`, `len`) from `from`: the chunk's result records with their hop
+    /// counts, or the tasks it pushes here.
     pub(crate) fn on_chunk<P>(
         &mut self,
         cx: &mut Ctx<P>,
@@ -146,27 +147,31 @@ impl Inbox {
         offset: u64,
         len: u64,
         mem: &dyn Memory,
-    ) -> Result<Vec<(ResultRecord, u32)>, CoreError> {
+    ) -> Result<Chunk, CoreError> {
         if len < layout::CHUNK_HEADER as u64 || offset.saturating_add(len) > cx.cfg.inbox_bytes {
             return Err(CoreError::Malformed {
                 from,
                 what: format!(
-                    "result chunk at {offset}+{len} outside the {}-byte inbox",
+                    "chunk at {offset}+{len} outside the {}-byte inbox",
                     cx.cfg.inbox_bytes
                 ),
             });
         }
         let mut buf = vec![0u8; len as usize];
         mem.read(Loc::new(seg::INBOX, INBOX_DATA + offset), &mut buf);
-        let records = layout::decode_chunk(&buf, from, cx.size, cx.cfg.max_result)?;
+        let chunk =
+            layout::decode_chunk(&buf, from, cx.size, cx.cfg.max_result, cx.cfg.max_payload)?;
         if self.resetting {
             &mut self.next
         } else {
             &mut self.cur
         }
         .consumed += len;
-        cx.stats.chunks_received += 1;
-        Ok(records)
+        match &chunk {
+            Chunk::Results(_) => cx.stats.chunks_received += 1,
+            Chunk::Tasks(t) => cx.stats.tasks_pushed_in += t.len() as u64,
+        }
+        Ok(chunk)
     }
 
     /// OVERFLOW(`generation`, `offset`) from `from`: it waits for a RESET.

@@ -2,7 +2,9 @@
 //! flight to each.
 //!
 //! A next hop's buffer leaves as one *chunk* when it is half full, when its oldest record
-//! waited `flush_delay`, or at once when this rank has nothing else to do. A chunk is
+//! waited `flush_delay`, or at once when this rank has nothing else to do. Tasks pushed
+//! by diffusion (`crate::diffuse`) travel the same way in chunks of their own kind
+//! ([`layout::TASK_CHUNK_MAGIC`]), which leave at once and before the hop's results. A chunk is
 //! assembled in one of the OUTBOX slots (`Config::outbox_slots` of `chunk_bytes`; records
 //! for a next hop wait when every slot is in flight).
 //!
@@ -22,7 +24,7 @@ use super::inbox::RESERVED;
 use crate::ctx::Ctx;
 use crate::fasthash::IntMap;
 use crate::layout::signal::{self, Signal};
-use crate::layout::{self, ResultRecord, seg};
+use crate::layout::{self, PushedTask, ResultRecord, seg};
 use crate::neighbours::Neighbours;
 use crate::{Config, Loc, Memory, Op, Rank, Time};
 use std::time::Duration;
@@ -43,6 +45,8 @@ struct Flight {
     blocked_until: Option<Time>,
     /// Its reservation (fetch-add) or write is in flight.
     busy: bool,
+    /// A chunk of pushed tasks (else results).
+    tasks: bool,
 }
 
 /// Records waiting for one next hop, and the chunk in flight to it.
@@ -51,6 +55,9 @@ struct Hop {
     body: Vec<u8>,
     count: u32,
     first: Option<Time>,
+    /// Records of tasks pushed to this next hop, not yet in a chunk.
+    pushed: Vec<u8>,
+    pushed_count: u32,
     flight: Option<Flight>,
 }
 
@@ -71,7 +78,7 @@ impl Pending {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::Reserve { .. } => "inbox reservation (fetch-add)",
-            Self::ChunkWrite { .. } => "result chunk write",
+            Self::ChunkWrite { .. } => "chunk write",
             Self::Overflow => "inbox overflow",
         }
     }
@@ -87,6 +94,33 @@ impl Pending {
 /// Where OUTBOX slot `slot` starts.
 fn outbox_offset(slot: u32, chunk_bytes: u64) -> u64 {
     u64::from(slot) * chunk_bytes
+}
+
+/// Writes a chunk (header, then `body` of `count` records) into OUTBOX slot `slot`;
+/// returns its length.
+fn assemble(
+    mem: &dyn Memory,
+    chunk_bytes: u64,
+    slot: u32,
+    magic: u32,
+    count: u32,
+    body: &[u8],
+) -> u64 {
+    let base = outbox_offset(slot, chunk_bytes);
+    mem.write(
+        Loc::new(seg::OUTBOX, base),
+        &layout::chunk_header(magic, count, body.len()),
+    );
+    mem.write(
+        Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
+        body,
+    );
+    (layout::CHUNK_HEADER + body.len()) as u64
+}
+
+/// The largest record a chunk holds, bytes.
+pub(crate) fn max_record(cfg: &Config) -> usize {
+    cfg.chunk_bytes as usize - layout::CHUNK_HEADER
 }
 
 /// Walks a chunk body: the length of the longest record prefix that fits in `limit`, and
@@ -149,15 +183,30 @@ impl Outbound {
         o.first.get_or_insert(now);
     }
 
+    /// Queues `tasks` (with their predicted costs) to be pushed to next hop `hop`. Each
+    /// record must fit in one chunk ([`max_record`]).
+    pub(crate) fn push_tasks(&mut self, hop: usize, tasks: &[PushedTask]) {
+        let active = &mut self.active;
+        let o = self.hops.entry(hop as u32).or_insert_with(|| {
+            active.push(hop as u32);
+            Hop::default()
+        });
+        for t in tasks {
+            layout::push_task_record(&mut o.pushed, &t.task, t.predicted_ns);
+            o.pushed_count += 1;
+        }
+    }
+
     pub(crate) fn summary(&self, victims: &Neighbours) -> String {
         self.active
             .iter()
             .filter_map(|h| Some((*h, self.hops.get(h)?)))
             .map(|(h, o)| {
                 format!(
-                    "to {}: {} records, chunk {:?}",
+                    "to {}: {} records, {} pushed tasks, chunk {:?}",
                     victims.at(h as usize),
                     o.count,
+                    o.pushed_count,
                     o.flight
                 )
             })
@@ -195,7 +244,7 @@ impl Outbound {
         idle: bool,
     ) {
         let now = cx.now;
-        let limit = cx.cfg.chunk_bytes as usize - layout::CHUNK_HEADER;
+        let limit = max_record(&cx.cfg);
         // Only the next hops with records buffered or a chunk travelling (a rank has ~40;
         // most inputs find none or one).
         for &key in &self.active {
@@ -229,6 +278,40 @@ impl Outbound {
                 Some(_) => continue,
                 None => {}
             }
+            if o.pushed_count > 0 {
+                // Pushed tasks leave at once: the neighbour's workers wait for them.
+                let Some(slot) = self.free.pop() else {
+                    continue; // Every slot in flight: a completion frees one.
+                };
+                let (bytes, count) = cut(&o.pushed, limit);
+                debug_assert!(count > 0, "a pushed task's record fits a chunk");
+                let len = assemble(
+                    mem,
+                    cx.cfg.chunk_bytes,
+                    slot,
+                    layout::TASK_CHUNK_MAGIC,
+                    count,
+                    &o.pushed[..bytes],
+                );
+                o.pushed.drain(..bytes);
+                o.pushed_count -= count;
+                o.flight = Some(Flight {
+                    len,
+                    slot,
+                    blocked_until: None,
+                    busy: true,
+                    tasks: true,
+                });
+                cx.issue(
+                    Op::FetchAdd {
+                        peer,
+                        remote: Loc::new(seg::INBOX, RESERVED),
+                        delta: len,
+                    },
+                    Pending::Reserve { hop: h },
+                );
+                continue;
+            }
             if o.count == 0 {
                 continue;
             }
@@ -243,22 +326,23 @@ impl Outbound {
             };
             // Assemble the chunk in OUTBOX (step 1 reserves room for it).
             let (bytes, count) = cut(&o.body, limit);
-            let header = layout::chunk_header(count, bytes);
-            let base = outbox_offset(slot, cx.cfg.chunk_bytes);
-            mem.write(Loc::new(seg::OUTBOX, base), &header);
-            mem.write(
-                Loc::new(seg::OUTBOX, base + layout::CHUNK_HEADER as u64),
+            let len = assemble(
+                mem,
+                cx.cfg.chunk_bytes,
+                slot,
+                layout::CHUNK_MAGIC,
+                count,
                 &o.body[..bytes],
             );
             o.body.drain(..bytes);
             o.count -= count;
             o.first = (o.count > 0).then_some(now);
-            let len = (layout::CHUNK_HEADER + bytes) as u64;
             o.flight = Some(Flight {
                 len,
                 slot,
                 blocked_until: None,
                 busy: true,
+                tasks: false,
             });
             // Step 1: reserve room in the next hop's inbox.
             cx.issue(
@@ -276,7 +360,7 @@ impl Outbound {
         self.active.retain(|h| {
             let keep = hops
                 .get(h)
-                .is_some_and(|o| o.count > 0 || o.flight.is_some());
+                .is_some_and(|o| o.count > 0 || o.pushed_count > 0 || o.flight.is_some());
             if !keep {
                 hops.remove(h);
             }
@@ -346,8 +430,12 @@ impl Outbound {
                     .and_then(|o| o.flight.take())
                     .expect("a write belongs to a chunk");
                 self.free.push(f.slot);
-                cx.stats.chunks_sent += 1;
-                cx.stats.bytes_results += f.len;
+                if f.tasks {
+                    cx.stats.bytes_pushed += f.len;
+                } else {
+                    cx.stats.chunks_sent += 1;
+                    cx.stats.bytes_results += f.len;
+                }
             }
             Pending::Overflow => {}
         }

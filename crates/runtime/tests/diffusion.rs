@@ -1,0 +1,189 @@
+//! Time steps in the runtime: keyed tasks over several epochs, their measured costs
+//! returned and kept per key, and diffusion pushing work from the loaded rank to its
+//! neighbours before stealing — every result exactly once and right, under every steal
+//! protocol and work sharing; duplicate keys fail every rank before anything runs.
+
+use std::time::Duration;
+use titus_fabric::mem::MemOptions;
+use titus_runtime::{Balancing, CoreError, Protocol, Runtime, RuntimeConfig, RuntimeError, TaskIn};
+
+/// Iterated hashing of the payload, `rounds` times (the first four bytes).
+fn checksum(payload: &[u8]) -> Vec<u8> {
+    let rounds = u32::from_le_bytes(payload[..4].try_into().unwrap());
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for _ in 0..rounds {
+        for &b in payload {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h.to_le_bytes().to_vec()
+}
+
+fn config(balancing: Balancing, protocol: Protocol, ranks: u32) -> RuntimeConfig {
+    let mut cfg = RuntimeConfig {
+        workers: 2,
+        op_timeout: Duration::from_secs(10),
+        epoch_timeout: Some(Duration::from_secs(60)),
+        ..RuntimeConfig::default()
+    };
+    cfg.core.protocol = protocol;
+    cfg.core.shared_capacity = 16;
+    cfg.core.max_payload = 64;
+    cfg.core.max_result = 16;
+    cfg.overlay.shortcuts = 2;
+    cfg.balance(balancing, ranks, None).unwrap();
+    cfg
+}
+
+/// Epoch `e`'s tasks of rank `r`: rank 0 owns most; keys stay across epochs, a few vanish
+/// and a few are new each epoch.
+fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
+    let n = if r == 0 { 300 } else { 4 };
+    (e..n + e)
+        .map(|k| {
+            let key = u64::from(r) << 32 | k;
+            let mut payload = (40 + (k % 5) as u32 * 30).to_le_bytes().to_vec();
+            payload.extend_from_slice(format!("{r}/{k}/{e}").as_bytes());
+            TaskIn {
+                key,
+                kind: 0,
+                payload,
+            }
+        })
+        .collect()
+}
+
+/// Runs `epochs` epochs on 4 in-process ranks; returns per rank and epoch (tasks pushed,
+/// tasks pushed in).
+fn run(cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64)>> {
+    let rts = Runtime::local(4, cfg, MemOptions::default()).unwrap();
+    for rt in &rts {
+        rt.register(0, checksum);
+    }
+    std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .map(|rt| {
+                s.spawn(move || {
+                    let r = rt.rank();
+                    (0..epochs)
+                        .map(|e| {
+                            let t = tasks(r, e);
+                            let out = rt
+                                .run_epoch_keyed(t.clone())
+                                .unwrap_or_else(|err| panic!("rank {r} epoch {e}: {err}"));
+                            assert_eq!(out.results.len(), t.len(), "rank {r}: result count");
+                            assert_eq!(out.costs_ns.len(), t.len(), "rank {r}: cost count");
+                            for (i, (res, task)) in out.results.iter().zip(&t).enumerate() {
+                                assert_eq!(*res, checksum(&task.payload), "rank {r} task {i}");
+                            }
+                            assert!(
+                                out.costs_ns.iter().all(|&c| c > 0),
+                                "rank {r} epoch {e}: a task came home without its cost"
+                            );
+                            let st = &out.stats.core;
+                            (st.tasks_pushed, st.tasks_pushed_in)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("rank thread panicked"))
+            .collect()
+    })
+}
+
+#[test]
+fn diffusion_pushes_from_the_second_epoch_under_every_protocol() {
+    for (balancing, protocol) in [
+        (Balancing::Smallworld, Protocol::Claim),
+        (Balancing::Smallworld, Protocol::Lock),
+        (Balancing::Smallworld, Protocol::Request),
+        (Balancing::Random, Protocol::Claim),
+        (Balancing::Master, Protocol::Request),
+    ] {
+        let what = format!("{balancing}/{}", protocol.name());
+        let per_rank = run(config(balancing, protocol, 4), 4);
+        for e in 0..4 {
+            let pushed: u64 = per_rank.iter().map(|v| v[e].0).sum();
+            let arrived: u64 = per_rank.iter().map(|v| v[e].1).sum();
+            assert_eq!(pushed, arrived, "{what} epoch {e}: pushed tasks lost");
+            if e == 0 {
+                assert_eq!(pushed, 0, "{what}: no history, no diffusion");
+            } else {
+                assert!(
+                    per_rank[0][e].0 > 0,
+                    "{what} epoch {e}: rank 0 pushed nothing"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn diffusion_off_pushes_nothing() {
+    let mut cfg = config(Balancing::Smallworld, Protocol::Claim, 4);
+    cfg.core.diffusion = false;
+    let per_rank = run(cfg, 3);
+    assert!(per_rank.iter().flatten().all(|&(p, i)| p == 0 && i == 0));
+    // And no balancing at all: no diffusion either.
+    let cfg = config(Balancing::None, Protocol::Claim, 4);
+    let per_rank = run(cfg, 2);
+    assert!(per_rank.iter().flatten().all(|&(p, i)| p == 0 && i == 0));
+}
+
+#[test]
+fn duplicate_keys_fail_every_rank_before_anything_runs() {
+    let rts = Runtime::local(
+        2,
+        config(Balancing::Smallworld, Protocol::Claim, 2),
+        MemOptions::default(),
+    )
+    .unwrap();
+    for rt in &rts {
+        rt.register(0, checksum);
+    }
+    let task = |key| TaskIn {
+        key,
+        kind: 0,
+        payload: 1u32.to_le_bytes().to_vec(),
+    };
+    std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .map(|rt| {
+                s.spawn(move || {
+                    let bad = if rt.rank() == 1 {
+                        vec![task(7), task(9), task(7)]
+                    } else {
+                        vec![task(7)]
+                    };
+                    let err = rt.run_epoch_keyed(bad).unwrap_err();
+                    // The next epoch runs normally.
+                    let out = rt.run_epoch_keyed(vec![task(1), task(2)]).unwrap();
+                    assert_eq!(out.results.len(), 2);
+                    err
+                })
+            })
+            .collect();
+        let errs: Vec<RuntimeError> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            errs[1],
+            RuntimeError::Core(CoreError::DuplicateKey {
+                key: 7,
+                first: 0,
+                second: 2
+            })
+        );
+        assert!(errs[1].to_string().contains("key 7"), "{}", errs[1]);
+        assert!(
+            matches!(
+                errs[0],
+                RuntimeError::Core(CoreError::Aborted { rank: 1, .. })
+            ),
+            "{:?}",
+            errs[0]
+        );
+    });
+}

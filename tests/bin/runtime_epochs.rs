@@ -1,0 +1,120 @@
+//! One rank of the multi-process time-step test (started by `titus launch`): for each
+//! steal protocol, a fresh runtime runs several epochs of keyed tasks over libfabric with
+//! diffusion on; every result is checked, every cost must come home, and pushed tasks must
+//! all arrive (Σ pushed = Σ received, over the job). Prints one line per protocol; exits 1
+//! on any failure.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+use titus_fabric::bootstrap::JobEnv;
+use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig, TaskIn};
+
+const EPOCHS: u64 = 4;
+
+fn checksum(payload: &[u8]) -> Vec<u8> {
+    let rounds = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for _ in 0..rounds {
+        for &b in payload {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h.to_le_bytes().to_vec()
+}
+
+/// Rank `r`'s tasks of epoch `e`: rank 0 owns most; one key vanishes and one is new per
+/// epoch.
+fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
+    let n = if r == 0 { 240 } else { 6 };
+    (e..n + e)
+        .map(|k| {
+            let mut payload = (200 + (k % 4) as u32 * 150).to_le_bytes().to_vec();
+            payload.extend_from_slice(format!("{r}/{k}/{e}").as_bytes());
+            TaskIn {
+                key: k,
+                kind: 0,
+                payload,
+            }
+        })
+        .collect()
+}
+
+fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String> {
+    let mut cfg = RuntimeConfig {
+        workers: 1,
+        op_timeout: Duration::from_secs(20),
+        epoch_timeout: Some(Duration::from_secs(60)),
+        ..RuntimeConfig::default()
+    };
+    cfg.core.protocol = protocol;
+    cfg.core.max_payload = 64;
+    cfg.core.max_result = 16;
+    let env = env.session(session).map_err(|e| e.to_string())?;
+    let rt = Runtime::from_job(cfg, Backend::ofi(None), env).map_err(|e| e.to_string())?;
+    rt.register(0, checksum);
+    let r = rt.rank();
+    let mut pushed_by_epoch = Vec::new();
+    for e in 0..EPOCHS {
+        let t = tasks(r, e);
+        let out = rt
+            .run_epoch_keyed(t.clone())
+            .map_err(|err| format!("epoch {e}: {err}"))?;
+        if out.results.len() != t.len() || out.costs_ns.len() != t.len() {
+            return Err(format!(
+                "epoch {e}: {} results for {} tasks",
+                out.results.len(),
+                t.len()
+            ));
+        }
+        for (i, (res, task)) in out.results.iter().zip(&t).enumerate() {
+            if *res != checksum(&task.payload) {
+                return Err(format!("epoch {e}: task {i} came home wrong"));
+            }
+        }
+        if out.costs_ns.contains(&0) {
+            return Err(format!("epoch {e}: a task came home without its cost"));
+        }
+        let st = &out.stats.core;
+        let mut blob = st.tasks_pushed.to_le_bytes().to_vec();
+        blob.extend_from_slice(&st.tasks_pushed_in.to_le_bytes());
+        let all = rt.all_gather(&blob).map_err(|e| e.to_string())?;
+        let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        let pushed: u64 = all.iter().map(|b| word(b, 0)).sum();
+        let arrived: u64 = all.iter().map(|b| word(b, 1)).sum();
+        if pushed != arrived {
+            return Err(format!(
+                "epoch {e}: {pushed} tasks pushed, {arrived} arrived"
+            ));
+        }
+        let rank0 = word(&all[0], 0);
+        if (e == 0) != (rank0 == 0) {
+            return Err(format!(
+                "epoch {e}: rank 0 pushed {rank0} tasks (none in the first epoch, some after)"
+            ));
+        }
+        pushed_by_epoch.push(pushed);
+    }
+    Ok(format!(
+        "runtime-epochs: ok {} pushed per epoch {pushed_by_epoch:?}",
+        protocol.name()
+    ))
+}
+
+fn main() {
+    let env = JobEnv::from_env().unwrap_or_else(|e| {
+        eprintln!("runtime-epochs: error: {e}");
+        std::process::exit(2);
+    });
+    for (s, p) in [Protocol::Claim, Protocol::Lock, Protocol::Request]
+        .into_iter()
+        .enumerate()
+    {
+        match one(&env, s as u16, p) {
+            Ok(line) => println!("[{}] {line}", env.rank),
+            Err(e) => {
+                eprintln!("[{}] runtime-epochs: {}: {e}", env.rank, p.name());
+                std::process::exit(1);
+            }
+        }
+    }
+}
