@@ -241,14 +241,11 @@ pub fn profile(name: &str) -> Option<Profile> {
     }
 }
 
-/// Turns diffusion before stealing on or off in a run's core configuration.
-///
-/// On this branch the core has no diffusion switch yet (`titus_core::Config::diffusion`
-/// is added by the branch that implements diffusion): this body is deliberately empty and
-/// is filled at the merge with `core.diffusion = on;`. The flag is parsed, expands the
-/// runs and is reported (`diffusion` in the JSON) already.
+/// Sets the core's diffusion switch (`--diffusion on|off`): with it on, from the second
+/// epoch each rank pushes part of its predicted excess to lighter overlay neighbours
+/// before stealing starts (`titus_core::Config::diffusion`).
 pub fn apply_diffusion(core: &mut Config, on: bool) {
-    let _ = (core, on);
+    core.diffusion = on;
 }
 
 /// One run's figures; the fields are the JSON keys (README, `dlb-bench`).
