@@ -238,6 +238,11 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     int n = (g->x1 - g->x0) * g->ny;
     cell_in *in = malloc(sizeof(cell_in) * (n ? n : 1));
     cell_out *out = malloc(sizeof(cell_out) * (n ? n : 1));
+    /* A cell's key is its global index: the same every step, so its measured cost there
+     * predicts its cost at the next step (Titus moves work before stealing from it). */
+    uint64_t *keys = malloc(sizeof(uint64_t) * (n ? n : 1));
+    uint64_t *costs = malloc(sizeof(uint64_t) * (n ? n : 1));
+    for (int c = 0; c < n; c++) keys[c] = (uint64_t)g->x0 * (uint64_t)g->ny + (uint64_t)c;
     double busy = 0.0, avail = 0.0;
     *solver_steps = 0;
     *nominal = 0.0;
@@ -245,10 +250,14 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         inputs(g, s, state, in);
         double t0 = now();
         CHECK(titus_tasks_fixed(t, KIND_CELL, in, sizeof(cell_in), n));
+        CHECK(titus_task_keys(t, keys, (size_t)n));
         CHECK(titus_nominal_work(t, t_seq[s]));
         CHECK(titus_run(t));
         CHECK(titus_results_fixed(t, out, sizeof(cell_out), n));
         times[s] = now() - t0;
+        CHECK(titus_costs(t, costs, (size_t)n));
+        uint64_t dearest = 0;
+        for (int c = 0; c < n; c++) dearest = costs[c] > dearest ? costs[c] : dearest;
         for (int c = 0; c < n; c++) {
             memcpy(state + 3 * c, out[c].y, 3 * sizeof(double));
             *solver_steps += (long)out[c].steps;
@@ -257,11 +266,11 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         CHECK(titus_job_stats(t, &js));
         if (verbose && *rank_out == 0)
             printf("  step %d (%s): %.4f s, efficiency %.3f, nominal %.3f, steals ok %llu empty "
-                   "%llu locked %llu, tasks stolen %llu\n",
+                   "%llu locked %llu, tasks stolen %llu, dearest cell here %.1f us\n",
                    s, options, times[s], js.efficiency, js.nominal_efficiency,
                    (unsigned long long)js.steals_ok,
                    (unsigned long long)js.steals_empty, (unsigned long long)js.steals_locked,
-                   (unsigned long long)js.tasks_stolen);
+                   (unsigned long long)js.tasks_stolen, (double)dearest / 1e3);
         busy += js.busy_s;
         avail += js.session_s * (double)js.workers;
         *nominal += js.nominal_s;
@@ -275,6 +284,8 @@ static void run_titus(const grid *g, const char *options, double *state, const d
 #endif
     free(in);
     free(out);
+    free(keys);
+    free(costs);
 }
 
 /* Every rank waits for every other: MPI's barrier, else the collective job stats. */

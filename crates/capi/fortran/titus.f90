@@ -149,6 +149,23 @@ module titus
       integer(c_int), intent(out) :: rank, size
     end function titus_rank_size
 
+    ! keys(i) is the identity of the i-th task handed over since the last titus_run
+    ! (count = their number); a task's measured cost predicts its cost next step.
+    integer(c_int) function titus_task_keys(t, keys, count) bind(C, name="titus_task_keys")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_int64_t), intent(in) :: keys(*)   ! uint64_t in C
+      integer(c_size_t), value :: count
+    end function titus_task_keys
+
+    ! Measured cost of each of this rank's tasks of the last titus_run, ns, task order.
+    integer(c_int) function titus_costs(t, ns, count) bind(C, name="titus_costs")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_int64_t), intent(out) :: ns(*)    ! uint64_t in C
+      integer(c_size_t), value :: count
+    end function titus_costs
+
     integer(c_int) function titus_nominal_work(t, seconds) bind(C, name="titus_nominal_work")
       import :: c_int, c_ptr, c_double
       type(c_ptr), value :: t

@@ -165,7 +165,7 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
+// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
 // of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
 // the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
 // Collective.
@@ -200,6 +200,22 @@ int titus_tasks_var(struct titus_t *t, int kind, const void *data, const size_t 
 // next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
 // handle stays usable; after any other error, finalise.
 int titus_run(struct titus_t *t);
+
+// Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
+// key of the i-th task handed over (all calls since the last titus_run, in order), and
+// `count` must be that number; call it after the last hand-over. A task's measured cost
+// is remembered under its key and predicts its cost at the next step (diffusion before
+// stealing), so give a cell the same key every step. Keys must be unique within a step:
+// a repeated key fails the step on every rank with TITUS_ERR_EPOCH, naming the key,
+// before any task runs. Without this call, a task's key is its index in the hand-over
+// order.
+int titus_task_keys(struct titus_t *t, const uint64_t *keys, size_t count);
+
+// Copies the measured cost of each of this rank's tasks of the last titus_run, in
+// nanoseconds and task order (measured where the task ran, which may be another rank),
+// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when
+// `count` is below titus_result_count.
+int titus_costs(struct titus_t *t, uint64_t *ns, size_t count);
 
 // States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
 // at least 0) is added to it, so it can be stated per task, per batch or once. The

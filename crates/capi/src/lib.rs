@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
-use titus_runtime::{Backend, EpochStats, Runtime, RuntimeError};
+use titus_runtime::{Backend, EpochStats, Runtime, RuntimeError, TaskIn};
 
 /// Success.
 pub const TITUS_OK: c_int = 0;
@@ -166,7 +166,11 @@ static SESSIONS: AtomicU16 = AtomicU16::new(0);
 struct Inner {
     rt: Runtime,
     pending: Vec<(u16, Vec<u8>)>,
+    /// Keys of the pending tasks (titus_task_keys), or None: each task's index.
+    keys: Option<Vec<u64>>,
     results: Vec<Vec<u8>>,
+    /// Measured cost of each result's task, ns.
+    costs: Vec<u64>,
     stats: titus_stats,
     /// Nominal work stated for the next titus_run, seconds.
     nominal: f64,
@@ -332,6 +336,8 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
         inner: Mutex::new(Inner {
             rt,
             pending: Vec::new(),
+            keys: None,
+            costs: Vec::new(),
             results: Vec::new(),
             stats: titus_stats::default(),
             nominal: 0.0,
@@ -345,7 +351,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
+/// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
 /// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
 /// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
 /// Collective.
@@ -618,11 +624,96 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
     call("titus_run", || {
         with(t, |inner| {
             let tasks = std::mem::take(&mut inner.pending);
+            let keys = inner.keys.take();
             inner.results.clear();
+            inner.costs.clear();
             let nominal = std::mem::take(&mut inner.nominal);
-            let out = inner.rt.run_epoch_if_any(tasks)?.ok_or(Error::NoTasks)?;
+            if let Some(k) = &keys
+                && k.len() != tasks.len()
+            {
+                return Err(Error::Invalid(format!(
+                    "{} keys for {} tasks: titus_task_keys must follow the last hand-over",
+                    k.len(),
+                    tasks.len()
+                )));
+            }
+            let keyed: Vec<TaskIn> = tasks
+                .into_iter()
+                .enumerate()
+                .map(|(i, (kind, payload))| TaskIn {
+                    key: keys.as_ref().map_or(i as u64, |k| k[i]),
+                    kind,
+                    payload,
+                })
+                .collect();
+            let out = inner
+                .rt
+                .run_epoch_if_any_keyed(keyed)?
+                .ok_or(Error::NoTasks)?;
             inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
+            inner.costs = out.costs_ns;
+            Ok(())
+        })
+    })
+}
+
+/// Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
+/// key of the i-th task handed over (all calls since the last titus_run, in order), and
+/// `count` must be that number; call it after the last hand-over. A task's measured cost
+/// is remembered under its key and predicts its cost at the next step (diffusion before
+/// stealing), so give a cell the same key every step. Keys must be unique within a step:
+/// a repeated key fails the step on every rank with TITUS_ERR_EPOCH, naming the key,
+/// before any task runs. Without this call, a task's key is its index in the hand-over
+/// order.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_task_keys(t: *mut titus_t, keys: *const u64, count: usize) -> c_int {
+    call("titus_task_keys", || {
+        with(t, |inner| {
+            let n = inner.pending.len();
+            if count != n {
+                return Err(Error::Invalid(format!(
+                    "{count} keys for the {n} tasks handed over since the last titus_run"
+                )));
+            }
+            if count == 0 {
+                inner.keys = Some(Vec::new());
+                return Ok(());
+            }
+            if keys.is_null() {
+                return Err(Error::Invalid("the keys are NULL".into()));
+            }
+            // SAFETY: the caller guarantees `count` readable keys at `keys` (header).
+            let k = unsafe { std::slice::from_raw_parts(keys, count) };
+            inner.keys = Some(k.to_vec());
+            Ok(())
+        })
+    })
+}
+
+/// Copies the measured cost of each of this rank's tasks of the last titus_run, in
+/// nanoseconds and task order (measured where the task ran, which may be another rank),
+/// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when
+/// `count` is below titus_result_count.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_costs(t: *mut titus_t, ns: *mut u64, count: usize) -> c_int {
+    call("titus_costs", || {
+        with(t, |inner| {
+            let n = inner.costs.len();
+            if count < n {
+                return Err(Error::TooSmall(format!(
+                    "{n} costs; the buffer holds {count}"
+                )));
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            if ns.is_null() {
+                return Err(Error::Invalid("the costs buffer is NULL".into()));
+            }
+            // SAFETY: the caller guarantees `count` writable values at `ns` (header), and
+            // n ≤ count; Titus's buffer never overlaps the caller's.
+            unsafe { std::ptr::copy_nonoverlapping(inner.costs.as_ptr(), ns, n) };
             Ok(())
         })
     })

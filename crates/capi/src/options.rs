@@ -32,7 +32,7 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, steal_below",
+         min_private, backoff_max, check_interval, steal_below, diffusion (on|off)",
         balancers.join("|"),
         backend_names().join("|")
     )
@@ -122,6 +122,13 @@ impl Options {
                 "min_private" => self.cfg.core.min_private = positive()?,
                 "check_interval" => self.cfg.core.check_interval = seconds()?,
                 "steal_below" => self.cfg.core.steal_below = positive()?,
+                "diffusion" => {
+                    self.cfg.core.diffusion = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
@@ -195,6 +202,25 @@ mod tests {
     fn bad_options_name_what_is_wrong() {
         let e = Options::parse("workers=0", None).unwrap_err();
         assert!(e.contains("workers='0'"), "{e}");
+        assert!(
+            !Options::parse("diffusion=off", None)
+                .unwrap()
+                .cfg
+                .core
+                .diffusion
+        );
+        assert!(
+            Options::parse("diffusion=on", None)
+                .unwrap()
+                .cfg
+                .core
+                .diffusion
+        );
+        let e = Options::parse("diffusion=maybe", None).unwrap_err();
+        assert!(
+            e.contains("diffusion='maybe'") && e.contains("on or off"),
+            "{e}"
+        );
         let e = Options::parse("colour=blue", None).unwrap_err();
         assert!(e.contains("unknown option 'colour'"), "{e}");
         let e = Options::parse("", Some("workers")).unwrap_err();

@@ -136,6 +136,53 @@ fn one_rank_runs_fixed_and_variable_tasks_in_order() {
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
 }
 
+/// Keys and measured costs: every task's cost comes back in task order; keys must match
+/// the tasks handed over; a repeated key fails the step, naming it.
+#[test]
+fn keys_and_costs() {
+    let mut t = init(c"workers=2");
+    assert_eq!(titus_register(t, 7, Some(square), null_mut()), TITUS_OK);
+    let fixed: Vec<u64> = (1..=50).collect();
+    let keys: Vec<u64> = fixed.iter().map(|v| 1000 + v).collect();
+    assert_eq!(
+        titus_tasks_fixed(t, 7, fixed.as_ptr().cast(), 8, fixed.len()),
+        TITUS_OK
+    );
+    // A wrong count is refused and the hand-over stands.
+    assert_eq!(titus_task_keys(t, keys.as_ptr(), 49), TITUS_ERR_INVALID);
+    assert!(
+        last_error().contains("49 keys for the 50 tasks"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(titus_task_keys(t, std::ptr::null(), 50), TITUS_ERR_INVALID);
+    assert_eq!(titus_task_keys(t, keys.as_ptr(), 50), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    assert_eq!(results(t), fixed.iter().map(|v| v * v).collect::<Vec<_>>());
+    let mut costs = vec![0u64; 50];
+    assert_eq!(
+        titus_costs(t, costs.as_mut_ptr(), 49),
+        TITUS_ERR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(titus_costs(t, costs.as_mut_ptr(), 50), TITUS_OK);
+    assert!(costs.iter().all(|&c| c > 0), "{costs:?}");
+    // A repeated key fails the step on every rank (here the only one), naming the key.
+    let mut dup = keys.clone();
+    dup[7] = dup[3];
+    assert_eq!(
+        titus_tasks_fixed(t, 7, fixed.as_ptr().cast(), 8, fixed.len()),
+        TITUS_OK
+    );
+    assert_eq!(titus_task_keys(t, dup.as_ptr(), 50), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_EPOCH);
+    assert!(
+        last_error().contains(&dup[3].to_string()),
+        "{}",
+        last_error()
+    );
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
+
 #[test]
 fn bad_use_gets_error_codes() {
     // Calls before init.

@@ -541,6 +541,15 @@ impl Runtime {
         self.epoch(indexed(tasks), true)
     }
 
+    /// [`Runtime::run_epoch_keyed`], unless no rank has any task (as
+    /// [`Runtime::run_epoch_if_any`]).
+    pub fn run_epoch_if_any_keyed(
+        &self,
+        tasks: Vec<TaskIn>,
+    ) -> Result<Option<EpochOutput>, RuntimeError> {
+        self.epoch(tasks, true)
+    }
+
     /// Forgets every measured cost: the next epoch has no history (no diffusion).
     pub fn clear_history(&self) {
         *self.history.lock().unwrap_or_else(|p| p.into_inner()) = CostHistory::default();
