@@ -117,6 +117,7 @@ fn epoch_main(
         steals_locked: st.core.steals_locked,
         bytes: st.core.bytes_stolen + st.core.bytes_results,
         tasks_stolen: st.core.tasks_stolen,
+        tasks_pushed: st.core.tasks_pushed,
         hops: st
             .core
             .result_hops

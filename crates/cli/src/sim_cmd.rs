@@ -234,6 +234,7 @@ fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> V
                 steals_locked: st.steals_locked,
                 bytes: (st.bytes_stolen as f64 * scale) as u64 + st.bytes_results,
                 tasks_stolen: st.tasks_stolen,
+                tasks_pushed: st.tasks_pushed,
                 hops: st
                     .result_hops
                     .iter()

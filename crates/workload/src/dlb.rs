@@ -287,6 +287,9 @@ pub struct Report {
     pub steals_locked: u64,
     /// Tasks taken by thieves.
     pub tasks_stolen: u64,
+    /// Tasks pushed to lighter neighbours before stealing (diffusion, from the second
+    /// epoch).
+    pub tasks_pushed: u64,
     pub bytes_moved: u64,
     pub result_hops_mean: f64,
     pub group_size: u32,
@@ -1082,6 +1085,8 @@ pub struct RankFigures {
     pub bytes: u64,
     /// Tasks this rank took from victims.
     pub tasks_stolen: u64,
+    /// Tasks this rank pushed to lighter neighbours before stealing (diffusion).
+    pub tasks_pushed: u64,
     /// Sum of the hops of this rank's results, and how many came home.
     pub hops: u64,
     /// Results home.
@@ -1112,6 +1117,7 @@ impl RankFigures {
             (self.digest >> 32) as f64,
             (self.digest & 0xffff_ffff) as f64,
             self.tasks_stolen as f64,
+            self.tasks_pushed as f64,
         ])
     }
 
@@ -1133,6 +1139,7 @@ impl RankFigures {
             verified: g(10) == 1.0,
             digest: (g(11) as u64) << 32 | g(12) as u64,
             tasks_stolen: g(13) as u64,
+            tasks_pushed: g(14) as u64,
             steal_log: Vec::new(),
         }
     }
@@ -1226,6 +1233,7 @@ pub fn report(
         steals_empty: figs.iter().map(|f| f.steals_empty).sum(),
         steals_locked: figs.iter().map(|f| f.steals_locked).sum(),
         tasks_stolen: figs.iter().map(|f| f.tasks_stolen).sum(),
+        tasks_pushed: figs.iter().map(|f| f.tasks_pushed).sum(),
         bytes_moved: figs.iter().map(|f| f.bytes).sum(),
         result_hops_mean: figs.iter().map(|f| f.hops).sum::<u64>() as f64 / homed.max(1) as f64,
         group_size: run.balancer.group_size(n),
