@@ -129,15 +129,6 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
         return Err("--ranks must be at least 1".into());
     }
     let plan = dlb::plan(&run.args, ranks);
-    // Measured: 100,000 simulated ranks peaked at 6.96 GiB (~70 KiB a rank with its
-    // events, segments and overlay rows), plus a task's record and events.
-    crate::limits::check_fits(
-        &format!("simulating {ranks} ranks"),
-        u64::from(ranks)
-            .saturating_mul(72 << 10)
-            .saturating_add(plan.spec.tasks.saturating_mul(96)),
-    )
-    .map_err(|e| e.0)?;
     let mut cfg = dlb::config(run, ranks, &plan);
     cfg.overlay.ranks = ranks;
     let base = titus_workload::generate(&plan.spec)?;
@@ -302,7 +293,21 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         ));
     }
     let mut reports: Vec<(String, Report)> = Vec::new();
-    for run in dlb::runs(&a.bench) {
+    let runs = dlb::runs(&a.bench);
+    // Before any run: every sweep point must fit in memory. Measured: 100,000 simulated
+    // ranks peaked at 6.96 GiB (~70 KiB a rank with its events, segments and overlay
+    // rows), plus a task's record and events.
+    for run in &runs {
+        let ranks = run.args.ranks;
+        let tasks = dlb::plan(&run.args, ranks.max(1)).spec.tasks;
+        crate::limits::check_fits(
+            &format!("simulating {ranks} ranks"),
+            u64::from(ranks)
+                .saturating_mul(72 << 10)
+                .saturating_add(tasks.saturating_mul(96)),
+        )?;
+    }
+    for run in runs {
         let s = simulate(&a, &run, &model, &faults).map_err(|e| {
             // An invariant that failed is a bug, not bad input: say so and exit 1.
             eprintln!("titus sim: error: {e}");
