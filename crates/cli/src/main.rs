@@ -79,16 +79,17 @@ fn main() -> ExitCode {
             };
         }
     };
-    let result = match cli.command {
-        Command::Overlay(args) => overlay_cmd::run(args).map(|()| 0),
-        Command::Launch(args) => launch::run(args),
-        Command::FabricBench(args) => fabric_bench::run(args).map(|()| 0),
-        Command::Sim(args) => sim_cmd::run(*args),
+    // Errors carry the subcommand's name, as its own messages do (`titus sim: error: …`).
+    let (program, result) = match cli.command {
+        Command::Overlay(args) => ("titus overlay", overlay_cmd::run(args).map(|()| 0)),
+        Command::Launch(args) => ("titus launch", launch::run(args)),
+        Command::FabricBench(args) => ("titus fabric-bench", fabric_bench::run(args).map(|()| 0)),
+        Command::Sim(args) => ("titus sim", sim_cmd::run(*args)),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(UsageError(msg)) => {
-            eprintln!("titus: error: {msg}");
+            eprintln!("{program}: error: {msg}");
             ExitCode::from(2)
         }
     }
