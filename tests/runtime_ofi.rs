@@ -110,6 +110,32 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
     }
 }
 
+/// A rank whose process vanishes is named in words long before the operation timeout
+/// (30 s, the default here): on one node the survivor asks the kernel whether a slow
+/// operation's peer still exists.
+#[test]
+fn a_vanished_rank_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for provider in ["tcp;ofi_rxm", "shm", "sockets"] {
+        let (ok, text, took) = bench(
+            provider,
+            2,
+            "claim",
+            &["--kill-rank", "1", "--kill-after", "5"],
+        );
+        assert!(!ok, "{provider}: the job succeeded without rank 1:\n{text}");
+        assert!(
+            text.contains("rank 1's process (pid") && text.contains("has exited"),
+            "{provider}: the dead rank is not named:\n{text}"
+        );
+        // 600 tasks of 0.2 ms on rank 0, then about a second to notice; 30 s would be the
+        // operation timeout.
+        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
+    }
+}
+
 /// DLB_Bench under `titus launch`: every balancer in one job (a fresh runtime per
 /// balancer in the same processes), on tcp and shm; rank 0 prints one verified JSON line
 /// per balancer.

@@ -2,7 +2,8 @@
 //! key, base, length and exposure), and what it learns of its peers. The record format:
 //! a u32 address length and the address, a u32 segment count, then per segment its key,
 //! base and length (u64 each) and its exposure (u32::MAX for everyone, else a count and
-//! that many ranks), all little-endian.
+//! that many ranks), then the process's identity (`Process`: node u64, pid u32, start
+//! time u64), all little-endian.
 
 use crate::OfiFabric;
 use crate::error::transport;
@@ -23,11 +24,83 @@ pub(crate) struct RemoteSegment {
 pub(crate) struct Peer {
     pub(crate) fi_addr: u64,
     pub(crate) segments: Vec<RemoteSegment>,
+    /// The peer's process, when it runs where this one can see it (same node, same pid
+    /// namespace): whether it still exists can be asked of the kernel.
+    pub(crate) local: Option<Process>,
+}
+
+/// A process as the kernel names it: the node and pid namespace (a hash of the boot id
+/// and the namespace's inode; 0 when unknown), the pid, and its start time (clock ticks
+/// after boot: a pid reused by another process has another start time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Process {
+    pub(crate) node: u64,
+    pub(crate) pid: u32,
+    pub(crate) start: u64,
+}
+
+impl Process {
+    /// This process.
+    pub(crate) fn me() -> Process {
+        let pid = std::process::id();
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok();
+        let ns = std::fs::read_link("/proc/self/ns/pid").ok();
+        let node = match (boot, ns) {
+            (Some(b), Some(n)) => {
+                let mut h = 0xcbf2_9ce4_8422_2325u64;
+                for &c in b
+                    .trim()
+                    .as_bytes()
+                    .iter()
+                    .chain(n.as_os_str().as_encoded_bytes())
+                {
+                    h = (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3);
+                }
+                h | 1
+            }
+            _ => 0,
+        };
+        Process {
+            node,
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// Whether this process is gone: no such pid, a zombie, or a pid now held by a process
+    /// that started at another time. `false` when in doubt.
+    pub(crate) fn gone(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            Ok(stat) => {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+                let zombie = fields.first().is_some_and(|s| *s == "Z" || *s == "X");
+                let reused = fields
+                    .get(19)
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .is_some_and(|t| self.start != 0 && t != self.start);
+                zombie || reused
+            }
+        }
+    }
+}
+
+/// A process's start time, clock ticks after boot (field 22 of /proc/PID/stat).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Appends a published record: address, then each segment's key, base, length and
 /// exposure (u32::MAX = everyone).
-pub(crate) fn encode(addr: &[u8], segs: &[(u64, u64, u64, &Exposure)]) -> Vec<u8> {
+pub(crate) fn encode(
+    addr: &[u8],
+    segs: &[(u64, u64, u64, &Exposure)],
+    process: Process,
+) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&(addr.len() as u32).to_le_bytes());
     b.extend_from_slice(addr);
@@ -46,6 +119,9 @@ pub(crate) fn encode(addr: &[u8], segs: &[(u64, u64, u64, &Exposure)]) -> Vec<u8
             }
         }
     }
+    b.extend_from_slice(&process.node.to_le_bytes());
+    b.extend_from_slice(&process.pid.to_le_bytes());
+    b.extend_from_slice(&process.start.to_le_bytes());
     b
 }
 
@@ -54,7 +130,7 @@ pub(crate) fn decode(
     rank: Rank,
     me: Rank,
     blob: &[u8],
-) -> Result<(Vec<u8>, Vec<RemoteSegment>), FabricError> {
+) -> Result<(Vec<u8>, Vec<RemoteSegment>, Process), FabricError> {
     let bad = |what: &str| {
         FabricError::Unsupported(format!(
             "rank {rank} published a malformed address record ({what})"
@@ -104,7 +180,15 @@ pub(crate) fn decode(
             exposed_to_me,
         });
     }
-    Ok((addr, segs))
+    let process = Process {
+        node: u64_at(take(8)?),
+        pid: u32_at(take(4)?),
+        start: u64_at(take(8)?),
+    };
+    if at != blob.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok((addr, segs, process))
 }
 
 impl OfiFabric {

@@ -73,6 +73,9 @@ pub(crate) struct State {
     pub(crate) free: Vec<u32>,
 }
 
+/// How long a post may retry a full queue before asking whether its peer still exists.
+const LIVENESS_AFTER: Duration = Duration::from_millis(250);
+
 impl OfiFabric {
     pub(crate) fn take_slot(&self) -> Result<u32, FabricError> {
         let deadline = Instant::now() + self.op_timeout;
@@ -128,7 +131,9 @@ impl OfiFabric {
     ) -> Result<(), FabricError> {
         let slot = self.take_slot()?;
         let tag = (id << 16) | u64::from(slot);
-        let deadline = Instant::now() + self.op_timeout;
+        let start = Instant::now();
+        let deadline = start + self.op_timeout;
+        let mut next_liveness = start + LIVENESS_AFTER;
         loop {
             let ret = f(slot, tag);
             if ret == 0 {
@@ -137,6 +142,19 @@ impl OfiFabric {
             if ret != -sys::FI_EAGAIN || Instant::now() > deadline {
                 self.free_slot(slot);
                 return Err(transport(call, ret));
+            }
+            // A queue that stays full may be a connection to a process that is gone (rxm
+            // answers EAGAIN while it cannot connect): ask, now and then, instead of
+            // retrying for the whole operation timeout.
+            if Instant::now() >= next_liveness {
+                next_liveness = Instant::now() + LIVENESS_AFTER;
+                let peer = lock(&self.state).inflight.get(&id).map(|p| p.peer);
+                if let Some(peer) = peer
+                    && let Some(detail) = titus_fabric::Fabric::peer_gone(self, peer)
+                {
+                    self.free_slot(slot);
+                    return Err(FabricError::PeerDead { peer, detail });
+                }
             }
             // The transmit queue is full: progress it.
             if have_token {

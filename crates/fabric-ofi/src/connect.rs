@@ -1,7 +1,7 @@
 //! Opening one rank's endpoint, collectively: agree on a provider, register the segments,
 //! publish and learn addresses, and connect to the configured peers up front.
 
-use crate::address::{Peer, decode, encode};
+use crate::address::{Peer, Process, decode, encode};
 use crate::completion::State;
 use crate::handle::SLOTS;
 use crate::provider::{choose_provider, ensure_available, providers};
@@ -102,7 +102,8 @@ impl OfiFabric {
                 (key, base, segments[i].len(), &config.segments[i].exposure)
             })
             .collect();
-        let blob = encode(&addr, &descs);
+        let me = Process::me();
+        let blob = encode(&addr, &descs, me);
         let all = match rendezvous.as_mut() {
             Some(rv) => rv.all_gather(&blob)?,
             None => vec![blob],
@@ -120,11 +121,13 @@ impl OfiFabric {
         wanted.sort_unstable();
         wanted.dedup();
         for &p in &wanted {
-            let (paddr, segs) = decode(p, rank, &all[p as usize])?;
+            let (paddr, segs, process) = decode(p, rank, &all[p as usize])?;
             let fi_addr = Self::insert(&h, &paddr, p)?;
             peers[p as usize] = Some(Peer {
                 fi_addr,
                 segments: segs,
+                // Its pid means something here only on this node, in this pid namespace.
+                local: (me.node != 0 && process.node == me.node && p != rank).then_some(process),
             });
         }
         let caps = Capabilities {

@@ -366,6 +366,16 @@ impl Fabric for OfiFabric {
         }
     }
 
+    fn peer_gone(&self, peer: Rank) -> Option<String> {
+        let p = self.peers.get(peer as usize)?.as_ref()?.local?;
+        p.gone().then(|| {
+            format!(
+                "rank {peer}'s process (pid {} on this node) has exited",
+                p.pid
+            )
+        })
+    }
+
     fn test(&self, op: OpId) -> Option<Result<u64, FabricError>> {
         if let Ok(_t) = self.poller.try_lock()
             && let Err(e) = self.poll_once(0)

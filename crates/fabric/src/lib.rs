@@ -424,6 +424,16 @@ pub trait Fabric: Send + Sync + fmt::Debug {
         let _ = max;
     }
 
+    /// Whether `peer`'s process is known to be gone, in words (`None`: alive, or not
+    /// knowable from here). A driver asks when an operation to `peer` is slow, so that a
+    /// vanished process fails the epoch within a second or so instead of after the whole
+    /// operation timeout, which stays for peers that are alive but silent. Backends that
+    /// cannot tell say nothing.
+    fn peer_gone(&self, peer: Rank) -> Option<String> {
+        let _ = peer;
+        None
+    }
+
     /// [`Fabric::write_gather`] of one piece, no signal.
     fn write(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {
         self.write_gather(peer, remote, &[Piece { local, len }], None)

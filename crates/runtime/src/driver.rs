@@ -4,7 +4,10 @@
 //! CPU atomics where the backend says they are coherent), collect completions, fire
 //! timers, then block in the fabric until a signal, a completion, a timer or a worker's
 //! wake-up. An operation without a completion after `op_timeout` fails the epoch (a dead
-//! or silent peer), so nothing waits forever.
+//! or silent peer), so nothing waits forever. Sooner: an operation still open after
+//! [`LIVENESS_AFTER`] makes the driver ask the fabric whether the peer's process is gone
+//! (`Fabric::peer_gone`: on one node, the kernel knows), at most every [`LIVENESS_EVERY`]
+//! per peer; a vanished process fails the epoch within about a second, naming the rank.
 
 use crate::{SegMem, Shared};
 use std::sync::atomic::Ordering;
@@ -16,6 +19,22 @@ use titus_fabric::{Fabric, FabricError, Loc, OpId, Piece, SegmentId};
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Nap of a polling fabric while nobody needs this rank's progress soon.
 const IDLE_NAP: Duration = Duration::from_millis(1);
+/// An operation open this long makes the driver ask whether its peer still exists: far
+/// above any healthy operation (tens of µs to a few ms here, scheduling delays included),
+/// far below the operation timeout (30 s).
+const LIVENESS_AFTER: Duration = Duration::from_millis(500);
+/// How often one peer's liveness is asked while operations to it stay open (a /proc read).
+const LIVENESS_EVERY: Duration = Duration::from_millis(250);
+
+/// The rank an operation goes to.
+fn peer_of(op: &Op) -> titus_core::Rank {
+    match op {
+        Op::Read { peer, .. }
+        | Op::Write { peer, .. }
+        | Op::Cas { peer, .. }
+        | Op::FetchAdd { peer, .. } => *peer,
+    }
+}
 
 fn loc(l: titus_core::Loc) -> Loc {
     Loc::new(SegmentId(l.segment), l.offset)
@@ -28,6 +47,18 @@ fn failure(e: FabricError) -> OpFailure {
             FabricError::PeerDead { .. } | FabricError::Timeout { .. }
         ),
         detail: e.to_string(),
+    }
+}
+
+/// A failed operation to `peer`: when its process is gone, say so in words (providers
+/// often report a bare EAGAIN, ENOENT or connection reset).
+fn failure_to(f: &dyn Fabric, peer: titus_core::Rank, e: FabricError) -> OpFailure {
+    match (&e, f.peer_gone(peer)) {
+        (FabricError::PeerDead { .. }, _) | (_, None) => failure(e),
+        (_, Some(why)) => OpFailure {
+            peer_gone: true,
+            detail: format!("{why} ({e})"),
+        },
     }
 }
 
@@ -93,7 +124,10 @@ pub(crate) fn run(sh: &Shared) {
     let fabric = sh.fabric.clone();
     let mem = SegMem(&*fabric);
     let op_timeout = sh.cfg.op_timeout;
-    let mut inflight: std::collections::HashMap<OpId, (Token, Instant)> = Default::default();
+    let mut inflight: std::collections::HashMap<OpId, (Token, Instant, titus_core::Rank)> =
+        Default::default();
+    // When each peer's liveness was last asked.
+    let mut asked: std::collections::HashMap<titus_core::Rank, Instant> = Default::default();
     let mut commands: Vec<Command> = Vec::new();
     let mut done: Vec<(OpId, Result<u64, FabricError>)> = Vec::new();
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
@@ -111,20 +145,50 @@ pub(crate) fn run(sh: &Shared) {
             match submit(&*fabric, &c.op) {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
-                    inflight.insert(id, (c.token, Instant::now()));
+                    inflight.insert(id, (c.token, Instant::now(), peer_of(&c.op)));
                 }
-                Err(e) => results.push((c.token, Err(failure(e)))),
+                Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer_of(&c.op), e)))),
             }
         }
         // 2. Completions in; operations past their timeout fail.
         fabric.drain_completions(&mut done);
         for (id, r) in done.drain(..) {
-            if let Some((token, _)) = inflight.remove(&id) {
-                results.push((token, r.map_err(failure)));
+            if let Some((token, _, peer)) = inflight.remove(&id) {
+                // A failed operation to a process that is gone: say so in words (the
+                // provider's error is often a bare EAGAIN or connection reset).
+                results.push((token, r.map_err(|e| failure_to(&*fabric, peer, e))));
             }
         }
         let now_i = Instant::now();
-        inflight.retain(|_, (token, t)| {
+        // Peers of slow operations whose process is gone (asked at most every
+        // LIVENESS_EVERY per peer).
+        let mut gone: Vec<(titus_core::Rank, String)> = Vec::new();
+        for (_, t, peer) in inflight.values() {
+            if now_i.duration_since(*t) < LIVENESS_AFTER || gone.iter().any(|(p, _)| p == peer) {
+                continue;
+            }
+            if asked
+                .get(peer)
+                .is_some_and(|a| now_i.duration_since(*a) < LIVENESS_EVERY)
+            {
+                continue;
+            }
+            asked.insert(*peer, now_i);
+            if let Some(why) = fabric.peer_gone(*peer) {
+                gone.push((*peer, why));
+            }
+        }
+        inflight.retain(|_, (token, t, peer)| {
+            if let Some((_, why)) = gone.iter().find(|(p, _)| p == peer) {
+                results.push((
+                    *token,
+                    Err(OpFailure {
+                        peer_gone: true,
+                        detail: why.clone(),
+                    }),
+                ));
+                return false;
+            }
             if now_i.duration_since(*t) > op_timeout {
                 results.push((
                     *token,
