@@ -211,3 +211,21 @@ fn keyed_epochs_with_diffusion_over_tcp() {
         }
     }
 }
+
+/// A progress-nap cap the shim would ignore is an error naming the variable, not a
+/// silent default.
+#[test]
+fn a_bad_progress_nap_cap_is_named() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = launch("shm", 2, "runtime-bench")
+        .args(["--tasks", "10", "--task-ms", "0.1", "--protocol", "claim"])
+        .env("TITUS_PROGRESS_MAX_SLEEP_US", "abc")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("TITUS_PROGRESS_MAX_SLEEP_US='abc'"), "{text}");
+}

@@ -12,7 +12,14 @@ use std::process::ExitCode;
 
 /// Titus: distributed dynamic load balancing by work stealing over a small-world overlay.
 #[derive(Debug, Parser)]
-#[command(name = "titus", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "titus",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -71,6 +78,11 @@ fn main() -> ExitCode {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     let _ = e.print();
                     ExitCode::SUCCESS
+                }
+                // Bare `titus`: its usage, and the exit code of a usage error.
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::from(2)
                 }
                 _ => {
                     eprintln!("titus: error: {}", one_line(&e));

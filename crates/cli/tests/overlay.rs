@@ -177,3 +177,13 @@ fn help_is_complete() {
         assert!(text.contains(flag), "help lacks {flag}");
     }
 }
+
+/// Bare `titus` prints its usage (on stderr) and exits 2, as any usage error.
+#[test]
+fn bare_titus_prints_its_usage() {
+    let out = titus(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Usage: titus <COMMAND>"), "{err}");
+    assert!(err.contains("launch") && err.contains("sim"), "{err}");
+}

@@ -39,6 +39,17 @@ impl OfiFabric {
         if let Some(&p) = config.peers.iter().find(|&&p| p >= size) {
             return Err(FabricError::NoSuchRank { rank: p, size });
         }
+        // The shim reads the idle nap's cap itself; a value it would ignore is an error.
+        if let Ok(v) = std::env::var("TITUS_PROGRESS_MAX_SLEEP_US")
+            && !v
+                .trim()
+                .parse::<u64>()
+                .is_ok_and(|us| (1..=1_000_000).contains(&us))
+        {
+            return Err(FabricError::Unsupported(format!(
+                "TITUS_PROGRESS_MAX_SLEEP_US='{v}': expected microseconds in 1..=1000000"
+            )));
+        }
         // 1. Agree on a provider: every rank lists what it offers and its host.
         let offered = providers()?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

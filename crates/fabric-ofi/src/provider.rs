@@ -69,6 +69,20 @@ pub(crate) fn ensure_available() -> Result<(), FabricError> {
     }
 }
 
+/// The offered providers that are not refused by name, for messages ("none" when empty).
+fn usable(offered: &[String]) -> String {
+    let ok: Vec<&str> = offered
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !REFUSED.iter().any(|(name, _)| name == p))
+        .collect();
+    if ok.is_empty() {
+        "none".into()
+    } else {
+        ok.join(", ")
+    }
+}
+
 /// The provider to use: `requested` (or `TITUS_PROVIDER`, or libfabric's `FI_PROVIDER`),
 /// else the first of the preference order that every rank offers.
 pub fn choose_provider(
@@ -95,12 +109,8 @@ pub fn choose_provider(
         if !offered_by_all.contains(&p) {
             return Err(FabricError::Unsupported(format!(
                 "provider '{p}' is not offered on every rank with RDM endpoints, RMA and 64-bit atomics \
-                 (offered everywhere: {})",
-                if offered_by_all.is_empty() {
-                    "none".to_string()
-                } else {
-                    offered_by_all.join(", ")
-                }
+                 (usable everywhere: {})",
+                usable(offered_by_all)
             )));
         }
         return Ok(p);
@@ -112,9 +122,9 @@ pub fn choose_provider(
         .map(|p| p.to_string())
         .ok_or_else(|| {
             FabricError::Unsupported(format!(
-                "no usable libfabric provider on every rank (wanted one of {}; offered everywhere: {})",
+                "no usable libfabric provider on every rank (wanted one of {}; usable everywhere: {})",
                 order.join(", "),
-                if offered_by_all.is_empty() { "none".to_string() } else { offered_by_all.join(", ") }
+                usable(offered_by_all)
             ))
         })
 }
@@ -131,5 +141,20 @@ mod tests {
         assert_eq!(foreign_crash_handlers(), 0, "at load");
         providers().unwrap();
         assert_eq!(foreign_crash_handlers(), 0, "after a provider query");
+    }
+
+    #[test]
+    fn messages_list_only_usable_providers() {
+        let offered: Vec<String> = ["tcp;ofi_rxm", "udp;ofi_rxd", "net", "shm"]
+            .map(String::from)
+            .to_vec();
+        let e = choose_provider(Some("nope"), &offered, true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("usable everywhere: tcp;ofi_rxm, shm)"), "{e}");
+        let e = choose_provider(Some("udp;ofi_rxd"), &offered, true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is refused"), "{e}");
     }
 }

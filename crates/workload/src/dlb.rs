@@ -423,6 +423,12 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
             &format!("--payload {payload} is over the 64 MiB a task slot may hold"),
         );
     }
+    if args.counts.is_some() && dist_arg != DistArg::File {
+        fail(
+            2,
+            "--counts FILE is read only with --distribution file (add it, or drop --counts)",
+        );
+    }
     let distribution = match dist_arg {
         DistArg::Gaussian => Distribution::Gaussian,
         DistArg::Uniform => Distribution::Uniform,
