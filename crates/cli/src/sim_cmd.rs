@@ -299,6 +299,9 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     // rows), plus a task's record and events.
     for run in &runs {
         let ranks = run.args.ranks;
+        if ranks == 0 {
+            return Err(UsageError("--ranks must be at least 1".into()));
+        }
         let tasks = dlb::plan(&run.args, ranks.max(1)).spec.tasks;
         crate::limits::check_fits(
             &format!("simulating {ranks} ranks"),
