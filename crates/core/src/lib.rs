@@ -43,6 +43,7 @@ pub mod layout;
 mod neighbours;
 mod node;
 mod queue;
+pub mod repartition;
 mod results;
 mod router;
 mod share;

@@ -219,6 +219,8 @@ pub struct Runtime {
     gather: AllGatherFn,
     /// The last measured cost of each task key (diffusion's predictions).
     history: Mutex<CostHistory>,
+    /// Whether an epoch has run to its end here (a repartition plan needs its costs).
+    measured: std::sync::atomic::AtomicBool,
     threads: Vec<JoinHandle<()>>,
     rank: u32,
     size: u32,
@@ -461,6 +463,7 @@ impl Runtime {
             shared,
             gather,
             history: Mutex::new(CostHistory::default()),
+            measured: std::sync::atomic::AtomicBool::new(false),
             threads,
             rank,
             size,
@@ -548,6 +551,61 @@ impl Runtime {
         tasks: Vec<TaskIn>,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
         self.epoch(tasks, true)
+    }
+
+    /// A repartition plan (RankDLB's step 4; `titus_core::repartition`): which of this
+    /// rank's tasks should move permanently to which neighbour in the rank string so that
+    /// the loads predicted from the last epoch's measured costs even out. `keys` are the
+    /// tasks this rank will own, in string order (a task without a measured cost counts at
+    /// the mean of those with one). Collective: every rank calls it, after at least one
+    /// epoch (before, or with a key given twice, it fails naming why).
+    pub fn repartition_plan(
+        &self,
+        keys: &[u64],
+    ) -> Result<Vec<titus_core::repartition::Move>, RuntimeError> {
+        let mut costs = self
+            .history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .predict(keys);
+        let known: Vec<u64> = costs.iter().copied().filter(|&c| c > 0).collect();
+        if !known.is_empty() {
+            let mean = known.iter().sum::<u64>() / known.len() as u64;
+            costs
+                .iter_mut()
+                .filter(|c| **c == 0)
+                .for_each(|c| *c = mean);
+        }
+        let load: u64 = costs.iter().sum();
+        // Every rank joins the all-gather before any fails, so a refusal fails all alike.
+        let refuse = if self.measured.load(Ordering::Acquire) {
+            CostHistory::check_keys(keys).err().map(|e| e.to_string())
+        } else {
+            Some("a repartition plan needs the measured costs of one epoch first".into())
+        };
+        let mut blob = load.to_le_bytes().to_vec();
+        blob.push(u8::from(refuse.is_some()));
+        let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
+        if let Some(why) = refuse {
+            return Err(RuntimeError::Config(why));
+        }
+        let mut loads = Vec::with_capacity(all.len());
+        for (r, b) in all.iter().enumerate() {
+            if b.len() != 9 {
+                return Err(RuntimeError::Barrier(format!(
+                    "rank {r} sent {} bytes for its load, expected 9 (is it in another collective?)",
+                    b.len()
+                )));
+            }
+            if b[8] != 0 {
+                return Err(RuntimeError::Config(format!(
+                    "rank {r} could not take part in the repartition plan"
+                )));
+            }
+            loads.push(u64::from_le_bytes(b[..8].try_into().expect("8 bytes")));
+        }
+        let tasks: Vec<(u64, u64)> = keys.iter().copied().zip(costs).collect();
+        Ok(titus_core::repartition::plan(&loads, self.rank, &tasks)?)
     }
 
     /// Forgets every measured cost: the next epoch has no history (no diffusion).
@@ -647,6 +705,7 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .record(&keys, &out.costs_ns);
+        self.measured.store(true, Ordering::Release);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
         let workers = sh.cfg.workers;
         Ok(Some(EpochOutput {

@@ -187,3 +187,83 @@ fn duplicate_keys_fail_every_rank_before_anything_runs() {
         );
     });
 }
+
+/// A repartition plan after one epoch: only this rank's tasks, each once, only to a rank
+/// string neighbour; the loaded rank gives, the plan balances the predicted loads better
+/// than before; asked before any epoch, or with a key twice, it fails on every rank.
+#[test]
+fn a_repartition_plan_moves_own_tasks_to_string_neighbours() {
+    let cfg = config(Balancing::Smallworld, Protocol::Claim, 3);
+    let rts = Runtime::local(3, cfg, MemOptions::default()).unwrap();
+    for rt in &rts {
+        rt.register(0, checksum);
+    }
+    let keys = |r: u32| -> Vec<u64> { tasks(r, 0).iter().map(|t| t.key).collect() };
+    std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .enumerate()
+            .map(|(r, rt)| {
+                s.spawn(move || {
+                    let r = r as u32;
+                    // Before any epoch: no costs to plan with.
+                    let e = rt.repartition_plan(&keys(r)).unwrap_err().to_string();
+                    assert!(
+                        e.contains("one epoch first") || e.contains("could not take part"),
+                        "{e}"
+                    );
+                    let out = rt.run_epoch_keyed(tasks(r, 0)).unwrap();
+                    let mine = keys(r);
+                    let plan = rt.repartition_plan(&mine).unwrap();
+                    let mut seen = std::collections::HashSet::new();
+                    for m in &plan {
+                        assert!(
+                            mine.contains(&m.key),
+                            "rank {r} moves a key it does not own"
+                        );
+                        assert!(seen.insert(m.key), "rank {r} moves key {} twice", m.key);
+                        assert!(m.to.abs_diff(r) == 1, "rank {r} moves to {}", m.to);
+                    }
+                    // A key given twice fails every rank.
+                    let mut dup = mine.clone();
+                    if dup.len() > 1 {
+                        dup[1] = dup[0];
+                    }
+                    let e = rt.repartition_plan(&dup);
+                    (plan, out.costs_ns, e.is_err())
+                })
+            })
+            .collect();
+        let res: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        // Rank 0 owns 300 tasks against 4 and 4: it gives, to rank 1 only.
+        assert!(!res[0].0.is_empty(), "the loaded rank gives nothing");
+        assert!(res[0].0.iter().all(|m| m.to == 1));
+        // Predicted loads before and after the plan (the costs just measured).
+        let load = |r: usize, keep: &dyn Fn(u64) -> bool| -> u64 {
+            keys(r as u32)
+                .iter()
+                .zip(&res[r].1)
+                .filter(|(k, _)| keep(**k))
+                .map(|(_, c)| *c)
+                .sum()
+        };
+        let before: Vec<u64> = (0..3).map(|r| load(r, &|_| true)).collect();
+        let mut after: Vec<u64> = (0..3)
+            .map(|r| load(r, &|k| !res[r].0.iter().any(|m| m.key == k)))
+            .collect();
+        for (r, (plan, costs, _)) in res.iter().enumerate() {
+            for m in plan {
+                let i = keys(r as u32).iter().position(|&k| k == m.key).unwrap();
+                after[m.to as usize] += costs[i];
+            }
+        }
+        assert!(
+            after.iter().max() < before.iter().max(),
+            "{before:?} -> {after:?}"
+        );
+        assert!(
+            res.iter().all(|x| x.2),
+            "a duplicate key did not fail every rank"
+        );
+    });
+}

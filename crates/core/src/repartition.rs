@@ -1,0 +1,156 @@
+//! A repartition plan for the solver (RankDLB's step 4): which of this rank's tasks should
+//! move *permanently* to which neighbour in the rank string so that the predicted loads
+//! even out — for a solver that owns cells and can hand some to the next rank between
+//! time steps (diffusion and stealing only lend tasks for one epoch).
+//!
+//! Steps, on every rank with the same inputs (so the plans agree without talking):
+//! 1. The target is the mean load T = Σ L_j / N.
+//! 2. Along the string, S[i] = Σ_{j ≤ i} (L_j − T) is what must cross the border between
+//!    ranks i and i + 1: S[i] > 0 flows right (i gives to i + 1), S[i] < 0 flows left.
+//! 3. This rank gives its right neighbour S[me] (if positive) and its left neighbour
+//!    −S[me − 1] (if positive): its last tasks in string order go right, its first go
+//!    left, by predicted cost, a task taken while the sum stays below the amount minus
+//!    half the task's cost; the two ends never overlap.
+//! 4. A rank gives only its own tasks, so where S[i] exceeds what rank i owns the plan
+//!    balances partly, and applying it again (after the next step's measurements)
+//!    continues — as RankDLB does, which does not require balance in one step. Tasks do
+//!    not split and the plans are made without talking, so a border may carry a task
+//!    less than its share: a rank may end up to one task above the largest load.
+//!    Tasks only ever move between string neighbours, and each task at most once.
+
+use crate::{CoreError, CostHistory, Rank};
+
+/// One task to hand over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// The task's key.
+    pub key: u64,
+    /// The rank that should own it from now on (this rank ± 1).
+    pub to: Rank,
+}
+
+/// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
+/// and this rank's tasks in string order as (key, predicted cost ns).
+pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+    let n = loads.len();
+    if (me as usize) >= n {
+        return Err(CoreError::Config(format!(
+            "rank {me} outside a string of {n} loads"
+        )));
+    }
+    let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
+    CostHistory::check_keys(&keys)?;
+    // 1–2. Border flows, in i128 (loads are u64 ns; their sum fits in u128).
+    let total: i128 = loads.iter().map(|&l| i128::from(l)).sum();
+    let target = |upto: usize| total * (upto as i128 + 1) / n as i128;
+    let mut prefix: i128 = 0;
+    let mut border = vec![0i128; n.saturating_sub(1)];
+    for (i, b) in border.iter_mut().enumerate() {
+        prefix += i128::from(loads[i]);
+        *b = prefix - target(i);
+    }
+    let me = me as usize;
+    let right = if me + 1 < n { border[me].max(0) } else { 0 };
+    let left = if me > 0 { (-border[me - 1]).max(0) } else { 0 };
+    // 3. Take from the ends.
+    let take = |order: &mut dyn Iterator<Item = usize>, amount: i128, used: &[bool]| {
+        let mut sum: i128 = 0;
+        let mut picked = Vec::new();
+        if amount <= 0 {
+            return picked;
+        }
+        for i in order {
+            if used[i] {
+                break;
+            }
+            let c = i128::from(tasks[i].1);
+            if sum + c - c / 2 > amount {
+                break;
+            }
+            sum += c;
+            picked.push(i);
+        }
+        picked
+    };
+    let mut used = vec![false; tasks.len()];
+    let mut moves = Vec::new();
+    for i in take(&mut (0..tasks.len()).rev(), right, &used) {
+        used[i] = true;
+        moves.push(Move {
+            key: tasks[i].0,
+            to: (me + 1) as Rank,
+        });
+    }
+    for i in take(&mut (0..tasks.len()), left, &used) {
+        used[i] = true;
+        moves.push(Move {
+            key: tasks[i].0,
+            to: (me - 1) as Rank,
+        });
+    }
+    Ok(moves)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn two_ranks_meet_in_the_middle() {
+        // Rank 0 owns 8 tasks of 10, rank 1 none: rank 0 gives its last 4 to rank 1.
+        let tasks: Vec<(u64, u64)> = (0..8).map(|k| (k, 10)).collect();
+        let p = plan(&[80, 0], 0, &tasks).unwrap();
+        assert_eq!(
+            p.iter().map(|m| (m.key, m.to)).collect::<Vec<_>>(),
+            vec![(7, 1), (6, 1), (5, 1), (4, 1)]
+        );
+        assert!(plan(&[80, 0], 1, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let e = plan(&[1, 2], 2, &[]).unwrap_err().to_string();
+        assert!(e.contains("rank 2 outside a string of 2"), "{e}");
+        let e = plan(&[1, 2], 0, &[(5, 1), (5, 1)]).unwrap_err().to_string();
+        assert!(e.contains('5'), "{e}");
+    }
+
+    proptest! {
+        /// Every rank's plan, from the same loads: each task moves at most once, only to a
+        /// string neighbour, nothing is created, and applying the plans leaves no rank
+        /// above the largest load by more than one task (plans are made without talking,
+        /// and tasks do not split: a border may carry a task less than its share).
+        #[test]
+        fn plans_conserve_tasks_and_move_only_to_neighbours(
+            costs in prop::collection::vec(prop::collection::vec(0u64..1000, 0..20), 1..8)
+        ) {
+            let n = costs.len();
+            let tasks: Vec<Vec<(u64, u64)>> = costs
+                .iter()
+                .enumerate()
+                .map(|(r, cs)| cs.iter().enumerate().map(|(i, &c)| ((r * 100 + i) as u64, c)).collect())
+                .collect();
+            let loads: Vec<u64> = tasks.iter().map(|t| t.iter().map(|x| x.1).sum()).collect();
+            let mut after = loads.clone();
+            for r in 0..n {
+                let p = plan(&loads, r as Rank, &tasks[r]).unwrap();
+                let mut seen = std::collections::HashSet::new();
+                for m in &p {
+                    prop_assert!(seen.insert(m.key), "key {} moved twice", m.key);
+                    prop_assert!((m.to as i64 - r as i64).abs() == 1, "rank {r} to {}", m.to);
+                    let cost = tasks[r].iter().find(|t| t.0 == m.key).expect("own task").1;
+                    after[r] -= cost;
+                    after[m.to as usize] += cost;
+                }
+            }
+            prop_assert_eq!(after.iter().sum::<u64>(), loads.iter().sum::<u64>());
+            let biggest = costs.iter().flatten().copied().max().unwrap_or(0);
+            let before = loads.iter().copied().max().unwrap_or(0);
+            prop_assert!(
+                after.iter().all(|&a| a <= before + biggest),
+                "{loads:?} -> {after:?}"
+            );
+        }
+    }
+}
