@@ -158,6 +158,20 @@ module titus
       integer(c_size_t), value :: count
     end function titus_task_keys
 
+    ! Collective: which of this rank's tasks (keys, string order) should move for good to
+    ! which neighbour rank; capacity = count always suffices.
+    integer(c_int) function titus_repartition_plan(t, keys, count, move_keys, move_to, &
+        capacity, n_moves) bind(C, name="titus_repartition_plan")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_int64_t), intent(in) :: keys(*)        ! uint64_t in C
+      integer(c_size_t), value :: count
+      integer(c_int64_t), intent(out) :: move_keys(*)  ! uint64_t in C
+      integer(c_int), intent(out) :: move_to(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: n_moves
+    end function titus_repartition_plan
+
     ! Measured cost of each of this rank's tasks of the last titus_run, ns, task order.
     integer(c_int) function titus_costs(t, ns, count) bind(C, name="titus_costs")
       import :: c_int, c_ptr, c_size_t, c_int64_t

@@ -211,6 +211,16 @@ int titus_run(struct titus_t *t);
 // order.
 int titus_task_keys(struct titus_t *t, const uint64_t *keys, size_t count);
 
+// A repartition plan for the solver (collective; after at least one titus_run): which
+// of this rank's tasks should move for good to which neighbour in the rank string so that
+// the loads predicted from the last step's measured costs even out. `keys`: the `count`
+// tasks this rank will own, in string order (a cell's key, as given to titus_task_keys).
+// On return `*n_moves` moves are in `move_keys` / `move_to` (task key, new owner rank,
+// this rank ± 1); `capacity` is the room in both arrays, and `capacity = count` always
+// suffices (a task moves at most once). Before any titus_run, or with a key twice, every
+// rank gets TITUS_ERR_INVALID. Moving the cells is the solver's own work.
+int titus_repartition_plan(struct titus_t *t, const uint64_t *keys, size_t count, uint64_t *move_keys, int *move_to, size_t capacity, size_t *n_moves);
+
 // Copies the measured cost of each of this rank's tasks of the last titus_run, in
 // nanoseconds and task order (measured where the task ran, which may be another rank),
 // into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when

@@ -691,6 +691,66 @@ pub extern "C" fn titus_task_keys(t: *mut titus_t, keys: *const u64, count: usiz
     })
 }
 
+/// A repartition plan for the solver (collective; after at least one titus_run): which
+/// of this rank's tasks should move for good to which neighbour in the rank string so that
+/// the loads predicted from the last step's measured costs even out. `keys`: the `count`
+/// tasks this rank will own, in string order (a cell's key, as given to titus_task_keys).
+/// On return `*n_moves` moves are in `move_keys` / `move_to` (task key, new owner rank,
+/// this rank ± 1); `capacity` is the room in both arrays, and `capacity = count` always
+/// suffices (a task moves at most once). Before any titus_run, or with a key twice, every
+/// rank gets TITUS_ERR_INVALID. Moving the cells is the solver's own work.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_repartition_plan(
+    t: *mut titus_t,
+    keys: *const u64,
+    count: usize,
+    move_keys: *mut u64,
+    move_to: *mut c_int,
+    capacity: usize,
+    n_moves: *mut usize,
+) -> c_int {
+    call("titus_repartition_plan", || {
+        with(t, |inner| {
+            let n_moves = out(n_moves, "n_moves")?;
+            let k: &[u64] = if count == 0 {
+                &[]
+            } else if keys.is_null() {
+                return Err(Error::Invalid("the keys are NULL".into()));
+            } else {
+                // SAFETY: the caller guarantees `count` readable keys at `keys` (header).
+                unsafe { std::slice::from_raw_parts(keys, count) }
+            };
+            let plan = inner.rt.repartition_plan(k)?;
+            *n_moves = plan.len();
+            if plan.len() > capacity {
+                return Err(Error::TooSmall(format!(
+                    "{} moves; the arrays hold {capacity} (capacity = count always suffices)",
+                    plan.len()
+                )));
+            }
+            if plan.is_empty() {
+                return Ok(());
+            }
+            if move_keys.is_null() || move_to.is_null() {
+                return Err(Error::Invalid("move_keys or move_to is NULL".into()));
+            }
+            // SAFETY: the caller guarantees `capacity` writable entries in both arrays
+            // (header), and plan.len() ≤ capacity.
+            let (ks, to) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(move_keys, plan.len()),
+                    std::slice::from_raw_parts_mut(move_to, plan.len()),
+                )
+            };
+            for ((k, t), m) in ks.iter_mut().zip(to.iter_mut()).zip(&plan) {
+                *k = m.key;
+                *t = m.to as c_int;
+            }
+            Ok(())
+        })
+    })
+}
+
 /// Copies the measured cost of each of this rank's tasks of the last titus_run, in
 /// nanoseconds and task order (measured where the task ran, which may be another rank),
 /// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when

@@ -166,6 +166,38 @@ fn keys_and_costs() {
     );
     assert_eq!(titus_costs(t, costs.as_mut_ptr(), 50), TITUS_OK);
     assert!(costs.iter().all(|&c| c > 0), "{costs:?}");
+    // A repartition plan on one rank: nothing to move, and the keys are checked.
+    let mut mk = vec![0u64; 50];
+    let mut mt = vec![0 as c_int; 50];
+    let mut nm = 99usize;
+    assert_eq!(
+        titus_repartition_plan(
+            t,
+            keys.as_ptr(),
+            50,
+            mk.as_mut_ptr(),
+            mt.as_mut_ptr(),
+            50,
+            &mut nm
+        ),
+        TITUS_OK,
+        "{}",
+        last_error()
+    );
+    assert_eq!(nm, 0);
+    let twice = [1u64, 1];
+    assert_eq!(
+        titus_repartition_plan(
+            t,
+            twice.as_ptr(),
+            2,
+            mk.as_mut_ptr(),
+            mt.as_mut_ptr(),
+            50,
+            &mut nm
+        ),
+        TITUS_ERR_INVALID
+    );
     // A repeated key fails the step on every rank (here the only one), naming the key.
     let mut dup = keys.clone();
     dup[7] = dup[3];
