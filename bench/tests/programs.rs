@@ -473,3 +473,60 @@ fn dlb_bench_chem_profile_and_epoch_plots() {
     assert_eq!(text.lines().count(), 9, "a header and 8 epochs:\n{text}");
     assert!(text.lines().nth(1).unwrap().contains(",4096,"), "{text}");
 }
+
+/// `--repartition K`: every K epochs the runtime's plan hands tasks for good to rank-string
+/// neighbours; every epoch still verifies, and the work each rank owns (drawn costs, so
+/// deterministic) evens out; the simulator refuses the flag.
+#[test]
+fn dlb_bench_repartition_evens_out_ownership() {
+    let out = dlb(&[
+        "--ranks",
+        "4",
+        "--tasks",
+        "400",
+        "--task-time",
+        "0.0002",
+        "--distribution",
+        "gaussian",
+        "--epochs",
+        "4",
+        "--balancer",
+        "none",
+        "--repartition",
+        "1",
+        "--json",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    let max_owned = |r: &serde_json::Value| {
+        r["owned_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    for r in &rows {
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["repartition"], 1, "{r}");
+    }
+    assert!(
+        max_owned(&rows[3]) < 0.8 * max_owned(&rows[0]),
+        "ownership did not even out: {} -> {}",
+        max_owned(&rows[0]),
+        max_owned(&rows[3])
+    );
+    let bad = dlb(&["--repartition", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--repartition must be at least 1"));
+}

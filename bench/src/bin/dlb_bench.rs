@@ -21,7 +21,7 @@ use std::time::Duration;
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_plot::plots;
-use titus_runtime::{Backend, Runtime, RuntimeConfig};
+use titus_runtime::{Backend, Runtime, RuntimeConfig, TaskIn};
 use titus_workload::dlb::{
     self, BenchArgs, Plan, RankFigures, Report, Run, check_args, decode_f64s, encode_f64s, fail,
     plan, print, print_summary, runs,
@@ -58,13 +58,64 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>
         .filter(|v| v.is_finite() && *v > 0.0)
         .ok_or("rank 0 sent no calibration")?;
     let mut reports = Vec::new();
+    // Who owns which task: the workload's placement, changed only by --repartition.
+    let mut owned = base;
     for epoch in 0..plan.epochs {
-        let all = titus_workload::epoch_tasks(&base, epoch, plan.drift);
+        let all = titus_workload::epoch_tasks(&owned, epoch, plan.drift);
         if let Some(r) = epoch_main(rt, run, plan, epoch, &all, per_round)? {
             reports.push(r);
         }
+        if let Some(k) = run.args.repartition
+            && (epoch + 1) % k == 0
+            && epoch + 1 < plan.epochs
+        {
+            owned = repartition(rt, owned)?;
+        }
     }
     Ok((rank == 0).then_some(reports))
+}
+
+/// Applies the runtime's repartition plan, as a solver would hand cells to its
+/// neighbours: every rank learns every move (key = the task's global number, in string
+/// order within each rank) and rebuilds the same ownership.
+fn repartition(
+    rt: &Runtime,
+    mut owned: Vec<Vec<titus_workload::TaskSpec>>,
+) -> Result<Vec<Vec<titus_workload::TaskSpec>>, String> {
+    let rank = rt.rank() as usize;
+    let keys: Vec<u64> = owned[rank].iter().map(|t| t.global).collect();
+    let moves = rt.repartition_plan(&keys).map_err(|e| e.to_string())?;
+    let blob: Vec<u8> = moves
+        .iter()
+        .flat_map(|m| m.key.to_le_bytes().into_iter().chain(m.to.to_le_bytes()))
+        .collect();
+    let all = rt.all_gather(&blob).map_err(|e| e.to_string())?;
+    for (from, b) in all.iter().enumerate() {
+        if b.len() % 12 != 0 || from >= owned.len() {
+            return Err(format!("rank {from} sent a malformed repartition plan"));
+        }
+        for m in b.chunks_exact(12) {
+            let key = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
+            let to = u32::from_le_bytes(m[8..].try_into().expect("4 bytes")) as usize;
+            if to >= owned.len() || to.abs_diff(from) != 1 {
+                return Err(format!("rank {from} planned a move to rank {to}"));
+            }
+            let i = owned[from]
+                .iter()
+                .position(|t| t.global == key)
+                .ok_or_else(|| format!("rank {from} planned to move task {key} it does not own"))?;
+            let t = owned[from].remove(i);
+            owned[to].push(t);
+        }
+    }
+    for (r, list) in owned.iter_mut().enumerate() {
+        list.sort_by_key(|t| t.global);
+        for (i, t) in list.iter_mut().enumerate() {
+            t.owner = r as u32;
+            t.index = i as u32;
+        }
+    }
+    Ok(owned)
 }
 
 /// One epoch on one rank: its tasks (`all`, this epoch's workload) run and verified;
@@ -83,8 +134,19 @@ fn epoch_main(
         .iter()
         .map(|t| (0, dlb::task_payload(plan, t, per_round)))
         .collect();
+    // A task's key is its number in the workload: it follows the task if --repartition
+    // hands it to another rank.
+    let keyed: Vec<TaskIn> = mine
+        .iter()
+        .zip(&tasks)
+        .map(|(t, (kind, payload))| TaskIn {
+            key: t.global,
+            kind: *kind,
+            payload: payload.clone(),
+        })
+        .collect();
     let out = rt
-        .run_epoch(tasks.clone())
+        .run_epoch_keyed(keyed)
         .map_err(|e| format!("rank {rank}, epoch {epoch}: {e}"))?;
     // Verification: every result against a sequential recomputation (not timed).
     let mut bad = None;

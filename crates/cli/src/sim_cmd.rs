@@ -285,6 +285,11 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     if a.check {
         return run_check(&a);
     }
+    if a.bench.repartition.is_some() {
+        return Err(UsageError(
+            "--repartition is applied by dlb-bench only: the simulator does not move ownership between epochs yet".into(),
+        ));
+    }
     let model = model(&a)?;
     let faults = parse_faults(&a)?;
     if a.real_tasks && a.bench.calibration.is_none() {

@@ -132,6 +132,11 @@ pub struct BenchArgs {
     /// on,off to run each balancer both ways side by side.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     pub diffusion: Vec<Switch>,
+    /// Every K epochs, hand tasks for good to rank-string neighbours as the runtime's
+    /// repartition plan says (RankDLB's step 4: what a solver would do with its cells);
+    /// ownership changes from the next epoch on (dlb-bench only).
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub repartition: Option<u32>,
     /// Task counts per rank for `--distribution file` (COUNT or RANK COUNT per line).
     #[arg(long, value_name = "FILE")]
     pub counts: Option<std::path::PathBuf>,
@@ -267,6 +272,8 @@ pub struct Report {
     pub drift: f64,
     /// Diffusion before stealing was asked for.
     pub diffusion: bool,
+    /// Repartition every this many epochs (0: never).
+    pub repartition: u32,
     pub resolution_s: f64,
     pub ideal_s: f64,
     pub ranks: u32,
@@ -1051,6 +1058,9 @@ pub fn check_args(args: &BenchArgs) {
     if args.epochs == Some(0) {
         fail(2, "--epochs must be at least 1");
     }
+    if args.repartition == Some(0) {
+        fail(2, "--repartition must be at least 1 (epochs between plans)");
+    }
     if let Some(d) = args.drift
         && !(d.is_finite() && (0.0..1.0).contains(&d))
     {
@@ -1218,6 +1228,7 @@ pub fn report(
         epochs: plan.epochs,
         drift: plan.drift,
         diffusion: run.diffusion,
+        repartition: run.args.repartition.unwrap_or(0),
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
