@@ -87,6 +87,21 @@ fn dlb(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// A `--json` run that must succeed: its JSON lines.
+fn dlb_json(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = dlb(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[test]
 fn dlb_bench_verifies_and_shows_the_imbalance() {
     // Every balancer in one run, side by side: one JSON line each, in order.
@@ -280,7 +295,7 @@ fn dlb_bench_plots_and_sweeps() {
 fn dlb_bench_time_steps_report_and_verify_every_epoch() {
     // Three epochs, the bimodal front moving 5% of the tasks per epoch: three rows per
     // run, each verified (every result of every epoch recomputed), with the new keys.
-    let out = dlb(&[
+    let rows = dlb_json(&[
         "--ranks",
         "3",
         "--tasks",
@@ -299,17 +314,7 @@ fn dlb_bench_time_steps_report_and_verify_every_epoch() {
         "smallworld,none",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(rows.len(), 6, "3 epochs x 2 runs:\n{text}");
+    assert_eq!(rows.len(), 6, "3 epochs x 2 runs: {rows:?}");
     // `none` runs first, so the other run reports its speed-up over it, epoch by epoch.
     for (i, r) in rows.iter().enumerate() {
         let (balancer, epoch) = (["none", "smallworld"][i / 3], (i % 3) as u64);
@@ -415,7 +420,7 @@ fn dlb_bench_chem_profile_and_epoch_plots() {
     let dir = std::env::temp_dir().join(format!("titus-dlb-epochs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // The chem profile at 2 ranks, cut short: its costs, ownership, epochs and drift.
-    let out = dlb(&[
+    let rows = dlb_json(&[
         "--ranks",
         "2",
         "--profile",
@@ -428,16 +433,6 @@ fn dlb_bench_chem_profile_and_epoch_plots() {
         "--plot",
         dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(rows.len(), 2);
     let r = &rows[0];
     assert_eq!(r["cost"], "bimodal");
@@ -479,7 +474,7 @@ fn dlb_bench_chem_profile_and_epoch_plots() {
 /// deterministic) evens out; the simulator refuses the flag.
 #[test]
 fn dlb_bench_repartition_evens_out_ownership() {
-    let out = dlb(&[
+    let rows = dlb_json(&[
         "--ranks",
         "4",
         "--tasks",
@@ -497,16 +492,6 @@ fn dlb_bench_repartition_evens_out_ownership() {
         "--json",
         "--no-progress",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(rows.len(), 4);
     let max_owned = |r: &serde_json::Value| {
         r["owned_s"]

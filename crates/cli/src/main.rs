@@ -52,22 +52,6 @@ impl<E: std::fmt::Display> From<E> for UsageError {
     }
 }
 
-/// clap's message on one line: its error text and hints, without the usage block.
-fn one_line(e: &clap::Error) -> String {
-    let rendered = e.render().to_string();
-    let mut parts = Vec::new();
-    for line in rendered.lines() {
-        let line = line.trim();
-        if line.starts_with("Usage:") || line.starts_with("For more information") {
-            break;
-        }
-        if !line.is_empty() {
-            parts.push(line.trim_start_matches("error:").trim());
-        }
-    }
-    parts.join(" ")
-}
-
 fn main() -> ExitCode {
     titus_workload::quiet_broken_pipe();
     let cli = match Cli::try_parse() {
@@ -85,7 +69,7 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
-                    eprintln!("titus: error: {}", one_line(&e));
+                    eprintln!("titus: error: {}", titus_workload::dlb::clap_error_line(&e));
                     ExitCode::from(2)
                 }
             };

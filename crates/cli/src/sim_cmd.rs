@@ -123,13 +123,15 @@ struct Simulated {
     wall_s: f64,
 }
 
-fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Simulated, String> {
+fn simulate(
+    a: &SimArgs,
+    run: &Run,
+    plan: &dlb::Plan,
+    model: &Model,
+    faults: &Faults,
+) -> Result<Simulated, String> {
     let ranks = run.args.ranks;
-    if ranks == 0 {
-        return Err("--ranks must be at least 1".into());
-    }
-    let plan = dlb::plan(&run.args, ranks);
-    let mut cfg = dlb::config(run, ranks, &plan);
+    let mut cfg = dlb::config(run, ranks, plan);
     cfg.overlay.ranks = ranks;
     let base = titus_workload::generate(&plan.spec)?;
     let epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
@@ -165,7 +167,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
                         .map(|t| SimTask {
                             cost_ns: (t.cost * 1e9) as u64,
                             payload: match real {
-                                Some(per_round) => dlb::task_payload(&plan, t, per_round),
+                                Some(per_round) => dlb::task_payload(plan, t, per_round),
                                 None => t.global.to_le_bytes().to_vec(),
                             },
                         })
@@ -197,7 +199,7 @@ fn simulate(a: &SimArgs, run: &Run, model: &Model, faults: &Faults) -> Result<Si
     let mut reports = Vec::new();
     for (e, (outcome, all)) in per_epoch.zip(&epochs).enumerate() {
         let figs = figures(outcome, w, scale, run.args.plot.is_some());
-        reports.push(dlb::report(run, &plan, e as u32, all, &figs, calibration));
+        reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
     }
     Ok(Simulated {
         reports,
@@ -302,21 +304,23 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     // Before any run: every sweep point must fit in memory. Measured: 100,000 simulated
     // ranks peaked at 6.96 GiB (~70 KiB a rank with its events, segments and overlay
     // rows), plus a task's record and events.
+    let mut plans = Vec::with_capacity(runs.len());
     for run in &runs {
         let ranks = run.args.ranks;
         if ranks == 0 {
             return Err(UsageError("--ranks must be at least 1".into()));
         }
-        let tasks = dlb::plan(&run.args, ranks.max(1)).spec.tasks;
+        let plan = dlb::plan(&run.args, ranks);
         crate::limits::check_fits(
             &format!("simulating {ranks} ranks"),
             u64::from(ranks)
                 .saturating_mul(72 << 10)
-                .saturating_add(tasks.saturating_mul(96)),
+                .saturating_add(plan.spec.tasks.saturating_mul(96)),
         )?;
+        plans.push(plan);
     }
-    for run in runs {
-        let s = simulate(&a, &run, &model, &faults).map_err(|e| {
+    for (run, plan) in runs.into_iter().zip(&plans) {
+        let s = simulate(&a, &run, plan, &model, &faults).map_err(|e| {
             // An invariant that failed is a bug, not bad input: say so and exit 1.
             eprintln!("titus sim: error: {e}");
             std::process::exit(1)

@@ -18,17 +18,13 @@ use std::process::Command;
 ///    so the signal will never come), fail the spawn instead of running orphaned.
 pub fn die_with_parent(cmd: &mut Command, signal: Signal) {
     let parent: Pid = getpid();
-    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
-    // work is allowed: it makes two system calls (prctl, getppid) through rustix, which
-    // allocate nothing and take no lock, and builds an io::Error from an ErrorKind (no
-    // allocation) on failure.
-    unsafe {
-        cmd.pre_exec(move || {
-            set_parent_process_death_signal(Some(signal))?;
-            if getppid() != Some(parent) {
-                return Err(io::ErrorKind::BrokenPipe.into());
-            }
-            Ok(())
-        });
-    }
+    let hook = move || {
+        set_parent_process_death_signal(Some(signal))?;
+        if getppid() != Some(parent) {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work is allowed: two system calls (prctl, getppid) through rustix, no allocation, no lock; its error is built from an ErrorKind (no allocation).
+    unsafe { cmd.pre_exec(hook) };
 }

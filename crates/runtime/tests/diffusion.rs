@@ -3,21 +3,12 @@
 //! neighbours before stealing — every result exactly once and right, under every steal
 //! protocol and work sharing; duplicate keys fail every rank before anything runs.
 
+mod common;
+
+use common::checksum;
 use std::time::Duration;
 use titus_fabric::mem::MemOptions;
 use titus_runtime::{Balancing, CoreError, Protocol, Runtime, RuntimeConfig, RuntimeError, TaskIn};
-
-/// Iterated hashing of the payload, `rounds` times (the first four bytes).
-fn checksum(payload: &[u8]) -> Vec<u8> {
-    let rounds = u32::from_le_bytes(payload[..4].try_into().unwrap());
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for _ in 0..rounds {
-        for &b in payload {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h.to_le_bytes().to_vec()
-}
 
 fn config(balancing: Balancing, protocol: Protocol, ranks: u32) -> RuntimeConfig {
     let mut cfg = RuntimeConfig {

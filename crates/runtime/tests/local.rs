@@ -3,21 +3,12 @@
 //! plain, a delayed (seeded) and a software-progress fabric; failures surface on every
 //! rank.
 
+mod common;
+
+use common::checksum;
 use std::time::Duration;
 use titus_fabric::mem::{DelayModel, MemOptions};
 use titus_runtime::{Balancing, Protocol, Runtime, RuntimeConfig, RuntimeError};
-
-/// A task with real work: iterated hashing of the payload, `rounds` times.
-fn checksum(payload: &[u8]) -> Vec<u8> {
-    let rounds = u32::from_le_bytes(payload[..4].try_into().unwrap());
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for _ in 0..rounds {
-        for &b in payload {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h.to_le_bytes().to_vec()
-}
 
 fn task(owner: u32, i: u32, rounds: u32) -> (u16, Vec<u8>) {
     let mut p = rounds.to_le_bytes().to_vec();

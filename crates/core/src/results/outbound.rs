@@ -125,6 +125,35 @@ pub(crate) fn max_record(cfg: &Config) -> usize {
 
 /// Walks a chunk body: the length of the longest record prefix that fits in `limit`, and
 /// how many records it holds.
+/// Moves the first records of `buf` that fit a chunk into OUTBOX `slot` as a chunk with
+/// `magic`; returns the chunk's length and how many records it holds.
+fn launch(
+    mem: &dyn Memory,
+    chunk_bytes: u64,
+    slot: u32,
+    magic: u32,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> (u64, u32) {
+    let (bytes, count) = cut(buf, limit);
+    let len = assemble(mem, chunk_bytes, slot, magic, count, &buf[..bytes]);
+    buf.drain(..bytes);
+    (len, count)
+}
+
+/// Step 1 of a chunk of `len` bytes to next hop `hop` (rank `peer`): reserve room for it
+/// in that rank's inbox.
+fn reserve<P: From<Pending>>(cx: &mut Ctx<P>, peer: Rank, hop: usize, len: u64) {
+    cx.issue(
+        Op::FetchAdd {
+            peer,
+            remote: Loc::new(seg::INBOX, RESERVED),
+            delta: len,
+        },
+        Pending::Reserve { hop },
+    );
+}
+
 fn cut(body: &[u8], limit: usize) -> (usize, u32) {
     let (mut at, mut n) = (0usize, 0u32);
     while at + layout::RECORD_HEADER <= body.len() {
@@ -265,14 +294,7 @@ impl Outbound {
                         busy: true,
                         ..f
                     });
-                    cx.issue(
-                        Op::FetchAdd {
-                            peer,
-                            remote: Loc::new(seg::INBOX, RESERVED),
-                            delta: f.len,
-                        },
-                        Pending::Reserve { hop: h },
-                    );
+                    reserve(cx, peer, h, f.len);
                     continue;
                 }
                 Some(_) => continue,
@@ -283,17 +305,15 @@ impl Outbound {
                 let Some(slot) = self.free.pop() else {
                     continue; // Every slot in flight: a completion frees one.
                 };
-                let (bytes, count) = cut(&o.pushed, limit);
-                debug_assert!(count > 0, "a pushed task's record fits a chunk");
-                let len = assemble(
+                let (len, count) = launch(
                     mem,
                     cx.cfg.chunk_bytes,
                     slot,
                     layout::TASK_CHUNK_MAGIC,
-                    count,
-                    &o.pushed[..bytes],
+                    &mut o.pushed,
+                    limit,
                 );
-                o.pushed.drain(..bytes);
+                debug_assert!(count > 0, "a pushed task's record fits a chunk");
                 o.pushed_count -= count;
                 o.flight = Some(Flight {
                     len,
@@ -302,14 +322,7 @@ impl Outbound {
                     busy: true,
                     tasks: true,
                 });
-                cx.issue(
-                    Op::FetchAdd {
-                        peer,
-                        remote: Loc::new(seg::INBOX, RESERVED),
-                        delta: len,
-                    },
-                    Pending::Reserve { hop: h },
-                );
+                reserve(cx, peer, h, len);
                 continue;
             }
             if o.count == 0 {
@@ -325,16 +338,14 @@ impl Outbound {
                 continue; // Every slot in flight: a completion frees one.
             };
             // Assemble the chunk in OUTBOX (step 1 reserves room for it).
-            let (bytes, count) = cut(&o.body, limit);
-            let len = assemble(
+            let (len, count) = launch(
                 mem,
                 cx.cfg.chunk_bytes,
                 slot,
                 layout::CHUNK_MAGIC,
-                count,
-                &o.body[..bytes],
+                &mut o.body,
+                limit,
             );
-            o.body.drain(..bytes);
             o.count -= count;
             o.first = (o.count > 0).then_some(now);
             o.flight = Some(Flight {
@@ -345,14 +356,7 @@ impl Outbound {
                 tasks: false,
             });
             // Step 1: reserve room in the next hop's inbox.
-            cx.issue(
-                Op::FetchAdd {
-                    peer,
-                    remote: Loc::new(seg::INBOX, RESERVED),
-                    delta: len,
-                },
-                Pending::Reserve { hop: h },
-            );
+            reserve(cx, peer, h, len);
         }
         // Keep the hops that still hold records or a chunk in flight (nothing is buffered
         // during the scan).
