@@ -21,10 +21,9 @@
 //!    smaller load, α·(L_i − L_j) with α = 1/(deg + 1), deg the number of diffusion
 //!    neighbours. Σ flows ≤ deg/(deg+1)·(L_i − min L_j) < L_i, so a rank never gives away
 //!    more than its excess; with two ranks one round halves the difference.
-//! 5. **Push** ([`pick`]): the giver takes tasks from the back of its list (what it would
-//!    share; workers run from the front) whose predicted costs add up to about the flow —
-//!    a task is taken while the sum stays below the flow minus half the task's cost — and
-//!    sends them as a chunk of tasks through the results channel (the receiver's INBOX:
+//! 5. **Push** ([`pick`]): the giver takes tasks spread over its whole list whose
+//!    predicted costs add up to about the flow — the same fraction of every region, so a
+//!    cost field that moved since it was measured is still split fairly — and sends them as a chunk of tasks through the results channel (the receiver's INBOX:
 //!    reservation, gathered write, CHUNK signal, the same backpressure). The receiver
 //!    decodes it (bounds-checked) and appends the tasks to its queue, from where its
 //!    workers run them or it shares them on. A task is at every moment in exactly one
@@ -145,35 +144,71 @@ pub(crate) fn flows(mine: u64, loads: &[(Rank, u64)], deg: usize) -> Vec<(Rank, 
     f
 }
 
-/// Takes tasks from the back of `tasks` (with their predictions in `costs`, unknown ones
-/// already at the mean) whose costs add up to about `flow` (step 5): a task is taken while
-/// the sum so far plus half its cost stays below the flow. Stops at a task whose record
-/// would not fit a chunk (`max_record` bytes), and always leaves one task.
+/// Takes tasks spread over the whole of `tasks` (with their predictions in `costs`,
+/// unknown ones already at the mean) whose costs add up to about `flow` (step 5): walking
+/// from the back, each task adds its share of the flow (flow × cost / the tasks' total) to
+/// what is owed, and a task is taken once the owed amount reaches half its cost. Where
+/// predictions are right the sum is the flow within half a task; where they are locally
+/// even — a cost field that moved since it was measured, as a flame front does between
+/// steps — the same fraction of every region is taken, so the pushed work is that
+/// fraction of the real load wherever the dear tasks now are (taking the back of the list
+/// would push the region the front moved into, predicted cheap, or none of it). Skips
+/// tasks whose record would not fit a chunk (`max_record` bytes), and always leaves one
+/// task.
 pub(crate) fn pick(
     tasks: &mut Vec<Task>,
     costs: &mut Vec<u64>,
     flow: u64,
     max_record: usize,
 ) -> Vec<PushedTask> {
-    let mut sum = 0u64;
-    let mut out = Vec::new();
-    while tasks.len() > 1 {
-        let (Some(t), Some(&c)) = (tasks.last(), costs.last()) else {
-            break;
-        };
-        if sum.saturating_add(c / 2) >= flow || layout::record_len(t.payload.len()) > max_record {
+    let fits = |t: &Task| layout::record_len(t.payload.len()) <= max_record;
+    let total: u128 = tasks
+        .iter()
+        .zip(costs.iter())
+        .filter(|(t, _)| fits(t))
+        .map(|(_, &c)| u128::from(c))
+        .sum();
+    if flow == 0 || total == 0 || tasks.len() <= 1 {
+        return Vec::new();
+    }
+    let (flow, total) = (u128::from(flow) as i128, total as i128);
+    let max_out = tasks.len() - 1;
+    // Owed work, scaled by `total` (no rounding): + flow × c per task, − total × c per take.
+    let mut owed: i128 = 0;
+    let mut take = vec![false; tasks.len()];
+    let mut taken = 0usize;
+    for i in (0..tasks.len()).rev() {
+        if taken == max_out {
             break;
         }
-        sum = sum.saturating_add(c);
-        costs.pop();
-        let task = tasks.pop().expect("checked above");
-        out.push(PushedTask {
-            task,
-            predicted_ns: c,
-        });
+        if !fits(&tasks[i]) {
+            continue;
+        }
+        let c = i128::from(costs[i]);
+        owed += flow * c;
+        if 2 * owed >= total * c {
+            owed -= total * c;
+            take[i] = true;
+            taken += 1;
+        }
     }
-    // In queue order (the receiver runs them front first).
-    out.reverse();
+    let mut out = Vec::with_capacity(taken);
+    let mut keep_tasks = Vec::with_capacity(tasks.len() - taken);
+    let mut keep_costs = Vec::with_capacity(tasks.len() - taken);
+    for ((task, c), t) in tasks.drain(..).zip(costs.drain(..)).zip(take) {
+        if t {
+            // In queue order (the receiver runs them front first).
+            out.push(PushedTask {
+                task,
+                predicted_ns: c,
+            });
+        } else {
+            keep_tasks.push(task);
+            keep_costs.push(c);
+        }
+    }
+    *tasks = keep_tasks;
+    *costs = keep_costs;
     out
 }
 
@@ -235,9 +270,9 @@ mod tests {
         let p = plan(&mut t, &[100; 10], &[(1, 200)], 1, 1 << 10);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].0, 1);
-        // (1000 − 200) / 2 = 400: four tasks from the back, in queue order.
+        // (1000 − 200) / 2 = 400: four tasks spread over the list, in queue order.
         let idx: Vec<u32> = p[0].1.iter().map(|x| x.task.index).collect();
-        assert_eq!(idx, [6, 7, 8, 9]);
+        assert_eq!(idx, [1, 3, 6, 8]);
         assert_eq!(t.len(), 6);
         assert!(p[0].1.iter().all(|x| x.predicted_ns == 100));
     }
@@ -266,6 +301,51 @@ mod tests {
         let mut t = tasks(3);
         let mut c = vec![10; 3];
         assert!(pick(&mut t, &mut c, 1_000, 8).is_empty(), "records too big");
+    }
+
+    #[test]
+    fn pick_is_exact_where_predictions_are_right() {
+        // Bimodal costs, known exactly: the pushed sum is the flow within half a task.
+        let costs: Vec<u64> = (0..200u64)
+            .map(|i| if i % 7 == 3 { 500 } else { 10 })
+            .collect();
+        let total: u64 = costs.iter().sum();
+        let mut t = tasks(200);
+        let mut c = costs.clone();
+        let got = pick(&mut t, &mut c, total / 3, 1 << 10);
+        let sum: u64 = got.iter().map(|x| x.predicted_ns).sum();
+        assert!(sum.abs_diff(total / 3) <= 250, "{sum} vs {}", total / 3);
+        assert_eq!(t.len() + got.len(), 200);
+        assert_eq!(c.len(), t.len());
+        let mut seen: Vec<u32> = t
+            .iter()
+            .chain(got.iter().map(|x| &x.task))
+            .map(|x| x.index)
+            .collect();
+        seen.sort_unstable();
+        assert!(seen.iter().copied().eq(0..200), "every task once");
+    }
+
+    #[test]
+    fn pick_splits_a_front_that_moved_since_it_was_measured() {
+        // Predicted: tasks 10..20 dear (last step's front); now: tasks 30..40 are. Half the
+        // predicted load is asked for; the real pushed work must be about half the real
+        // load, wherever the front went.
+        let dear = |r: std::ops::Range<u64>| -> Vec<u64> {
+            (0..100u64)
+                .map(|i| if r.contains(&i) { 1_000 } else { 10 })
+                .collect()
+        };
+        let (pred, real) = (dear(10..20), dear(30..40));
+        let mut t = tasks(100);
+        let mut c = pred.clone();
+        let got = pick(&mut t, &mut c, pred.iter().sum::<u64>() / 2, 1 << 10);
+        let pushed: u64 = got.iter().map(|x| real[x.task.index as usize]).sum();
+        let all: u64 = real.iter().sum();
+        assert!(
+            (pushed as f64 / all as f64 - 0.5).abs() < 0.1,
+            "pushed {pushed} of {all}"
+        );
     }
 
     #[test]

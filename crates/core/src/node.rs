@@ -450,6 +450,12 @@ impl Node {
             && (self.owner.is_sharing(&self.queue, &self.cx.cfg) || self.share.is_master(&self.cx))
     }
 
+    /// Whether this rank waits for another's answer (a steal is under way): a driver
+    /// polling a fabric keeps its naps short then.
+    pub fn awaits_remote(&self) -> bool {
+        self.running && !self.term.is_done() && self.failed.is_none() && self.thief.is_stealing()
+    }
+
     /// Whether commands wait to be polled.
     pub fn has_commands(&self) -> bool {
         self.cx.has_commands()

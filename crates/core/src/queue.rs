@@ -1,10 +1,21 @@
 //! A rank's queue of tasks: its workers run it from the front, its owner side shares
-//! from the back (half of it, at most the shared capacity, never leaving fewer than
-//! `min_private`), and stolen or reclaimed tasks join it at the back.
+//! half of it (at most the shared capacity, never leaving fewer than `min_private`),
+//! taken evenly spread over the queue's back part, and stolen or reclaimed tasks join it
+//! at the back.
+//!
+//! Why spread: a solver's cells come in space order and its dear ones bunch together (a
+//! flame front). Half of the queue by count taken from the back can hold all of the dear
+//! work or none of it, and halving then ping-pongs small batches for the rest of the
+//! epoch; every other task holds about half of the work wherever the front lies, without
+//! knowing any cost.
 
 use crate::Config;
 use crate::layout::Task;
 use std::collections::VecDeque;
+
+/// The queue's back part that sharing spreads over (beyond it, twice the tasks shared),
+/// which bounds a share's work to O(max(k, this)).
+pub(crate) const SPREAD_WINDOW: usize = 1 << 14;
 
 /// Tasks to run or share, and whether the workers found it empty.
 #[derive(Debug, Default)]
@@ -45,10 +56,29 @@ impl Queue {
         self.tasks.drain(..n).collect()
     }
 
-    /// `k` (≤ `len()`) tasks from the back, in queue order.
-    pub(crate) fn take_back(&mut self, k: usize) -> Vec<Task> {
-        let at = self.tasks.len() - k;
-        self.tasks.split_off(at).into()
+    /// `k` (≤ `len()`) tasks evenly spread over the back part of the queue — all of it
+    /// up to [`SPREAD_WINDOW`] tasks, else the back `max(2k, SPREAD_WINDOW)` — in queue
+    /// order: task i of that part goes when ⌊(i+1)·k/w⌋ steps, so the part's last task
+    /// goes and, for k < w, its first stays (half of the queue: every other task, the
+    /// front one kept for the workers).
+    pub(crate) fn take_spread(&mut self, k: usize) -> Vec<Task> {
+        let q = self.tasks.len();
+        let k = k.min(q);
+        if k == 0 {
+            return Vec::new();
+        }
+        let w = q.min((2 * k).max(SPREAD_WINDOW));
+        let part = self.tasks.split_off(q - w);
+        let mut out = Vec::with_capacity(k);
+        for (i, t) in part.into_iter().enumerate() {
+            let step = |j: usize| (j as u128 * k as u128) / w as u128;
+            if step(i + 1) > step(i) {
+                out.push(t);
+            } else {
+                self.tasks.push_back(t);
+            }
+        }
+        out
     }
 
     /// Tasks join at the back.
@@ -71,7 +101,30 @@ mod tests {
     }
 
     #[test]
-    fn shares_half_from_the_back_within_the_limits() {
+    fn spreads_what_it_shares() {
+        let mut q = Queue::default();
+        q.start((0..10).map(task).collect());
+        let got: Vec<u32> = q.take_spread(5).iter().map(|t| t.index).collect();
+        assert_eq!(got, [1, 3, 5, 7, 9], "every other task, the front one kept");
+        let left: Vec<u32> = q.take_front(10).iter().map(|t| t.index).collect();
+        assert_eq!(left, [0, 2, 4, 6, 8]);
+        // A long queue: only the back window, twice the tasks shared at least.
+        let n = SPREAD_WINDOW + 100;
+        q.start((0..n as u32).map(task).collect());
+        let got = q.take_spread(3);
+        assert_eq!(got.len(), 3);
+        assert!(
+            got.iter().all(|t| t.index as usize >= 100),
+            "within the back window"
+        );
+        assert_eq!(q.len(), n - 3);
+        assert_eq!(q.take_spread(0).len(), 0);
+        q.start((0..4).map(task).collect());
+        assert_eq!(q.take_spread(9).len(), 4, "at most what there is");
+    }
+
+    #[test]
+    fn shares_half_within_the_limits() {
         let cfg = Config {
             min_private: 3,
             shared_capacity: 2,
@@ -81,8 +134,8 @@ mod tests {
         q.start((0..5).map(task).collect());
         // Half of 5 is 2, 5 − 3 private is 2, the capacity 2.
         assert_eq!(q.shareable(&cfg), 2);
-        let back = q.take_back(2);
-        assert_eq!(back.iter().map(|t| t.index).collect::<Vec<_>>(), [3, 4]);
+        let back = q.take_spread(2);
+        assert_eq!(back.iter().map(|t| t.index).collect::<Vec<_>>(), [2, 4]);
         assert_eq!(q.shareable(&cfg), 0, "3 tasks stay private");
         assert_eq!(q.take_front(2).len(), 2);
         q.extend(back);

@@ -239,7 +239,7 @@ impl Owner {
                     }
                     return Ok(());
                 }
-                let tasks = queue.take_back(k);
+                let tasks = queue.take_spread(k);
                 area.write(mem, region, &tasks);
                 self.claim_swap(cx, self.word, tasks);
             }
@@ -399,7 +399,7 @@ impl Owner {
     /// With the lock held: fills region 0 with a share of the queue and sets the count.
     fn publish_locked<P>(&mut self, cx: &Ctx<P>, queue: &mut Queue, mem: &dyn Memory) {
         let k = queue.shareable(&cx.cfg);
-        let tasks = queue.take_back(k);
+        let tasks = queue.take_spread(k);
         self.area.write(mem, 0, &tasks);
         mem.write(Loc::new(seg::TASKS, tasks::COUNT), &word(k as u64));
         self.published = k > 0;
@@ -436,7 +436,7 @@ impl Owner {
         } else {
             queue.shareable(&cx.cfg)
         };
-        let tasks = queue.take_back(k);
+        let tasks = queue.take_spread(k);
         self.area.write(mem, 0, &tasks);
         let pieces = if k > 0 {
             vec![(

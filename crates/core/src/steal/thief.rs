@@ -155,6 +155,11 @@ impl Thief {
         self.last_ok = None;
     }
 
+    /// A steal is under way.
+    pub(crate) fn is_stealing(&self) -> bool {
+        self.attempt.is_some()
+    }
+
     /// New targets (work sharing: the master rotates).
     pub(crate) fn set_targets(&mut self, targets: Neighbours) {
         self.backoff = Backoff::new(&targets);
