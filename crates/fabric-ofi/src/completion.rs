@@ -22,6 +22,8 @@ use titus_ofi_sys as sys;
 /// quarter of the raw bandwidth with a 50 µs spin). The waiter has nothing else to do, so
 /// it spins through that, then blocks rather than burn the core.
 const SPIN: Duration = Duration::from_micros(300);
+/// Polled progress: nap caps up to this start at 10 µs after each event (ns).
+const SHORT_NAP_NS: u64 = 500_000;
 /// Longest single block in the completion queue, so waiters re-check their deadline.
 const BLOCK_SLICE_MS: i32 = 10;
 
@@ -382,8 +384,39 @@ impl OfiFabric {
             }
             let ms = (left.as_millis() as i32).clamp(1, 1000);
             match self.poller.try_lock() {
-                Ok(_token) => {
+                Ok(_token) if !self.caps.polled_progress => {
                     self.poll_once(ms)?;
+                }
+                Ok(token) => {
+                    // No wait object: poll once, then nap without the poller token, so a
+                    // worker between tasks can poll (`Fabric::poll`) and wake this nap.
+                    let got = self.poll_once(0)?;
+                    drop(token);
+                    if got > 0 {
+                        self.nap_ns.store(0, Ordering::Relaxed);
+                        continue;
+                    }
+                    // Short caps (the driver expects news) and this rank's own operations
+                    // in flight: 10 µs doubling to the cap, since a burst's next message
+                    // comes soon. Long caps (idle, or the workers poll): the whole cap.
+                    let cap = self.max_nap_ns.load(Ordering::Relaxed).max(1_000);
+                    let nap = if cap <= SHORT_NAP_NS || !lock(&self.state).inflight.is_empty() {
+                        let n = self.nap_ns.load(Ordering::Relaxed);
+                        (if n < 10_000 {
+                            10_000
+                        } else {
+                            n.saturating_mul(2)
+                        })
+                        .min(cap)
+                    } else {
+                        cap
+                    };
+                    self.nap_ns.store(nap, Ordering::Relaxed);
+                    self.sleep_unless(left.min(Duration::from_nanos(nap)), |st| {
+                        !st.signals.is_empty()
+                            || st.completions != seen
+                            || self.woken.load(Ordering::Acquire)
+                    });
                 }
                 Err(_) => {
                     // A waiter polls right now; sleep until it dispatches something.

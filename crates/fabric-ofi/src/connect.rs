@@ -39,17 +39,18 @@ impl OfiFabric {
         if let Some(&p) = config.peers.iter().find(|&&p| p >= size) {
             return Err(FabricError::NoSuchRank { rank: p, size });
         }
-        // The shim reads the idle nap's cap itself; a value it would ignore is an error.
-        if let Ok(v) = std::env::var("TITUS_PROGRESS_MAX_SLEEP_US")
-            && !v
-                .trim()
-                .parse::<u64>()
-                .is_ok_and(|us| (1..=1_000_000).contains(&us))
-        {
-            return Err(FabricError::Unsupported(format!(
-                "TITUS_PROGRESS_MAX_SLEEP_US='{v}': expected microseconds in 1..=1000000"
-            )));
-        }
+        // The idle nap's cap (the shim reads it too); a value it would ignore is an error.
+        let max_nap_us = match std::env::var("TITUS_PROGRESS_MAX_SLEEP_US") {
+            Err(_) => 1_000,
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(us) if (1..=1_000_000).contains(&us) => us,
+                _ => {
+                    return Err(FabricError::Unsupported(format!(
+                        "TITUS_PROGRESS_MAX_SLEEP_US='{v}': expected microseconds in 1..=1000000"
+                    )));
+                }
+            },
+        };
         // 1. Agree on a provider: every rank lists what it offers and its host.
         let offered = providers()?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -147,6 +148,7 @@ impl OfiFabric {
             coherent_atomics: false,
             target_progress: caps_bits & sys::TOFI_CAP_MANUAL_PROGRESS != 0,
             ordered_signal: caps_bits & sys::TOFI_CAP_ORDERED_SAW != 0,
+            polled_progress: caps_bits & sys::TOFI_CAP_CQ_WAIT == 0,
             addressing: if caps_bits & sys::TOFI_CAP_VIRT_ADDR != 0 {
                 Addressing::Virtual
             } else {
@@ -178,6 +180,8 @@ impl OfiFabric {
             has_deferred: std::sync::atomic::AtomicBool::new(false),
             woken: std::sync::atomic::AtomicBool::new(false),
             poller: Mutex::new(()),
+            nap_ns: AtomicU64::new(0),
+            max_nap_ns: AtomicU64::new(max_nap_us * 1_000),
             rendezvous: Mutex::new(None),
             connect_time: Duration::ZERO,
         };

@@ -39,6 +39,11 @@ pub struct OfiFabric {
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
     pub(crate) has_deferred: std::sync::atomic::AtomicBool,
     pub(crate) poller: Mutex<()>,
+    /// Polled progress (no wait object): the progress thread's current nap — 10 µs
+    /// doubling to the cap while nothing comes, for short caps or while this rank's own
+    /// operations are in flight; the whole cap otherwise — and the cap, ns.
+    pub(crate) nap_ns: AtomicU64,
+    pub(crate) max_nap_ns: AtomicU64,
     pub(crate) rendezvous: Mutex<Option<Box<dyn Exchange>>>,
     pub(crate) connect_time: Duration,
 }
@@ -356,7 +361,20 @@ impl Fabric for OfiFabric {
         lock(&self.state).done.take_own(out);
     }
 
+    fn poll(&self) {
+        if self.caps.polled_progress
+            && let Ok(_token) = self.poller.try_lock()
+        {
+            // An error here surfaces in the progress thread's next poll.
+            let _ = self.poll_once(0);
+        }
+    }
+
     fn set_progress_nap(&self, max: Duration) {
+        self.max_nap_ns.store(
+            max.as_nanos().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
         // SAFETY: a live handle; the shim stores the value atomically.
         unsafe {
             sys::tofi_set_max_nap(

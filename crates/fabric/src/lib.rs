@@ -240,6 +240,10 @@ pub struct Capabilities {
     pub target_progress: bool,
     /// A signal travels right behind its data, without waiting for the data's completion.
     pub ordered_signal: bool,
+    /// Progress must poll (the provider has no wait object, as libfabric's shm): workers
+    /// should call [`Fabric::poll`] between tasks, so the progress thread can nap long
+    /// instead of waking every few microseconds on a core a worker needs.
+    pub polled_progress: bool,
     /// How remote memory is addressed.
     pub addressing: Addressing,
     /// Who chooses memory keys.
@@ -414,6 +418,13 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// Operations of other threads stay for their own `test`/`wait`/drain: a driver that
     /// drains never takes a completion another thread waits for.
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>);
+
+    /// Drives progress once without blocking, unless another thread polls right now —
+    /// for backends whose progress must poll ([`Capabilities::polled_progress`]): a
+    /// worker calls it between tasks, so remote operations on this rank and signals to it
+    /// are served within a task's length while the progress thread naps. What it finds
+    /// wakes a [`Fabric::progress`] call as any arrival does. Others do nothing.
+    fn poll(&self) {}
 
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
     /// the longest nap of an idle progress thread between polls. Remote operations on

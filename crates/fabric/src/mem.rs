@@ -105,6 +105,7 @@ pub fn world(
         coherent_atomics: true,
         target_progress: options.software_progress,
         ordered_signal: true,
+        polled_progress: false,
         addressing: Addressing::Offset,
         keys: KeyMode::None,
     };

@@ -133,6 +133,7 @@ pub(crate) fn run(sh: &Shared) {
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
     let mut signals = Vec::new();
     let mut short_naps = false;
+    let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
         {
@@ -205,7 +206,7 @@ pub(crate) fn run(sh: &Shared) {
             }
         });
         // 3. Feed the node; fire timers; decide how long to wait.
-        let wait = {
+        let (wait, done) = {
             let mut node = sh.lock_node();
             let now = sh.now();
             for (t, r) in results.drain(..) {
@@ -232,20 +233,31 @@ pub(crate) fn run(sh: &Shared) {
                 .store(now.plus(wait).0, Ordering::Release);
             // Where the fabric must poll (shm), nap briefly only while others operate on
             // this rank (it shares work) or this rank waits for its own operations.
-            let short = node.expects_remote_ops() || !inflight.is_empty();
+            // While every worker runs tasks they poll between them (polled progress):
+            // then only this rank's own operations need short naps.
+            let workers_poll = polled
+                && sh.epoch_running.load(Ordering::Acquire)
+                && sh.idle_workers.load(Ordering::Acquire) == 0;
+            let short = (node.expects_remote_ops() && !workers_poll)
+                || node.awaits_remote()
+                || !inflight.is_empty();
             if short != short_naps {
                 short_naps = short;
                 fabric.set_progress_nap(if short { sh.cfg.epoch_nap } else { IDLE_NAP });
             }
-            wait
+            (wait, node.is_done())
         };
-        sh.cv.notify_all();
+        sh.wake_workers();
+        if done {
+            sh.done_cv.notify_all();
+        }
         // 4. Block until anything happens.
         if let Err(e) = fabric.progress(wait, &mut signals) {
             let mut node = sh.lock_node();
             node.fail_from_driver(format!("fabric progress failed: {e}"));
             drop(node);
             sh.cv.notify_all();
+            sh.done_cv.notify_all();
             std::thread::sleep(Duration::from_millis(10));
         }
     }
