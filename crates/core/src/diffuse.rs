@@ -2,7 +2,7 @@
 //! costs its tasks had last time, and pushes batches downhill to its neighbours before
 //! its workers start; stealing then repairs what the prediction missed.
 //!
-//! 1. **History** ([`CostHistory`], kept by the driver across epochs): each task's
+//! 1. **History** ([`crate::CostHistory`], kept by the driver across epochs): each task's
 //!    measured cost comes home with its result (`layout::ResultRecord::cost_ns`); the
 //!    owner remembers the last cost per task key (a caller-given 64-bit identity, or the
 //!    task's index). Keys that vanish drop out; new keys have no history (prediction 0).
@@ -35,63 +35,12 @@
 //! (`steal_below` = 0: no balancing at all). An epoch without predictions (every first
 //! epoch) pushes nothing: single-epoch traces carry no diffusion traffic.
 
-use crate::fasthash::IntMap;
+use crate::Rank;
 use crate::layout::{self, PushedTask, Task};
 use crate::neighbours::Neighbours;
-use crate::{CoreError, Rank};
-
-/// The last measured cost of each task key, kept across epochs (step 1).
-#[derive(Debug, Clone, Default)]
-pub struct CostHistory {
-    last: IntMap<u64, u64>,
-}
-
-impl CostHistory {
-    /// Checks that `keys` holds no key twice (an epoch's task identities).
-    pub fn check_keys(keys: &[u64]) -> Result<(), CoreError> {
-        let mut seen: IntMap<u64, usize> = IntMap::default();
-        seen.reserve(keys.len());
-        for (i, &k) in keys.iter().enumerate() {
-            if let Some(&first) = seen.get(&k) {
-                return Err(CoreError::DuplicateKey {
-                    key: k,
-                    first: first as u32,
-                    second: i as u32,
-                });
-            }
-            seen.insert(k, i);
-        }
-        Ok(())
-    }
-
-    /// The predicted cost of each task of `keys`, ns (0: no history).
-    pub fn predict(&self, keys: &[u64]) -> Vec<u64> {
-        keys.iter()
-            .map(|k| self.last.get(k).copied().unwrap_or(0))
-            .collect()
-    }
-
-    /// Replaces the history with this epoch's measured costs (keys that did not run this
-    /// epoch drop out).
-    pub fn record(&mut self, keys: &[u64], costs_ns: &[u64]) {
-        self.last.clear();
-        self.last
-            .extend(keys.iter().copied().zip(costs_ns.iter().copied()));
-    }
-
-    /// Keys with a known cost.
-    pub fn len(&self) -> usize {
-        self.last.len()
-    }
-
-    /// Whether no key has a known cost.
-    pub fn is_empty(&self) -> bool {
-        self.last.is_empty()
-    }
-}
 
 /// The mean of the known (non-zero) predictions, if any is known.
-fn known_mean(predicted: &[u64]) -> Option<u64> {
+pub(crate) fn known_mean(predicted: &[u64]) -> Option<u64> {
     let (sum, n) = predicted
         .iter()
         .filter(|&&c| c > 0)
@@ -232,7 +181,12 @@ pub(crate) fn plan(
         .collect();
     flows(mine, loads, deg)
         .into_iter()
-        .map(|(r, f)| (r, pick(tasks, &mut costs, f, max_record)))
+        .map(|(r, f)| {
+            let mut b = pick(tasks, &mut costs, f, max_record);
+            // Dear first: the receiver runs them in this order, after its own.
+            b.sort_by_key(|t| std::cmp::Reverse(t.predicted_ns));
+            (r, b)
+        })
         .filter(|(_, b)| !b.is_empty())
         .collect()
 }
@@ -356,27 +310,5 @@ mod tests {
         assert_eq!(neighbours(&two, 1, 2), [0]);
         let row = Neighbours::List(vec![1, 4, 9]);
         assert_eq!(neighbours(&row, 0, 10), [1, 4, 9]);
-    }
-
-    #[test]
-    fn history_keeps_the_last_epoch_only_and_rejects_duplicates() {
-        let mut h = CostHistory::default();
-        assert_eq!(h.predict(&[1, 2]), [0, 0]);
-        h.record(&[1, 2], &[5, 7]);
-        assert_eq!(h.predict(&[2, 3]), [7, 0]);
-        h.record(&[2, 3], &[8, 9]);
-        assert_eq!(h.predict(&[1, 2, 3]), [0, 8, 9], "key 1 vanished");
-        assert_eq!(h.len(), 2);
-        let e = CostHistory::check_keys(&[4, 5, 4]).unwrap_err();
-        assert_eq!(
-            e,
-            CoreError::DuplicateKey {
-                key: 4,
-                first: 0,
-                second: 2
-            }
-        );
-        assert!(e.to_string().contains("key 4"), "{e}");
-        assert!(CostHistory::check_keys(&[1, 2, 3]).is_ok());
     }
 }

@@ -205,6 +205,9 @@ pub struct PushedTask {
 pub const CHUNK_MAGIC: u32 = 0x5452_4332; // "TRC2"
 /// Chunk header of a chunk of tasks pushed by diffusion ("TTK1").
 pub const TASK_CHUNK_MAGIC: u32 = 0x5454_4b31; // "TTK1"
+/// Chunk header of the last chunk of tasks one diffusion push sends to a neighbour
+/// ("TTKL"): its receiver may steal from the giver again.
+pub const TASK_CHUNK_LAST_MAGIC: u32 = 0x5454_4b4c; // "TTKL"
 /// Bytes of the chunk header.
 pub const CHUNK_HEADER: usize = 16;
 /// Bytes of a record header, result or task: owner (4), index (4), data length (4), hops
@@ -256,8 +259,13 @@ pub fn chunk_header(magic: u32, count: u32, body_len: usize) -> [u8; CHUNK_HEADE
 pub enum Chunk {
     /// Results, each with its hop count.
     Results(Vec<(ResultRecord, u32)>),
-    /// Tasks pushed by diffusion.
-    Tasks(Vec<PushedTask>),
+    /// Tasks pushed by diffusion; `last`: the push's last chunk.
+    Tasks {
+        /// The tasks.
+        tasks: Vec<PushedTask>,
+        /// No more tasks follow from this giver this epoch.
+        last: bool,
+    },
 }
 
 /// Parses a chunk written by rank `from`: every length is checked against the chunk and
@@ -277,7 +285,7 @@ pub fn decode_chunk(
     let magic = u32_at(chunk, 0);
     let (tasks, what, limit) = match magic {
         CHUNK_MAGIC => (false, "result", max_result),
-        TASK_CHUNK_MAGIC => (true, "pushed task", max_payload),
+        TASK_CHUNK_MAGIC | TASK_CHUNK_LAST_MAGIC => (true, "pushed task", max_payload),
         m => return Err(bad(format!("chunk with unknown magic {m:#010x}"))),
     };
     let count = u32_at(chunk, 4);
@@ -348,7 +356,10 @@ pub fn decode_chunk(
         return Err(bad(format!("trailing bytes after the last {what} record")));
     }
     Ok(if tasks {
-        Chunk::Tasks(pushed)
+        Chunk::Tasks {
+            tasks: pushed,
+            last: magic == TASK_CHUNK_LAST_MAGIC,
+        }
     } else {
         Chunk::Results(results)
     })
@@ -464,14 +475,23 @@ mod tests {
         chunk.extend_from_slice(&body);
         assert_eq!(
             decode_chunk(&chunk, 1, 4, 0, 8).unwrap(),
-            Chunk::Tasks(vec![PushedTask {
-                task: t.clone(),
-                predicted_ns: 777
-            }])
+            Chunk::Tasks {
+                tasks: vec![PushedTask {
+                    task: t.clone(),
+                    predicted_ns: 777
+                }],
+                last: false
+            }
         );
         assert!(
             decode_chunk(&chunk, 1, 4, 0, 4).is_err(),
             "payload over the limit"
+        );
+        let mut end = chunk.clone();
+        end[0..4].copy_from_slice(&TASK_CHUNK_LAST_MAGIC.to_le_bytes());
+        assert!(
+            matches!(decode_chunk(&end, 1, 4, 0, 8), Ok(Chunk::Tasks { last: true, ref tasks }) if tasks.len() == 1),
+            "the push's last chunk"
         );
         assert!(
             decode_chunk(&chunk, 1, 3, 0, 8).is_err(),

@@ -39,6 +39,7 @@ mod ctx;
 mod diffuse;
 mod error;
 pub mod fasthash;
+mod history;
 pub mod layout;
 mod neighbours;
 mod node;
@@ -52,8 +53,9 @@ mod steal;
 mod termination;
 
 pub use balancing::{Balancing, default_group_size};
-pub use diffuse::{CostHistory, predicted_load};
+pub use diffuse::predicted_load;
 pub use error::{CoreError, error_code};
+pub use history::CostHistory;
 pub use layout::{ResultRecord, Task};
 pub use node::{EpochResults, Node, Prediction};
 pub use share::Sharing;
@@ -256,6 +258,11 @@ pub struct Config {
     /// that predict less load (`diffuse.rs`). Off under `steal_below` = 0 (no balancing)
     /// whatever this says; an epoch without predictions pushes nothing.
     pub diffusion: bool,
+    /// Diffusion: how long a thief leaves alone a neighbour that predicted more load than
+    /// this rank — it is pushing tasks here — unless the push's last chunk arrives first;
+    /// each earlier chunk extends it by as much. A steal meanwhile takes half of what the
+    /// giver kept on top of what it sends, and that comes back by stealing.
+    pub push_wait: Duration,
 }
 
 impl Default for Config {
@@ -284,6 +291,7 @@ impl Default for Config {
             seed: 1,
             sharing: None,
             diffusion: true,
+            push_wait: Duration::from_millis(2),
         }
     }
 }

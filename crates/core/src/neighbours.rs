@@ -164,6 +164,20 @@ impl Backoff {
         }
     }
 
+    /// Target `i` is not probed before `until` (it is sending work here).
+    pub(crate) fn hold(&mut self, i: usize, until: Time, now: Time) {
+        let mut b = self.get(i);
+        b.0 = b.0.max(until);
+        self.set(i, b, now);
+    }
+
+    /// Target `i` is ready now, unless it was found empty (its backoff stands).
+    pub(crate) fn release(&mut self, i: usize) {
+        if self.entries.get(&(i as u32)).is_some_and(|b| b.1 == 0) {
+            self.entries.remove(&(i as u32));
+        }
+    }
+
     /// Target `i` was locked at `now`.
     pub(crate) fn locked(&mut self, i: usize, now: Time, cfg: &crate::Config) {
         let mut b = self.get(i);

@@ -114,6 +114,8 @@ pub struct Node {
     /// started it a little earlier already steals, routes and reports), replayed by
     /// `start_epoch`.
     early: Vec<(Rank, u64)>,
+    /// This epoch started from predictions (diffusion balanced it before any task ran).
+    balanced_start: bool,
 }
 
 impl Node {
@@ -179,6 +181,7 @@ impl Node {
             failed: None,
             aborted: false,
             early: Vec::new(),
+            balanced_start: false,
         })
     }
 
@@ -318,6 +321,7 @@ impl Node {
             self.thief.set_targets(targets);
         }
         let rank = cx.rank;
+        self.balanced_start = false;
         let mut tasks: Vec<Task> = tasks
             .into_iter()
             .enumerate()
@@ -332,6 +336,9 @@ impl Node {
             && diffusion
         {
             cx.stats.predicted_ns = diffuse::predicted_load(&p.costs_ns).unwrap_or(0);
+            // A rank whose own tasks were predicted, or that gets pushes (an empty one
+            // without either shares on what it steals, as before).
+            self.balanced_start = diffuse::known_mean(&p.costs_ns).is_some();
             // Only loads of diffusion neighbours count (a driver's extra entries do not).
             let loads: Vec<(Rank, u64)> = p
                 .neighbour_loads
@@ -339,6 +346,19 @@ impl Node {
                 .copied()
                 .filter(|(r, _)| neighbours.binary_search(r).is_ok())
                 .collect();
+            // Neighbours that predicted more push here: leave them alone until then.
+            if let Some(mine) = diffuse::predicted_load(&p.costs_ns)
+                && cx.cfg.sharing.is_none()
+            {
+                let givers: Vec<Rank> = loads
+                    .iter()
+                    .filter(|&&(_, l)| l > mine)
+                    .map(|&(r, _)| r)
+                    .collect();
+                self.balanced_start |= !givers.is_empty();
+                self.thief
+                    .hold_for_push(&givers, now, now.plus(cx.cfg.push_wait));
+            }
             let max_record = outbound::max_record(&cx.cfg);
             let plan = diffuse::plan(
                 &mut tasks,
@@ -357,8 +377,19 @@ impl Node {
                 cx.stats.pushed_ns += batch.iter().map(|t| t.predicted_ns).sum::<u64>();
                 self.results.out.push_tasks(hop, &batch);
             }
+            // Dear tasks first (longest processing time first): the end of the epoch is
+            // then made of cheap tasks, which split finely between the ranks that finish.
+            if let Some(mean) = diffuse::known_mean(&p.costs_ns) {
+                let cost = |t: &Task| match p.costs_ns.get(t.index as usize) {
+                    Some(&c) if c > 0 => c,
+                    _ => mean,
+                };
+                tasks.sort_by_key(|t| std::cmp::Reverse(cost(t)));
+            }
         }
-        self.queue.start(tasks.into());
+        // After a balanced start the queue (or the pushes it receives) is in predicted
+        // order, dearest first: it shares its cheap end.
+        self.queue.start(tasks.into(), self.balanced_start);
         for (from, value) in std::mem::take(&mut self.early) {
             self.handle_signal(now, from, value, mem);
         }
@@ -662,9 +693,9 @@ impl Node {
         let cx = &mut self.cx;
         match sig {
             Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
-                let pushed = self
-                    .results
-                    .on_signal(cx, &mut self.router, from, sig, mem)?;
+                let (pushed, last) =
+                    self.results
+                        .on_signal(cx, &mut self.router, from, sig, mem)?;
                 if !pushed.is_empty() {
                     if self.term.is_done() {
                         // Termination needs every result home: a task cannot still travel.
@@ -673,6 +704,7 @@ impl Node {
                             what: format!("{} tasks pushed after the epoch ended", pushed.len()),
                         });
                     }
+                    self.thief.push_arrived(from, last, cx.now, &cx.cfg);
                     self.take_stolen(pushed.into_iter().map(|p| p.task).collect());
                 }
                 Ok(())
@@ -807,7 +839,15 @@ impl Node {
         let closed = self.closed();
         let cx = &mut self.cx;
         self.owner.step(cx, &mut self.queue, mem, closed);
-        if let Some(seq) = self.thief.step(cx, self.queue.len()) {
+        // After a balanced start (diffusion from predictions) its own published tasks are
+        // this rank's reserve: it takes them back when its workers run dry, and steals
+        // only once they are gone — two ranks with equal work would otherwise trade their
+        // published halves. Without predictions it steals ahead as before: a loaded
+        // owner's set is mostly claimed by then, and waiting for its next look at the
+        // word cost 1% at 3,584 simulated ranks.
+        if !(self.balanced_start && self.owner.has_published())
+            && let Some(seq) = self.thief.step(cx, self.queue.len())
+        {
             // This rank is its group's master and brokers its own request; nobody to ask
             // ends the attempt at once.
             if self.share.broker(cx, cx.rank, seq, &self.queue) != Decision::Forwarded {

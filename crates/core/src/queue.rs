@@ -25,13 +25,27 @@ pub(crate) struct Queue {
     /// Workers asked for tasks and found none (cleared when work arrives or the epoch
     /// ends): the owner side then takes its published tasks back.
     pub(crate) hungry: bool,
+    /// The epoch started with the tasks in predicted order, dearest first: shares come
+    /// from the back (the cheapest, the end game's small change) instead of spread.
+    sorted: bool,
 }
 
 impl Queue {
-    /// A new epoch's queue.
-    pub(crate) fn start(&mut self, tasks: VecDeque<Task>) {
+    /// A new epoch's queue; `sorted`: dearest first, by predicted cost.
+    pub(crate) fn start(&mut self, tasks: VecDeque<Task>, sorted: bool) {
         self.tasks = tasks;
         self.hungry = false;
+        self.sorted = sorted;
+    }
+
+    /// `k` (≤ `len()`) tasks to share, in queue order: from the back of a queue in
+    /// predicted order (its cheapest), else spread ([`Queue::take_spread`]).
+    pub(crate) fn take_share(&mut self, k: usize) -> Vec<Task> {
+        if self.sorted {
+            let at = self.tasks.len() - k.min(self.tasks.len());
+            return self.tasks.split_off(at).into();
+        }
+        self.take_spread(k)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -103,14 +117,14 @@ mod tests {
     #[test]
     fn spreads_what_it_shares() {
         let mut q = Queue::default();
-        q.start((0..10).map(task).collect());
+        q.start((0..10).map(task).collect(), false);
         let got: Vec<u32> = q.take_spread(5).iter().map(|t| t.index).collect();
         assert_eq!(got, [1, 3, 5, 7, 9], "every other task, the front one kept");
         let left: Vec<u32> = q.take_front(10).iter().map(|t| t.index).collect();
         assert_eq!(left, [0, 2, 4, 6, 8]);
         // A long queue: only the back window, twice the tasks shared at least.
         let n = SPREAD_WINDOW + 100;
-        q.start((0..n as u32).map(task).collect());
+        q.start((0..n as u32).map(task).collect(), false);
         let got = q.take_spread(3);
         assert_eq!(got.len(), 3);
         assert!(
@@ -119,8 +133,12 @@ mod tests {
         );
         assert_eq!(q.len(), n - 3);
         assert_eq!(q.take_spread(0).len(), 0);
-        q.start((0..4).map(task).collect());
+        q.start((0..4).map(task).collect(), false);
         assert_eq!(q.take_spread(9).len(), 4, "at most what there is");
+        // In predicted order (dearest first): the cheapest, from the back.
+        q.start((0..6).map(task).collect(), true);
+        let got: Vec<u32> = q.take_share(2).iter().map(|t| t.index).collect();
+        assert_eq!(got, [4, 5]);
     }
 
     #[test]
@@ -131,10 +149,10 @@ mod tests {
             ..Config::default()
         };
         let mut q = Queue::default();
-        q.start((0..5).map(task).collect());
+        q.start((0..5).map(task).collect(), false);
         // Half of 5 is 2, 5 − 3 private is 2, the capacity 2.
         assert_eq!(q.shareable(&cfg), 2);
-        let back = q.take_spread(2);
+        let back = q.take_share(2);
         assert_eq!(back.iter().map(|t| t.index).collect::<Vec<_>>(), [2, 4]);
         assert_eq!(q.shareable(&cfg), 0, "3 tasks stay private");
         assert_eq!(q.take_front(2).len(), 2);

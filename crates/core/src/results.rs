@@ -157,7 +157,7 @@ impl Results {
     }
 
     /// CHUNK, OVERFLOW or RESET from `from`; returns the tasks a chunk of pushed tasks
-    /// brought (for the queue).
+    /// brought (for the queue) and whether it was the push's last chunk.
     pub(crate) fn on_signal<P>(
         &mut self,
         cx: &mut Ctx<P>,
@@ -165,7 +165,7 @@ impl Results {
         from: Rank,
         sig: Signal,
         mem: &dyn Memory,
-    ) -> Result<Vec<PushedTask>, CoreError> {
+    ) -> Result<(Vec<PushedTask>, bool), CoreError> {
         match sig {
             Signal::Chunk { offset, len } => {
                 match self.inbox.on_chunk(cx, from, offset, len, mem)? {
@@ -174,7 +174,7 @@ impl Results {
                             self.route(cx, router, rec, hops, from)?;
                         }
                     }
-                    Chunk::Tasks(tasks) => return Ok(tasks),
+                    Chunk::Tasks { tasks, last } => return Ok((tasks, last)),
                 }
             }
             Signal::Overflow { generation, offset } => {
@@ -184,6 +184,6 @@ impl Results {
             // Steal and termination signals go elsewhere (`Node::handle_signal`).
             _ => {}
         }
-        Ok(Vec::new())
+        Ok((Vec::new(), false))
     }
 }

@@ -680,7 +680,7 @@ impl Runtime {
         {
             let mut node = sh.lock_node();
             // Diffusion: this rank's predictions and its diffusion neighbours' loads.
-            let prediction = load.is_some_and(|l| l > 0).then(|| titus_core::Prediction {
+            let prediction = load.is_some().then(|| titus_core::Prediction {
                 neighbour_loads: node
                     .diffusion_neighbours()
                     .into_iter()

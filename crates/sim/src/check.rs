@@ -226,6 +226,8 @@ fn draw_and_run(
         seed,
         sharing: None,
         diffusion: true,
+        // Fixed (not drawn): the seeds' draws, and so their digest, stay as they were.
+        push_wait: Duration::from_micros(100),
     };
     let tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps

@@ -584,7 +584,7 @@ impl<'a> Sim<'a> {
                     .map(|t| (0, t.payload.clone()))
                     .collect();
                 // Diffusion: only the neighbours' loads, never a vector of every rank's.
-                let prediction = self.loads[i].is_some_and(|l| l > 0).then(|| Prediction {
+                let prediction = self.loads[i].is_some().then(|| Prediction {
                     costs_ns: std::mem::take(&mut self.predicted[i]),
                     neighbour_loads: self.nodes[i]
                         .diffusion_neighbours()

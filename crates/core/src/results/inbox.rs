@@ -169,7 +169,7 @@ impl Inbox {
         .consumed += len;
         match &chunk {
             Chunk::Results(_) => cx.stats.chunks_received += 1,
-            Chunk::Tasks(t) => cx.stats.tasks_pushed_in += t.len() as u64,
+            Chunk::Tasks { tasks, .. } => cx.stats.tasks_pushed_in += tasks.len() as u64,
         }
         Ok(chunk)
     }

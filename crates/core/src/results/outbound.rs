@@ -305,16 +305,19 @@ impl Outbound {
                 let Some(slot) = self.free.pop() else {
                     continue; // Every slot in flight: a completion frees one.
                 };
-                let (len, count) = launch(
-                    mem,
-                    cx.cfg.chunk_bytes,
-                    slot,
-                    layout::TASK_CHUNK_MAGIC,
-                    &mut o.pushed,
-                    limit,
-                );
+                // The push's last chunk says so (its receiver leaves this rank alone
+                // until then): fits the rest?
+                let rest = o.pushed.len() <= limit;
+                let magic = if rest {
+                    layout::TASK_CHUNK_LAST_MAGIC
+                } else {
+                    layout::TASK_CHUNK_MAGIC
+                };
+                let (len, count) =
+                    launch(mem, cx.cfg.chunk_bytes, slot, magic, &mut o.pushed, limit);
                 debug_assert!(count > 0, "a pushed task's record fits a chunk");
                 o.pushed_count -= count;
+                debug_assert!(!rest || o.pushed_count == 0, "the last chunk took the rest");
                 o.flight = Some(Flight {
                     len,
                     slot,

@@ -123,6 +123,12 @@ impl Owner {
         )
     }
 
+    /// Whether tasks of this rank's own may still be published (`claim`, `lock`): a
+    /// rank that runs dry takes those back before it steals from others.
+    pub(crate) fn has_published(&self) -> bool {
+        self.published
+    }
+
     /// Whether other ranks may be operating on this rank's memory for work: it shares
     /// tasks, or thieves wait for answers.
     pub(crate) fn is_sharing(&self, queue: &Queue, cx_cfg: &crate::Config) -> bool {
@@ -239,7 +245,7 @@ impl Owner {
                     }
                     return Ok(());
                 }
-                let tasks = queue.take_spread(k);
+                let tasks = queue.take_share(k);
                 area.write(mem, region, &tasks);
                 self.claim_swap(cx, self.word, tasks);
             }
@@ -399,7 +405,7 @@ impl Owner {
     /// With the lock held: fills region 0 with a share of the queue and sets the count.
     fn publish_locked<P>(&mut self, cx: &Ctx<P>, queue: &mut Queue, mem: &dyn Memory) {
         let k = queue.shareable(&cx.cfg);
-        let tasks = queue.take_spread(k);
+        let tasks = queue.take_share(k);
         self.area.write(mem, 0, &tasks);
         mem.write(Loc::new(seg::TASKS, tasks::COUNT), &word(k as u64));
         self.published = k > 0;
@@ -436,7 +442,7 @@ impl Owner {
         } else {
             queue.shareable(&cx.cfg)
         };
-        let tasks = queue.take_spread(k);
+        let tasks = queue.take_share(k);
         self.area.write(mem, 0, &tasks);
         let pieces = if k > 0 {
             vec![(
@@ -482,6 +488,7 @@ mod tests {
                     payload: vec![],
                 })
                 .collect(),
+            false,
         );
         q
     }

@@ -155,6 +155,30 @@ impl Thief {
         self.last_ok = None;
     }
 
+    /// Diffusion: `ranks` push tasks here this epoch; leave them alone until `until`,
+    /// and while their pushes keep arriving ([`Thief::push_arrived`]): a steal meanwhile
+    /// would take half of what the giver kept on top of what it sends.
+    pub(crate) fn hold_for_push(&mut self, ranks: &[Rank], now: Time, until: Time) {
+        for &r in ranks {
+            if let Some(i) = self.targets.index_of(r) {
+                self.backoff.hold(i, until, now);
+            }
+        }
+    }
+
+    /// Diffusion: a chunk of `rank`'s push arrived at `now`: after its `last`, the giver
+    /// may be stolen from at once; before, it stays alone for another `push_wait` (the
+    /// bound, should the rest never come).
+    pub(crate) fn push_arrived(&mut self, rank: Rank, last: bool, now: Time, cfg: &crate::Config) {
+        if let Some(i) = self.targets.index_of(rank) {
+            if last {
+                self.backoff.release(i);
+            } else {
+                self.backoff.hold(i, now.plus(cfg.push_wait), now);
+            }
+        }
+    }
+
     /// A steal is under way.
     pub(crate) fn is_stealing(&self) -> bool {
         self.attempt.is_some()

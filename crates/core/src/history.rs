@@ -1,0 +1,238 @@
+//! The measured cost of each task key, kept across epochs by the driver, and the
+//! prediction of the next epoch's costs from it.
+//!
+//! A time-stepping solver's costs look like the last step's, moved: a flame front crosses
+//! a few cells per step, and cells are keyed in space order (a global cell index). So the
+//! history keeps the last two epochs, and when the last is the one before translated
+//! along the key axis (the front moved by s keys), it predicts the next epoch as the last
+//! moved once more by s (constant speed); otherwise each key's last cost.
+//!
+//! Finding s: the centre of the keys, weighted by cost above the cheapest, moved by c between the two epochs; 0
+//! and the shifts within ±(16 + |c|/8) of c are scored by the mean absolute difference
+//! between last\[g\] and before\[g − s\] over up to 1,024 keys spread over the epoch's
+//! keys (a shift is scored only where half of them are known in both epochs). A shift
+//! other than 0 wins only when it scores below 0.7× the score of 0: a clear translation
+//! (equal scores: the one nearest c).
+//! Costs that stay put, or change at random, keep s = 0. Cost: O(keys) for the centres
+//! plus at most a few hundred scores of 1,024 lookups, once per epoch.
+
+use crate::CoreError;
+use crate::fasthash::IntMap;
+
+/// Keys sampled to score a shift.
+const SAMPLES: usize = 1024;
+/// A shift other than 0 must score below this fraction of 0's score.
+const CLEAR: f64 = 0.7;
+
+/// The last two epochs' measured cost per task key and the translation between them.
+#[derive(Debug, Clone, Default)]
+pub struct CostHistory {
+    last: IntMap<u64, u64>,
+    before: IntMap<u64, u64>,
+    shift: i64,
+}
+
+impl CostHistory {
+    /// Checks that `keys` holds no key twice (an epoch's task identities).
+    pub fn check_keys(keys: &[u64]) -> Result<(), CoreError> {
+        let mut seen: IntMap<u64, usize> = IntMap::default();
+        seen.reserve(keys.len());
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(&first) = seen.get(&k) {
+                return Err(CoreError::DuplicateKey {
+                    key: k,
+                    first: first as u32,
+                    second: i as u32,
+                });
+            }
+            seen.insert(k, i);
+        }
+        Ok(())
+    }
+
+    /// The predicted cost of each task of `keys`, ns (0: unknown): the last cost of the
+    /// key `shift()` below it (the key itself when the costs did not move).
+    pub fn predict(&self, keys: &[u64]) -> Vec<u64> {
+        keys.iter()
+            .map(|&k| {
+                k.checked_add_signed(-self.shift)
+                    .and_then(|j| self.last.get(&j))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Takes this epoch's measured costs (keys that did not run drop out; the epoch
+    /// before is kept to see how the costs moved) and finds the translation.
+    pub fn record(&mut self, keys: &[u64], costs_ns: &[u64]) {
+        self.before = std::mem::take(&mut self.last);
+        self.last
+            .extend(keys.iter().copied().zip(costs_ns.iter().copied()));
+        self.shift = shift(&self.before, &self.last, keys);
+    }
+
+    /// How far (in keys) the costs moved between the last two epochs, as predicted for
+    /// the next one (0: they stay put, or nothing clear).
+    pub fn shift(&self) -> i64 {
+        self.shift
+    }
+
+    /// Keys with a known cost.
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    /// Whether no key has a known cost.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+}
+
+/// The centre of the keys weighted by cost above the cheapest, relative to `base`.
+fn centre(m: &IntMap<u64, u64>, base: u64) -> Option<f64> {
+    let floor = m.values().copied().min().unwrap_or(0);
+    let (mut w, mut x) = (0.0f64, 0.0f64);
+    for (&k, &c) in m {
+        let c = (c - floor) as f64;
+        w += c;
+        x += c * (k as i128 - base as i128) as f64;
+    }
+    (w > 0.0).then(|| x / w)
+}
+
+/// The translation from `before` to `last` (module docs); `keys`: the epoch's keys.
+fn shift(before: &IntMap<u64, u64>, last: &IntMap<u64, u64>, keys: &[u64]) -> i64 {
+    if before.is_empty() || keys.is_empty() {
+        return 0;
+    }
+    let base = keys[0];
+    let (Some(b), Some(l)) = (centre(before, base), centre(last, base)) else {
+        return 0;
+    };
+    let c = (l - b).round();
+    if !c.is_finite() || c.abs() > (1u64 << 52) as f64 {
+        return 0;
+    }
+    let c = c as i64;
+    let step = keys.len().div_ceil(SAMPLES);
+    let samples: Vec<(u64, u64)> = keys
+        .iter()
+        .step_by(step)
+        .filter_map(|k| last.get(k).map(|&c| (*k, c)))
+        .collect();
+    let score = |s: i64| -> Option<f64> {
+        let (mut sum, mut n) = (0.0f64, 0usize);
+        for &(k, c) in &samples {
+            if let Some(&p) = k.checked_add_signed(-s).and_then(|j| before.get(&j)) {
+                sum += (c as f64 - p as f64).abs();
+                n += 1;
+            }
+        }
+        (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
+    };
+    let w = 16 + c.unsigned_abs() / 8;
+    let w = i64::try_from(w).unwrap_or(i64::MAX);
+    let mut best: Option<(f64, i64)> = None;
+    for s in c.saturating_sub(w)..=c.saturating_add(w) {
+        if s == 0 {
+            continue;
+        }
+        if let Some(x) = score(s)
+            && best.is_none_or(|(y, t)| x < y || (x == y && s.abs_diff(c) < t.abs_diff(c)))
+        {
+            best = Some((x, s));
+        }
+    }
+    match (best, score(0)) {
+        (Some((x, s)), Some(z)) if x < CLEAR * z => s,
+        (Some((_, s)), None) => s,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(h: &mut CostHistory, keys: &[u64], cost: impl Fn(u64) -> u64) {
+        let costs: Vec<u64> = keys.iter().map(|&k| cost(k)).collect();
+        h.record(keys, &costs);
+    }
+
+    #[test]
+    fn keeps_the_last_epoch_and_rejects_duplicates() {
+        let mut h = CostHistory::default();
+        assert_eq!(h.predict(&[1, 2]), [0, 0]);
+        h.record(&[1, 2], &[5, 7]);
+        assert_eq!(h.predict(&[2, 3]), [7, 0]);
+        h.record(&[2, 3], &[8, 9]);
+        assert_eq!(h.predict(&[1, 2, 3]), [0, 8, 9], "key 1 vanished");
+        assert_eq!(h.len(), 2);
+        let e = CostHistory::check_keys(&[4, 5, 4]).unwrap_err();
+        assert_eq!(
+            e,
+            CoreError::DuplicateKey {
+                key: 4,
+                first: 0,
+                second: 2
+            }
+        );
+        assert!(e.to_string().contains("key 4"), "{e}");
+        assert!(CostHistory::check_keys(&[1, 2, 3]).is_ok());
+    }
+
+    #[test]
+    fn follows_a_front_that_moves() {
+        // 1,000 cells; a front of 20 dear cells moves 30 keys per step.
+        let keys: Vec<u64> = (5_000..6_000).collect();
+        let front = |at: u64| move |k: u64| if (at..at + 20).contains(&k) { 900 } else { 3 };
+        let mut h = CostHistory::default();
+        record(&mut h, &keys, front(5_100));
+        assert_eq!(h.shift(), 0, "one epoch: nothing to compare");
+        record(&mut h, &keys, front(5_130));
+        assert_eq!(h.shift(), 30);
+        let p = h.predict(&keys);
+        let dear: Vec<u64> = keys
+            .iter()
+            .zip(&p)
+            .filter(|x| *x.1 == 900)
+            .map(|x| *x.0)
+            .collect();
+        assert_eq!(
+            dear,
+            (5_160..5_180).collect::<Vec<_>>(),
+            "where the front goes next"
+        );
+        // It turns back: the next comparison sees that too.
+        record(&mut h, &keys, front(5_110));
+        assert_eq!(h.shift(), -20);
+    }
+
+    #[test]
+    fn follows_random_costs_that_move_and_keeps_still_or_redrawn_ones() {
+        // Bimodal i.i.d. costs over 100 keys, shifted by 4 per epoch (DLB_Bench's drift).
+        let draw = |i: u64| {
+            let z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
+            if z.is_multiple_of(5) { 1_000 } else { 100 }
+        };
+        let keys: Vec<u64> = (200..300).collect();
+        let mut h = CostHistory::default();
+        record(&mut h, &keys, draw);
+        record(&mut h, &keys, |k| draw(k - 4));
+        assert_eq!(h.shift(), 4);
+        let p = h.predict(&keys);
+        let right = keys
+            .iter()
+            .zip(&p)
+            .filter(|&(&k, &c)| c == draw(k - 8))
+            .count();
+        assert_eq!(right, 96, "every key whose source this rank saw");
+        // Still costs: no shift.
+        record(&mut h, &keys, |k| draw(k - 4));
+        assert_eq!(h.shift(), 0);
+        // Redrawn at random: no clear translation.
+        record(&mut h, &keys, |k| draw(k * 7 + 1));
+        assert_eq!(h.shift(), 0);
+    }
+}
