@@ -91,7 +91,7 @@ impl CostHistory {
 }
 
 /// The mean of the known (non-zero) predictions, if any is known.
-fn known_mean(predicted: &[u64]) -> Option<u64> {
+pub(crate) fn known_mean(predicted: &[u64]) -> Option<u64> {
     let (sum, n) = predicted
         .iter()
         .filter(|&&c| c > 0)
