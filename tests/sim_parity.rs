@@ -173,7 +173,10 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
         ),
         (&["--profile", "nope"][..], "unknown --profile"),
         (&["--ranks", "0"][..], "--ranks must be at least 1"),
-        (&["--repartition", "2"][..], "applied by dlb-bench only"),
+        (
+            &["--repartition", "0"][..],
+            "--repartition must be at least 1",
+        ),
         // Numbers that used to panic or run away: checked before anything starts.
         (&["--task-time", "1e11"][..], "--task-time 1e11"),
         (&["--stall", "1:0:1e300"][..], "[0, 1e6]"),

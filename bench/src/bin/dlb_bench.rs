@@ -77,7 +77,8 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>
 
 /// Applies the runtime's repartition plan, as a solver would hand cells to its
 /// neighbours: every rank learns every move (key = the task's global number, in string
-/// order within each rank) and rebuilds the same ownership.
+/// order within each rank) and rebuilds the same ownership
+/// ([`titus_workload::apply_plans`], as `titus sim --repartition` does).
 fn repartition(
     rt: &Runtime,
     mut owned: Vec<Vec<titus_workload::TaskSpec>>,
@@ -90,31 +91,21 @@ fn repartition(
         .flat_map(|m| m.key.to_le_bytes().into_iter().chain(m.to.to_le_bytes()))
         .collect();
     let all = rt.all_gather(&blob).map_err(|e| e.to_string())?;
+    let mut plans = Vec::with_capacity(all.len());
     for (from, b) in all.iter().enumerate() {
-        if b.len() % 12 != 0 || from >= owned.len() {
+        if b.len() % 12 != 0 {
             return Err(format!("rank {from} sent a malformed repartition plan"));
         }
-        for m in b.chunks_exact(12) {
-            let key = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
-            let to = u32::from_le_bytes(m[8..].try_into().expect("4 bytes")) as usize;
-            if to >= owned.len() || to.abs_diff(from) != 1 {
-                return Err(format!("rank {from} planned a move to rank {to}"));
-            }
-            let i = owned[from]
-                .iter()
-                .position(|t| t.global == key)
-                .ok_or_else(|| format!("rank {from} planned to move task {key} it does not own"))?;
-            let t = owned[from].remove(i);
-            owned[to].push(t);
-        }
+        plans.push(
+            b.chunks_exact(12)
+                .map(|m| titus_workload::Move {
+                    key: u64::from_le_bytes(m[..8].try_into().expect("8 bytes")),
+                    to: u32::from_le_bytes(m[8..].try_into().expect("4 bytes")),
+                })
+                .collect(),
+        );
     }
-    for (r, list) in owned.iter_mut().enumerate() {
-        list.sort_by_key(|t| t.global);
-        for (i, t) in list.iter_mut().enumerate() {
-            t.owner = r as u32;
-            t.index = i as u32;
-        }
-    }
+    titus_workload::apply_plans(&mut owned, &plans)?;
     Ok(owned)
 }
 

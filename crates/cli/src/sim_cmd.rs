@@ -3,9 +3,14 @@
 //!
 //! A run of several epochs (`--epochs`, `--drift`) is one simulated job whose later
 //! epochs ([`Job::later_epochs`]) hold the same tasks with the drifted costs; the
-//! simulator checks every epoch's results. A simulated task runs for its drawn cost, so
-//! the efficiency and the nominal efficiency coincide except on ranks slowed by `--slow`
-//! (their tasks take longer than drawn: the nominal efficiency does not count that).
+//! simulator checks every epoch's results. With `--repartition K`, as in `dlb-bench`,
+//! every K epochs the ranks' repartition plan (from the costs each simulated rank
+//! measured, computed as the runtime computes it) moves tasks for good between
+//! rank-string neighbours: the following epochs' tasks come from the new ownership (each
+//! task keeps its number, which is its key, and its drifted cost). A simulated task runs
+//! for its drawn cost, so the efficiency and the nominal efficiency coincide except on
+//! ranks slowed by `--slow` (their tasks take longer than drawn: the nominal efficiency
+//! does not count that).
 
 use crate::UsageError;
 use std::path::PathBuf;
@@ -134,7 +139,7 @@ fn simulate(
     let mut cfg = dlb::config(run, ranks, plan);
     cfg.overlay.ranks = ranks;
     let base = titus_workload::generate(&plan.spec)?;
-    let epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
+    let mut epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
         .map(|e| titus_workload::epoch_tasks(&base, e, plan.drift))
         .collect();
     let nominal_slot = layout::slot_size(cfg.core.max_payload);
@@ -157,25 +162,27 @@ fn simulate(
             (scale, &check::check_result, 0.0)
         }
     };
-    // Every epoch the same tasks (owner, index, payload data), with that epoch's costs.
-    let mut sim_epochs: Vec<Vec<Vec<SimTask>>> = epochs
-        .iter()
-        .map(|all| {
-            all.iter()
-                .map(|ts| {
-                    ts.iter()
-                        .map(|t| SimTask {
-                            cost_ns: (t.cost * 1e9) as u64,
-                            payload: match real {
-                                Some(per_round) => dlb::task_payload(plan, t, per_round),
-                                None => t.global.to_le_bytes().to_vec(),
-                            },
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
+    // An epoch's simulated tasks: each keyed by its number (as dlb-bench keys them), with
+    // that epoch's cost.
+    let sim_tasks = |all: &[Vec<titus_workload::TaskSpec>]| -> Vec<Vec<SimTask>> {
+        all.iter()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| SimTask {
+                        key: t.global,
+                        cost_ns: (t.cost * 1e9) as u64,
+                        payload: match real {
+                            Some(per_round) => dlb::task_payload(plan, t, per_round),
+                            None => t.global.to_le_bytes().to_vec(),
+                        },
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // Every epoch the same tasks (owner, index, payload data), with that epoch's costs
+    // (until a repartition plan moves some).
+    let mut sim_epochs: Vec<Vec<Vec<SimTask>>> = epochs.iter().map(|all| sim_tasks(all)).collect();
     let tasks = sim_epochs.remove(0);
     let job = Job {
         core: cfg.core,
@@ -192,7 +199,36 @@ fn simulate(
         max_events: u64::MAX,
     };
     let t0 = Instant::now();
-    let out = titus_sim::simulate(&job).map_err(|v| format!("{}: {v}", run.label()))?;
+    let out = match run.args.repartition {
+        None => titus_sim::simulate(&job),
+        Some(k) => {
+            // As dlb-bench: after epoch e with e + 1 a multiple of K, every rank's plan
+            // (keys: the tasks' numbers, string order) moves tasks for good; the following
+            // epochs run on the new ownership.
+            let mut owned = base;
+            let mut planned = false;
+            titus_sim::simulate_with(&job, &mut |b: &titus_sim::Between<'_>| {
+                let next = b.epoch as u32 + 1;
+                if next.is_multiple_of(k) {
+                    let keys: Vec<Vec<u64>> = owned
+                        .iter()
+                        .map(|ts| ts.iter().map(|t| t.global).collect())
+                        .collect();
+                    let moves = b.repartition_plan(&keys)?;
+                    titus_workload::apply_plans(&mut owned, &moves)?;
+                    planned = true;
+                }
+                if !planned {
+                    return Ok(None);
+                }
+                let all = titus_workload::epoch_tasks(&owned, next, plan.drift);
+                let tasks = sim_tasks(&all);
+                epochs[next as usize] = all;
+                Ok(Some(tasks))
+            })
+        }
+    }
+    .map_err(|v| format!("{}: {v}", run.label()))?;
     let wall_s = t0.elapsed().as_secs_f64();
     let w = run.args.workers as f64;
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
@@ -286,11 +322,6 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     dlb::check_args(&a.bench);
     if a.check {
         return run_check(&a);
-    }
-    if a.bench.repartition.is_some() {
-        return Err(UsageError(
-            "--repartition is applied by dlb-bench only: the simulator does not move ownership between epochs yet".into(),
-        ));
     }
     let model = model(&a)?;
     let faults = parse_faults(&a)?;

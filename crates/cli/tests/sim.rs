@@ -105,6 +105,96 @@ fn a_slow_rank_lowers_the_nominal_efficiency_only() {
 }
 
 #[test]
+fn repartitioning_moves_ownership_between_epochs() {
+    // Gaussian ownership (every task on the middle ranks), no balancing, the plan applied
+    // after every epoch: every epoch verifies, the same tasks run, and the largest owned
+    // work shrinks epoch by epoch (the simulator is deterministic).
+    let args = |k: Option<&'static str>| {
+        let mut a = vec![
+            "sim",
+            "--ranks",
+            "16",
+            "--tasks",
+            "1600",
+            "--task-time",
+            "0.0001",
+            "--cost",
+            "bimodal",
+            "--distribution",
+            "gaussian",
+            "--balancer",
+            "none",
+            "--epochs",
+            "5",
+            "--drift",
+            "0.02",
+            "--json",
+        ];
+        if let Some(k) = k {
+            a.extend(["--repartition", k]);
+        }
+        a
+    };
+    let largest = |r: &serde_json::Value| {
+        r["owned_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let moved = rows(&titus(&args(Some("1"))));
+    let fixed = rows(&titus(&args(None)));
+    assert_eq!(moved.len(), 5);
+    for (e, (m, f)) in moved.iter().zip(&fixed).enumerate() {
+        assert_eq!(m["epoch"], e as u64);
+        assert_eq!(m["verified"], true, "{m}");
+        assert_eq!(
+            (m["repartition"].as_u64(), f["repartition"].as_u64()),
+            (Some(1), Some(0))
+        );
+        assert_eq!(m["tasks"], f["tasks"]);
+        let total = |r: &serde_json::Value| -> f64 {
+            r["owned_s"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .sum()
+        };
+        assert!(
+            (total(m) - total(f)).abs() < 1e-9,
+            "epoch {e}: the same work"
+        );
+        if e == 0 {
+            assert_eq!(
+                m["owned_s"], f["owned_s"],
+                "no plan before the first epoch ends"
+            );
+        } else {
+            assert!(largest(m) < largest(&moved[e - 1]), "epoch {e}: {m}");
+            assert!(
+                m["efficiency"].as_f64() > f["efficiency"].as_f64(),
+                "epoch {e}"
+            );
+        }
+    }
+    // With one epoch there is nothing to repartition (as dlb-bench): the plain run.
+    let one = |k: Option<&'static str>| {
+        let mut a = args(k);
+        let i = a.iter().position(|&x| x == "5").unwrap();
+        a[i] = "1";
+        rows(&titus(&a))
+    };
+    let (a, b) = (one(Some("1")), one(None));
+    assert_eq!(
+        (a.len(), a[0]["owned_s"].clone()),
+        (1, b[0]["owned_s"].clone())
+    );
+    assert_eq!(a[0]["sim_events"], b[0]["sim_events"]);
+}
+
+#[test]
 fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
     for (args, needle) in [
         (&["--epochs", "0"][..], "--epochs must be at least 1"),
@@ -113,6 +203,10 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
         (&["--drift", "abc"][..], "--drift"),
         (&["--drift", "NaN"][..], "--drift NaN is not a fraction"),
         (&["--diffusion", "sometimes"][..], "--diffusion"),
+        (
+            &["--repartition", "0"][..],
+            "--repartition must be at least 1",
+        ),
     ] {
         let mut all = vec!["sim"];
         all.extend_from_slice(args);

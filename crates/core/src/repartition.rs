@@ -18,6 +18,7 @@
 //!    less than its share: a rank may end up to one task above the largest load.
 //!    Tasks only ever move between string neighbours, and each task at most once.
 
+use crate::diffuse::known_mean;
 use crate::{CoreError, CostHistory, Rank};
 
 /// One task to hand over.
@@ -27,6 +28,24 @@ pub struct Move {
     pub key: u64,
     /// The rank that should own it from now on (this rank ± 1).
     pub to: Rank,
+}
+
+/// This rank's side of a plan: each of its tasks (`keys`, string order) with its predicted
+/// cost from the measured costs in `history` — a task without one at the mean of those
+/// with one, 0 when none has one — and their sum, its predicted load (what every rank
+/// shares before [`plan`]). Every driver computes it here: the runtime
+/// (`Runtime::repartition_plan`) and the simulator alike.
+pub fn predicted_tasks(history: &CostHistory, keys: &[u64]) -> (Vec<(u64, u64)>, u64) {
+    let mut costs = history.predict(keys);
+    if let Some(mean) = known_mean(&costs) {
+        costs
+            .iter_mut()
+            .filter(|c| **c == 0)
+            .for_each(|c| *c = mean);
+    }
+    let load: u128 = costs.iter().map(|&c| u128::from(c)).sum();
+    let tasks = keys.iter().copied().zip(costs).collect();
+    (tasks, load.min(u128::from(u64::MAX)) as u64)
 }
 
 /// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
@@ -106,6 +125,18 @@ mod tests {
             vec![(7, 1), (6, 1), (5, 1), (4, 1)]
         );
         assert!(plan(&[80, 0], 1, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn unmeasured_tasks_count_at_the_mean_of_the_measured() {
+        let mut h = CostHistory::default();
+        assert_eq!(predicted_tasks(&h, &[1, 2]), (vec![(1, 0), (2, 0)], 0));
+        h.record(&[1, 2, 9], &[10, 30, 5]);
+        // Key 3 was never measured: the mean of keys 1 and 2 (key 9 is not this rank's).
+        assert_eq!(
+            predicted_tasks(&h, &[2, 3, 1]),
+            (vec![(2, 30), (3, 20), (1, 10)], 60)
+        );
     }
 
     #[test]

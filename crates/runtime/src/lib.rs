@@ -580,20 +580,10 @@ impl Runtime {
         &self,
         keys: &[u64],
     ) -> Result<Vec<titus_core::repartition::Move>, RuntimeError> {
-        let mut costs = self
-            .history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .predict(keys);
-        let known: Vec<u64> = costs.iter().copied().filter(|&c| c > 0).collect();
-        if !known.is_empty() {
-            let mean = known.iter().sum::<u64>() / known.len() as u64;
-            costs
-                .iter_mut()
-                .filter(|c| **c == 0)
-                .for_each(|c| *c = mean);
-        }
-        let load: u64 = costs.iter().sum();
+        let (tasks, load) = titus_core::repartition::predicted_tasks(
+            &self.history.lock().unwrap_or_else(|p| p.into_inner()),
+            keys,
+        );
         // Every rank joins the all-gather before any fails, so a refusal fails all alike.
         let refuse = if self.measured.load(Ordering::Acquire) {
             CostHistory::check_keys(keys).err().map(|e| e.to_string())
@@ -621,7 +611,6 @@ impl Runtime {
             }
             loads.push(u64::from_le_bytes(b[..8].try_into().expect("8 bytes")));
         }
-        let tasks: Vec<(u64, u64)> = keys.iter().copied().zip(costs).collect();
         Ok(titus_core::repartition::plan(&loads, self.rank, &tasks)?)
     }
 

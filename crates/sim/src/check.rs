@@ -106,6 +106,7 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
                         .to_vec();
                     payload.extend((0..rng.below(16)).map(|_| rng.below(256) as u8));
                     SimTask {
+                        key: i,
                         cost_ns: 1_000 + (-(1.0 - rng.unit()).ln() * 300_000.0) as u64,
                         payload,
                     }
@@ -128,6 +129,7 @@ fn draw_later(rng: &mut Rng, prev: &[Vec<SimTask>], epoch: u64) -> Vec<Vec<SimTa
                 let i = tasks.len() as u64;
                 let payload = (epoch << 56 | (r as u64) << 32 | i).to_le_bytes().to_vec();
                 tasks.push(SimTask {
+                    key: i,
                     cost_ns: 0,
                     payload,
                 });

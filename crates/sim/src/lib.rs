@@ -18,11 +18,13 @@
 //!
 //! A job may run several epochs ([`Job::later_epochs`]), each starting once every rank
 //! ended the one before. As the runtime does, each rank keeps the measured cost of each
-//! of its tasks (key: the task's index, which a job keeps stable across epochs; measured
-//! cost: its simulated duration, carried home in the result record) and hands the next
-//! epoch's predictions and its diffusion neighbours' predicted loads to its node
-//! (diffusion, `titus_core::Config::diffusion`); the first epoch has no history. Ranks
-//! may start each epoch at different times
+//! of its tasks (by [`SimTask::key`], which a job keeps with the task across epochs;
+//! measured cost: its simulated duration, carried home in the result record) and hands
+//! the next epoch's predictions and its diffusion neighbours' predicted loads to its node
+//! (diffusion, `titus_core::Config::diffusion`); the first epoch has no history. Between
+//! epochs a driver may change the next epoch's tasks ([`simulate_with`]), e.g. apply
+//! every rank's repartition plan ([`Between::repartition_plan`], the runtime's
+//! computation). Ranks may start each epoch at different times
 //! ([`Job::start_skew_ns`]), as after a real barrier. At the end of every epoch nothing of
 //! it may still be travelling but what the core leaves to the next one: steal requests
 //! and empty replies, load reports, forwarded requests and refill hints (a thief that
@@ -39,6 +41,7 @@ mod queue;
 use mem::SparseMem;
 pub use model::Model;
 use queue::EventQueue;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use titus_core::layout::signal::Signal;
@@ -50,6 +53,9 @@ use titus_overlay::{Overlay, OverlayParams};
 /// One task of the simulated workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimTask {
+    /// Its identity across epochs (the runtime's `TaskIn::key`; unique among its owner's
+    /// tasks): its measured cost is remembered under it for the next epoch's prediction.
+    pub key: u64,
     /// How long it runs, ns.
     pub cost_ns: u64,
     /// Its payload (travels through the core like a real one).
@@ -83,7 +89,8 @@ pub struct Job<'a> {
     pub seed: u64,
     /// Each rank's tasks (of the first epoch).
     pub tasks: Vec<Vec<SimTask>>,
-    /// Each rank's tasks of every further epoch (empty: one epoch).
+    /// Each rank's tasks of every further epoch (empty: one epoch); [`simulate_with`] may
+    /// replace each between epochs.
     pub later_epochs: Vec<Vec<Vec<SimTask>>>,
     /// Each rank starts each epoch up to this many ns late (drawn per rank and epoch; 0:
     /// every rank at once).
@@ -221,8 +228,11 @@ struct Sim<'a> {
     timer_at: Vec<Option<u64>>,
     idle: Vec<u32>,
     busy: Vec<u64>,
-    /// The epoch running (0: the first), and when each rank started it.
+    /// The epoch running (0: the first), each rank's tasks in it (the job's, or what the
+    /// driver gave between epochs) and their keys, and when each rank started it.
     epoch: usize,
+    current: Cow<'a, [Vec<SimTask>]>,
+    keys: Vec<Vec<u64>>,
     start: Vec<Option<u64>>,
     end: Vec<Option<u64>>,
     done_count: usize,
@@ -240,7 +250,7 @@ struct Sim<'a> {
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
     costs: Vec<Vec<u64>>,
-    /// Per rank: the last measured cost of each task (key: index), across epochs.
+    /// Per rank: the last measured cost of each task (by key), across epochs.
     history: Vec<CostHistory>,
     /// Per rank: this epoch's predicted cost of each task, and the predicted load (None:
     /// no prediction), set when the epoch starts.
@@ -263,22 +273,30 @@ const MARKER: u32 = 1 << 31;
 
 impl<'a> Sim<'a> {
     /// Each rank's tasks in the epoch running.
-    fn tasks(&self) -> &'a [Vec<SimTask>] {
-        match self.epoch {
-            0 => &self.job.tasks,
-            e => &self.job.later_epochs[e - 1],
-        }
+    fn tasks(&self) -> &[Vec<SimTask>] {
+        &self.current
     }
 
     /// Each rank starts the epoch at `now` plus its skew, with its predictions from its
-    /// history (what the runtime's epoch-start barrier gathers).
-    fn start_epoch(&mut self, now: u64) {
-        let tasks = self.tasks();
-        for (r, t) in tasks.iter().enumerate() {
-            let keys: Vec<u64> = (0..t.len() as u64).collect();
+    /// history (what the runtime's epoch-start barrier gathers). A rank given one key
+    /// twice fails the run, as it fails the runtime's epoch.
+    fn start_epoch(&mut self, now: u64) -> Result<(), Violation> {
+        if self.current.len() != self.nodes.len() {
+            return Err(Violation(format!(
+                "epoch {}: {} task lists for {} ranks",
+                self.epoch + 1,
+                self.current.len(),
+                self.nodes.len()
+            )));
+        }
+        for r in 0..self.nodes.len() {
+            let keys: Vec<u64> = self.current[r].iter().map(|t| t.key).collect();
+            CostHistory::check_keys(&keys)
+                .map_err(|e| Violation(format!("epoch {}, rank {r}: {e}", self.epoch + 1)))?;
             let p = self.history[r].predict(&keys);
             self.loads[r] = titus_core::predicted_load(&p);
             self.predicted[r] = p;
+            self.keys[r] = keys;
         }
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
@@ -287,6 +305,7 @@ impl<'a> Sim<'a> {
             };
             self.at(now + skew, Ev::Start { node: r });
         }
+        Ok(())
     }
 
     fn at(&mut self, t: u64, ev: Ev) {
@@ -554,8 +573,7 @@ impl<'a> Sim<'a> {
                 .take_epoch_results()
                 .map_err(|e| Violation(format!("rank {n}: {e}")))?;
             // The measured costs, as they came home, are the next epoch's predictions.
-            let keys: Vec<u64> = (0..out.costs_ns.len() as u64).collect();
-            self.history[i].record(&keys, &out.costs_ns);
+            self.history[i].record(&self.keys[i], &out.costs_ns);
             self.results[i] = out.results;
             self.costs[i] = out.costs_ns;
         }
@@ -714,7 +732,17 @@ impl Sim<'_> {
     /// every result is home and right, and nothing of it still travels but what the next
     /// epoch must answer with nothing (module doc). Returns each rank's outcome.
     fn finish_epoch(&mut self, epoch: usize) -> Result<Vec<RankOutcome>, Violation> {
-        let tasks = self.tasks();
+        let tasks = std::mem::take(&mut self.current);
+        let out = self.check_epoch(epoch, &tasks);
+        self.current = tasks;
+        out
+    }
+
+    fn check_epoch(
+        &mut self,
+        epoch: usize,
+        tasks: &[Vec<SimTask>],
+    ) -> Result<Vec<RankOutcome>, Violation> {
         let n = self.nodes.len();
         for (o, r) in self.runs.iter().enumerate() {
             if let Some(x) = r.iter().position(|&c| c != 1) {
@@ -797,10 +825,15 @@ impl Sim<'_> {
         Ok(out)
     }
 
-    /// Makes ready for the next epoch (every rank ended this one).
-    fn next_epoch(&mut self) {
+    /// Makes ready for the next epoch (every rank ended this one): its tasks are the job's
+    /// unless the driver gave others (`tasks`).
+    fn next_epoch(&mut self, tasks: Option<Vec<Vec<SimTask>>>) {
         self.epoch += 1;
-        let tasks = self.tasks();
+        self.current = match tasks {
+            Some(t) => Cow::Owned(t),
+            None => Cow::Borrowed(&self.job.later_epochs[self.epoch - 1]),
+        };
+        let tasks = &self.current;
         self.runs = tasks.iter().map(|t| vec![0; t.len()]).collect();
         self.own_total = tasks.iter().map(|t| t.len() as u64).sum();
         self.home_total = 0;
@@ -817,8 +850,66 @@ fn layout_loc(offset: u64) -> titus_core::Loc {
     titus_core::Loc::new(seg::TASKS, offset)
 }
 
-/// Runs one epoch of `job` to its end and checks every invariant.
+/// What the driver of a time-stepping job sees between two epochs of [`simulate_with`],
+/// as an application between two of its runtime's epochs: which epoch ended, and every
+/// rank's repartition plan from the costs measured so far.
+#[derive(Debug)]
+pub struct Between<'s> {
+    /// The epoch that just ended (0: the first).
+    pub epoch: usize,
+    history: &'s [CostHistory],
+}
+
+impl Between<'_> {
+    /// Every rank's repartition plan (RankDLB's step 4), as each rank's
+    /// `Runtime::repartition_plan(&keys[r])` gives it: each rank predicts its tasks' costs
+    /// and its load from its measured costs ([`titus_core::repartition::predicted_tasks`]),
+    /// the loads are shared, and each rank plans with
+    /// [`titus_core::repartition::plan`]. `keys[r]`: the tasks rank r owns, in string
+    /// order. A key given twice, or a list per rank missing, fails naming why.
+    pub fn repartition_plan(
+        &self,
+        keys: &[Vec<u64>],
+    ) -> Result<Vec<Vec<titus_core::repartition::Move>>, String> {
+        if keys.len() != self.history.len() {
+            return Err(format!(
+                "{} key lists for a repartition plan of {} ranks",
+                keys.len(),
+                self.history.len()
+            ));
+        }
+        let mine: Vec<(Vec<(u64, u64)>, u64)> = keys
+            .iter()
+            .zip(self.history)
+            .map(|(k, h)| titus_core::repartition::predicted_tasks(h, k))
+            .collect();
+        let loads: Vec<u64> = mine.iter().map(|m| m.1).collect();
+        mine.iter()
+            .enumerate()
+            .map(|(r, (tasks, _))| {
+                titus_core::repartition::plan(&loads, r as u32, tasks)
+                    .map_err(|e| format!("rank {r}: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// What a driver does between epochs ([`simulate_with`]): given [`Between`], the next
+/// epoch's task lists (one per rank) to run instead of the job's, or `None` to run the
+/// job's; an error ends the run.
+pub type BetweenEpochs<'f> =
+    dyn FnMut(&Between<'_>) -> Result<Option<Vec<Vec<SimTask>>>, String> + 'f;
+
+/// Runs every epoch of `job` to its end and checks every invariant.
 pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
+    simulate_with(job, &mut |_| Ok(None))
+}
+
+/// [`simulate`], calling `between` after every epoch but the last (before the next one
+/// starts): a time-stepping driver may then change the next epoch's tasks, e.g. apply a
+/// repartition plan ([`Between::repartition_plan`]) as `dlb-bench --repartition` does
+/// with the runtime's. The epochs' count is the job's.
+pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<Outcome, Violation> {
     let ranks = job.overlay.ranks;
     if job.tasks.len() != ranks as usize {
         return Err(Violation(format!(
@@ -864,6 +955,8 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         idle: vec![job.workers as u32; n],
         busy: vec![0; n],
         epoch: 0,
+        current: Cow::Borrowed(&job.tasks),
+        keys: vec![Vec::new(); n],
         start: vec![None; n],
         end: vec![None; n],
         done_count: 0,
@@ -906,7 +999,7 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
     let mut out = Outcome::default();
     let mut now = 0;
     for epoch in 0..=job.later_epochs.len() {
-        sim.start_epoch(now);
+        sim.start_epoch(now)?;
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
         if epoch > 0 {
@@ -916,7 +1009,18 @@ pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {
         }
         out.end_ns = sim.end.iter().flatten().copied().max().unwrap_or(0);
         if epoch < job.later_epochs.len() {
-            sim.next_epoch();
+            let tasks = between(&Between {
+                epoch,
+                history: &sim.history,
+            })
+            .map_err(|e| {
+                Violation(format!(
+                    "between epochs {} and {}: {e}",
+                    epoch + 1,
+                    epoch + 2
+                ))
+            })?;
+            sim.next_epoch(tasks);
         }
     }
     out.events = sim.events;

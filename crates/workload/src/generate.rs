@@ -13,10 +13,14 @@
 //!   the drift D per epoch: epoch e's cost of task g is epoch 0's cost of task
 //!   (g − round(e·D·T)) mod T over T tasks, so a bimodal reaction zone moves like a flame
 //!   front across the ranks that own its cells.
+//! - Repartitioning (`apply_plans`): ownership changes only when the ranks' repartition
+//!   plans (`titus_core::repartition`) hand tasks to string neighbours for good.
 //!
 //! Every draw comes from the seeded generator, so a workload is reproducible from its
 //! parameters.
 
+use titus_core::fasthash::IntMap;
+use titus_core::repartition::Move;
 use titus_overlay::rng::Rng;
 
 /// How task ownership is spread over the ranks.
@@ -247,6 +251,72 @@ pub fn epoch_tasks(base: &[Vec<TaskSpec>], epoch: u32, drift: f64) -> Vec<Vec<Ta
         .collect()
 }
 
+/// Applies every rank's repartition plan (`moves[r]`: rank r's, from
+/// `titus_core::repartition::plan`, keys = the tasks' global numbers) to the ownership
+/// `owned`, as a solver hands cells to its neighbours: a moved task keeps its number and
+/// cost and gets its new owner; each rank's list is then in number order (string order)
+/// and every task's owner and index say where it is. Every rank that applies the same
+/// plans gets the same ownership. A plan naming a task its rank does not own, the same
+/// task twice, or a move to anything but a string neighbour fails, naming it.
+pub fn apply_plans(owned: &mut [Vec<TaskSpec>], moves: &[Vec<Move>]) -> Result<(), String> {
+    let n = owned.len();
+    if moves.len() != n {
+        return Err(format!("{} repartition plans for {n} ranks", moves.len()));
+    }
+    // Every plan is checked before anything moves (a bad one leaves `owned` as it was).
+    let mut dest: Vec<IntMap<u64, usize>> = Vec::with_capacity(n);
+    for (from, plan) in moves.iter().enumerate() {
+        let mut to_of: IntMap<u64, usize> = IntMap::default();
+        for m in plan {
+            let to = m.to as usize;
+            if to >= n || to.abs_diff(from) != 1 {
+                return Err(format!("rank {from} planned a move to rank {}", m.to));
+            }
+            if to_of.insert(m.key, to).is_some() {
+                return Err(format!("rank {from} planned to move task {} twice", m.key));
+            }
+        }
+        let found = owned[from]
+            .iter()
+            .filter(|t| to_of.contains_key(&t.global))
+            .count();
+        if found < to_of.len()
+            && let Some(m) = plan
+                .iter()
+                .find(|m| !owned[from].iter().any(|t| t.global == m.key))
+        {
+            return Err(format!(
+                "rank {from} planned to move task {} it does not own",
+                m.key
+            ));
+        }
+        dest.push(to_of);
+    }
+    let mut arriving: Vec<Vec<TaskSpec>> = vec![Vec::new(); n];
+    for (list, to_of) in owned.iter_mut().zip(&dest) {
+        if to_of.is_empty() {
+            continue;
+        }
+        let mut kept = Vec::with_capacity(list.len() - to_of.len());
+        for t in list.drain(..) {
+            match to_of.get(&t.global) {
+                Some(&to) => arriving[to].push(t),
+                None => kept.push(t),
+            }
+        }
+        *list = kept;
+    }
+    for (r, (list, extra)) in owned.iter_mut().zip(arriving).enumerate() {
+        list.extend(extra);
+        list.sort_by_key(|t| t.global);
+        for (i, t) in list.iter_mut().enumerate() {
+            t.owner = r as u32;
+            t.index = i as u32;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +451,82 @@ mod tests {
         };
         assert_eq!(owners(&base), vec![0, 50, 50, 0]);
         assert_eq!(owners(&epoch_tasks(&base, 2, 0.05)), vec![0, 0, 100, 0]);
+    }
+
+    #[test]
+    fn plans_move_tasks_for_good_and_conserve_them() {
+        // Gaussian ownership, known costs: every rank plans from the same loads; after
+        // the plans every task is owned exactly once, with its number and cost, owners
+        // and indices say where it is, and the largest load shrank.
+        let mut owned = generate(&spec(16, 1600, Cost::Bimodal, Distribution::Gaussian)).unwrap();
+        let cost = |t: &TaskSpec| (t.cost * 1e9) as u64;
+        let loads = |o: &[Vec<TaskSpec>]| -> Vec<u64> {
+            o.iter().map(|ts| ts.iter().map(cost).sum()).collect()
+        };
+        let before_max = *loads(&owned).iter().max().unwrap();
+        let mut all: Vec<(u64, u64)> = owned
+            .iter()
+            .flatten()
+            .map(|t| (t.global, cost(t)))
+            .collect();
+        for _ in 0..3 {
+            let l = loads(&owned);
+            let moves: Vec<Vec<Move>> = owned
+                .iter()
+                .enumerate()
+                .map(|(r, ts)| {
+                    let tasks: Vec<(u64, u64)> = ts.iter().map(|t| (t.global, cost(t))).collect();
+                    titus_core::repartition::plan(&l, r as u32, &tasks).unwrap()
+                })
+                .collect();
+            assert!(moves.iter().any(|m| !m.is_empty()));
+            apply_plans(&mut owned, &moves).unwrap();
+            let mut now: Vec<(u64, u64)> = owned
+                .iter()
+                .flatten()
+                .map(|t| (t.global, cost(t)))
+                .collect();
+            now.sort_unstable();
+            all.sort_unstable();
+            assert_eq!(now, all, "every task exactly once, same cost");
+            for (r, ts) in owned.iter().enumerate() {
+                for (i, t) in ts.iter().enumerate() {
+                    assert_eq!((t.owner, t.index), (r as u32, i as u32));
+                    assert!(i == 0 || ts[i - 1].global < t.global, "string order");
+                }
+            }
+        }
+        assert!(*loads(&owned).iter().max().unwrap() < before_max);
+    }
+
+    #[test]
+    fn bad_plans_are_named() {
+        let base = generate(&spec(3, 30, Cost::Constant, Distribution::Uniform)).unwrap();
+        let mv = |key, to| Move { key, to };
+        for (plans, needle) in [
+            (vec![vec![]], "1 repartition plans for 3 ranks"),
+            (
+                vec![vec![mv(0, 2)], vec![], vec![]],
+                "rank 0 planned a move to rank 2",
+            ),
+            (
+                vec![vec![], vec![], vec![mv(25, 3)]],
+                "rank 2 planned a move to rank 3",
+            ),
+            (
+                vec![vec![mv(1, 1), mv(1, 1)], vec![], vec![]],
+                "task 1 twice",
+            ),
+            (
+                vec![vec![mv(15, 1)], vec![], vec![]],
+                "rank 0 planned to move task 15 it does not own",
+            ),
+        ] {
+            let mut owned = base.clone();
+            let e = apply_plans(&mut owned, &plans).unwrap_err();
+            assert!(e.contains(needle), "{e}");
+            assert_eq!(owned, base, "nothing moved");
+        }
     }
 
     #[test]

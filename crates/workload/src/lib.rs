@@ -21,10 +21,12 @@ mod pipe;
 pub mod task;
 
 pub use generate::{
-    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, counts,
-    drift_shift, epoch_tasks, generate, parse_counts,
+    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, apply_plans,
+    counts, drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use pipe::quiet_broken_pipe;
+/// One move of a repartition plan ([`apply_plans`] takes every rank's).
+pub use titus_core::repartition::Move;
 
 /// A number as an error message shows it: as typed for ordinary magnitudes, in exponent
 /// form beyond (`1e300`, not three hundred digits).
