@@ -64,6 +64,27 @@ fn secret() -> Result<String, UsageError> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// Refuses, before any rank starts, a provider the ranks could not use: `--provider`, or
+/// else `TITUS_PROVIDER` as the ranks would inherit it. The ranks run on this machine, so
+/// what it offers is what they would find (each rank used to fail on its own, exit 1).
+fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
+    let (what, requested) = match (flag, std::env::var("TITUS_PROVIDER")) {
+        (Some(p), _) => ("--provider", p.to_string()),
+        (None, Ok(p)) if !p.is_empty() => ("TITUS_PROVIDER", p),
+        _ => return Ok(()),
+    };
+    let offered = titus_fabric_ofi::providers()
+        .map_err(|e| UsageError(format!("{what} '{requested}': {e}")))?;
+    titus_fabric_ofi::choose_provider(Some(&requested), &offered, true)
+        .map(drop)
+        .map_err(|e| {
+            UsageError(format!(
+                "{what}: {}",
+                e.to_string().trim_start_matches("unsupported: ")
+            ))
+        })
+}
+
 /// Kills `pid` and every process descended from it (a rank is often a shell or a wrapper
 /// whose children would otherwise outlive it and hold its output open). Descendants are
 /// found through /proc.
@@ -215,6 +236,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         Some(b) => return Err(UsageError(format!("--bootstrap '{b}' is not host:port"))),
         None => free_loopback_port()?,
     };
+    check_provider(args.provider.as_deref())?;
     let secret = secret()?;
     let n = args.ranks;
     let width = (n - 1).to_string().len();

@@ -106,6 +106,54 @@ fn timeout_and_bad_input() {
     }
 }
 
+/// A provider the ranks could not use is refused by the launcher before any rank starts
+/// (each rank used to fail on its own with exit 1), whether `--provider` or the
+/// `TITUS_PROVIDER` the ranks would inherit names it.
+#[test]
+fn a_bad_provider_is_refused_before_any_rank_starts() {
+    if !titus_fabric_ofi::available() {
+        return; // Without libfabric every provider is refused alike.
+    }
+    let marker = std::env::temp_dir().join(format!("titus-provider-{}", std::process::id()));
+    let touch = format!("touch {}", marker.display());
+    for (args, env, needle) in [
+        (
+            &["--provider", "nosuch"][..],
+            None,
+            "--provider: provider 'nosuch' is not offered",
+        ),
+        (
+            &[][..],
+            Some("nosuch"),
+            "TITUS_PROVIDER: provider 'nosuch' is not offered",
+        ),
+        (
+            &["--provider", "udp;ofi_rxd"][..],
+            None,
+            "provider 'udp;ofi_rxd' is refused",
+        ),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_titus"));
+        cmd.args(["launch", "-n", "2"])
+            .args(args)
+            .args(["--", "sh", "-c", &touch]);
+        match env {
+            Some(v) => cmd.env("TITUS_PROVIDER", v),
+            None => cmd.env_remove("TITUS_PROVIDER"),
+        };
+        let out = cmd.output().unwrap();
+        let started = marker.exists();
+        let _ = std::fs::remove_file(&marker);
+        assert!(!started, "{args:?} {env:?}: a rank started");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.trim_end().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn fabric_bench_on_mem_prints_every_figure() {
     let out = titus(&[
