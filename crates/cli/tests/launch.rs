@@ -233,6 +233,46 @@ fn ranks_die_with_a_killed_launcher() {
     }
 }
 
+/// A SIGTERM or SIGINT to the launcher reaches what the ranks started too: here each rank
+/// is a wrapper script whose `sleep` runs in the background (and, started by a
+/// non-interactive shell, ignores SIGINT: the SIGKILL after the grace period ends it).
+/// The parent-death signal alone reached only the ranks themselves.
+#[test]
+fn a_terminated_launcher_leaves_no_grandchild() {
+    use rustix::process::{Pid, Signal, kill_process};
+    use std::io::BufRead;
+    for (signal, code) in [(Signal::TERM, 143), (Signal::INT, 130)] {
+        let mut launcher = Command::new(env!("CARGO_BIN_EXE_titus"))
+            .args(["launch", "-n", "2", "--no-prefix", "--"])
+            .args(["sh", "-c", "sleep 60 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(launcher.stdout.take().unwrap()).lines();
+        let sleeps: Vec<u32> = (0..2)
+            .map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap())
+            .collect();
+        assert!(sleeps.iter().all(|&p| alive(p)), "{sleeps:?}");
+        kill_process(Pid::from_raw(launcher.id() as i32).unwrap(), signal).unwrap();
+        let out = launcher.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal:?}: {err}");
+        assert!(
+            err.contains("passed it on to every rank") && err.trim_end().lines().count() == 1,
+            "{signal:?}: {err}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sleeps.iter().any(|&p| alive(p)) {
+            assert!(
+                Instant::now() < deadline,
+                "{signal:?}: the ranks' children {sleeps:?} outlived their launcher"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn a_timeout_beyond_a_year_is_refused_before_anything_starts() {
     for t in ["1e300", "inf", "NaN", "0", "-1"] {
