@@ -190,6 +190,13 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
         (&["--epochs", "0"][..], "--epochs must be at least 1"),
         (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
         (&["--drift", "abc"][..], "--drift"),
+        // Plots that could not be written: refused before the runs, not after them.
+        (&["--plot", "/dev/null"][..], "is not a directory"),
+        (
+            &["--plot", "/nonexistent/x"][..],
+            "parent directory '/nonexistent' does not exist",
+        ),
+        (&["--plot", "/proc/x"][..], "cannot write into '/proc'"),
     ] {
         let out = Command::new(titus_tests::bin("titus"))
             .arg("sim")

@@ -195,6 +195,11 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
             "--group-size must be at least 1",
         ),
         (&["--plot", "/dev/null"][..], "is not a directory"),
+        (
+            &["--plot", "/nonexistent/x"][..],
+            "parent directory '/nonexistent' does not exist",
+        ),
+        (&["--plot", "/proc/x"][..], "cannot write into '/proc'"),
         (&["--distribution", "file"][..], "needs --counts"),
         (
             &["--distribution", "file", "--counts", "/nonexistent"][..],

@@ -10,7 +10,11 @@
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
 //! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
 //! shared-memory files a dead rank's libfabric `shm` provider leaves (`/dev/shm/<pid>:…`,
-//! 16 MiB each) are removed once the rank is gone.
+//! 16 MiB each) are removed once the rank is gone. Each rank runs in a process group of
+//! its own: a SIGTERM, SIGINT or SIGHUP to the launcher is passed on to every rank's whole
+//! group (so a wrapper script's children get it too), and whatever of those groups is left
+//! after a grace period (`TERMINATION_GRACE`) is killed; the launcher then exits with
+//! 128 + the signal.
 
 use crate::UsageError;
 use clap::Args;
@@ -47,6 +51,9 @@ pub struct LaunchArgs {
     command: Vec<String>,
 }
 
+/// How long ranks have to end after a forwarded SIGTERM/SIGINT before SIGKILL.
+const TERMINATION_GRACE: Duration = Duration::from_secs(2);
+
 fn free_loopback_port() -> Result<String, UsageError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| UsageError(format!("cannot find a free port: {e}")))?;
@@ -62,6 +69,27 @@ fn secret() -> Result<String, UsageError> {
         .and_then(|mut f| f.read_exact(&mut b))
         .map_err(|e| UsageError(format!("cannot read /dev/urandom for the job secret: {e}")))?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Refuses, before any rank starts, a provider the ranks could not use: `--provider`, or
+/// else `TITUS_PROVIDER` as the ranks would inherit it. The ranks run on this machine, so
+/// what it offers is what they would find (each rank used to fail on its own, exit 1).
+fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
+    let (what, requested) = match (flag, std::env::var("TITUS_PROVIDER")) {
+        (Some(p), _) => ("--provider", p.to_string()),
+        (None, Ok(p)) if !p.is_empty() => ("TITUS_PROVIDER", p),
+        _ => return Ok(()),
+    };
+    let offered = titus_fabric_ofi::providers()
+        .map_err(|e| UsageError(format!("{what} '{requested}': {e}")))?;
+    titus_fabric_ofi::choose_provider(Some(&requested), &offered, true)
+        .map(drop)
+        .map_err(|e| {
+            UsageError(format!(
+                "{what}: {}",
+                e.to_string().trim_start_matches("unsupported: ")
+            ))
+        })
 }
 
 /// Kills `pid` and every process descended from it (a rank is often a shell or a wrapper
@@ -215,11 +243,17 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         Some(b) => return Err(UsageError(format!("--bootstrap '{b}' is not host:port"))),
         None => free_loopback_port()?,
     };
+    check_provider(args.provider.as_deref())?;
+    titus_proc::catch_termination()
+        .map_err(|e| UsageError(format!("cannot catch SIGTERM/SIGINT: {e}")))?;
     let secret = secret()?;
     let n = args.ranks;
     let width = (n - 1).to_string().len();
     let mut children: Vec<Option<Child>> = Vec::with_capacity(n as usize);
     let mut pipes = Vec::new();
+    // Each rank's process group (its pid): what a forwarded signal and the final sweep
+    // reach.
+    let mut groups: Vec<u32> = Vec::with_capacity(n as usize);
     for r in 0..n {
         let mut cmd = Command::new(&args.command[0]);
         cmd.args(&args.command[1..])
@@ -235,6 +269,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             .stderr(Stdio::piped());
         // Spawned from the main thread, which lives until the launcher exits.
         titus_proc::die_with_parent(&mut cmd, rustix::process::Signal::TERM);
+        titus_proc::own_process_group(&mut cmd);
         if let Some(p) = &args.provider {
             cmd.env("TITUS_PROVIDER", p);
             // The sockets provider sleeps between progress checks unless told not to.
@@ -266,14 +301,34 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         if let Some(e) = child.stderr.take() {
             pipes.push(forward(e, prefix, true));
         }
+        groups.push(child.id());
         children.push(Some(child));
     }
     let start = Instant::now();
     let deadline = timeout.map(|t| start + t);
     let mut failure: Option<(u32, ExitStatus)> = None;
     let mut timed_out = false;
+    // A SIGTERM, SIGINT or SIGHUP to the launcher, and when it was forwarded.
+    let mut terminated: Option<(rustix::process::Signal, Instant)> = None;
     let mut running = n;
     while running > 0 {
+        if terminated.is_none()
+            && let Some(sig) = titus_proc::termination_signal()
+        {
+            // Pass it on to every rank's whole group (a wrapper script's children too).
+            for &g in &groups {
+                titus_proc::signal_group(g, sig);
+            }
+            terminated = Some((sig, Instant::now()));
+        }
+        if let Some((_, at)) = terminated
+            && at.elapsed() > TERMINATION_GRACE
+        {
+            for child in children.iter_mut().flatten() {
+                titus_proc::signal_group(child.id(), rustix::process::Signal::KILL);
+                kill_tree(child.id());
+            }
+        }
         for (r, slot) in children.iter_mut().enumerate() {
             let Some(child) = slot else { continue };
             match child.try_wait() {
@@ -281,8 +336,10 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
                     remove_shm_of(child.id());
                     *slot = None;
                     running -= 1;
-                    // After a timeout, the deaths are ours: not failures of the rank.
-                    if !status.success() && failure.is_none() && !timed_out {
+                    // After a timeout or a forwarded signal, the deaths are ours: not
+                    // failures of the rank.
+                    if !status.success() && failure.is_none() && !timed_out && terminated.is_none()
+                    {
                         failure = Some((r as u32, status));
                     }
                 }
@@ -296,11 +353,24 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         if (failure.is_some() || timed_out) && running > 0 {
             // Stop the others: a job with a dead rank cannot finish.
             for child in children.iter_mut().flatten() {
+                titus_proc::signal_group(child.id(), rustix::process::Signal::KILL);
                 kill_tree(child.id());
             }
         }
         if running > 0 {
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    if let Some((_, at)) = terminated {
+        // The ranks are gone; what they started may still run (a background job of a
+        // script that ignores SIGINT): it has the rest of the grace period, then SIGKILL.
+        while groups.iter().any(|&g| titus_proc::group_alive(g))
+            && at.elapsed() <= TERMINATION_GRACE
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for &g in &groups {
+            titus_proc::signal_group(g, rustix::process::Signal::KILL);
         }
     }
     // Output of processes that escaped (daemonised grandchildren) must not hold us: give
@@ -313,6 +383,14 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         if p.is_finished() {
             let _ = p.join();
         }
+    }
+    if let Some((sig, _)) = terminated {
+        let raw = sig.as_raw();
+        eprintln!(
+            "titus launch: received {}; passed it on to every rank's processes",
+            signal_name(raw)
+        );
+        return Ok((128 + raw).clamp(1, 255) as u8);
     }
     if let Some((r, status)) = failure {
         eprintln!(

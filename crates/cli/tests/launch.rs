@@ -106,6 +106,54 @@ fn timeout_and_bad_input() {
     }
 }
 
+/// A provider the ranks could not use is refused by the launcher before any rank starts
+/// (each rank used to fail on its own with exit 1), whether `--provider` or the
+/// `TITUS_PROVIDER` the ranks would inherit names it.
+#[test]
+fn a_bad_provider_is_refused_before_any_rank_starts() {
+    if !titus_fabric_ofi::available() {
+        return; // Without libfabric every provider is refused alike.
+    }
+    let marker = std::env::temp_dir().join(format!("titus-provider-{}", std::process::id()));
+    let touch = format!("touch {}", marker.display());
+    for (args, env, needle) in [
+        (
+            &["--provider", "nosuch"][..],
+            None,
+            "--provider: provider 'nosuch' is not offered",
+        ),
+        (
+            &[][..],
+            Some("nosuch"),
+            "TITUS_PROVIDER: provider 'nosuch' is not offered",
+        ),
+        (
+            &["--provider", "udp;ofi_rxd"][..],
+            None,
+            "provider 'udp;ofi_rxd' is refused",
+        ),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_titus"));
+        cmd.args(["launch", "-n", "2"])
+            .args(args)
+            .args(["--", "sh", "-c", &touch]);
+        match env {
+            Some(v) => cmd.env("TITUS_PROVIDER", v),
+            None => cmd.env_remove("TITUS_PROVIDER"),
+        };
+        let out = cmd.output().unwrap();
+        let started = marker.exists();
+        let _ = std::fs::remove_file(&marker);
+        assert!(!started, "{args:?} {env:?}: a rank started");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.trim_end().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn fabric_bench_on_mem_prints_every_figure() {
     let out = titus(&[
@@ -182,6 +230,46 @@ fn ranks_die_with_a_killed_launcher() {
             "ranks {pids:?} outlived their launcher"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A SIGTERM or SIGINT to the launcher reaches what the ranks started too: here each rank
+/// is a wrapper script whose `sleep` runs in the background (and, started by a
+/// non-interactive shell, ignores SIGINT: the SIGKILL after the grace period ends it).
+/// The parent-death signal alone reached only the ranks themselves.
+#[test]
+fn a_terminated_launcher_leaves_no_grandchild() {
+    use rustix::process::{Pid, Signal, kill_process};
+    use std::io::BufRead;
+    for (signal, code) in [(Signal::TERM, 143), (Signal::INT, 130)] {
+        let mut launcher = Command::new(env!("CARGO_BIN_EXE_titus"))
+            .args(["launch", "-n", "2", "--no-prefix", "--"])
+            .args(["sh", "-c", "sleep 60 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(launcher.stdout.take().unwrap()).lines();
+        let sleeps: Vec<u32> = (0..2)
+            .map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap())
+            .collect();
+        assert!(sleeps.iter().all(|&p| alive(p)), "{sleeps:?}");
+        kill_process(Pid::from_raw(launcher.id() as i32).unwrap(), signal).unwrap();
+        let out = launcher.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal:?}: {err}");
+        assert!(
+            err.contains("passed it on to every rank") && err.trim_end().lines().count() == 1,
+            "{signal:?}: {err}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sleeps.iter().any(|&p| alive(p)) {
+            assert!(
+                Instant::now() < deadline,
+                "{signal:?}: the ranks' children {sleeps:?} outlived their launcher"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -188,6 +188,19 @@ pub(crate) mod testing {
     use crate::{Loc, Memory};
     use std::cell::RefCell;
 
+    /// The property tests' configuration: `PROPTEST_CASES` cases (64 by default;
+    /// `PROPTEST_CASES=1000000` is the long hunt by hand), no regression files written.
+    pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(64),
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        }
+    }
+
     /// Three segments of plain bytes.
     pub(crate) struct Mem(RefCell<[Vec<u8>; 3]>);
 

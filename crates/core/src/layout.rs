@@ -368,6 +368,9 @@ pub fn decode_chunk(
 pub mod signal;
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

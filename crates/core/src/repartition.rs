@@ -148,6 +148,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::ctx::testing::proptest_config())]
+
         /// Every rank's plan, from the same loads: each task moves at most once, only to a
         /// string neighbour, nothing is created, and applying the plans leaves no rank
         /// above the largest load by more than one task (plans are made without talking,

@@ -233,3 +233,108 @@ impl OfiFabric {
         }
     }
 }
+
+/// Property tests of the address-record parse (a record comes from another rank through
+/// the rendezvous): arbitrary bytes and mutated valid records give a record or a typed
+/// error naming the rank, never a panic; valid records round-trip. Cases:
+/// `PROPTEST_CASES` (64; `PROPTEST_CASES=1000000` for an hour by hand).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(64),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    type Seg = (u64, u64, u64, Exposure);
+
+    fn any_record() -> impl Strategy<Value = (Vec<u8>, Vec<Seg>, Process)> {
+        let exposure = prop_oneof![
+            Just(Exposure::All),
+            proptest::collection::vec(0u32..8, 0..4).prop_map(Exposure::Peers),
+        ];
+        (
+            proptest::collection::vec(any::<u8>(), 0..48),
+            proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>(), exposure), 0..4),
+            (any::<u64>(), any::<u32>(), any::<u64>()),
+        )
+            .prop_map(|(addr, segs, (node, pid, start))| (addr, segs, Process { node, pid, start }))
+    }
+
+    fn encoded(addr: &[u8], segs: &[Seg], p: Process) -> Vec<u8> {
+        let refs: Vec<(u64, u64, u64, &Exposure)> =
+            segs.iter().map(|(k, b, l, e)| (*k, *b, *l, e)).collect();
+        encode(addr, &refs, p)
+    }
+
+    fn check(blob: &[u8]) -> Result<(), TestCaseError> {
+        match decode(3, 1, blob) {
+            Ok((addr, segs, _)) => {
+                prop_assert!(addr.len() <= 4096);
+                prop_assert!(segs.len() <= 4096);
+            }
+            Err(e) => prop_assert!(
+                matches!(&e, FabricError::Unsupported(m)
+                    if m.starts_with("rank 3 published a malformed address record")),
+                "{}",
+                e
+            ),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_bytes_parse_or_name_the_rank(blob in proptest::collection::vec(any::<u8>(), 0..160)) {
+            check(&blob)?;
+        }
+
+        #[test]
+        fn valid_records_round_trip((addr, segs, p) in any_record()) {
+            let (a, got, q) = decode(3, 1, &encoded(&addr, &segs, p)).unwrap();
+            prop_assert_eq!(a, addr);
+            prop_assert_eq!(q, p);
+            prop_assert_eq!(got.len(), segs.len());
+            for (g, (k, b, l, e)) in got.iter().zip(&segs) {
+                prop_assert_eq!((g.key, g.base, g.len), (*k, *b, *l));
+                let mine = match e {
+                    Exposure::All => true,
+                    Exposure::Peers(ps) => ps.contains(&1),
+                };
+                prop_assert_eq!(g.exposed_to_me, mine);
+            }
+        }
+
+        #[test]
+        fn mutated_records_parse_or_name_the_rank(
+            (addr, segs, p) in any_record(),
+            flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 0..4),
+            word in proptest::option::of((any::<usize>(), prop_oneof![any::<u32>(), Just(u32::MAX), 0u32..5000])),
+            cut in proptest::option::of(any::<usize>()),
+        ) {
+            let mut blob = encoded(&addr, &segs, p);
+            for (at, x) in flips {
+                let i = at % blob.len();
+                blob[i] ^= x;
+            }
+            if let Some((at, w)) = word {
+                let i = at % (blob.len() - 3);
+                blob[i..i + 4].copy_from_slice(&w.to_le_bytes());
+            }
+            if let Some(c) = cut {
+                blob.truncate(c % (blob.len() + 1));
+            }
+            check(&blob)?;
+        }
+    }
+}

@@ -1070,14 +1070,44 @@ pub fn check_args(args: &BenchArgs) {
         );
     }
     if let Some(dir) = &args.plot
-        && dir.exists()
-        && !dir.is_dir()
+        && let Err(e) = check_plot_dir(dir)
     {
-        fail(
-            2,
-            &format!("--plot '{}' exists and is not a directory", dir.display()),
-        );
+        fail(2, &format!("--plot '{}': {e}", dir.display()));
     }
+}
+
+/// Whether plots can be written into `dir` once the runs are over: an existing directory
+/// this process may write into, or a new one whose parent is such a directory (a missing
+/// parent is refused as a likely typo). Checked before any run starts; the probe file it
+/// writes is removed at once.
+pub fn check_plot_dir(dir: &std::path::Path) -> Result<(), String> {
+    let target = if dir.exists() {
+        if !dir.is_dir() {
+            return Err("exists and is not a directory".into());
+        }
+        dir.to_path_buf()
+    } else {
+        let parent = match dir.parent() {
+            Some(p) if p.as_os_str().is_empty() => std::path::PathBuf::from("."),
+            Some(p) => p.to_path_buf(),
+            None => return Err("is not a directory name".into()),
+        };
+        if !parent.is_dir() {
+            return Err(format!(
+                "its parent directory '{}' does not exist",
+                parent.display()
+            ));
+        }
+        parent
+    };
+    let probe = target.join(format!(".titus-plot-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| format!("cannot write into '{}': {e}", target.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// One rank's figures of a run, as the report needs them.

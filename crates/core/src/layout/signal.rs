@@ -300,6 +300,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::ctx::testing::proptest_config())]
+
         #[test]
         fn every_signal_round_trips(s in any_signal()) {
             prop_assert_eq!(Signal::unpack(s.pack(), 3), Ok(s));

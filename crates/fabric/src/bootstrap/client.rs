@@ -1,10 +1,7 @@
 //! The rendezvous client: each rank's connection, and the [`Exchange`] it provides.
 
 use super::server::{bind, serve};
-use super::wire::{
-    MAGIC, Reader, TAG_ERROR, TAG_HELLO, TAG_REFUSED, TAG_RESULT, TAG_ROUND, TAG_WELCOME, io_fail,
-    put_bytes, recv, send,
-};
+use super::wire::{Answer, hello, io_fail, parse_answer, parse_result, recv, round, send};
 use super::{BootstrapError, Exchange, JobEnv};
 use crate::Rank;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -80,35 +77,23 @@ impl Rendezvous {
             std::thread::sleep(Duration::from_millis(50));
         };
         let _ = stream.set_nodelay(true);
-        let mut hello = vec![TAG_HELLO];
-        hello.extend_from_slice(MAGIC);
-        put_bytes(&mut hello, secret.as_bytes());
-        hello.extend_from_slice(&rank.to_le_bytes());
-        hello.extend_from_slice(&size.to_le_bytes());
-        send(&mut stream, &hello).map_err(|e| io_fail("send the greeting", e))?;
+        send(&mut stream, &hello(secret.as_bytes(), rank, size))
+            .map_err(|e| io_fail("send the greeting", e))?;
         let _ = stream.set_read_timeout(Some(
             deadline
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(10)),
         ));
         let reply = recv(&mut stream).map_err(|e| io_fail("read the rendezvous's answer", e))?;
-        let mut r = Reader(&reply);
-        match r.u8()? {
-            TAG_WELCOME => Ok(Self {
+        match parse_answer(&reply)? {
+            Answer::Welcome => Ok(Self {
                 stream,
                 rank,
                 size,
                 timeout,
             }),
-            TAG_REFUSED => Err(BootstrapError::Refused(
-                String::from_utf8_lossy(&r.bytes()?).into_owned(),
-            )),
-            TAG_ERROR => Err(BootstrapError::Failed(
-                String::from_utf8_lossy(&r.bytes()?).into_owned(),
-            )),
-            t => Err(BootstrapError::Protocol(format!(
-                "unexpected answer tag {t}"
-            ))),
+            Answer::Refused(why) => Err(BootstrapError::Refused(why)),
+            Answer::Error(why) => Err(BootstrapError::Failed(why)),
         }
     }
 
@@ -125,9 +110,7 @@ impl Rendezvous {
     /// Every rank contributes `blob`; returns all blobs, indexed by rank. Waits at most
     /// the bootstrap timeout for the slowest rank.
     pub fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
-        let mut msg = vec![TAG_ROUND];
-        put_bytes(&mut msg, blob);
-        send(&mut self.stream, &msg).map_err(|e| io_fail("send to the rendezvous", e))?;
+        send(&mut self.stream, &round(blob)).map_err(|e| io_fail("send to the rendezvous", e))?;
         let _ = self.stream.set_read_timeout(Some(self.timeout));
         let reply = recv(&mut self.stream).map_err(|e| {
             if matches!(
@@ -142,23 +125,7 @@ impl Rendezvous {
                 io_fail("read from the rendezvous", e)
             }
         })?;
-        let mut r = Reader(&reply);
-        match r.u8()? {
-            TAG_RESULT => {
-                let n = r.u32()?;
-                if n != self.size {
-                    return Err(BootstrapError::Protocol(format!(
-                        "{n} blobs for {} ranks",
-                        self.size
-                    )));
-                }
-                (0..n).map(|_| r.bytes()).collect()
-            }
-            TAG_ERROR => Err(BootstrapError::Failed(
-                String::from_utf8_lossy(&r.bytes()?).into_owned(),
-            )),
-            t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
-        }
+        parse_result(&reply, self.size)?.map_err(BootstrapError::Failed)
     }
 
     /// Waits until every rank reaches the barrier.

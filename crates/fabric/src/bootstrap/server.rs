@@ -21,8 +21,8 @@
 //!    foreign process holds the port), not only which ranks are missing.
 
 use super::wire::{
-    MAGIC, Reader, TAG_ERROR, TAG_HELLO, TAG_REFUSED, TAG_RESULT, TAG_ROUND, TAG_WELCOME,
-    put_bytes, recv, recv_by, same_secret, send, text,
+    Hello, TAG_ERROR, TAG_REFUSED, TAG_WELCOME, parse_hello, parse_round, recv, recv_by, result,
+    same_secret, send, text,
 };
 use super::{BootstrapError, list};
 use crate::Rank;
@@ -236,14 +236,11 @@ fn greet(
             std::io::ErrorKind::InvalidData => format!("not a Titus greeting: {e}"),
             _ => format!("connection lost before its greeting ({e})"),
         })?;
-        let mut r = Reader(&hello);
-        let bad = |e: BootstrapError| e.to_string();
-        if r.u8().map_err(bad)? != TAG_HELLO || r.take(8).map_err(bad)? != MAGIC {
-            return Err("not a Titus rendezvous client".into());
-        }
-        let their_secret = r.bytes().map_err(bad)?;
-        let rank = r.u32().map_err(bad)?;
-        let their_size = r.u32().map_err(bad)?;
+        let Hello {
+            secret: their_secret,
+            rank,
+            size: their_size,
+        } = parse_hello(&hello)?;
         if !same_secret(&their_secret, secret) {
             return Err("wrong job secret (TITUS_JOB_SECRET)".into());
         }
@@ -325,13 +322,10 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
         let mut malformed = None;
         for (r, s) in streams.iter_mut().enumerate() {
             match recv(s) {
-                Ok(p) => {
-                    let mut rd = Reader(&p);
-                    match (rd.u8(), rd.bytes()) {
-                        (Ok(TAG_ROUND), Ok(blob)) => blobs.push(blob),
-                        _ => malformed = Some(r),
-                    }
-                }
+                Ok(p) => match parse_round(&p) {
+                    Ok(blob) => blobs.push(blob),
+                    Err(_) => malformed = Some(r),
+                },
                 Err(_) => left.push(r as Rank),
             }
         }
@@ -352,11 +346,7 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
             }
             return;
         }
-        let mut out = vec![TAG_RESULT];
-        out.extend_from_slice(&size.to_le_bytes());
-        for b in &blobs {
-            put_bytes(&mut out, b);
-        }
+        let out = result(&blobs);
         // Rank 0 hosts this thread: answer it last, so that it cannot return from the
         // exchange (and exit) before every other rank has its answer.
         for i in (1..streams.len()).chain(0..1) {

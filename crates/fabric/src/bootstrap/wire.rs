@@ -3,6 +3,7 @@
 //! bounded and checked.
 
 use super::BootstrapError;
+use crate::Rank;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
@@ -68,7 +69,7 @@ pub(super) fn recv_by(
     Ok(buf)
 }
 
-pub(super) fn recv(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+pub(super) fn recv(stream: &mut impl Read) -> std::io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len);
@@ -126,4 +127,255 @@ pub(super) fn text(tag: u8, msg: &str) -> Vec<u8> {
 /// Constant-time comparison, so a prober learns nothing from timing.
 pub(super) fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A rank's greeting: the job secret it was given, its rank and the job size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Hello {
+    pub(super) secret: Vec<u8>,
+    pub(super) rank: Rank,
+    pub(super) size: u32,
+}
+
+/// The HELLO payload.
+pub(super) fn hello(secret: &[u8], rank: Rank, size: u32) -> Vec<u8> {
+    let mut p = vec![TAG_HELLO];
+    p.extend_from_slice(MAGIC);
+    put_bytes(&mut p, secret);
+    p.extend_from_slice(&rank.to_le_bytes());
+    p.extend_from_slice(&size.to_le_bytes());
+    p
+}
+
+/// Parses a greeting (from anyone who connected): `Err` with the reason it is refused.
+pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
+    let mut r = Reader(p);
+    let bad = |e: BootstrapError| e.to_string();
+    if r.u8().map_err(bad)? != TAG_HELLO || r.take(8).map_err(bad)? != MAGIC {
+        return Err("not a Titus rendezvous client".into());
+    }
+    let secret = r.bytes().map_err(bad)?;
+    let rank = r.u32().map_err(bad)?;
+    let size = r.u32().map_err(bad)?;
+    Ok(Hello { secret, rank, size })
+}
+
+/// The rendezvous's answer to a greeting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Joined.
+    Welcome,
+    /// Refused, with the reason.
+    Refused(String),
+    /// The rendezvous failed, with the reason.
+    Error(String),
+}
+
+/// Parses the answer to a greeting.
+pub(super) fn parse_answer(p: &[u8]) -> Result<Answer, BootstrapError> {
+    let mut r = Reader(p);
+    match r.u8()? {
+        TAG_WELCOME => Ok(Answer::Welcome),
+        TAG_REFUSED => Ok(Answer::Refused(
+            String::from_utf8_lossy(&r.bytes()?).into_owned(),
+        )),
+        TAG_ERROR => Ok(Answer::Error(
+            String::from_utf8_lossy(&r.bytes()?).into_owned(),
+        )),
+        t => Err(BootstrapError::Protocol(format!(
+            "unexpected answer tag {t}"
+        ))),
+    }
+}
+
+/// A rank's contribution to an all-gather.
+pub(super) fn round(blob: &[u8]) -> Vec<u8> {
+    let mut p = vec![TAG_ROUND];
+    put_bytes(&mut p, blob);
+    p
+}
+
+/// Parses a rank's contribution: its blob.
+pub(super) fn parse_round(p: &[u8]) -> Result<Vec<u8>, BootstrapError> {
+    let mut r = Reader(p);
+    match r.u8()? {
+        TAG_ROUND => r.bytes(),
+        t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
+    }
+}
+
+/// An all-gather's result: every rank's blob, by rank.
+pub(super) fn result(blobs: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = vec![TAG_RESULT];
+    p.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
+    for b in blobs {
+        put_bytes(&mut p, b);
+    }
+    p
+}
+
+/// Parses the rendezvous's answer to a round in a job of `size` ranks: the blobs, or the
+/// failure it reports (`Ok(Err(reason))`).
+pub(super) fn parse_result(
+    p: &[u8],
+    size: u32,
+) -> Result<Result<Vec<Vec<u8>>, String>, BootstrapError> {
+    let mut r = Reader(p);
+    match r.u8()? {
+        TAG_RESULT => {
+            let n = r.u32()?;
+            if n != size {
+                return Err(BootstrapError::Protocol(format!(
+                    "{n} blobs for {size} ranks"
+                )));
+            }
+            Ok(Ok((0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?))
+        }
+        TAG_ERROR => Ok(Err(String::from_utf8_lossy(&r.bytes()?).into_owned())),
+        t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
+    }
+}
+
+/// Property tests of what the rendezvous decodes from sockets anyone may open: frames and
+/// every message, from arbitrary bytes and from mutated valid messages — a value or a
+/// typed error, never a panic; valid messages round-trip. Cases: `PROPTEST_CASES` (64;
+/// `PROPTEST_CASES=1000000` for an hour by hand).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(64),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..max)
+    }
+
+    /// Any valid message of the protocol.
+    fn any_message() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (bytes(40), any::<u32>(), any::<u32>()).prop_map(|(s, r, n)| hello(&s, r, n)),
+            Just(vec![TAG_WELCOME]),
+            (prop_oneof![Just(TAG_REFUSED), Just(TAG_ERROR)], ".{0,40}")
+                .prop_map(|(t, m)| text(t, &m)),
+            bytes(64).prop_map(|b| round(&b)),
+            proptest::collection::vec(bytes(24), 0..5).prop_map(|bs| result(&bs)),
+        ]
+    }
+
+    /// Every decoder on the same bytes: none may panic.
+    fn decode_all(p: &[u8], size: u32) {
+        let _ = parse_hello(p);
+        let _ = parse_answer(p);
+        let _ = parse_round(p);
+        let _ = parse_result(p, size);
+        let mut r = Reader(p);
+        let _ = (r.u8(), r.bytes(), r.u32(), r.take(usize::MAX));
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_bytes_decode_or_are_refused(p in bytes(96), size in 0u32..6) {
+            decode_all(&p, size);
+        }
+
+        #[test]
+        fn any_tag_with_garbage_decodes_or_is_refused(tag in 0u8..8, rest in bytes(96), size in 0u32..6) {
+            let mut p = vec![tag];
+            p.extend_from_slice(&rest);
+            decode_all(&p, size);
+        }
+
+        #[test]
+        fn mutated_messages_decode_or_are_refused(
+            m in any_message(),
+            flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 0..4),
+            word in proptest::option::of((any::<usize>(), any::<u32>())),
+            cut in any::<usize>(),
+            size in 0u32..6,
+        ) {
+            let mut p = m;
+            for (at, x) in flips {
+                if !p.is_empty() {
+                    let i = at % p.len();
+                    p[i] ^= x;
+                }
+            }
+            if let Some((at, w)) = word.filter(|_| p.len() >= 4) {
+                let i = at % (p.len() - 3);
+                p[i..i + 4].copy_from_slice(&w.to_le_bytes());
+            }
+            decode_all(&p, size);
+            p.truncate(cut % (p.len() + 1));
+            decode_all(&p, size);
+        }
+
+        #[test]
+        fn frames_decode_or_are_refused(
+            len in prop_oneof![any::<u32>(), 0u32..64, Just(MAX_FRAME), Just(MAX_FRAME + 1)],
+            body in bytes(64),
+        ) {
+            let mut wire = len.to_le_bytes().to_vec();
+            wire.extend_from_slice(&body);
+            match recv(&mut std::io::Cursor::new(&wire)) {
+                Ok(f) => {
+                    prop_assert_eq!(f.len(), len as usize);
+                    prop_assert_eq!(&f[..], &body[..len as usize]);
+                }
+                Err(e) => prop_assert!(
+                    len > MAX_FRAME || (len as usize) > body.len(),
+                    "{}", e
+                ),
+            }
+        }
+
+        #[test]
+        fn valid_messages_round_trip(
+            secret in bytes(40),
+            rank in any::<u32>(),
+            size in any::<u32>(),
+            why in ".{0,40}",
+            blobs in proptest::collection::vec(bytes(24), 0..5),
+        ) {
+            prop_assert_eq!(
+                parse_hello(&hello(&secret, rank, size)),
+                Ok(Hello { secret: secret.clone(), rank, size })
+            );
+            prop_assert_eq!(parse_answer(&[TAG_WELCOME]), Ok(Answer::Welcome));
+            prop_assert_eq!(
+                parse_answer(&text(TAG_REFUSED, &why)),
+                Ok(Answer::Refused(why.clone()))
+            );
+            prop_assert_eq!(
+                parse_answer(&text(TAG_ERROR, &why)),
+                Ok(Answer::Error(why.clone()))
+            );
+            prop_assert_eq!(
+                parse_result(&text(TAG_ERROR, &why), 3),
+                Ok(Err(why))
+            );
+            for b in &blobs {
+                prop_assert_eq!(parse_round(&round(b)), Ok(b.clone()));
+            }
+            let n = blobs.len() as u32;
+            prop_assert_eq!(parse_result(&result(&blobs), n), Ok(Ok(blobs.clone())));
+            prop_assert!(parse_result(&result(&blobs), n + 1).is_err());
+            let mut framed = Vec::new();
+            let p = round(&secret);
+            framed.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            framed.extend_from_slice(&p);
+            prop_assert_eq!(recv(&mut std::io::Cursor::new(&framed)).unwrap(), p);
+        }
+    }
 }
