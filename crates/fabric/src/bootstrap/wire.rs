@@ -239,7 +239,7 @@ pub(super) fn parse_result(
 /// Property tests of what the rendezvous decodes from sockets anyone may open: frames and
 /// every message, from arbitrary bytes and from mutated valid messages — a value or a
 /// typed error, never a panic; valid messages round-trip. Cases: `PROPTEST_CASES` (64;
-/// `PROPTEST_CASES=1000000` for an hour by hand).
+/// 1,000,000 by hand take about 20 s per crate here; ~50,000,000 an hour).
 #[cfg(test)]
 mod fuzz {
     use super::*;
