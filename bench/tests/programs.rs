@@ -45,6 +45,33 @@ fn runtime_bench_in_process_verifies_every_protocol() {
 }
 
 #[test]
+fn a_provider_nobody_offers_is_bad_input_without_the_launcher_too() {
+    // Run as rank 0 of 1 outside `titus launch`: the fabric refuses the provider; the
+    // programs exit 2 (bad input), not 1 (a failure while running).
+    for (bin, args) in [
+        (env!("CARGO_BIN_EXE_dlb-bench"), &["--profile", "quick"][..]),
+        (
+            env!("CARGO_BIN_EXE_runtime-bench"),
+            &["--tasks", "4", "--protocol", "claim"][..],
+        ),
+    ] {
+        let out = Command::new(bin)
+            .args(args)
+            .env("TITUS_RANK", "0")
+            .env("TITUS_SIZE", "1")
+            .env("TITUS_PROVIDER", "nosuch")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bin}: {err}");
+        assert!(
+            err.contains("nosuch") || err.contains("libfabric"),
+            "{bin}: {err}"
+        );
+    }
+}
+
+#[test]
 fn overlay_bench_prints_every_case() {
     let out = Command::new(env!("CARGO_BIN_EXE_overlay-bench"))
         .args([

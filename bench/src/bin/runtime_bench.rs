@@ -477,7 +477,7 @@ fn main() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("runtime-bench: {e}");
-                    std::process::exit(1);
+                    std::process::exit(if e.is_usage() { 2 } else { 1 });
                 }
             };
             if args.kill_rank == Some(rt.rank()) {

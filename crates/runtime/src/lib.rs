@@ -103,6 +103,18 @@ pub enum RuntimeError {
     Barrier(String),
 }
 
+impl RuntimeError {
+    /// The user asked for something this job cannot have (a bad configuration, a
+    /// provider not offered on every rank, a rendezvous missing): a program exits 2 on it,
+    /// as on any bad input, rather than 1 (a failure while running).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Config(_) | Self::Fabric(FabricError::Unsupported(_))
+        )
+    }
+}
+
 /// Figures of one epoch on this rank.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EpochStats {
