@@ -100,7 +100,9 @@ typedef int (*titus_allgather_fn)(const void *send, size_t len, void *recv, void
 // most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
 // stores their number in `*result_len` and returns 0; any other return fails the time
 // step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
-// concurrently from worker threads of any rank.
+// concurrently from worker threads of any rank. Only the `*result_len` bytes it reports
+// are kept; write all of them (the buffer is reused: bytes an earlier task wrote past
+// its own report may still be there).
 typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
 // Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the

@@ -64,7 +64,9 @@ pub const TITUS_ERR_INTERNAL: c_int = 10;
 /// most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
 /// stores their number in `*result_len` and returns 0; any other return fails the time
 /// step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
-/// concurrently from worker threads of any rank.
+/// concurrently from worker threads of any rank. Only the `*result_len` bytes it reports
+/// are kept; write all of them (the buffer is reused: bytes an earlier task wrote past
+/// its own report may still be there).
 pub type titus_task_fn = Option<
     unsafe extern "C" fn(
         payload: *const c_void,
@@ -467,47 +469,81 @@ fn run_task(
     cap: usize,
     payload: &[u8],
 ) -> Vec<u8> {
-    // Payload and result buffers 16-byte aligned, as the header promises (a C user casts
-    // them to its record type).
-    let words = |bytes: &[u8], len: usize| -> Vec<u128> {
-        let mut w = vec![0u128; len.div_ceil(16).max(1)];
-        for (i, c) in bytes.chunks(16).enumerate() {
+    SCRATCH.with(|scratch| {
+        // A task that ran a task on this thread from inside itself would find the buffers
+        // taken: that panics, which fails the step like any task failure.
+        let mut scratch = scratch.borrow_mut();
+        let Scratch {
+            input,
+            result,
+            dirty,
+        } = &mut *scratch;
+        // Payload and result buffers 16-byte aligned, as the header promises (a C user
+        // casts them to its record type); reused by every task of this worker thread.
+        let n_in = payload.len().div_ceil(16).max(1);
+        if input.len() < n_in {
+            input.resize(n_in, 0);
+        }
+        for (w, c) in input.iter_mut().zip(payload.chunks(16)) {
             let mut b = [0u8; 16];
             b[..c.len()].copy_from_slice(c);
-            w[i] = u128::from_ne_bytes(b);
+            *w = u128::from_ne_bytes(b);
         }
-        w
-    };
-    let input = words(payload, payload.len());
-    let mut result = vec![0u128; cap.div_ceil(16).max(1)];
-    let mut len = 0usize;
-    // SAFETY: `input` holds `payload.len()` readable bytes and `result` `cap` writable
-    // bytes, both 16-byte aligned and alive for the call; `len` is a valid out-pointer;
-    // `ctx` is the user's, handed back unchanged (the header's contract covers it).
-    let rc = unsafe {
-        f(
-            input.as_ptr().cast(),
-            payload.len(),
-            result.as_mut_ptr().cast(),
-            cap,
-            &mut len,
-            ctx.0,
-        )
-    };
-    // The runtime turns a panicking task into a failed time step on every rank.
-    if rc != 0 {
-        panic!("the function of task kind {kind} returned {rc}");
-    }
-    if len > cap {
-        panic!(
-            "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
-        );
-    }
-    result
-        .iter()
-        .flat_map(|w| w.to_ne_bytes())
-        .take(len)
-        .collect()
+        let n_out = cap.div_ceil(16).max(1);
+        if result.len() < n_out {
+            result.resize(n_out, 0);
+        }
+        // What the last task reported (all of it after a failure) is cleared, so a
+        // function finds zeros where no earlier task wrote within its report; zeroing all
+        // of `max_result` per task, with three allocations, cost µs-cells several %.
+        let d = (*dirty).min(result.len());
+        result[..d].fill(0);
+        let mut len = 0usize;
+        // SAFETY: `input` holds `payload.len()` readable bytes and `result` `cap` writable
+        // bytes, both 16-byte aligned and alive for the call; `len` is a valid
+        // out-pointer; `ctx` is the user's, handed back unchanged (the header's contract
+        // covers it).
+        let rc = unsafe {
+            f(
+                input.as_ptr().cast(),
+                payload.len(),
+                result.as_mut_ptr().cast(),
+                cap,
+                &mut len,
+                ctx.0,
+            )
+        };
+        // Until it is known to have succeeded, anything it could reach counts as written.
+        *dirty = n_out;
+        // The runtime turns a panicking task into a failed time step on every rank.
+        if rc != 0 {
+            panic!("the function of task kind {kind} returned {rc}");
+        }
+        if len > cap {
+            panic!(
+                "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
+            );
+        }
+        *dirty = len.div_ceil(16).max(1);
+        result
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .take(len)
+            .collect()
+    })
+}
+
+/// A worker thread's task buffers (`run_task`).
+#[derive(Default)]
+struct Scratch {
+    input: Vec<u128>,
+    result: Vec<u128>,
+    /// Words of `result` a task may have written since it was last cleared.
+    dirty: usize,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 fn add_tasks<'a>(
