@@ -499,10 +499,10 @@ fn run_task(
         let d = (*dirty).min(result.len());
         result[..d].fill(0);
         let mut len = 0usize;
-        // SAFETY: `input` holds `payload.len()` readable bytes and `result` `cap` writable
-        // bytes, both 16-byte aligned and alive for the call; `len` is a valid
-        // out-pointer; `ctx` is the user's, handed back unchanged (the header's contract
-        // covers it).
+        // `input` holds `payload.len()` readable bytes and `result` `cap` writable bytes,
+        // both 16-byte aligned and alive for the call; `len` is a valid out-pointer; `ctx`
+        // is the user's, handed back unchanged (the header's contract covers it).
+        // SAFETY: the pointers and lengths just described are valid for the call.
         let rc = unsafe {
             f(
                 input.as_ptr().cast(),

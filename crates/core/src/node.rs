@@ -335,10 +335,12 @@ impl Node {
         if let Some(p) = prediction
             && diffusion
         {
-            cx.stats.predicted_ns = diffuse::predicted_load(&p.costs_ns).unwrap_or(0);
+            let predicted = diffuse::predicted_load(&p.costs_ns);
+            let mean = diffuse::known_mean(&p.costs_ns);
+            cx.stats.predicted_ns = predicted.unwrap_or(0);
             // A rank whose own tasks were predicted, or that gets pushes (an empty one
             // without either shares on what it steals, as before).
-            self.balanced_start = diffuse::known_mean(&p.costs_ns).is_some();
+            self.balanced_start = mean.is_some();
             // Only loads of diffusion neighbours count (a driver's extra entries do not).
             let loads: Vec<(Rank, u64)> = p
                 .neighbour_loads
@@ -347,7 +349,7 @@ impl Node {
                 .filter(|(r, _)| neighbours.binary_search(r).is_ok())
                 .collect();
             // Neighbours that predicted more push here: leave them alone until then.
-            if let Some(mine) = diffuse::predicted_load(&p.costs_ns)
+            if let Some(mine) = predicted
                 && cx.cfg.sharing.is_none()
             {
                 let givers: Vec<Rank> = loads
@@ -379,7 +381,7 @@ impl Node {
             }
             // Dear tasks first (longest processing time first): the end of the epoch is
             // then made of cheap tasks, which split finely between the ranks that finish.
-            if let Some(mean) = diffuse::known_mean(&p.costs_ns) {
+            if let Some(mean) = mean {
                 let cost = |t: &Task| match p.costs_ns.get(t.index as usize) {
                     Some(&c) if c > 0 => c,
                     _ => mean,

@@ -383,6 +383,11 @@ impl OfiFabric {
                 return Ok(());
             }
             let ms = (left.as_millis() as i32).clamp(1, 1000);
+            let ready = |st: &State| {
+                !st.signals.is_empty()
+                    || st.completions != seen
+                    || self.woken.load(Ordering::Acquire)
+            };
             match self.poller.try_lock() {
                 Ok(_token) if !self.caps.polled_progress => {
                     self.poll_once(ms)?;
@@ -412,19 +417,11 @@ impl OfiFabric {
                         cap
                     };
                     self.nap_ns.store(nap, Ordering::Relaxed);
-                    self.sleep_unless(left.min(Duration::from_nanos(nap)), |st| {
-                        !st.signals.is_empty()
-                            || st.completions != seen
-                            || self.woken.load(Ordering::Acquire)
-                    });
+                    self.sleep_unless(left.min(Duration::from_nanos(nap)), ready);
                 }
                 Err(_) => {
                     // A waiter polls right now; sleep until it dispatches something.
-                    self.sleep_unless(left.min(Duration::from_millis(5)), |st| {
-                        !st.signals.is_empty()
-                            || st.completions != seen
-                            || self.woken.load(Ordering::Acquire)
-                    });
+                    self.sleep_unless(left.min(Duration::from_millis(5)), ready);
                 }
             }
         }

@@ -48,11 +48,12 @@ extern "C" fn record(signal: libc::c_int) {
 pub fn catch_termination() -> io::Result<()> {
     for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let handler: extern "C" fn(libc::c_int) = record;
-        // SAFETY: `action` is a zeroed sigaction (a valid value: empty mask, no flags)
-        // whose handler is `record`, an `extern "C"` function that only stores into a
-        // static atomic (async-signal-safe) and lives for the whole program; sigemptyset
-        // and sigaction get valid pointers to it, and a null pointer for the old action,
-        // which sigaction allows.
+        // `action` is a zeroed sigaction (a valid value: empty mask, no flags) whose
+        // handler is `record`, an `extern "C"` function that only stores into a static
+        // atomic (async-signal-safe) and lives for the whole program; sigemptyset and
+        // sigaction get valid pointers to it, and a null pointer for the old action, which
+        // sigaction allows.
+        // SAFETY: as just described, every pointer is valid and the handler is safe.
         let ret = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = handler as libc::sighandler_t;
