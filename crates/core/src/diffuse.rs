@@ -40,12 +40,24 @@ use crate::layout::{self, PushedTask, Task};
 use crate::neighbours::Neighbours;
 
 /// The mean of the known (non-zero) predictions, if any is known.
-pub(crate) fn known_mean(predicted: &[u64]) -> Option<u64> {
+fn known_mean(predicted: &[u64]) -> Option<u64> {
     let (sum, n) = predicted
         .iter()
         .filter(|&&c| c > 0)
         .fold((0u128, 0u128), |(s, n), &c| (s + u128::from(c), n + 1));
     (n > 0).then(|| (sum / n).max(1) as u64)
+}
+
+/// Each prediction, unknown ones (0) at the mean of the known ones; `None` when none is
+/// known. Diffusion, the queue's order and the repartition plan all count unknown tasks so.
+pub(crate) fn filled(predicted: &[u64]) -> Option<Vec<u64>> {
+    let mean = known_mean(predicted)?;
+    Some(
+        predicted
+            .iter()
+            .map(|&c| if c > 0 { c } else { mean })
+            .collect(),
+    )
 }
 
 /// A rank's predicted load from its tasks' predictions (0: unknown), ns: unknown tasks
@@ -172,13 +184,9 @@ pub(crate) fn plan(
     deg: usize,
     max_record: usize,
 ) -> Vec<(Rank, Vec<PushedTask>)> {
-    let (Some(mine), Some(mean)) = (predicted_load(predicted), known_mean(predicted)) else {
+    let (Some(mine), Some(mut costs)) = (predicted_load(predicted), filled(predicted)) else {
         return Vec::new();
     };
-    let mut costs: Vec<u64> = predicted
-        .iter()
-        .map(|&c| if c > 0 { c } else { mean })
-        .collect();
     flows(mine, loads, deg)
         .into_iter()
         .map(|(r, f)| {

@@ -336,11 +336,11 @@ impl Node {
             && diffusion
         {
             let predicted = diffuse::predicted_load(&p.costs_ns);
-            let mean = diffuse::known_mean(&p.costs_ns);
+            let costs = diffuse::filled(&p.costs_ns);
             cx.stats.predicted_ns = predicted.unwrap_or(0);
             // A rank whose own tasks were predicted, or that gets pushes (an empty one
             // without either shares on what it steals, as before).
-            self.balanced_start = mean.is_some();
+            self.balanced_start = costs.is_some();
             // Only loads of diffusion neighbours count (a driver's extra entries do not).
             let loads: Vec<(Rank, u64)> = p
                 .neighbour_loads
@@ -381,12 +381,8 @@ impl Node {
             }
             // Dear tasks first (longest processing time first): the end of the epoch is
             // then made of cheap tasks, which split finely between the ranks that finish.
-            if let Some(mean) = mean {
-                let cost = |t: &Task| match p.costs_ns.get(t.index as usize) {
-                    Some(&c) if c > 0 => c,
-                    _ => mean,
-                };
-                tasks.sort_by_key(|t| std::cmp::Reverse(cost(t)));
+            if let Some(costs) = costs {
+                tasks.sort_by_key(|t| std::cmp::Reverse(costs[t.index as usize]));
             }
         }
         // After a balanced start the queue (or the pushes it receives) is in predicted

@@ -18,7 +18,7 @@
 //!    less than its share: a rank may end up to one task above the largest load.
 //!    Tasks only ever move between string neighbours, and each task at most once.
 
-use crate::diffuse::known_mean;
+use crate::diffuse::filled;
 use crate::{CoreError, CostHistory, Rank};
 
 /// One task to hand over.
@@ -36,13 +36,8 @@ pub struct Move {
 /// shares before [`plan`]). Every driver computes it here: the runtime
 /// (`Runtime::repartition_plan`) and the simulator alike.
 pub fn predicted_tasks(history: &CostHistory, keys: &[u64]) -> (Vec<(u64, u64)>, u64) {
-    let mut costs = history.predict(keys);
-    if let Some(mean) = known_mean(&costs) {
-        costs
-            .iter_mut()
-            .filter(|c| **c == 0)
-            .for_each(|c| *c = mean);
-    }
+    let predicted = history.predict(keys);
+    let costs = filled(&predicted).unwrap_or(predicted);
     let load: u128 = costs.iter().map(|&c| u128::from(c)).sum();
     let tasks = keys.iter().copied().zip(costs).collect();
     (tasks, load.min(u128::from(u64::MAX)) as u64)
