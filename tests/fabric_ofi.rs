@@ -92,6 +92,43 @@ fn sockets() {
     suite("sockets", 4, false, false);
 }
 
+/// The node backend (shared memory, CPU atomics) over 2, 4 and 8 processes; nothing is
+/// left in /dev/shm, not even after the dead-peer case ends a rank abruptly.
+#[test]
+fn node() {
+    suite("node", 2, true, true);
+    suite("node", 4, false, false);
+    suite("node", 8, false, false);
+    assert!(
+        titus_tests::node_objects().is_empty(),
+        "{:?}",
+        titus_tests::node_objects()
+    );
+}
+
+/// Ranks killed before they could unlink their objects: `titus launch` removes them.
+#[test]
+fn the_launcher_removes_what_killed_ranks_left() {
+    let out = Command::new(titus_tests::bin("titus"))
+        .args(["launch", "-n", "2", "--timeout", "1", "--"])
+        .arg(titus_tests::bin("node-leftover"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(124), "{text}");
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("created ").nth(1))
+        .collect();
+    assert_eq!(names.len(), 2, "{text}");
+    for n in names {
+        assert!(
+            !std::path::Path::new("/dev/shm").join(n).exists(),
+            "{n} was left behind"
+        );
+    }
+}
+
 #[test]
 fn refused_providers_say_why() {
     if !titus_tests::libfabric_or_skip() {

@@ -44,6 +44,8 @@ fn every_protocol_over_tcp_shm_and_sockets() {
         ("shm", 2, "2"),
         ("sockets", 4, "3"),
         ("tcp;ofi_rxm", 8, "4"),
+        ("node", 2, "5"),
+        ("node", 4, "6"),
     ] {
         for protocol in ["claim", "lock", "request"] {
             let (ok, text, _) = bench(provider, ranks, protocol, &["--seed", seed]);
@@ -62,7 +64,7 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    for provider in ["tcp;ofi_rxm", "shm"] {
+    for provider in ["tcp;ofi_rxm", "shm", "node"] {
         // Rank 1 steals, runs 5 tasks, and exits abruptly with the rest of its batch.
         let (ok, text, took) = bench(
             provider,
@@ -107,6 +109,12 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
             })
             .collect();
         assert!(left.is_empty(), "{provider}: rank 1 left {left:?}");
+        // Nor does the node backend leave any object (unlinked once every rank mapped).
+        assert!(
+            titus_tests::node_objects().is_empty(),
+            "{provider}: {:?}",
+            titus_tests::node_objects()
+        );
     }
 }
 
@@ -118,7 +126,7 @@ fn a_vanished_rank_is_named_within_seconds() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    for provider in ["tcp;ofi_rxm", "shm", "sockets"] {
+    for provider in ["tcp;ofi_rxm", "shm", "sockets", "node"] {
         let (ok, text, took) = bench(
             provider,
             2,
@@ -144,7 +152,7 @@ fn dlb_bench_runs_every_balancer_across_processes() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2)] {
+    for (provider, ranks) in [("tcp;ofi_rxm", 3), ("shm", 2), ("node", 2)] {
         let out = launch(provider, ranks, "dlb-bench")
             .args([
                 "--tasks",
@@ -186,22 +194,21 @@ fn dlb_bench_runs_every_balancer_across_processes() {
 
 /// Time steps across processes: keyed tasks over four epochs per protocol, diffusion on
 /// (rank 0 owns most tasks and pushes from the second epoch), every result checked, every
-/// cost home, every pushed task arrived (`tests/bin/runtime_epochs.rs`).
+/// cost home, every pushed task arrived (`tests/bin/runtime_epochs.rs`); over the node
+/// backend the workers drive steals and pushes inline.
 #[test]
-fn keyed_epochs_with_diffusion_over_tcp() {
+fn keyed_epochs_with_diffusion_over_tcp_and_node() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    for ranks in [2, 4] {
-        let out = launch("tcp;ofi_rxm", ranks, "runtime-epochs")
-            .output()
-            .unwrap();
+    for (provider, ranks) in [("tcp;ofi_rxm", 2), ("tcp;ofi_rxm", 4), ("node", 3)] {
+        let out = launch(provider, ranks, "runtime-epochs").output().unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.status.success(), "{ranks} ranks:\n{text}");
+        assert!(out.status.success(), "{provider}, {ranks} ranks:\n{text}");
         for p in ["claim", "lock", "request"] {
             let ok = text
                 .lines()

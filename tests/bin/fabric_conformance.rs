@@ -1,9 +1,10 @@
-//! One rank of the fabric conformance suite over libfabric: bootstrap from the launcher's
-//! environment, open the provider in TITUS_PROVIDER, run every case.
+//! One rank of the fabric conformance suite over a multi-process backend: bootstrap from
+//! the launcher's environment, open libfabric on the provider in TITUS_PROVIDER (or the
+//! node backend when it is `node`), run every case.
 //!
-//! `fabric-conformance [--dead-peer]`: with `--dead-peer`, rank 1 ends abruptly at the end
-//! (exit without closing the fabric, as a crash would) and rank 0 must see an error
-//! within the timeout.
+//! `fabric-conformance [--dead-peer]`: with `--dead-peer`, rank 1
+//! ends abruptly at the end (exit without closing the fabric, as a crash would) and rank 0
+//! must see an error within the timeout.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use titus_fabric_ofi::OfiFabric;
 
 fn main() {
     let dead_peer = std::env::args().any(|a| a == "--dead-peer");
+    let node = std::env::var("TITUS_PROVIDER").is_ok_and(|p| p == "node");
     let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
         eprintln!("fabric-conformance: {what}: {e}");
         std::process::exit(1)
@@ -21,17 +23,19 @@ fn main() {
     let env = JobEnv::from_env().unwrap_or_else(|e| fail("environment", &e));
     let rv = Rendezvous::join(&env).unwrap_or_else(|e| fail("rendezvous", &e));
     let config = conformance::config(env.size, Duration::from_secs(5));
-    let fabric = OfiFabric::open(
-        env.rank,
-        env.size,
-        rv.map(Rendezvous::into_exchange),
-        config,
-        None,
-    )
-    .unwrap_or_else(|e| fail("open", &e));
+    let rv = rv.map(Rendezvous::into_exchange);
+    let (fabric, connect, _exchange): (Arc<dyn Fabric>, _, _) = if node {
+        let (f, x) = titus_fabric_node::open(env.rank, env.size, rv, config)
+            .unwrap_or_else(|e| fail("open", &e));
+        let t = f.connect_time();
+        (Arc::new(f), t, x)
+    } else {
+        let f = OfiFabric::open(env.rank, env.size, rv, config, None)
+            .unwrap_or_else(|e| fail("open", &e));
+        let t = f.connect_time();
+        (Arc::new(f), t, None)
+    };
     let provider = fabric.caps().provider.clone();
-    let connect = fabric.connect_time();
-    let fabric: Arc<dyn Fabric> = Arc::new(fabric);
     let die = || std::process::exit(0);
     match conformance::run_rank(fabric, &die, dead_peer) {
         Ok(()) => println!(

@@ -50,7 +50,8 @@ fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String>
     cfg.core.max_payload = 64;
     cfg.core.max_result = 16;
     let env = env.session(session).map_err(|e| e.to_string())?;
-    let rt = Runtime::from_job(cfg, Backend::ofi(None), env).map_err(|e| e.to_string())?;
+    let rt =
+        Runtime::from_job(cfg, Backend::default_fabric(None), env).map_err(|e| e.to_string())?;
     rt.register(0, checksum);
     let r = rt.rank();
     let mut pushed_by_epoch = Vec::new();

@@ -132,7 +132,7 @@ fn open(rv: &Shared, session: u16) -> Result<Runtime, String> {
     cfg.core.protocol = [Protocol::Claim, Protocol::Lock, Protocol::Request][session as usize % 3];
     cfg.core.max_payload = 16;
     cfg.core.max_result = MAX_RESULT;
-    let rt = Runtime::from_exchange(cfg, Backend::ofi(None), Box::new(rv.clone()))
+    let rt = Runtime::from_exchange(cfg, Backend::default_fabric(None), Box::new(rv.clone()))
         .map_err(|e| format!("runtime {session}: {e}"))?;
     rt.register(OK, run);
     rt.register(PANICS, |p: &[u8]| {

@@ -45,3 +45,25 @@ pub fn launch(provider: &str, ranks: u32, program: &Path) -> Command {
         .arg(program);
     c
 }
+
+/// The node backend's shared-memory objects (`/dev/shm/titus-*`) that stay for 2 s: a
+/// job's objects exist only while it opens (milliseconds), so what stays was left
+/// behind — and other tests' jobs opening meanwhile are not counted.
+pub fn node_objects() -> Vec<String> {
+    let list = || -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("titus-"))
+            .collect()
+    };
+    let first = list();
+    if first.is_empty() {
+        return first;
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let now = list();
+    first.into_iter().filter(|n| now.contains(n)).collect()
+}

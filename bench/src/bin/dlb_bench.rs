@@ -340,8 +340,12 @@ fn main() {
                     .map_err(|_| "too many runs for one job".to_string())
                     .and_then(|k| env.session(k).map_err(|e| e.to_string()))
                     .unwrap_or_else(|e| fail(2, &e));
-                let rt = Runtime::from_job(config(run, env.size, &plan), Backend::ofi(None), job)
-                    .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
+                let rt = Runtime::from_job(
+                    config(run, env.size, &plan),
+                    Backend::default_fabric(None),
+                    job,
+                )
+                .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
                 rt.register(0, counted_task);
                 let _bar = Progress::start(
                     !args.no_progress && rt.rank() == 0 && !args.json && !args.csv,

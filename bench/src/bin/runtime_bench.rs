@@ -473,7 +473,11 @@ fn main() {
     if launched {
         let mut first = true;
         for &p in &protocols {
-            let rt = match Runtime::from_job(config(&args, p), Backend::ofi(None), env.clone()) {
+            let rt = match Runtime::from_job(
+                config(&args, p),
+                Backend::default_fabric(None),
+                env.clone(),
+            ) {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("runtime-bench: {e}");

@@ -109,7 +109,7 @@ impl Options {
                             Ok(b) => BackendChoice::Named(b),
                             Err(_) => {
                                 let names = titus_runtime::backend_names().join(", ");
-                                return Err(bad(&format!("auto or one of: {names}")));
+                                return Err(bad(&format!("one of: {names}")));
                             }
                         },
                     }
@@ -150,7 +150,9 @@ impl Options {
     }
 
     /// The backend for a job of `ranks` ranks: `auto` is in-process for one rank and the
-    /// default multi-process backend otherwise; `provider` goes to a multi-process one.
+    /// automatic choice among the multi-process backends otherwise (shared memory when
+    /// every rank shares a node and no provider is forced); `provider` goes to a
+    /// multi-process one.
     pub(crate) fn backend(&self, ranks: u32) -> Backend {
         match &self.backend {
             BackendChoice::Auto if ranks == 1 => Backend::Mem,
@@ -205,7 +207,10 @@ mod tests {
         assert_eq!(o.config(4).unwrap().core.steal_below, 0);
         // auto: in-process for one rank, the default fabric (with the provider) otherwise.
         assert_eq!(o.backend(1), Backend::Mem);
-        assert_eq!(o.backend(4), Backend::ofi(Some("tcp;ofi_rxm".into())));
+        assert_eq!(
+            o.backend(4),
+            Backend::default_fabric(Some("tcp;ofi_rxm".into()))
+        );
         let o = Options::parse("backend=mem", Some("backend=ofi")).unwrap();
         assert_eq!(o.backend(1), Backend::ofi(None));
         let o = Options::parse("backend=mem", None).unwrap();
@@ -246,7 +251,7 @@ mod tests {
         assert!(e.contains("op_timeout='1e30'"), "{e}");
         let e = Options::parse("backend=pigeon", None).unwrap_err();
         assert!(
-            e.contains("backend='pigeon'") && e.contains("mem, ofi"),
+            e.contains("backend='pigeon'") && e.contains("one of: mem, auto, node, ofi"),
             "{e}"
         );
         let e = Options::parse("protocol=fast", None).unwrap_err();

@@ -1,5 +1,6 @@
 //! `titus fabric-bench`: latency and bandwidth of the fabric between two ranks, next to
-//! raw libfabric on the same endpoint in the same run.
+//! raw libfabric on the same endpoint in the same run (the node backend: next to raw CPU
+//! atomics, loads and stores on the same mapping).
 //!
 //! Rank 0 measures; rank 1 is the target, serving operations from its progress thread
 //! (as in a real run). Rank 0 runs no progress thread: its waits poll the completion queue
@@ -33,11 +34,14 @@ enum Backend {
     /// libfabric, under a launcher with 2 ranks (provider from --provider of `titus
     /// launch`, TITUS_PROVIDER or the default order).
     Ofi,
+    /// Shared memory between the processes of one node, under a launcher with 2 ranks.
+    Node,
 }
 
 #[derive(Debug, Args)]
 pub struct FabricBenchArgs {
-    /// Backend [default: ofi under a launcher, mem otherwise].
+    /// Backend [default under a launcher: node, or ofi when TITUS_PROVIDER/FI_PROVIDER
+    /// names a libfabric provider; mem otherwise].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
     /// Timed operations per measurement (after as many warm-up ones, up to 200).
@@ -279,11 +283,20 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
         return Err(UsageError("--iters must be at least 1".into()));
     }
     let env = JobEnv::from_env().map_err(bench_err)?;
-    let backend = args.backend.unwrap_or(if env.launched() {
-        Backend::Ofi
-    } else {
-        Backend::Mem
+    let forced = ["TITUS_PROVIDER", "FI_PROVIDER"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|p| !p.is_empty()));
+    let backend = args.backend.unwrap_or(match forced.as_deref() {
+        _ if !env.launched() => Backend::Mem,
+        None | Some("node") => Backend::Node,
+        Some(_) => Backend::Ofi,
     });
+    if backend != Backend::Mem && env.launched() && env.size != 2 {
+        return Err(UsageError(format!(
+            "fabric-bench measures between 2 ranks (this job has {}): titus launch -n 2 [--provider P] -- titus fabric-bench",
+            env.size
+        )));
+    }
     let report = match backend {
         Backend::Mem => {
             if env.launched() {
@@ -308,13 +321,65 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 raw_read_bandwidth_gbs: raw_bw,
             }
         }
-        Backend::Ofi => {
-            if env.size != 2 {
-                return Err(UsageError(format!(
-                    "fabric-bench measures between 2 ranks (this job has {}): titus launch -n 2 [--provider P] -- titus fabric-bench",
-                    env.size
-                )));
+        Backend::Node => {
+            let rv = Rendezvous::join(&env).map_err(bench_err)?;
+            let (fabric, exchange) = titus_fabric_node::open(
+                env.rank,
+                env.size,
+                rv.map(Rendezvous::into_exchange),
+                config(),
+            )
+            .map_err(bench_err)?;
+            let fabric = Arc::new(fabric);
+            let mut exchange = exchange.ok_or_else(|| bench_err("no rendezvous"))?;
+            if env.rank == 1 {
+                let server = serve(fabric.clone());
+                exchange.barrier().map_err(bench_err)?; // rank 0 is done measuring
+                server.stop();
+                return Ok(());
             }
+            // Raw: the same operations as plain CPU work on rank 1's mapped segment.
+            let target = fabric.peer_segment(1, SEG).map_err(bench_err)?;
+            // Raw copies go word by word as ours do (the mapping is only ever touched
+            // through atomics), between rank 1's segment and a private one.
+            let scratch = titus_fabric::Segment::new("raw", MIB);
+            let next = std::cell::Cell::new(0u64);
+            let raw = |kind: i32, bytes: u64, n: usize| -> Result<Vec<u64>, UsageError> {
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t = Instant::now();
+                    match kind {
+                        0 => {
+                            let prev = target
+                                .compare_exchange(WORD + 16, next.get(), next.get() + 1)
+                                .map_err(bench_err)?;
+                            next.set(prev + 1);
+                        }
+                        1 => drop(target.fetch_add(WORD + 24, 1).map_err(bench_err)?),
+                        2 => scratch
+                            .copy_from(0, target, BUF, bytes)
+                            .map_err(bench_err)?,
+                        _ => target
+                            .copy_from(BUF, &scratch, 0, bytes)
+                            .map_err(bench_err)?,
+                    }
+                    out.push(t.elapsed().as_nanos() as u64);
+                }
+                Ok(out)
+            };
+            let (rows, bw, raw_bw) = measure(&*fabric, args.iters, Some(&raw))?;
+            exchange.barrier().map_err(bench_err)?;
+            Report {
+                backend: "node",
+                provider: fabric.caps().provider.clone(),
+                iters: args.iters,
+                connect_ms: fabric.connect_time().as_secs_f64() * 1e3,
+                rows,
+                read_bandwidth_gbs: bw,
+                raw_read_bandwidth_gbs: raw_bw,
+            }
+        }
+        Backend::Ofi => {
             if !titus_fabric_ofi::available() {
                 // Say so before the rendezvous, which would otherwise wait for the others.
                 return Err(bench_err(titus_fabric_ofi::providers().unwrap_err()));

@@ -10,7 +10,9 @@
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
 //! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
 //! shared-memory files a dead rank's libfabric `shm` provider leaves (`/dev/shm/<pid>:…`,
-//! 16 MiB each) are removed once the rank is gone. Each rank runs in a process group of
+//! 16 MiB each) are removed once the rank is gone, as are the node backend's objects
+//! (`/dev/shm/titus-<tag>-<rank>`, the tag derived from the job secret) that killed ranks
+//! had no time to unlink. Each rank runs in a process group of
 //! its own: a SIGTERM, SIGINT or SIGHUP to the launcher is passed on to every rank's whole
 //! group (so a wrapper script's children get it too), and whatever of those groups is left
 //! after a grace period (`TERMINATION_GRACE`) is killed; the launcher then exits with
@@ -33,8 +35,9 @@ pub struct LaunchArgs {
         allow_negative_numbers = true
     )]
     ranks: u32,
-    /// libfabric provider for the ranks (sets TITUS_PROVIDER), e.g. "tcp;ofi_rxm", shm,
-    /// sockets, "verbs;ofi_rxm".
+    /// Transport for the ranks (sets TITUS_PROVIDER): `node` (shared memory, the default
+    /// on one machine) or a libfabric provider, e.g. "tcp;ofi_rxm", shm, sockets,
+    /// "verbs;ofi_rxm".
     #[arg(long)]
     provider: Option<String>,
     /// Rendezvous address host:port that rank 0 serves [default: a free loopback port].
@@ -80,6 +83,10 @@ fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
         (None, Ok(p)) if !p.is_empty() => ("TITUS_PROVIDER", p),
         _ => return Ok(()),
     };
+    // The node backend (shared memory) is no libfabric provider: always there.
+    if requested == "node" {
+        return Ok(());
+    }
     let offered = titus_fabric_ofi::providers()
         .map_err(|e| UsageError(format!("{what} '{requested}': {e}")))?;
     titus_fabric_ofi::choose_provider(Some(&requested), &offered, true)
@@ -361,6 +368,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    // Shared-memory objects of the node backend that killed ranks could not unlink.
+    titus_fabric_node::remove_leftovers(&secret);
     if let Some((_, at)) = terminated {
         // The ranks are gone; what they started may still run (a background job of a
         // script that ignores SIGINT): it has the rest of the grace period, then SIGKILL.

@@ -20,6 +20,11 @@ impl Opener for Ofi {
         available()
     }
 
+    /// Any job, unless the node backend was forced by name.
+    fn suits(&self, _one_node: bool, forced: Option<&str>) -> bool {
+        forced != Some("node")
+    }
+
     fn open(
         &self,
         rank: Rank,

@@ -149,6 +149,7 @@ impl OfiFabric {
             target_progress: caps_bits & sys::TOFI_CAP_MANUAL_PROGRESS != 0,
             ordered_signal: caps_bits & sys::TOFI_CAP_ORDERED_SAW != 0,
             polled_progress: caps_bits & sys::TOFI_CAP_CQ_WAIT == 0,
+            immediate: false,
             addressing: if caps_bits & sys::TOFI_CAP_VIRT_ADDR != 0 {
                 Addressing::Virtual
             } else {

@@ -43,6 +43,14 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
     /// error that says how to get it.
     fn available(&self) -> bool;
 
+    /// Whether the automatic choice (`backend=auto`) may take this backend for a job
+    /// whose ranks all share one node (`one_node`), when a transport was forced
+    /// (`forced`: the provider the user named, if any).
+    fn suits(&self, one_node: bool, forced: Option<&str>) -> bool {
+        let _ = (one_node, forced);
+        true
+    }
+
     /// Opens rank `rank` of `size` with `config`'s segments and peers, learning the other
     /// ranks' addresses through `exchange` (required when `size > 1`), on `provider` (the
     /// backend's own transport choice; None: automatic). Collective: every rank calls it.

@@ -44,7 +44,7 @@ mod sync;
 pub use sync::WakeGate;
 
 pub use progress::ProgressThread;
-pub use segment::Segment;
+pub use segment::{Segment, SharedWords};
 
 use std::fmt;
 use std::time::Duration;
@@ -244,6 +244,12 @@ pub struct Capabilities {
     /// should call [`Fabric::poll`] between tasks, so the progress thread can nap long
     /// instead of waking every few microseconds on a core a worker needs.
     pub polled_progress: bool,
+    /// Every operation completes inside the call that submits it (a CPU doing the work on
+    /// mapped memory): its completion can be collected at once with [`Fabric::test`], so
+    /// any thread may drive the protocol inline instead of handing operations to a
+    /// progress thread. (A signal that must wait for room at its target is the exception:
+    /// `test` then says it is still open.)
+    pub immediate: bool,
     /// How remote memory is addressed.
     pub addressing: Addressing,
     /// Who chooses memory keys.

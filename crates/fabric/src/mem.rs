@@ -106,6 +106,7 @@ pub fn world(
         target_progress: options.software_progress,
         ordered_signal: true,
         polled_progress: false,
+        immediate: false,
         addressing: Addressing::Offset,
         keys: KeyMode::None,
     };

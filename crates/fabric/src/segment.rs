@@ -7,12 +7,35 @@
 
 use crate::FabricError;
 use crate::sync::{AtomicU64, Ordering, fence};
+use std::sync::Arc;
+
+/// Memory that a transport maps from elsewhere (shared memory other processes map too),
+/// seen as words. The transport crate that creates the mapping implements it (that is
+/// where the `unsafe` of turning a mapping into words lives); a [`Segment`] built over it
+/// with [`Segment::over`] keeps it alive.
+pub trait SharedWords: Send + Sync + std::fmt::Debug {
+    /// The whole mapping, as words.
+    fn words(&self) -> &[AtomicU64];
+}
+
+/// Where a segment's words live.
+#[derive(Debug)]
+enum Words {
+    /// This process's heap.
+    Owned(Box<[AtomicU64]>),
+    /// `len` words of a transport's mapping, from word `start`.
+    Shared {
+        mem: Arc<dyn SharedWords>,
+        start: usize,
+        len: usize,
+    },
+}
 
 /// A segment's memory: `len()` bytes, 8-byte aligned, zeroed at creation.
 #[derive(Debug)]
 pub struct Segment {
     name: String,
-    words: Box<[AtomicU64]>,
+    words: Words,
 }
 
 impl Segment {
@@ -21,7 +44,47 @@ impl Segment {
         let words = len.div_ceil(8) as usize;
         Self {
             name: name.into(),
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            words: Words::Owned((0..words).map(|_| AtomicU64::new(0)).collect()),
+        }
+    }
+
+    /// A segment of `len` bytes (a multiple of 8) at byte `offset` (8-aligned) of a
+    /// transport's mapping, which the segment keeps alive. Its contents are whatever the
+    /// mapping holds. A range outside the mapping is an error.
+    pub fn over(
+        name: impl Into<String>,
+        mem: Arc<dyn SharedWords>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Self, FabricError> {
+        let name = name.into();
+        let total = mem.words().len() as u64 * 8;
+        let fits = offset.is_multiple_of(8)
+            && len.is_multiple_of(8)
+            && offset.checked_add(len).is_some_and(|end| end <= total);
+        if !fits {
+            return Err(FabricError::OutOfBounds {
+                segment: format!("{name} (in a mapping)"),
+                offset,
+                len,
+                segment_len: total,
+            });
+        }
+        Ok(Self {
+            name,
+            words: Words::Shared {
+                mem,
+                start: (offset / 8) as usize,
+                len: (len / 8) as usize,
+            },
+        })
+    }
+
+    #[inline]
+    fn w(&self) -> &[AtomicU64] {
+        match &self.words {
+            Words::Owned(w) => w,
+            Words::Shared { mem, start, len } => &mem.words()[*start..*start + *len],
         }
     }
 
@@ -32,18 +95,18 @@ impl Segment {
 
     /// Length in bytes.
     pub fn len(&self) -> u64 {
-        self.words.len() as u64 * 8
+        self.w().len() as u64 * 8
     }
 
     /// Whether the segment has no bytes.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.w().is_empty()
     }
 
     /// Base address, for registering the memory with a NIC or provider. Writing through it
     /// is the transport's business (and `unsafe` there); this crate never dereferences it.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.words.as_ptr() as *mut u8
+        self.w().as_ptr() as *mut u8
     }
 
     /// Checks that `offset..offset + len` lies inside the segment.
@@ -64,7 +127,7 @@ impl Segment {
             return Err(FabricError::Misaligned { offset });
         }
         self.check(offset, 8)?;
-        Ok(&self.words[(offset / 8) as usize])
+        Ok(&self.w()[(offset / 8) as usize])
     }
 
     /// The 64-bit word at `offset` (8-aligned), with acquire ordering.
@@ -110,7 +173,7 @@ impl Segment {
             let w = (off / 8) as usize;
             let skip = (off % 8) as usize;
             let take = (8 - skip).min(buf.len() - pos);
-            let bytes = self.words[w].load(Ordering::Acquire).to_ne_bytes();
+            let bytes = self.w()[w].load(Ordering::Acquire).to_ne_bytes();
             buf[pos..pos + take].copy_from_slice(&bytes[skip..skip + take]);
             pos += take;
             off += take as u64;
@@ -126,7 +189,7 @@ impl Segment {
         let mut pos = 0usize;
         let mut off = offset;
         while pos < data.len() {
-            let w = &self.words[(off / 8) as usize];
+            let w = &self.w()[(off / 8) as usize];
             let skip = (off % 8) as usize;
             let take = (8 - skip).min(data.len() - pos);
             if take == 8 {
@@ -172,9 +235,9 @@ impl Segment {
                 (src_offset / 8) as usize,
                 (len / 8) as usize,
             );
-            for i in 0..words {
-                self.words[d + i]
-                    .store(src.words[s + i].load(Ordering::Relaxed), Ordering::Relaxed);
+            let (dw, sw) = (&self.w()[d..d + words], &src.w()[s..s + words]);
+            for (to, from) in dw.iter().zip(sw) {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
             }
             // Publish the relaxed stores as the byte path's release stores would.
             fence(Ordering::Release);
@@ -281,6 +344,35 @@ mod tests {
         assert_eq!(s.fetch_add(16, 5).unwrap(), 7);
         assert_eq!(s.compare_exchange(16, 12, 1).unwrap(), 12);
         assert_eq!(s.load(16).unwrap(), 1);
+    }
+
+    #[derive(Debug)]
+    struct Words(Vec<AtomicU64>);
+    impl SharedWords for Words {
+        fn words(&self) -> &[AtomicU64] {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn segments_over_a_mapping_see_its_words_and_stay_inside_it() {
+        let mem: Arc<dyn SharedWords> =
+            Arc::new(Words((0..8).map(|_| AtomicU64::new(0)).collect()));
+        let a = Segment::over("a", mem.clone(), 16, 24).unwrap();
+        let b = Segment::over("b", mem.clone(), 0, 64).unwrap();
+        assert_eq!(a.len(), 24);
+        a.store(8, 7).unwrap();
+        assert_eq!(b.load(24).unwrap(), 7, "one mapping, two views");
+        assert!(matches!(a.load(24), Err(FabricError::OutOfBounds { .. })));
+        for (off, len) in [(0, 72), (8, 64), (4, 8), (8, 12), (u64::MAX - 7, 16)] {
+            assert!(
+                matches!(
+                    Segment::over("x", mem.clone(), off, len),
+                    Err(FabricError::OutOfBounds { .. })
+                ),
+                "{off}+{len}"
+            );
+        }
     }
 
     #[test]

@@ -6,13 +6,27 @@
 //! through [`Opener`], found here by name; the runtime never matches on which backend it
 //! is. Adding one (verbs, say) is one new crate implementing [`Opener`], its dependency
 //! in this crate's Cargo.toml, and one line in [`BACKENDS`].
+//!
+//! `auto` ([`AUTO`], the default) chooses collectively: every rank tells whether a
+//! transport was forced (a provider given, `TITUS_PROVIDER` or `FI_PROVIDER`) and which
+//! node it runs on ([`node_identity`]), and all take the first backend of [`BACKENDS`]
+//! that is available and [`Opener::suits`] the job — the node backend when every rank
+//! shares one node and nothing was forced, libfabric otherwise.
 
 use crate::RuntimeError;
-use titus_fabric::backend::Opener;
+use titus_fabric::backend::{Opened, Opener};
+use titus_fabric::bootstrap::{Exchange, node_identity};
+use titus_fabric::{FabricConfig, FabricError, Rank};
 
-/// Every multi-process backend of this build; the first is the default (`backend=auto`
-/// of a job of several ranks).
-pub static BACKENDS: &[&dyn Opener] = &[&titus_fabric_ofi::Ofi];
+/// Every multi-process backend of this build, in the order the automatic choice tries
+/// them.
+pub static BACKENDS: &[&dyn Opener] = &[&titus_fabric_node::Node, &titus_fabric_ofi::Ofi];
+
+/// The automatic choice among [`BACKENDS`] (`backend=auto`).
+pub static AUTO: Auto = Auto;
+
+/// The name of the automatic choice.
+pub const AUTO_NAME: &str = "auto";
 
 /// The name of the in-process backend.
 pub const MEM: &str = "mem";
@@ -43,10 +57,11 @@ impl Backend {
         }
     }
 
-    /// The default multi-process backend (the first of [`BACKENDS`]) on `provider`.
+    /// The default: the automatic choice among [`BACKENDS`] ([`AUTO`]), with `provider`
+    /// forced if given.
     pub fn default_fabric(provider: Option<String>) -> Self {
         Self::Fabric {
-            name: BACKENDS[0].name().into(),
+            name: AUTO_NAME.into(),
             provider,
         }
     }
@@ -65,18 +80,18 @@ impl Backend {
     }
 }
 
-/// The names of every backend, `mem` first.
+/// The names of every backend, `mem` and `auto` first.
 pub fn backend_names() -> Vec<&'static str> {
-    std::iter::once(MEM)
+    [MEM, AUTO_NAME]
+        .into_iter()
         .chain(BACKENDS.iter().map(|b| b.name()))
         .collect()
 }
 
-/// The multi-process backend called `name`.
+/// The multi-process backend called `name` (or the automatic choice).
 pub(crate) fn opener(name: &str) -> Result<&'static dyn Opener, RuntimeError> {
-    BACKENDS
-        .iter()
-        .copied()
+    std::iter::once(&AUTO as &dyn Opener)
+        .chain(BACKENDS.iter().copied())
         .find(|b| b.name() == name)
         .ok_or_else(|| {
             RuntimeError::Config(format!(
@@ -84,6 +99,84 @@ pub(crate) fn opener(name: &str) -> Result<&'static dyn Opener, RuntimeError> {
                 backend_names().join(", ")
             ))
         })
+}
+
+/// The transport the user forced, if any: the provider given, else `TITUS_PROVIDER`,
+/// else `FI_PROVIDER` (empty values do not count).
+pub fn forced_provider(provider: Option<&str>) -> Option<String> {
+    provider
+        .map(str::to_string)
+        .or_else(|| std::env::var("TITUS_PROVIDER").ok())
+        .or_else(|| std::env::var("FI_PROVIDER").ok())
+        .filter(|p| !p.trim().is_empty())
+}
+
+/// The automatic choice of backend; see the module documentation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Auto;
+
+impl Opener for Auto {
+    fn name(&self) -> &'static str {
+        AUTO_NAME
+    }
+
+    fn available(&self) -> bool {
+        BACKENDS.iter().any(|b| b.available())
+    }
+
+    fn open(
+        &self,
+        rank: Rank,
+        size: u32,
+        mut exchange: Option<Box<dyn Exchange>>,
+        config: FabricConfig,
+        provider: Option<&str>,
+    ) -> Result<Opened, FabricError> {
+        let forced = forced_provider(provider);
+        let mine = format!("{}\n{}", forced.as_deref().unwrap_or(""), node_identity());
+        let all = match exchange.as_mut() {
+            Some(x) => x.all_gather(mine.as_bytes())?,
+            None => vec![mine.into_bytes()],
+        };
+        let all: Vec<String> = all
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        let split = |s: &str| -> (String, String) {
+            let (f, n) = s.split_once('\n').unwrap_or(("", s));
+            (f.to_string(), n.to_string())
+        };
+        let (first_forced, first_node) = split(&all[0]);
+        // Every rank must choose alike: disagreeing forced transports are an error.
+        if let Some((r, (f, _))) = all
+            .iter()
+            .map(|s| split(s))
+            .enumerate()
+            .find(|(_, (f, _))| *f != first_forced)
+        {
+            return Err(FabricError::Unsupported(format!(
+                "ranks disagree on the transport: rank 0 forces '{first_forced}', rank {r} '{f}' (set TITUS_PROVIDER alike on every rank)"
+            )));
+        }
+        let one_node = all.iter().all(|s| split(s).1 == first_node);
+        let forced = (!first_forced.is_empty()).then_some(first_forced.as_str());
+        let chosen = BACKENDS
+            .iter()
+            .find(|b| b.available() && b.suits(one_node, forced))
+            .ok_or_else(|| {
+                FabricError::Unsupported(format!(
+                    "no backend of this build serves this job (ranks on {}, transport {})",
+                    if one_node {
+                        "one node"
+                    } else {
+                        "several nodes"
+                    },
+                    forced.unwrap_or("not forced")
+                ))
+            })?;
+        let provider = forced.filter(|p| *p != chosen.name());
+        chosen.open(rank, size, exchange, config, provider)
+    }
 }
 
 #[cfg(test)]
@@ -97,12 +190,16 @@ mod tests {
             Backend::named("ofi", Some("shm".into())).unwrap(),
             Backend::ofi(Some("shm".into()))
         );
-        assert_eq!(Backend::default_fabric(None), Backend::ofi(None));
+        assert_eq!(
+            Backend::default_fabric(None),
+            Backend::named("auto", None).unwrap()
+        );
+        assert!(Backend::named("node", None).is_ok());
         let e = Backend::named("carrier-pigeon", None)
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("unknown backend 'carrier-pigeon'") && e.contains("mem, ofi"),
+            e.contains("unknown backend 'carrier-pigeon'") && e.contains("mem, auto, node, ofi"),
             "{e}"
         );
         // Names are unique, and none is the in-process one's.

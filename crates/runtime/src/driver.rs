@@ -26,6 +26,45 @@ const LIVENESS_AFTER: Duration = Duration::from_millis(500);
 /// How often one peer's liveness is asked while operations to it stay open (a /proc read).
 const LIVENESS_EVERY: Duration = Duration::from_millis(250);
 
+/// An operation in flight: its fabric id, the node's token, when it was submitted, and
+/// the peer.
+pub(crate) type Open = (OpId, Token, Instant, titus_core::Rank);
+
+/// Most commands a worker drives inline at once before leaving the rest to the progress
+/// thread (a bound on the time a worker spends away from tasks).
+const INLINE_MAX: usize = 64;
+
+/// Where every operation completes inside its submitting call
+/// ([`titus_fabric::Capabilities::immediate`]: the node backend), the thread that made
+/// the node want something — an idle worker starting a steal, a worker routing a result
+/// — submits the node's commands itself and feeds their completions straight back, under
+/// the node's lock it already holds: a steal inside a node is then a few cache-line
+/// transfers, not two thread wake-ups. An operation that stays open (a signal waiting for
+/// room) is handed to the progress thread. Returns whether it handed any over.
+pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
+    let f = &*sh.fabric;
+    let mem = SegMem(f);
+    let mut handed = false;
+    for _ in 0..INLINE_MAX {
+        let Some(c) = node.poll_command() else { break };
+        let peer = peer_of(&c.op);
+        let r = match submit(f, &c.op) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(id)) => match f.test(id) {
+                Some(r) => r.map_err(|e| failure_to(f, peer, e)),
+                None => {
+                    crate::lock(&sh.handoff).push((id, c.token, Instant::now(), peer));
+                    handed = true;
+                    continue;
+                }
+            },
+            Err(e) => Err(failure_to(f, peer, e)),
+        };
+        node.handle_completion(sh.now(), c.token, r, &mem);
+    }
+    handed
+}
+
 /// The rank an operation goes to.
 fn peer_of(op: &Op) -> titus_core::Rank {
     match op {
@@ -132,6 +171,9 @@ pub(crate) fn run(sh: &Shared) {
     let mut done: Vec<(OpId, Result<u64, FabricError>)> = Vec::new();
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
     let mut signals = Vec::new();
+    // Operations handed over by workers: collected one by one (a drain takes only this
+    // thread's own).
+    let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
@@ -152,7 +194,18 @@ pub(crate) fn run(sh: &Shared) {
             }
         }
         // 2. Completions in; operations past their timeout fail.
+        for (id, token, t, peer) in crate::lock(&sh.handoff).drain(..) {
+            inflight.insert(id, (token, t, peer));
+            foreign.push(id);
+        }
         fabric.drain_completions(&mut done);
+        foreign.retain(|&id| match fabric.test(id) {
+            Some(r) => {
+                done.push((id, r));
+                false
+            }
+            None => inflight.contains_key(&id),
+        });
         for (id, r) in done.drain(..) {
             if let Some((token, _, peer)) = inflight.remove(&id) {
                 // A failed operation to a process that is gone: say so in words (the

@@ -35,7 +35,7 @@ use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_overlay::{Overlay, OverlayParams};
 
-pub use backend::{BACKENDS, Backend, MEM, backend_names};
+pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names, forced_provider};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
 };
@@ -208,6 +208,11 @@ pub(crate) struct Shared {
     /// When the progress thread's current wait ends (node time, ns): a worker that makes
     /// the node want something earlier wakes it.
     pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
+    /// Operations a worker submitted inline ([`driver::drive_inline`]) that did not
+    /// complete at once: the progress thread takes them over.
+    pub(crate) handoff: Mutex<Vec<driver::Open>>,
+    /// Workers drive the node's commands themselves (the fabric is `immediate`).
+    pub(crate) inline: bool,
 }
 
 impl Shared {
@@ -218,6 +223,12 @@ impl Shared {
     pub(crate) fn lock_node(&self) -> MutexGuard<'_, Node> {
         self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Locks `m`, recovering from a poisoned lock (every update under the runtime's small
+/// locks is one step).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An all-gather across the job's ranks (a barrier when the blobs are empty).
@@ -460,7 +471,6 @@ impl Runtime {
         let rank = fabric.rank();
         let size = fabric.size();
         let shared = Arc::new(Shared {
-            fabric,
             node: Mutex::new(node),
             cv: Condvar::new(),
             idle_workers: std::sync::atomic::AtomicUsize::new(0),
@@ -472,6 +482,9 @@ impl Runtime {
             busy_ns: std::sync::atomic::AtomicU64::new(0),
             epoch_running: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
+            handoff: Mutex::new(Vec::new()),
+            inline: fabric.caps().immediate,
+            fabric,
         });
         let mut threads = Vec::new();
         let s = shared.clone();

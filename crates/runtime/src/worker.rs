@@ -3,7 +3,9 @@
 //!
 //! A worker takes a task from its own deque, else steals from a sibling's (inside the
 //! process, no fabric involved), else takes a batch from the node, which may start a
-//! steal from another rank. Results go back to the node, which routes them. A task's
+//! steal from another rank. Results go back to the node, which routes them; where the
+//! fabric completes operations inside their call (the node backend), the worker submits
+//! what the node then wants itself (`driver::drive_inline`). A task's
 //! panic is caught and fails the epoch with the panic's message on every rank. Where the
 //! fabric's progress must poll (shm), a worker polls it between tasks.
 
@@ -65,7 +67,9 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     for t in tasks {
         w.push(t);
     }
-    let wake = node.has_commands()
+    let handed = sh.inline && node.has_commands() && crate::driver::drive_inline(sh, &mut node);
+    let wake = handed
+        || node.has_commands()
         || node
             .poll_timeout()
             .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));
@@ -136,7 +140,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let mem = SegMem(&*sh.fabric);
         let mut node = sh.lock_node();
         node.task_done(sh.now(), task.owner, task.index, result, cost_ns, &mem);
-        let wake = node.has_commands()
+        let handed = sh.inline && node.has_commands() && crate::driver::drive_inline(sh, &mut node);
+        let wake = handed
+            || node.has_commands()
             || node
                 .poll_timeout()
                 .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));

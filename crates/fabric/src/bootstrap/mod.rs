@@ -33,6 +33,40 @@ pub use server::serve;
 use crate::Rank;
 use std::time::Duration;
 
+/// The variable that forces this process's node identity ([`node_identity`]): for tests
+/// that play several nodes on one machine, never needed in production.
+pub const NODE_ID_VAR: &str = "TITUS_NODE_ID";
+
+/// Which node this process runs on, equal exactly for processes that can share memory
+/// through `/dev/shm` and see each other's process ids: the host name, the kernel's boot
+/// id, and the mount and pid namespaces (containers on one host are different nodes).
+/// [`NODE_ID_VAR`], when set and not empty, replaces it.
+pub fn node_identity() -> String {
+    if let Ok(v) = std::env::var(NODE_ID_VAR)
+        && !v.trim().is_empty()
+    {
+        return format!("forced:{}", v.trim());
+    }
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let link = |p: &str| {
+        std::fs::read_link(p)
+            .map(|l| l.display().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}|{}|{}|{}",
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+        link("/proc/self/ns/mnt"),
+        link("/proc/self/ns/pid"),
+    )
+}
+
 /// Why bootstrap failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BootstrapError {

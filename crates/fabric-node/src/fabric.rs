@@ -1,0 +1,511 @@
+//! [`NodeFabric`]: the operations, done by the initiator's CPU on the target's mapping.
+
+use crate::layout::{self, W_FUTEX, W_WAITERS};
+use crate::shm::Mapping;
+use rustix::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use titus_fabric::{
+    Capabilities, Completions, Exposure, Fabric, FabricError, Loc, OpId, Piece, Rank, Segment,
+    SegmentId, SharedWords, Signal,
+};
+
+/// How often (at most) an operation to a peer checks that the peer's process still lives.
+const LIFE_CHECK: Duration = Duration::from_millis(5);
+/// How long a signal waits for room in a full ring before it is retried.
+const FULL_RING_NAP: Duration = Duration::from_micros(20);
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A rank of the node as this rank sees it: its mapped object, segments and exposure.
+#[derive(Debug)]
+pub(crate) struct View {
+    pub(crate) map: Arc<Mapping>,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) exposure: Vec<Exposure>,
+    /// The peer's process (None for this rank).
+    pub(crate) life: Option<Life>,
+}
+
+/// Whether a peer's process lives: its pidfd becomes readable when it exits.
+#[derive(Debug)]
+pub(crate) struct Life {
+    pub(crate) pid: u32,
+    pub(crate) pidfd: Option<OwnedFd>,
+    /// Nanoseconds since the fabric's origin of the last check.
+    pub(crate) checked: AtomicU64,
+    pub(crate) dead: AtomicBool,
+}
+
+impl Life {
+    /// Whether the process is known gone (checks at most every [`LIFE_CHECK`]).
+    fn gone(&self, now_ns: u64) -> bool {
+        if self.dead.load(Ordering::Relaxed) {
+            return true;
+        }
+        let last = self.checked.load(Ordering::Relaxed);
+        if now_ns.saturating_sub(last) < LIFE_CHECK.as_nanos() as u64 {
+            return false;
+        }
+        self.checked.store(now_ns, Ordering::Relaxed);
+        let gone = match &self.pidfd {
+            Some(fd) => {
+                let mut p = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+                rustix::event::poll(&mut p, Some(&rustix::event::Timespec::default()))
+                    .is_ok_and(|n| n > 0)
+            }
+            None => rustix::process::Pid::from_raw(self.pid as i32)
+                .is_none_or(|p| rustix::process::test_kill_process(p).is_err()),
+        };
+        if gone {
+            self.dead.store(true, Ordering::Relaxed);
+        }
+        gone
+    }
+}
+
+/// A signal waiting for room in its target's ring.
+#[derive(Debug)]
+struct Pending {
+    id: u64,
+    peer: Rank,
+    value: u64,
+    deadline: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    done: Completions,
+    pending: Vec<Pending>,
+}
+
+/// One rank of the node backend. Every operation is done by the calling thread on the
+/// target's mapping — loads, stores and CPU atomics — and is complete when the call
+/// returns; a signal goes into the target's ring and wakes its futex.
+#[derive(Debug)]
+pub struct NodeFabric {
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
+    pub(crate) caps: Capabilities,
+    pub(crate) op_timeout: Duration,
+    /// Index by rank: this rank and its declared peers.
+    pub(crate) views: Vec<Option<View>>,
+    pub(crate) origin: Instant,
+    pub(crate) connect_time: Duration,
+    next_id: AtomicU64,
+    state: Mutex<State>,
+    /// The ring's next ticket to consume.
+    head: Mutex<u64>,
+    woken: AtomicBool,
+    /// Operations completed so far (a progress call returns when it changes).
+    completed: AtomicU64,
+}
+
+impl NodeFabric {
+    pub(crate) fn new(
+        rank: Rank,
+        size: u32,
+        caps: Capabilities,
+        op_timeout: Duration,
+        views: Vec<Option<View>>,
+        origin: Instant,
+    ) -> Self {
+        Self {
+            rank,
+            size,
+            caps,
+            op_timeout,
+            views,
+            origin,
+            connect_time: origin.elapsed(),
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+            head: Mutex::new(0),
+            woken: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+        }
+    }
+
+    /// `peer`'s segment `id` as this process maps it — for benchmarks that time raw CPU
+    /// operations on the same memory next to the fabric's.
+    pub fn peer_segment(&self, peer: Rank, id: SegmentId) -> Result<&Segment, FabricError> {
+        let view = self
+            .views
+            .get(peer as usize)
+            .and_then(Option::as_ref)
+            .ok_or(FabricError::NotAPeer { peer })?;
+        view.segments
+            .get(id.0 as usize)
+            .ok_or(FabricError::UnknownSegment {
+                rank: peer,
+                segment: id.0,
+                count: view.segments.len(),
+            })
+    }
+
+    /// How long opening took (creating, exchanging and mapping every object).
+    pub fn connect_time(&self) -> Duration {
+        self.connect_time
+    }
+
+    fn own(&self) -> &View {
+        self.views[self.rank as usize]
+            .as_ref()
+            .expect("a rank always sees itself")
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// The target's segment for an operation on `remote`, every check of the contract done.
+    fn target(&self, peer: Rank, remote: Loc, len: u64) -> Result<(&View, &Segment), FabricError> {
+        if peer >= self.size {
+            return Err(FabricError::NoSuchRank {
+                rank: peer,
+                size: self.size,
+            });
+        }
+        let view = self.views[peer as usize]
+            .as_ref()
+            .ok_or(FabricError::NotAPeer { peer })?;
+        let idx = remote.segment.0 as usize;
+        let seg = view.segments.get(idx).ok_or(FabricError::UnknownSegment {
+            rank: peer,
+            segment: remote.segment.0,
+            count: view.segments.len(),
+        })?;
+        if !view.exposure[idx].allows(peer, self.rank) {
+            return Err(FabricError::NotExposed {
+                peer,
+                segment: seg.name().to_string(),
+                rank: self.rank,
+            });
+        }
+        seg.check(remote.offset, len)?;
+        if let Some(life) = &view.life
+            && life.gone(self.now_ns())
+        {
+            return Err(self.dead(peer, life));
+        }
+        Ok((view, seg))
+    }
+
+    fn dead(&self, peer: Rank, life: &Life) -> FabricError {
+        FabricError::PeerDead {
+            peer,
+            detail: format!(
+                "rank {peer}'s process (pid {} on this node) has exited",
+                life.pid
+            ),
+        }
+    }
+
+    fn atomic_target(&self, peer: Rank, remote: Loc) -> Result<&Segment, FabricError> {
+        let (_, seg) = self.target(peer, remote, 8)?;
+        if !remote.offset.is_multiple_of(8) {
+            return Err(FabricError::Misaligned {
+                offset: remote.offset,
+            });
+        }
+        Ok(seg)
+    }
+
+    /// Records a completed operation.
+    fn finish(&self, result: Result<u64, FabricError>) -> OpId {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut st = lock(&self.state);
+            st.done.submitted(id);
+            st.done.complete(id, result);
+        }
+        // A progress call of this rank returns on a completion: wake it only if one sleeps
+        // (the sleeper re-reads `completed` after announcing itself, so none is missed).
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        let map = &self.own().map;
+        if map.words()[W_WAITERS].load(Ordering::SeqCst) > 0 {
+            self.nudge(map);
+        }
+        OpId(id)
+    }
+
+    /// Bumps `map`'s futex word and wakes its sleepers, if any.
+    fn nudge(&self, map: &Mapping) {
+        map.futex(W_FUTEX).fetch_add(1, Ordering::SeqCst);
+        if map.words()[W_WAITERS].load(Ordering::SeqCst) > 0 {
+            let _ = rustix::thread::futex::wake(
+                map.futex(W_FUTEX),
+                rustix::thread::futex::Flags::empty(),
+                u32::MAX,
+            );
+        }
+    }
+
+    /// Puts a signal into `peer`'s ring; false when the ring is full.
+    fn push_signal(&self, peer: Rank, value: u64) -> bool {
+        let Some(view) = self.views[peer as usize].as_ref() else {
+            return false;
+        };
+        if !layout::push(view.map.words(), self.rank, value) {
+            return false;
+        }
+        self.nudge(&view.map);
+        true
+    }
+
+    /// Retries signals waiting for room; fails those past their deadline.
+    fn retry_pending(&self) {
+        let mut st = lock(&self.state);
+        if st.pending.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let pending = std::mem::take(&mut st.pending);
+        for p in pending {
+            let dead = self.views[p.peer as usize]
+                .as_ref()
+                .and_then(|v| v.life.as_ref())
+                .filter(|l| l.gone(self.now_ns()));
+            if let Some(life) = dead {
+                st.done.complete(p.id, Err(self.dead(p.peer, life)));
+            } else if self.push_signal(p.peer, p.value) {
+                st.done.complete(p.id, Ok(0));
+            } else if now >= p.deadline {
+                st.done.complete(
+                    p.id,
+                    Err(FabricError::Timeout {
+                        op: "signal (the target's ring stayed full)",
+                        peer: p.peer,
+                        timeout: self.op_timeout,
+                    }),
+                );
+            } else {
+                st.pending.push(p);
+                continue;
+            }
+            self.completed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Moves published signals out of this rank's ring.
+    fn collect(&self, signals: &mut Vec<Signal>) -> usize {
+        let w = self.own().map.words();
+        let mut head = lock(&self.head);
+        let mut n = 0;
+        while let Some((from, value)) = layout::pop(w, *head) {
+            *head = head.wrapping_add(1);
+            // A sender outside the job is a corrupt slot: drop it rather than trust it.
+            if from < u64::from(self.size) {
+                signals.push(Signal {
+                    from: from as Rank,
+                    value,
+                });
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn signal_waits(&self) -> bool {
+        layout::ready(self.own().map.words(), *lock(&self.head))
+    }
+
+    /// Sleeps on this rank's futex until it changes, at most `left`.
+    fn sleep(&self, left: Duration, seen_completed: u64) {
+        let map = &self.own().map;
+        let waiters = &map.words()[W_WAITERS];
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let v = map.futex(W_FUTEX).load(Ordering::SeqCst);
+        if !self.signal_waits()
+            && !self.woken.load(Ordering::SeqCst)
+            && self.completed.load(Ordering::SeqCst) == seen_completed
+        {
+            let ts = rustix::thread::futex::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let _ = rustix::thread::futex::wait(
+                map.futex(W_FUTEX),
+                rustix::thread::futex::Flags::empty(),
+                v,
+                Some(&ts),
+            );
+        }
+        waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Fabric for NodeFabric {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn caps(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn op_timeout(&self) -> Duration {
+        self.op_timeout
+    }
+
+    fn segment(&self, id: SegmentId) -> Result<&Segment, FabricError> {
+        let own = self.own();
+        own.segments
+            .get(id.0 as usize)
+            .ok_or(FabricError::UnknownSegment {
+                rank: self.rank,
+                segment: id.0,
+                count: own.segments.len(),
+            })
+    }
+
+    fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {
+        let (_, src) = self.target(peer, remote, len)?;
+        let dst = self.segment(local.segment)?;
+        dst.check(local.offset, len)?;
+        dst.copy_from(local.offset, src, remote.offset, len)?;
+        Ok(self.finish(Ok(0)))
+    }
+
+    fn write_gather(
+        &self,
+        peer: Rank,
+        remote: Loc,
+        pieces: &[Piece],
+        signal: Option<u64>,
+    ) -> Result<OpId, FabricError> {
+        let total = titus_fabric::gathered_len(remote, pieces)?;
+        let (_, dst) = self.target(peer, remote, total)?;
+        for p in pieces {
+            self.segment(p.local.segment)?
+                .check(p.local.offset, p.len)?;
+        }
+        let mut at = remote.offset;
+        for p in pieces {
+            dst.copy_from(at, self.segment(p.local.segment)?, p.local.offset, p.len)?;
+            at += p.len;
+        }
+        let Some(value) = signal else {
+            return Ok(self.finish(Ok(0)));
+        };
+        if self.push_signal(peer, value) {
+            return Ok(self.finish(Ok(0)));
+        }
+        // The target's ring is full: the signal waits (the data is in place already).
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut st = lock(&self.state);
+        st.done.submitted(id);
+        st.pending.push(Pending {
+            id,
+            peer,
+            value,
+            deadline: Instant::now() + self.op_timeout,
+        });
+        Ok(OpId(id))
+    }
+
+    fn compare_swap(
+        &self,
+        peer: Rank,
+        remote: Loc,
+        expected: u64,
+        desired: u64,
+    ) -> Result<OpId, FabricError> {
+        let seg = self.atomic_target(peer, remote)?;
+        let prev = seg.compare_exchange(remote.offset, expected, desired)?;
+        Ok(self.finish(Ok(prev)))
+    }
+
+    fn fetch_add(&self, peer: Rank, remote: Loc, delta: u64) -> Result<OpId, FabricError> {
+        let seg = self.atomic_target(peer, remote)?;
+        let prev = seg.fetch_add(remote.offset, delta)?;
+        Ok(self.finish(Ok(prev)))
+    }
+
+    fn test(&self, op: OpId) -> Option<Result<u64, FabricError>> {
+        self.retry_pending();
+        let mut st = lock(&self.state);
+        if let Some(r) = st.done.take(op.0) {
+            return Some(r);
+        }
+        if st.pending.iter().any(|p| p.id == op.0) {
+            None
+        } else {
+            Some(Err(FabricError::UnknownOp(op)))
+        }
+    }
+
+    fn wait(&self, op: OpId, timeout: Duration) -> Result<u64, FabricError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.test(op) {
+                return r;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let peer = lock(&self.state)
+                    .pending
+                    .iter()
+                    .find(|p| p.id == op.0)
+                    .map_or(self.rank, |p| p.peer);
+                return Err(FabricError::Timeout {
+                    op: "signal",
+                    peer,
+                    timeout,
+                });
+            }
+            std::thread::sleep(FULL_RING_NAP.min(deadline - now));
+        }
+    }
+
+    fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
+        let deadline = Instant::now() + timeout;
+        let seen = self.completed.load(Ordering::Acquire);
+        loop {
+            self.retry_pending();
+            let got = self.collect(signals);
+            if got > 0
+                || self.woken.swap(false, Ordering::SeqCst)
+                || self.completed.load(Ordering::Acquire) != seen
+            {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            let mut left = deadline - now;
+            if !lock(&self.state).pending.is_empty() {
+                left = left.min(FULL_RING_NAP);
+            }
+            self.sleep(left, seen);
+        }
+    }
+
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.nudge(&self.own().map);
+    }
+
+    fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
+        self.retry_pending();
+        lock(&self.state).done.take_own(out);
+    }
+
+    fn peer_gone(&self, peer: Rank) -> Option<String> {
+        let life = self.views.get(peer as usize)?.as_ref()?.life.as_ref()?;
+        life.gone(self.now_ns()).then(|| {
+            format!(
+                "rank {peer}'s process (pid {} on this node) has exited",
+                life.pid
+            )
+        })
+    }
+}

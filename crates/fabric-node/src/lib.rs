@@ -1,0 +1,83 @@
+//! The node backend of [`titus_fabric::Fabric`]: ranks of one node share their segments
+//! through shared memory, and every operation is the initiator's CPU working on the
+//! target's mapping — loads, stores, `compare_exchange` and `fetch_add` — complete when
+//! the call returns, with no target progress (the physical cost of a steal inside a node
+//! is a few cache-line transfers).
+//!
+//! - **Memory.** Each rank creates one object in `/dev/shm` (owner-only, named
+//!   `titus-<tag>-<rank>`, the tag derived from the job secret or random) holding a
+//!   header, its signal ring and its segments, and maps its peers' objects; the names are
+//!   unlinked as soon as every rank has mapped them, so nothing remains after a job, and
+//!   `titus launch` removes what killed ranks left ([`remove_leftovers`]).
+//! - **Trust.** Segment lengths and exposure come from each rank's announcement through
+//!   the bootstrap, checked (truncation, counts, ranks) and checked again against the
+//!   object's real size and header; every operation is checked at the initiator as in
+//!   every backend; a signal naming a rank outside the job is dropped.
+//! - **Signals.** A gathered write copies its data, then puts (sender, value) into the
+//!   target's ring (a bounded multi-producer queue) and bumps the target's futex word; the
+//!   target's progress call sleeps on that futex (no polling, no nap). A full ring makes
+//!   the write wait, retried until the operation timeout.
+//! - **Dead peers.** An operation to a peer checks (at most every 5 ms) the peer's pidfd:
+//!   a process that exited gives `PeerDead` at once.
+//!
+//! `unsafe` is confined to `shm` (the mapping, the words, the futex word).
+
+mod fabric;
+mod layout;
+mod open;
+mod shm;
+
+pub use fabric::NodeFabric;
+pub use open::{job_tag, object_prefix, open, remove_leftovers};
+
+use std::sync::{Arc, Mutex};
+use titus_fabric::backend::{AllGather, Opened, Opener};
+use titus_fabric::bootstrap::Exchange;
+use titus_fabric::{FabricConfig, FabricError, Rank};
+
+/// The node backend, for the runtime's table of backends (`backend=node`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Node;
+
+impl Opener for Node {
+    fn name(&self) -> &'static str {
+        "node"
+    }
+
+    fn available(&self) -> bool {
+        cfg!(target_os = "linux")
+    }
+
+    /// Every rank on this node and no other transport forced (`node` forces this one).
+    fn suits(&self, one_node: bool, forced: Option<&str>) -> bool {
+        match forced {
+            Some(p) => p == "node",
+            None => one_node,
+        }
+    }
+
+    fn open(
+        &self,
+        rank: Rank,
+        size: u32,
+        exchange: Option<Box<dyn Exchange>>,
+        config: FabricConfig,
+        provider: Option<&str>,
+    ) -> Result<Opened, FabricError> {
+        if let Some(p) = provider.filter(|p| *p != "node") {
+            return Err(FabricError::Unsupported(format!(
+                "the node backend has no provider '{p}' (its only transport is shared memory)"
+            )));
+        }
+        let (fabric, exchange) = open(rank, size, exchange, config)?;
+        let exchange = Arc::new(Mutex::new(exchange));
+        let all_gather: AllGather = Box::new(move |blob| match fabric::lock(&exchange).as_mut() {
+            Some(x) => x.all_gather(blob),
+            None => Ok(vec![blob.to_vec()]),
+        });
+        Ok(Opened {
+            fabric: Arc::new(fabric),
+            all_gather,
+        })
+    }
+}

@@ -1,0 +1,438 @@
+//! Opening one rank, collectively: agree on the job's tag and that every rank shares this
+//! node, create this rank's object, learn every peer's segments, map them, and unlink the
+//! names once every rank has mapped what it needs.
+
+use crate::fabric::{Life, NodeFabric, View};
+use crate::layout;
+use crate::shm::Mapping;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+use titus_fabric::bootstrap::{Exchange, node_identity};
+use titus_fabric::{
+    Addressing, Capabilities, Exposure, FabricConfig, FabricError, KeyMode, Rank, Segment,
+    SharedWords,
+};
+
+/// The shared-memory object names of a job start with `titus-<tag>-`; the tag is derived
+/// from the job secret when there is one (so `titus launch` can find what killed ranks
+/// left), random otherwise. 32 hex digits.
+pub fn job_tag(secret: &str) -> String {
+    // Two FNV-1a passes with different offset bases: a name, not a key — the objects are
+    // owner-only and unlinked as soon as the job has mapped them; the tag only has to be
+    // unguessable without the secret and say nothing usable about it (64 of its bits
+    // cannot be inverted to a secret of 128).
+    let fnv = |basis: u64| {
+        let mut h = basis;
+        for b in b"titus-node\0".iter().chain(secret.as_bytes()) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    format!(
+        "{:016x}{:016x}",
+        fnv(0xcbf2_9ce4_8422_2325),
+        fnv(0x6c62_272e_07bb_0142)
+    )
+}
+
+/// The prefix of every object name of the job with `tag` (in `/dev/shm`).
+pub fn object_prefix(tag: &str) -> String {
+    format!("titus-{tag}-")
+}
+
+/// Removes what a job left in `/dev/shm` (ranks that were killed before they unlinked
+/// their objects); returns how many objects it removed.
+pub fn remove_leftovers(secret: &str) -> usize {
+    let prefix = object_prefix(&job_tag(secret));
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| rustix::shm::unlink(format!("/{}", e.file_name().to_string_lossy())).is_ok())
+        .count()
+}
+
+fn random_tag() -> Result<String, FabricError> {
+    let mut b = [0u8; 16];
+    rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).map_err(|e| {
+        FabricError::Transport {
+            call: "getrandom",
+            code: e.raw_os_error(),
+            detail: e.to_string(),
+        }
+    })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+fn object_name(tag: &str, rank: Rank) -> String {
+    format!("/{}{rank}", object_prefix(tag))
+}
+
+fn bad(rank: Rank, what: impl std::fmt::Display) -> FabricError {
+    FabricError::Unsupported(format!("node backend: rank {rank}'s announcement: {what}"))
+}
+
+/// Bounds-checked reading of a peer's announcement.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "truncated ({} bytes left, {n} needed)",
+                self.0.len()
+            ));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn str(&mut self) -> Result<&'a str, String> {
+        let n = self.u32()? as usize;
+        std::str::from_utf8(self.take(n)?).map_err(|_| "a name that is not UTF-8".to_string())
+    }
+    fn magic(&mut self, m: &[u8; 4]) -> Result<(), String> {
+        (self.take(4)? == m)
+            .then_some(())
+            .ok_or_else(|| "not a node-backend announcement of this version".into())
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Who a rank is: process id, node, and (rank 0's counts) the job tag.
+#[derive(Debug)]
+struct Identity {
+    pid: u32,
+    node: String,
+    tag: String,
+}
+
+fn encode_identity(id: &Identity) -> Vec<u8> {
+    let mut out = b"TNI1".to_vec();
+    out.extend_from_slice(&id.pid.to_le_bytes());
+    put_str(&mut out, &id.node);
+    put_str(&mut out, &id.tag);
+    out
+}
+
+fn decode_identity(b: &[u8]) -> Result<Identity, String> {
+    let mut r = Reader(b);
+    r.magic(b"TNI1")?;
+    let pid = r.u32()?;
+    let node = r.str()?.to_string();
+    let tag = r.str()?.to_string();
+    Ok(Identity { pid, node, tag })
+}
+
+/// A rank's segments: lengths and exposure.
+fn encode_segments(config: &FabricConfig) -> Vec<u8> {
+    let mut out = b"TNS1".to_vec();
+    out.extend_from_slice(&(config.segments.len() as u32).to_le_bytes());
+    for s in &config.segments {
+        out.extend_from_slice(&(s.len.div_ceil(8) * 8).to_le_bytes());
+        match &s.exposure {
+            Exposure::All => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+            Exposure::Peers(p) => {
+                out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+                for r in p {
+                    out.extend_from_slice(&r.to_le_bytes());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn decode_segments(b: &[u8], size: u32) -> Result<Vec<(u64, Exposure)>, String> {
+    let mut r = Reader(b);
+    r.magic(b"TNS1")?;
+    let n = r.u32()?;
+    if n > u32::from(u16::MAX) {
+        return Err(format!("{n} segments (at most {})", u16::MAX));
+    }
+    let mut out = Vec::new();
+    for i in 0..n {
+        let len = r.u64()?;
+        if !len.is_multiple_of(8) || len > layout::MAX_OBJECT {
+            return Err(format!("segment {i} of {len} bytes"));
+        }
+        let count = r.u32()?;
+        let exposure = if count == u32::MAX {
+            Exposure::All
+        } else {
+            if u64::from(count) * 4 > r.0.len() as u64 {
+                return Err(format!("segment {i} exposed to {count} ranks, truncated"));
+            }
+            let ranks = (0..count).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
+            if let Some(bad) = ranks.iter().find(|&&x| x >= size) {
+                return Err(format!("segment {i} exposed to rank {bad} of {size}"));
+            }
+            Exposure::Peers(ranks)
+        };
+        out.push((len, exposure));
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} trailing bytes", r.0.len()));
+    }
+    Ok(out)
+}
+
+/// Unlinks an object's name when dropped, unless disarmed.
+struct Unlink(Option<String>);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.take() {
+            Mapping::unlink(&n);
+        }
+    }
+}
+
+/// Segments over `map` at the places [`layout::place`] gives.
+fn segments(
+    map: &Arc<Mapping>,
+    names: &[String],
+    lens: &[u64],
+) -> Result<Vec<Segment>, FabricError> {
+    let (offsets, _) = layout::place(lens).ok_or(FabricError::Unsupported(
+        "node backend: segments too large".into(),
+    ))?;
+    let mem: Arc<dyn SharedWords> = map.clone();
+    names
+        .iter()
+        .zip(lens)
+        .zip(offsets)
+        .map(|((name, &len), off)| Segment::over(name.clone(), mem.clone(), off, len))
+        .collect()
+}
+
+/// Opens rank `rank` of `size` (see [`crate::Node`]); returns the fabric and the exchange
+/// for the job's later all-gathers.
+pub fn open(
+    rank: Rank,
+    size: u32,
+    mut exchange: Option<Box<dyn Exchange>>,
+    config: FabricConfig,
+) -> Result<(NodeFabric, Option<Box<dyn Exchange>>), FabricError> {
+    let origin = Instant::now();
+    if size > 1 && exchange.is_none() {
+        return Err(FabricError::Unsupported(
+            "a job of several ranks needs a rendezvous".into(),
+        ));
+    }
+    if rank >= size {
+        return Err(FabricError::NoSuchRank { rank, size });
+    }
+    if let Some(&p) = config.peers.iter().find(|&&p| p >= size) {
+        return Err(FabricError::NoSuchRank { rank: p, size });
+    }
+    let mut gather = |blob: Vec<u8>| -> Result<Vec<Vec<u8>>, FabricError> {
+        match exchange.as_mut() {
+            Some(x) => Ok(x.all_gather(&blob)?),
+            None => Ok(vec![blob]),
+        }
+    };
+    // 1. Who is who, and the tag (rank 0's).
+    let tag = if rank == 0 {
+        match std::env::var("TITUS_JOB_SECRET") {
+            Ok(s) if !s.is_empty() => job_tag(&s),
+            _ => random_tag()?,
+        }
+    } else {
+        String::new()
+    };
+    let me = Identity {
+        pid: std::process::id(),
+        node: node_identity(),
+        tag,
+    };
+    let ids = gather(encode_identity(&me))?
+        .iter()
+        .enumerate()
+        .map(|(r, b)| decode_identity(b).map_err(|e| bad(r as Rank, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if ids.len() != size as usize {
+        return Err(FabricError::Unsupported(format!(
+            "node backend: the exchange gathered {} ranks, the job has {size}",
+            ids.len()
+        )));
+    }
+    if let Some(r) = ids.iter().position(|i| i.node != ids[0].node) {
+        return Err(FabricError::Unsupported(format!(
+            "the node backend joins ranks of one node, but rank {r} runs on another node than rank 0 ({} vs {}): use the ofi backend",
+            ids[r].node, ids[0].node
+        )));
+    }
+    let tag = ids[0].tag.clone();
+    if tag.len() != 32 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad(0, format!("job tag '{tag}' is not 32 hex digits")));
+    }
+    // 2. This rank's object.
+    let lens: Vec<u64> = config
+        .segments
+        .iter()
+        .map(|s| s.len.div_ceil(8) * 8)
+        .collect();
+    let names: Vec<String> = config.segments.iter().map(|s| s.name.clone()).collect();
+    let (_, total) = layout::place(&lens).ok_or(FabricError::Unsupported(
+        "node backend: this rank's segments exceed 1 TiB".into(),
+    ))?;
+    let own_name = object_name(&tag, rank);
+    let own = Arc::new(Mapping::create(&own_name, total as usize)?);
+    let mut guard = Unlink(Some(own_name.clone()));
+    layout::init(own.words(), rank, size);
+    let own_view = View {
+        segments: segments(&own, &names, &lens)?,
+        exposure: config.segments.iter().map(|s| s.exposure.clone()).collect(),
+        map: own,
+        life: None,
+    };
+    // 3. Everyone's segments; map the peers'.
+    let tables = gather(encode_segments(&config))?;
+    let mut views: Vec<Option<View>> = (0..size).map(|_| None).collect();
+    for &p in &config.peers {
+        if p == rank || views[p as usize].is_some() {
+            continue;
+        }
+        let table = decode_segments(&tables[p as usize], size).map_err(|e| bad(p, e))?;
+        let (plens, exposure): (Vec<u64>, Vec<Exposure>) = table.into_iter().unzip();
+        let (_, ptotal) = layout::place(&plens).ok_or_else(|| bad(p, "segments exceed 1 TiB"))?;
+        let name = object_name(&tag, p);
+        let map = Arc::new(Mapping::open(&name, ptotal as usize)?);
+        layout::header_ok(map.words(), p, size).map_err(|e| bad(p, format!("{name}: {e}")))?;
+        let pnames: Vec<String> = (0..plens.len())
+            .map(|i| {
+                names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| format!("segment {i}"))
+            })
+            .collect();
+        let pid = ids[p as usize].pid;
+        let pidfd = rustix::process::Pid::from_raw(pid as i32).and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
+        views[p as usize] = Some(View {
+            segments: segments(&map, &pnames, &plens)?,
+            exposure,
+            map,
+            life: Some(Life {
+                pid,
+                pidfd,
+                checked: AtomicU64::new(0),
+                dead: AtomicBool::new(false),
+            }),
+        });
+    }
+    views[rank as usize] = Some(own_view);
+    // 4. Everyone mapped what it needs: no name is needed any more.
+    gather(Vec::new())?;
+    drop(guard.0.take());
+    Mapping::unlink(&own_name);
+    let caps = Capabilities {
+        backend: "node",
+        provider: "node".into(),
+        coherent_atomics: true,
+        target_progress: false,
+        ordered_signal: true,
+        polled_progress: false,
+        immediate: true,
+        addressing: Addressing::Offset,
+        keys: KeyMode::None,
+    };
+    let fabric = NodeFabric::new(rank, size, caps, config.op_timeout, views, origin);
+    Ok((fabric, exchange))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_round_trip_and_bad_ones_are_named() {
+        let id = Identity {
+            pid: 42,
+            node: "host|boot".into(),
+            tag: job_tag("s"),
+        };
+        let back = decode_identity(&encode_identity(&id)).unwrap();
+        assert_eq!((back.pid, back.node, back.tag), (42, id.node, id.tag));
+        assert!(
+            decode_identity(b"TNI1\0\0")
+                .unwrap_err()
+                .contains("truncated")
+        );
+        assert!(
+            decode_identity(b"XXXX")
+                .unwrap_err()
+                .contains("not a node-backend")
+        );
+        let config = FabricConfig {
+            segments: vec![
+                titus_fabric::SegmentSpec {
+                    name: "a".into(),
+                    len: 13,
+                    exposure: Exposure::All,
+                },
+                titus_fabric::SegmentSpec {
+                    name: "b".into(),
+                    len: 8,
+                    exposure: Exposure::Peers(vec![1, 3]),
+                },
+            ],
+            peers: vec![],
+            op_timeout: std::time::Duration::from_secs(1),
+        };
+        let blob = encode_segments(&config);
+        assert_eq!(
+            decode_segments(&blob, 4).unwrap(),
+            vec![(16, Exposure::All), (8, Exposure::Peers(vec![1, 3]))]
+        );
+        assert!(
+            decode_segments(&blob, 3)
+                .unwrap_err()
+                .contains("rank 3 of 3")
+        );
+        for cut in 0..blob.len() {
+            assert!(decode_segments(&blob[..cut], 4).is_err(), "cut at {cut}");
+        }
+        let mut long = blob.clone();
+        long.push(0);
+        assert!(decode_segments(&long, 4).unwrap_err().contains("trailing"));
+        // A count that claims more ranks than the bytes hold.
+        let mut huge = b"TNS1".to_vec();
+        huge.extend_from_slice(&1u32.to_le_bytes());
+        huge.extend_from_slice(&8u64.to_le_bytes());
+        huge.extend_from_slice(&(u32::MAX - 1).to_le_bytes());
+        assert!(decode_segments(&huge, 4).unwrap_err().contains("truncated"));
+    }
+
+    #[test]
+    fn tags_are_stable_hex_and_differ_by_secret() {
+        let a = job_tag("secret-a");
+        assert_eq!(a, job_tag("secret-a"));
+        assert_ne!(a, job_tag("secret-b"));
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        let r = random_tag().unwrap();
+        assert_eq!(r.len(), 32);
+        assert_ne!(r, random_tag().unwrap());
+    }
+}
