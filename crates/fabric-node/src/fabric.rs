@@ -494,6 +494,13 @@ impl Fabric for NodeFabric {
         self.nudge(&self.own().map);
     }
 
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        if !self.signal_waits() {
+            return false;
+        }
+        self.collect(signals) > 0
+    }
+
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         self.retry_pending();
         lock(&self.state).done.take_own(out);

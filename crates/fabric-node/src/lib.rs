@@ -25,7 +25,7 @@
 mod fabric;
 mod layout;
 mod open;
-mod shm;
+pub(crate) mod shm;
 
 pub use fabric::NodeFabric;
 pub use open::{job_tag, object_prefix, open, remove_leftovers};
@@ -79,5 +79,71 @@ impl Opener for Node {
             fabric: Arc::new(fabric),
             all_gather,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+    use titus_fabric::{Exposure, Fabric, Loc, SegmentId, SegmentSpec};
+
+    #[test]
+    fn objects_are_owner_only() {
+        let name = format!("/titus-test-{}-perm", std::process::id());
+        let m = shm::Mapping::create(&name, 4096).unwrap();
+        let mode = std::fs::metadata(format!("/dev/shm{name}"))
+            .unwrap()
+            .permissions()
+            .mode();
+        shm::Mapping::unlink(&name);
+        drop(m);
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // A name that exists already is refused (O_EXCL), never shared.
+        let m = shm::Mapping::create(&name, 4096).unwrap();
+        assert!(shm::Mapping::create(&name, 4096).is_err());
+        shm::Mapping::unlink(&name);
+        drop(m);
+    }
+
+    #[test]
+    fn a_lone_rank_opens_works_on_itself_and_leaves_nothing() {
+        let config = FabricConfig {
+            segments: vec![SegmentSpec {
+                name: "s".into(),
+                len: 100,
+                exposure: Exposure::All,
+            }],
+            peers: vec![],
+            op_timeout: Duration::from_secs(1),
+        };
+        let (f, x) = open(0, 1, None, config.clone()).unwrap();
+        assert!(x.is_none());
+        let s = Loc::new(SegmentId(0), 8);
+        assert_eq!(f.fetch_add_sync(0, s, 5).unwrap(), 0);
+        assert_eq!(f.compare_swap_sync(0, s, 5, 9).unwrap(), 5);
+        assert_eq!(f.segment(SegmentId(0)).unwrap().load(8).unwrap(), 9);
+        assert!(matches!(
+            f.read(1, s, s, 8),
+            Err(FabricError::NoSuchRank { rank: 1, size: 1 })
+        ));
+        assert!(matches!(
+            f.read(0, Loc::new(SegmentId(0), 100), s, 8),
+            Err(FabricError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            f.fetch_add(0, Loc::new(SegmentId(0), 4), 1),
+            Err(FabricError::Misaligned { offset: 4 })
+        ));
+        // A signal to self arrives through the ring and wakes a progress call.
+        let op = f.write_gather(0, s, &[], Some(77)).unwrap();
+        f.wait(op, Duration::from_secs(1)).unwrap();
+        let mut got = Vec::new();
+        f.progress(Duration::from_secs(1), &mut got).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].from, got[0].value), (0, 77));
+        // More ranks need a rendezvous.
+        assert!(open(0, 2, None, config).is_err());
     }
 }

@@ -432,6 +432,16 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// wakes a [`Fabric::progress`] call as any arrival does. Others do nothing.
     fn poll(&self) {}
 
+    /// Moves the signals that arrived into `signals` without blocking and without
+    /// consuming a [`Fabric::wake`] meant for a progress call; returns whether any came.
+    /// Backends whose operations are [`Capabilities::immediate`] implement it, so a worker
+    /// can serve signals between tasks; others collect signals only in
+    /// [`Fabric::progress`] and return false.
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        let _ = signals;
+        false
+    }
+
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
     /// the longest nap of an idle progress thread between polls. Remote operations on
     /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short

@@ -44,6 +44,15 @@ const INLINE_MAX: usize = 64;
 pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     let f = &*sh.fabric;
     let mem = SegMem(f);
+    // Signals that arrived meanwhile (a thief's request, a victim's reply) are served
+    // here too, so that neither side waits for its progress thread to be scheduled.
+    let mut signals = Vec::new();
+    if f.take_signals(&mut signals) {
+        let now = sh.now();
+        for s in signals {
+            node.handle_signal(now, s.from, s.value, &mem);
+        }
+    }
     let mut handed = false;
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };

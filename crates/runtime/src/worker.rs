@@ -67,7 +67,7 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     for t in tasks {
         w.push(t);
     }
-    let handed = sh.inline && node.has_commands() && crate::driver::drive_inline(sh, &mut node);
+    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = handed
         || node.has_commands()
         || node
@@ -99,6 +99,38 @@ fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
     })
 }
 
+/// How long an idle worker of an inline fabric watches for an awaited steal answer.
+const ANSWER_SPIN: Duration = Duration::from_micros(50);
+
+/// Watches, up to [`ANSWER_SPIN`], for the answer to this rank's steal and serves it
+/// inline; true when the node may have tasks now (or the steal ended).
+fn await_answer(sh: &Shared) -> bool {
+    if !sh.lock_node().awaits_remote() {
+        return false;
+    }
+    let until = Instant::now() + ANSWER_SPIN;
+    let mut signals = Vec::new();
+    while !sh.fabric.take_signals(&mut signals) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    let mem = SegMem(&*sh.fabric);
+    let mut node = sh.lock_node();
+    let now = sh.now();
+    for s in signals.drain(..) {
+        node.handle_signal(now, s.from, s.value, &mem);
+    }
+    let handed = crate::driver::drive_inline(sh, &mut node);
+    let wake = handed || node.has_commands();
+    drop(node);
+    if wake {
+        sh.fabric.wake();
+    }
+    true
+}
+
 /// How often a worker polls a fabric whose progress must poll, between tasks.
 const POLL_EVERY: Duration = Duration::from_micros(20);
 
@@ -111,6 +143,12 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             .or_else(|| steal_sibling(me, stealers))
             .or_else(|| from_node(sh, &w));
         let Some(task) = task else {
+            // Inline fabrics: while a steal's answer is awaited, watch for it a little
+            // (it comes within microseconds from a victim that serves signals between
+            // its tasks) rather than sleep until the progress thread has handled it.
+            if sh.inline && await_answer(sh) {
+                continue;
+            }
             // Nothing here: sleep until the progress thread brings news (it notifies after
             // every turn), at most a millisecond.
             let node = sh.lock_node();
@@ -140,7 +178,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let mem = SegMem(&*sh.fabric);
         let mut node = sh.lock_node();
         node.task_done(sh.now(), task.owner, task.index, result, cost_ns, &mem);
-        let handed = sh.inline && node.has_commands() && crate::driver::drive_inline(sh, &mut node);
+        let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
         let wake = handed
             || node.has_commands()
             || node
