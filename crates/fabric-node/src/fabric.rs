@@ -222,13 +222,11 @@ impl NodeFabric {
             st.done.submitted(id);
             st.done.complete(id, result);
         }
-        // A progress call of this rank returns on a completion: wake it only if one sleeps
-        // (the sleeper re-reads `completed` after announcing itself, so none is missed).
+        // The submitting thread has the result already: a sleeping progress call is not
+        // woken for it (workers submit inline on every task; each wake-up would cost the
+        // progress thread a turn and a core for nothing). A progress call that wakes for
+        // anything else still returns when it sees the count moved.
         self.completed.fetch_add(1, Ordering::SeqCst);
-        let map = &self.own().map;
-        if map.words()[W_WAITERS].load(Ordering::SeqCst) > 0 {
-            self.nudge(map);
-        }
         OpId(id)
     }
 

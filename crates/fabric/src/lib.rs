@@ -412,7 +412,9 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// Serves remote operations on this rank's memory and collects signals, blocking up to
     /// `timeout` while nothing happens: it returns early when a signal arrives or when one
     /// of this rank's operations completes during the call (collect it with
-    /// [`Fabric::test`]). The progress thread's loop, and a driver's wait for "anything".
+    /// [`Fabric::test`]) — on [`Capabilities::immediate`] backends, where operations
+    /// complete inside the submitting call, only those that stayed open count. The
+    /// progress thread's loop, and a driver's wait for "anything".
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
 
     /// Makes a [`Fabric::progress`] call that is blocked (or the next one) return now:

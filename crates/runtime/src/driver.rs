@@ -71,6 +71,9 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
         };
         node.handle_completion(sh.now(), c.token, r, &mem);
     }
+    // What was handled may have brought tasks: idle siblings need not wait for the
+    // progress thread's turn.
+    sh.wake_workers();
     handed
 }
 

@@ -99,6 +99,11 @@ fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
     })
 }
 
+/// An idle worker's first wait for news, and the longest (the safety net under the
+/// progress thread's notifications).
+const IDLE_FIRST: Duration = Duration::from_millis(1);
+const IDLE_MAX: Duration = Duration::from_millis(16);
+
 /// How long an idle worker of an inline fabric watches for an awaited steal answer.
 const ANSWER_SPIN: Duration = Duration::from_micros(50);
 
@@ -137,6 +142,7 @@ const POLL_EVERY: Duration = Duration::from_micros(20);
 fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let polled = sh.fabric.caps().polled_progress;
     let mut last_poll = Instant::now();
+    let mut idle = IDLE_FIRST;
     while !sh.shutdown.load(Ordering::Acquire) {
         let task = w
             .pop()
@@ -150,18 +156,24 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
                 continue;
             }
             // Nothing here: sleep until the progress thread brings news (it notifies after
-            // every turn), at most a millisecond.
+            // every turn), at most a millisecond, twice as long after each wait that ended
+            // with nothing (up to IDLE_MAX): a rank without work costs next to no CPU.
             let node = sh.lock_node();
             sh.idle_workers.fetch_add(1, Ordering::AcqRel);
-            let node = sh
+            let (node, waited) = sh
                 .cv
-                .wait_timeout(node, Duration::from_millis(1))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+                .wait_timeout(node, idle)
+                .unwrap_or_else(|p| p.into_inner());
+            idle = if waited.timed_out() {
+                (idle * 2).min(IDLE_MAX)
+            } else {
+                IDLE_FIRST
+            };
             sh.idle_workers.fetch_sub(1, Ordering::AcqRel);
             drop(node);
             continue;
         };
+        idle = IDLE_FIRST;
         let t = Instant::now();
         let result = execute(sh, &task);
         let end = Instant::now();
