@@ -31,12 +31,13 @@ pub struct Model {
 }
 
 /// Preset names.
-pub const PRESETS: [&str; 4] = ["ib-hdr", "tcp-loopback", "shm", "mem"];
+pub const PRESETS: [&str; 5] = ["ib-hdr", "tcp-loopback", "shm", "node", "mem"];
 
 impl Model {
     /// A named preset: `ib-hdr` (HDR InfiniBand, hardware atomics), `tcp-loopback`, `shm`
-    /// and `mem`, the last three derived from `titus fabric-bench --json` runs on the
-    /// 2-core development machine (`crates/sim/presets/*.json`).
+    /// (libfabric's), `node` (the node backend: CPU atomics on shared memory) and `mem`,
+    /// all but the first derived from `titus fabric-bench --json` runs on the 2-core
+    /// development machine (`crates/sim/presets/*.json`).
     pub fn preset(name: &str) -> Result<Model, String> {
         match name {
             "ib-hdr" => Ok(Model {
@@ -54,6 +55,7 @@ impl Model {
                 Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
             }
             "shm" => Self::from_fabric_bench(include_str!("../presets/shm.json"), name),
+            "node" => Self::from_fabric_bench(include_str!("../presets/node.json"), name),
             "mem" => Self::from_fabric_bench(include_str!("../presets/mem.json"), name),
             o => Err(format!(
                 "unknown preset '{o}' (expected {})",
@@ -110,7 +112,11 @@ mod tests {
         let ib = Model::preset("ib-hdr").unwrap();
         let tcp = Model::preset("tcp-loopback").unwrap();
         let shm = Model::preset("shm").unwrap();
+        let node = Model::preset("node").unwrap();
         assert!(ib.latency_ns < shm.latency_ns && shm.latency_ns < tcp.latency_ns);
+        // The node backend: CPU atomics, sub-µs; a signal is a futex wake-up.
+        assert!(node.latency_ns < ib.latency_ns && node.atomic_ns < 100.0);
+        assert!(node.signal_ns < shm.signal_ns);
         // Software atomics on shm and tcp cost tens of µs; hardware ones well under one.
         assert!(shm.atomic_ns > 10_000.0 && ib.atomic_ns < 1_000.0);
         assert!(
