@@ -75,6 +75,29 @@ struct Report {
     raw_read_bandwidth_gbs: Option<f64>,
 }
 
+/// What [`measure`] gives: rows, read bandwidth, raw read bandwidth.
+type Measured = (Vec<Row>, f64, Option<f64>);
+
+impl Report {
+    fn new(
+        backend: &'static str,
+        fabric: &dyn Fabric,
+        iters: u32,
+        connect: Duration,
+        (rows, bw, raw_bw): Measured,
+    ) -> Self {
+        Self {
+            backend,
+            provider: fabric.caps().provider.clone(),
+            iters,
+            connect_ms: connect.as_secs_f64() * 1e3,
+            rows,
+            read_bandwidth_gbs: bw,
+            raw_read_bandwidth_gbs: raw_bw,
+        }
+    }
+}
+
 fn config() -> FabricConfig {
     FabricConfig {
         segments: vec![SegmentSpec {
@@ -126,11 +149,7 @@ fn time(
 type RawLoop<'a> = dyn Fn(i32, u64, usize) -> Result<Vec<u64>, UsageError> + 'a;
 
 /// Rank 0's measurements. `raw` runs the shim's raw loop when the backend has one.
-fn measure(
-    f: &dyn Fabric,
-    iters: u32,
-    raw: Option<&RawLoop<'_>>,
-) -> Result<(Vec<Row>, f64, Option<f64>), UsageError> {
+fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Measured, UsageError> {
     let word = Loc::new(SEG, WORD);
     let local = Loc::new(SEG, BUF);
     let mut rows = Vec::new();
@@ -309,17 +328,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 mem::world(vec![config(), config()], MemOptions::default()).map_err(bench_err)?;
             let target: Arc<dyn Fabric> = fabrics[1].clone();
             let server = serve(target);
-            let (rows, bw, raw_bw) = measure(&*fabrics[0], args.iters, None)?;
+            let measured = measure(&*fabrics[0], args.iters, None)?;
             server.stop();
-            Report {
-                backend: "mem",
-                provider: "mem".into(),
-                iters: args.iters,
-                connect_ms: 0.0,
-                rows,
-                read_bandwidth_gbs: bw,
-                raw_read_bandwidth_gbs: raw_bw,
-            }
+            Report::new("mem", &*fabrics[0], args.iters, Duration::ZERO, measured)
         }
         Backend::Node => {
             let rv = Rendezvous::join(&env).map_err(bench_err)?;
@@ -367,17 +378,15 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 }
                 Ok(out)
             };
-            let (rows, bw, raw_bw) = measure(&*fabric, args.iters, Some(&raw))?;
+            let measured = measure(&*fabric, args.iters, Some(&raw))?;
             exchange.barrier().map_err(bench_err)?;
-            Report {
-                backend: "node",
-                provider: fabric.caps().provider.clone(),
-                iters: args.iters,
-                connect_ms: fabric.connect_time().as_secs_f64() * 1e3,
-                rows,
-                read_bandwidth_gbs: bw,
-                raw_read_bandwidth_gbs: raw_bw,
-            }
+            Report::new(
+                "node",
+                &*fabric,
+                args.iters,
+                fabric.connect_time(),
+                measured,
+            )
         }
         Backend::Ofi => {
             if !titus_fabric_ofi::available() {
@@ -417,17 +426,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                     )
                     .map_err(bench_err)
             };
-            let (rows, bw, raw_bw) = measure(&*fabric, args.iters, Some(&raw))?;
+            let measured = measure(&*fabric, args.iters, Some(&raw))?;
             barrier(&fabric)?;
-            Report {
-                backend: "ofi",
-                provider: fabric.caps().provider.clone(),
-                iters: args.iters,
-                connect_ms: fabric.connect_time().as_secs_f64() * 1e3,
-                rows,
-                read_bandwidth_gbs: bw,
-                raw_read_bandwidth_gbs: raw_bw,
-            }
+            Report::new("ofi", &*fabric, args.iters, fabric.connect_time(), measured)
         }
     };
     if args.json {

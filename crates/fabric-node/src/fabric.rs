@@ -137,13 +137,7 @@ impl NodeFabric {
             .get(peer as usize)
             .and_then(Option::as_ref)
             .ok_or(FabricError::NotAPeer { peer })?;
-        view.segments
-            .get(id.0 as usize)
-            .ok_or(FabricError::UnknownSegment {
-                rank: peer,
-                segment: id.0,
-                count: view.segments.len(),
-            })
+        titus_fabric::segment_in(&view.segments, peer, id)
     }
 
     /// How long opening took (creating, exchanging and mapping every object).
@@ -172,13 +166,8 @@ impl NodeFabric {
         let view = self.views[peer as usize]
             .as_ref()
             .ok_or(FabricError::NotAPeer { peer })?;
-        let idx = remote.segment.0 as usize;
-        let seg = view.segments.get(idx).ok_or(FabricError::UnknownSegment {
-            rank: peer,
-            segment: remote.segment.0,
-            count: view.segments.len(),
-        })?;
-        if !view.exposure[idx].allows(peer, self.rank) {
+        let seg = titus_fabric::segment_in(&view.segments, peer, remote.segment)?;
+        if !view.exposure[remote.segment.0 as usize].allows(peer, self.rank) {
             return Err(FabricError::NotExposed {
                 peer,
                 segment: seg.name().to_string(),
@@ -354,14 +343,7 @@ impl Fabric for NodeFabric {
     }
 
     fn segment(&self, id: SegmentId) -> Result<&Segment, FabricError> {
-        let own = self.own();
-        own.segments
-            .get(id.0 as usize)
-            .ok_or(FabricError::UnknownSegment {
-                rank: self.rank,
-                segment: id.0,
-                count: own.segments.len(),
-            })
+        titus_fabric::segment_in(&self.own().segments, self.rank, id)
     }
 
     fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {

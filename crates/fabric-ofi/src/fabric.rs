@@ -65,14 +65,7 @@ impl OfiFabric {
         let p = self.peers[peer as usize]
             .as_ref()
             .ok_or(FabricError::NotAPeer { peer })?;
-        let s = p
-            .segments
-            .get(remote.segment.0 as usize)
-            .ok_or(FabricError::UnknownSegment {
-                rank: peer,
-                segment: remote.segment.0,
-                count: p.segments.len(),
-            })?;
+        let s = titus_fabric::segment_in(&p.segments, peer, remote.segment)?;
         let name = || {
             self.segments.get(remote.segment.0 as usize).map_or_else(
                 || format!("#{}", remote.segment.0),
@@ -167,13 +160,7 @@ impl Fabric for OfiFabric {
     }
 
     fn segment(&self, id: SegmentId) -> Result<&Segment, FabricError> {
-        self.segments
-            .get(id.0 as usize)
-            .ok_or(FabricError::UnknownSegment {
-                rank: self.rank,
-                segment: id.0,
-                count: self.segments.len(),
-            })
+        titus_fabric::segment_in(&self.segments, self.rank, id)
     }
 
     fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {

@@ -95,6 +95,16 @@ pub fn gathered_len(remote: Loc, pieces: &[Piece]) -> Result<u64, FabricError> {
         })
 }
 
+/// Rank `rank`'s segment `id` in its list of segments (or whatever a backend keeps per
+/// segment), or the error naming how many there are: every backend's lookup.
+pub fn segment_in<T>(list: &[T], rank: Rank, id: SegmentId) -> Result<&T, FabricError> {
+    list.get(id.0 as usize).ok_or(FabricError::UnknownSegment {
+        rank,
+        segment: id.0,
+        count: list.len(),
+    })
+}
+
 /// A backend's completed operations not yet collected, and the thread that submitted each:
 /// the collection rules of the contract in one place. An operation is collected once —
 /// by [`Fabric::test`], [`Fabric::wait`], or the drain of the thread that submitted it.

@@ -450,15 +450,7 @@ impl MemFabric {
             return Err(FabricError::NotAPeer { peer });
         }
         let target = self.shared.cell(peer);
-        let seg =
-            target
-                .segments
-                .get(remote.segment.0 as usize)
-                .ok_or(FabricError::UnknownSegment {
-                    rank: peer,
-                    segment: remote.segment.0,
-                    count: target.segments.len(),
-                })?;
+        let seg = crate::segment_in(&target.segments, peer, remote.segment)?;
         if !target.exposure[remote.segment.0 as usize].allows(peer, self.rank) {
             return Err(FabricError::NotExposed {
                 peer,
@@ -518,14 +510,7 @@ impl Fabric for MemFabric {
     }
 
     fn segment(&self, id: SegmentId) -> Result<&Segment, FabricError> {
-        let cell = self.shared.cell(self.rank);
-        cell.segments
-            .get(id.0 as usize)
-            .ok_or(FabricError::UnknownSegment {
-                rank: self.rank,
-                segment: id.0,
-                count: cell.segments.len(),
-            })
+        crate::segment_in(&self.shared.cell(self.rank).segments, self.rank, id)
     }
 
     fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError> {
