@@ -106,6 +106,45 @@ fn node() {
     );
 }
 
+/// The hybrid backend across two played nodes (`TITUS_NODE_ID`): shared memory inside
+/// each, libfabric (tcp) between them, every atomic through libfabric; 4 ranks, and the
+/// dead-peer case across the two.
+#[test]
+fn hybrid_across_two_nodes() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for (n, dead) in [(4, false), (2, true)] {
+        let mut cmd = titus_tests::launch_two_nodes(
+            Some("hybrid"),
+            n,
+            &titus_tests::bin("fabric-conformance"),
+        );
+        if dead {
+            cmd.arg("--dead-peer");
+        }
+        let out = cmd.env("FI_PROVIDER", "tcp;ofi_rxm").output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{n} ranks:\n{text}");
+        let passed = if dead { n - 1 } else { n };
+        assert_eq!(
+            text.matches("conformance passed on node+tcp;ofi_rxm")
+                .count() as u32,
+            passed,
+            "{text}"
+        );
+    }
+    assert!(
+        titus_tests::node_objects().is_empty(),
+        "{:?}",
+        titus_tests::node_objects()
+    );
+}
+
 /// Ranks killed before they could unlink their objects: `titus launch` removes them.
 #[test]
 fn the_launcher_removes_what_killed_ranks_left() {

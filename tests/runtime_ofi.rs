@@ -59,6 +59,35 @@ fn every_protocol_over_tcp_shm_and_sockets() {
     }
 }
 
+/// A job across two played nodes with nothing forced: `backend=auto` takes the hybrid
+/// (shared memory inside a node, libfabric between), every protocol exactly once.
+#[test]
+fn every_protocol_across_two_nodes_by_default() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for protocol in ["claim", "lock", "request"] {
+        let out = titus_tests::launch_two_nodes(None, 4, &titus_tests::bin("runtime-bench"))
+            .args(["--tasks", "600", "--task-ms", "0.2", "--protocol", protocol])
+            .args(["--seed", "7", "--json"])
+            .env_remove("TITUS_PROVIDER")
+            .env_remove("FI_PROVIDER")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{protocol}:\n{text}");
+        assert!(text.contains("\"verified\":true"), "{protocol}:\n{text}");
+        assert!(
+            text.contains("\"backend\":\"node+"),
+            "{protocol}: not hybrid:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
     if !titus_tests::libfabric_or_skip() {

@@ -37,6 +37,24 @@ pub fn libfabric_or_skip() -> bool {
     false
 }
 
+/// A `sh -c` script that plays two nodes on one machine: the first half of the ranks
+/// gets `TITUS_NODE_ID=a`, the rest `b`, then it runs its first argument with the rest
+/// (`sh -c TWO_NODES PROGRAM ARGS...`).
+pub const TWO_NODES: &str = r#"if [ "$TITUS_RANK" -lt $((TITUS_SIZE / 2)) ]; then TITUS_NODE_ID=a; else TITUS_NODE_ID=b; fi; export TITUS_NODE_ID; exec "$0" "$@""#;
+
+/// `titus launch -n RANKS [--provider P] --timeout 120 -- sh -c TWO_NODES PROGRAM`, to be
+/// given arguments: a job across two (played) nodes.
+pub fn launch_two_nodes(provider: Option<&str>, ranks: u32, program: &Path) -> Command {
+    let mut c = Command::new(bin("titus"));
+    c.args(["launch", "-n", &ranks.to_string()]);
+    if let Some(p) = provider {
+        c.args(["--provider", p]);
+    }
+    c.args(["--timeout", "120", "--", "sh", "-c", TWO_NODES])
+        .arg(program);
+    c
+}
+
 /// `titus launch -n RANKS --provider P --timeout 120 -- PROGRAM`, to be given arguments.
 pub fn launch(provider: &str, ranks: u32, program: &Path) -> Command {
     let mut c = Command::new(bin("titus"));

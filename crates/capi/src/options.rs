@@ -251,7 +251,7 @@ mod tests {
         assert!(e.contains("op_timeout='1e30'"), "{e}");
         let e = Options::parse("backend=pigeon", None).unwrap_err();
         assert!(
-            e.contains("backend='pigeon'") && e.contains("one of: mem, auto, node, ofi"),
+            e.contains("backend='pigeon'") && e.contains("one of: mem, auto, node, hybrid, ofi"),
             "{e}"
         );
         let e = Options::parse("protocol=fast", None).unwrap_err();

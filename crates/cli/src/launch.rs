@@ -83,8 +83,9 @@ fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
         (None, Ok(p)) if !p.is_empty() => ("TITUS_PROVIDER", p),
         _ => return Ok(()),
     };
-    // The node backend (shared memory) is no libfabric provider: always there.
-    if requested == "node" {
+    // The node backend (shared memory) is no libfabric provider: always there; the
+    // hybrid's libfabric side is chosen automatically.
+    if requested == "node" || requested == "hybrid" {
         return Ok(());
     }
     let offered = titus_fabric_ofi::providers()

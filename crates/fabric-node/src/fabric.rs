@@ -95,6 +95,8 @@ pub struct NodeFabric {
     pub(crate) views: Vec<Option<View>>,
     pub(crate) origin: Instant,
     pub(crate) connect_time: Duration,
+    /// This rank's segments: name, offset in its object, length.
+    pub(crate) own_layout: Vec<(String, u64, u64)>,
     next_id: AtomicU64,
     state: Mutex<State>,
     /// The ring's next ticket to consume.
@@ -112,6 +114,7 @@ impl NodeFabric {
         op_timeout: Duration,
         views: Vec<Option<View>>,
         origin: Instant,
+        own_layout: Vec<(String, u64, u64)>,
     ) -> Self {
         Self {
             rank,
@@ -121,12 +124,28 @@ impl NodeFabric {
             views,
             origin,
             connect_time: origin.elapsed(),
+            own_layout,
             next_id: AtomicU64::new(1),
             state: Mutex::new(State::default()),
             head: Mutex::new(0),
             woken: AtomicBool::new(false),
             completed: AtomicU64::new(0),
         }
+    }
+
+    /// New views of this rank's segments, over the same shared memory — for another
+    /// backend to register the very memory the node's ranks use (the hybrid fabric).
+    pub fn segment_views(&self) -> Result<Vec<Segment>, FabricError> {
+        let mem: Arc<dyn SharedWords> = self.own().map.clone();
+        self.own_layout
+            .iter()
+            .map(|(name, off, len)| Segment::over(name.clone(), mem.clone(), *off, *len))
+            .collect()
+    }
+
+    /// Whether `peer` is this rank or a declared peer on this node (mapped here).
+    pub fn is_local(&self, peer: Rank) -> bool {
+        self.views.get(peer as usize).is_some_and(Option::is_some)
     }
 
     /// `peer`'s segment `id` as this process maps it — for benchmarks that time raw CPU

@@ -28,7 +28,7 @@ mod open;
 pub(crate) mod shm;
 
 pub use fabric::NodeFabric;
-pub use open::{job_tag, object_prefix, open, remove_leftovers};
+pub use open::{job_tag, object_prefix, open, open_local, remove_leftovers};
 
 use std::sync::{Arc, Mutex};
 use titus_fabric::backend::{AllGather, Opened, Opener};

@@ -223,13 +223,35 @@ fn segments(
         .collect()
 }
 
-/// Opens rank `rank` of `size` (see [`crate::Node`]); returns the fabric and the exchange
-/// for the job's later all-gathers.
+/// Opens rank `rank` of `size` (see [`crate::Node`]); every rank must share this node.
+/// Returns the fabric and the exchange for the job's later all-gathers.
 pub fn open(
+    rank: Rank,
+    size: u32,
+    exchange: Option<Box<dyn Exchange>>,
+    config: FabricConfig,
+) -> Result<(NodeFabric, Option<Box<dyn Exchange>>), FabricError> {
+    open_inner(rank, size, exchange, config, false)
+}
+
+/// [`open`] for a job across nodes (the hybrid fabric): maps the declared peers that
+/// share this node only; operations to the others are refused (`NotAPeer`), for another
+/// backend to carry. [`NodeFabric::is_local`] says which peers are mapped.
+pub fn open_local(
+    rank: Rank,
+    size: u32,
+    exchange: Option<Box<dyn Exchange>>,
+    config: FabricConfig,
+) -> Result<(NodeFabric, Option<Box<dyn Exchange>>), FabricError> {
+    open_inner(rank, size, exchange, config, true)
+}
+
+fn open_inner(
     rank: Rank,
     size: u32,
     mut exchange: Option<Box<dyn Exchange>>,
     config: FabricConfig,
+    local_only: bool,
 ) -> Result<(NodeFabric, Option<Box<dyn Exchange>>), FabricError> {
     let origin = Instant::now();
     if size > 1 && exchange.is_none() {
@@ -274,7 +296,7 @@ pub fn open(
             ids.len()
         )));
     }
-    if let Some(r) = ids.iter().position(|i| i.node != ids[0].node) {
+    if !local_only && let Some(r) = ids.iter().position(|i| i.node != ids[0].node) {
         return Err(FabricError::Unsupported(format!(
             "the node backend joins ranks of one node, but rank {r} runs on another node than rank 0 ({} vs {}): use the ofi backend",
             ids[r].node, ids[0].node
@@ -308,7 +330,7 @@ pub fn open(
     let tables = gather(encode_segments(&config))?;
     let mut views: Vec<Option<View>> = (0..size).map(|_| None).collect();
     for &p in &config.peers {
-        if p == rank || views[p as usize].is_some() {
+        if p == rank || views[p as usize].is_some() || ids[p as usize].node != me.node {
             continue;
         }
         let table = decode_segments(&tables[p as usize], size).map_err(|e| bad(p, e))?;
@@ -357,7 +379,22 @@ pub fn open(
         addressing: Addressing::Offset,
         keys: KeyMode::None,
     };
-    let fabric = NodeFabric::new(rank, size, caps, config.op_timeout, views, origin);
+    let (offsets, _) = layout::place(&lens).expect("placed above");
+    let own_layout = names
+        .into_iter()
+        .zip(offsets)
+        .zip(lens)
+        .map(|((n, o), l)| (n, o, l))
+        .collect();
+    let fabric = NodeFabric::new(
+        rank,
+        size,
+        caps,
+        config.op_timeout,
+        views,
+        origin,
+        own_layout,
+    );
     Ok((fabric, exchange))
 }
 

@@ -20,9 +20,9 @@ impl Opener for Ofi {
         available()
     }
 
-    /// Any job, unless the node backend was forced by name.
+    /// Any job, unless another backend was forced by name.
     fn suits(&self, _one_node: bool, forced: Option<&str>) -> bool {
-        forced != Some("node")
+        !matches!(forced, Some("node" | "hybrid"))
     }
 
     fn open(

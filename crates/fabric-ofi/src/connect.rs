@@ -26,11 +26,39 @@ impl OfiFabric {
     pub fn open(
         rank: Rank,
         size: u32,
-        mut rendezvous: Option<Box<dyn Exchange>>,
+        rendezvous: Option<Box<dyn Exchange>>,
         config: FabricConfig,
         provider: Option<&str>,
     ) -> Result<Self, FabricError> {
+        let segments = config
+            .segments
+            .iter()
+            .map(|s| Segment::new(s.name.clone(), s.len))
+            .collect();
+        Self::open_over(rank, size, rendezvous, config, provider, segments)
+    }
+
+    /// [`OfiFabric::open`] over segments that exist already (another backend's shared
+    /// memory, for the hybrid fabric): one per configured segment, at least as long.
+    pub fn open_over(
+        rank: Rank,
+        size: u32,
+        mut rendezvous: Option<Box<dyn Exchange>>,
+        config: FabricConfig,
+        provider: Option<&str>,
+        segments: Vec<Segment>,
+    ) -> Result<Self, FabricError> {
         ensure_available()?;
+        if segments.len() != config.segments.len()
+            || segments
+                .iter()
+                .zip(&config.segments)
+                .any(|(s, c)| s.len() < c.len)
+        {
+            return Err(FabricError::Unsupported(
+                "open_over: the segments given do not match the configuration".into(),
+            ));
+        }
         if size > 1 && rendezvous.is_none() {
             return Err(FabricError::Unsupported(
                 "a job of several ranks needs a rendezvous".into(),
@@ -84,11 +112,6 @@ impl OfiFabric {
             );
         }
         // 2. Register the segments and open the endpoint.
-        let segments: Vec<Segment> = config
-            .segments
-            .iter()
-            .map(|s| Segment::new(s.name.clone(), s.len))
-            .collect();
         let h = Self::open_handle(&provider, &segments)?;
         let (caps_bits, iov_limit, prov_name) = {
             // SAFETY: h is a live handle; tofi_provider returns a NUL-terminated string owned

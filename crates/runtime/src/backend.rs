@@ -11,7 +11,8 @@
 //! transport was forced (a provider given, `TITUS_PROVIDER` or `FI_PROVIDER`) and which
 //! node it runs on ([`node_identity`]), and all take the first backend of [`BACKENDS`]
 //! that is available and [`Opener::suits`] the job — the node backend when every rank
-//! shares one node and nothing was forced, libfabric otherwise.
+//! shares one node and nothing was forced, the hybrid (shared memory inside a node,
+//! libfabric between nodes) across nodes, libfabric when a provider is forced.
 
 use crate::RuntimeError;
 use titus_fabric::backend::{Opened, Opener};
@@ -20,7 +21,11 @@ use titus_fabric::{FabricConfig, FabricError, Rank};
 
 /// Every multi-process backend of this build, in the order the automatic choice tries
 /// them.
-pub static BACKENDS: &[&dyn Opener] = &[&titus_fabric_node::Node, &titus_fabric_ofi::Ofi];
+pub static BACKENDS: &[&dyn Opener] = &[
+    &titus_fabric_node::Node,
+    &titus_fabric_hybrid::Hybrid,
+    &titus_fabric_ofi::Ofi,
+];
 
 /// The automatic choice among [`BACKENDS`] (`backend=auto`).
 pub static AUTO: Auto = Auto;
@@ -199,7 +204,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("unknown backend 'carrier-pigeon'") && e.contains("mem, auto, node, ofi"),
+            e.contains("unknown backend 'carrier-pigeon'")
+                && e.contains("mem, auto, node, hybrid, ofi"),
             "{e}"
         );
         // Names are unique, and none is the in-process one's.
