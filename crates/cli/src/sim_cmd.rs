@@ -25,9 +25,13 @@ use titus_workload::task;
 pub struct SimArgs {
     #[command(flatten)]
     bench: BenchArgs,
-    /// Fabric model: ib-hdr, tcp-loopback, shm or mem.
+    /// Fabric model: ib-hdr, tcp-loopback, shm, node or mem.
     #[arg(long, default_value = "ib-hdr")]
     preset: String,
+    /// A hybrid job: nodes of this many consecutive ranks, which reach each other through
+    /// the node backend (reads, writes and signals; atomics keep --preset's costs).
+    #[arg(long, value_name = "K")]
+    ranks_per_node: Option<u32>,
     /// A fabric model from `titus fabric-bench --json` output (instead of --preset).
     #[arg(long, value_name = "FILE")]
     preset_file: Option<PathBuf>,
@@ -106,6 +110,14 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
         }
         None => Model::preset(&a.preset).map_err(UsageError),
     }
+    .and_then(|m| match a.ranks_per_node {
+        None => Ok(m),
+        Some(0) => Err(UsageError("--ranks-per-node must be at least 1".into())),
+        Some(k) => Ok(m.with_nodes(
+            k,
+            Model::preset("node").expect("the node preset is built in"),
+        )),
+    })
 }
 
 fn peak_rss_mib() -> f64 {

@@ -260,7 +260,16 @@ fn draw_and_run(
         b => b.to_string(),
     };
     let preset = crate::model::PRESETS[rng.below(4) as usize];
-    let model = Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e)))?;
+    let mut model = Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e)))?;
+    // A third of the jobs are hybrid: nodes of consecutive ranks talk through the node
+    // model, atomics through the fabric's (drawn apart, so the other draws stay the same).
+    let mut mix = Rng::from_keys(&[seed, key, 0x6e6f_6465]); // "node"
+    let per_node =
+        (ranks > 1 && mix.chance(1.0 / 3.0)).then(|| 1 + mix.below(u64::from(ranks - 1)) as u32);
+    if let Some(k) = per_node {
+        let node = Model::preset("node").map_err(|e| (format!("seed {seed}"), Violation(e)))?;
+        model = model.with_nodes(k, node);
+    }
     let mut faults = Faults {
         jitter: if rng.chance(0.7) {
             rng.unit() * 3.0
@@ -283,8 +292,12 @@ fn draw_and_run(
     }
     let workers = 1 + rng.below(3) as usize;
     let mut what = format!(
-        "{ranks} ranks, {name}, {workers} workers, {} tasks, preset {preset}, jitter {:.2}, {} slow ranks, stall {:?}",
+        "{ranks} ranks, {name}, {workers} workers, {} tasks, preset {}, jitter {:.2}, {} slow ranks, stall {:?}",
         tasks.iter().map(Vec::len).sum::<usize>(),
+        match per_node {
+            Some(k) => format!("{preset} between nodes of {k} ranks, node inside"),
+            None => preset.to_string(),
+        },
         faults.jitter,
         faults.slow.len(),
         faults.stall

@@ -354,22 +354,28 @@ impl<'a> Sim<'a> {
         self.slab[slot as usize].take().expect("a queued event")
     }
 
-    fn latency(&mut self) -> u64 {
+    /// The model between `from` and `peer`: the node model between ranks of one node
+    /// (a hybrid job), except for atomics, which the hybrid sends through the fabric.
+    fn model(&self, from: u32, peer: u32, atomic: bool) -> &Model {
+        self.job.model.between(from, peer, atomic)
+    }
+
+    fn latency(&mut self, from: u32, peer: u32, atomic: bool) -> u64 {
         let j = if self.job.faults.jitter > 0.0 {
             1.0 + self.rng.unit() * self.job.faults.jitter
         } else {
             1.0
         };
-        (self.job.model.latency_ns * j) as u64
+        (self.model(from, peer, atomic).latency_ns * j) as u64
     }
 
-    fn transfer(&self, bytes: u64, tasks_segment: bool) -> u64 {
+    fn transfer(&self, from: u32, peer: u32, bytes: u64, tasks_segment: bool) -> u64 {
         let b = if tasks_segment {
             bytes as f64 * self.job.task_bytes_scale
         } else {
             bytes as f64
         };
-        (b / self.job.model.bandwidth * 1e9) as u64
+        (b / self.model(from, peer, false).bandwidth * 1e9) as u64
     }
 
     /// Issues `op` from `from` at `t`.
@@ -377,13 +383,17 @@ impl<'a> Sim<'a> {
         let peer = target(&op);
         let mut t = t;
         if peer != from {
-            t += self.latency();
+            t += self.latency(
+                from,
+                peer,
+                matches!(op, Op::Cas { .. } | Op::FetchAdd { .. }),
+            );
         } else {
             t += 100; // CPU atomics and copies on this rank's own memory.
         }
         if let Op::Write { remote, pieces, .. } = &op {
             let bytes: u64 = pieces.iter().map(|p| p.1).sum();
-            t += self.transfer(bytes, remote.segment == seg::TASKS);
+            t += self.transfer(from, peer, bytes, remote.segment == seg::TASKS);
         }
         self.at(t, Ev::Arrive { from, token, op });
     }
@@ -421,7 +431,8 @@ impl<'a> Sim<'a> {
                 let mut buf = vec![0u8; len as usize];
                 self.mems[peer as usize].read(remote, &mut buf);
                 self.mems[from as usize].write(local, &buf);
-                let d = self.back(from, peer) + self.transfer(len, remote.segment == seg::TASKS);
+                let d = self.back(from, peer, false)
+                    + self.transfer(from, peer, len, remote.segment == seg::TASKS);
                 self.complete(now + d, from, token, 0);
             }
             Op::Write {
@@ -438,7 +449,7 @@ impl<'a> Sim<'a> {
                     at += len;
                 }
                 if let Some(value) = signal {
-                    let s = self.job.model.signal_ns as u64;
+                    let s = self.model(from, peer, false).signal_ns as u64;
                     self.at(
                         now + s,
                         Ev::Signal {
@@ -448,7 +459,7 @@ impl<'a> Sim<'a> {
                         },
                     );
                 }
-                let d = self.back(from, peer);
+                let d = self.back(from, peer, false);
                 self.complete(now + d, from, token, 0);
             }
             Op::Cas {
@@ -477,8 +488,12 @@ impl<'a> Sim<'a> {
     }
 
     /// The time a completion takes back to the issuer: none on its own memory.
-    fn back(&mut self, from: u32, peer: u32) -> u64 {
-        if peer == from { 0 } else { self.latency() }
+    fn back(&mut self, from: u32, peer: u32, atomic: bool) -> u64 {
+        if peer == from {
+            0
+        } else {
+            self.latency(from, peer, atomic)
+        }
     }
 
     /// `node`'s operation `token` completes at `t` with `value`.
@@ -490,7 +505,7 @@ impl<'a> Sim<'a> {
         let start = now.max(self.atomic_free[peer as usize]);
         let served = start + self.job.model.atomic_ns as u64;
         self.atomic_free[peer as usize] = served;
-        let d = self.back(from, peer);
+        let d = self.back(from, peer, true);
         self.complete(served + d, from, token, value);
     }
 

@@ -28,12 +28,32 @@ pub struct Model {
     pub atomic_ns: f64,
     /// Progress-thread time per handled input.
     pub event_ns: f64,
+    /// A hybrid job: ranks `r / per_node` share a node, and between them reads, writes
+    /// and signals cost this model's (the node backend's); atomics keep the fabric's
+    /// (the hybrid sends every atomic through it).
+    pub node: Option<(u32, Box<Model>)>,
 }
 
-/// Preset names.
-pub const PRESETS: [&str; 5] = ["ib-hdr", "tcp-loopback", "shm", "node", "mem"];
+/// Preset names (`node` last: the checker draws among the first four).
+pub const PRESETS: [&str; 5] = ["ib-hdr", "tcp-loopback", "shm", "mem", "node"];
 
 impl Model {
+    /// This model between ranks of different nodes, `node` between ranks of one node of
+    /// `per_node` consecutive ranks (a hybrid job).
+    pub fn with_nodes(mut self, per_node: u32, node: Model) -> Model {
+        self.name = format!("{}+{}", node.name, self.name);
+        self.node = Some((per_node.max(1), Box::new(node)));
+        self
+    }
+
+    /// The costs from `from` to `peer`.
+    pub fn between(&self, from: u32, peer: u32, atomic: bool) -> &Model {
+        match &self.node {
+            Some((k, m)) if !atomic && from / k == peer / k => m,
+            _ => self,
+        }
+    }
+
     /// A named preset: `ib-hdr` (HDR InfiniBand, hardware atomics), `tcp-loopback`, `shm`
     /// (libfabric's), `node` (the node backend: CPU atomics on shared memory) and `mem`,
     /// all but the first derived from `titus fabric-bench --json` runs on the 2-core
@@ -50,6 +70,7 @@ impl Model {
                 signal_ns: 5_000.0,
                 atomic_ns: 500.0,
                 event_ns: 1_000.0,
+                node: None,
             }),
             "tcp-loopback" => {
                 Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
@@ -95,6 +116,7 @@ impl Model {
             signal_ns: ((rt - 2.0 * write) / 2.0).max(0.0) * 1e3,
             atomic_ns: (cas - read).max(0.0) * 1e3,
             event_ns: 1_000.0,
+            node: None,
         })
     }
 }
