@@ -50,6 +50,13 @@ pub struct OfiFabric {
 
 impl OfiFabric {
     /// Checks a remote range and returns (fi_addr, remote address, key).
+    /// Every initiator-side check of an operation on `len` bytes of `peer`'s `remote`
+    /// (rank, peer, segment, exposure, range), without an operation: for a layer that
+    /// carries some operations otherwise (the hybrid's atomics).
+    pub fn check_remote(&self, peer: Rank, remote: Loc, len: u64) -> Result<(), FabricError> {
+        self.remote(peer, remote, len).map(drop)
+    }
+
     pub(crate) fn remote(
         &self,
         peer: Rank,

@@ -395,7 +395,8 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     fn read(&self, peer: Rank, remote: Loc, local: Loc, len: u64) -> Result<OpId, FabricError>;
     /// Copies the local pieces, back to back, to `peer`'s `remote`; with `signal`, `peer`
     /// receives it from [`Fabric::progress`] once all the data is in its memory. No pieces
-    /// and a signal: a signal alone.
+    /// and a signal: a signal alone. Signal values whose top four bits are all set are
+    /// reserved for backends (the hybrid's mailbox), which may refuse them.
     fn write_gather(
         &self,
         peer: Rank,

@@ -16,6 +16,9 @@
 //! | FORWARD  | thief rank 24, epoch tag 8, sequence 28            | work-sharing master         |
 //! | REFILL   | (none)                                             | `claim`, `lock` thief       |
 //!
+//! Kind 15 (top four bits all set) is reserved for the transport (the hybrid fabric's
+//! remote atomics): the core never sends it.
+//!
 //! The word comes from another rank, so [`Signal::unpack`] trusts nothing: an unknown kind
 //! or a bit set outside the kind's fields is an error naming the sender. Ranges that
 //! depend on the job (a rank below its size, a length inside the inbox) are checked by the
