@@ -167,10 +167,13 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
-// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
-// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
-// Collective.
+// check_interval, diffusion, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
+// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
+// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
+// `titus_fabric_ofi=debug`, directives separated by `;`) or the variable `TITUS_LOG` (the
+// same, commas between directives; it wins) sends its log to stderr, for the rest of the
+// process, from the first init that asks. Collective.
 int titus_init(struct titus_t **handle, const char *options_text);
 
 // Initialises rank `rank` of `size` whose ranks exchange fabric addresses through the

@@ -18,6 +18,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod exchange;
+mod log;
 mod options;
 
 use exchange::{AllGather, Callback, UserPtr};
@@ -321,7 +322,12 @@ fn options(text: *const c_char) -> Result<Options, Error> {
             .map_err(|_| Error::Invalid("the options string is not UTF-8".into()))?
     };
     let env = std::env::var("TITUS_OPTIONS").ok();
-    Options::parse(text, env.as_deref()).map_err(Error::Invalid)
+    let o = Options::parse(text, env.as_deref()).map_err(Error::Invalid)?;
+    let env = std::env::var("TITUS_LOG").ok();
+    if let Some(f) = log::filter(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)? {
+        log::install(f);
+    }
+    Ok(o)
 }
 
 fn fresh<'a>(handle: *mut *mut titus_t) -> Result<&'a mut *mut titus_t, Error> {
@@ -353,10 +359,13 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
-/// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
-/// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
-/// Collective.
+/// check_interval, diffusion, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+/// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
+/// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
+/// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
+/// `titus_fabric_ofi=debug`, directives separated by `;`) or the variable `TITUS_LOG` (the
+/// same, commas between directives; it wins) sends its log to stderr, for the rest of the
+/// process, from the first init that asks. Collective.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_char) -> c_int {
     call("titus_init", || {
