@@ -296,19 +296,29 @@ fn fortran_example_one_process_launch_and_mpirun() {
 #[test]
 fn bad_use_gets_error_codes_from_c() {
     let b = built();
+    // A failing task prints nothing (no panic message, no backtrace); nor does anything
+    // else of the library without TITUS_LOG.
     for exe in ["bad-use", "bad-use-static", "bad-use-cpp"] {
-        let out = run_ok(&mut Command::new(b.dir.join(exe)), exe);
+        let out = run_ok(
+            Command::new(b.dir.join(exe))
+                .env("RUST_BACKTRACE", "1")
+                .env_remove("TITUS_LOG"),
+            exe,
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             text.contains("rank 0 of 1: bad use handled"),
             "{exe}: {text}"
         );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{exe}");
     }
     if !titus_tests::libfabric_or_skip() {
         return;
     }
     let out = run_ok(
-        &mut titus_launch(2, &b.dir.join("bad-use")),
+        titus_launch(2, &b.dir.join("bad-use"))
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("TITUS_LOG"),
         "bad-use, titus launch -n 2",
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -318,5 +328,20 @@ fn bad_use_gets_error_codes_from_c() {
             "{text}"
         );
     }
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "titus launch -n 2"
+    );
+    // Asked for, the library logs: the fabric provider line (rank 0, info).
+    let out = run_ok(
+        titus_launch(2, &b.dir.join("bad-use")).env("TITUS_LOG", "info"),
+        "bad-use, titus launch -n 2, TITUS_LOG=info",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fabric provider tcp;ofi_rxm (2 ranks)"),
+        "{err}"
+    );
     let _ = &b.prefix;
 }

@@ -67,8 +67,10 @@
 // `titus_run` found no task on any rank: nothing ran (every rank gets this code).
 #define TITUS_ERR_NO_TASKS 5
 
-// A task failed (its function returned non-zero, panicked, or reported a result over
-// its buffer), here or on another rank: the time step failed on every rank.
+// A task failed (its function returned non-zero or reported a result over its buffer),
+// here or on another rank: the time step failed on every rank, quietly (nothing is
+// printed), and every rank's `titus_last_error()` names the task, its owner, the rank it
+// ran on, its kind and what its function returned.
 #define TITUS_ERR_TASK 6
 
 // The time step failed on a remote operation, a dead peer, a timeout or malformed data

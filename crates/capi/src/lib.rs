@@ -9,7 +9,9 @@
 //!
 //! Every function catches panics (a bug in Titus becomes `TITUS_ERR_INTERNAL`, never an
 //! unwind across the ABI); a task function that fails (non-zero return, a result larger
-//! than its buffer) fails the time step on every rank with `TITUS_ERR_TASK`.
+//! than its buffer) fails the time step on every rank with `TITUS_ERR_TASK` — an error
+//! value inside the runtime, not a panic, so nothing is printed — and its message reaches
+//! every rank's `titus_last_error()` (`cause.rs`).
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 // The exported functions are called from C, where every call is unsafe: their pointer
@@ -17,6 +19,7 @@
 // `extern "C"` functions rather than `unsafe` ones that only Rust callers would notice.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod cause;
 mod exchange;
 mod log;
 mod options;
@@ -30,7 +33,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
-use titus_runtime::{Backend, EpochStats, Runtime, RuntimeError, TaskIn};
+use titus_runtime::{Backend, CoreError, EpochStats, Runtime, RuntimeError, TaskIn};
 
 /// Success.
 pub const TITUS_OK: c_int = 0;
@@ -46,8 +49,10 @@ pub const TITUS_ERR_INVALID: c_int = 3;
 pub const TITUS_ERR_BUFFER_TOO_SMALL: c_int = 4;
 /// `titus_run` found no task on any rank: nothing ran (every rank gets this code).
 pub const TITUS_ERR_NO_TASKS: c_int = 5;
-/// A task failed (its function returned non-zero, panicked, or reported a result over
-/// its buffer), here or on another rank: the time step failed on every rank.
+/// A task failed (its function returned non-zero or reported a result over its buffer),
+/// here or on another rank: the time step failed on every rank, quietly (nothing is
+/// printed), and every rank's `titus_last_error()` names the task, its owner, the rank it
+/// ran on, its kind and what its function returned.
 pub const TITUS_ERR_TASK: c_int = 6;
 /// The time step failed on a remote operation, a dead peer, a timeout or malformed data
 /// from another rank.
@@ -453,7 +458,7 @@ pub extern "C" fn titus_register(
             let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
             inner
                 .rt
-                .register(kind, move |payload| run_task(f, ctx, kind, cap, payload));
+                .register_fallible(kind, move |payload| run_task(f, ctx, kind, cap, payload));
             Ok(())
         })
     })
@@ -477,11 +482,13 @@ fn run_task(
     kind: u16,
     cap: usize,
     payload: &[u8],
-) -> Vec<u8> {
+) -> Result<Vec<u8>, String> {
     SCRATCH.with(|scratch| {
         // A task that ran a task on this thread from inside itself would find the buffers
-        // taken: that panics, which fails the step like any task failure.
-        let mut scratch = scratch.borrow_mut();
+        // taken: that fails the step like any task failure.
+        let mut scratch = scratch.try_borrow_mut().map_err(|_| {
+            format!("the function of task kind {kind} ran a task from inside itself")
+        })?;
         let Scratch {
             input,
             result,
@@ -524,21 +531,24 @@ fn run_task(
         };
         // Until it is known to have succeeded, anything it could reach counts as written.
         *dirty = n_out;
-        // The runtime turns a panicking task into a failed time step on every rank.
+        // The runtime turns a failed task into a failed time step on every rank, quietly
+        // (an error value, not a panic: nothing is printed).
         if rc != 0 {
-            panic!("the function of task kind {kind} returned {rc}");
+            return Err(format!(
+                "the function of task kind {kind} returned {rc}"
+            ));
         }
         if len > cap {
-            panic!(
+            return Err(format!(
                 "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
-            );
+            ));
         }
         *dirty = len.div_ceil(16).max(1);
-        result
+        Ok(result
             .iter()
             .flat_map(|w| w.to_ne_bytes())
             .take(len)
-            .collect()
+            .collect())
     })
 }
 
@@ -693,7 +703,8 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                 .collect();
             let out = inner
                 .rt
-                .run_epoch_if_any_keyed(keyed)?
+                .run_epoch_if_any_keyed(keyed)
+                .map_err(|e| step_error(&inner.rt, e))?
                 .ok_or(Error::NoTasks)?;
             inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
@@ -701,6 +712,33 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             Ok(())
         })
     })
+}
+
+/// A failed step as the caller sees it. After a task failure (which every rank learns),
+/// every rank joins one all-gather and reports the message of the rank where the task
+/// failed (`cause.rs`); any other failure is this rank's own.
+fn step_error(rt: &Runtime, e: RuntimeError) -> Error {
+    let RuntimeError::Core(core) = &e else {
+        return e.into();
+    };
+    if !core.is_task_failure() {
+        return e.into();
+    }
+    let (origin, mine) = match core {
+        CoreError::Aborted { rank, .. } => (*rank, None),
+        own => (rt.rank(), Some(own.to_string())),
+    };
+    match rt.all_gather(&cause::encode(mine.as_deref())) {
+        Ok(all) => {
+            if mine.is_none()
+                && let Some(m) = all.get(origin as usize).and_then(|r| cause::decode(r))
+            {
+                return Error::Task(m);
+            }
+        }
+        Err(g) => tracing::debug!("the cause of the failed step was not gathered: {g}"),
+    }
+    e.into()
 }
 
 /// Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the

@@ -431,6 +431,74 @@ fn ranks_exchange_addresses_through_the_callback() {
     }
 }
 
+/// Runs `body(rank, handle)` on each of `size` ranks (threads) initialised with
+/// titus_init_exchange over the in-process all-gather and tcp.
+fn on_ranks(size: usize, options: &'static CStr, body: fn(usize, &mut *mut titus_t)) {
+    let shared = Arc::new(Gather {
+        barrier: Barrier::new(size),
+        slots: Mutex::new(vec![Vec::new(); size]),
+        ranks: size,
+    });
+    let threads: Vec<_> = (0..size)
+        .map(|r| {
+            let ctx = Box::new((shared.clone(), r));
+            std::thread::spawn(move || {
+                let ctx_ptr = (&raw const *ctx).cast_mut().cast::<c_void>();
+                let mut t = null_mut();
+                let rc = titus_init_exchange(
+                    &mut t,
+                    r as c_int,
+                    size as c_int,
+                    Some(gather),
+                    ctx_ptr,
+                    options.as_ptr(),
+                );
+                assert_eq!(rc, TITUS_OK, "rank {r}: {}", last_error());
+                body(r, &mut t);
+                drop(ctx);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("rank thread");
+    }
+}
+
+#[test]
+fn a_task_failure_reaches_every_rank_with_its_cause() {
+    if !titus_fabric_ofi_available() {
+        eprintln!("skipped: libfabric is not available");
+        return;
+    }
+    on_ranks(2, c"workers=1,provider=tcp;ofi_rxm", |r, t| {
+        assert_eq!(titus_register(*t, 0, Some(square), null_mut()), TITUS_OK);
+        // Rank 0 owns every task; task 150 fails, wherever it runs.
+        let tasks: Vec<u64> = if r == 0 {
+            (0..300)
+                .map(|i| if i == 150 { u64::MAX } else { i })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            titus_tasks_fixed(*t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
+            TITUS_OK
+        );
+        assert_eq!(titus_run(*t), TITUS_ERR_TASK, "rank {r}: {}", last_error());
+        let e = last_error();
+        assert!(
+            e.starts_with("titus_run: task 150 of rank 0 failed on rank ")
+                && e.ends_with(": the function of task kind 0 returned 3"),
+            "rank {r}: {e}"
+        );
+        // The handle after TITUS_ERR_TASK: no results; it finalises.
+        let mut n = 1usize;
+        assert_eq!(titus_result_count(*t, &mut n), TITUS_OK);
+        assert_eq!(n, 0);
+        assert_eq!(titus_finalize(t), TITUS_OK, "rank {r}: {}", last_error());
+    });
+}
+
 fn titus_fabric_ofi_available() -> bool {
     titus_fabric_ofi::available()
 }

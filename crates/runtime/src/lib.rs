@@ -40,8 +40,9 @@ pub use titus_core::{
     Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
 };
 
-/// A task function: payload in, result out.
-pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+/// A task function: payload in, result out, or why the task failed (which fails the
+/// epoch on every rank with [`CoreError::TaskFailed`] carrying that text).
+pub type TaskFn = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
 #[derive(Debug, Clone)]
@@ -525,6 +526,16 @@ impl Runtime {
     pub fn register<F>(&self, kind: u16, f: F)
     where
         F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+    {
+        self.register_fallible(kind, move |p| Ok(f(p)));
+    }
+
+    /// [`Runtime::register`] for a function that can fail: its `Err` fails the epoch on
+    /// every rank as [`CoreError::TaskFailed`] with that text, quietly (a panic fails it
+    /// too, but the panic hook prints it).
+    pub fn register_fallible<F>(&self, kind: u16, f: F)
+    where
+        F: Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
     {
         let mut k = self.shared.kinds.write().unwrap_or_else(|p| p.into_inner());
         if k.len() <= kind as usize {

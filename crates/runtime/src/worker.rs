@@ -4,7 +4,7 @@
 //! A worker takes a task from its own deque, else steals from a sibling's (inside the
 //! process, no fabric involved), else takes a batch from the node, which may start a
 //! steal from another rank. Results go back to the node, which routes them. A task's
-//! panic is caught and fails the epoch with the panic's message on every rank. Where the
+//! error (or panic, caught) fails the epoch with its message on every rank. Where the
 //! fabric's progress must poll (shm), a worker polls it between tasks.
 
 use crate::{RuntimeError, SegMem, Shared};
@@ -87,11 +87,12 @@ fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
             task.kind
         ));
     };
-    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).map_err(|p| {
-        p.downcast_ref::<&str>()
+    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "the task panicked".into())
+            .unwrap_or_else(|| "the task panicked".into()))
     })
 }
 
