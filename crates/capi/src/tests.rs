@@ -325,6 +325,43 @@ fn a_failing_task_fails_the_step_with_a_code() {
     }
 }
 
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Blocks until the test releases it (RELEASE), then succeeds with no result.
+unsafe extern "C" fn blocks(
+    _: *const c_void,
+    _: usize,
+    _: *mut c_void,
+    _: usize,
+    result_len: *mut usize,
+    _: *mut c_void,
+) -> c_int {
+    while !RELEASE.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // SAFETY: a valid out-pointer.
+    unsafe { *result_len = 0 };
+    0
+}
+
+#[test]
+fn an_epoch_timeout_says_what_the_rank_waits_for_in_one_sentence() {
+    // The task blocks until released, so the step cannot end before its timeout.
+    let mut t = init(c"workers=1,epoch_timeout=0.2");
+    assert_eq!(titus_register(t, 0, Some(blocks), null_mut()), TITUS_OK);
+    assert_eq!(titus_task(t, 0, [1u8].as_ptr().cast(), 1), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_EPOCH);
+    RELEASE.store(true, Ordering::Release);
+    let e = last_error();
+    assert!(
+        e.starts_with("titus_run: the epoch did not end within 200ms: rank 0 waits for the results of 1 of its 1 tasks"),
+        "{e}"
+    );
+    // The internal state is not the user's message.
+    assert!(!e.contains("inbox") && !e.contains('{'), "{e}");
+    assert_eq!(titus_finalize(&mut t), TITUS_OK, "{}", last_error());
+}
+
 #[test]
 fn strerror_names_every_code() {
     for code in 0..=TITUS_ERR_INTERNAL {

@@ -96,8 +96,11 @@ pub enum RuntimeError {
     /// A bad configuration.
     #[error("bad runtime configuration: {0}")]
     Config(String),
-    /// The epoch exceeded `epoch_timeout`; with this rank's protocol state.
-    #[error("the epoch did not end within {0:?}; this rank's state: {1}")]
+    /// The epoch exceeded `epoch_timeout`; with what this rank waits for, in one sentence
+    /// (`Node::stall`; its full protocol state goes to the log at debug level).
+    #[error(
+        "the epoch did not end within {0:?}: {1} (this rank's state is logged at debug level: TITUS_LOG=titus_runtime=debug)"
+    )]
     EpochTimeout(Duration, String),
     /// The barrier between epochs failed.
     #[error("the barrier between epochs failed: {0}")]
@@ -713,9 +716,10 @@ impl Runtime {
         while !node.is_done() {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 sh.epoch_running.store(false, Ordering::Release);
+                tracing::debug!("epoch timeout: {}", node.debug_summary());
                 return Err(RuntimeError::EpochTimeout(
                     sh.cfg.epoch_timeout.unwrap_or_default(),
-                    node.debug_summary(),
+                    node.stall(),
                 ));
             }
             node = sh
