@@ -105,7 +105,7 @@ pub type titus_allgather_fn = Option<
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct titus_stats {
-    /// Wall time of `titus_run`, seconds.
+    /// Wall time of `titus_run`, seconds (`titus_job_stats`: the slowest rank's).
     pub session_s: f64,
     /// Time workers spent in tasks, summed over workers, seconds.
     pub busy_s: f64,
@@ -121,10 +121,16 @@ pub struct titus_stats {
     pub tasks_owned: u64,
     /// Tasks run here.
     pub tasks_run: u64,
-    /// Tasks run here that other ranks own.
+    /// Tasks run here that other ranks own (the thieves' view; summed over the job it
+    /// equals the sum of `tasks_ran_elsewhere`).
     pub tasks_run_for_others: u64,
-    /// Tasks stolen from other ranks.
+    /// Tasks this rank took from other ranks in steals, counted at every move: a task
+    /// stolen again from its thief counts again, so the job's sum can exceed its tasks.
+    /// The count of tasks that left their owner is `tasks_ran_elsewhere`.
     pub tasks_stolen: u64,
+    /// This rank's own tasks that ran on another rank (stolen or pushed away, however
+    /// often they moved: each counts once): what is usually meant by "tasks stolen".
+    pub tasks_ran_elsewhere: u64,
     /// Steal attempts.
     pub steal_attempts: u64,
     /// Successful steals.
@@ -182,6 +188,9 @@ struct Inner {
     stats: titus_stats,
     /// Nominal work stated for the next titus_run, seconds.
     nominal: f64,
+    /// Why a titus_run failed (every rank's step failed with it): the handle is only
+    /// good for titus_finalize and reading since.
+    failed: Option<c_int>,
 }
 
 /// Why a call failed; each maps to one code.
@@ -354,6 +363,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
             results: Vec::new(),
             stats: titus_stats::default(),
             nominal: 0.0,
+            failed: None,
         }),
     });
     *slot = Box::into_raw(h);
@@ -441,7 +451,8 @@ pub extern "C" fn titus_init_exchange(
 
 /// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
 /// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
-/// valid until titus_finalize.
+/// valid until titus_finalize. Registering a kind again replaces its function and context
+/// for the tasks run from then on (between steps; every rank alike).
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_register(
     t: *mut titus_t,
@@ -592,7 +603,11 @@ fn add_tasks<'a>(
     Ok(())
 }
 
-/// Hands over one task of `kind` for the next titus_run (the payload is copied).
+/// Hands over one task of `kind` for the next titus_run (the payload is copied). A
+/// payload may be empty (`len` 0; `payload` may then be NULL): the function gets
+/// `payload_len` 0 and a valid pointer. A refused call (any error of titus_task,
+/// titus_tasks_fixed or titus_tasks_var) hands over none of its tasks; those handed over
+/// by earlier calls stay.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_task(
     t: *mut titus_t,
@@ -673,11 +688,20 @@ pub extern "C" fn titus_tasks_var(
 /// Runs the tasks handed over on every rank until all results are home (collective).
 /// Afterwards this rank's results are read with titus_result*, in task order, until the
 /// next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
-/// handle stays usable; after any other error, finalise.
+/// handle stays usable. After any other failure of the step (TITUS_ERR_TASK, _EPOCH, ...)
+/// this rank holds no results (titus_result_count gives 0), titus_stats_get still gives
+/// the last successful step's figures, and the handle is good only for titus_finalize
+/// (collective as always): a further titus_run returns TITUS_ERR_INVALID.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
     call("titus_run", || {
         with(t, |inner| {
+            if let Some(code) = inner.failed {
+                return Err(Error::Invalid(format!(
+                    "an earlier titus_run failed ({}): only titus_finalize is left for this handle",
+                    error_name(code)
+                )));
+            }
             let tasks = std::mem::take(&mut inner.pending);
             let keys = inner.keys.take();
             inner.results.clear();
@@ -701,11 +725,14 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     payload,
                 })
                 .collect();
-            let out = inner
-                .rt
-                .run_epoch_if_any_keyed(keyed)
-                .map_err(|e| step_error(&inner.rt, e))?
-                .ok_or(Error::NoTasks)?;
+            let out = match inner.rt.run_epoch_if_any_keyed(keyed) {
+                Ok(out) => out.ok_or(Error::NoTasks)?,
+                Err(e) => {
+                    let e = step_error(&inner.rt, e);
+                    inner.failed = Some(e.code());
+                    return Err(e);
+                }
+            };
             inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
             inner.costs = out.costs_ns;
@@ -897,6 +924,8 @@ fn stats_of(s: &EpochStats, nominal_s: f64) -> titus_stats {
         tasks_run: c.tasks_run,
         tasks_run_for_others: c.tasks_run_for_others,
         tasks_stolen: c.tasks_stolen,
+        // A result that ran here took 0 hops home; one that ran elsewhere at least 1.
+        tasks_ran_elsewhere: c.result_hops.iter().skip(1).sum(),
         steal_attempts: c.steal_attempts,
         steals_ok: c.steals_ok,
         steals_empty: c.steals_empty,
@@ -1103,6 +1132,7 @@ fn fields(s: &titus_stats) -> Vec<f64> {
         s.tasks_run as f64,
         s.tasks_run_for_others as f64,
         s.tasks_stolen as f64,
+        s.tasks_ran_elsewhere as f64,
         s.steal_attempts as f64,
         s.steals_ok as f64,
         s.steals_empty as f64,
@@ -1129,22 +1159,26 @@ fn set_fields(s: &mut titus_stats, v: &[f64]) {
         tasks_run: n(6),
         tasks_run_for_others: n(7),
         tasks_stolen: n(8),
-        steal_attempts: n(9),
-        steals_ok: n(10),
-        steals_empty: n(11),
-        steals_locked: n(12),
-        bytes_stolen: n(13),
-        chunks_sent: n(14),
-        chunks_received: n(15),
-        bytes_results: n(16),
-        records_forwarded: n(17),
-        nominal_s: v[18],
+        tasks_ran_elsewhere: n(9),
+        steal_attempts: n(10),
+        steals_ok: n(11),
+        steals_empty: n(12),
+        steals_locked: n(13),
+        bytes_stolen: n(14),
+        chunks_sent: n(15),
+        chunks_received: n(16),
+        bytes_results: n(17),
+        records_forwarded: n(18),
+        nominal_s: v[19],
         nominal_efficiency: 0.0,
     };
 }
 
 /// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
-/// rank's memory goes away while another may still read it). NULL `*handle`: nothing to do.
+/// rank's memory goes away while another may still read it). NULL `*handle`: nothing to
+/// do, TITUS_OK; `handle` itself NULL: TITUS_ERR_INVALID. Afterwards titus_init* may
+/// start a new runtime in the same process (collectively, as the first); nothing carries
+/// over: register the kinds again.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
     call("titus_finalize", || {
@@ -1162,6 +1196,19 @@ pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
         drop(h);
         barrier.map(drop)
     })
+}
+
+/// The name of an error code, for messages.
+fn error_name(code: c_int) -> &'static str {
+    match code {
+        TITUS_ERR_INVALID => "TITUS_ERR_INVALID",
+        TITUS_ERR_TASK => "TITUS_ERR_TASK",
+        TITUS_ERR_EPOCH => "TITUS_ERR_EPOCH",
+        TITUS_ERR_FABRIC => "TITUS_ERR_FABRIC",
+        TITUS_ERR_EXCHANGE => "TITUS_ERR_EXCHANGE",
+        TITUS_ERR_INTERNAL => "TITUS_ERR_INTERNAL",
+        _ => "an error",
+    }
 }
 
 /// A static description of an error code.
