@@ -421,6 +421,38 @@ mod tests {
         }
     }
 
+    /// A few rows, pinned: the overlay is a format every rank computes alike, so a change
+    /// of its generator or of a distribution shows here (update the pins on purpose only).
+    #[test]
+    fn pinned_rows() {
+        let rows = |p: OverlayParams, ranks: &[u32]| -> Vec<Vec<u32>> {
+            let o = Overlay::new(p).unwrap();
+            ranks.iter().map(|&r| o.row(r)).collect()
+        };
+        let got = [
+            rows(params(1000, LatticeKind::Ring, 8, 1.0), &[0, 617]),
+            rows(params(4096, LatticeKind::Torus2, 6, 2.0), &[5]),
+            rows(params(4096, LatticeKind::Torus3, 6, 3.0), &[77]),
+            // Dense: 30 shortcuts of 47 ranks (keys E/w, E ~ Exp(1)).
+            rows(params(50, LatticeKind::Ring, 30, 1.0), &[7]),
+        ];
+        let want: [Vec<Vec<u32>>; 4] = [
+            vec![
+                vec![1, 2, 4, 5, 12, 108, 276, 933, 998, 999],
+                vec![611, 612, 616, 618, 621, 622, 623, 638, 669, 707],
+            ],
+            vec![vec![2, 4, 6, 69, 453, 850, 3711, 3959, 3998, 4037]],
+            vec![vec![
+                45, 61, 76, 78, 91, 93, 333, 1337, 3213, 3885, 3904, 3917,
+            ]],
+            vec![vec![
+                1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 16, 17, 20, 24, 26, 27, 31, 32, 34, 36,
+                37, 38, 40, 41, 42, 45, 47, 48, 49,
+            ]],
+        ];
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn rows_are_deterministic_and_distinct() {
         let o = Overlay::new(params(1000, LatticeKind::Ring, 20, 1.0)).unwrap();

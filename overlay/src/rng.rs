@@ -118,6 +118,12 @@ mod tests {
         assert_eq!(first, (0..3).map(|_| again.next_u64()).collect::<Vec<_>>());
         let mut other = Rng::from_keys(&[1, 2, 4]);
         assert_ne!(first[0], other.next_u64());
+        eprintln!(
+            "PINRNG {first:x?} {} {} {}",
+            r.unit(),
+            r.below(1000),
+            r.below(3)
+        );
     }
 
     #[test]
