@@ -545,9 +545,7 @@ fn run_task(
         // The runtime turns a failed task into a failed time step on every rank, quietly
         // (an error value, not a panic: nothing is printed).
         if rc != 0 {
-            return Err(format!(
-                "the function of task kind {kind} returned {rc}"
-            ));
+            return Err(format!("the function of task kind {kind} returned {rc}"));
         }
         if len > cap {
             return Err(format!(
