@@ -2,7 +2,8 @@
 //! `.pc` and module under a fresh prefix; gcc, mpicc and gfortran compile the chemistry
 //! example, and gcc and g++ a bad-use program, against it through pkg-config; they run as
 //! one process (mem), under `titus launch` and under Open MPI's `mpirun --oversubscribe`
-//! (tcp;ofi_rxm), and every rank checks its results against a sequential run.
+//! (tcp;ofi_rxm), and every rank checks its results against a sequential run. A CMake
+//! project outside the tree builds the example once more with `find_package(Titus)`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -42,8 +43,9 @@ fn tool(name: &str) {
         .is_ok_and(|o| o.status.success());
     assert!(
         found,
-        "{name} is missing: the C ABI tests need gcc, g++, gfortran, pkg-config and Open MPI \
-         (apt-get install g++ gfortran openmpi-bin libopenmpi-dev pkg-config; .ci/test does)"
+        "{name} is missing: the C ABI tests need gcc, g++, gfortran, pkg-config, cmake and Open \
+         MPI (apt-get install g++ gfortran openmpi-bin libopenmpi-dev pkg-config cmake; \
+         .ci/test does)"
     );
 }
 
@@ -64,7 +66,15 @@ fn pkg_flags(prefix: &Path, args: &[&str]) -> Vec<String> {
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        for t in ["gcc", "g++", "gfortran", "mpicc", "mpirun", "pkg-config"] {
+        for t in [
+            "gcc",
+            "g++",
+            "gfortran",
+            "mpicc",
+            "mpirun",
+            "pkg-config",
+            "cmake",
+        ] {
             tool(t);
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
@@ -85,6 +95,8 @@ fn built() -> &'static Built {
             "lib/libtitus.so",
             "lib/libtitus.a",
             "lib/pkgconfig/titus.pc",
+            "lib/cmake/Titus/TitusConfig.cmake",
+            "lib/cmake/Titus/TitusConfigVersion.cmake",
         ] {
             assert!(prefix.join(f).exists(), "install.sh did not install {f}");
         }
@@ -293,22 +305,96 @@ fn fortran_example_one_process_launch_and_mpirun() {
     assert_all_ranks_match(&out, 2, "chemistry-f, mpirun -n 2");
 }
 
+/// A solver's CMake project, outside the tree, finds the installed Titus with
+/// `find_package(Titus 0.1 REQUIRED COMPONENTS Fortran)` and builds the C and the Fortran
+/// example against `Titus::titus` and `Titus::fortran`; both run and match.
+#[test]
+fn cmake_project_links_titus_with_find_package() {
+    let b = built();
+    let project = b.dir.join("cmake-project");
+    let build = b.dir.join("cmake-build");
+    let _ = std::fs::remove_dir_all(&project);
+    let _ = std::fs::remove_dir_all(&build);
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        root().join("tests/capi/find_package/CMakeLists.txt"),
+        project.join("CMakeLists.txt"),
+    )
+    .unwrap();
+    run_ok(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&project)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", b.prefix.display()))
+            .arg(format!(
+                "-DCHEMISTRY_DIR={}",
+                root().join("examples/chemistry").display()
+            ))
+            .arg("-DCMAKE_BUILD_TYPE=Release"),
+        "cmake configure",
+    );
+    run_ok(
+        Command::new("cmake").arg("--build").arg(&build),
+        "cmake --build",
+    );
+    let out = run_ok(
+        Command::new(build.join("chemistry"))
+            .args(C_ARGS)
+            .env_remove("TITUS_OPTIONS"),
+        "chemistry (CMake), one process",
+    );
+    assert_all_ranks_match(&out, 1, "chemistry (CMake), one process");
+    let out = run_ok(
+        Command::new(build.join("chemistry-f")).args(F_ARGS),
+        "chemistry-f (CMake), one process",
+    );
+    assert_all_ranks_match(&out, 1, "chemistry-f (CMake), one process");
+    // A version this install cannot meet is refused, naming the version.
+    std::fs::write(
+        project.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\nproject(p LANGUAGES C)\nfind_package(Titus 9.0 REQUIRED)\n",
+    )
+    .unwrap();
+    let out = Command::new("cmake")
+        .arg("-S")
+        .arg(&project)
+        .arg("-B")
+        .arg(b.dir.join("cmake-build-9"))
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", b.prefix.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("9.0"), "{err}");
+}
+
 #[test]
 fn bad_use_gets_error_codes_from_c() {
     let b = built();
+    // A failing task prints nothing (no panic message, no backtrace); nor does anything
+    // else of the library without TITUS_LOG.
     for exe in ["bad-use", "bad-use-static", "bad-use-cpp"] {
-        let out = run_ok(&mut Command::new(b.dir.join(exe)), exe);
+        let out = run_ok(
+            Command::new(b.dir.join(exe))
+                .env("RUST_BACKTRACE", "1")
+                .env_remove("TITUS_LOG"),
+            exe,
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             text.contains("rank 0 of 1: bad use handled"),
             "{exe}: {text}"
         );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{exe}");
     }
     if !titus_tests::libfabric_or_skip() {
         return;
     }
     let out = run_ok(
-        &mut titus_launch(2, &b.dir.join("bad-use")),
+        titus_launch(2, &b.dir.join("bad-use"))
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("TITUS_LOG"),
         "bad-use, titus launch -n 2",
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -318,5 +404,20 @@ fn bad_use_gets_error_codes_from_c() {
             "{text}"
         );
     }
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "titus launch -n 2"
+    );
+    // Asked for, the library logs: the fabric provider line (rank 0, info).
+    let out = run_ok(
+        titus_launch(2, &b.dir.join("bad-use")).env("TITUS_LOG", "info"),
+        "bad-use, titus launch -n 2, TITUS_LOG=info",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fabric provider tcp;ofi_rxm (2 ranks)"),
+        "{err}"
+    );
     let _ = &b.prefix;
 }

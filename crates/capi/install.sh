@@ -6,11 +6,14 @@
 #   lib/libtitus.so, lib/libtitus.a          the shared and the static library
 #   lib/libtitusf.a                          the module's own procedures (Fortran users)
 #   lib/pkgconfig/titus.pc                   pkg-config: cflags, libs (--static: libs.private)
+#   lib/cmake/Titus/TitusConfig*.cmake       CMake: find_package(Titus) → Titus::titus,
+#                                            Titus::fortran (the module, when built)
 #
 # Usage: crates/capi/install.sh PREFIX        e.g. $HOME/.local or /opt/titus (Linux: .so)
 # Environment: FC (Fortran compiler, default gfortran), TITUS_PROFILE (cargo profile, default
 # release), CARGO_TARGET_DIR, CARGO_FLAGS.
-# Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs titus)
+# Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs titus),
+# or in CMake: find_package(Titus) (CMAKE_PREFIX_PATH=PREFIX) and link Titus::titus.
 set -euo pipefail
 unset CDPATH
 if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
@@ -38,7 +41,7 @@ target="${CARGO_TARGET_DIR:-$root/target}/$dir"
 (cd "$root" && cargo build --profile "$profile" --locked ${CARGO_FLAGS:-})
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 
-mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
+mkdir -p "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/Titus"
 install -m 0644 "$here/include/titus.h" "$here/include/titus_mpi.h" "$prefix/include/"
 install -m 0755 "$target/libtitus.so" "$prefix/lib/"
 install -m 0644 "$target/libtitus.a" "$prefix/lib/"
@@ -65,5 +68,9 @@ static_libs="$fabric_libs -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$static_libs|" \
     -e "s|-ltitus$|${fortran}-ltitus|" \
     "$here/titus.pc.in" > "$prefix/lib/pkgconfig/titus.pc"
+for f in TitusConfig.cmake TitusConfigVersion.cmake; do
+  sed -e "s|@VERSION@|$version|" "$here/cmake/$f.in" > "$prefix/lib/cmake/Titus/$f"
+done
 echo "installed libtitus $version under $prefix"
 echo "  pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs titus"
+echo "  CMake: find_package(Titus) with -DCMAKE_PREFIX_PATH=$prefix; link Titus::titus (Fortran: Titus::fortran)"

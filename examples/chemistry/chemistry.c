@@ -266,11 +266,12 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         CHECK(titus_job_stats(t, &js));
         if (verbose && *rank_out == 0)
             printf("  step %d (%s): %.4f s (slowest titus_run %.4f s), efficiency %.3f, nominal %.3f, steals ok %llu empty "
-                   "%llu locked %llu, tasks stolen %llu, dearest cell here %.1f us\n",
+                   "%llu locked %llu, tasks run off their owner %llu (stolen, with re-steals, %llu), dearest cell here %.1f us\n",
                    s, options, times[s], js.session_s, js.efficiency, js.nominal_efficiency,
                    (unsigned long long)js.steals_ok,
                    (unsigned long long)js.steals_empty, (unsigned long long)js.steals_locked,
-                   (unsigned long long)js.tasks_stolen, (double)dearest / 1e3);
+                   (unsigned long long)js.tasks_ran_elsewhere, (unsigned long long)js.tasks_stolen,
+                   (double)dearest / 1e3);
         busy += js.busy_s;
         avail += js.session_s * (double)js.workers;
         *nominal += js.nominal_s;

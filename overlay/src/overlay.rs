@@ -31,6 +31,9 @@ use crate::OverlayError;
 use crate::lattice::{Lattice, LatticeKind, Offset};
 use crate::powerlaw::PowerLaw;
 use crate::rng::Rng;
+use rand::RngExt as _;
+use rand::distr::Distribution as _;
+use rand_distr::Exp1;
 use serde::{Deserialize, Serialize};
 
 /// Domain tag of the row streams (keeps them apart from any other use of the seed).
@@ -277,7 +280,7 @@ impl Overlay {
             .filter_map(|v| {
                 let d = self.lattice.distance(rank, v);
                 (d > reach).then(|| {
-                    let e = -(1.0 - rng.unit()).ln();
+                    let e: f64 = rng.sample(Exp1);
                     (e * f64::from(d).powf(self.exponent), v)
                 })
             })
@@ -419,6 +422,39 @@ mod tests {
                 "distance {d}: {got} draws, {expect:.0} expected"
             );
         }
+    }
+
+    /// A few rows, pinned: the overlay is a format every rank computes alike, so a change
+    /// of its generator or of a distribution shows here (update the pins on purpose only).
+    #[test]
+    fn pinned_rows() {
+        let rows = |p: OverlayParams, ranks: &[u32]| -> Vec<Vec<u32>> {
+            let o = Overlay::new(p).unwrap();
+            ranks.iter().map(|&r| o.row(r)).collect()
+        };
+        let got = [
+            rows(params(1000, LatticeKind::Ring, 8, 1.0), &[0, 617]),
+            rows(params(4096, LatticeKind::Torus2, 6, 2.0), &[5]),
+            rows(params(4096, LatticeKind::Torus3, 6, 3.0), &[77]),
+            // Dense: 30 shortcuts of 47 ranks (keys E/w, E ~ Exp(1)).
+            rows(params(50, LatticeKind::Ring, 30, 1.0), &[7]),
+        ];
+        let want: [Vec<Vec<u32>>; 4] = [
+            vec![
+                vec![1, 2, 4, 5, 12, 108, 276, 933, 998, 999],
+                vec![611, 612, 616, 618, 621, 622, 623, 638, 669, 707],
+            ],
+            vec![vec![2, 4, 6, 69, 453, 850, 3711, 3959, 3998, 4037]],
+            vec![vec![
+                45, 61, 76, 78, 91, 93, 333, 1337, 3213, 3885, 3904, 3917,
+            ]],
+            // Since E is rand_distr's Exp1 (ziggurat) rather than −ln(1 − U).
+            vec![vec![
+                0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 20, 21, 22, 24, 25, 31, 32,
+                34, 36, 38, 40, 41, 42, 45, 47, 48,
+            ]],
+        ];
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -7,8 +7,13 @@
 //! (von Neumann rejection). For s > 0, h/c falls with D, so M = h(lo)/c(lo); with the
 //! overlay's lo ≥ 2 the acceptance rate is at least 0.81 for s = 1, 0.55 for s = 3 and 0.2
 //! for s = 10. For s ≤ 0, h ≤ c pointwise and M = 1, acceptance ≥ (lo/(lo+1))^(−s).
+//!
+//! A `rand` distribution. Not `rand_distr::Zipf`: that law starts at 1 and needs s ≥ 0,
+//! where the overlay's starts past the ball (lo ≥ 2) and its exponent (the lattice's
+//! exponent minus dim − 1) may be negative.
 
-use crate::rng::Rng;
+use rand::distr::Distribution;
+use rand::{Rng, RngExt as _};
 
 /// A sampler for the discrete bounded power law on `[lo, hi]` with exponent `s`.
 #[derive(Debug, Clone)]
@@ -66,19 +71,21 @@ impl PowerLaw {
         let d = d as f64;
         1.0 / (d * expm1_over(self.e, (1.0 / d).ln_1p()))
     }
+}
 
+impl Distribution<u64> for PowerLaw {
     /// One draw.
-    pub fn sample(&self, rng: &mut Rng) -> u64 {
+    fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         if self.lo == self.hi {
             return self.lo;
         }
         if self.s == 0.0 {
-            return self.lo + rng.below(self.hi - self.lo + 1);
+            return rng.random_range(self.lo..=self.hi);
         }
         loop {
             // Inversion of F(x) = ∫_lo^x t^(−s) dt / ∫_lo^{hi+1} t^(−s) dt:
             // x = lo · (1 + u·expm1(e·L))^(1/e), L = ln((hi+1)/lo); for e → 0, lo·exp(u·L).
-            let u = rng.unit();
+            let u: f64 = rng.random();
             let t = if self.e.abs() < E_EPS {
                 u * self.log_span
             } else {
@@ -86,7 +93,7 @@ impl PowerLaw {
             };
             let x = self.lo as f64 * t.exp();
             let d = (x.floor() as u64).clamp(self.lo, self.hi);
-            if rng.unit() * self.m < self.ratio(d) {
+            if rng.random::<f64>() * self.m < self.ratio(d) {
                 return d;
             }
         }
@@ -100,7 +107,7 @@ mod tests {
     /// Chi-square distance between observed counts and the exact law.
     fn check(lo: u64, hi: u64, s: f64, draws: usize) {
         let p = PowerLaw::new(lo, hi, s);
-        let mut rng = Rng::from_keys(&[lo, hi, s.to_bits()]);
+        let mut rng = crate::rng::Rng::from_keys(&[lo, hi, s.to_bits()]);
         let mut counts = vec![0u64; (hi - lo + 1) as usize];
         for _ in 0..draws {
             let d = p.sample(&mut rng);

@@ -25,6 +25,16 @@ static int twice(const void *p, size_t len, void *r, size_t cap, size_t *rlen, v
     return 0;
 }
 
+/* Fails (returns 7) on the payload 13: the step fails on every rank, quietly. */
+static int fails_on_13(const void *p, size_t len, void *r, size_t cap, size_t *rlen, void *ctx) {
+    (void)r, (void)cap, (void)ctx;
+    int v;
+    if (len != sizeof v) return 1;
+    memcpy(&v, p, sizeof v);
+    *rlen = 0;
+    return v == 13 ? 7 : 0;
+}
+
 int main(void) {
     titus_t *t = NULL;
     int rank = -1, size = -1, v = 21;
@@ -72,6 +82,19 @@ int main(void) {
         EXPECT(titus_result(t, 50, out, sizeof out, &len), TITUS_ERR_INVALID);
     }
     EXPECT(titus_results_fixed(t, NULL, sizeof(int), 0), rank == 0 ? TITUS_ERR_BUFFER_TOO_SMALL : TITUS_OK);
+    /* A failing task: TITUS_ERR_TASK on every rank, its cause in every rank's last error,
+       nothing printed (tests/capi.rs checks stderr); the handle then finalises. */
+    EXPECT(titus_register(t, 1, fails_on_13, NULL), TITUS_OK);
+    if (rank == 0)
+        for (int i = 0; i < 50; i++) EXPECT(titus_task(t, 1, &i, sizeof i), TITUS_OK);
+    EXPECT(titus_run(t), TITUS_ERR_TASK);
+    if (!strstr(titus_last_error(), "task 13 of rank 0 failed on rank ") ||
+        !strstr(titus_last_error(), "the function of task kind 1 returned 7")) {
+        fprintf(stderr, "FAIL the cause is not in the last error: %s\n", titus_last_error());
+        failures++;
+    }
+    EXPECT(titus_result_count(t, &n), TITUS_OK);
+    if (n != 0) fprintf(stderr, "FAIL %zu results after a failed step\n", n), failures++;
     EXPECT(titus_finalize(&t), TITUS_OK);
     /* After finalize the handle is NULL: calls fail cleanly. */
     EXPECT(titus_run(t), TITUS_ERR_NOT_INITIALIZED);

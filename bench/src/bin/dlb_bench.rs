@@ -311,6 +311,7 @@ fn counted_task(payload: &[u8]) -> Vec<u8> {
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = dlb::parse_args::<Cli>().bench;
+    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
     check_args(&args);
     let runs = runs(&args);
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.

@@ -390,6 +390,10 @@ fn print(r: &Report, json: bool) {
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = Args::parse();
+    if let Err(e) = titus_workload::init_logging() {
+        eprintln!("runtime-bench: error: {e}");
+        std::process::exit(2);
+    }
     let protocols: Vec<Protocol> = if args.protocol == "all" {
         vec![Protocol::Lock, Protocol::Claim, Protocol::Request]
     } else {

@@ -34,6 +34,7 @@ module titus
   type, bind(C) :: titus_stats
     real(c_double) :: session_s, busy_s, idle_s, steal_s, efficiency
     integer(c_int64_t) :: workers, tasks_owned, tasks_run, tasks_run_for_others, tasks_stolen
+    integer(c_int64_t) :: tasks_ran_elsewhere
     integer(c_int64_t) :: steal_attempts, steals_ok, steals_empty, steals_locked, bytes_stolen
     integer(c_int64_t) :: chunks_sent, chunks_received, bytes_results, records_forwarded
     real(c_double) :: nominal_s, nominal_efficiency

@@ -67,8 +67,10 @@
 // `titus_run` found no task on any rank: nothing ran (every rank gets this code).
 #define TITUS_ERR_NO_TASKS 5
 
-// A task failed (its function returned non-zero, panicked, or reported a result over
-// its buffer), here or on another rank: the time step failed on every rank.
+// A task failed (its function returned non-zero or reported a result over its buffer),
+// here or on another rank: the time step failed on every rank, quietly (nothing is
+// printed), and every rank's `titus_last_error()` names the task, its owner, the rank it
+// ran on, its kind and what its function returned.
 #define TITUS_ERR_TASK 6
 
 // The time step failed on a remote operation, a dead peer, a timeout or malformed data
@@ -110,7 +112,7 @@ typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *resu
 // and every count (workers included) is summed over ranks; the two efficiencies are
 // recomputed from those sums.
 typedef struct titus_stats {
-  // Wall time of `titus_run`, seconds.
+  // Wall time of `titus_run`, seconds (`titus_job_stats`: the slowest rank's).
   double session_s;
   // Time workers spent in tasks, summed over workers, seconds.
   double busy_s;
@@ -126,10 +128,16 @@ typedef struct titus_stats {
   uint64_t tasks_owned;
   // Tasks run here.
   uint64_t tasks_run;
-  // Tasks run here that other ranks own.
+  // Tasks run here that other ranks own (the thieves' view; summed over the job it
+  // equals the sum of `tasks_ran_elsewhere`).
   uint64_t tasks_run_for_others;
-  // Tasks stolen from other ranks.
+  // Tasks this rank took from other ranks in steals, counted at every move: a task
+  // stolen again from its thief counts again, so the job's sum can exceed its tasks.
+  // The count of tasks that left their owner is `tasks_ran_elsewhere`.
   uint64_t tasks_stolen;
+  // This rank's own tasks that ran on another rank (stolen or pushed away, however
+  // often they moved: each counts once): what is usually meant by "tasks stolen".
+  uint64_t tasks_ran_elsewhere;
   // Steal attempts.
   uint64_t steal_attempts;
   // Successful steals.
@@ -167,10 +175,13 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
-// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
-// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
-// Collective.
+// check_interval, diffusion, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
+// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
+// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
+// `titus_fabric_ofi=debug`, directives separated by `;`) or the variable `TITUS_LOG` (the
+// same, commas between directives; it wins) sends its log to stderr, for the rest of the
+// process, from the first init that asks. Collective.
 int titus_init(struct titus_t **handle, const char *options_text);
 
 // Initialises rank `rank` of `size` whose ranks exchange fabric addresses through the
@@ -182,10 +193,15 @@ int titus_init_exchange(struct titus_t **handle, int rank, int size, titus_allga
 
 // Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
 // registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
-// valid until titus_finalize.
+// valid until titus_finalize. Registering a kind again replaces its function and context
+// for the tasks run from then on (between steps; every rank alike).
 int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
 
-// Hands over one task of `kind` for the next titus_run (the payload is copied).
+// Hands over one task of `kind` for the next titus_run (the payload is copied). A
+// payload may be empty (`len` 0; `payload` may then be NULL): the function gets
+// `payload_len` 0 and a valid pointer. A refused call (any error of titus_task,
+// titus_tasks_fixed or titus_tasks_var) hands over none of its tasks; those handed over
+// by earlier calls stay.
 int titus_task(struct titus_t *t, int kind, const void *payload, size_t len);
 
 // Hands over `count` tasks of `kind` whose payloads are consecutive records of
@@ -200,7 +216,10 @@ int titus_tasks_var(struct titus_t *t, int kind, const void *data, const size_t 
 // Runs the tasks handed over on every rank until all results are home (collective).
 // Afterwards this rank's results are read with titus_result*, in task order, until the
 // next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
-// handle stays usable; after any other error, finalise.
+// handle stays usable. After any other failure of the step (TITUS_ERR_TASK, _EPOCH, ...)
+// this rank holds no results (titus_result_count gives 0), titus_stats_get still gives
+// the last successful step's figures, and the handle is good only for titus_finalize
+// (collective as always): a further titus_run returns TITUS_ERR_INVALID.
 int titus_run(struct titus_t *t);
 
 // Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
@@ -261,7 +280,10 @@ int titus_stats_get(struct titus_t *t, struct titus_stats *stats);
 int titus_job_stats(struct titus_t *t, struct titus_stats *stats);
 
 // Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
-// rank's memory goes away while another may still read it). NULL `*handle`: nothing to do.
+// rank's memory goes away while another may still read it). NULL `*handle`: nothing to
+// do, TITUS_OK; `handle` itself NULL: TITUS_ERR_INVALID. Afterwards titus_init* may
+// start a new runtime in the same process (collectively, as the first); nothing carries
+// over: register the kinds again.
 int titus_finalize(struct titus_t **handle);
 
 // A static description of an error code.

@@ -9,7 +9,9 @@
 //!
 //! Every function catches panics (a bug in Titus becomes `TITUS_ERR_INTERNAL`, never an
 //! unwind across the ABI); a task function that fails (non-zero return, a result larger
-//! than its buffer) fails the time step on every rank with `TITUS_ERR_TASK`.
+//! than its buffer) fails the time step on every rank with `TITUS_ERR_TASK` — an error
+//! value inside the runtime, not a panic, so nothing is printed — and its message reaches
+//! every rank's `titus_last_error()` (`cause.rs`).
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 // The exported functions are called from C, where every call is unsafe: their pointer
@@ -17,7 +19,9 @@
 // `extern "C"` functions rather than `unsafe` ones that only Rust callers would notice.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod cause;
 mod exchange;
+mod log;
 mod options;
 
 use exchange::{AllGather, Callback, UserPtr};
@@ -29,7 +33,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
-use titus_runtime::{Backend, EpochStats, Runtime, RuntimeError, TaskIn};
+use titus_runtime::{Backend, CoreError, EpochStats, Runtime, RuntimeError, TaskIn};
 
 /// Success.
 pub const TITUS_OK: c_int = 0;
@@ -45,8 +49,10 @@ pub const TITUS_ERR_INVALID: c_int = 3;
 pub const TITUS_ERR_BUFFER_TOO_SMALL: c_int = 4;
 /// `titus_run` found no task on any rank: nothing ran (every rank gets this code).
 pub const TITUS_ERR_NO_TASKS: c_int = 5;
-/// A task failed (its function returned non-zero, panicked, or reported a result over
-/// its buffer), here or on another rank: the time step failed on every rank.
+/// A task failed (its function returned non-zero or reported a result over its buffer),
+/// here or on another rank: the time step failed on every rank, quietly (nothing is
+/// printed), and every rank's `titus_last_error()` names the task, its owner, the rank it
+/// ran on, its kind and what its function returned.
 pub const TITUS_ERR_TASK: c_int = 6;
 /// The time step failed on a remote operation, a dead peer, a timeout or malformed data
 /// from another rank.
@@ -99,7 +105,7 @@ pub type titus_allgather_fn = Option<
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct titus_stats {
-    /// Wall time of `titus_run`, seconds.
+    /// Wall time of `titus_run`, seconds (`titus_job_stats`: the slowest rank's).
     pub session_s: f64,
     /// Time workers spent in tasks, summed over workers, seconds.
     pub busy_s: f64,
@@ -115,10 +121,16 @@ pub struct titus_stats {
     pub tasks_owned: u64,
     /// Tasks run here.
     pub tasks_run: u64,
-    /// Tasks run here that other ranks own.
+    /// Tasks run here that other ranks own (the thieves' view; summed over the job it
+    /// equals the sum of `tasks_ran_elsewhere`).
     pub tasks_run_for_others: u64,
-    /// Tasks stolen from other ranks.
+    /// Tasks this rank took from other ranks in steals, counted at every move: a task
+    /// stolen again from its thief counts again, so the job's sum can exceed its tasks.
+    /// The count of tasks that left their owner is `tasks_ran_elsewhere`.
     pub tasks_stolen: u64,
+    /// This rank's own tasks that ran on another rank (stolen or pushed away, however
+    /// often they moved: each counts once): what is usually meant by "tasks stolen".
+    pub tasks_ran_elsewhere: u64,
     /// Steal attempts.
     pub steal_attempts: u64,
     /// Successful steals.
@@ -176,6 +188,9 @@ struct Inner {
     stats: titus_stats,
     /// Nominal work stated for the next titus_run, seconds.
     nominal: f64,
+    /// Why a titus_run failed (every rank's step failed with it): the handle is only
+    /// good for titus_finalize and reading since.
+    failed: Option<c_int>,
 }
 
 /// Why a call failed; each maps to one code.
@@ -321,7 +336,12 @@ fn options(text: *const c_char) -> Result<Options, Error> {
             .map_err(|_| Error::Invalid("the options string is not UTF-8".into()))?
     };
     let env = std::env::var("TITUS_OPTIONS").ok();
-    Options::parse(text, env.as_deref()).map_err(Error::Invalid)
+    let o = Options::parse(text, env.as_deref()).map_err(Error::Invalid)?;
+    let env = std::env::var("TITUS_LOG").ok();
+    if let Some(f) = log::filter(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)? {
+        log::install(f);
+    }
+    Ok(o)
 }
 
 fn fresh<'a>(handle: *mut *mut titus_t) -> Result<&'a mut *mut titus_t, Error> {
@@ -343,6 +363,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
             results: Vec::new(),
             stats: titus_stats::default(),
             nominal: 0.0,
+            failed: None,
         }),
     });
     *slot = Box::into_raw(h);
@@ -353,10 +374,13 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval, diffusion), overridden by `TITUS_OPTIONS`. `workers` defaults to this rank's share
-/// of the node: max(1, cores this process may use (affinity mask, cgroup quota) / ranks of
-/// the job on this node (from the launcher: `titus launch`, Slurm, Open MPI, Hydra)).
-/// Collective.
+/// check_interval, diffusion, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+/// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
+/// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
+/// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
+/// `titus_fabric_ofi=debug`, directives separated by `;`) or the variable `TITUS_LOG` (the
+/// same, commas between directives; it wins) sends its log to stderr, for the rest of the
+/// process, from the first init that asks. Collective.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_char) -> c_int {
     call("titus_init", || {
@@ -427,7 +451,8 @@ pub extern "C" fn titus_init_exchange(
 
 /// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
 /// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
-/// valid until titus_finalize.
+/// valid until titus_finalize. Registering a kind again replaces its function and context
+/// for the tasks run from then on (between steps; every rank alike).
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_register(
     t: *mut titus_t,
@@ -444,7 +469,7 @@ pub extern "C" fn titus_register(
             let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
             inner
                 .rt
-                .register(kind, move |payload| run_task(f, ctx, kind, cap, payload));
+                .register_fallible(kind, move |payload| run_task(f, ctx, kind, cap, payload));
             Ok(())
         })
     })
@@ -468,11 +493,13 @@ fn run_task(
     kind: u16,
     cap: usize,
     payload: &[u8],
-) -> Vec<u8> {
+) -> Result<Vec<u8>, String> {
     SCRATCH.with(|scratch| {
         // A task that ran a task on this thread from inside itself would find the buffers
-        // taken: that panics, which fails the step like any task failure.
-        let mut scratch = scratch.borrow_mut();
+        // taken: that fails the step like any task failure.
+        let mut scratch = scratch.try_borrow_mut().map_err(|_| {
+            format!("the function of task kind {kind} ran a task from inside itself")
+        })?;
         let Scratch {
             input,
             result,
@@ -515,21 +542,22 @@ fn run_task(
         };
         // Until it is known to have succeeded, anything it could reach counts as written.
         *dirty = n_out;
-        // The runtime turns a panicking task into a failed time step on every rank.
+        // The runtime turns a failed task into a failed time step on every rank, quietly
+        // (an error value, not a panic: nothing is printed).
         if rc != 0 {
-            panic!("the function of task kind {kind} returned {rc}");
+            return Err(format!("the function of task kind {kind} returned {rc}"));
         }
         if len > cap {
-            panic!(
+            return Err(format!(
                 "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
-            );
+            ));
         }
         *dirty = len.div_ceil(16).max(1);
-        result
+        Ok(result
             .iter()
             .flat_map(|w| w.to_ne_bytes())
             .take(len)
-            .collect()
+            .collect())
     })
 }
 
@@ -573,7 +601,11 @@ fn add_tasks<'a>(
     Ok(())
 }
 
-/// Hands over one task of `kind` for the next titus_run (the payload is copied).
+/// Hands over one task of `kind` for the next titus_run (the payload is copied). A
+/// payload may be empty (`len` 0; `payload` may then be NULL): the function gets
+/// `payload_len` 0 and a valid pointer. A refused call (any error of titus_task,
+/// titus_tasks_fixed or titus_tasks_var) hands over none of its tasks; those handed over
+/// by earlier calls stay.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_task(
     t: *mut titus_t,
@@ -654,11 +686,20 @@ pub extern "C" fn titus_tasks_var(
 /// Runs the tasks handed over on every rank until all results are home (collective).
 /// Afterwards this rank's results are read with titus_result*, in task order, until the
 /// next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
-/// handle stays usable; after any other error, finalise.
+/// handle stays usable. After any other failure of the step (TITUS_ERR_TASK, _EPOCH, ...)
+/// this rank holds no results (titus_result_count gives 0), titus_stats_get still gives
+/// the last successful step's figures, and the handle is good only for titus_finalize
+/// (collective as always): a further titus_run returns TITUS_ERR_INVALID.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
     call("titus_run", || {
         with(t, |inner| {
+            if let Some(code) = inner.failed {
+                return Err(Error::Invalid(format!(
+                    "an earlier titus_run failed ({}): only titus_finalize is left for this handle",
+                    error_name(code)
+                )));
+            }
             let tasks = std::mem::take(&mut inner.pending);
             let keys = inner.keys.take();
             inner.results.clear();
@@ -682,16 +723,47 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     payload,
                 })
                 .collect();
-            let out = inner
-                .rt
-                .run_epoch_if_any_keyed(keyed)?
-                .ok_or(Error::NoTasks)?;
+            let out = match inner.rt.run_epoch_if_any_keyed(keyed) {
+                Ok(out) => out.ok_or(Error::NoTasks)?,
+                Err(e) => {
+                    let e = step_error(&inner.rt, e);
+                    inner.failed = Some(e.code());
+                    return Err(e);
+                }
+            };
             inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
             inner.costs = out.costs_ns;
             Ok(())
         })
     })
+}
+
+/// A failed step as the caller sees it. After a task failure (which every rank learns),
+/// every rank joins one all-gather and reports the message of the rank where the task
+/// failed (`cause.rs`); any other failure is this rank's own.
+fn step_error(rt: &Runtime, e: RuntimeError) -> Error {
+    let RuntimeError::Core(core) = &e else {
+        return e.into();
+    };
+    if !core.is_task_failure() {
+        return e.into();
+    }
+    let (origin, mine) = match core {
+        CoreError::Aborted { rank, .. } => (*rank, None),
+        own => (rt.rank(), Some(own.to_string())),
+    };
+    match rt.all_gather(&cause::encode(mine.as_deref())) {
+        Ok(all) => {
+            if mine.is_none()
+                && let Some(m) = all.get(origin as usize).and_then(|r| cause::decode(r))
+            {
+                return Error::Task(m);
+            }
+        }
+        Err(g) => tracing::debug!("the cause of the failed step was not gathered: {g}"),
+    }
+    e.into()
 }
 
 /// Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
@@ -850,6 +922,8 @@ fn stats_of(s: &EpochStats, nominal_s: f64) -> titus_stats {
         tasks_run: c.tasks_run,
         tasks_run_for_others: c.tasks_run_for_others,
         tasks_stolen: c.tasks_stolen,
+        // A result that ran here took 0 hops home; one that ran elsewhere at least 1.
+        tasks_ran_elsewhere: c.result_hops.iter().skip(1).sum(),
         steal_attempts: c.steal_attempts,
         steals_ok: c.steals_ok,
         steals_empty: c.steals_empty,
@@ -1056,6 +1130,7 @@ fn fields(s: &titus_stats) -> Vec<f64> {
         s.tasks_run as f64,
         s.tasks_run_for_others as f64,
         s.tasks_stolen as f64,
+        s.tasks_ran_elsewhere as f64,
         s.steal_attempts as f64,
         s.steals_ok as f64,
         s.steals_empty as f64,
@@ -1082,22 +1157,26 @@ fn set_fields(s: &mut titus_stats, v: &[f64]) {
         tasks_run: n(6),
         tasks_run_for_others: n(7),
         tasks_stolen: n(8),
-        steal_attempts: n(9),
-        steals_ok: n(10),
-        steals_empty: n(11),
-        steals_locked: n(12),
-        bytes_stolen: n(13),
-        chunks_sent: n(14),
-        chunks_received: n(15),
-        bytes_results: n(16),
-        records_forwarded: n(17),
-        nominal_s: v[18],
+        tasks_ran_elsewhere: n(9),
+        steal_attempts: n(10),
+        steals_ok: n(11),
+        steals_empty: n(12),
+        steals_locked: n(13),
+        bytes_stolen: n(14),
+        chunks_sent: n(15),
+        chunks_received: n(16),
+        bytes_results: n(17),
+        records_forwarded: n(18),
+        nominal_s: v[19],
         nominal_efficiency: 0.0,
     };
 }
 
 /// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
-/// rank's memory goes away while another may still read it). NULL `*handle`: nothing to do.
+/// rank's memory goes away while another may still read it). NULL `*handle`: nothing to
+/// do, TITUS_OK; `handle` itself NULL: TITUS_ERR_INVALID. Afterwards titus_init* may
+/// start a new runtime in the same process (collectively, as the first); nothing carries
+/// over: register the kinds again.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
     call("titus_finalize", || {
@@ -1115,6 +1194,19 @@ pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
         drop(h);
         barrier.map(drop)
     })
+}
+
+/// The name of an error code, for messages.
+fn error_name(code: c_int) -> &'static str {
+    match code {
+        TITUS_ERR_INVALID => "TITUS_ERR_INVALID",
+        TITUS_ERR_TASK => "TITUS_ERR_TASK",
+        TITUS_ERR_EPOCH => "TITUS_ERR_EPOCH",
+        TITUS_ERR_FABRIC => "TITUS_ERR_FABRIC",
+        TITUS_ERR_EXCHANGE => "TITUS_ERR_EXCHANGE",
+        TITUS_ERR_INTERNAL => "TITUS_ERR_INTERNAL",
+        _ => "an error",
+    }
 }
 
 /// A static description of an error code.

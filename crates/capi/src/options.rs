@@ -22,6 +22,8 @@ pub(crate) struct Options {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) backend: BackendChoice,
     pub(crate) provider: Option<String>,
+    /// The option `log`: a log filter (`log.rs`).
+    pub(crate) log: Option<String>,
     balancer: Balancing,
     group_size: Option<u32>,
 }
@@ -32,7 +34,8 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, steal_below, diffusion (on|off)",
+         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), \
+         log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
     )
@@ -45,6 +48,7 @@ impl Options {
             cfg: RuntimeConfig::default(),
             backend: BackendChoice::Auto,
             provider: None,
+            log: None,
             balancer: Balancing::default(),
             group_size: None,
         };
@@ -115,6 +119,7 @@ impl Options {
                     }
                 }
                 "provider" => self.provider = Some(value.into()),
+                "log" => self.log = Some(value.into()),
                 "max_payload" => self.cfg.core.max_payload = positive()?,
                 "max_result" => self.cfg.core.max_result = positive()?,
                 "seed" => {
@@ -215,6 +220,9 @@ mod tests {
         assert_eq!(o.backend(1), Backend::ofi(None));
         let o = Options::parse("backend=mem", None).unwrap();
         assert_eq!(o.backend(4), Backend::Mem);
+        assert_eq!(o.log, None);
+        let o = Options::parse("log=titus=debug;warn", None).unwrap();
+        assert_eq!(o.log.as_deref(), Some("titus=debug;warn"));
     }
 
     #[test]

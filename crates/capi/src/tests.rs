@@ -136,6 +136,71 @@ fn one_rank_runs_fixed_and_variable_tasks_in_order() {
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
 }
 
+/// What the header says of re-registering, refused hand-overs, empty payloads, a NULL
+/// handle pointer, init after finalise and the handle after TITUS_ERR_TASK.
+#[test]
+fn the_unsaid_cases_behave_as_the_header_says() {
+    let mut t = init(c"workers=1,max_payload=16");
+    assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+    // Re-registering a kind replaces its function's context (and function).
+    assert_eq!(
+        titus_register(t, 0, Some(square), 5 as *mut c_void),
+        TITUS_OK
+    );
+    // Empty payloads: one task, then three of a zero record size (value 0: 0 * 0 + 5).
+    assert_eq!(titus_task(t, 0, std::ptr::null(), 0), TITUS_OK);
+    assert_eq!(titus_tasks_fixed(t, 0, std::ptr::null(), 0, 3), TITUS_OK);
+    // Refused calls hand over nothing: a payload over max_payload in the middle of a batch,
+    // decreasing offsets, an unregistered kind.
+    let data = [1u8; 40];
+    let offsets = [0usize, 1, 20, 21];
+    assert_eq!(
+        titus_tasks_var(t, 0, data.as_ptr().cast(), offsets.as_ptr(), 3),
+        TITUS_ERR_INVALID
+    );
+    let offsets = [0usize, 2, 1];
+    assert_eq!(
+        titus_tasks_var(t, 0, data.as_ptr().cast(), offsets.as_ptr(), 2),
+        TITUS_ERR_INVALID
+    );
+    assert_eq!(
+        titus_tasks_fixed(t, 0, data.as_ptr().cast(), 20, 2),
+        TITUS_ERR_INVALID
+    );
+    assert_eq!(titus_task(t, 9, data.as_ptr().cast(), 1), TITUS_ERR_INVALID);
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    assert_eq!(results(t), vec![5, 5, 5, 5]);
+    // After TITUS_ERR_TASK: no results, the last good step's figures, only finalise.
+    let mut before = titus_stats::default();
+    assert_eq!(titus_stats_get(t, &mut before), TITUS_OK);
+    let bad = u64::MAX;
+    assert_eq!(titus_task(t, 0, (&raw const bad).cast(), 8), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_TASK);
+    assert_eq!(results(t), Vec::<u64>::new());
+    let mut after = titus_stats::default();
+    assert_eq!(titus_stats_get(t, &mut after), TITUS_OK);
+    assert_eq!(after.tasks_run, before.tasks_run);
+    assert_eq!(titus_task(t, 0, std::ptr::null(), 0), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_INVALID);
+    assert!(
+        last_error().contains("an earlier titus_run failed (TITUS_ERR_TASK)"),
+        "{}",
+        last_error()
+    );
+    // titus_finalize(NULL) is bad use; a NULL *handle is nothing to do.
+    assert_eq!(titus_finalize(null_mut()), TITUS_ERR_INVALID);
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+    // Init after finalise: a new runtime; nothing carries over (kind 0 is unregistered).
+    let mut t = init(c"workers=1");
+    assert_eq!(titus_task(t, 0, std::ptr::null(), 0), TITUS_ERR_INVALID);
+    assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+    assert_eq!(titus_task(t, 0, std::ptr::null(), 0), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_OK);
+    assert_eq!(results(t), vec![0]);
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
+
 /// Keys and measured costs: every task's cost comes back in task order; keys must match
 /// the tasks handed over; a repeated key fails the step, naming it.
 #[test]
@@ -325,6 +390,43 @@ fn a_failing_task_fails_the_step_with_a_code() {
     }
 }
 
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Blocks until the test releases it (RELEASE), then succeeds with no result.
+unsafe extern "C" fn blocks(
+    _: *const c_void,
+    _: usize,
+    _: *mut c_void,
+    _: usize,
+    result_len: *mut usize,
+    _: *mut c_void,
+) -> c_int {
+    while !RELEASE.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // SAFETY: a valid out-pointer.
+    unsafe { *result_len = 0 };
+    0
+}
+
+#[test]
+fn an_epoch_timeout_says_what_the_rank_waits_for_in_one_sentence() {
+    // The task blocks until released, so the step cannot end before its timeout.
+    let mut t = init(c"workers=1,epoch_timeout=0.2");
+    assert_eq!(titus_register(t, 0, Some(blocks), null_mut()), TITUS_OK);
+    assert_eq!(titus_task(t, 0, [1u8].as_ptr().cast(), 1), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_EPOCH);
+    RELEASE.store(true, Ordering::Release);
+    let e = last_error();
+    assert!(
+        e.starts_with("titus_run: the epoch did not end within 200ms: rank 0 waits for the results of 1 of its 1 tasks"),
+        "{e}"
+    );
+    // The internal state is not the user's message.
+    assert!(!e.contains("inbox") && !e.contains('{'), "{e}");
+    assert_eq!(titus_finalize(&mut t), TITUS_OK, "{}", last_error());
+}
+
 #[test]
 fn strerror_names_every_code() {
     for code in 0..=TITUS_ERR_INTERNAL {
@@ -377,7 +479,65 @@ fn ranks_exchange_addresses_through_the_callback() {
         eprintln!("skipped: libfabric is not available");
         return;
     }
-    let size = 2usize;
+    /// Each rank's own figures and the job's, by rank.
+    static SEEN: Mutex<Vec<(usize, titus_stats, titus_stats)>> = Mutex::new(Vec::new());
+    on_ranks(2, c"workers=1,provider=tcp;ofi_rxm", |r, h| {
+        let t = *h;
+        assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+        // Rank 0 owns every task.
+        let tasks: Vec<u64> = if r == 0 {
+            (0..400).collect()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            titus_tasks_fixed(t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
+            TITUS_OK
+        );
+        // Each rank states its own tasks' nominal work; the job's is the sum.
+        assert_eq!(titus_nominal_work(t, 0.5 * r as f64 + 1.0), TITUS_OK);
+        assert_eq!(titus_run(t), TITUS_OK, "rank {r}: {}", last_error());
+        let got = results(t);
+        let want: Vec<u64> = tasks.iter().map(|v| v * v).collect();
+        assert_eq!(got, want, "rank {r}");
+        let mut own = titus_stats::default();
+        assert_eq!(titus_stats_get(t, &mut own), TITUS_OK);
+        // Rank 0's tasks that did not run on rank 0 ran on rank 1; rank 1 owns none.
+        assert_eq!(
+            own.tasks_ran_elsewhere,
+            own.tasks_owned - (own.tasks_run - own.tasks_run_for_others),
+            "rank {r}: {own:?}"
+        );
+        let mut job = titus_stats::default();
+        assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
+        assert_eq!((job.tasks_owned, job.tasks_run), (400, 400));
+        assert_eq!((job.nominal_s, job.workers), (2.5, 2));
+        assert_eq!(job.tasks_ran_elsewhere, job.tasks_run_for_others);
+        let want = 2.5 / (job.session_s * 2.0);
+        assert!((job.nominal_efficiency - want).abs() < 1e-12, "{job:?}");
+        SEEN.lock().unwrap().push((r, own, job));
+        assert_eq!(titus_finalize(h), TITUS_OK, "{}", last_error());
+    });
+    // The job's figures: session_s the slowest rank's, times and counts summed.
+    let mut seen = SEEN.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.0);
+    let [(_, a, job), (_, b, job1)] = seen[..] else {
+        panic!("{} ranks reported", seen.len())
+    };
+    assert_eq!(job.session_s, job1.session_s);
+    assert_eq!(job.session_s, a.session_s.max(b.session_s));
+    assert_eq!(job.busy_s, a.busy_s + b.busy_s);
+    assert_eq!(job.idle_s, a.idle_s + b.idle_s);
+    assert_eq!(job.tasks_stolen, a.tasks_stolen + b.tasks_stolen);
+    assert_eq!(
+        job.tasks_ran_elsewhere,
+        a.tasks_ran_elsewhere + b.tasks_ran_elsewhere
+    );
+}
+
+/// Runs `body(rank, handle)` on each of `size` ranks (threads) initialised with
+/// titus_init_exchange over the in-process all-gather and tcp.
+fn on_ranks(size: usize, options: &'static CStr, body: fn(usize, &mut *mut titus_t)) {
     let shared = Arc::new(Gather {
         barrier: Barrier::new(size),
         slots: Mutex::new(vec![Vec::new(); size]),
@@ -395,33 +555,10 @@ fn ranks_exchange_addresses_through_the_callback() {
                     size as c_int,
                     Some(gather),
                     ctx_ptr,
-                    c"workers=1,provider=tcp;ofi_rxm".as_ptr(),
+                    options.as_ptr(),
                 );
                 assert_eq!(rc, TITUS_OK, "rank {r}: {}", last_error());
-                assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
-                // Rank 0 owns every task.
-                let tasks: Vec<u64> = if r == 0 {
-                    (0..400).collect()
-                } else {
-                    Vec::new()
-                };
-                assert_eq!(
-                    titus_tasks_fixed(t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
-                    TITUS_OK
-                );
-                // Each rank states its own tasks' nominal work; the job's is the sum.
-                assert_eq!(titus_nominal_work(t, 0.5 * r as f64 + 1.0), TITUS_OK);
-                assert_eq!(titus_run(t), TITUS_OK, "rank {r}: {}", last_error());
-                let got = results(t);
-                let want: Vec<u64> = tasks.iter().map(|v| v * v).collect();
-                assert_eq!(got, want, "rank {r}");
-                let mut job = titus_stats::default();
-                assert_eq!(titus_job_stats(t, &mut job), TITUS_OK);
-                assert_eq!((job.tasks_owned, job.tasks_run), (400, 400));
-                assert_eq!((job.nominal_s, job.workers), (2.5, 2));
-                let want = 2.5 / (job.session_s * 2.0);
-                assert!((job.nominal_efficiency - want).abs() < 1e-12, "{job:?}");
-                assert_eq!(titus_finalize(&mut t), TITUS_OK, "{}", last_error());
+                body(r, &mut t);
                 drop(ctx);
             })
         })
@@ -429,6 +566,41 @@ fn ranks_exchange_addresses_through_the_callback() {
     for t in threads {
         t.join().expect("rank thread");
     }
+}
+
+#[test]
+fn a_task_failure_reaches_every_rank_with_its_cause() {
+    if !titus_fabric_ofi_available() {
+        eprintln!("skipped: libfabric is not available");
+        return;
+    }
+    on_ranks(2, c"workers=1,provider=tcp;ofi_rxm", |r, t| {
+        assert_eq!(titus_register(*t, 0, Some(square), null_mut()), TITUS_OK);
+        // Rank 0 owns every task; task 150 fails, wherever it runs.
+        let tasks: Vec<u64> = if r == 0 {
+            (0..300)
+                .map(|i| if i == 150 { u64::MAX } else { i })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            titus_tasks_fixed(*t, 0, tasks.as_ptr().cast(), 8, tasks.len()),
+            TITUS_OK
+        );
+        assert_eq!(titus_run(*t), TITUS_ERR_TASK, "rank {r}: {}", last_error());
+        let e = last_error();
+        assert!(
+            e.starts_with("titus_run: task 150 of rank 0 failed on rank ")
+                && e.ends_with(": the function of task kind 0 returned 3"),
+            "rank {r}: {e}"
+        );
+        // The handle after TITUS_ERR_TASK: no results; it finalises.
+        let mut n = 1usize;
+        assert_eq!(titus_result_count(*t, &mut n), TITUS_OK);
+        assert_eq!(n, 0);
+        assert_eq!(titus_finalize(t), TITUS_OK, "rank {r}: {}", last_error());
+    });
 }
 
 fn titus_fabric_ofi_available() -> bool {

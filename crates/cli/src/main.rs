@@ -75,6 +75,10 @@ fn main() -> ExitCode {
             };
         }
     };
+    if let Err(e) = titus_workload::init_logging() {
+        eprintln!("titus: error: {e}");
+        return ExitCode::from(2);
+    }
     // Errors carry the subcommand's name, as its own messages do (`titus sim: error: …`).
     let (program, result) = match cli.command {
         Command::Overlay(args) => ("titus overlay", overlay_cmd::run(args).map(|()| 0)),

@@ -444,6 +444,62 @@ impl Node {
         &self.cx.stats
     }
 
+    /// One sentence for a user whose epoch did not end: what this rank still waits for
+    /// (its own tasks' results, its termination-tree children's reports, the end announced
+    /// by rank 0, or its last remote operations). [`Node::debug_summary`] has the details.
+    pub fn stall(&self) -> String {
+        use crate::termination::Waiting;
+        let me = self.cx.rank;
+        if let Some(e) = &self.failed {
+            return format!("rank {me} failed: {e}");
+        }
+        if !self.running {
+            return format!("rank {me} is not in an epoch");
+        }
+        let (home, own) = self.results.home.counts();
+        let ops: Vec<&str> = self.cx.pending().map(|p| self.describe(p).0).collect();
+        let ops = if ops.is_empty() {
+            String::new()
+        } else {
+            let mut names = ops.clone();
+            names.sort_unstable();
+            names.dedup();
+            format!(
+                "; {} of its remote operations are in flight ({})",
+                ops.len(),
+                names.join(", ")
+            )
+        };
+        let waiting = self.term.waiting_for(me, self.cx.size);
+        let what = if home < own {
+            format!(
+                "rank {me} waits for the results of {} of its {own} tasks (not run yet, or run elsewhere and not home)",
+                own - home
+            )
+        } else {
+            match waiting {
+                Waiting::Nothing => {
+                    format!("rank {me} saw the epoch end and waits for its last remote operations")
+                }
+                Waiting::Done(p) => format!(
+                    "rank {me} and the ranks below it have finished; it waits for the end to reach it through rank {p}, so other ranks have not finished"
+                ),
+                Waiting::Up(c) if c.is_empty() => {
+                    format!("rank {me} has all its results and is about to report")
+                }
+                Waiting::Up(c) => format!(
+                    "rank {me} has all its results but waits for {} {} to report finishing (each for the ranks below it in the termination tree)",
+                    if c.len() == 1 { "rank" } else { "ranks" },
+                    c.iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            }
+        };
+        format!("{what}{ops}")
+    }
+
     /// One line of state, for diagnosing a stalled epoch.
     pub fn debug_summary(&self) -> String {
         let (home, own) = self.results.home.counts();

@@ -44,10 +44,23 @@ impl Pending {
     }
 }
 
+/// What a rank's termination waits for ([`Termination::waiting_for`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// The epoch ended here.
+    Nothing,
+    /// DONE from the parent: the whole job has not finished.
+    Done(Rank),
+    /// UP from these children (each for its subtree); empty: none, only this rank.
+    Up(Vec<Rank>),
+}
+
 /// This rank's place in the reduction.
 #[derive(Debug)]
 pub(crate) struct Termination {
     children_up: u32,
+    /// The children whose UP arrived (for [`Termination::waiting_for`]).
+    up_from: Vec<Rank>,
     sent_up: bool,
     done: bool,
 }
@@ -57,6 +70,7 @@ impl Default for Termination {
     fn default() -> Self {
         Self {
             children_up: 0,
+            up_from: Vec::new(),
             sent_up: false,
             done: true,
         }
@@ -68,6 +82,7 @@ impl Termination {
     pub(crate) fn start(&mut self) {
         self.done = false;
         self.children_up = 0;
+        self.up_from.clear();
         self.sent_up = false;
     }
 
@@ -78,6 +93,22 @@ impl Termination {
 
     pub(crate) fn summary(&self) -> String {
         format!("children_up {} sent_up {}", self.children_up, self.sent_up)
+    }
+
+    /// What this rank waits for before the epoch can end here: nothing (it ended), DONE
+    /// from its parent (it sent UP), or UP from these children.
+    pub(crate) fn waiting_for(&self, rank: Rank, size: u32) -> Waiting {
+        if self.done {
+            Waiting::Nothing
+        } else if self.sent_up {
+            Waiting::Done(tree_parent(rank).unwrap_or(0))
+        } else {
+            Waiting::Up(
+                tree_children(rank, size)
+                    .filter(|c| !self.up_from.contains(c))
+                    .collect(),
+            )
+        }
     }
 
     /// Steps 1 and 2, once this rank is locally `complete`. Returns whether the epoch
@@ -104,6 +135,7 @@ impl Termination {
     pub(crate) fn on_up<P>(&mut self, cx: &Ctx<P>, from: Rank) -> Result<(), CoreError> {
         if tree_children(cx.rank, cx.size).any(|c| c == from) {
             self.children_up += 1;
+            self.up_from.push(from);
             Ok(())
         } else {
             Err(CoreError::Malformed {
@@ -162,6 +194,7 @@ mod tests {
             matches!(up.op, crate::Op::Write { peer: 1, signal: Some(s), .. } if s == Signal::Up.pack()),
             "{up:?}"
         );
+        assert_eq!(t.waiting_for(3, 4), Waiting::Done(1));
         assert!(!t.step(&mut cx, true), "UP is sent once");
         assert!(cx.poll_command().is_none());
         assert!(t.on_done(&mut cx, 2).is_err(), "DONE from a non-parent");
@@ -178,11 +211,15 @@ mod tests {
         let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 0, 3);
         let mut t = Termination::default();
         t.start();
+        assert_eq!(t.waiting_for(0, 3), Waiting::Up(vec![1, 2]));
         assert!(t.on_up(&cx, 2).is_ok());
         assert!(!t.step(&mut cx, true), "one child is not up yet");
+        assert_eq!(t.waiting_for(0, 3), Waiting::Up(vec![1]));
         assert!(t.on_up(&cx, 5).is_err(), "UP from a non-child");
         assert!(t.on_up(&cx, 1).is_ok());
+        assert_eq!(t.waiting_for(0, 3), Waiting::Up(vec![]));
         assert!(t.step(&mut cx, true));
+        assert_eq!(t.waiting_for(0, 3), Waiting::Nothing);
         let to: Vec<Rank> = std::iter::from_fn(|| cx.poll_command())
             .map(|c| match c.op {
                 crate::Op::Write { peer, signal, .. } => {

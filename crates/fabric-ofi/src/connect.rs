@@ -107,8 +107,8 @@ impl OfiFabric {
             && std::env::var_os("FI_SOCKETS_PE_WAITTIME").is_none()
             && rank == 0
         {
-            eprintln!(
-                "titus: warning: FI_SOCKETS_PE_WAITTIME is unset: the sockets provider will answer in milliseconds (set it to 0)"
+            tracing::warn!(
+                "FI_SOCKETS_PE_WAITTIME is unset: the sockets provider will answer in milliseconds (set it to 0)"
             );
         }
         // 2. Register the segments and open the endpoint.
@@ -127,7 +127,7 @@ impl OfiFabric {
             }
         };
         if rank == 0 {
-            eprintln!("titus: fabric provider {prov_name} ({size} ranks)");
+            tracing::info!("fabric provider {prov_name} ({size} ranks)");
         }
         // 3. Publish this rank's address and segments; learn everyone's.
         let addr = Self::name(&h)?;

@@ -40,8 +40,9 @@ pub use titus_core::{
     Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
 };
 
-/// A task function: payload in, result out.
-pub type TaskFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+/// A task function: payload in, result out, or why the task failed (which fails the
+/// epoch on every rank with [`CoreError::TaskFailed`] carrying that text).
+pub type TaskFn = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
 #[derive(Debug, Clone)]
@@ -95,8 +96,11 @@ pub enum RuntimeError {
     /// A bad configuration.
     #[error("bad runtime configuration: {0}")]
     Config(String),
-    /// The epoch exceeded `epoch_timeout`; with this rank's protocol state.
-    #[error("the epoch did not end within {0:?}; this rank's state: {1}")]
+    /// The epoch exceeded `epoch_timeout`; with what this rank waits for, in one sentence
+    /// (`Node::stall`; its full protocol state goes to the log at debug level).
+    #[error(
+        "the epoch did not end within {0:?}: {1} (this rank's state is logged at debug level: TITUS_LOG=titus_runtime=debug)"
+    )]
     EpochTimeout(Duration, String),
     /// The barrier between epochs failed.
     #[error("the barrier between epochs failed: {0}")]
@@ -539,6 +543,16 @@ impl Runtime {
     where
         F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
     {
+        self.register_fallible(kind, move |p| Ok(f(p)));
+    }
+
+    /// [`Runtime::register`] for a function that can fail: its `Err` fails the epoch on
+    /// every rank as [`CoreError::TaskFailed`] with that text, quietly (a panic fails it
+    /// too, but the panic hook prints it).
+    pub fn register_fallible<F>(&self, kind: u16, f: F)
+    where
+        F: Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    {
         let mut k = self.shared.kinds.write().unwrap_or_else(|p| p.into_inner());
         if k.len() <= kind as usize {
             k.resize(kind as usize + 1, None);
@@ -715,9 +729,10 @@ impl Runtime {
         while !node.is_done() {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 sh.epoch_running.store(false, Ordering::Release);
+                tracing::debug!("epoch timeout: {}", node.debug_summary());
                 return Err(RuntimeError::EpochTimeout(
                     sh.cfg.epoch_timeout.unwrap_or_default(),
-                    node.debug_summary(),
+                    node.stall(),
                 ));
             }
             node = sh

@@ -5,8 +5,8 @@
 //! process, no fabric involved), else takes a batch from the node, which may start a
 //! steal from another rank. Results go back to the node, which routes them; where the
 //! fabric completes operations inside their call (the node backend), the worker submits
-//! what the node then wants itself (`driver::drive_inline`). A task's
-//! panic is caught and fails the epoch with the panic's message on every rank. Where the
+//! what the node then wants itself (`driver::drive_inline`). A task's error (or panic,
+//! caught) fails the epoch with its message on every rank. Where the
 //! fabric's progress must poll (shm), a worker polls it between tasks.
 
 use crate::{RuntimeError, SegMem, Shared};
@@ -91,11 +91,12 @@ fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
             task.kind
         ));
     };
-    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).map_err(|p| {
-        p.downcast_ref::<&str>()
+    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "the task panicked".into())
+            .unwrap_or_else(|| "the task panicked".into()))
     })
 }
 

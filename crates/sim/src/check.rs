@@ -15,6 +15,8 @@
 //!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
 use crate::{Faults, Job, Model, SimTask, Violation, simulate};
+use rand::RngExt as _;
+use rand_distr::Exp1;
 use std::time::Duration;
 use titus_core::{Balancing, Config, Protocol, Routing};
 use titus_overlay::rng::Rng;
@@ -107,7 +109,7 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
                     payload.extend((0..rng.below(16)).map(|_| rng.below(256) as u8));
                     SimTask {
                         key: i,
-                        cost_ns: 1_000 + (-(1.0 - rng.unit()).ln() * 300_000.0) as u64,
+                        cost_ns: 1_000 + (rng.sample::<f64, _>(Exp1) * 300_000.0) as u64,
                         payload,
                     }
                 })

@@ -16,9 +16,11 @@
 //! - Repartitioning (`apply_plans`): ownership changes only when the ranks' repartition
 //!   plans (`titus_core::repartition`) hand tasks to string neighbours for good.
 //!
-//! Every draw comes from the seeded generator, so a workload is reproducible from its
-//! parameters.
+//! Every draw comes from the seeded generator through `rand_distr`'s distributions
+//! (normal, exponential, lognormal), so a workload is reproducible from its parameters.
 
+use rand::RngExt as _;
+use rand_distr::{Exp, LogNormal, Normal};
 use titus_core::fasthash::IntMap;
 use titus_core::repartition::Move;
 use titus_overlay::rng::Rng;
@@ -86,13 +88,6 @@ pub struct TaskSpec {
     pub cost: f64,
 }
 
-/// Standard normal draw (Box–Muller).
-fn normal(rng: &mut Rng) -> f64 {
-    let u1 = 1.0 - rng.unit();
-    let u2 = rng.unit();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
-
 /// Task counts per rank.
 pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
     let n = spec.ranks as usize;
@@ -109,15 +104,14 @@ pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
             }
         }
         Distribution::Gaussian => {
-            let sigma = GAUSSIAN_SIGMA * n as f64;
             // Centred on the middle of the middle rank: at small N (where 10% of the ranks
             // is less than one) the tasks pile onto that rank, the closest shape N allows.
             let mid = (n / 2) as f64 + 0.5;
+            let normal = Normal::new(mid, GAUSSIAN_SIGMA * n as f64)
+                .map_err(|e| format!("a gaussian over {n} ranks: {e}"))?;
             for _ in 0..spec.tasks {
                 // Wrapped round the ring of ranks, so no rank outside the job is drawn.
-                let x = (mid + sigma * normal(&mut rng))
-                    .floor()
-                    .rem_euclid(n as f64);
+                let x = rng.sample(normal).floor().rem_euclid(n as f64);
                 c[x as usize % n] += 1;
             }
         }
@@ -181,6 +175,10 @@ pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, String> {
     let total: u64 = counts.iter().sum();
     let mut rng = Rng::from_keys(&[spec.seed, 0x434f_5354]); // "COST"
     let mean = spec.task_time;
+    let exponential = Exp::new(1.0 / mean).map_err(|e| format!("task time {mean} s: {e}"))?;
+    // mean = exp(μ + σ²/2) with σ = 1.
+    let lognormal =
+        LogNormal::new(mean.ln() - 0.5, 1.0).map_err(|e| format!("task time {mean} s: {e}"))?;
     // Bimodal: base cost c with 0.9c + 0.1·30c = mean.
     let base = mean / (1.0 - ZONE_FRACTION + ZONE_FRACTION * ZONE_FACTOR);
     let zone_start = (total as f64 * 0.45) as u64;
@@ -192,9 +190,8 @@ pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, String> {
         for index in 0..count {
             let cost = match spec.cost {
                 Cost::Constant => mean,
-                Cost::Exponential => -mean * (1.0 - rng.unit()).ln(),
-                // mean = exp(μ + σ²/2) with σ = 1.
-                Cost::Lognormal => (mean.ln() - 0.5 + normal(&mut rng)).exp(),
+                Cost::Exponential => rng.sample(exponential),
+                Cost::Lognormal => rng.sample(lognormal),
                 Cost::Bimodal => {
                     if (zone_start..zone_end).contains(&global) {
                         base * ZONE_FACTOR

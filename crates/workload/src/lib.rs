@@ -17,6 +17,7 @@
 
 pub mod dlb;
 mod generate;
+mod log;
 mod pipe;
 pub mod task;
 
@@ -24,6 +25,7 @@ pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, apply_plans,
     counts, drift_shift, epoch_tasks, generate, parse_counts,
 };
+pub use log::{DEFAULT_FILTER, init_logging, log_filter};
 pub use pipe::quiet_broken_pipe;
 /// One move of a repartition plan ([`apply_plans`] takes every rank's).
 pub use titus_core::repartition::Move;

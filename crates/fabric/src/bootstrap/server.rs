@@ -274,7 +274,7 @@ fn greet(
             if !d.pending.iter().any(|p| p.id == id) {
                 return None; // Evicted: counted as such.
             }
-            eprintln!("titus: rendezvous: refused a connection from {peer}: {reason}");
+            tracing::warn!("rendezvous: refused a connection from {peer}: {reason}");
             d.refuse(peer.ip(), &reason);
             drop(d);
             let _ = send(&mut stream, &text(TAG_REFUSED, &reason));

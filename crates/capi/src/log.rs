@@ -1,0 +1,51 @@
+//! What libtitus logs, and where: nothing unless asked. `TITUS_LOG` (env-filter syntax,
+//! e.g. `info` or `titus_fabric_ofi=debug,warn`) or the option `log` (the same filter,
+//! its directives separated by `;` since commas separate options) installs a subscriber
+//! that writes the libraries' `tracing` events to stderr; `TITUS_LOG` wins. The first
+//! init that asks installs it, for the rest of the process (a process whose own code set
+//! a `tracing` subscriber keeps that one).
+
+use tracing_subscriber::EnvFilter;
+
+/// The filter asked for: `TITUS_LOG` (`env`) or the option (`option`), or None.
+pub(crate) fn filter(option: Option<&str>, env: Option<&str>) -> Result<Option<EnvFilter>, String> {
+    let (text, source) = match (env, option) {
+        (Some(e), _) if !e.trim().is_empty() => (e.to_string(), "TITUS_LOG"),
+        (_, Some(o)) => (o.replace(';', ","), "the option log"),
+        _ => return Ok(None),
+    };
+    EnvFilter::builder().parse(&text).map(Some).map_err(|e| {
+        format!("{source}='{text}': not a log filter ({e}); e.g. info, or titus_fabric_ofi=debug")
+    })
+}
+
+/// Installs a stderr subscriber with `filter`, unless one is installed already.
+pub(crate) fn install(filter: EnvFilter) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_unless_asked_and_the_environment_wins() {
+        assert!(filter(None, None).unwrap().is_none());
+        assert!(filter(None, Some("  ")).unwrap().is_none());
+        let f = filter(Some("titus=debug;warn"), None).unwrap().unwrap();
+        assert_eq!(f.to_string(), "titus=debug,warn");
+        let f = filter(Some("debug"), Some("info")).unwrap().unwrap();
+        assert_eq!(f.to_string(), "info");
+    }
+
+    #[test]
+    fn a_bad_filter_names_its_source() {
+        let e = filter(Some("titus=loud"), None).unwrap_err();
+        assert!(e.contains("the option log='titus=loud'"), "{e}");
+        let e = filter(None, Some("titus=loud")).unwrap_err();
+        assert!(e.contains("TITUS_LOG='titus=loud'"), "{e}");
+    }
+}
