@@ -18,8 +18,9 @@ pub(crate) struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is plain shared memory accessed only through atomics (words() hands
-// out &[AtomicU64], futex() an &AtomicU32); the pointer is never used for non-atomic access.
+// The mapping is plain shared memory accessed only through atomics (words() hands out
+// &[AtomicU64], futex() an &AtomicU32); the pointer is never used for non-atomic access.
+// SAFETY: as said above, nothing of the mapping is tied to a thread.
 unsafe impl Send for Mapping {}
 // SAFETY: as for Send: every access through a shared reference is atomic.
 unsafe impl Sync for Mapping {}
@@ -71,8 +72,9 @@ impl Mapping {
 
     fn map(fd: &OwnedFd, name: &str, len: usize) -> Result<Self, FabricError> {
         assert!(len > 0 && len.is_multiple_of(4096));
-        // SAFETY: a new shared mapping of `len` bytes of an object at least that long,
-        // placed by the kernel (null hint): it aliases no Rust memory.
+        // A new shared mapping of `len` bytes of an object at least that long, placed by
+        // the kernel (null hint).
+        // SAFETY: the new mapping aliases no Rust memory.
         let ptr = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
@@ -98,25 +100,28 @@ impl Mapping {
     /// The 32-bit futex word in the low-address half of word `index`.
     pub(crate) fn futex(&self, index: usize) -> &AtomicU32 {
         let w = &self.words()[index];
-        // SAFETY: the word is 8-aligned shared memory that lives as long as &self; its first
-        // four bytes are a valid, 4-aligned AtomicU32 location. Every access to this word
-        // goes through this AtomicU32 (never through the AtomicU64), so no mixed-size access.
+        // The word is 8-aligned shared memory that lives as long as &self; its first four
+        // bytes are a valid, 4-aligned AtomicU32 location. Every access to this word goes
+        // through this AtomicU32 (never through the AtomicU64): no mixed-size access.
+        // SAFETY: aligned, live for &self, and only ever accessed as this AtomicU32.
         unsafe { &*std::ptr::from_ref(w).cast::<AtomicU32>() }
     }
 }
 
 impl SharedWords for Mapping {
     fn words(&self) -> &[AtomicU64] {
-        // SAFETY: ptr is a live mapping of len bytes (a multiple of 8, page-aligned) for the
+        // ptr is a live mapping of len bytes (a multiple of 8, page-aligned) for the
         // lifetime of self; AtomicU64 has no invalid bit patterns, and all access is atomic.
+        // SAFETY: live, aligned, initialised (zero-filled by the kernel) for &self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len / 8) }
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: the mapping was created by mmap with this length and no reference into it
-        // outlives self (words() and futex() borrow self).
+        // The mapping was created by mmap with this length; words() and futex() borrow
+        // self, so no reference into it outlives it.
+        // SAFETY: our own mapping, unmapped once, with nothing borrowing it.
         unsafe {
             let _ = rustix::mm::munmap(self.ptr.cast(), self.len);
         }
