@@ -13,6 +13,8 @@ use titus_fabric::{
 
 /// How often (at most) an operation to a peer checks that the peer's process still lives.
 const LIFE_CHECK: Duration = Duration::from_millis(5);
+/// The longest nap of a progress call that signals do not wake (workers serve them).
+const QUIET_NAP: Duration = Duration::from_millis(10);
 /// How long a signal waits for room in a full ring before it is retried.
 const FULL_RING_NAP: Duration = Duration::from_micros(20);
 
@@ -104,6 +106,8 @@ pub struct NodeFabric {
     woken: AtomicBool,
     /// Operations completed so far (a progress call returns when it changes).
     completed: AtomicU64,
+    /// Workers serve signals now: progress naps without asking senders to wake it.
+    quiet: AtomicBool,
 }
 
 impl NodeFabric {
@@ -130,6 +134,7 @@ impl NodeFabric {
             head: Mutex::new(0),
             woken: AtomicBool::new(false),
             completed: AtomicU64::new(0),
+            quiet: AtomicBool::new(false),
         }
     }
 
@@ -319,11 +324,17 @@ impl NodeFabric {
         layout::ready(self.own().map.words(), *lock(&self.head))
     }
 
-    /// Sleeps on this rank's futex until it changes, at most `left`.
-    fn sleep(&self, left: Duration, seen_completed: u64) {
+    /// Sleeps on this rank's futex until it changes, at most `left`. Announced to signal
+    /// senders (they wake it) unless the workers serve signals (`quiet`): then it naps.
+    fn sleep(&self, mut left: Duration, seen_completed: u64) {
         let map = &self.own().map;
         let waiters = &map.words()[W_WAITERS];
-        waiters.fetch_add(1, Ordering::SeqCst);
+        let announce = !self.quiet.load(Ordering::Acquire);
+        if announce {
+            waiters.fetch_add(1, Ordering::SeqCst);
+        } else {
+            left = left.min(QUIET_NAP);
+        }
         let v = map.futex(W_FUTEX).load(Ordering::SeqCst);
         if !self.signal_waits()
             && !self.woken.load(Ordering::SeqCst)
@@ -340,7 +351,9 @@ impl NodeFabric {
                 Some(&ts),
             );
         }
-        waiters.fetch_sub(1, Ordering::SeqCst);
+        if announce {
+            waiters.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -490,7 +503,18 @@ impl Fabric for NodeFabric {
 
     fn wake(&self) {
         self.woken.store(true, Ordering::SeqCst);
-        self.nudge(&self.own().map);
+        // Unconditionally: a napping progress call is not among the announced waiters.
+        let map = &self.own().map;
+        map.futex(W_FUTEX).fetch_add(1, Ordering::SeqCst);
+        let _ = rustix::thread::futex::wake(
+            map.futex(W_FUTEX),
+            rustix::thread::futex::Flags::empty(),
+            u32::MAX,
+        );
+    }
+
+    fn set_workers_serve(&self, on: bool) {
+        self.quiet.store(on, Ordering::Release);
     }
 
     fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {

@@ -455,6 +455,15 @@ pub trait Fabric: Send + Sync + fmt::Debug {
         false
     }
 
+    /// A hint for backends whose workers collect signals between tasks
+    /// ([`Fabric::take_signals`]): `on` while every worker runs tasks and does so, so a
+    /// [`Fabric::progress`] call need not be woken by each arriving signal — it naps
+    /// instead (about a millisecond at most) and leaves the signals to the workers;
+    /// [`Fabric::wake`] still wakes it. Others ignore it.
+    fn set_workers_serve(&self, on: bool) {
+        let _ = on;
+    }
+
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
     /// the longest nap of an idle progress thread between polls. Remote operations on
     /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short

@@ -53,6 +53,11 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
             node.handle_signal(now, s.from, s.value, &mem);
         }
     }
+    // Timers that are due (a results flush, a shared set's check) too.
+    let now = sh.now();
+    if node.poll_timeout().is_some_and(|t| t <= now) {
+        node.handle_timeout(now, &mem);
+    }
     let mut handed = false;
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };
@@ -187,6 +192,7 @@ pub(crate) fn run(sh: &Shared) {
     // thread's own).
     let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
+    let mut workers_serve = false;
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
@@ -309,6 +315,15 @@ pub(crate) fn run(sh: &Shared) {
             if short != short_naps {
                 short_naps = short;
                 fabric.set_progress_nap(if short { sh.cfg.epoch_nap } else { IDLE_NAP });
+            }
+            // Inline fabrics: while every worker runs tasks, they serve signals and timers
+            // between tasks; this thread need not be woken for each.
+            let serve = sh.inline
+                && sh.epoch_running.load(Ordering::Acquire)
+                && sh.idle_workers.load(Ordering::Acquire) == 0;
+            if serve != workers_serve {
+                workers_serve = serve;
+                fabric.set_workers_serve(serve);
             }
             (wait, node.is_done())
         };

@@ -68,16 +68,26 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
         w.push(t);
     }
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-    let wake = handed
-        || node.has_commands()
-        || node
-            .poll_timeout()
-            .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));
+    let wake = needs_driver(sh, &node, handed);
     drop(node);
     if wake {
         sh.fabric.wake();
     }
     first
+}
+
+/// Whether the progress thread must wake for what `node` now wants: commands this worker
+/// did not (or could not) submit, or a timer earlier than the progress thread's wait —
+/// unless workers drive inline: then this one looks at the timers again after its next
+/// task, or wakes the progress thread when it runs out of tasks (a wake-up per task cost
+/// the other rank's worker its core thousands of times a second).
+fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -> bool {
+    handed
+        || node.has_commands()
+        || (!sh.inline
+            && node
+                .poll_timeout()
+                .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire)))
 }
 
 fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
@@ -144,6 +154,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let polled = sh.fabric.caps().polled_progress;
     let mut last_poll = Instant::now();
     let mut idle = IDLE_FIRST;
+    // A task ran since this worker last went idle.
+    let mut ran = true;
     while !sh.shutdown.load(Ordering::Acquire) {
         let task = w
             .pop()
@@ -155,6 +167,12 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             // its tasks) rather than sleep until the progress thread has handled it.
             if sh.inline && await_answer(sh) {
                 continue;
+            }
+            // Going idle: the progress thread takes over the timers and signals.
+            if sh.inline && ran {
+                ran = false;
+                sh.fabric.set_workers_serve(false);
+                sh.fabric.wake();
             }
             // Nothing here: sleep until the progress thread brings news (it notifies after
             // every turn), at most a millisecond, twice as long after each wait that ended
@@ -175,6 +193,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             continue;
         };
         idle = IDLE_FIRST;
+        ran = true;
         let t = Instant::now();
         let result = execute(sh, &task);
         let end = Instant::now();
@@ -192,11 +211,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let mut node = sh.lock_node();
         node.task_done(sh.now(), task.owner, task.index, result, cost_ns, &mem);
         let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-        let wake = handed
-            || node.has_commands()
-            || node
-                .poll_timeout()
-                .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire));
+        let wake = needs_driver(sh, &node, handed);
         let finished = node.is_done();
         drop(node);
         if wake {
