@@ -11,7 +11,7 @@
 //! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
 //! shared-memory files a dead rank's libfabric `shm` provider leaves (`/dev/shm/<pid>:…`,
 //! 16 MiB each) are removed once the rank is gone, as are the node backend's objects
-//! (`/dev/shm/titus-<tag>-<rank>`, the tag derived from the job secret) that killed ranks
+//! (`/dev/shm/titus-<tag>-<opening>-<rank>`, the tag derived from the job secret) that killed ranks
 //! had no time to unlink. Each rank runs in a process group of
 //! its own: a SIGTERM, SIGINT or SIGHUP to the launcher is passed on to every rank's whole
 //! group (so a wrapper script's children get it too), and whatever of those groups is left

@@ -5,7 +5,7 @@
 //! is a few cache-line transfers).
 //!
 //! - **Memory.** Each rank creates one object in `/dev/shm` (owner-only, named
-//!   `titus-<tag>-<rank>`, the tag derived from the job secret or random) holding a
+//!   `titus-<tag>-<opening>-<rank>`, the tag derived from the job secret or random) holding a
 //!   header, its signal ring and its segments, and maps its peers' objects; the names are
 //!   unlinked as soon as every rank has mapped them, so nothing remains after a job, and
 //!   `titus launch` removes what killed ranks left ([`remove_leftovers`]).

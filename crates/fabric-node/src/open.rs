@@ -14,9 +14,10 @@ use titus_fabric::{
     SharedWords,
 };
 
-/// The shared-memory object names of a job start with `titus-<tag>-`; the tag is derived
-/// from the job secret when there is one (so `titus launch` can find what killed ranks
-/// left), random otherwise. 32 hex digits.
+/// The shared-memory object names of a job start with `titus-<tag>-` (then 8 random hex
+/// digits of each opening, then the rank); the tag is derived from the job secret when
+/// there is one (so `titus launch` can find what killed ranks left), random otherwise. 32
+/// hex digits.
 pub fn job_tag(secret: &str) -> String {
     // Two FNV-1a passes with different offset bases: a name, not a key — the objects are
     // owner-only and unlinked as soon as the job has mapped them; the tag only has to be
@@ -271,12 +272,14 @@ fn open_inner(
             None => Ok(vec![blob]),
         }
     };
-    // 1. Who is who, and the tag (rank 0's).
+    // 1. Who is who, and the tag (rank 0's): the job's, then one of this opening (a
+    // process may open several fabrics in turn; no name is ever reused).
     let tag = if rank == 0 {
-        match std::env::var("TITUS_JOB_SECRET") {
+        let job = match std::env::var("TITUS_JOB_SECRET") {
             Ok(s) if !s.is_empty() => job_tag(&s),
             _ => random_tag()?,
-        }
+        };
+        format!("{job}-{}", &random_tag()?[..8])
     } else {
         String::new()
     };
@@ -303,8 +306,15 @@ fn open_inner(
         )));
     }
     let tag = ids[0].tag.clone();
-    if tag.len() != 32 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad(0, format!("job tag '{tag}' is not 32 hex digits")));
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !tag
+        .split_once('-')
+        .is_some_and(|(j, o)| hex(j, 32) && hex(o, 8))
+    {
+        return Err(bad(
+            0,
+            format!("job tag '{tag}' is not 32 hex digits, '-', 8 hex digits"),
+        ));
     }
     // 2. This rank's object.
     let lens: Vec<u64> = config
