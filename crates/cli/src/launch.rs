@@ -57,7 +57,35 @@ pub struct LaunchArgs {
 /// How long ranks have to end after a forwarded SIGTERM/SIGINT before SIGKILL.
 const TERMINATION_GRACE: Duration = Duration::from_secs(2);
 
+/// Ports a job's rendezvous may take: its program's k-th runtime serves on the first + k
+/// (`JobEnv::session`), so a block is checked free, not one port.
+const PORT_BLOCK: u16 = 16;
+
+/// A loopback rendezvous address whose port and the `PORT_BLOCK` after it are free, below
+/// the kernel's ephemeral range (where libfabric's endpoints and every client connection
+/// take their ports, so a later runtime's port + k could be taken meanwhile): random
+/// candidates from the kernel's random bytes, the ephemeral port as the last resort.
 fn free_loopback_port() -> Result<String, UsageError> {
+    let low_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (lo, hi) = (10_000u16, low_ephemeral.saturating_sub(PORT_BLOCK));
+    let mut bytes = [0u8; 128];
+    if hi > lo
+        && std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .is_ok()
+    {
+        for pair in bytes.chunks_exact(2) {
+            let port = lo + u16::from_le_bytes([pair[0], pair[1]]) % (hi - lo);
+            let free = (port..port + PORT_BLOCK)
+                .all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+            if free {
+                return Ok(format!("127.0.0.1:{port}"));
+            }
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| UsageError(format!("cannot find a free port: {e}")))?;
     Ok(l.local_addr()
