@@ -202,8 +202,21 @@ fn accept_loop(
                     d.refuse(peer.ip(), "no thread to greet it");
                 }
             }
+            // Block until a connection waits (or a tenth of a second passes, to see `done`):
+            // no polling — rank 0's acceptor lives as long as the job, and woke 200 times
+            // a second on cores the workers need.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
+                let mut fds = [rustix::event::PollFd::new(
+                    &listener,
+                    rustix::event::PollFlags::IN,
+                )];
+                let wait = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                if rustix::event::poll(&mut fds, Some(&wait)).is_err() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
