@@ -555,6 +555,16 @@ impl Node {
         });
     }
 
+    /// The driver learnt that `peer`'s process is gone (in words: `detail`) while this rank
+    /// waited: the epoch fails, naming it.
+    pub fn fail_peer_gone(&mut self, peer: Rank, detail: String) {
+        self.fail(CoreError::Remote {
+            op: "liveness",
+            peer,
+            detail,
+        });
+    }
+
     /// Operations in flight.
     pub fn in_flight(&self) -> usize {
         self.cx.in_flight()

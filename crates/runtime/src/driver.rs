@@ -176,6 +176,30 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
     }
 }
 
+/// An idle rank's liveness sweep: the first peer whose process is gone fails the epoch —
+/// unless what it sent before it went (the epoch's end, say) is still to be collected:
+/// signals are taken in and handled first.
+fn sweep_peers(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
+    let f = &*sh.fabric;
+    let Some((peer, why)) = sh
+        .peers
+        .iter()
+        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)))
+    else {
+        return;
+    };
+    let mut late = Vec::new();
+    if f.progress(Duration::ZERO, &mut late).is_ok() {
+        let now = sh.now();
+        for s in late {
+            node.handle_signal(now, s.from, s.value, mem);
+        }
+    }
+    if !node.is_done() {
+        node.fail_peer_gone(peer, why);
+    }
+}
+
 pub(crate) fn run(sh: &Shared) {
     let fabric = sh.fabric.clone();
     let mem = SegMem(&*fabric);
@@ -193,6 +217,8 @@ pub(crate) fn run(sh: &Shared) {
     let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
     let mut workers_serve = false;
+    // When the peers' liveness was last swept by an idle rank.
+    let mut swept = Instant::now();
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
@@ -276,6 +302,16 @@ pub(crate) fn run(sh: &Shared) {
                 true
             }
         });
+        // An idle rank waiting on others (no task here, no operation in flight to time
+        // out) asks whether its peers' processes still exist: a peer that died after its
+        // last operation with this rank completed would otherwise be waited for forever.
+        let sweep = now_i.duration_since(swept) >= LIVENESS_EVERY
+            && inflight.is_empty()
+            && sh.epoch_running.load(Ordering::Acquire)
+            && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+        if sweep {
+            swept = now_i;
+        }
         // 3. Feed the node; fire timers; decide how long to wait.
         let (wait, done) = {
             let mut node = sh.lock_node();
@@ -289,6 +325,9 @@ pub(crate) fn run(sh: &Shared) {
             }
             if node.poll_timeout().is_some_and(|t| t <= now) {
                 node.handle_timeout(now, &mem);
+            }
+            if sweep && !node.is_done() {
+                sweep_peers(sh, &mut node, &mem);
             }
             let mut wait = node
                 .poll_timeout()

@@ -217,6 +217,8 @@ pub(crate) struct Shared {
     pub(crate) handoff: Mutex<Vec<driver::Open>>,
     /// Workers drive the node's commands themselves (the fabric is `immediate`).
     pub(crate) inline: bool,
+    /// This rank's fabric peers: whose liveness an idle rank checks.
+    pub(crate) peers: Vec<u32>,
 }
 
 impl Shared {
@@ -364,7 +366,7 @@ impl Runtime {
             .map(|(node, fabric)| {
                 let (g, rank) = (gather.clone(), node.rank());
                 let gather: AllGatherFn = Box::new(move |blob| Ok(g.gather(rank, blob)));
-                Self::start(fabric, node, cfg.clone(), gather, false)
+                Self::start(fabric, node, cfg.clone(), gather, false, Vec::new())
             })
             .collect()
     }
@@ -457,10 +459,11 @@ impl Runtime {
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let node = Node::new(cfg.core.clone(), overlay.clone(), rank)?;
         let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
+        let peers = fcfg.peers.clone();
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
         let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
         node.init_memory(&SegMem(&*fabric));
-        Self::start(fabric, node, cfg, gather, true)
+        Self::start(fabric, node, cfg, gather, true, peers)
     }
 
     /// Starts the threads; with `init_barrier`, waits until every rank got here (its layout
@@ -471,6 +474,7 @@ impl Runtime {
         cfg: RuntimeConfig,
         gather: AllGatherFn,
         init_barrier: bool,
+        peers: Vec<u32>,
     ) -> Result<Runtime, RuntimeError> {
         let rank = fabric.rank();
         let size = fabric.size();
@@ -489,6 +493,7 @@ impl Runtime {
             handoff: Mutex::new(Vec::new()),
             inline: fabric.caps().immediate,
             fabric,
+            peers,
         });
         let mut threads = Vec::new();
         let s = shared.clone();
