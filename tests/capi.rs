@@ -177,11 +177,7 @@ fn mpirun(ranks: u32) -> Command {
 
 /// Every rank said its results equal the sequential run.
 fn assert_all_ranks_match(out: &Output, ranks: u32, what: &str) {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = titus_tests::output_text(out);
     for r in 0..ranks {
         assert!(
             text.contains(&format!("rank {r}: results equal the sequential run")),

@@ -47,11 +47,7 @@ fn suite(provider: &str, n: u32, dead_peer: bool, probe_foreign: bool) -> String
         );
     }
     let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = titus_tests::output_text(&out);
     assert!(
         out.status.success(),
         "{provider}, {n} ranks: the suite failed:\n{text}"
@@ -124,11 +120,7 @@ fn hybrid_across_two_nodes() {
             cmd.arg("--dead-peer");
         }
         let out = cmd.env("FI_PROVIDER", "tcp;ofi_rxm").output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = titus_tests::output_text(&out);
         assert!(out.status.success(), "{n} ranks:\n{text}");
         let passed = if dead { n - 1 } else { n };
         assert_eq!(

@@ -26,11 +26,7 @@ fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, S
         .args(extra)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = titus_tests::output_text(&out);
     (out.status.success(), text, t.elapsed())
 }
 
@@ -74,11 +70,7 @@ fn every_protocol_across_two_nodes_by_default() {
             .env_remove("FI_PROVIDER")
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = titus_tests::output_text(&out);
         assert!(out.status.success(), "{protocol}:\n{text}");
         assert!(text.contains("\"verified\":true"), "{protocol}:\n{text}");
         assert!(
@@ -232,11 +224,7 @@ fn keyed_epochs_with_diffusion_over_tcp_and_node() {
     }
     for (provider, ranks) in [("tcp;ofi_rxm", 2), ("tcp;ofi_rxm", 4), ("node", 3)] {
         let out = launch(provider, ranks, "runtime-epochs").output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = titus_tests::output_text(&out);
         assert!(out.status.success(), "{provider}, {ranks} ranks:\n{text}");
         for p in ["claim", "lock", "request"] {
             let ok = text

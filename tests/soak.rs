@@ -28,11 +28,7 @@ fn many_epochs_with_failures_keep_memory_and_files_flat() {
         .env("MALLOC_ARENA_MAX", "1")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = titus_tests::output_text(&out);
     assert!(out.status.success(), "the soak failed:\n{text}");
     let lines: Vec<&str> = text.lines().filter(|l| l.contains("soak: rank")).collect();
     assert_eq!(lines.len(), 2, "one summary per rank:\n{text}");

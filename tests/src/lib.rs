@@ -23,6 +23,15 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// A finished process's stdout then stderr, as text (for assertions' messages).
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Whether this build has libfabric; in CI (env `CI` set) its absence is a failure, not a
 /// skip, since `.ci/test` installs it.
 pub fn libfabric_or_skip() -> bool {
