@@ -43,6 +43,11 @@ static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
 fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>, String> {
     let rank = rt.rank();
     let base = titus_workload::generate(&plan.spec)?;
+    // Every rank has drawn its workload (megabytes of payload for some profiles) before
+    // rank 0 calibrates: a rank still drawing would share its core and slow the measure.
+    if run.args.calibration.is_none() {
+        rt.all_gather(&[]).map_err(|e| e.to_string())?;
+    }
     // Every rank uses rank 0's calibration, so a task is the same work wherever it runs
     // (the others send nothing and measure nothing).
     let mine_cal = match run.args.calibration {
@@ -334,9 +339,11 @@ fn main() {
         let report = match &env {
             Some(env) => {
                 let plan = plan(&run.args, env.size);
-                if env.rank == 0 && run.args.calibration.is_none() {
-                    calibration(plan.payload); // Before the runtime's threads start.
-                }
+                // Rank 0 calibrates in `rank_main`, once every rank has started and waits
+                // in its first all-gather: while the others were still starting up (the
+                // launcher starts them together), they shared its core and the measure
+                // read up to 40% slow, so the tasks ran short and nominal efficiency
+                // read above 1.
                 let job = u16::try_from(k)
                     .map_err(|_| "too many runs for one job".to_string())
                     .and_then(|k| env.session(k).map_err(|e| e.to_string()))

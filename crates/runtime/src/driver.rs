@@ -359,7 +359,7 @@ pub(crate) fn run(sh: &Shared) {
             // between tasks; this thread need not be woken for each.
             let serve = sh.inline
                 && sh.epoch_running.load(Ordering::Acquire)
-                && sh.idle_workers.load(Ordering::Acquire) == 0;
+                && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers;
             if serve != workers_serve {
                 workers_serve = serve;
                 fabric.set_workers_serve(serve);

@@ -154,8 +154,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let polled = sh.fabric.caps().polled_progress;
     let mut last_poll = Instant::now();
     let mut idle = IDLE_FIRST;
-    // A task ran since this worker last went idle.
-    let mut ran = true;
+    // A task ran since this worker last went idle (it counts among the busy workers).
+    let mut ran = false;
     while !sh.shutdown.load(Ordering::Acquire) {
         let task = w
             .pop()
@@ -169,10 +169,13 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
                 continue;
             }
             // Going idle: the progress thread takes over the timers and signals.
-            if sh.inline && ran {
+            if ran {
                 ran = false;
-                sh.fabric.set_workers_serve(false);
-                sh.fabric.wake();
+                sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
+                if sh.inline {
+                    sh.fabric.set_workers_serve(false);
+                    sh.fabric.wake();
+                }
             }
             // Nothing here: sleep until the progress thread brings news (it notifies after
             // every turn), at most a millisecond, twice as long after each wait that ended
@@ -193,7 +196,10 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             continue;
         };
         idle = IDLE_FIRST;
-        ran = true;
+        if !ran {
+            ran = true;
+            sh.busy_workers.fetch_add(1, Ordering::AcqRel);
+        }
         let t = Instant::now();
         let result = execute(sh, &task);
         let end = Instant::now();
