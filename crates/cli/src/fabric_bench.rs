@@ -302,9 +302,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
         return Err(UsageError("--iters must be at least 1".into()));
     }
     let env = JobEnv::from_env().map_err(bench_err)?;
-    let forced = ["TITUS_PROVIDER", "FI_PROVIDER"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|p| !p.is_empty()));
+    let forced = titus_fabric::backend::forced_transport(None);
     let backend = args.backend.unwrap_or(match forced.as_deref() {
         _ if !env.launched() => Backend::Mem,
         None | Some("node") => Backend::Node,

@@ -113,7 +113,7 @@ fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
     };
     // The node backend (shared memory) is no libfabric provider: always there; the
     // hybrid's libfabric side is chosen automatically.
-    if requested == "node" || requested == "hybrid" {
+    if titus_fabric::backend::NAMED_BACKENDS.contains(&requested.as_str()) {
         return Ok(());
     }
     let offered = titus_fabric_ofi::providers()

@@ -633,12 +633,9 @@ impl Opener for Hybrid {
         titus_fabric_ofi::available() && cfg!(target_os = "linux")
     }
 
-    /// A job across nodes, no transport forced (`hybrid` forces it).
+    /// A job across nodes, no provider forced.
     fn suits(&self, one_node: bool, forced: Option<&str>) -> bool {
-        match forced {
-            Some(p) => p == "hybrid",
-            None => !one_node,
-        }
+        !one_node && forced.is_none()
     }
 
     fn open(
@@ -649,7 +646,6 @@ impl Opener for Hybrid {
         config: FabricConfig,
         provider: Option<&str>,
     ) -> Result<Opened, FabricError> {
-        let provider = provider.filter(|p| *p != "hybrid");
         let fabric = Arc::new(HybridFabric::open(rank, size, exchange, config, provider)?);
         let f2 = fabric.clone();
         let all_gather: AllGather = Box::new(move |blob| f2.all_gather(blob));

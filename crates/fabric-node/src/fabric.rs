@@ -244,9 +244,10 @@ impl NodeFabric {
     }
 
     /// Bumps `map`'s futex word and wakes its sleepers, if any.
-    fn nudge(&self, map: &Mapping) {
+    /// (With `always`, even when none announced itself: a napping progress call.)
+    fn nudge(&self, map: &Mapping, always: bool) {
         map.futex(W_FUTEX).fetch_add(1, Ordering::SeqCst);
-        if map.words()[W_WAITERS].load(Ordering::SeqCst) > 0 {
+        if always || map.words()[W_WAITERS].load(Ordering::SeqCst) > 0 {
             let _ = rustix::thread::futex::wake(
                 map.futex(W_FUTEX),
                 rustix::thread::futex::Flags::empty(),
@@ -263,13 +264,17 @@ impl NodeFabric {
         if !layout::push(view.map.words(), self.rank, value) {
             return false;
         }
-        self.nudge(&view.map);
+        self.nudge(&view.map, false);
         true
     }
 
     /// Retries signals waiting for room; fails those past their deadline.
     fn retry_pending(&self) {
-        let mut st = lock(&self.state);
+        self.retry_pending_in(&mut lock(&self.state));
+    }
+
+    /// [`NodeFabric::retry_pending`] under the state's lock the caller holds.
+    fn retry_pending_in(&self, st: &mut State) {
         if st.pending.is_empty() {
             return;
         }
@@ -442,8 +447,9 @@ impl Fabric for NodeFabric {
     }
 
     fn test(&self, op: OpId) -> Option<Result<u64, FabricError>> {
-        self.retry_pending();
+        // One lock: a test follows every operation a worker submits inline.
         let mut st = lock(&self.state);
+        self.retry_pending_in(&mut st);
         if let Some(r) = st.done.take(op.0) {
             return Some(r);
         }
@@ -504,13 +510,7 @@ impl Fabric for NodeFabric {
     fn wake(&self) {
         self.woken.store(true, Ordering::SeqCst);
         // Unconditionally: a napping progress call is not among the announced waiters.
-        let map = &self.own().map;
-        map.futex(W_FUTEX).fetch_add(1, Ordering::SeqCst);
-        let _ = rustix::thread::futex::wake(
-            map.futex(W_FUTEX),
-            rustix::thread::futex::Flags::empty(),
-            u32::MAX,
-        );
+        self.nudge(&self.own().map, true);
     }
 
     fn set_workers_serve(&self, on: bool) {
@@ -525,8 +525,9 @@ impl Fabric for NodeFabric {
     }
 
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
-        self.retry_pending();
-        lock(&self.state).done.take_own(out);
+        let mut st = lock(&self.state);
+        self.retry_pending_in(&mut st);
+        st.done.take_own(out);
     }
 
     fn peer_gone(&self, peer: Rank) -> Option<String> {

@@ -48,12 +48,9 @@ impl Opener for Node {
         cfg!(target_os = "linux")
     }
 
-    /// Every rank on this node and no other transport forced (`node` forces this one).
+    /// Every rank on this node and no provider forced.
     fn suits(&self, one_node: bool, forced: Option<&str>) -> bool {
-        match forced {
-            Some(p) => p == "node",
-            None => one_node,
-        }
+        one_node && forced.is_none()
     }
 
     fn open(
@@ -64,7 +61,7 @@ impl Opener for Node {
         config: FabricConfig,
         provider: Option<&str>,
     ) -> Result<Opened, FabricError> {
-        if let Some(p) = provider.filter(|p| *p != "node") {
+        if let Some(p) = provider {
             return Err(FabricError::Unsupported(format!(
                 "the node backend has no provider '{p}' (its only transport is shared memory)"
             )));

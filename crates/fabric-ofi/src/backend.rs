@@ -20,11 +20,6 @@ impl Opener for Ofi {
         available()
     }
 
-    /// Any job, unless another backend was forced by name.
-    fn suits(&self, _one_node: bool, forced: Option<&str>) -> bool {
-        !matches!(forced, Some("node" | "hybrid"))
-    }
-
     fn open(
         &self,
         rank: Rank,

@@ -83,25 +83,15 @@ fn usable(offered: &[String]) -> String {
     }
 }
 
-/// The provider to use: `requested` (or `TITUS_PROVIDER` unless it names the node or
-/// hybrid backend, or libfabric's `FI_PROVIDER`), else the first of the preference order
-/// that every rank offers.
+/// The provider to use: the one forced (`requested`, `TITUS_PROVIDER` unless it names a
+/// backend, `FI_PROVIDER`: `titus_fabric::backend::forced_provider`), else the first of
+/// the preference order that every rank offers.
 pub fn choose_provider(
     requested: Option<&str>,
     offered_by_all: &[String],
     one_node: bool,
 ) -> Result<String, FabricError> {
-    // `TITUS_PROVIDER` may name a Titus backend (node, hybrid) rather than a provider:
-    // then libfabric's side chooses freely.
-    let requested = requested
-        .map(str::to_string)
-        .or_else(|| {
-            std::env::var("TITUS_PROVIDER")
-                .ok()
-                .filter(|p| p != "node" && p != "hybrid")
-        })
-        .or_else(|| std::env::var("FI_PROVIDER").ok())
-        .filter(|p| !p.is_empty());
+    let requested = titus_fabric::backend::forced_provider(requested);
     if let Some(p) = requested {
         if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == p) {
             return Err(FabricError::Unsupported(format!(

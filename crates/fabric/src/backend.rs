@@ -15,6 +15,33 @@ use std::sync::Arc;
 /// blobs are empty); collective, called from the thread that runs epochs.
 pub type AllGather = Box<dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> + Send + Sync>;
 
+/// Backends a user may name where a libfabric provider is expected (`TITUS_PROVIDER=node`,
+/// `titus launch --provider hybrid`): naming one forces that backend.
+pub const NAMED_BACKENDS: [&str; 2] = ["node", "hybrid"];
+
+/// The transport the user forced, if any: `provider`, else `TITUS_PROVIDER`, else
+/// libfabric's `FI_PROVIDER` (empty values do not count). It may name a backend
+/// ([`NAMED_BACKENDS`]) or a libfabric provider.
+pub fn forced_transport(provider: Option<&str>) -> Option<String> {
+    let env = |v: &str| std::env::var(v).ok();
+    provider
+        .map(str::to_string)
+        .or_else(|| env("TITUS_PROVIDER"))
+        .or_else(|| env("FI_PROVIDER"))
+        .filter(|p| !p.trim().is_empty())
+}
+
+/// The libfabric provider the user forced, if any: as [`forced_transport`], except that
+/// a `TITUS_PROVIDER` naming a backend forces no provider (`FI_PROVIDER` may still).
+pub fn forced_provider(provider: Option<&str>) -> Option<String> {
+    let env = |v: &str| std::env::var(v).ok();
+    provider
+        .map(str::to_string)
+        .or_else(|| env("TITUS_PROVIDER").filter(|p| !NAMED_BACKENDS.contains(&p.as_str())))
+        .or_else(|| env("FI_PROVIDER"))
+        .filter(|p| !p.trim().is_empty())
+}
+
 /// One rank, opened: its fabric and the job-wide all-gather among the ranks.
 pub struct Opened {
     /// This rank's fabric.
@@ -44,8 +71,8 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
     fn available(&self) -> bool;
 
     /// Whether the automatic choice (`backend=auto`) may take this backend for a job
-    /// whose ranks all share one node (`one_node`), when a transport was forced
-    /// (`forced`: the provider the user named, if any).
+    /// whose ranks all share one node (`one_node`), when a libfabric provider was forced
+    /// (`forced`; a forced backend name never reaches here: that backend is taken).
     fn suits(&self, one_node: bool, forced: Option<&str>) -> bool {
         let _ = (one_node, forced);
         true

@@ -15,7 +15,7 @@
 //! libfabric between nodes) across nodes, libfabric when a provider is forced.
 
 use crate::RuntimeError;
-use titus_fabric::backend::{Opened, Opener};
+use titus_fabric::backend::{Opened, Opener, forced_transport};
 use titus_fabric::bootstrap::{Exchange, node_identity};
 use titus_fabric::{FabricConfig, FabricError, Rank};
 
@@ -106,16 +106,6 @@ pub(crate) fn opener(name: &str) -> Result<&'static dyn Opener, RuntimeError> {
         })
 }
 
-/// The transport the user forced, if any: the provider given, else `TITUS_PROVIDER`,
-/// else `FI_PROVIDER` (empty values do not count).
-pub fn forced_provider(provider: Option<&str>) -> Option<String> {
-    provider
-        .map(str::to_string)
-        .or_else(|| std::env::var("TITUS_PROVIDER").ok())
-        .or_else(|| std::env::var("FI_PROVIDER").ok())
-        .filter(|p| !p.trim().is_empty())
-}
-
 /// The automatic choice of backend; see the module documentation.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Auto;
@@ -137,7 +127,7 @@ impl Opener for Auto {
         config: FabricConfig,
         provider: Option<&str>,
     ) -> Result<Opened, FabricError> {
-        let forced = forced_provider(provider);
+        let forced = forced_transport(provider);
         let mine = format!("{}\n{}", forced.as_deref().unwrap_or(""), node_identity());
         let all = match exchange.as_mut() {
             Some(x) => x.all_gather(mine.as_bytes())?,
@@ -165,6 +155,11 @@ impl Opener for Auto {
         }
         let one_node = all.iter().all(|s| split(s).1 == first_node);
         let forced = (!first_forced.is_empty()).then_some(first_forced.as_str());
+        // A forced backend name takes that backend; a forced provider goes to those
+        // that suit it.
+        if let Some(b) = BACKENDS.iter().find(|b| Some(b.name()) == forced) {
+            return b.open(rank, size, exchange, config, None);
+        }
         let chosen = BACKENDS
             .iter()
             .find(|b| b.available() && b.suits(one_node, forced))
@@ -179,8 +174,7 @@ impl Opener for Auto {
                     forced.unwrap_or("not forced")
                 ))
             })?;
-        let provider = forced.filter(|p| *p != chosen.name());
-        chosen.open(rank, size, exchange, config, provider)
+        chosen.open(rank, size, exchange, config, forced)
     }
 }
 

@@ -44,20 +44,12 @@ const INLINE_MAX: usize = 64;
 pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     let f = &*sh.fabric;
     let mem = SegMem(f);
-    // Signals that arrived meanwhile (a thief's request, a victim's reply) are served
-    // here too, so that neither side waits for its progress thread to be scheduled.
+    // Signals that arrived meanwhile (a thief's request, a victim's reply) and timers that
+    // are due (a results flush, a shared set's check) are served here too, so that
+    // neither side waits for its progress thread to be scheduled.
     let mut signals = Vec::new();
-    if f.take_signals(&mut signals) {
-        let now = sh.now();
-        for s in signals {
-            node.handle_signal(now, s.from, s.value, &mem);
-        }
-    }
-    // Timers that are due (a results flush, a shared set's check) too.
-    let now = sh.now();
-    if node.poll_timeout().is_some_and(|t| t <= now) {
-        node.handle_timeout(now, &mem);
-    }
+    f.take_signals(&mut signals);
+    feed(node, sh.now(), signals, &mem);
     let mut handed = false;
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };
@@ -80,6 +72,22 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     // progress thread's turn.
     sh.wake_workers();
     handed
+}
+
+/// Hands arrived `signals` to the node, then fires its timers if due: what every thread
+/// that drives the node does with what came in.
+pub(crate) fn feed(
+    node: &mut titus_core::Node,
+    now: titus_core::Time,
+    signals: impl IntoIterator<Item = titus_fabric::Signal>,
+    mem: &SegMem<'_>,
+) {
+    for s in signals {
+        node.handle_signal(now, s.from, s.value, mem);
+    }
+    if node.poll_timeout().is_some_and(|t| t <= now) {
+        node.handle_timeout(now, mem);
+    }
 }
 
 /// The rank an operation goes to.
@@ -190,10 +198,7 @@ fn sweep_peers(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
     };
     let mut late = Vec::new();
     if f.progress(Duration::ZERO, &mut late).is_ok() {
-        let now = sh.now();
-        for s in late {
-            node.handle_signal(now, s.from, s.value, mem);
-        }
+        feed(node, sh.now(), late, mem);
     }
     if !node.is_done() {
         node.fail_peer_gone(peer, why);
@@ -319,13 +324,7 @@ pub(crate) fn run(sh: &Shared) {
             for (t, r) in results.drain(..) {
                 node.handle_completion(now, t, r, &mem);
             }
-            for s in signals.drain(..) {
-                let titus_fabric::Signal { from, value } = s;
-                node.handle_signal(now, from, value, &mem);
-            }
-            if node.poll_timeout().is_some_and(|t| t <= now) {
-                node.handle_timeout(now, &mem);
-            }
+            feed(&mut node, now, signals.drain(..), &mem);
             if sweep && !node.is_done() {
                 sweep_peers(sh, &mut node, &mem);
             }

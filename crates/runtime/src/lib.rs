@@ -35,7 +35,7 @@ use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_overlay::{Overlay, OverlayParams};
 
-pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names, forced_provider};
+pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
 };

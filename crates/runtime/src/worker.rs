@@ -134,10 +134,7 @@ fn await_answer(sh: &Shared) -> bool {
     }
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let now = sh.now();
-    for s in signals.drain(..) {
-        node.handle_signal(now, s.from, s.value, &mem);
-    }
+    crate::driver::feed(&mut node, sh.now(), signals, &mem);
     let handed = crate::driver::drive_inline(sh, &mut node);
     let wake = handed || node.has_commands();
     drop(node);
