@@ -55,6 +55,7 @@ fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String>
     rt.register(0, checksum);
     let r = rt.rank();
     let mut pushed_by_epoch = Vec::new();
+    let mut rank0_pushed = Vec::new();
     for e in 0..EPOCHS {
         let t = tasks(r, e);
         let out = rt
@@ -88,12 +89,21 @@ fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String>
             ));
         }
         let rank0 = word(&all[0], 0);
-        if (e == 0) != (rank0 == 0) {
+        if e == 0 && rank0 != 0 {
             return Err(format!(
-                "epoch {e}: rank 0 pushed {rank0} tasks (none in the first epoch, some after)"
+                "epoch 0: rank 0 pushed {rank0} tasks with no history to predict from"
             ));
         }
+        rank0_pushed.push(rank0);
         pushed_by_epoch.push(pushed);
+    }
+    // How much a later epoch pushes depends on measured costs and on how soon the thief
+    // starts stealing (a loaded CI machine saw 0 and 7 in one epoch where others push
+    // ~120): the job must push in some later epoch, not in each.
+    if rank0_pushed.iter().skip(1).all(|&n| n == 0) {
+        return Err(format!(
+            "rank 0 pushed no task in any epoch after the first: {rank0_pushed:?}"
+        ));
     }
     Ok(format!(
         "runtime-epochs: ok {} pushed per epoch {pushed_by_epoch:?}",
