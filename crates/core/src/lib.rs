@@ -263,6 +263,13 @@ pub struct Config {
     /// each earlier chunk extends it by as much. A steal meanwhile takes half of what the
     /// giver kept on top of what it sends, and that comes back by stealing.
     pub push_wait: Duration,
+    /// Blacklist and advertisement (Legion's, over one-sided operations): a thief that
+    /// finds a victim empty stops probing it and tells it so (a WAIT signal; a `request`
+    /// victim learns it from the request itself); the victim, once it has work to share
+    /// again, sends ADVERT to the thieves that wait, which clears it from their
+    /// blacklists. Idle thieves then sleep instead of probing empty victims on a backoff,
+    /// and learn of work the moment it arrives next door. Stealing only (not work sharing).
+    pub advertise: bool,
 }
 
 impl Default for Config {
@@ -292,6 +299,7 @@ impl Default for Config {
             sharing: None,
             diffusion: true,
             push_wait: Duration::from_millis(2),
+            advertise: true,
         }
     }
 }

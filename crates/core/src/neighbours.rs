@@ -96,6 +96,8 @@ impl Neighbours {
 pub(crate) const PACE_ROUND: u32 = 32;
 /// Entries kept before the expired ones are forgotten.
 const ENTRIES_MAX: usize = 256;
+/// A blacklisted target's "backed off until": never, until its advertisement.
+const BLACKLISTED: Time = Time(u64::MAX);
 
 /// A thief's backoff.
 ///
@@ -154,6 +156,11 @@ impl Backoff {
         b.1 = (b.1 + 1).min(30);
         b.0 = now.plus(doubled(cfg.backoff_base, b.1, cfg.backoff_max));
         self.set(i, b, now);
+        self.count_empty(now, cfg);
+    }
+
+    /// One more empty find in a row: over the complete graph, a pause after each round.
+    fn count_empty(&mut self, now: Time, cfg: &crate::Config) {
         self.streak = self.streak.saturating_add(1);
         if self.implicit
             && self.targets > PACE_ROUND as usize
@@ -176,6 +183,39 @@ impl Backoff {
         if self.entries.get(&(i as u32)).is_some_and(|b| b.1 == 0) {
             self.entries.remove(&(i as u32));
         }
+    }
+
+    /// Target `i` was found empty and is not probed again until it advertises
+    /// ([`Backoff::advertised`]).
+    pub(crate) fn blacklist(&mut self, i: usize, now: Time, cfg: &crate::Config) {
+        let mut b = self.get(i);
+        b.0 = BLACKLISTED;
+        b.1 = b.1.saturating_add(1).min(30);
+        self.set(i, b, now);
+        self.count_empty(now, cfg);
+    }
+
+    /// Target `i` advertised work: off the blacklist (and out of any backoff).
+    pub(crate) fn advertised(&mut self, i: usize) {
+        self.entries.remove(&(i as u32));
+        self.paused_until = Time(0);
+    }
+
+    /// The blacklisted targets, in index order.
+    pub(crate) fn blacklisted_targets(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .entries
+            .iter()
+            .filter(|(_, b)| b.0 == BLACKLISTED)
+            .map(|(&i, _)| i as usize)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Targets blacklisted now.
+    pub(crate) fn blacklisted(&self) -> usize {
+        self.entries.values().filter(|b| b.0 == BLACKLISTED).count()
     }
 
     /// Target `i` was locked at `now`.
@@ -206,7 +246,8 @@ impl Backoff {
     }
 
     /// The earliest time some target is ready (a target never backed off: `Time(0)`),
-    /// not before the pause.
+    /// not before the pause; `None` when every target is blacklisted (only an
+    /// advertisement makes one ready).
     pub(crate) fn earliest(&self) -> Option<Time> {
         if self.targets == 0 {
             return None;
@@ -216,7 +257,7 @@ impl Backoff {
         } else {
             self.entries.values().map(|b| b.0).min()?
         };
-        Some(t.max(self.paused_until))
+        (t != BLACKLISTED).then(|| t.max(self.paused_until))
     }
 
     /// Whether target `i` is ready at `now` (and the thief is not pausing).

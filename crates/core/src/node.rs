@@ -317,6 +317,7 @@ impl Node {
         };
         self.thief
             .start_epoch(steal_rng(cx.cfg.seed, cx.rank, Some(cx.epoch)));
+        self.owner.start_epoch();
         if let Some(targets) = self.share.start_epoch(cx) {
             self.thief.set_targets(targets);
         }
@@ -773,7 +774,7 @@ impl Node {
                 }
                 Ok(())
             }
-            Signal::Request { epoch, seq } => {
+            Signal::Request { epoch, seq, hungry } => {
                 let stale = epoch != cx.epoch & EPOCH_MASK;
                 if cx.cfg.sharing.is_some() && !stale {
                     if !self.share.is_master(cx) {
@@ -787,7 +788,7 @@ impl Node {
                     }
                 }
                 self.owner
-                    .on_request(cx, (from, stale, seq), &mut self.queue, mem, closed);
+                    .on_request(cx, (from, stale, seq, hungry), &mut self.queue, mem, closed);
                 Ok(())
             }
             Signal::Reply { tasks, seq } => {
@@ -804,6 +805,14 @@ impl Node {
             }
             Signal::Refill => {
                 self.owner.on_refill(cx);
+                Ok(())
+            }
+            Signal::Wait { epoch, hungry } => {
+                self.owner.on_wait(cx, from, epoch, hungry);
+                Ok(())
+            }
+            Signal::Advert { epoch, .. } => {
+                self.thief.on_advert(cx, from, epoch);
                 Ok(())
             }
             Signal::Up => self.term.on_up(cx, from),
@@ -902,6 +911,7 @@ impl Node {
         }
         let closed = self.closed();
         let cx = &mut self.cx;
+        self.thief.set_hungry(cx, self.queue.hungry);
         self.owner.step(cx, &mut self.queue, mem, closed);
         // After a balanced start (diffusion from predictions) its own published tasks are
         // this rank's reserve: it takes them back when its workers run dry, and steals

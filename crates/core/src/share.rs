@@ -303,7 +303,7 @@ impl ShareState {
         self.set(thief, 0);
         let best = self.order.last().copied().unwrap_or((0, cx.rank));
         let own = queue.len() as u64;
-        if thief != cx.rank && queue.shareable(&cx.cfg) > 0 && own >= best.0 {
+        if thief != cx.rank && queue.shareable(&cx.cfg, false) > 0 && own >= best.0 {
             return Decision::ServeHere;
         }
         if best.0 >= 2 && best.1 != thief {
@@ -326,7 +326,7 @@ impl ShareState {
         cx: &Ctx<P>,
         from: Rank,
         sig: Signal,
-    ) -> Result<Option<(Rank, bool, u64)>, CoreError> {
+    ) -> Result<Option<crate::steal::owner::Request>, CoreError> {
         let Some(sh) = &cx.cfg.sharing else {
             return Err(CoreError::Malformed {
                 from,
@@ -380,7 +380,7 @@ impl ShareState {
                 what: "a forwarded steal request from a rank that is not the master".into(),
             });
         }
-        Ok(Some((thief, stale, seq)))
+        Ok(Some((thief, stale, seq, false)))
     }
 }
 

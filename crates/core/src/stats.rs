@@ -16,6 +16,10 @@ pub struct Stats {
     pub tasks_stolen: u64,
     /// Steal attempts.
     pub steal_attempts: u64,
+    /// Advertisements this rank sent (it had work again for thieves that waited).
+    pub adverts_sent: u64,
+    /// Advertisements this rank received from its victims.
+    pub adverts_received: u64,
     /// Attempts that brought tasks.
     pub steals_ok: u64,
     /// Attempts that found the victim empty.

@@ -232,6 +232,7 @@ fn draw_and_run(
         diffusion: true,
         // Fixed (not drawn): the seeds' draws, and so their digest, stay as they were.
         push_wait: Duration::from_micros(100),
+        advertise: true,
     };
     let tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps
@@ -293,6 +294,9 @@ fn draw_and_run(
         ));
     }
     let workers = 1 + rng.below(3) as usize;
+    // The mapper's mechanisms, drawn apart too.
+    let mut mech = Rng::from_keys(&[seed, key, 0x6d61_7070]); // "mapp"
+    core.advertise = mech.chance(0.5);
     let mut what = format!(
         "{ranks} ranks, {name}, {workers} workers, {} tasks, preset {}, jitter {:.2}, {} slow ranks, stall {:?}",
         tasks.iter().map(Vec::len).sum::<usize>(),
@@ -303,6 +307,10 @@ fn draw_and_run(
         faults.jitter,
         faults.slow.len(),
         faults.stall
+    );
+    what += &format!(
+        ", advertisement {}",
+        if core.advertise { "on" } else { "off" }
     );
     let (mut later_epochs, mut start_skew_ns) = (Vec::new(), 0);
     if epochs.is_some() {

@@ -818,14 +818,17 @@ impl Sim<'_> {
         for ev in self.slab.iter().flatten() {
             let leftover = match ev {
                 Ev::Timer { .. } => true,
-                // Requests, load reports and refill hints may outlive the epoch (they are
-                // dropped as stale in the next one), and so may an empty answer.
+                // Requests, load reports, refill hints and advertisement's WAIT and ADVERT
+                // may outlive the epoch (they are dropped as stale in the next one), and so
+                // may an empty answer.
                 Ev::Signal { value, from, .. } => matches!(
                     Signal::unpack(*value, *from),
                     Ok(Signal::Request { .. }
                         | Signal::Load { .. }
                         | Signal::Forward { .. }
                         | Signal::Refill
+                        | Signal::Wait { .. }
+                        | Signal::Advert { .. }
                         | Signal::Reply { tasks: 0, .. })
                 ),
                 _ => false,

@@ -9,12 +9,14 @@
 //! | RESET    | (none)                                             | results: inbox reset        |
 //! | UP       | (none)                                             | termination                 |
 //! | DONE     | (none)                                             | termination                 |
-//! | REQUEST  | epoch 20, (12 zero bits), sequence 28              | `request` thief             |
+//! | REQUEST  | epoch 20, hungry 1, (11 zero bits), sequence 28    | `request` thief             |
 //! | REPLY    | tasks 20, (12 zero bits), sequence 28              | `request` victim            |
 //! | ABORT    | (12 zero bits), origin rank 32, error code 16      | a failed rank, then floods  |
 //! | LOAD     | epoch tag 8, report number 20, queue length 32     | work-sharing member         |
 //! | FORWARD  | thief rank 24, epoch tag 8, sequence 28            | work-sharing master         |
 //! | REFILL   | (none)                                             | `claim`, `lock` thief       |
+//! | WAIT     | epoch 20, (39 zero bits), hungry 1                 | blacklisting thief          |
+//! | ADVERT   | epoch 20, (4 zero bits), hops 8, tasks 28          | owner with work, to waiters |
 //!
 //! Kind 15 (top four bits all set) is reserved for the transport (the hybrid fabric's
 //! remote atomics): the core never sends it.
@@ -51,6 +53,11 @@ const FORWARD: u64 = 10;
 /// `claim`, `lock`: a thief emptied the receiver's shared set: check it
 /// now (a hint; owners also check every `check_interval`).
 const REFILL: u64 = 11;
+/// Advertisement: the sender found the receiver empty, blacklisted it, and waits for its
+/// ADVERT (`claim`, `lock`; a `request` victim learns it from the empty request itself).
+const WAIT: u64 = 12;
+/// Advertisement: the sender has work to share again (to the thieves that wait for it).
+const ADVERT: u64 = 13;
 
 /// Bits of the payload.
 const PAYLOAD_BITS: u32 = 60;
@@ -81,6 +88,12 @@ pub const SEQ_MASK: u64 = mask(SEQ_BITS);
 pub const EPOCH_BITS: u32 = 20;
 /// Where a REQUEST's epoch and a REPLY's task count start.
 const HIGH_SHIFT: u32 = 40;
+/// A REQUEST's hungry flag.
+const HUNGRY_BIT: u32 = 39;
+/// Bits of an ADVERT's hop count.
+pub const HOPS_BITS: u32 = 8;
+/// Bits of an ADVERT's task count (its hops take the 8 above).
+pub const ADVERT_TASKS_BITS: u32 = 28;
 /// Bits of a LOAD's report number.
 pub const REPORT_BITS: u32 = 20;
 /// Bits of the rank a FORWARD names (work sharing supports at most 2^24 ranks).
@@ -115,6 +128,8 @@ pub enum Signal {
         epoch: u64,
         /// The attempt's sequence number modulo 2^28.
         seq: u64,
+        /// The sender's workers have nothing to run (advertisement's demand).
+        hungry: bool,
     },
     /// `request`: the answer; the tasks are in the thief's staging area.
     Reply {
@@ -150,6 +165,23 @@ pub enum Signal {
     },
     /// `claim`, `lock`: the receiver's shared set was emptied.
     Refill,
+    /// Advertisement: the sender blacklisted the receiver (found it empty) and waits for
+    /// its ADVERT.
+    Wait {
+        /// The sender's epoch modulo 2^20.
+        epoch: u64,
+        /// The sender's workers have nothing to run (not only its queue): it is idle.
+        hungry: bool,
+    },
+    /// Advertisement: the sender has work to share again; the receiver may probe it.
+    Advert {
+        /// The sender's epoch modulo 2^20.
+        epoch: u64,
+        /// Overlay hops from the sender to the work it advertises (0: its own).
+        hops: u8,
+        /// Tasks on offer, at most 2^28 − 1.
+        tasks: u64,
+    },
 }
 
 impl Signal {
@@ -167,6 +199,8 @@ impl Signal {
             Self::Load { .. } => LOAD,
             Self::Forward { .. } => FORWARD,
             Self::Refill => REFILL,
+            Self::Wait { .. } => WAIT,
+            Self::Advert { .. } => ADVERT,
         }
     }
 
@@ -184,6 +218,8 @@ impl Signal {
             LOAD => "LOAD",
             FORWARD => "FORWARD",
             REFILL => "REFILL",
+            WAIT => "WAIT",
+            ADVERT => "ADVERT",
             _ => "unknown",
         }
     }
@@ -198,8 +234,13 @@ impl Signal {
                 u64::from(generation) << OVERFLOW_OFFSET_BITS | offset & mask(OVERFLOW_OFFSET_BITS)
             }
             Self::Reset | Self::Up | Self::Done | Self::Refill => 0,
-            Self::Request { epoch: high, seq } | Self::Reply { tasks: high, seq } => {
-                (high & mask(EPOCH_BITS)) << HIGH_SHIFT | seq & mask(SEQ_BITS)
+            Self::Request { epoch, seq, hungry } => {
+                (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
+                    | u64::from(hungry) << HUNGRY_BIT
+                    | seq & mask(SEQ_BITS)
+            }
+            Self::Reply { tasks, seq } => {
+                (tasks & mask(EPOCH_BITS)) << HIGH_SHIFT | seq & mask(SEQ_BITS)
             }
             Self::Abort { origin, code } => u64::from(origin) << 16 | u64::from(code),
             Self::Load { tag, report, load } => {
@@ -209,6 +250,14 @@ impl Signal {
                 (u64::from(thief) & mask(FORWARD_RANK_BITS)) << 36
                     | u64::from(tag) << SEQ_BITS
                     | seq & mask(SEQ_BITS)
+            }
+            Self::Wait { epoch, hungry } => {
+                (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT | u64::from(hungry)
+            }
+            Self::Advert { epoch, hops, tasks } => {
+                (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
+                    | u64::from(hops) << ADVERT_TASKS_BITS
+                    | tasks & mask(ADVERT_TASKS_BITS)
             }
         };
         pack(self.kind(), payload)
@@ -233,6 +282,7 @@ impl Signal {
             REQUEST => Self::Request {
                 epoch: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
+                hungry: p >> HUNGRY_BIT & 1 == 1,
             },
             REPLY => Self::Reply {
                 tasks: p >> HIGH_SHIFT,
@@ -253,6 +303,15 @@ impl Signal {
                 seq: p & mask(SEQ_BITS),
             },
             REFILL => Self::Refill,
+            WAIT => Self::Wait {
+                epoch: p >> HIGH_SHIFT,
+                hungry: p & 1 == 1,
+            },
+            ADVERT => Self::Advert {
+                epoch: p >> HIGH_SHIFT,
+                hops: (p >> ADVERT_TASKS_BITS) as u8,
+                tasks: p & mask(ADVERT_TASKS_BITS),
+            },
             k => {
                 return Err(CoreError::Malformed {
                     from,
@@ -291,7 +350,8 @@ mod tests {
             Just(Signal::Reset),
             Just(Signal::Up),
             Just(Signal::Done),
-            (high.clone(), seq.clone()).prop_map(|(epoch, seq)| Signal::Request { epoch, seq }),
+            (high.clone(), seq.clone(), any::<bool>())
+                .prop_map(|(epoch, seq, hungry)| Signal::Request { epoch, seq, hungry }),
             (high, seq.clone()).prop_map(|(tasks, seq)| Signal::Reply { tasks, seq }),
             (any::<Rank>(), any::<u16>()).prop_map(|(origin, code)| Signal::Abort { origin, code }),
             (any::<u8>(), 0..=mask(REPORT_BITS), 0..=mask(32))
@@ -299,6 +359,14 @@ mod tests {
             (0..=mask(FORWARD_RANK_BITS) as Rank, any::<u8>(), seq)
                 .prop_map(|(thief, tag, seq)| Signal::Forward { thief, tag, seq }),
             Just(Signal::Refill),
+            (0..=mask(EPOCH_BITS), any::<bool>())
+                .prop_map(|(epoch, hungry)| Signal::Wait { epoch, hungry }),
+            (
+                0..=mask(EPOCH_BITS),
+                any::<u8>(),
+                0..=mask(ADVERT_TASKS_BITS)
+            )
+                .prop_map(|(epoch, hops, tasks)| Signal::Advert { epoch, hops, tasks }),
         ]
     }
 
@@ -346,8 +414,13 @@ mod tests {
             8 << 60 | 5 << 16 | 7
         );
         assert_eq!(
-            Signal::Request { epoch: 3, seq: 9 }.pack(),
-            6 << 60 | 3 << 40 | 9
+            Signal::Request {
+                epoch: 3,
+                seq: 9,
+                hungry: true
+            }
+            .pack(),
+            6 << 60 | 3 << 40 | 1 << 39 | 9
         );
         assert_eq!(
             Signal::Forward {
@@ -366,6 +439,23 @@ mod tests {
             }
             .pack(),
             9 << 60 | 1 << 52 | 2 << 32 | 3
+        );
+        assert_eq!(
+            Signal::Wait {
+                epoch: 5,
+                hungry: true
+            }
+            .pack(),
+            12 << 60 | 5 << 40 | 1
+        );
+        assert_eq!(
+            Signal::Advert {
+                epoch: 5,
+                hops: 2,
+                tasks: 7
+            }
+            .pack(),
+            13 << 60 | 5 << 40 | 2 << 28 | 7
         );
     }
 

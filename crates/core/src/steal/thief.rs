@@ -47,6 +47,13 @@ use titus_overlay::rng::Rng;
 /// A REQUEST carries the thief's epoch modulo 2^20.
 pub(crate) const EPOCH_MASK: u64 = (1 << crate::layout::signal::EPOCH_BITS) - 1;
 
+/// Whether thieves blacklist empty victims and wait for their advertisements
+/// ([`crate::Config::advertise`]; stealing only: a work-sharing master is never
+/// blacklisted).
+pub(crate) fn advertised(cfg: &crate::Config) -> bool {
+    cfg.advertise && cfg.sharing.is_none()
+}
+
 /// An attempt in progress.
 #[derive(Debug, Clone, Copy)]
 struct Attempt {
@@ -101,6 +108,10 @@ pub(crate) enum Pending {
     },
     /// REFILL, to the owner whose shared set this thief emptied.
     RefillHint,
+    /// WAIT, to a victim this thief found empty and blacklisted.
+    WaitSent {
+        victim: usize,
+    },
 }
 
 impl Pending {
@@ -115,6 +126,7 @@ impl Pending {
             Self::LockRelease { .. } => "steal unlock (compare-swap)",
             Self::RequestSent { .. } => "steal request",
             Self::RefillHint => "refill hint",
+            Self::WaitSent { .. } => "wait for advertisement",
         }
     }
 }
@@ -133,6 +145,9 @@ pub(crate) struct Thief {
     /// Victim choice (seeded per rank and epoch).
     rng: Rng,
     area: TaskArea,
+    /// This rank's workers have nothing to run ([`Thief::set_hungry`]): a WAIT says so,
+    /// which lets the victim share its last queued task.
+    hungry: bool,
 }
 
 impl Thief {
@@ -145,6 +160,7 @@ impl Thief {
             last_ok: None,
             rng,
             area,
+            hungry: false,
         }
     }
 
@@ -206,15 +222,17 @@ impl Thief {
             | Pending::LockCount { victim }
             | Pending::LockRead { victim, .. }
             | Pending::LockRelease { victim, .. }
-            | Pending::RequestSent { victim } => self.targets.at(*victim),
+            | Pending::RequestSent { victim }
+            | Pending::WaitSent { victim } => self.targets.at(*victim),
             Pending::RefillHint => me,
         }
     }
 
     pub(crate) fn summary(&self) -> String {
         format!(
-            "thief {:?} ",
-            self.attempt.map(|a| (self.targets.at(a.victim), a.seq))
+            "thief {:?} blacklisted {} ",
+            self.attempt.map(|a| (self.targets.at(a.victim), a.seq)),
+            self.backoff.blacklisted()
         )
     }
 
@@ -293,6 +311,7 @@ impl Thief {
                             Signal::Request {
                                 epoch: cx.epoch & EPOCH_MASK,
                                 seq: seq & SEQ_MASK,
+                                hungry: self.hungry,
                             }
                             .pack(),
                         ),
@@ -305,20 +324,20 @@ impl Thief {
     }
 
     /// The master's own request found nobody to forward it to: the attempt ends empty.
-    pub(crate) fn end_unanswered<P>(&mut self, cx: &mut Ctx<P>) {
+    pub(crate) fn end_unanswered<P: From<Pending>>(&mut self, cx: &mut Ctx<P>) {
         if let Some(a) = self.attempt {
             self.end_attempt(cx, a.victim, Outcome::Empty);
         }
     }
 
-    fn end_attempt<P>(&mut self, cx: &mut Ctx<P>, victim: usize, outcome: Outcome) {
+    fn end_attempt<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, victim: usize, outcome: Outcome) {
         let from = self.targets.at(victim);
         self.end_attempt_from(cx, victim, outcome, from);
     }
 
     /// Ends the attempt on target `victim`, answered by rank `from` (under work sharing
     /// the master's choice, not the master).
-    fn end_attempt_from<P>(
+    fn end_attempt_from<P: From<Pending>>(
         &mut self,
         cx: &mut Ctx<P>,
         victim: usize,
@@ -351,8 +370,21 @@ impl Thief {
                 if self.last_ok == Some(victim) {
                     self.last_ok = None;
                 }
-                self.backoff.empty(victim, now, &cx.cfg);
                 stats.steals_empty += 1;
+                if advertised(&cx.cfg) {
+                    // Not again until it advertises. Under `claim` and `lock` the victim
+                    // saw nothing of this attempt: tell it to advertise here.
+                    self.backoff.blacklist(victim, now, &cx.cfg);
+                    if cx.cfg.protocol != Protocol::Request {
+                        let wait = Signal::Wait {
+                            epoch: cx.epoch & EPOCH_MASK,
+                            hungry: self.hungry,
+                        };
+                        cx.signal(from, wait, Pending::WaitSent { victim });
+                    }
+                } else {
+                    self.backoff.empty(victim, now, &cx.cfg);
+                }
             }
             Outcome::Locked => {
                 self.backoff.locked(victim, now, &cx.cfg);
@@ -513,7 +545,9 @@ impl Thief {
                 Ok(None)
             }
             // ----- request -----------------------------------------------------------
-            Pending::RequestSent { .. } | Pending::RefillHint => Ok(None),
+            Pending::RequestSent { .. } | Pending::RefillHint | Pending::WaitSent { .. } => {
+                Ok(None)
+            }
         }
     }
 
@@ -536,9 +570,46 @@ impl Thief {
         );
     }
 
+    /// The node's workers ran out (`hungry`) or got work. Running out while victims
+    /// hold this rank as a waiter with busy workers, it tells them it is idle now (a WAIT
+    /// again): their last queued tasks may come here.
+    pub(crate) fn set_hungry<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, hungry: bool) {
+        let was = std::mem::replace(&mut self.hungry, hungry);
+        if !hungry || was || !advertised(&cx.cfg) {
+            return;
+        }
+        let epoch = cx.epoch & EPOCH_MASK;
+        for victim in self.backoff.blacklisted_targets() {
+            let peer = self.targets.at(victim);
+            cx.signal(
+                peer,
+                Signal::Wait {
+                    epoch,
+                    hungry: true,
+                },
+                Pending::WaitSent { victim },
+            );
+        }
+    }
+
+    /// ADVERT from `from`: it has work again. Off the blacklist, and asked first if this
+    /// thief has no favourite. An advertisement of another epoch is stale: ignored.
+    pub(crate) fn on_advert<P>(&mut self, cx: &mut Ctx<P>, from: Rank, epoch: u64) {
+        if epoch != cx.epoch & EPOCH_MASK {
+            return;
+        }
+        if let Some(i) = self.targets.index_of(from) {
+            cx.stats.adverts_received += 1;
+            self.backoff.advertised(i);
+            if self.last_ok.is_none() {
+                self.last_ok = Some(i);
+            }
+        }
+    }
+
     /// `request`: REPLY(`n`, `seq`) from `from`. Returns the tasks it brought if it
     /// answers this thief's attempt (possibly none), `None` if it is stale.
-    pub(crate) fn on_reply<P>(
+    pub(crate) fn on_reply<P: From<Pending>>(
         &mut self,
         cx: &mut Ctx<P>,
         from: Rank,
@@ -657,6 +728,7 @@ mod tests {
     fn an_empty_victim_is_backed_off_and_a_stale_reply_ignored() {
         let cfg = Config {
             protocol: Protocol::Request,
+            advertise: false,
             ..Config::default()
         };
         let (mut t, mut cx) = thief(&cfg);
@@ -687,5 +759,72 @@ mod tests {
         assert_eq!(t.deadline(0, 1), Some(Time(0).plus(cfg.backoff_base)));
         assert_eq!(t.step(&mut cx, 0), None);
         assert!(cx.poll_command().is_none());
+    }
+
+    #[test]
+    fn an_empty_victim_is_blacklisted_until_it_advertises() {
+        for protocol in [Protocol::Claim, Protocol::Request] {
+            let cfg = Config {
+                protocol,
+                ..Config::default()
+            };
+            let (mut t, mut cx) = thief(&cfg);
+            let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
+            assert_eq!(t.step(&mut cx, 0), None);
+            let c = cx.poll_command().expect("first operation");
+            let p = cx.complete(c.token).unwrap();
+            if protocol == Protocol::Claim {
+                // An empty generation: the ticket names no batch.
+                assert_eq!(t.complete(&mut cx, p, 0, &mem), Ok(None));
+                // The victim saw nothing: the thief tells it to advertise here.
+                let c = cx.poll_command().expect("WAIT");
+                let Op::Write {
+                    peer: 2,
+                    signal: Some(s),
+                    ..
+                } = c.op
+                else {
+                    panic!("{c:?}")
+                };
+                assert_eq!(
+                    Signal::unpack(s, 0),
+                    Ok(Signal::Wait {
+                        epoch: 0,
+                        hungry: false
+                    })
+                );
+            } else {
+                let Op::Write {
+                    signal: Some(s), ..
+                } = c.op
+                else {
+                    panic!("{c:?}")
+                };
+                let Ok(Signal::Request { seq, .. }) = Signal::unpack(s, 0) else {
+                    panic!("{s:#x}")
+                };
+                drop(p);
+                assert_eq!(t.on_reply(&mut cx, 2, 0, seq, &mem), Ok(Some(vec![])));
+                assert!(
+                    cx.poll_command().is_none(),
+                    "a request victim needs no WAIT"
+                );
+            }
+            assert_eq!(cx.stats.steals_empty, 1);
+            // Blacklisted: no deadline, no attempt, however late.
+            assert_eq!(t.deadline(0, 1), None, "{protocol:?}");
+            cx.now = Time(u64::MAX / 2);
+            assert_eq!(t.step(&mut cx, 0), None);
+            assert!(cx.poll_command().is_none());
+            // Another epoch's advertisement, or another rank's, changes nothing.
+            t.on_advert(&mut cx, 2, 1);
+            t.on_advert(&mut cx, 3, 0);
+            assert_eq!(t.deadline(0, 1), None);
+            // Its own: probed at once.
+            t.on_advert(&mut cx, 2, 0);
+            assert_eq!(t.deadline(0, 1), Some(Time(0)));
+            assert_eq!(t.step(&mut cx, 0), None);
+            assert!(cx.poll_command().is_some(), "{protocol:?}: probes again");
+        }
     }
 }
