@@ -2,7 +2,7 @@
 
 use super::server::{bind, serve};
 use super::wire::{Answer, hello, io_fail, parse_answer, parse_result, recv, round, send};
-use super::{BootstrapError, Exchange, JobEnv};
+use super::{BootstrapError, Exchange, JobEnv, Via};
 use crate::Rank;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -24,7 +24,11 @@ impl Rendezvous {
             return Ok(None);
         };
         if env.rank == 0 {
-            let listener = bind(&addr)?;
+            // A derived address names the first node, whose name may resolve to an address
+            // only it can reach (127.0.1.1 on a default Debian /etc/hosts): listen on every
+            // interface. An explicit address is taken as given.
+            let everywhere = matches!(env.via, Via::SlurmReserved | Via::SlurmDerived);
+            let listener = bind(&addr, everywhere)?;
             serve(listener, env.size, env.secret.clone(), env.timeout)
                 .map_err(|e| io_fail("start the rendezvous threads", e))?;
         }
@@ -92,6 +96,14 @@ impl Rendezvous {
                 size,
                 timeout,
             }),
+            Answer::Refused(why) if why.contains("wrong job secret") => {
+                Err(BootstrapError::Refused(format!(
+                    "{why} at {addr} — at start-up this is most likely another job's \
+                     rendezvous on the same port (a collision), or ranks started with different \
+                     TITUS_JOB_SECRET values: set TITUS_BOOTSTRAP=host:port to a free port of \
+                     the first node, or bootstrap through PMIx (mpirun, srun --mpi=pmix)"
+                )))
+            }
             Answer::Refused(why) => Err(BootstrapError::Refused(why)),
             Answer::Error(why) => Err(BootstrapError::Failed(why)),
         }

@@ -368,19 +368,34 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
     }
 }
 
-/// Listens at `addr` (rank 0's rendezvous address).
-pub(super) fn bind(addr: &str) -> Result<TcpListener, BootstrapError> {
+/// Listens at `addr` (rank 0's rendezvous address), on every interface with
+/// `everywhere`. A port another process holds is named as a likely collision, with the
+/// way out.
+pub(super) fn bind(addr: &str, everywhere: bool) -> Result<TcpListener, BootstrapError> {
     let fail = |e: std::io::Error| {
-        BootstrapError::Failed(format!("rank 0 cannot serve the rendezvous at {addr}: {e}"))
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " — another job or step probably derived the same port (a collision): set \
+             TITUS_BOOTSTRAP=host:port to a free port of the first node, or bootstrap \
+             through PMIx (mpirun, srun --mpi=pmix)"
+        } else {
+            ""
+        };
+        BootstrapError::Failed(format!(
+            "rank 0 cannot serve the rendezvous at {addr}: {e}{hint}"
+        ))
     };
     let (_, port) = addr
         .rsplit_once(':')
         .ok_or_else(|| BootstrapError::Missing(format!("'{addr}' is not host:port")))?;
+    let any = || TcpListener::bind(format!("0.0.0.0:{port}")).map_err(fail);
+    if everywhere {
+        return any();
+    }
     // Listen on the named host's address; fall back to every interface with the same port
     // (a host name may resolve to an address other than the interface's).
     let first = addr.to_socket_addrs().map_err(fail)?.next();
     match first.map(TcpListener::bind) {
         Some(Ok(l)) => Ok(l),
-        _ => TcpListener::bind(format!("0.0.0.0:{port}")).map_err(fail),
+        _ => any(),
     }
 }
