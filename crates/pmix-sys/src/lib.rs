@@ -122,7 +122,8 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-fn strerror(status: c_int) -> String {
+/// PMIx's text for a status (the shim's own for [`LOCAL_TIMEOUT`]).
+pub fn status_text(status: c_int) -> String {
     // SAFETY: tpmix_strerror returns a pointer to a static NUL-terminated string (PMIx's
     // table, the shim's own text, or the stub's literal) for any status.
     let p = unsafe { raw::tpmix_strerror(status) };
@@ -153,7 +154,7 @@ fn fail(status: c_int, what: impl std::fmt::Display) -> Error {
     Error {
         kind: classify(status),
         status,
-        message: format!("{what}: {}", strerror(status)),
+        message: format!("{what}: {}", status_text(status)),
     }
 }
 

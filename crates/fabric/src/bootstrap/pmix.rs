@@ -128,10 +128,11 @@ impl Pmix {
             .map_err(|e| {
                 let why = match e.kind {
                     ErrorKind::NotFound | ErrorKind::Timeout => format!(
-                        "rank {rank} did not publish key '{key}' (namespace {}) within {:?}: {}",
+                        "rank {rank} did not publish key '{key}' (namespace {}) within {:?} \
+                         (PMIx_Get: {})",
                         self.namespace(),
                         self.timeout,
-                        e.message
+                        titus_pmix_sys::status_text(e.status)
                     ),
                     _ => e.message,
                 };
