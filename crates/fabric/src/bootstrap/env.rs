@@ -228,6 +228,9 @@ pub struct JobEnv {
     pub via: Via,
     /// The rendezvous `host:port` (`None` for a single rank and under PMIx).
     pub rendezvous: Option<String>,
+    /// Which of the process's runtimes this is (0: the first; [`JobEnv::session`]): the
+    /// rendezvous's greeting names it, so one port serves them all.
+    pub runtime: u32,
     /// The job secret.
     pub secret: String,
     /// Timeout of every bootstrap wait.
@@ -243,28 +246,15 @@ pub struct JobEnv {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl JobEnv {
-    /// The same job for its `session`-th runtime in one process (0: the first): the
-    /// rendezvous port moves up by `session`, so a runtime never meets the rendezvous of
-    /// an earlier one whose threads may still be winding down. Every rank must use the
-    /// same session numbers in the same order.
+    /// The same job for its `session`-th runtime in one process (0: the first). The
+    /// rendezvous (one per process, one port) keeps each runtime's ranks apart by this
+    /// number, so a runtime never meets the rendezvous rounds of an earlier one whose
+    /// threads may still be winding down, and needs no port of its own (a second port,
+    /// port + k, was the next Slurm step's). Every rank must use the same session numbers
+    /// in the same order. Under PMIx, keys are numbered per process already.
     pub fn session(&self, session: u16) -> Result<Self, BootstrapError> {
         let mut env = self.clone();
-        if session == 0 {
-            return Ok(env);
-        }
-        if let Some(addr) = &self.rendezvous {
-            let bad = |reason: &str| BootstrapError::BadVar {
-                var: "rendezvous address".into(),
-                value: addr.clone(),
-                reason: reason.into(),
-            };
-            let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-            let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
-            let port = port
-                .checked_add(session)
-                .ok_or_else(|| bad("no port left for another runtime in this job"))?;
-            env.rendezvous = Some(format!("{host}:{port}"));
-        }
+        env.runtime = u32::from(session);
         Ok(env)
     }
 
@@ -459,6 +449,7 @@ impl JobEnv {
             launcher,
             via,
             rendezvous,
+            runtime: 0,
             secret,
             timeout,
             local_rank,
@@ -894,6 +885,130 @@ mod tests {
         assert!(e.contains("SLURM_NODEID='x'"), "{e}");
         let e = slurm(&[("SLURM_NTASKS_PER_NODE", "")]);
         assert!(e.contains("SLURM_NTASKS_PER_NODE=''"), "{e}");
+    }
+
+    /// The Slurm fallback's port: two concurrent steps of one job, several runtimes each,
+    /// never share a port (the runtimes of a process share their rendezvous, told apart
+    /// by the greeting), nor do job J step 31 and job J+1 step 0 (the old formula,
+    /// 30000 + (job × 31 + step) mod 20000, gave both 30620 for J = 19); every port is
+    /// below the ephemeral range, and one inside it is an error naming the way out.
+    #[test]
+    fn slurm_ports_never_collide_where_they_used_to() {
+        let eph = (32_768, 60_999);
+        let step_env = |job: &str, step: &str| {
+            env(&[
+                ("SLURM_PROCID", "1"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_JOB_ID", job),
+                ("SLURM_STEP_ID", step),
+                ("SLURM_JOB_NODELIST", "cn[1-2]"),
+            ])
+            .unwrap()
+        };
+        for job in [0u64, 19, 1234, 99_999, u64::from(u32::MAX)] {
+            let j = job.to_string();
+            // Two steps of one job, runtimes 0..4 each: one address per step.
+            let addrs = |step: &str| -> Vec<(String, u32)> {
+                let e = step_env(&j, step);
+                assert_eq!(e.via, Via::SlurmDerived);
+                (0..4u16)
+                    .map(|k| {
+                        let s = e.session(k).unwrap();
+                        (s.rendezvous.unwrap(), s.runtime)
+                    })
+                    .collect()
+            };
+            let (a, b) = (addrs("0"), addrs("1"));
+            for (x, y) in a.iter().zip(&b) {
+                assert_ne!(x.0, y.0, "job {job}: steps 0 and 1 share {}", x.0);
+            }
+            assert!(a.iter().all(|x| x.0 == a[0].0), "one rendezvous per process: {a:?}");
+            assert_eq!(a.iter().map(|x| x.1).collect::<Vec<_>>(), [0, 1, 2, 3]);
+            // Job J step 31 against job J+1 step 0; every step of a job apart.
+            let p = |job: u64, step: u64| slurm_port(job, step, eph).unwrap();
+            assert_ne!(p(job, 31), p(job + 1, 0), "job {job}");
+            let steps: std::collections::BTreeSet<u16> = (0..SLURM_STEPS).map(|s| p(job, s)).collect();
+            assert_eq!(steps.len() as u64, SLURM_STEPS, "job {job}");
+            for s in 0..SLURM_STEPS {
+                let port = p(job, s);
+                assert!((SLURM_PORT_BASE..eph.0).contains(&port), "{port}");
+            }
+        }
+        // Consecutive jobs' steps never meet.
+        for job in 0..600u64 {
+            for s in 0..SLURM_STEPS {
+                assert_ne!(
+                    slurm_port(job, s, eph).unwrap(),
+                    slurm_port(job + 1, s, eph).unwrap()
+                );
+            }
+        }
+        let err = slurm_port(3, 0, (1024, 65_535)).unwrap_err();
+        assert!(err.contains("ephemeral") && err.contains("TITUS_BOOTSTRAP"), "{err}");
+        // Reserved ports win over the derived one, from the step's first port.
+        let e = env(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_RESV_PORTS", "12000-12003"),
+            ("SLURM_STEP_NODELIST", "gpu[3-4]"),
+        ])
+        .unwrap();
+        assert_eq!((e.via, e.rendezvous.as_deref()), (Via::SlurmReserved, Some("gpu3:12000")));
+        let err = env(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_RESV_PORTS", "none"),
+            ("SLURM_STEP_NODELIST", "gpu3"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SLURM_STEP_RESV_PORTS='none'"), "{err}");
+    }
+
+    /// The order of choice: an explicit TITUS_BOOTSTRAP, a single rank, PMIx, Slurm; a
+    /// PMIx server in a build without the client is an error, never a silent fallback.
+    #[test]
+    fn the_bootstrap_is_chosen_in_order() {
+        let vars = |v: &[(&str, &str)]| {
+            let m: HashMap<String, String> =
+                v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            move |k: &str| m.get(k).cloned()
+        };
+        let ompi = [
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("PMIX_NAMESPACE", "prterun-x-1@1"),
+            ("PMIX_RANK", "1"),
+        ];
+        let e = JobEnv::from_vars_with(vars(&ompi), true, (32_768, 60_999)).unwrap();
+        assert_eq!((e.via, e.rendezvous.as_deref()), (Via::Pmix, None));
+        let mut forced = ompi.to_vec();
+        forced.push(("TITUS_BOOTSTRAP", "10.0.0.1:4000"));
+        let e = JobEnv::from_vars_with(vars(&forced), true, (32_768, 60_999)).unwrap();
+        assert_eq!(e.via, Via::Explicit);
+        let err = JobEnv::from_vars_with(vars(&ompi), false, (32_768, 60_999))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PMIX_NAMESPACE is set") && err.contains("libpmix-dev") && err.contains("TITUS_BOOTSTRAP"),
+            "{err}"
+        );
+        // srun --mpi=pmix: PMIx before the Slurm fallback; any server variable will do.
+        let srun = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_JOB_NODELIST", "n1"),
+            ("PMIX_SERVER_URI41", "x"),
+        ];
+        let e = JobEnv::from_vars_with(vars(&srun), true, (32_768, 60_999)).unwrap();
+        assert_eq!(e.via, Via::Pmix);
+        // One rank under mpirun: nothing to bootstrap.
+        let one = [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1"), ("PMIX_RANK", "0")];
+        let e = JobEnv::from_vars_with(vars(&one), true, (32_768, 60_999)).unwrap();
+        assert_eq!((e.via, e.launched()), (Via::Alone, true));
     }
 
     #[test]

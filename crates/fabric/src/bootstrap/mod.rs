@@ -197,6 +197,7 @@ mod tests {
             launcher: Launcher::Titus,
             via: Via::Explicit,
             rendezvous: Some(addr.into()),
+            runtime: 0,
             secret: secret.into(),
             timeout: Duration::from_secs(5),
             local_rank: Some(rank),
@@ -243,6 +244,54 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
+    }
+
+    /// One rendezvous (one port) serves several runtimes of the same processes at once:
+    /// the greeting names the runtime, and a rank that greets for a runtime rank 0 has not
+    /// opened yet waits for it. Runtime 0 is still in its rounds while runtime 1 starts.
+    #[test]
+    fn one_port_serves_every_runtime_of_a_process() {
+        let addr = free_addr();
+        let size = 3;
+        let results: Vec<Vec<Vec<u8>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..size)
+                .map(|r| {
+                    let addr = addr.clone();
+                    s.spawn(move || {
+                        let e = job(&addr, r, size, "sesame");
+                        // Rank 0 comes late to runtime 1: the others queue for it.
+                        if r != 0 {
+                            let mut rv1 = Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
+                            let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
+                            let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
+                            vec![a, b].concat()
+                        } else {
+                            let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
+                            std::thread::sleep(Duration::from_millis(200));
+                            let mut rv1 = Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
+                            let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
+                            vec![a, b].concat()
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let want: Vec<Vec<u8>> = (0..2)
+            .flat_map(|k| (0..size).map(move |i| format!("r{i}k{k}").into_bytes()))
+            .collect();
+        for r in results {
+            assert_eq!(r, want);
+        }
+        // A runtime number already open is refused for a second runtime of this process.
+        let e = job(&addr, 0, size, "sesame");
+        let err = Rendezvous::join(&e.session(7).unwrap())
+            .and_then(|_| Rendezvous::join(&e.session(7).unwrap()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("runtime 7 of this process already"), "{err}");
     }
 
     #[test]
