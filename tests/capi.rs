@@ -310,10 +310,7 @@ fn c_and_fortran_examples_under_mpirun_bootstrap_through_pmix() {
         return;
     }
     let b = built();
-    for (exe, args) in [
-        ("chemistry", &C_ARGS[..]),
-        ("chemistry-f", &F_ARGS[..]),
-    ] {
+    for (exe, args) in [("chemistry", &C_ARGS[..]), ("chemistry-f", &F_ARGS[..])] {
         let what = format!("{exe}, mpirun -n 3 through PMIx");
         let out = run_ok(
             titus_tests::mpirun(3)

@@ -70,7 +70,10 @@ fn runtime_bench_under_mpirun_bootstraps_through_pmix() {
     }
     for provider in providers() {
         for n in [2, 3, 4] {
-            let what = format!("mpirun -n {n} runtime-bench ({})", provider.unwrap_or("node"));
+            let what = format!(
+                "mpirun -n {n} runtime-bench ({})",
+                provider.unwrap_or("node")
+            );
             let out = run(
                 with_provider(mpirun(n), provider)
                     .arg(bin("runtime-bench"))
@@ -83,9 +86,17 @@ fn runtime_bench_under_mpirun_bootstraps_through_pmix() {
                 .filter(|l| l.starts_with('{'))
                 .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: {e}: {l}")))
                 .collect();
-            assert!(!reports.is_empty(), "{what}: no report:\n{}", output_text(&out));
+            assert!(
+                !reports.is_empty(),
+                "{what}: no report:\n{}",
+                output_text(&out)
+            );
             for r in reports {
-                assert_eq!((&r["ranks"], &r["verified"]), (&n.into(), &true.into()), "{what}: {r}");
+                assert_eq!(
+                    (&r["ranks"], &r["verified"]),
+                    (&n.into(), &true.into()),
+                    "{what}: {r}"
+                );
             }
         }
     }
@@ -128,7 +139,10 @@ fn the_log_names_the_bootstrap_and_titus_bootstrap_wins() {
     }
     let log = ["-x", "TITUS_LOG=titus_fabric::bootstrap=info"];
     let out = run(
-        mpirun(2).args(log).arg(bin("bootstrap-bench")).args(["--rounds", "3"]),
+        mpirun(2)
+            .args(log)
+            .arg(bin("bootstrap-bench"))
+            .args(["--rounds", "3"]),
         "bootstrap-bench over PMIx",
     );
     let text = output_text(&out);

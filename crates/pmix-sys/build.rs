@@ -42,13 +42,19 @@ fn main() {
     for dir in watched {
         println!("cargo::rerun-if-changed={}", dir.display());
     }
-    let found = match pkg_config::Config::new().atleast_version("2.0").probe("pmix") {
+    let found = match pkg_config::Config::new()
+        .atleast_version("2.0")
+        .probe("pmix")
+    {
         Ok(lib) => Ok(lib.include_paths),
         Err(e) => {
             // No pmix.pc: Debian's directory, linked by hand.
             let dir = debian_dir();
             if dir.join("include/pmix.h").is_file() && dir.join("lib").is_dir() {
-                println!("cargo::rustc-link-search=native={}", dir.join("lib").display());
+                println!(
+                    "cargo::rustc-link-search=native={}",
+                    dir.join("lib").display()
+                );
                 println!("cargo::rustc-link-lib=pmix");
                 Ok(vec![dir.join("include"), dir.join("include/pmix")])
             } else {

@@ -68,7 +68,10 @@ pub fn pmix_or_skip() -> bool {
         return false;
     }
     if !has("command -v mpirun") {
-        assert!(!ci, "CI must have Open MPI's mpirun (apt-get install openmpi-bin)");
+        assert!(
+            !ci,
+            "CI must have Open MPI's mpirun (apt-get install openmpi-bin)"
+        );
         eprintln!("skipping: mpirun is not installed (apt-get install openmpi-bin)");
         return false;
     }
@@ -87,7 +90,13 @@ pub fn mpirun(ranks: u32) -> Command {
     }
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "--timeout", "120", "-n", &ranks.to_string()]);
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "120",
+            "-n",
+            &ranks.to_string(),
+        ]);
     c
 }
 

@@ -53,7 +53,10 @@ fn main() {
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
     let env = JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string()));
     if env.size < 2 {
-        fail(2, "start it under a launcher with at least 2 ranks (mpirun -n 2, titus launch -n 2)");
+        fail(
+            2,
+            "start it under a launcher with at least 2 ranks (mpirun -n 2, titus launch -n 2)",
+        );
     }
     if args.missing_key {
         missing_key(&env);
@@ -61,13 +64,19 @@ fn main() {
     let mut ex = bootstrap::join(&env)
         .unwrap_or_else(|e| fail(1, &e.to_string()))
         .unwrap_or_else(|| fail(2, "no bootstrap for this job"));
-    let blob: Vec<u8> = (0..args.blob).map(|i| (i as u32 ^ env.rank) as u8).collect();
-    let all = ex.all_gather(&blob).unwrap_or_else(|e| fail(1, &e.to_string()));
+    let blob: Vec<u8> = (0..args.blob)
+        .map(|i| (i as u32 ^ env.rank) as u8)
+        .collect();
+    let all = ex
+        .all_gather(&blob)
+        .unwrap_or_else(|e| fail(1, &e.to_string()));
     let joined = start.elapsed();
     check(&all, &env, args.blob);
     let t = Instant::now();
     for _ in 0..args.rounds {
-        let all = ex.all_gather(&blob).unwrap_or_else(|e| fail(1, &e.to_string()));
+        let all = ex
+            .all_gather(&blob)
+            .unwrap_or_else(|e| fail(1, &e.to_string()));
         check(&all, &env, args.blob);
     }
     let gather = t.elapsed() / args.rounds.max(1);
@@ -81,7 +90,9 @@ fn main() {
         .iter()
         .flat_map(|d| (d.as_nanos() as u64).to_le_bytes())
         .collect();
-    let figures = ex.all_gather(&mine).unwrap_or_else(|e| fail(1, &e.to_string()));
+    let figures = ex
+        .all_gather(&mine)
+        .unwrap_or_else(|e| fail(1, &e.to_string()));
     if env.rank != 0 {
         return;
     }
@@ -128,8 +139,7 @@ fn check(all: &[Vec<u8>], env: &JobEnv, len: usize) {
     let ok = all.len() == env.size as usize
         && all.iter().enumerate().all(|(r, b)| {
             b.len() == len
-                && b
-                    .iter()
+                && b.iter()
                     .enumerate()
                     .all(|(i, &x)| x == (i as u32 ^ r as u32) as u8)
         });
@@ -141,13 +151,20 @@ fn check(all: &[Vec<u8>], env: &JobEnv, len: usize) {
 /// The `--missing-key` fault (see the notes at the top).
 fn missing_key(env: &JobEnv) -> ! {
     if env.via != Via::Pmix {
-        fail(2, &format!("--missing-key needs PMIx; this job's bootstrap is {}", env.via));
+        fail(
+            2,
+            &format!(
+                "--missing-key needs PMIx; this job's bootstrap is {}",
+                env.via
+            ),
+        );
     }
     let p = Pmix::join(env).unwrap_or_else(|e| fail(1, &e.to_string()));
     let key = "titus.fault.missing";
     let last = env.size - 1;
     if env.rank != last {
-        p.publish(key, b"here").unwrap_or_else(|e| fail(1, &e.to_string()));
+        p.publish(key, b"here")
+            .unwrap_or_else(|e| fail(1, &e.to_string()));
     }
     p.fence(true).unwrap_or_else(|e| fail(1, &e.to_string()));
     for r in 0..env.size {
@@ -155,5 +172,8 @@ fn missing_key(env: &JobEnv) -> ! {
             fail(3, &e.to_string());
         }
     }
-    fail(1, &format!("rank {last} never published '{key}', yet every read succeeded"))
+    fail(
+        1,
+        &format!("rank {last} never published '{key}', yet every read succeeded"),
+    )
 }

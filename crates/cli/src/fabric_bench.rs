@@ -332,13 +332,8 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
         }
         Backend::Node => {
             let rv = bootstrap::join(&env).map_err(bench_err)?;
-            let (fabric, exchange) = titus_fabric_node::open(
-                env.rank,
-                env.size,
-                rv,
-                config(),
-            )
-            .map_err(bench_err)?;
+            let (fabric, exchange) =
+                titus_fabric_node::open(env.rank, env.size, rv, config()).map_err(bench_err)?;
             let fabric = Arc::new(fabric);
             let mut exchange = exchange.ok_or_else(|| bench_err("no rendezvous"))?;
             if env.rank == 1 {
@@ -393,14 +388,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             }
             let rv = bootstrap::join(&env).map_err(bench_err)?;
             let fabric = Arc::new(
-                OfiFabric::open(
-                    env.rank,
-                    env.size,
-                    rv,
-                    config(),
-                    None,
-                )
-                .map_err(bench_err)?,
+                OfiFabric::open(env.rank, env.size, rv, config(), None).map_err(bench_err)?,
             );
             let barrier = |f: &OfiFabric| {
                 f.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))

@@ -172,7 +172,10 @@ fn unavailable() -> Error {
 /// The server's timeout in whole seconds (at least 1) and the shim's bound in
 /// milliseconds ([`GRACE`] more).
 fn bounds(timeout: Duration) -> (c_int, i64) {
-    let secs = timeout.as_secs_f64().ceil().clamp(1.0, f64::from(c_int::MAX)) as c_int;
+    let secs = timeout
+        .as_secs_f64()
+        .ceil()
+        .clamp(1.0, f64::from(c_int::MAX)) as c_int;
     let wait = (timeout + GRACE).as_millis().min(i64::MAX as u128) as i64;
     (secs, wait)
 }
@@ -224,8 +227,12 @@ impl Client {
         // The last byte stays NUL: the shim writes at most len - 1 characters.
         *ns.last_mut().expect("non-empty") = 0;
         *err.last_mut().expect("non-empty") = 0;
-        // SAFETY: both buffers are NUL-terminated (above) and outlive the borrow.
-        let text = |b: &[c_char]| unsafe { CStr::from_ptr(b.as_ptr()) }.to_string_lossy().into_owned();
+        let text = |b: &[c_char]| {
+            let bytes: Vec<u8> = b.iter().map(|&c| c as u8).collect();
+            CStr::from_bytes_until_nul(&bytes)
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
         if rc != 0 {
             return Err(Error {
                 kind: classify(rc),
@@ -238,7 +245,9 @@ impl Client {
             return Err(Error {
                 kind: ErrorKind::Malformed,
                 status: 0,
-                message: format!("PMIx says rank {rank} of a job of {size} (namespace {namespace})"),
+                message: format!(
+                    "PMIx says rank {rank} of a job of {size} (namespace {namespace})"
+                ),
             });
         }
         Ok(Client {
@@ -278,7 +287,10 @@ impl Client {
         // copies the value before returning.
         let rc = unsafe { raw::tpmix_put(k.as_ptr(), value.as_ptr().cast(), value.len()) };
         if rc != 0 {
-            return Err(fail(rc, format_args!("PMIx_Put/Commit of key '{key}' by rank {}", self.rank)));
+            return Err(fail(
+                rc,
+                format_args!("PMIx_Put/Commit of key '{key}' by rank {}", self.rank),
+            ));
         }
         Ok(())
     }
@@ -302,7 +314,13 @@ impl Client {
     /// The value `rank` published under `key`, at most `max_len` bytes, waiting at most
     /// `timeout` (and [`GRACE`]). A value that is not a byte object, is empty or is longer
     /// than `max_len` is an error ([`ErrorKind::Malformed`]): nothing is trusted.
-    pub fn get(&self, rank: u32, key: &str, timeout: Duration, max_len: usize) -> Result<Vec<u8>, Error> {
+    pub fn get(
+        &self,
+        rank: u32,
+        key: &str,
+        timeout: Duration,
+        max_len: usize,
+    ) -> Result<Vec<u8>, Error> {
         let k = key_c(key)?;
         let (secs, wait) = bounds(timeout);
         let mut data: *mut c_void = std::ptr::null_mut();
@@ -310,7 +328,16 @@ impl Client {
         // SAFETY: k is NUL-terminated; data, len and kind are valid destinations. On
         // success the shim hands over a malloc'd buffer of len bytes (or none).
         let rc = unsafe {
-            raw::tpmix_get(rank, k.as_ptr(), secs, wait, max_len, &mut data, &mut len, &mut kind)
+            raw::tpmix_get(
+                rank,
+                k.as_ptr(),
+                secs,
+                wait,
+                max_len,
+                &mut data,
+                &mut len,
+                &mut kind,
+            )
         };
         if rc != 0 {
             return Err(fail(
@@ -347,7 +374,10 @@ mod tests {
     fn keys_are_checked() {
         assert!(key_c("titus.0.1").is_ok());
         assert_eq!(key_c("").unwrap_err().kind, ErrorKind::Invalid);
-        assert_eq!(key_c(&"k".repeat(512)).unwrap_err().kind, ErrorKind::Invalid);
+        assert_eq!(
+            key_c(&"k".repeat(512)).unwrap_err().kind,
+            ErrorKind::Invalid
+        );
         assert_eq!(key_c("a\0b").unwrap_err().kind, ErrorKind::Invalid);
     }
 

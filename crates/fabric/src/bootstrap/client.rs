@@ -1,11 +1,11 @@
 //! The rendezvous client: each rank's connection, and the [`Exchange`] it provides.
 
 use super::server::{Hub, bind, serve};
-use std::sync::Mutex;
 use super::wire::{Answer, hello, io_fail, parse_answer, parse_result, recv, round, send};
 use super::{BootstrapError, Exchange, JobEnv, Via};
 use crate::Rank;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The rendezvous this process serves (as rank 0), by address: one for all its runtimes.

@@ -137,7 +137,9 @@ impl std::fmt::Display for Via {
             Via::Alone => "none (a single rank)",
             Via::Explicit => "the rendezvous at TITUS_BOOTSTRAP",
             Via::Pmix => "PMIx (the launcher's server)",
-            Via::SlurmReserved => "the rendezvous at the step's reserved port (SLURM_STEP_RESV_PORTS)",
+            Via::SlurmReserved => {
+                "the rendezvous at the step's reserved port (SLURM_STEP_RESV_PORTS)"
+            }
             Via::SlurmDerived => "the rendezvous at a port derived from the Slurm job and step",
         })
     }
@@ -181,7 +183,8 @@ pub const SLURM_STEPS: u64 = 32;
 /// error (a listener of srun or slurmstepd may hold it), never a silent other choice,
 /// since every rank must derive the same port.
 pub fn slurm_port(job: u64, step: u64, ephemeral: (u16, u16)) -> Result<u16, String> {
-    let slot = (job % (u64::from(SLURM_PORT_SPAN) / SLURM_STEPS)) * SLURM_STEPS + step % SLURM_STEPS;
+    let slot =
+        (job % (u64::from(SLURM_PORT_SPAN) / SLURM_STEPS)) * SLURM_STEPS + step % SLURM_STEPS;
     let port = SLURM_PORT_BASE + (slot % u64::from(SLURM_PORT_SPAN)) as u16;
     let (lo, hi) = ephemeral;
     if (lo..=hi).contains(&port) {
@@ -922,12 +925,16 @@ mod tests {
             for (x, y) in a.iter().zip(&b) {
                 assert_ne!(x.0, y.0, "job {job}: steps 0 and 1 share {}", x.0);
             }
-            assert!(a.iter().all(|x| x.0 == a[0].0), "one rendezvous per process: {a:?}");
+            assert!(
+                a.iter().all(|x| x.0 == a[0].0),
+                "one rendezvous per process: {a:?}"
+            );
             assert_eq!(a.iter().map(|x| x.1).collect::<Vec<_>>(), [0, 1, 2, 3]);
             // Job J step 31 against job J+1 step 0; every step of a job apart.
             let p = |job: u64, step: u64| slurm_port(job, step, eph).unwrap();
             assert_ne!(p(job, 31), p(job + 1, 0), "job {job}");
-            let steps: std::collections::BTreeSet<u16> = (0..SLURM_STEPS).map(|s| p(job, s)).collect();
+            let steps: std::collections::BTreeSet<u16> =
+                (0..SLURM_STEPS).map(|s| p(job, s)).collect();
             assert_eq!(steps.len() as u64, SLURM_STEPS, "job {job}");
             for s in 0..SLURM_STEPS {
                 let port = p(job, s);
@@ -944,7 +951,10 @@ mod tests {
             }
         }
         let err = slurm_port(3, 0, (1024, 65_535)).unwrap_err();
-        assert!(err.contains("ephemeral") && err.contains("TITUS_BOOTSTRAP"), "{err}");
+        assert!(
+            err.contains("ephemeral") && err.contains("TITUS_BOOTSTRAP"),
+            "{err}"
+        );
         // Reserved ports win over the derived one, from the step's first port.
         let e = env(&[
             ("SLURM_PROCID", "0"),
@@ -954,7 +964,10 @@ mod tests {
             ("SLURM_STEP_NODELIST", "gpu[3-4]"),
         ])
         .unwrap();
-        assert_eq!((e.via, e.rendezvous.as_deref()), (Via::SlurmReserved, Some("gpu3:12000")));
+        assert_eq!(
+            (e.via, e.rendezvous.as_deref()),
+            (Via::SlurmReserved, Some("gpu3:12000"))
+        );
         let err = env(&[
             ("SLURM_PROCID", "0"),
             ("SLURM_NTASKS", "2"),
@@ -972,8 +985,10 @@ mod tests {
     #[test]
     fn the_bootstrap_is_chosen_in_order() {
         let vars = |v: &[(&str, &str)]| {
-            let m: HashMap<String, String> =
-                v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let m: HashMap<String, String> = v
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             move |k: &str| m.get(k).cloned()
         };
         let ompi = [
@@ -992,7 +1007,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("PMIX_NAMESPACE is set") && err.contains("libpmix-dev") && err.contains("TITUS_BOOTSTRAP"),
+            err.contains("PMIX_NAMESPACE is set")
+                && err.contains("libpmix-dev")
+                && err.contains("TITUS_BOOTSTRAP"),
             "{err}"
         );
         // srun --mpi=pmix: PMIx before the Slurm fallback; any server variable will do.
@@ -1006,7 +1023,11 @@ mod tests {
         let e = JobEnv::from_vars_with(vars(&srun), true, (32_768, 60_999)).unwrap();
         assert_eq!(e.via, Via::Pmix);
         // One rank under mpirun: nothing to bootstrap.
-        let one = [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1"), ("PMIX_RANK", "0")];
+        let one = [
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "1"),
+            ("PMIX_RANK", "0"),
+        ];
         let e = JobEnv::from_vars_with(vars(&one), true, (32_768, 60_999)).unwrap();
         assert_eq!((e.via, e.launched()), (Via::Alone, true));
     }

@@ -261,18 +261,20 @@ mod tests {
                         let e = job(&addr, r, size, "sesame");
                         // Rank 0 comes late to runtime 1: the others queue for it.
                         if r != 0 {
-                            let mut rv1 = Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let mut rv1 =
+                                Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
                             let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
                             let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
                             let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
-                            vec![a, b].concat()
+                            [a, b].concat()
                         } else {
                             let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
                             std::thread::sleep(Duration::from_millis(200));
-                            let mut rv1 = Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let mut rv1 =
+                                Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
                             let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
                             let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
-                            vec![a, b].concat()
+                            [a, b].concat()
                         }
                     })
                 })

@@ -178,7 +178,9 @@ pub struct Hub {
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub").field("size", &self.size).finish_non_exhaustive()
+        f.debug_struct("Hub")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
     }
 }
 
