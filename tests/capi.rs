@@ -284,8 +284,8 @@ fn fortran_example_one_process_launch_and_mpirun() {
     assert_all_ranks_match(&out, 2, "chemistry-f, titus launch -n 2");
     let v = chemistry_json(&out, "chemistry-f, titus launch -n 2");
     assert_eq!(v["ranks"], 2, "{v}");
-    // Under mpirun without MPI in the program: Titus's own rendezvous at TITUS_BOOTSTRAP
-    // (the job secret comes from Open MPI's job id).
+    // Under mpirun with an explicit TITUS_BOOTSTRAP: Titus's own rendezvous (the job
+    // secret comes from Open MPI's job id), not mpirun's PMIx server.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -299,6 +299,31 @@ fn fortran_example_one_process_launch_and_mpirun() {
         "chemistry-f, mpirun -n 2",
     );
     assert_all_ranks_match(&out, 2, "chemistry-f, mpirun -n 2");
+}
+
+/// The C example built without MPI (no titus_mpi.h) and the Fortran example under
+/// mpirun with no Titus bootstrap variable: titus_init bootstraps through mpirun's PMIx
+/// server, 3 ranks each, and every rank matches the sequential run.
+#[test]
+fn c_and_fortran_examples_under_mpirun_bootstrap_through_pmix() {
+    if !titus_tests::libfabric_or_skip() || !titus_tests::pmix_or_skip() {
+        return;
+    }
+    let b = built();
+    for (exe, args) in [("chemistry", &C_ARGS[..]), ("chemistry-f", &F_ARGS[..])] {
+        let what = format!("{exe}, mpirun -n 3 through PMIx");
+        let out = run_ok(
+            titus_tests::mpirun(3)
+                .args(["-x", "TITUS_PROVIDER=tcp;ofi_rxm"])
+                .arg(b.dir.join(exe))
+                .args(args)
+                .arg("--json"),
+            &what,
+        );
+        assert_all_ranks_match(&out, 3, &what);
+        let v = chemistry_json(&out, &what);
+        assert_eq!(v["ranks"], 3, "{what}: {v}");
+    }
 }
 
 /// A solver's CMake project, outside the tree, finds the installed Titus with

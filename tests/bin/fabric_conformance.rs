@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use titus_fabric::bootstrap::{JobEnv, Rendezvous};
+use titus_fabric::bootstrap::{self, JobEnv};
 use titus_fabric::{Fabric, conformance};
 use titus_fabric_ofi::OfiFabric;
 
@@ -21,9 +21,8 @@ fn main() {
         std::process::exit(1)
     };
     let env = JobEnv::from_env().unwrap_or_else(|e| fail("environment", &e));
-    let rv = Rendezvous::join(&env).unwrap_or_else(|e| fail("rendezvous", &e));
+    let rv = bootstrap::join(&env).unwrap_or_else(|e| fail("bootstrap", &e));
     let config = conformance::config(env.size, Duration::from_secs(5));
-    let rv = rv.map(Rendezvous::into_exchange);
     let (fabric, connect, _exchange): (Arc<dyn Fabric>, _, _) = if provider == "node" {
         let (f, x) = titus_fabric_node::open(env.rank, env.size, rv, config)
             .unwrap_or_else(|e| fail("open", &e));

@@ -46,6 +46,60 @@ pub fn libfabric_or_skip() -> bool {
     false
 }
 
+/// Whether PMIx jobs can run here: this build has a PMIx client and Open MPI's `mpirun`
+/// is installed. Skips (printing why) only where they are genuinely absent: a build
+/// without the client while pkg-config finds libpmix, or in CI (env `CI` set), where
+/// `.ci/test` installs both, is a failure.
+pub fn pmix_or_skip() -> bool {
+    let has = |cmd: &str| {
+        Command::new("sh")
+            .args(["-c", cmd])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let ci = std::env::var_os("CI").is_some();
+    if !titus_pmix_sys::AVAILABLE {
+        assert!(
+            !ci && !has("pkg-config --exists pmix"),
+            "libpmix is installed (or this is CI) but this build has no PMIx client: see \
+             titus-pmix-sys's build warning"
+        );
+        eprintln!("skipping: this build has no PMIx client (apt-get install libpmix-dev)");
+        return false;
+    }
+    if !has("command -v mpirun") {
+        assert!(
+            !ci,
+            "CI must have Open MPI's mpirun (apt-get install openmpi-bin)"
+        );
+        eprintln!("skipping: mpirun is not installed (apt-get install openmpi-bin)");
+        return false;
+    }
+    true
+}
+
+/// `mpirun --oversubscribe -n RANKS` (allowed as root, with a 120 s limit of its own) in
+/// an environment without any `TITUS_` variable, to be given a program: the job
+/// bootstraps through mpirun's PMIx server.
+pub fn mpirun(ranks: u32) -> Command {
+    let mut c = Command::new("mpirun");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TITUS_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "120",
+            "-n",
+            &ranks.to_string(),
+        ]);
+    c
+}
+
 /// A `sh -c` script that plays two nodes on one machine: the first half of the ranks
 /// gets `TITUS_NODE_ID=a`, the rest `b`, then it runs its first argument with the rest
 /// (`sh -c TWO_NODES PROGRAM ARGS...`).

@@ -369,8 +369,9 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
     *slot = Box::into_raw(h);
 }
 
-/// Initialises this rank from the launcher's environment (`titus launch`, srun, mpirun with
-/// `TITUS_BOOTSTRAP`; a single rank without one) and stores the handle in `*handle`, which
+/// Initialises this rank from the launcher's environment (`titus launch`, srun, mpirun:
+/// through its PMIx server, or the rendezvous at `TITUS_BOOTSTRAP` when set; a single rank
+/// without a launcher) and stores the handle in `*handle`, which
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,

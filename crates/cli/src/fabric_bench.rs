@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use titus_fabric::bootstrap::{JobEnv, Rendezvous};
+use titus_fabric::bootstrap::{self, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{
     Exposure, Fabric, FabricConfig, Loc, Piece, ProgressThread, SegmentId, SegmentSpec,
@@ -331,14 +331,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             Report::new("mem", &*fabrics[0], args.iters, Duration::ZERO, measured)
         }
         Backend::Node => {
-            let rv = Rendezvous::join(&env).map_err(bench_err)?;
-            let (fabric, exchange) = titus_fabric_node::open(
-                env.rank,
-                env.size,
-                rv.map(Rendezvous::into_exchange),
-                config(),
-            )
-            .map_err(bench_err)?;
+            let rv = bootstrap::join(&env).map_err(bench_err)?;
+            let (fabric, exchange) =
+                titus_fabric_node::open(env.rank, env.size, rv, config()).map_err(bench_err)?;
             let fabric = Arc::new(fabric);
             let mut exchange = exchange.ok_or_else(|| bench_err("no rendezvous"))?;
             if env.rank == 1 {
@@ -391,16 +386,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 // Say so before the rendezvous, which would otherwise wait for the others.
                 return Err(bench_err(titus_fabric_ofi::providers().unwrap_err()));
             }
-            let rv = Rendezvous::join(&env).map_err(bench_err)?;
+            let rv = bootstrap::join(&env).map_err(bench_err)?;
             let fabric = Arc::new(
-                OfiFabric::open(
-                    env.rank,
-                    env.size,
-                    rv.map(Rendezvous::into_exchange),
-                    config(),
-                    None,
-                )
-                .map_err(bench_err)?,
+                OfiFabric::open(env.rank, env.size, rv, config(), None).map_err(bench_err)?,
             );
             let barrier = |f: &OfiFabric| {
                 f.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))

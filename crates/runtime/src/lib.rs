@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use titus_core::{Config as CoreConfig, Loc, Memory, Node, Time};
 use titus_fabric::backend::{Opened, Opener};
-use titus_fabric::bootstrap::{Exchange, JobEnv, Rendezvous};
+use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_overlay::{Overlay, OverlayParams};
@@ -407,12 +407,12 @@ impl Runtime {
             }
             Backend::Fabric { name, provider } => (backend::opener(&name)?, provider),
         };
-        let rv = Rendezvous::join(&env).map_err(FabricError::from)?;
+        let exchange = bootstrap::join(&env).map_err(FabricError::from)?;
         Self::over_fabric(
             cfg,
             env.rank,
             env.size,
-            rv.map(Rendezvous::into_exchange),
+            exchange,
             opener,
             provider.as_deref(),
         )

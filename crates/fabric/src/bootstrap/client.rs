@@ -1,11 +1,34 @@
 //! The rendezvous client: each rank's connection, and the [`Exchange`] it provides.
 
-use super::server::{bind, serve};
+use super::server::{Hub, bind, serve};
 use super::wire::{Answer, hello, io_fail, parse_answer, parse_result, recv, round, send};
-use super::{BootstrapError, Exchange, JobEnv};
+use super::{BootstrapError, Exchange, JobEnv, Via};
 use crate::Rank;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The rendezvous this process serves (as rank 0), by address: one for all its runtimes.
+static HUBS: Mutex<Vec<(String, Hub)>> = Mutex::new(Vec::new());
+
+/// The rendezvous this process serves at `addr` for `env`'s job, started on first use.
+fn hub(addr: &str, everywhere: bool, env: &JobEnv) -> Result<Hub, BootstrapError> {
+    let mut hubs = HUBS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, h)) = hubs.iter().find(|(a, _)| a == addr) {
+        if !h.serves(env.size, &env.secret) {
+            return Err(BootstrapError::Failed(format!(
+                "this process already serves a rendezvous at {addr} for another job (another \
+                 size or secret)"
+            )));
+        }
+        return Ok(h.clone());
+    }
+    let listener = bind(addr, everywhere)?;
+    let h = serve(listener, env.size, env.secret.clone())
+        .map_err(|e| io_fail("start the rendezvous threads", e))?;
+    hubs.push((addr.to_string(), h.clone()));
+    Ok(h)
+}
 
 /// This rank's connection to the rendezvous.
 #[derive(Debug)]
@@ -24,19 +47,41 @@ impl Rendezvous {
             return Ok(None);
         };
         if env.rank == 0 {
-            let listener = bind(&addr)?;
-            serve(listener, env.size, env.secret.clone(), env.timeout)
-                .map_err(|e| io_fail("start the rendezvous threads", e))?;
+            // A derived address names the first node, whose name may resolve to an address
+            // only it can reach (127.0.1.1 on a default Debian /etc/hosts): listen on every
+            // interface. An explicit address is taken as given.
+            let everywhere = matches!(env.via, Via::SlurmReserved | Via::SlurmDerived);
+            hub(&addr, everywhere, env)?.open(env.runtime, env.timeout)?;
         }
-        Self::connect(&addr, env.rank, env.size, &env.secret, env.timeout).map(Some)
+        Self::connect_runtime(
+            &addr,
+            env.rank,
+            env.size,
+            env.runtime,
+            &env.secret,
+            env.timeout,
+        )
+        .map(Some)
     }
 
-    /// Connects to the rendezvous at `addr` as `rank` of `size`, retrying until `timeout`
-    /// (rank 0 may not be serving yet).
+    /// Connects to the rendezvous at `addr` as `rank` of `size` for the process's first
+    /// runtime, retrying until `timeout` (rank 0 may not be serving yet).
     pub fn connect(
         addr: &str,
         rank: Rank,
         size: u32,
+        secret: &str,
+        timeout: Duration,
+    ) -> Result<Self, BootstrapError> {
+        Self::connect_runtime(addr, rank, size, 0, secret, timeout)
+    }
+
+    /// [`Rendezvous::connect`] for the process's runtime number `runtime`.
+    pub fn connect_runtime(
+        addr: &str,
+        rank: Rank,
+        size: u32,
+        runtime: u32,
         secret: &str,
         timeout: Duration,
     ) -> Result<Self, BootstrapError> {
@@ -77,7 +122,7 @@ impl Rendezvous {
             std::thread::sleep(Duration::from_millis(50));
         };
         let _ = stream.set_nodelay(true);
-        send(&mut stream, &hello(secret.as_bytes(), rank, size))
+        send(&mut stream, &hello(secret.as_bytes(), rank, size, runtime))
             .map_err(|e| io_fail("send the greeting", e))?;
         let _ = stream.set_read_timeout(Some(
             deadline
@@ -92,6 +137,14 @@ impl Rendezvous {
                 size,
                 timeout,
             }),
+            Answer::Refused(why) if why.contains("wrong job secret") => {
+                Err(BootstrapError::Refused(format!(
+                    "{why} at {addr} — at start-up this is most likely another job's \
+                     rendezvous on the same port (a collision), or ranks started with different \
+                     TITUS_JOB_SECRET values: set TITUS_BOOTSTRAP=host:port to a free port of \
+                     the first node, or bootstrap through PMIx (mpirun, srun --mpi=pmix)"
+                )))
+            }
             Answer::Refused(why) => Err(BootstrapError::Refused(why)),
             Answer::Error(why) => Err(BootstrapError::Failed(why)),
         }

@@ -111,6 +111,113 @@ impl Launcher {
     }
 }
 
+/// Which bootstrap the ranks of a job meet through, in the order of choice of
+/// [`JobEnv::from_vars`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A single rank: nothing to exchange.
+    Alone,
+    /// The rendezvous at an explicit `TITUS_BOOTSTRAP` (`titus launch` sets it); always
+    /// first, so it also forces the rendezvous where a launcher offers PMIx.
+    Explicit,
+    /// The launcher's PMIx server (`mpirun`, `srun --mpi=pmix`): no port, no secret.
+    Pmix,
+    /// Under Slurm without PMIx: the rendezvous on the first node, at the first of the
+    /// ports the step reserved (`SLURM_STEP_RESV_PORTS`, `srun --resv-ports`).
+    SlurmReserved,
+    /// Under Slurm without PMIx or reserved ports: the rendezvous on the first node, at a
+    /// port derived from the job and step ([`slurm_port`]), below the kernel's ephemeral
+    /// range.
+    SlurmDerived,
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Via::Alone => "none (a single rank)",
+            Via::Explicit => "the rendezvous at TITUS_BOOTSTRAP",
+            Via::Pmix => "PMIx (the launcher's server)",
+            Via::SlurmReserved => {
+                "the rendezvous at the step's reserved port (SLURM_STEP_RESV_PORTS)"
+            }
+            Via::SlurmDerived => "the rendezvous at a port derived from the Slurm job and step",
+        })
+    }
+}
+
+/// The variables a PMIx server sets in the environment of the processes it starts, any of
+/// which means "started by a PMIx server" ([`pmix_server_var`]).
+pub const PMIX_VARS: [&str; 8] = [
+    "PMIX_NAMESPACE",
+    "PMIX_RANK",
+    "PMIX_SERVER_URI4",
+    "PMIX_SERVER_URI41",
+    "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI21",
+    "PMIX_SERVER_URI2",
+    "PMIX_SERVER_URI",
+];
+
+/// The first of [`PMIX_VARS`] set (through `get`): the process was started by a PMIx
+/// server, which it can bootstrap through.
+pub fn pmix_server_var(get: impl Fn(&str) -> Option<String>) -> Option<&'static str> {
+    PMIX_VARS.into_iter().find(|v| get(v).is_some())
+}
+
+/// The lowest port of the window [`slurm_port`] derives rendezvous ports from, below
+/// Linux's default ephemeral range (32768–60999) and above the ports sites commonly give
+/// to Slurm itself (6817–6819) and to `srun --resv-ports` (MpiParams, often 12000–12999).
+pub const SLURM_PORT_BASE: u16 = 16_384;
+/// The window's size: [`SLURM_PORT_BASE`] up to 32767.
+pub const SLURM_PORT_SPAN: u16 = 16_384;
+/// Steps of one job that never share a port: step `s` and step `s + 32` of one job, and
+/// jobs `j` and `j + 512` at one step, are the only pairs that do.
+pub const SLURM_STEPS: u64 = 32;
+
+/// The rendezvous port of Slurm job `job`, step `step`, where no PMIx server and no
+/// reserved ports are available: [`SLURM_PORT_BASE`] + (job × [`SLURM_STEPS`] + step mod
+/// [`SLURM_STEPS`]) mod [`SLURM_PORT_SPAN`]. Every runtime of a process shares it (one
+/// rendezvous per process; the greeting names the runtime), so steps 0..31 of a job and
+/// consecutive jobs never meet. `ephemeral` is the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`, [`ephemeral_ports`]): a port inside it is an
+/// error (a listener of srun or slurmstepd may hold it), never a silent other choice,
+/// since every rank must derive the same port.
+pub fn slurm_port(job: u64, step: u64, ephemeral: (u16, u16)) -> Result<u16, String> {
+    let slot =
+        (job % (u64::from(SLURM_PORT_SPAN) / SLURM_STEPS)) * SLURM_STEPS + step % SLURM_STEPS;
+    let port = SLURM_PORT_BASE + (slot % u64::from(SLURM_PORT_SPAN)) as u16;
+    let (lo, hi) = ephemeral;
+    if (lo..=hi).contains(&port) {
+        return Err(format!(
+            "the port derived for Slurm job {job} step {step}, {port}, is in this node's ephemeral \
+             range {lo}-{hi} (net.ipv4.ip_local_port_range): set TITUS_BOOTSTRAP=host:port, or \
+             reserve ports for the step (srun --resv-ports)"
+        ));
+    }
+    Ok(port)
+}
+
+/// The kernel's ephemeral port range, `/proc/sys/net/ipv4/ip_local_port_range`; Linux's
+/// default (32768, 60999) when it cannot be read.
+pub fn ephemeral_ports() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|p| p.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// The first port of a Slurm reserved-port list (`12000-12003` or `12000,12007`).
+pub fn first_reserved_port(list: &str) -> Option<u16> {
+    list.trim()
+        .split([',', '-'])
+        .next()
+        .and_then(|p| p.trim().parse::<u16>().ok())
+        .filter(|&p| p > 0)
+}
+
 /// What the launcher told this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobEnv {
@@ -120,8 +227,13 @@ pub struct JobEnv {
     pub size: u32,
     /// The launcher.
     pub launcher: Launcher,
-    /// The rendezvous `host:port` (`None` for a single rank).
+    /// Which bootstrap the ranks meet through ([`Via`]).
+    pub via: Via,
+    /// The rendezvous `host:port` (`None` for a single rank and under PMIx).
     pub rendezvous: Option<String>,
+    /// Which of the process's runtimes this is (0: the first; [`JobEnv::session`]): the
+    /// rendezvous's greeting names it, so one port serves them all.
+    pub runtime: u32,
     /// The job secret.
     pub secret: String,
     /// Timeout of every bootstrap wait.
@@ -137,28 +249,15 @@ pub struct JobEnv {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl JobEnv {
-    /// The same job for its `session`-th runtime in one process (0: the first): the
-    /// rendezvous port moves up by `session`, so a runtime never meets the rendezvous of
-    /// an earlier one whose threads may still be winding down. Every rank must use the
-    /// same session numbers in the same order.
+    /// The same job for its `session`-th runtime in one process (0: the first). The
+    /// rendezvous (one per process, one port) keeps each runtime's ranks apart by this
+    /// number, so a runtime never meets the rendezvous rounds of an earlier one whose
+    /// threads may still be winding down, and needs no port of its own (a second port,
+    /// port + k, was the next Slurm step's). Every rank must use the same session numbers
+    /// in the same order. Under PMIx, keys are numbered per process already.
     pub fn session(&self, session: u16) -> Result<Self, BootstrapError> {
         let mut env = self.clone();
-        if session == 0 {
-            return Ok(env);
-        }
-        if let Some(addr) = &self.rendezvous {
-            let bad = |reason: &str| BootstrapError::BadVar {
-                var: "rendezvous address".into(),
-                value: addr.clone(),
-                reason: reason.into(),
-            };
-            let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-            let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
-            let port = port
-                .checked_add(session)
-                .ok_or_else(|| bad("no port left for another runtime in this job"))?;
-            env.rendezvous = Some(format!("{host}:{port}"));
-        }
+        env.runtime = u32::from(session);
         Ok(env)
     }
 
@@ -180,8 +279,25 @@ impl JobEnv {
         Self::from_vars(|k| std::env::var(k).ok())
     }
 
-    /// Reads variables through `get` (the environment, or a map in tests).
+    /// Reads variables through `get` (the environment, or a map in tests), with this
+    /// build's PMIx client and this node's ephemeral ports.
+    ///
+    /// Which bootstrap the ranks use ([`Via`]), in order: an explicit `TITUS_BOOTSTRAP`
+    /// (the rendezvous); nothing for a single rank; PMIx when a PMIx server started the
+    /// process ([`PMIX_VARS`]); under Slurm, the rendezvous on the first node at the
+    /// step's first reserved port (`SLURM_STEP_RESV_PORTS`), else at [`slurm_port`]. A
+    /// PMIx server in a build without a PMIx client is an error, not a silent fallback.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
+        Self::from_vars_with(get, titus_pmix_sys::AVAILABLE, ephemeral_ports())
+    }
+
+    /// [`JobEnv::from_vars`] with whether PMIx is `pmix_available` and the `ephemeral`
+    /// port range given (tests play other builds and nodes).
+    pub fn from_vars_with(
+        get: impl Fn(&str) -> Option<String>,
+        pmix_available: bool,
+        ephemeral: (u16, u16),
+    ) -> Result<Self, BootstrapError> {
         let num = |var: &str, v: String| -> Result<u32, BootstrapError> {
             v.trim().parse::<u32>().map_err(|_| BootstrapError::BadVar {
                 var: var.into(),
@@ -245,7 +361,7 @@ impl JobEnv {
                 get("SLURM_STEP_ID").unwrap_or_default()
             ))
         };
-        let rendezvous = match get("TITUS_BOOTSTRAP") {
+        let explicit = match get("TITUS_BOOTSTRAP") {
             Some(v)
                 if v.rsplit_once(':')
                     .is_some_and(|(_, p)| p.parse::<u16>().is_ok()) =>
@@ -259,25 +375,58 @@ impl JobEnv {
                     reason: "expected host:port".into(),
                 });
             }
-            None if launcher == Launcher::Slurm => {
-                let nodes = get("SLURM_STEP_NODELIST").or_else(|| get("SLURM_JOB_NODELIST"));
-                match (nodes.as_deref().and_then(first_host), get("SLURM_JOB_ID")) {
-                    (Some(host), Some(job)) => {
-                        let job: u64 = job.trim().parse().unwrap_or(0);
-                        let step: u64 = get("SLURM_STEP_ID")
-                            .and_then(|s| s.trim().parse().ok())
-                            .unwrap_or(0);
-                        Some(format!("{host}:{}", 30_000 + (job * 31 + step) % 20_000))
-                    }
-                    _ => None,
-                }
-            }
             None => None,
         };
-        if size > 1 && rendezvous.is_none() {
+        // The order of choice: an explicit rendezvous, a single rank, PMIx, Slurm.
+        let (via, rendezvous) = if let Some(addr) = explicit {
+            (Via::Explicit, Some(addr))
+        } else if size == 1 {
+            (Via::Alone, None)
+        } else if let Some(var) = pmix_server_var(&get) {
+            if !pmix_available {
+                return Err(BootstrapError::Pmix(format!(
+                    "a PMIx server started this process ({var} is set), but this build of Titus \
+                     has no PMIx client (libpmix was not found when it was built): install it \
+                     (Debian: apt-get install libpmix-dev pkg-config) and rebuild, or set \
+                     TITUS_BOOTSTRAP=host:port to use the rendezvous"
+                )));
+            }
+            (Via::Pmix, None)
+        } else if launcher == Launcher::Slurm {
+            let nodes = get("SLURM_STEP_NODELIST").or_else(|| get("SLURM_JOB_NODELIST"));
+            let host = nodes.as_deref().and_then(first_host);
+            match (host, get("SLURM_STEP_RESV_PORTS"), get("SLURM_JOB_ID")) {
+                (Some(host), Some(ports), _) => {
+                    let port =
+                        first_reserved_port(&ports).ok_or_else(|| BootstrapError::BadVar {
+                            var: "SLURM_STEP_RESV_PORTS".into(),
+                            value: ports.clone(),
+                            reason: "expected a port list such as 12000-12003".into(),
+                        })?;
+                    (Via::SlurmReserved, Some(format!("{host}:{port}")))
+                }
+                (Some(host), None, Some(job)) => {
+                    let job: u64 = job.trim().parse().map_err(|_| BootstrapError::BadVar {
+                        var: "SLURM_JOB_ID".into(),
+                        value: job.clone(),
+                        reason: "not a non-negative integer".into(),
+                    })?;
+                    let step: u64 = get("SLURM_STEP_ID")
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0);
+                    let port = slurm_port(job, step, ephemeral).map_err(BootstrapError::Missing)?;
+                    (Via::SlurmDerived, Some(format!("{host}:{port}")))
+                }
+                _ => (Via::SlurmDerived, None),
+            }
+        } else {
+            (Via::Alone, None)
+        };
+        if size > 1 && via != Via::Pmix && rendezvous.is_none() {
             return Err(BootstrapError::Missing(
                 "TITUS_BOOTSTRAP is not set: give the rendezvous address host:port (rank 0 serves it), \
-                 or start the job with `titus launch`"
+                 start the job with `titus launch`, or under a launcher that serves PMIx (mpirun, \
+                 srun --mpi=pmix)"
                     .into(),
             ));
         }
@@ -290,7 +439,7 @@ impl JobEnv {
                 _ => None,
             })
             .unwrap_or_default();
-        if size > 1 && secret.is_empty() {
+        if rendezvous.is_some() && size > 1 && secret.is_empty() {
             return Err(BootstrapError::Missing(
                 "TITUS_JOB_SECRET is not set and the launcher gives no job id to derive it from: \
                  set it to the same value on every rank"
@@ -301,7 +450,9 @@ impl JobEnv {
             rank,
             size,
             launcher,
+            via,
             rendezvous,
+            runtime: 0,
             secret,
             timeout,
             local_rank,
@@ -518,8 +669,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(e.launcher, Launcher::Slurm);
-        // Port 30000 + (job × 31 + step) mod 20000.
-        assert_eq!(e.rendezvous.as_deref(), Some("cn017:48254"));
+        // Below the ephemeral range: 16384 + ((job mod 512) × 32 + step mod 32).
+        assert_eq!(e.via, Via::SlurmDerived);
+        assert_eq!(e.rendezvous.as_deref(), Some("cn017:23104"));
         assert_eq!(e.secret, "slurm-1234.0");
         let e = env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1")]).unwrap();
         assert_eq!(e.launcher, Launcher::OpenMpi);
@@ -736,6 +888,148 @@ mod tests {
         assert!(e.contains("SLURM_NODEID='x'"), "{e}");
         let e = slurm(&[("SLURM_NTASKS_PER_NODE", "")]);
         assert!(e.contains("SLURM_NTASKS_PER_NODE=''"), "{e}");
+    }
+
+    /// The Slurm fallback's port: two concurrent steps of one job, several runtimes each,
+    /// never share a port (the runtimes of a process share their rendezvous, told apart
+    /// by the greeting), nor do job J step 31 and job J+1 step 0 (the old formula,
+    /// 30000 + (job × 31 + step) mod 20000, gave both 30620 for J = 19); every port is
+    /// below the ephemeral range, and one inside it is an error naming the way out.
+    #[test]
+    fn slurm_ports_never_collide_where_they_used_to() {
+        let eph = (32_768, 60_999);
+        let step_env = |job: &str, step: &str| {
+            env(&[
+                ("SLURM_PROCID", "1"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_JOB_ID", job),
+                ("SLURM_STEP_ID", step),
+                ("SLURM_JOB_NODELIST", "cn[1-2]"),
+            ])
+            .unwrap()
+        };
+        for job in [0u64, 19, 1234, 99_999, u64::from(u32::MAX)] {
+            let j = job.to_string();
+            // Two steps of one job, runtimes 0..4 each: one address per step.
+            let addrs = |step: &str| -> Vec<(String, u32)> {
+                let e = step_env(&j, step);
+                assert_eq!(e.via, Via::SlurmDerived);
+                (0..4u16)
+                    .map(|k| {
+                        let s = e.session(k).unwrap();
+                        (s.rendezvous.unwrap(), s.runtime)
+                    })
+                    .collect()
+            };
+            let (a, b) = (addrs("0"), addrs("1"));
+            for (x, y) in a.iter().zip(&b) {
+                assert_ne!(x.0, y.0, "job {job}: steps 0 and 1 share {}", x.0);
+            }
+            assert!(
+                a.iter().all(|x| x.0 == a[0].0),
+                "one rendezvous per process: {a:?}"
+            );
+            assert_eq!(a.iter().map(|x| x.1).collect::<Vec<_>>(), [0, 1, 2, 3]);
+            // Job J step 31 against job J+1 step 0; every step of a job apart.
+            let p = |job: u64, step: u64| slurm_port(job, step, eph).unwrap();
+            assert_ne!(p(job, 31), p(job + 1, 0), "job {job}");
+            let steps: std::collections::BTreeSet<u16> =
+                (0..SLURM_STEPS).map(|s| p(job, s)).collect();
+            assert_eq!(steps.len() as u64, SLURM_STEPS, "job {job}");
+            for s in 0..SLURM_STEPS {
+                let port = p(job, s);
+                assert!((SLURM_PORT_BASE..eph.0).contains(&port), "{port}");
+            }
+        }
+        // Consecutive jobs' steps never meet.
+        for job in 0..600u64 {
+            for s in 0..SLURM_STEPS {
+                assert_ne!(
+                    slurm_port(job, s, eph).unwrap(),
+                    slurm_port(job + 1, s, eph).unwrap()
+                );
+            }
+        }
+        let err = slurm_port(3, 0, (1024, 65_535)).unwrap_err();
+        assert!(
+            err.contains("ephemeral") && err.contains("TITUS_BOOTSTRAP"),
+            "{err}"
+        );
+        // Reserved ports win over the derived one, from the step's first port.
+        let e = env(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_RESV_PORTS", "12000-12003"),
+            ("SLURM_STEP_NODELIST", "gpu[3-4]"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (e.via, e.rendezvous.as_deref()),
+            (Via::SlurmReserved, Some("gpu3:12000"))
+        );
+        let err = env(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_RESV_PORTS", "none"),
+            ("SLURM_STEP_NODELIST", "gpu3"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SLURM_STEP_RESV_PORTS='none'"), "{err}");
+    }
+
+    /// The order of choice: an explicit TITUS_BOOTSTRAP, a single rank, PMIx, Slurm; a
+    /// PMIx server in a build without the client is an error, never a silent fallback.
+    #[test]
+    fn the_bootstrap_is_chosen_in_order() {
+        let vars = |v: &[(&str, &str)]| {
+            let m: HashMap<String, String> = v
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |k: &str| m.get(k).cloned()
+        };
+        let ompi = [
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("PMIX_NAMESPACE", "prterun-x-1@1"),
+            ("PMIX_RANK", "1"),
+        ];
+        let e = JobEnv::from_vars_with(vars(&ompi), true, (32_768, 60_999)).unwrap();
+        assert_eq!((e.via, e.rendezvous.as_deref()), (Via::Pmix, None));
+        let mut forced = ompi.to_vec();
+        forced.push(("TITUS_BOOTSTRAP", "10.0.0.1:4000"));
+        let e = JobEnv::from_vars_with(vars(&forced), true, (32_768, 60_999)).unwrap();
+        assert_eq!(e.via, Via::Explicit);
+        let err = JobEnv::from_vars_with(vars(&ompi), false, (32_768, 60_999))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PMIX_NAMESPACE is set")
+                && err.contains("libpmix-dev")
+                && err.contains("TITUS_BOOTSTRAP"),
+            "{err}"
+        );
+        // srun --mpi=pmix: PMIx before the Slurm fallback; any server variable will do.
+        let srun = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_JOB_NODELIST", "n1"),
+            ("PMIX_SERVER_URI41", "x"),
+        ];
+        let e = JobEnv::from_vars_with(vars(&srun), true, (32_768, 60_999)).unwrap();
+        assert_eq!(e.via, Via::Pmix);
+        // One rank under mpirun: nothing to bootstrap.
+        let one = [
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "1"),
+            ("PMIX_RANK", "0"),
+        ];
+        let e = JobEnv::from_vars_with(vars(&one), true, (32_768, 60_999)).unwrap();
+        assert_eq!((e.via, e.launched()), (Via::Alone, true));
     }
 
     #[test]

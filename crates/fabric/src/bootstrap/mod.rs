@@ -1,6 +1,8 @@
 //! Bootstrap: who am I, how many are we, and everyone's fabric address.
 //!
-//! Addresses are exchanged through a rendezvous: rank 0 serves it at `TITUS_BOOTSTRAP`
+//! Addresses are exchanged through the launcher's PMIx server (see `pmix`) or a
+//! rendezvous; [`JobEnv::from_vars`] chooses ([`Via`]) and [`join`] joins it. The
+//! rendezvous: rank 0 serves it at `TITUS_BOOTSTRAP`
 //! (`host:port`; under Slurm, derived from the job's first node and id when unset), every
 //! rank (rank 0 too) connects, proves it belongs to the job with the per-job secret
 //! `TITUS_JOB_SECRET`, and takes part in all-gathers. A process without the secret is
@@ -20,15 +22,50 @@
 
 mod client;
 mod env;
+mod pmix;
 mod server;
 mod wire;
 
 pub use client::Rendezvous;
 pub use env::{
-    DEFAULT_TIMEOUT, JobEnv, LAUNCHERS, Launcher, LauncherVars, first_host, local_size_from_vars,
-    slurm_local_size, tasks_per_node,
+    DEFAULT_TIMEOUT, JobEnv, LAUNCHERS, Launcher, LauncherVars, PMIX_VARS, SLURM_PORT_BASE,
+    SLURM_PORT_SPAN, SLURM_STEPS, Via, ephemeral_ports, first_host, first_reserved_port,
+    local_size_from_vars, pmix_server_var, slurm_local_size, slurm_port, tasks_per_node,
 };
+pub use pmix::{MAX_BLOB, Pmix};
 pub use server::serve;
+
+/// Joins the job's bootstrap as `env` chose it ([`Via`]): the rendezvous or the PMIx
+/// server; `None` for a single rank, which needs none. Says which in the log (`info`).
+pub fn join(env: &JobEnv) -> Result<Option<Box<dyn Exchange>>, BootstrapError> {
+    let ex: Option<Box<dyn Exchange>> = match env.via {
+        Via::Pmix => {
+            let p = Pmix::join(env)?;
+            tracing::info!(
+                "bootstrap: {} — namespace {}, rank {} of {}",
+                env.via,
+                p.namespace(),
+                p.rank(),
+                p.size()
+            );
+            Some(Box::new(p))
+        }
+        _ => {
+            let rv = Rendezvous::join(env)?;
+            match &env.rendezvous {
+                Some(addr) if rv.is_some() => tracing::info!(
+                    "bootstrap: {} — {addr}, rank {} of {}",
+                    env.via,
+                    env.rank,
+                    env.size
+                ),
+                _ => tracing::info!("bootstrap: {}", env.via),
+            }
+            rv.map(Rendezvous::into_exchange)
+        }
+    };
+    Ok(ex)
+}
 
 use crate::Rank;
 use std::time::Duration;
@@ -110,6 +147,10 @@ pub enum BootstrapError {
     /// A malformed message.
     #[error("malformed rendezvous message: {0}")]
     Protocol(String),
+    /// The PMIx server failed or is unusable (never a silent fallback to another
+    /// bootstrap).
+    #[error("PMIx bootstrap: {0}")]
+    Pmix(String),
 }
 
 fn list(ranks: &[Rank]) -> String {
@@ -154,7 +195,9 @@ mod tests {
             rank,
             size,
             launcher: Launcher::Titus,
+            via: Via::Explicit,
             rendezvous: Some(addr.into()),
+            runtime: 0,
             secret: secret.into(),
             timeout: Duration::from_secs(5),
             local_rank: Some(rank),
@@ -201,6 +244,56 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
+    }
+
+    /// One rendezvous (one port) serves several runtimes of the same processes at once:
+    /// the greeting names the runtime, and a rank that greets for a runtime rank 0 has not
+    /// opened yet waits for it. Runtime 0 is still in its rounds while runtime 1 starts.
+    #[test]
+    fn one_port_serves_every_runtime_of_a_process() {
+        let addr = free_addr();
+        let size = 3;
+        let results: Vec<Vec<Vec<u8>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..size)
+                .map(|r| {
+                    let addr = addr.clone();
+                    s.spawn(move || {
+                        let e = job(&addr, r, size, "sesame");
+                        // Rank 0 comes late to runtime 1: the others queue for it.
+                        if r != 0 {
+                            let mut rv1 =
+                                Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
+                            let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
+                            let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
+                            [a, b].concat()
+                        } else {
+                            let mut rv0 = Rendezvous::join(&e).unwrap().unwrap();
+                            std::thread::sleep(Duration::from_millis(200));
+                            let mut rv1 =
+                                Rendezvous::join(&e.session(1).unwrap()).unwrap().unwrap();
+                            let a = rv0.all_gather(format!("r{r}k0").as_bytes()).unwrap();
+                            let b = rv1.all_gather(format!("r{r}k1").as_bytes()).unwrap();
+                            [a, b].concat()
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let want: Vec<Vec<u8>> = (0..2)
+            .flat_map(|k| (0..size).map(move |i| format!("r{i}k{k}").into_bytes()))
+            .collect();
+        for r in results {
+            assert_eq!(r, want);
+        }
+        // A runtime number already open is refused for a second runtime of this process.
+        let e = job(&addr, 0, size, "sesame");
+        let err = Rendezvous::join(&e.session(7).unwrap())
+            .and_then(|_| Rendezvous::join(&e.session(7).unwrap()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("runtime 7 of this process already"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! The rendezvous server, run by rank 0 on threads: an acceptor hands each connection to
-//! a greeter thread that checks its greeting (the job secret, the rank, the size) and
-//! hands joined ranks to a coordinator, which runs the all-gather rounds until every rank
-//! has closed its connection.
+//! a greeter thread that checks its greeting (the job secret, the rank, the size, the
+//! runtime) and hands joined ranks to their runtime's coordinator, which runs the
+//! all-gather rounds until every rank has closed its connection.
+//!
+//! One rendezvous (one port) serves every runtime of the process, one after another or at
+//! once: the greeting names the runtime (its number in the process, the same on every
+//! rank), each runtime has its own coordinator. A rank that greets for a runtime rank 0
+//! has not opened yet waits in that runtime's queue. So a process's second runtime needs
+//! no second port (a port + k scheme ran into the next Slurm step's port).
 //!
 //! # Strangers
 //!
@@ -28,7 +34,6 @@ use super::{BootstrapError, list};
 use crate::Rank;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
@@ -58,13 +63,25 @@ struct Pending {
     closer: TcpStream,
 }
 
-/// What the greeters share: the connections being greeted, the ranks that joined, and
-/// the refusals so far (reason → address → count).
+/// The most runtimes one rendezvous keeps queues for at once.
+const RUNTIMES_MAX: usize = 1 << 12;
+
+/// One runtime's ranks: which joined, and the queue of their connections that its
+/// coordinator takes (`rx`, until rank 0 opens the runtime).
+struct Slot {
+    joined: Vec<bool>,
+    tx: mpsc::Sender<Joined>,
+    rx: Option<mpsc::Receiver<Joined>>,
+}
+
+/// What the greeters share: the connections being greeted, each runtime's ranks, and the
+/// refusals so far (reason → address → count).
 #[derive(Default)]
 struct Door {
     pending: Vec<Pending>,
     next_id: u64,
-    joined: Vec<bool>,
+    size: u32,
+    runtimes: BTreeMap<u32, Slot>,
     refused: BTreeMap<String, BTreeMap<IpAddr, u64>>,
 }
 
@@ -73,6 +90,22 @@ fn lock(m: &Mutex<Door>) -> MutexGuard<'_, Door> {
 }
 
 impl Door {
+    /// Runtime `runtime`'s slot, created on first use (`None` over [`RUNTIMES_MAX`]).
+    fn slot(&mut self, runtime: u32) -> Option<&mut Slot> {
+        if !self.runtimes.contains_key(&runtime) && self.runtimes.len() >= RUNTIMES_MAX {
+            return None;
+        }
+        let size = self.size as usize;
+        Some(self.runtimes.entry(runtime).or_insert_with(|| {
+            let (tx, rx) = mpsc::channel();
+            Slot {
+                joined: vec![false; size],
+                tx,
+                rx: Some(rx),
+            }
+        }))
+    }
+
     fn refuse(&mut self, ip: IpAddr, reason: &str) {
         *self
             .refused
@@ -134,67 +167,91 @@ impl Door {
     }
 }
 
-/// Serves the rendezvous for a job of `size` ranks on `listener` until every rank has
-/// closed its connection (or the job failed). Returns at once; the work runs on threads.
-pub fn serve(
-    listener: TcpListener,
-    size: u32,
-    secret: String,
-    timeout: Duration,
-) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let (tx, rx) = mpsc::channel::<Joined>();
-    let done = Arc::new(AtomicBool::new(false));
-    let door = Arc::new(Mutex::new(Door {
-        joined: vec![false; size as usize],
-        ..Door::default()
-    }));
-    let (done2, door2) = (done.clone(), door.clone());
-    std::thread::Builder::new()
-        .name("titus-rendezvous-accept".into())
-        .spawn(move || {
-            accept_loop(
-                listener,
-                size,
-                Arc::from(secret.as_bytes()),
-                tx,
-                done2,
-                door2,
-            )
-        })?;
-    std::thread::Builder::new()
-        .name("titus-rendezvous".into())
-        .spawn(move || {
-            coordinate(size, rx, timeout, &door);
-            done.store(true, Ordering::Release);
-        })?;
-    Ok(())
-}
-
-fn accept_loop(
-    listener: TcpListener,
+/// Rank 0's rendezvous for a job of `size` ranks: one per process and port, serving every
+/// runtime of the process ([`Hub::open`]). Cloning shares it.
+#[derive(Clone)]
+pub struct Hub {
+    door: Arc<Mutex<Door>>,
     size: u32,
     secret: Arc<[u8]>,
-    tx: mpsc::Sender<Joined>,
-    done: Arc<AtomicBool>,
-    door: Arc<Mutex<Door>>,
-) {
-    while !done.load(Ordering::Acquire) {
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves the rendezvous for a job of `size` ranks on `listener`, for the rest of the
+/// process: returns at once, the acceptor and greeters run on threads. Each runtime's
+/// rounds start with [`Hub::open`].
+pub fn serve(listener: TcpListener, size: u32, secret: String) -> std::io::Result<Hub> {
+    listener.set_nonblocking(true)?;
+    let door = Arc::new(Mutex::new(Door {
+        size,
+        ..Door::default()
+    }));
+    let secret: Arc<[u8]> = Arc::from(secret.as_bytes());
+    let (door2, secret2) = (door.clone(), secret.clone());
+    std::thread::Builder::new()
+        .name("titus-rendezvous-accept".into())
+        .spawn(move || accept_loop(listener, size, secret2, door2))?;
+    Ok(Hub { door, size, secret })
+}
+
+impl Hub {
+    /// Whether this hub serves a job of `size` ranks with `secret`.
+    pub fn serves(&self, size: u32, secret: &str) -> bool {
+        self.size == size && same_secret(&self.secret, secret.as_bytes())
+    }
+
+    /// Starts runtime `runtime`'s coordinator: it waits at most `timeout` for every rank
+    /// to greet for this runtime, then runs its all-gather rounds until every rank has
+    /// closed its connection.
+    pub fn open(&self, runtime: u32, timeout: Duration) -> Result<(), BootstrapError> {
+        let rx = {
+            let mut d = lock(&self.door);
+            let slot = d.slot(runtime).ok_or_else(|| {
+                BootstrapError::Failed(format!(
+                    "the rendezvous has {RUNTIMES_MAX} runtimes open at once"
+                ))
+            })?;
+            slot.rx.take().ok_or_else(|| {
+                BootstrapError::Failed(format!(
+                    "runtime {runtime} of this process already has a rendezvous: every \
+                     runtime of a process needs its own number (JobEnv::session)"
+                ))
+            })?
+        };
+        let (door, size) = (self.door.clone(), self.size);
+        std::thread::Builder::new()
+            .name("titus-rendezvous".into())
+            .spawn(move || {
+                coordinate(size, rx, timeout, &door);
+                // Done: the number may serve a later runtime.
+                lock(&door).runtimes.remove(&runtime);
+            })
+            .map(drop)
+            .map_err(|e| BootstrapError::Failed(format!("start the rendezvous thread: {e}")))
+    }
+}
+
+fn accept_loop(listener: TcpListener, size: u32, secret: Arc<[u8]>, door: Arc<Mutex<Door>>) {
+    loop {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let Ok(closer) = stream.try_clone() else {
                     continue;
                 };
                 let id = lock(&door).admit(peer.ip(), closer);
-                let (secret, tx, door2) = (secret.clone(), tx.clone(), door.clone());
+                let (secret, door2) = (secret.clone(), door.clone());
                 let greeter = std::thread::Builder::new()
                     .name("titus-rendezvous-greet".into())
                     .spawn(move || {
-                        let joined = greet(stream, peer, size, &secret, &door2, id);
+                        greet(stream, peer, size, &secret, &door2, id);
                         lock(&door2).leave(id);
-                        if let Some(j) = joined {
-                            let _ = tx.send(j);
-                        }
                     });
                 if greeter.is_err() {
                     let mut d = lock(&door);
@@ -202,9 +259,9 @@ fn accept_loop(
                     d.refuse(peer.ip(), "no thread to greet it");
                 }
             }
-            // Block until a connection waits (or a tenth of a second passes, to see `done`):
-            // no polling — rank 0's acceptor lives as long as the job, and woke 200 times
-            // a second on cores the workers need.
+            // Block until a connection waits (or a tenth of a second passes): no polling —
+            // rank 0's acceptor lives as long as the process, and woke 200 times a second
+            // on cores the workers need.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut fds = [rustix::event::PollFd::new(
                     &listener,
@@ -223,8 +280,8 @@ fn accept_loop(
     }
 }
 
-/// Reads a HELLO within the deadline; refuses (and logs) anything that is not a new rank
-/// of this job.
+/// Reads a HELLO within the deadline and queues the rank for its runtime's coordinator;
+/// refuses (and logs) anything that is not a new rank of this job.
 fn greet(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -232,7 +289,7 @@ fn greet(
     secret: &[u8],
     door: &Mutex<Door>,
     id: u64,
-) -> Option<Joined> {
+) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_nodelay(true);
     let hello = recv_by(
@@ -240,7 +297,7 @@ fn greet(
         Instant::now() + GREETING_DEADLINE,
         GREETING_MAX,
     );
-    let verdict = (|| -> Result<Rank, String> {
+    let verdict = (|| -> Result<(Rank, u32), String> {
         let hello = hello.map_err(|e| match e.kind() {
             std::io::ErrorKind::TimedOut => format!(
                 "no complete greeting within {} s",
@@ -253,6 +310,7 @@ fn greet(
             secret: their_secret,
             rank,
             size: their_size,
+            runtime,
         } = parse_hello(&hello)?;
         if !same_secret(&their_secret, secret) {
             return Err("wrong job secret (TITUS_JOB_SECRET)".into());
@@ -266,32 +324,38 @@ fn greet(
             return Err(format!("rank {rank} is outside the job (size {size})"));
         }
         let mut d = lock(door);
-        if d.joined[rank as usize] {
-            return Err(format!("rank {rank} has already joined"));
+        let slot = d
+            .slot(runtime)
+            .ok_or_else(|| format!("runtime {runtime}: too many runtimes open at once"))?;
+        if slot.joined[rank as usize] {
+            return Err(format!("rank {rank} has already joined runtime {runtime}"));
         }
-        d.joined[rank as usize] = true;
-        Ok(rank)
+        slot.joined[rank as usize] = true;
+        Ok((rank, runtime))
     })();
     match verdict {
-        Ok(rank) => {
+        Ok((rank, runtime)) => {
             let _ = stream.set_read_timeout(None);
-            if send(&mut stream, &[TAG_WELCOME]).is_err() {
-                // It left before the welcome: let the same rank try again.
-                lock(door).joined[rank as usize] = false;
-                return None;
+            let welcomed = send(&mut stream, &[TAG_WELCOME]).is_ok();
+            let mut d = lock(door);
+            if let Some(slot) = d.runtimes.get_mut(&runtime) {
+                if welcomed {
+                    let _ = slot.tx.send(Joined { rank, stream });
+                } else {
+                    // It left before the welcome: let the same rank try again.
+                    slot.joined[rank as usize] = false;
+                }
             }
-            Some(Joined { rank, stream })
         }
         Err(reason) => {
             let mut d = lock(door);
             if !d.pending.iter().any(|p| p.id == id) {
-                return None; // Evicted: counted as such.
+                return; // Evicted: counted as such.
             }
             tracing::warn!("rendezvous: refused a connection from {peer}: {reason}");
             d.refuse(peer.ip(), &reason);
             drop(d);
             let _ = send(&mut stream, &text(TAG_REFUSED, &reason));
-            None
         }
     }
 }
@@ -368,19 +432,34 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
     }
 }
 
-/// Listens at `addr` (rank 0's rendezvous address).
-pub(super) fn bind(addr: &str) -> Result<TcpListener, BootstrapError> {
+/// Listens at `addr` (rank 0's rendezvous address), on every interface with
+/// `everywhere`. A port another process holds is named as a likely collision, with the
+/// way out.
+pub(super) fn bind(addr: &str, everywhere: bool) -> Result<TcpListener, BootstrapError> {
     let fail = |e: std::io::Error| {
-        BootstrapError::Failed(format!("rank 0 cannot serve the rendezvous at {addr}: {e}"))
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " — another job or step probably derived the same port (a collision): set \
+             TITUS_BOOTSTRAP=host:port to a free port of the first node, or bootstrap \
+             through PMIx (mpirun, srun --mpi=pmix)"
+        } else {
+            ""
+        };
+        BootstrapError::Failed(format!(
+            "rank 0 cannot serve the rendezvous at {addr}: {e}{hint}"
+        ))
     };
     let (_, port) = addr
         .rsplit_once(':')
         .ok_or_else(|| BootstrapError::Missing(format!("'{addr}' is not host:port")))?;
+    let any = || TcpListener::bind(format!("0.0.0.0:{port}")).map_err(fail);
+    if everywhere {
+        return any();
+    }
     // Listen on the named host's address; fall back to every interface with the same port
     // (a host name may resolve to an address other than the interface's).
     let first = addr.to_socket_addrs().map_err(fail)?.next();
     match first.map(TcpListener::bind) {
         Some(Ok(l)) => Ok(l),
-        _ => TcpListener::bind(format!("0.0.0.0:{port}")).map_err(fail),
+        _ => any(),
     }
 }

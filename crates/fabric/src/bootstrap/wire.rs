@@ -7,7 +7,7 @@ use crate::Rank;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-pub(super) const MAGIC: &[u8; 8] = b"TITUSRV1";
+pub(super) const MAGIC: &[u8; 8] = b"TITUSRV2";
 /// Largest frame accepted (an all-gather of 10^4 ranks × 4 KiB fits).
 const MAX_FRAME: u32 = 256 << 20;
 pub(super) const TAG_HELLO: u8 = 1;
@@ -135,15 +135,18 @@ pub(super) struct Hello {
     pub(super) secret: Vec<u8>,
     pub(super) rank: Rank,
     pub(super) size: u32,
+    /// Which of the process's runtimes (one rendezvous serves them all).
+    pub(super) runtime: u32,
 }
 
 /// The HELLO payload.
-pub(super) fn hello(secret: &[u8], rank: Rank, size: u32) -> Vec<u8> {
+pub(super) fn hello(secret: &[u8], rank: Rank, size: u32, runtime: u32) -> Vec<u8> {
     let mut p = vec![TAG_HELLO];
     p.extend_from_slice(MAGIC);
     put_bytes(&mut p, secret);
     p.extend_from_slice(&rank.to_le_bytes());
     p.extend_from_slice(&size.to_le_bytes());
+    p.extend_from_slice(&runtime.to_le_bytes());
     p
 }
 
@@ -157,7 +160,13 @@ pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
     let secret = r.bytes().map_err(bad)?;
     let rank = r.u32().map_err(bad)?;
     let size = r.u32().map_err(bad)?;
-    Ok(Hello { secret, rank, size })
+    let runtime = r.u32().map_err(bad)?;
+    Ok(Hello {
+        secret,
+        rank,
+        size,
+        runtime,
+    })
 }
 
 /// The rendezvous's answer to a greeting.
@@ -263,7 +272,8 @@ mod fuzz {
     /// Any valid message of the protocol.
     fn any_message() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
-            (bytes(40), any::<u32>(), any::<u32>()).prop_map(|(s, r, n)| hello(&s, r, n)),
+            (bytes(40), any::<u32>(), any::<u32>(), any::<u32>())
+                .prop_map(|(s, r, n, k)| hello(&s, r, n, k)),
             Just(vec![TAG_WELCOME]),
             (prop_oneof![Just(TAG_REFUSED), Just(TAG_ERROR)], ".{0,40}")
                 .prop_map(|(t, m)| text(t, &m)),
@@ -345,12 +355,13 @@ mod fuzz {
             secret in bytes(40),
             rank in any::<u32>(),
             size in any::<u32>(),
+            runtime in any::<u32>(),
             why in ".{0,40}",
             blobs in proptest::collection::vec(bytes(24), 0..5),
         ) {
             prop_assert_eq!(
-                parse_hello(&hello(&secret, rank, size)),
-                Ok(Hello { secret: secret.clone(), rank, size })
+                parse_hello(&hello(&secret, rank, size, runtime)),
+                Ok(Hello { secret: secret.clone(), rank, size, runtime })
             );
             prop_assert_eq!(parse_answer(&[TAG_WELCOME]), Ok(Answer::Welcome));
             prop_assert_eq!(
