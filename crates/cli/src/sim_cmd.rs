@@ -209,6 +209,7 @@ fn simulate(
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,
+        mapper: None,
     };
     let t0 = Instant::now();
     let out = match run.args.repartition {

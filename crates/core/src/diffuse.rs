@@ -209,6 +209,7 @@ mod tests {
                 owner: 0,
                 index,
                 kind: 0,
+                priority: 0,
                 payload: vec![0; 8],
             })
             .collect()

@@ -119,6 +119,8 @@ pub struct Task {
     pub index: u32,
     /// Task kind (registered function).
     pub kind: u16,
+    /// Priority: a rank runs higher first and shares lower first (0: the default).
+    pub priority: i16,
     /// Input bytes.
     pub payload: Vec<u8>,
 }
@@ -136,7 +138,7 @@ pub fn encode_task(task: &Task, out: &mut [u8]) {
     out[0..4].copy_from_slice(&task.owner.to_le_bytes());
     out[4..8].copy_from_slice(&task.index.to_le_bytes());
     out[8..10].copy_from_slice(&task.kind.to_le_bytes());
-    out[10..12].copy_from_slice(&[0, 0]);
+    out[10..12].copy_from_slice(&task.priority.to_le_bytes());
     out[12..16].copy_from_slice(&(task.payload.len() as u32).to_le_bytes());
     out[16..16 + task.payload.len()].copy_from_slice(&task.payload);
 }
@@ -159,6 +161,7 @@ pub fn decode_task(
     let owner = u32_at(slot, 0);
     let index = u32_at(slot, 4);
     let kind = u16::from_le_bytes([slot[8], slot[9]]);
+    let priority = i16::from_le_bytes([slot[10], slot[11]]);
     let len = u32_at(slot, 12);
     if owner >= size {
         return Err(bad(format!(
@@ -174,6 +177,7 @@ pub fn decode_task(
         owner,
         index,
         kind,
+        priority,
         payload: slot[16..16 + len as usize].to_vec(),
     })
 }
@@ -211,7 +215,7 @@ pub const TASK_CHUNK_LAST_MAGIC: u32 = 0x5454_4b4c; // "TTKL"
 /// Bytes of the chunk header.
 pub const CHUNK_HEADER: usize = 16;
 /// Bytes of a record header, result or task: owner (4), index (4), data length (4), hops
-/// (results) or kind and padding (tasks) (4), cost (8). The length sits at the same place
+/// (results) or kind and priority (tasks) (2 + 2), cost (8). The length sits at the same place
 /// in both, so one walk cuts either kind of chunk.
 pub const RECORD_HEADER: usize = 24;
 
@@ -238,7 +242,7 @@ pub fn push_task_record(body: &mut Vec<u8>, t: &Task, predicted_ns: u64) {
     body.extend_from_slice(&t.index.to_le_bytes());
     body.extend_from_slice(&(t.payload.len() as u32).to_le_bytes());
     body.extend_from_slice(&t.kind.to_le_bytes());
-    body.extend_from_slice(&[0, 0]);
+    body.extend_from_slice(&t.priority.to_le_bytes());
     body.extend_from_slice(&predicted_ns.to_le_bytes());
     body.extend_from_slice(&t.payload);
     body.resize(body.len().next_multiple_of(8), 0);
@@ -335,6 +339,7 @@ pub fn decode_chunk(
                     owner,
                     index,
                     kind: tag as u16,
+                    priority: (tag >> 16) as u16 as i16,
                     payload: data,
                 },
                 predicted_ns: cost,
@@ -409,6 +414,7 @@ mod tests {
             owner: 3,
             index: 9,
             kind: 2,
+            priority: -7,
             payload: b"hello".to_vec(),
         };
         let mut slot = vec![0u8; slot_size(8) as usize];

@@ -26,6 +26,9 @@
 //! - diffusion (`diffuse.rs`): at an epoch's start, a rank that predicts more load than
 //!   a neighbour (from the costs measured last epoch, [`CostHistory`]) pushes tasks to
 //!   it through the results channel before its workers start;
+//! - the mapper ([`mapper`]): the policy — whom a thief probes, what an owner lets go,
+//!   task priorities, the profiling feed — replaceable per rank, today's behaviour by
+//!   default;
 //! - the task queue (`queue.rs`), the figures ([`Stats`]).
 //!
 //! What travels between ranks is defined in [`layout`]: segment layouts, task slots,
@@ -41,6 +44,7 @@ mod error;
 pub mod fasthash;
 mod history;
 pub mod layout;
+pub mod mapper;
 mod neighbours;
 mod node;
 mod queue;
@@ -57,7 +61,8 @@ pub use diffuse::predicted_load;
 pub use error::{CoreError, error_code};
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task};
-pub use node::{EpochResults, Node, Prediction};
+pub use mapper::{DefaultMapper, Mapper};
+pub use node::{EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
 pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
 pub use titus_overlay::Routing;

@@ -201,6 +201,11 @@ impl Backoff {
         self.paused_until = Time(0);
     }
 
+    /// Whether target `i` is blacklisted.
+    pub(crate) fn is_blacklisted(&self, i: usize) -> bool {
+        self.get(i).0 == BLACKLISTED
+    }
+
     /// The blacklisted targets, in index order.
     pub(crate) fn blacklisted_targets(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self

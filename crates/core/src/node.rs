@@ -30,6 +30,7 @@ use crate::ctx::Ctx;
 use crate::diffuse;
 use crate::layout::signal::Signal;
 use crate::layout::{self, Task, seg, tasks};
+use crate::mapper::{Mapper, Profile};
 use crate::queue::Queue;
 use crate::results::{Results, inbox, outbound};
 use crate::router::Router;
@@ -84,6 +85,27 @@ pub struct Prediction {
     /// The predicted loads (ns; 0: no tasks) of this rank's diffusion neighbours
     /// ([`Node::diffusion_neighbours`]) that predicted one; others are left out.
     pub neighbour_loads: Vec<(Rank, u64)>,
+}
+
+/// A task a rank submits for an epoch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewTask {
+    /// Its kind (the function that runs it).
+    pub kind: u16,
+    /// Its input.
+    pub payload: Vec<u8>,
+    /// Its priority: higher runs first, lower is shared first (0: the default).
+    pub priority: i16,
+}
+
+impl From<(u16, Vec<u8>)> for NewTask {
+    fn from((kind, payload): (u16, Vec<u8>)) -> Self {
+        Self {
+            kind,
+            payload,
+            priority: 0,
+        }
+    }
 }
 
 /// An epoch's outcome for this rank's own tasks, in task order.
@@ -185,6 +207,17 @@ impl Node {
         })
     }
 
+    /// Replaces this rank's mapper (its stealing policy: [`crate::mapper`]); the default
+    /// is [`crate::mapper::DefaultMapper`]. Between epochs.
+    pub fn set_mapper(&mut self, mapper: Box<dyn Mapper>) {
+        self.queue.mapper = mapper;
+    }
+
+    /// This rank's mapper.
+    pub fn mapper(&self) -> &dyn Mapper {
+        &*self.queue.mapper
+    }
+
     /// This rank.
     pub fn rank(&self) -> Rank {
         self.cx.rank
@@ -251,24 +284,25 @@ impl Node {
 
     /// Starts an epoch with this rank's tasks (kind, payload), without predictions (no
     /// diffusion). See [`Node::start_epoch_predicted`].
-    pub fn start_epoch(
+    pub fn start_epoch<T: Into<NewTask>>(
         &mut self,
         now: Time,
-        tasks: Vec<(u16, Vec<u8>)>,
+        tasks: Vec<T>,
         mem: &dyn Memory,
     ) -> Result<(), CoreError> {
         self.start_epoch_predicted(now, tasks, None, mem)
     }
 
-    /// Starts an epoch with this rank's tasks (kind, payload) and, for diffusion, their
-    /// predicted costs and the neighbours' predicted loads: tasks pushed to neighbours
-    /// leave before any worker takes one. Every rank calls it, after a barrier that
-    /// follows the previous epoch's end on every rank. Signals that arrived since the
-    /// previous epoch ended are handled now, in the new epoch.
-    pub fn start_epoch_predicted(
+    /// Starts an epoch with this rank's tasks ([`NewTask`]: kind, payload, priority; or
+    /// `(kind, payload)`) and, for diffusion, their predicted costs and the neighbours'
+    /// predicted loads: tasks pushed to neighbours leave before any worker takes one.
+    /// Every rank calls it, after a barrier that follows the previous epoch's end on every
+    /// rank. Signals that arrived since the previous epoch ended are handled now, in the
+    /// new epoch.
+    pub fn start_epoch_predicted<T: Into<NewTask>>(
         &mut self,
         now: Time,
-        tasks: Vec<(u16, Vec<u8>)>,
+        tasks: Vec<T>,
         prediction: Option<&Prediction>,
         mem: &dyn Memory,
     ) -> Result<(), CoreError> {
@@ -278,14 +312,15 @@ impl Node {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if let Some((i, (_, p))) = tasks
+        let tasks: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
+        if let Some((i, t)) = tasks
             .iter()
             .enumerate()
-            .find(|(_, (_, p))| p.len() > self.cx.cfg.max_payload as usize)
+            .find(|(_, t)| t.payload.len() > self.cx.cfg.max_payload as usize)
         {
             return Err(CoreError::PayloadTooLarge {
                 index: i as u32,
-                len: p.len(),
+                len: t.payload.len(),
                 limit: self.cx.cfg.max_payload,
             });
         }
@@ -326,11 +361,12 @@ impl Node {
         let mut tasks: Vec<Task> = tasks
             .into_iter()
             .enumerate()
-            .map(|(i, (kind, payload))| Task {
+            .map(|(i, t)| Task {
                 owner: rank,
                 index: i as u32,
-                kind,
-                payload,
+                kind: t.kind,
+                priority: t.priority,
+                payload: t.payload,
             })
             .collect();
         if let Some(p) = prediction
@@ -601,13 +637,13 @@ impl Node {
         out
     }
 
-    /// A worker finished `task` with `result` (or failed it with a message); it ran for
-    /// `cost_ns` (measured by the driver; it travels home with the result).
+    /// A worker finished `task` (owner, index, kind) with `result` (or failed it with a
+    /// message); it ran for `cost_ns` (measured by the driver; it travels home with the
+    /// result, and the mapper hears of it).
     pub fn task_done(
         &mut self,
         now: Time,
-        owner: Rank,
-        index: u32,
+        (owner, index, kind): (Rank, u32, u16),
         result: Result<Vec<u8>, String>,
         cost_ns: u64,
         mem: &dyn Memory,
@@ -617,6 +653,13 @@ impl Node {
             return;
         }
         let rank = self.cx.rank;
+        self.queue.mapper.task_finished(&Profile {
+            kind,
+            owner,
+            index,
+            rank,
+            duration_ns: cost_ns,
+        });
         self.cx.stats.tasks_run += 1;
         if owner != rank {
             self.cx.stats.tasks_run_for_others += 1;
@@ -920,7 +963,9 @@ impl Node {
         // owner's set is mostly claimed by then, and waiting for its next look at the
         // word cost 1% at 3,584 simulated ranks.
         if !(self.balanced_start && self.owner.has_published())
-            && let Some(seq) = self.thief.step(cx, self.queue.len())
+            && let Some(seq) = self
+                .thief
+                .step(cx, self.queue.len(), &mut *self.queue.mapper)
         {
             // This rank is its group's master and brokers its own request; nobody to ask
             // ends the attempt at once.

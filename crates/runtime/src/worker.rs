@@ -212,7 +212,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
         let mem = SegMem(&*sh.fabric);
         let mut node = sh.lock_node();
-        node.task_done(sh.now(), task.owner, task.index, result, cost_ns, &mem);
+        let id = (task.owner, task.index, task.kind);
+        node.task_done(sh.now(), id, result, cost_ns, &mem);
         let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
         let wake = needs_driver(sh, &node, handed);
         let finished = node.is_done();

@@ -297,6 +297,16 @@ fn draw_and_run(
     // The mapper's mechanisms, drawn apart too.
     let mut mech = Rng::from_keys(&[seed, key, 0x6d61_7070]); // "mapp"
     core.advertise = mech.chance(0.5);
+    let policy = if mech.chance(0.5) {
+        None
+    } else {
+        Some(match mech.below(4) {
+            0 => Policy::RefuseAll,
+            1 => Policy::Cap(1 + mech.below(3) as usize),
+            2 => Policy::KeepOdd,
+            _ => Policy::Reorder,
+        })
+    };
     let mut what = format!(
         "{ranks} ranks, {name}, {workers} workers, {} tasks, preset {}, jitter {:.2}, {} slow ranks, stall {:?}",
         tasks.iter().map(Vec::len).sum::<usize>(),
@@ -309,9 +319,16 @@ fn draw_and_run(
         faults.stall
     );
     what += &format!(
-        ", advertisement {}",
-        if core.advertise { "on" } else { "off" }
+        ", advertisement {}, mapper {}",
+        if core.advertise { "on" } else { "off" },
+        policy.map_or("default".to_string(), |p| format!("{p:?}"))
     );
+    let make_mapper = move |rank: u32| -> Box<dyn titus_core::Mapper> {
+        Box::new(TestMapper {
+            policy: policy.expect("only made with a policy"),
+            rank,
+        })
+    };
     let (mut later_epochs, mut start_skew_ns) = (Vec::new(), 0);
     if epochs.is_some() {
         let mut prev = &tasks;
@@ -342,6 +359,9 @@ fn draw_and_run(
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,
+        mapper: policy
+            .is_some()
+            .then_some(&make_mapper as &crate::MapperFactory),
     };
     match simulate(&job) {
         Ok(o) => {
@@ -365,6 +385,62 @@ fn draw_and_run(
             })
         }
         Err(v) => Err((what, v)),
+    }
+}
+
+/// A custom mapper of the checker's: every policy must keep exactly-once and termination.
+#[derive(Debug, Clone, Copy)]
+enum Policy {
+    /// Refuses every steal: each owner runs its own tasks.
+    RefuseAll,
+    /// Lets at most this many tasks go per share.
+    Cap(usize),
+    /// Keeps tasks of odd index at their first rank (owners and thieves alike).
+    KeepOdd,
+    /// Priorities from the task's identity (higher first, lower shared first), and the
+    /// highest-ranked ready target instead of a random one.
+    Reorder,
+}
+
+#[derive(Debug)]
+struct TestMapper {
+    policy: Policy,
+    rank: u32,
+}
+
+impl titus_core::Mapper for TestMapper {
+    fn target_steal(&mut self, v: &mut titus_core::mapper::Victims<'_>) -> Option<usize> {
+        match self.policy {
+            Policy::Reorder => (0..v.len()).rev().find(|&i| v.is_ready(i)),
+            _ => v.default_choice(),
+        }
+    }
+
+    fn permit_steal(
+        &mut self,
+        _thief: Option<u32>,
+        offered: &[titus_core::mapper::TaskInfo],
+        permit: &mut [bool],
+    ) {
+        match self.policy {
+            Policy::RefuseAll => permit.fill(false),
+            Policy::Cap(n) => permit.iter_mut().skip(n).for_each(|p| *p = false),
+            Policy::KeepOdd => {
+                for (p, t) in permit.iter_mut().zip(offered) {
+                    *p = t.index % 2 == 0 || t.owner != self.rank;
+                }
+            }
+            Policy::Reorder => {}
+        }
+    }
+
+    fn priority(&mut self, t: &titus_core::mapper::TaskInfo) -> i16 {
+        match self.policy {
+            Policy::Reorder => {
+                ((t.owner.wrapping_mul(31) ^ t.index.wrapping_mul(7)) % 5) as i16 - 2
+            }
+            _ => t.priority,
+        }
     }
 }
 

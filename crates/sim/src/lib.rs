@@ -102,7 +102,13 @@ pub struct Job<'a> {
     pub task_bytes_scale: f64,
     /// Give up after this many events.
     pub max_events: u64,
+    /// Each rank's mapper (`None`: the core's default), as the runtime's
+    /// `RuntimeConfig::mapper` gives one to each process.
+    pub mapper: Option<&'a MapperFactory>,
 }
+
+/// Makes rank r's mapper.
+pub type MapperFactory = dyn Fn(u32) -> Box<dyn titus_core::Mapper> + Sync;
 
 impl std::fmt::Debug for Job<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -181,6 +187,7 @@ enum Ev {
         node: u32,
         owner: u32,
         index: u32,
+        kind: u16,
         result: Vec<u8>,
         cost: u64,
     },
@@ -544,6 +551,7 @@ impl<'a> Sim<'a> {
                     node: n,
                     owner: task.owner,
                     index: task.index,
+                    kind: task.kind,
                     result,
                     cost,
                 },
@@ -655,12 +663,14 @@ impl<'a> Sim<'a> {
                 node,
                 owner,
                 index,
+                kind,
                 result,
                 cost,
             } => {
                 let i = node as usize;
                 self.idle[i] += 1;
-                self.nodes[i].task_done(Time(now), owner, index, Ok(result), cost, &self.mems[i]);
+                let task = (owner, index, kind);
+                self.nodes[i].task_done(Time(now), task, Ok(result), cost, &self.mems[i]);
                 self.after(node, now)?;
             }
         }
@@ -942,8 +952,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let mut nodes = Vec::with_capacity(ranks as usize);
     let mut mems = Vec::with_capacity(ranks as usize);
     for r in 0..ranks {
-        let n = Node::new(job.core.clone(), overlay.clone(), r)
+        let mut n = Node::new(job.core.clone(), overlay.clone(), r)
             .map_err(|e| Violation(format!("rank {r}: {e}")))?;
+        if let Some(make) = job.mapper {
+            n.set_mapper(make(r));
+        }
         let m = SparseMem::default();
         n.init_memory(&m);
         nodes.push(n);

@@ -67,6 +67,7 @@ fn job(base: &[Vec<TaskSpec>]) -> Job<'static> {
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 10_000_000,
+        mapper: None,
     }
 }
 

@@ -23,12 +23,14 @@ fn any_task(size: u32, max_payload: u32) -> impl Strategy<Value = Task> {
         0..size,
         any::<u32>(),
         any::<u16>(),
+        any::<i16>(),
         proptest::collection::vec(any::<u8>(), 0..=max_payload as usize),
     )
-        .prop_map(|(owner, index, kind, payload)| Task {
+        .prop_map(|(owner, index, kind, priority, payload)| Task {
             owner,
             index,
             kind,
+            priority,
             payload,
         })
 }

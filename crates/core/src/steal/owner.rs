@@ -111,6 +111,9 @@ pub(crate) struct Owner {
     offer_known: bool,
     /// Thieves told of the current offer (reset when the offer changes).
     told: usize,
+    /// The mapper refused every task this rank offered: no advertisement until work
+    /// arrives (thieves would come back empty, and be told again, without end).
+    refusing: bool,
 }
 
 impl Owner {
@@ -127,6 +130,7 @@ impl Owner {
             waiters: Vec::new(),
             offer_known: true,
             told: 0,
+            refusing: false,
         }
     }
 
@@ -134,6 +138,7 @@ impl Owner {
     pub(crate) fn start_epoch(&mut self) {
         self.waiters.clear();
         self.told = 0;
+        self.refusing = false;
     }
 
     /// WAIT from `from` (`claim`, `lock`): it found this rank empty. Stale (another
@@ -184,7 +189,7 @@ impl Owner {
     /// Advertisement: with work on offer, tells as many waiting thieves as can get some,
     /// longest waiting first (telling them all would send the rest back empty).
     fn advertise<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, queue: &Queue, closed: bool) {
-        if self.waiters.is_empty() || closed {
+        if self.waiters.is_empty() || closed || self.refusing {
             return;
         }
         let (tasks, thieves) = self.offer(queue, &cx.cfg);
@@ -245,6 +250,7 @@ impl Owner {
 
     /// Stolen work joined the queue: with nothing published, look at the shared set now.
     pub(crate) fn work_arrived(&mut self, now: Time) {
+        self.refusing = false;
         if !self.published {
             self.next_check = now;
         }
@@ -348,7 +354,8 @@ impl Owner {
                     }
                     return Ok(());
                 }
-                let tasks = queue.take_share(k);
+                let tasks = queue.take_share(k, None);
+                self.refusing = tasks.is_empty();
                 area.write(mem, region, &tasks);
                 self.claim_swap(cx, self.word, tasks);
             }
@@ -516,7 +523,9 @@ impl Owner {
     /// With the lock held: fills region 0 with a share of the queue and sets the count.
     fn publish_locked<P>(&mut self, cx: &Ctx<P>, queue: &mut Queue, mem: &dyn Memory) {
         let k = self.shareable(queue, &cx.cfg);
-        let tasks = queue.take_share(k);
+        let tasks = queue.take_share(k, None);
+        self.refusing = k > 0 && tasks.is_empty();
+        let k = tasks.len();
         self.area.write(mem, 0, &tasks);
         mem.write(Loc::new(seg::TASKS, tasks::COUNT), &word(k as u64));
         self.published = k > 0;
@@ -559,7 +568,12 @@ impl Owner {
         } else {
             self.shareable(queue, &cx.cfg)
         };
-        let tasks = queue.take_share(k);
+        let tasks = queue.take_share(k, Some(thief));
+        if k > 0 && tasks.is_empty() {
+            // The mapper keeps this work here: no advertisement until more arrives.
+            self.refusing = true;
+        }
+        let k = tasks.len();
         self.area.write(mem, 0, &tasks);
         if k == 0 && !stale && !closed && super::thief::advertised(&cx.cfg) {
             // The thief blacklists this rank on its empty reply: advertise there later.
@@ -606,6 +620,7 @@ mod tests {
                     owner: 0,
                     index,
                     kind: 0,
+                    priority: 0,
                     payload: vec![],
                 })
                 .collect(),

@@ -40,6 +40,7 @@ use super::{TaskArea, tasks_loc};
 use crate::ctx::Ctx;
 use crate::layout::signal::{SEQ_MASK, Signal};
 use crate::layout::{ClaimWord, Task, claim_batch, claim_batches, lock, seg, tasks};
+use crate::mapper::{Mapper, Victims};
 use crate::neighbours::{Backoff, Neighbours};
 use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, STEAL_LOG_MAX, StealEvent, Time};
 use titus_overlay::rng::Rng;
@@ -253,17 +254,29 @@ impl Thief {
     /// attempt's sequence number when this rank is its own target (work sharing's
     /// master): the node brokers that request and calls [`Thief::end_unanswered`] unless
     /// it was forwarded.
-    pub(crate) fn step<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, queued: usize) -> Option<u64> {
+    pub(crate) fn step<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        queued: usize,
+        mapper: &mut dyn Mapper,
+    ) -> Option<u64> {
         if !self.wants_to_steal(queued, cx.cfg.steal_below) {
             return None;
         }
         let now = cx.now;
-        // A victim that just gave work probably has more: ask it again first (it leaves
-        // the favour when it is found empty). Otherwise uniform among the ready ones.
-        let victim = match self.last_ok {
-            Some(v) if self.backoff.is_ready(v, now) => v,
-            _ => self.backoff.pick_ready(now, &mut self.rng)?,
+        // The mapper's choice; by default a victim that just gave work (or advertised) is
+        // asked again first (it leaves the favour when it is found empty), otherwise
+        // uniform among the ready ones.
+        let mut victims = Victims {
+            targets: &self.targets,
+            backoff: &self.backoff,
+            now,
+            favourite: self.last_ok,
+            rng: &mut self.rng,
         };
+        let victim = mapper
+            .target_steal(&mut victims)
+            .filter(|&v| v < self.targets.len())?;
         let peer = self.targets.at(victim);
         self.seq += 1;
         let seq = self.seq;
@@ -667,7 +680,10 @@ mod tests {
         let mem = Mem::new([area.bytes(), 64, 64]);
         assert_eq!(t.deadline(0, 1), Some(Time(0)), "an idle thief steals now");
         assert_eq!(t.deadline(1, 1), None, "a fed one does not");
-        assert_eq!(t.step(&mut cx, 0), None);
+        assert_eq!(
+            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            None
+        );
         let c = cx.poll_command().expect("step 1");
         assert!(
             matches!(
@@ -700,6 +716,7 @@ mod tests {
                 owner: 2,
                 index: i,
                 kind: 0,
+                priority: 0,
                 payload: vec![],
             };
             encode_task(&task, &mut slot);
@@ -733,7 +750,10 @@ mod tests {
         };
         let (mut t, mut cx) = thief(&cfg);
         let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
-        assert_eq!(t.step(&mut cx, 0), None);
+        assert_eq!(
+            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            None
+        );
         let c = cx.poll_command().expect("REQUEST");
         let Op::Write {
             peer: 2,
@@ -757,7 +777,10 @@ mod tests {
         assert_eq!(cx.stats.steals_empty, 1);
         // Its only victim is backed off: the next attempt waits.
         assert_eq!(t.deadline(0, 1), Some(Time(0).plus(cfg.backoff_base)));
-        assert_eq!(t.step(&mut cx, 0), None);
+        assert_eq!(
+            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            None
+        );
         assert!(cx.poll_command().is_none());
     }
 
@@ -770,7 +793,10 @@ mod tests {
             };
             let (mut t, mut cx) = thief(&cfg);
             let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
-            assert_eq!(t.step(&mut cx, 0), None);
+            assert_eq!(
+                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                None
+            );
             let c = cx.poll_command().expect("first operation");
             let p = cx.complete(c.token).unwrap();
             if protocol == Protocol::Claim {
@@ -814,7 +840,10 @@ mod tests {
             // Blacklisted: no deadline, no attempt, however late.
             assert_eq!(t.deadline(0, 1), None, "{protocol:?}");
             cx.now = Time(u64::MAX / 2);
-            assert_eq!(t.step(&mut cx, 0), None);
+            assert_eq!(
+                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                None
+            );
             assert!(cx.poll_command().is_none());
             // Another epoch's advertisement, or another rank's, changes nothing.
             t.on_advert(&mut cx, 2, 1);
@@ -823,7 +852,10 @@ mod tests {
             // Its own: probed at once.
             t.on_advert(&mut cx, 2, 0);
             assert_eq!(t.deadline(0, 1), Some(Time(0)));
-            assert_eq!(t.step(&mut cx, 0), None);
+            assert_eq!(
+                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                None
+            );
             assert!(cx.poll_command().is_some(), "{protocol:?}: probes again");
         }
     }
