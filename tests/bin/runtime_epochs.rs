@@ -34,6 +34,7 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
                 key: k,
                 kind: 0,
                 payload,
+                priority: 0,
             }
         })
         .collect()

@@ -139,6 +139,7 @@ fn epoch_main(
             key: t.global,
             kind: *kind,
             payload: payload.clone(),
+            priority: 0,
         })
         .collect();
     let out = rt

@@ -722,6 +722,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     key: keys.as_ref().map_or(i as u64, |k| k[i]),
                     kind,
                     payload,
+                    priority: 0,
                 })
                 .collect();
             let out = match inner.rt.run_epoch_if_any_keyed(keyed) {

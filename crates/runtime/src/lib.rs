@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use titus_core::{Config as CoreConfig, Loc, Memory, Node, Time};
+use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, NewTask, Node, Time};
 use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
@@ -68,6 +68,35 @@ pub struct RuntimeConfig {
     /// the latency of remote operations on this rank, and each nap costs CPU that workers
     /// would use (`Fabric::set_progress_nap`).
     pub epoch_nap: Duration,
+    /// Each rank's mapper (its stealing policy, [`titus_core::mapper`]); `None`: the
+    /// core's default.
+    pub mapper: Option<Mappers>,
+}
+
+/// Makes the mapper of each rank this process runs (one for a launched rank, every rank
+/// of [`Runtime::local`]).
+#[derive(Clone)]
+pub struct Mappers(pub Arc<dyn Fn(u32) -> Box<dyn Mapper> + Send + Sync>);
+
+impl std::fmt::Debug for Mappers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mappers(..)")
+    }
+}
+
+impl Mappers {
+    /// Rank `rank`'s mapper.
+    fn make(&self, rank: u32) -> Box<dyn Mapper> {
+        (self.0)(rank)
+    }
+}
+
+/// Gives `node` the configured mapper, if any.
+fn with_mapper(mut node: Node, cfg: &RuntimeConfig) -> Node {
+    if let Some(m) = &cfg.mapper {
+        node.set_mapper(m.make(node.rank()));
+    }
+    node
 }
 
 impl Default for RuntimeConfig {
@@ -80,6 +109,7 @@ impl Default for RuntimeConfig {
             epoch_timeout: None,
             worker_batch: 1,
             epoch_nap: Duration::from_micros(200),
+            mapper: None,
         }
     }
 }
@@ -148,6 +178,8 @@ pub struct TaskIn {
     pub kind: u16,
     /// Input bytes.
     pub payload: Vec<u8>,
+    /// Priority: higher runs first, lower is shared first (0: the default).
+    pub priority: i16,
 }
 
 /// An epoch's outcome on this rank.
@@ -348,8 +380,13 @@ impl Runtime {
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let nodes: Vec<Node> = (0..ranks)
-            .map(|r| Node::new(cfg.core.clone(), overlay.clone(), r))
-            .collect::<Result<_, _>>()?;
+            .map(|r| {
+                Ok(with_mapper(
+                    Node::new(cfg.core.clone(), overlay.clone(), r)?,
+                    &cfg,
+                ))
+            })
+            .collect::<Result<_, CoreError>>()?;
         let configs = nodes
             .iter()
             .map(|n| fabric_config(n, &overlay, cfg.op_timeout))
@@ -460,7 +497,7 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
-        let node = Node::new(cfg.core.clone(), overlay.clone(), rank)?;
+        let node = with_mapper(Node::new(cfg.core.clone(), overlay.clone(), rank)?, &cfg);
         let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
         let peers = fcfg.peers.clone();
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
@@ -673,7 +710,14 @@ impl Runtime {
         skip_if_none: bool,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
         let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
-        let tasks: Vec<(u16, Vec<u8>)> = tasks.into_iter().map(|t| (t.kind, t.payload)).collect();
+        let tasks: Vec<NewTask> = tasks
+            .into_iter()
+            .map(|t| NewTask {
+                kind: t.kind,
+                payload: t.payload,
+                priority: t.priority,
+            })
+            .collect();
         let rejected = CostHistory::check_keys(&keys).err();
         let (costs_ns, load) = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
@@ -795,6 +839,7 @@ fn indexed(tasks: Vec<(u16, Vec<u8>)>) -> Vec<TaskIn> {
             key: i as u64,
             kind,
             payload,
+            priority: 0,
         })
         .collect()
 }

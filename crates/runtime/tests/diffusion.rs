@@ -39,6 +39,7 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
                 key,
                 kind: 0,
                 payload,
+                priority: 0,
             }
         })
         .collect()
@@ -139,6 +140,7 @@ fn duplicate_keys_fail_every_rank_before_anything_runs() {
         key,
         kind: 0,
         payload: 1u32.to_le_bytes().to_vec(),
+        priority: 0,
     };
     std::thread::scope(|s| {
         let hs: Vec<_> = rts
