@@ -34,7 +34,7 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), \
+         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), advertise (on|off), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
@@ -140,6 +140,13 @@ impl Options {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                "advertise" => {
+                    self.cfg.core.advertise = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
@@ -189,6 +196,20 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn advertisement_is_a_switch() {
+        assert!(Options::parse("", None).unwrap().cfg.core.advertise);
+        assert!(
+            !Options::parse("advertise=off", None)
+                .unwrap()
+                .cfg
+                .core
+                .advertise
+        );
+        let e = Options::parse("advertise=maybe", None).unwrap_err();
+        assert_eq!(e, "options: advertise='maybe': expected on or off");
+    }
 
     #[test]
     fn time_step_defaults() {

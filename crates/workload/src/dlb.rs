@@ -132,6 +132,11 @@ pub struct BenchArgs {
     /// on,off to run each balancer both ways side by side.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     pub diffusion: Vec<Switch>,
+    /// Blacklist and advertisement: a thief that finds a victim empty stops probing it
+    /// until the victim advertises new work (`titus_core::Config::advertise`); off: the
+    /// per-victim exponential backoff alone.
+    #[arg(long, value_enum, default_value = "on")]
+    pub advertise: Switch,
     /// Every K epochs, hand tasks for good to rank-string neighbours as the runtime's
     /// repartition plan says (RankDLB's step 4: what a solver would do with its cells);
     /// ownership changes from the next epoch on (dlb-bench only).
@@ -274,6 +279,8 @@ pub struct Report {
     pub diffusion: bool,
     /// Repartition every this many epochs (0: never).
     pub repartition: u32,
+    /// Blacklist and advertisement were on (`--advertise`).
+    pub advertise: bool,
     pub resolution_s: f64,
     pub ideal_s: f64,
     pub ranks: u32,
@@ -689,6 +696,7 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     };
     core.seed = args.seed;
     overlay.seed = args.seed;
+    core.advertise = args.advertise == Switch::On;
     if let Some(m) = args.min_private {
         core.min_private = m;
     }
@@ -1259,6 +1267,7 @@ pub fn report(
         drift: plan.drift,
         diffusion: run.diffusion,
         repartition: run.args.repartition.unwrap_or(0),
+        advertise: run.args.advertise == Switch::On,
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
