@@ -26,8 +26,11 @@
 //!    headers the shim was compiled against (a package manager keeps the files' own,
 //!    older, modification times, but replacing a file changes its directory).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+
+#[path = "../build-support/pkgconfig.rs"]
+mod pkgconfig;
+use pkgconfig::*;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(titus_ofi)");
@@ -51,8 +54,8 @@ fn main() {
         .probe("libfabric")
     {
         Ok(lib) => {
-            if let Some(dir) =
-                find_header(&lib.include_paths).and_then(|h| h.parent().and_then(watch_target))
+            if let Some(dir) = find_header(&lib.include_paths, "rdma/fabric.h")
+                .and_then(|h| h.parent().and_then(watch_target))
             {
                 println!("cargo::rerun-if-changed={}", dir.display());
             }
@@ -70,105 +73,4 @@ fn main() {
              disabled. Install it (Debian: apt-get install libfabric-dev pkg-config) and rebuild."
         ),
     }
-}
-
-/// A pkg-config variable as the pkg-config crate reads it (`VAR_<target>`,
-/// `VAR_<target_with_underscores>`, `HOST_VAR` or `TARGET_VAR`, then `VAR`), each form
-/// named for cargo.
-fn targeted_var(base: &str) -> Option<String> {
-    let target = std::env::var("TARGET").unwrap_or_default();
-    let host = std::env::var("HOST").unwrap_or_default();
-    let kind = if host == target { "HOST" } else { "TARGET" };
-    [
-        format!("{base}_{target}"),
-        format!("{base}_{}", target.replace('-', "_")),
-        format!("{kind}_{base}"),
-        base.to_string(),
-    ]
-    .into_iter()
-    .find_map(|name| {
-        println!("cargo::rerun-if-env-changed={name}");
-        std::env::var(name).ok()
-    })
-}
-
-/// The directories pkg-config searches for `.pc` files, in its order.
-fn search_dirs() -> Vec<PathBuf> {
-    let split = |s: &str| -> Vec<PathBuf> {
-        s.split(':')
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .collect()
-    };
-    let _ = targeted_var("PKG_CONFIG_SYSROOT_DIR");
-    let mut dirs = targeted_var("PKG_CONFIG_PATH").map_or_else(Vec::new, |p| split(&p));
-    match targeted_var("PKG_CONFIG_LIBDIR") {
-        Some(libdir) => dirs.extend(split(&libdir)),
-        None => dirs.extend(default_dirs().iter().flat_map(|p| split(p))),
-    }
-    dirs
-}
-
-/// pkg-config's built-in search path, or the usual one when pkg-config is missing (a
-/// later install of libfabric with pkg-config lands in one of these).
-fn default_dirs() -> Vec<String> {
-    let exe = targeted_var("PKG_CONFIG");
-    let candidates = match &exe {
-        Some(exe) => vec![exe.as_str()],
-        None => vec!["pkg-config", "pkgconf"],
-    };
-    for exe in candidates {
-        let out = Command::new(exe)
-            .args(["--variable", "pc_path", "pkg-config"])
-            .output();
-        if let Ok(out) = out
-            && out.status.success()
-            && let Ok(path) = String::from_utf8(out.stdout)
-            && !path.trim().is_empty()
-        {
-            return vec![path.trim().to_string()];
-        }
-    }
-    let arch = std::env::var("TARGET")
-        .unwrap_or_default()
-        .split('-')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    vec![
-        format!("/usr/local/lib/{arch}-linux-gnu/pkgconfig"),
-        "/usr/local/lib/pkgconfig".into(),
-        "/usr/local/share/pkgconfig".into(),
-        format!("/usr/lib/{arch}-linux-gnu/pkgconfig"),
-        "/usr/lib/pkgconfig".into(),
-        "/usr/share/pkgconfig".into(),
-    ]
-}
-
-/// What to name for `dir`: itself, or its nearest existing ancestor while it does not
-/// exist (see the notes at the top: steps 2 and 3).
-fn watch_target(dir: &Path) -> Option<PathBuf> {
-    let mut at = Some(dir);
-    while let Some(d) = at {
-        if d.is_dir() {
-            let components = d
-                .components()
-                .filter(|c| matches!(c, std::path::Component::Normal(_)))
-                .count();
-            return (d == dir || components >= 2).then(|| d.to_path_buf());
-        }
-        at = d.parent().filter(|p| !p.as_os_str().is_empty());
-    }
-    None
-}
-
-/// libfabric's main header in its include path (pkg-config leaves out the compiler's own
-/// directories, where it usually is).
-fn find_header(include_paths: &[PathBuf]) -> Option<PathBuf> {
-    include_paths
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([Path::new("/usr/local/include"), Path::new("/usr/include")])
-        .map(|d| d.join("rdma/fabric.h"))
-        .find(|h| h.is_file())
 }

@@ -245,7 +245,11 @@ mod tests {
         let back = q.take_share(2, None);
         assert_eq!(back.iter().map(|t| t.index).collect::<Vec<_>>(), [2, 4]);
         assert_eq!(q.shareable(&cfg, false), 0, "3 tasks stay private");
-        assert_eq!(q.shareable(&cfg, true), 1, "one fewer when idle thieves wait");
+        assert_eq!(
+            q.shareable(&cfg, true),
+            1,
+            "one fewer when idle thieves wait"
+        );
         assert_eq!(q.take_front(2).len(), 2);
         q.extend(back);
         assert_eq!(q.len(), 3);

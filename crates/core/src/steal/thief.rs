@@ -829,7 +829,7 @@ mod tests {
                 let Ok(Signal::Request { seq, .. }) = Signal::unpack(s, 0) else {
                     panic!("{s:#x}")
                 };
-                drop(p);
+                let _ = p;
                 assert_eq!(t.on_reply(&mut cx, 2, 0, seq, &mem), Ok(Some(vec![])));
                 assert!(
                     cx.poll_command().is_none(),
