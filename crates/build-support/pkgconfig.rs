@@ -5,6 +5,32 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The target's architecture (`x86_64` of `x86_64-unknown-linux-gnu`).
+pub fn target_arch() -> String {
+    std::env::var("TARGET")
+        .unwrap_or_default()
+        .split('-')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Names for cargo what must re-run the build script: the directories where an install
+/// of the library would land (pkg-config's search path, and `extra`), each by its nearest
+/// existing ancestor.
+pub fn watch_install_dirs(extra: &[PathBuf]) {
+    let mut watched: Vec<PathBuf> = search_dirs()
+        .iter()
+        .chain(extra)
+        .filter_map(|d| watch_target(d))
+        .collect();
+    watched.sort();
+    watched.dedup();
+    for dir in watched {
+        println!("cargo::rerun-if-changed={}", dir.display());
+    }
+}
+
 /// A pkg-config variable as the pkg-config crate reads it (`VAR_<target>`,
 /// `VAR_<target_with_underscores>`, `HOST_VAR` or `TARGET_VAR`, then `VAR`), each form
 /// named for cargo.
@@ -62,12 +88,7 @@ pub fn default_dirs() -> Vec<String> {
             return vec![path.trim().to_string()];
         }
     }
-    let arch = std::env::var("TARGET")
-        .unwrap_or_default()
-        .split('-')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let arch = target_arch();
     vec![
         format!("/usr/local/lib/{arch}-linux-gnu/pkgconfig"),
         "/usr/local/lib/pkgconfig".into(),

@@ -26,8 +26,6 @@
 //!    headers the shim was compiled against (a package manager keeps the files' own,
 //!    older, modification times, but replacing a file changes its directory).
 
-use std::path::PathBuf;
-
 #[path = "../build-support/pkgconfig.rs"]
 mod pkgconfig;
 use pkgconfig::*;
@@ -40,15 +38,7 @@ fn main() {
     if std::env::var_os("TITUS_NO_OFI").is_some() {
         return;
     }
-    let mut watched: Vec<PathBuf> = search_dirs()
-        .iter()
-        .filter_map(|d| watch_target(d))
-        .collect();
-    watched.sort();
-    watched.dedup();
-    for dir in watched {
-        println!("cargo::rerun-if-changed={}", dir.display());
-    }
+    watch_install_dirs(&[]);
     match pkg_config::Config::new()
         .atleast_version("1.9")
         .probe("libfabric")

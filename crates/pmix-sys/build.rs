@@ -18,13 +18,7 @@ use pkgconfig::*;
 
 /// Where Debian's libpmix-dev installs PMIx (its `pmix.pc` points there too).
 fn debian_dir() -> PathBuf {
-    let arch = std::env::var("TARGET")
-        .unwrap_or_default()
-        .split('-')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    PathBuf::from(format!("/usr/lib/{arch}-linux-gnu/pmix2"))
+    PathBuf::from(format!("/usr/lib/{}-linux-gnu/pmix2", target_arch()))
 }
 
 fn main() {
@@ -35,16 +29,7 @@ fn main() {
     if std::env::var_os("TITUS_NO_PMIX").is_some() {
         return;
     }
-    let mut watched: Vec<PathBuf> = search_dirs()
-        .iter()
-        .chain([&debian_dir()])
-        .filter_map(|d| watch_target(d))
-        .collect();
-    watched.sort();
-    watched.dedup();
-    for dir in watched {
-        println!("cargo::rerun-if-changed={}", dir.display());
-    }
+    watch_install_dirs(&[debian_dir()]);
     let found = match pkg_config::Config::new()
         .atleast_version("2.0")
         .probe("pmix")
