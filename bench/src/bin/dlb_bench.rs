@@ -188,8 +188,20 @@ fn epoch_main(
         verified: bad.is_none(),
         digest: dlb::digest(&out.results),
         steal_log: Vec::new(),
+        links: dlb::Links::default(),
     };
     let gathered = rt.all_gather(&figs.encode()).map_err(|e| e.to_string())?;
+    let c = rt.connections();
+    let mine = dlb::RankConnections {
+        contacted: c.contacted,
+        opened: c.opened,
+        connect_s: c.connect.as_secs_f64(),
+        lazy: c.lazy,
+        bytes_per_connection: c.bytes_per_connection as f64,
+    };
+    let links = rt
+        .all_gather(&mine.encode())
+        .map_err(|e| e.to_string())?;
     // The steal timeline (only drawn with --plot).
     let log: Vec<f64> = if run.args.plot.is_some() {
         st.core
@@ -212,14 +224,23 @@ fn epoch_main(
     if rank != 0 {
         return Ok(None);
     }
+    let size = rt.size();
+    let links = dlb::connection_figures(
+        &links
+            .iter()
+            .map(|b| dlb::RankConnections::decode(b, size))
+            .collect::<Vec<_>>(),
+    );
     let figs: Vec<RankFigures> = gathered
         .iter()
         .zip(&logs)
-        .map(|(g, l)| RankFigures {
+        .zip(links)
+        .map(|((g, l), links)| RankFigures {
             steal_log: decode_f64s(l)
                 .chunks_exact(3)
                 .map(|e| (e[0], e[1] as u32, e[2] as u32))
                 .collect(),
+            links,
             ..RankFigures::decode(g)
         })
         .collect();

@@ -50,6 +50,14 @@ pub struct FabricBenchArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Measure what a connection costs instead, under a launcher with any number of
+    /// ranks ≥ 2: every rank opens with every other as a peer, connected on first
+    /// contact; rank 0 then reads 8 bytes from each peer twice (first contact, then an
+    /// established one) and reads its resident memory before and after; every other
+    /// rank reads its own around rank 0's contacts. The simulator's presets take
+    /// `first_contact_us`, `contact_us` and `connection_kib` from it.
+    #[arg(long)]
+    connections: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -106,6 +114,7 @@ fn config() -> FabricConfig {
             exposure: Exposure::All,
         }],
         peers: vec![0, 1],
+        lazy: false,
         op_timeout: Duration::from_secs(10),
     }
 }
@@ -297,6 +306,141 @@ fn serve(f: Arc<dyn Fabric>) -> ProgressThread {
     })
 }
 
+/// What `--connections` prints.
+#[derive(Debug, Serialize)]
+struct ConnectionReport {
+    backend: &'static str,
+    provider: String,
+    ranks: u32,
+    /// Opening the fabric on rank 0 (nothing connected yet where the backend connects
+    /// lazily; the node backend maps every peer here).
+    open_ms: f64,
+    /// Rank 0's first 8-byte read from each peer, median and slowest (µs).
+    first_contact_us: f64,
+    first_contact_max_us: f64,
+    /// The second read from each peer, median (µs).
+    contact_us: f64,
+    /// Rank 0's resident memory grown per peer contacted (KiB).
+    connection_kib: f64,
+    /// The contacted ranks' resident memory grown, mean (KiB; one connection each).
+    peer_connection_kib: f64,
+}
+
+/// Resident memory of this process, KiB (/proc/self/statm × the page size).
+fn resident_kib() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    pages * 4.0
+}
+
+/// `--connections`: the price of a connection on this backend (see the flag).
+fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result<(), UsageError> {
+    if !env.launched() || env.size < 2 || backend == Backend::Mem {
+        return Err(UsageError(
+            "fabric-bench --connections runs under a launcher with 2 or more ranks: titus launch -n 8 [--provider P] -- titus fabric-bench --connections".into(),
+        ));
+    }
+    let cfg = FabricConfig {
+        segments: vec![SegmentSpec {
+            name: "bench".into(),
+            len: BUF + 4096,
+            exposure: Exposure::All,
+        }],
+        peers: (0..env.size).collect(),
+        lazy: true,
+        op_timeout: Duration::from_secs(30),
+    };
+    let rv = bootstrap::join(env).map_err(bench_err)?;
+    let t = Instant::now();
+    let (fabric, mut exchange): (Arc<dyn Fabric>, Box<dyn titus_fabric::bootstrap::Exchange>) =
+        match backend {
+            Backend::Node => {
+                let (f, x) = titus_fabric_node::open(env.rank, env.size, rv, cfg)
+                    .map_err(bench_err)?;
+                (Arc::new(f), x.ok_or_else(|| bench_err("no rendezvous"))?)
+            }
+            _ => {
+                if !titus_fabric_ofi::available() {
+                    return Err(bench_err(titus_fabric_ofi::providers().unwrap_err()));
+                }
+                let f = OfiFabric::open(env.rank, env.size, rv, cfg, None).map_err(bench_err)?;
+                let x = f
+                    .take_rendezvous()
+                    .ok_or_else(|| bench_err("no rendezvous"))?;
+                (Arc::new(f), x)
+            }
+        };
+    let open_ms = t.elapsed().as_secs_f64() * 1e3;
+    let server = (env.rank != 0).then(|| serve(fabric.clone()));
+    let before = resident_kib();
+    exchange.barrier().map_err(bench_err)?;
+    let mut firsts = Vec::new();
+    let mut seconds = Vec::new();
+    let mut grown = 0.0;
+    if env.rank == 0 {
+        let local = Loc::new(SEG, BUF);
+        for p in 1..env.size {
+            let t = Instant::now();
+            fabric
+                .read_sync(p, Loc::new(SEG, 0), local, 8)
+                .map_err(bench_err)?;
+            firsts.push(t.elapsed().as_nanos() as u64);
+            let t = Instant::now();
+            fabric
+                .read_sync(p, Loc::new(SEG, 0), local, 8)
+                .map_err(bench_err)?;
+            seconds.push(t.elapsed().as_nanos() as u64);
+        }
+        grown = (resident_kib() - before) / f64::from(env.size - 1);
+    }
+    exchange.barrier().map_err(bench_err)?;
+    let mine = if env.rank == 0 { 0.0 } else { resident_kib() - before };
+    let all = exchange
+        .all_gather(&mine.to_le_bytes())
+        .map_err(bench_err)?;
+    if let Some(s) = server {
+        s.stop();
+    }
+    if env.rank != 0 {
+        return Ok(());
+    }
+    let peers: Vec<f64> = all[1..]
+        .iter()
+        .filter_map(|b| Some(f64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
+        .collect();
+    let (first, _) = stats(firsts.clone());
+    let report = ConnectionReport {
+        backend: if backend == Backend::Node { "node" } else { "ofi" },
+        provider: fabric.caps().provider.clone(),
+        ranks: env.size,
+        open_ms,
+        first_contact_us: first,
+        first_contact_max_us: firsts.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+        contact_us: stats(seconds).0,
+        connection_kib: grown,
+        peer_connection_kib: peers.iter().sum::<f64>() / peers.len().max(1) as f64,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report).map_err(bench_err)?);
+    } else {
+        println!(
+            "fabric-bench --connections: {} ({}), {} ranks: open {:.1} ms; first contact {:.1} µs median, {:.1} µs slowest; then {:.1} µs; {:.1} KiB per connection on rank 0, {:.1} KiB on each peer",
+            report.provider,
+            report.backend,
+            report.ranks,
+            report.open_ms,
+            report.first_contact_us,
+            report.first_contact_max_us,
+            report.contact_us,
+            report.connection_kib,
+            report.peer_connection_kib
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
     if args.iters == 0 {
         return Err(UsageError("--iters must be at least 1".into()));
@@ -308,6 +452,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
         None | Some("node") => Backend::Node,
         Some(_) => Backend::Ofi,
     });
+    if args.connections {
+        return connections(&args, &env, backend);
+    }
     if backend != Backend::Mem && env.launched() && env.size != 2 {
         return Err(UsageError(format!(
             "fabric-bench measures between 2 ranks (this job has {}): titus launch -n 2 [--provider P] -- titus fabric-bench",

@@ -35,6 +35,14 @@ pub struct SimArgs {
     /// A fabric model from `titus fabric-bench --json` output (instead of --preset).
     #[arg(long, value_name = "FILE")]
     preset_file: Option<PathBuf>,
+    /// What a first contact adds to its operation, µs [default: the preset's; ib-hdr
+    /// 1,000]. Over the complete graph (`random`, `master`, `hierarchical`) ranks connect
+    /// on first contact, inside the epoch; over an overlay at open, outside it.
+    #[arg(long, value_name = "US", allow_negative_numbers = true)]
+    connect_us: Option<f64>,
+    /// Memory one connection holds on each end, KiB [default: the preset's; ib-hdr 64].
+    #[arg(long, value_name = "KIB", allow_negative_numbers = true)]
+    connection_kib: Option<f64>,
     /// Deterministic simulation testing: --seeds random small jobs with faults, from
     /// --seed on, every invariant checked; a failure prints the command repeating it.
     #[arg(long)]
@@ -110,6 +118,24 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
         }
         None => Model::preset(&a.preset).map_err(UsageError),
     }
+    .and_then(|mut m| {
+        let check = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=1e9).contains(&v) {
+                Ok(v)
+            } else {
+                Err(UsageError(format!(
+                    "{flag} {v}: expected a non-negative number up to 1e9"
+                )))
+            }
+        };
+        if let Some(us) = a.connect_us {
+            m.connect_ns = check("--connect-us", us)? * 1e3;
+        }
+        if let Some(kib) = a.connection_kib {
+            m.connection_bytes = check("--connection-kib", kib)? * 1024.0;
+        }
+        Ok(m)
+    })
     .and_then(|m| match a.ranks_per_node {
         None => Ok(m),
         Some(0) => Err(UsageError("--ranks-per-node must be at least 1".into())),
@@ -293,6 +319,11 @@ fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> V
                         .collect()
                 } else {
                     Vec::new()
+                },
+                links: dlb::Links {
+                    peers: r.peers,
+                    connect_s: r.connect_ns as f64 * 1e-9,
+                    bytes: r.connection_bytes,
                 },
             }
         })

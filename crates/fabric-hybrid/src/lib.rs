@@ -335,11 +335,6 @@ impl HybridFabric {
         })
     }
 
-    /// How long opening took (both backends).
-    pub fn connect_time(&self) -> Duration {
-        self.inner.node.connect_time() + self.inner.ofi.connect_time()
-    }
-
     fn local(&self, peer: Rank) -> bool {
         self.inner.node.is_local(peer)
     }
@@ -430,6 +425,21 @@ impl Drop for HybridFabric {
 }
 
 impl Fabric for HybridFabric {
+    /// How long opening took (both backends).
+    fn connect_time(&self) -> Duration {
+        self.inner.node.connect_time() + self.inner.ofi.connect_time()
+    }
+
+    /// Across nodes, as libfabric connects; inside the node everything is mapped at open.
+    fn connects_lazily(&self) -> bool {
+        self.inner.ofi.connects_lazily()
+    }
+
+    /// Libfabric's figure: what a connection to another node holds.
+    fn connection_bytes(&self) -> u64 {
+        self.inner.ofi.connection_bytes()
+    }
+
     fn rank(&self) -> Rank {
         self.inner.node.rank()
     }

@@ -12,6 +12,8 @@ use titus_fabric::{
 };
 
 /// How often (at most) an operation to a peer checks that the peer's process still lives.
+/// Resident memory per mapped peer (see `connection_bytes`).
+const NODE_CONNECTION_BYTES: u64 = 35 * 1024;
 const LIFE_CHECK: Duration = Duration::from_millis(5);
 /// The longest nap of a progress call that signals do not wake (workers serve them).
 const QUIET_NAP: Duration = Duration::from_millis(10);
@@ -162,11 +164,6 @@ impl NodeFabric {
             .and_then(Option::as_ref)
             .ok_or(FabricError::NotAPeer { peer })?;
         titus_fabric::segment_in(&view.segments, peer, id)
-    }
-
-    /// How long opening took (creating, exchanging and mapping every object).
-    pub fn connect_time(&self) -> Duration {
-        self.connect_time
     }
 
     fn own(&self) -> &View {
@@ -363,6 +360,17 @@ impl NodeFabric {
 }
 
 impl Fabric for NodeFabric {
+    /// How long opening took (creating, exchanging and mapping every object).
+    fn connect_time(&self) -> Duration {
+        self.connect_time
+    }
+
+    /// A mapped peer: page tables and the mapping's bookkeeping (8 ranks on the
+    /// development machine: `titus fabric-bench --connections` under `titus launch -n 8`).
+    fn connection_bytes(&self) -> u64 {
+        NODE_CONNECTION_BYTES
+    }
+
     fn rank(&self) -> Rank {
         self.rank
     }

@@ -113,6 +113,7 @@ mod tests {
                 exposure: Exposure::All,
             }],
             peers: vec![],
+            lazy: false,
             op_timeout: Duration::from_secs(1),
         };
         let (f, x) = open(0, 1, None, config.clone()).unwrap();

@@ -445,6 +445,7 @@ mod tests {
                 },
             ],
             peers: vec![],
+            lazy: false,
             op_timeout: std::time::Duration::from_secs(1),
         };
         let blob = encode_segments(&config);

@@ -208,12 +208,14 @@ impl OfiFabric {
             max_nap_ns: AtomicU64::new(max_nap_us * 1_000),
             rendezvous: Mutex::new(None),
             connect_time: Duration::ZERO,
+            lazy: config.lazy,
         };
         // 5. Connect up front: one small read to each peer that exposes something to us.
         //    Peers serve it from their own open(), which polls until the barrier below.
+        //    Lazily: nothing now; the provider connects on each peer's first operation.
         let t = Instant::now();
         fabric.connect_peers(
-            &wanted,
+            if config.lazy { &[] } else { &wanted },
             rendezvous.as_mut().map(|b| b.as_mut() as &mut dyn Exchange),
         )?;
         fabric.connect_time = t.elapsed();
@@ -273,9 +275,10 @@ impl OfiFabric {
         Ok(())
     }
 
-    /// How long connecting to the peers took at open (first contacts and the barrier).
-    pub fn connect_time(&self) -> Duration {
-        self.connect_time
+    /// Takes the rendezvous out (a program that runs its own all-gathers beside the
+    /// fabric); [`OfiFabric::with_rendezvous`] sees none afterwards.
+    pub fn take_rendezvous(&self) -> Option<Box<dyn Exchange>> {
+        lock(&self.rendezvous).take()
     }
 
     /// Runs `f` with the rendezvous (for job-wide barriers and all-gathers outside the

@@ -46,6 +46,8 @@ pub struct OfiFabric {
     pub(crate) max_nap_ns: AtomicU64,
     pub(crate) rendezvous: Mutex<Option<Box<dyn Exchange>>>,
     pub(crate) connect_time: Duration,
+    /// Peers connect on their first operation ([`titus_fabric::FabricConfig::lazy`]).
+    pub(crate) lazy: bool,
 }
 
 impl OfiFabric {
@@ -150,6 +152,19 @@ impl OfiFabric {
 }
 
 impl Fabric for OfiFabric {
+    /// How long connecting to the peers took at open (first contacts and the barrier).
+    fn connect_time(&self) -> Duration {
+        self.connect_time
+    }
+
+    fn connects_lazily(&self) -> bool {
+        self.lazy
+    }
+
+    fn connection_bytes(&self) -> u64 {
+        crate::provider::connection_bytes(&self.caps.provider)
+    }
+
     fn rank(&self) -> Rank {
         self.rank
     }

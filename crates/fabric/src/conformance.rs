@@ -55,6 +55,7 @@ pub fn config(size: u32, op_timeout: Duration) -> FabricConfig {
             },
         ],
         peers: (0..size).collect(),
+        lazy: false,
         op_timeout,
     }
 }

@@ -5,7 +5,8 @@
 //! - **Segments.** Each rank registers segments, named and numbered in the same order on
 //!   every rank ([`SegmentId`] is the index), and exposes each one to all ranks or to a
 //!   chosen peer set ([`Exposure`]). A rank talks only to the peers it declared
-//!   ([`FabricConfig::peers`], connected up front) and to itself.
+//!   ([`FabricConfig::peers`]: connected up front, or on first contact where
+//!   [`FabricConfig::lazy`]) and to itself.
 //! - **Operations** on (peer, segment, offset), also to self: [`Fabric::read`],
 //!   [`Fabric::write`], gathered write (several local pieces to one remote range, one call)
 //!   with an optional signal ([`Fabric::write_gather`]: the target learns of the signal
@@ -210,8 +211,13 @@ pub struct SegmentSpec {
 pub struct FabricConfig {
     /// Segments, in [`SegmentId`] order.
     pub segments: Vec<SegmentSpec>,
-    /// Peers this rank will talk to, connected up front (itself is always allowed).
+    /// Peers this rank will talk to (itself is always allowed).
     pub peers: Vec<Rank>,
+    /// Connect each peer on first contact instead of when the fabric opens: what a
+    /// balancer over the complete graph wants (a random stealer addresses every rank but
+    /// talks to few), so a rank pays only for the connections it uses. Backends that map
+    /// memory rather than connect (the node backend) map at open either way.
+    pub lazy: bool,
     /// Default timeout of the blocking helpers (`*_sync`).
     pub op_timeout: Duration,
 }
@@ -481,6 +487,26 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     fn peer_gone(&self, peer: Rank) -> Option<String> {
         let _ = peer;
         None
+    }
+
+    /// How long connecting to the peers took when the fabric opened (first contacts and
+    /// the closing barrier; zero where nothing connects).
+    fn connect_time(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Whether peers connect on their first operation rather than at open
+    /// ([`FabricConfig::lazy`], where the backend connects at all).
+    fn connects_lazily(&self) -> bool {
+        false
+    }
+
+    /// The memory one connection to a peer holds on this rank, bytes: each backend's
+    /// figure from `titus fabric-bench --connections` (resident memory grown per peer
+    /// contacted), an estimate for reports, not an accounting. Zero where nothing
+    /// connects (one process).
+    fn connection_bytes(&self) -> u64 {
+        0
     }
 
     /// [`Fabric::write_gather`] of one piece, no signal.

@@ -54,6 +54,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };
         let peer = peer_of(&c.op);
+        sh.contacts.submitted(peer, sh.now().0);
         let r = match submit(f, &c.op) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(id)) => match f.test(id) {
@@ -66,7 +67,9 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
             },
             Err(e) => Err(failure_to(f, peer, e)),
         };
-        node.handle_completion(sh.now(), c.token, r, &mem);
+        let now = sh.now();
+        sh.contacts.completed(peer, now.0);
+        node.handle_completion(now, c.token, r, &mem);
     }
     // What was handled may have brought tasks: idle siblings need not wait for the
     // progress thread's turn.
@@ -234,13 +237,17 @@ pub(crate) fn run(sh: &Shared) {
             }
         }
         for c in commands.drain(..) {
+            let peer = peer_of(&c.op);
+            sh.contacts.submitted(peer, sh.now().0);
             match submit(&*fabric, &c.op) {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
-                    inflight.insert(id, (c.token, Instant::now(), peer_of(&c.op)));
+                    inflight.insert(id, (c.token, Instant::now(), peer));
+                    continue;
                 }
-                Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer_of(&c.op), e)))),
+                Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer, e)))),
             }
+            sh.contacts.completed(peer, sh.now().0);
         }
         // 2. Completions in; operations past their timeout fail.
         for (id, token, t, peer) in crate::lock(&sh.handoff).drain(..) {
@@ -257,6 +264,7 @@ pub(crate) fn run(sh: &Shared) {
         });
         for (id, r) in done.drain(..) {
             if let Some((token, _, peer)) = inflight.remove(&id) {
+                sh.contacts.completed(peer, sh.now().0);
                 // A failed operation to a process that is gone: say so in words (the
                 // provider's error is often a bare EAGAIN or connection reset).
                 results.push((token, r.map_err(|e| failure_to(&*fabric, peer, e))));

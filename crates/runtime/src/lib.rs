@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod contacts;
 pub mod cores;
 mod driver;
 mod worker;
@@ -71,6 +72,10 @@ pub struct RuntimeConfig {
     /// Each rank's mapper (its stealing policy, [`titus_core::mapper`]); `None`: the
     /// core's default.
     pub mapper: Option<Mappers>,
+    /// Connect each fabric peer on first contact (`true`) or all when the fabric opens
+    /// (`false`); `None`: on first contact exactly where the overlay is the complete
+    /// graph (`random`, `master`, `hierarchical`: every rank a peer, few ever contacted).
+    pub lazy_connect: Option<bool>,
 }
 
 /// Makes the mapper of each rank this process runs (one for a launched rank, every rank
@@ -110,6 +115,7 @@ impl Default for RuntimeConfig {
             worker_batch: 1,
             epoch_nap: Duration::from_micros(200),
             mapper: None,
+            lazy_connect: None,
         }
     }
 }
@@ -166,6 +172,25 @@ pub struct EpochStats {
     pub protocol: &'static str,
     /// Workers.
     pub workers: usize,
+}
+
+/// The connections a rank made and their price, since it started
+/// ([`Runtime::connections`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connections {
+    /// Ranks this rank operated on, ascending. Operations are one-sided: which ranks
+    /// operated on this one only they know (a job's report joins both directions).
+    pub contacted: Vec<u32>,
+    /// Ranks connected when the fabric opened, ascending (none where it connects on
+    /// first contact).
+    pub opened: Vec<u32>,
+    /// Connection time: opening's plus every first contact's (submission to completion
+    /// of the first operation to each rank, where the fabric connects lazily).
+    pub connect: Duration,
+    /// Whether peers are connected on first contact.
+    pub lazy: bool,
+    /// Memory one connection holds on this fabric, bytes ([`Fabric::connection_bytes`]).
+    pub bytes_per_connection: u64,
 }
 
 /// One task of [`Runtime::run_epoch_keyed`].
@@ -254,6 +279,10 @@ pub(crate) struct Shared {
     pub(crate) inline: bool,
     /// This rank's fabric peers: whose liveness an idle rank checks.
     pub(crate) peers: Vec<u32>,
+    /// The ranks operated on, and their first contacts' cost.
+    pub(crate) contacts: contacts::Contacts,
+    /// Whether the fabric connects peers on first contact.
+    pub(crate) lazy: bool,
 }
 
 impl Shared {
@@ -318,7 +347,7 @@ impl std::fmt::Debug for Runtime {
 /// talks to — its out- and in-neighbours (thieves, result senders and next hops, which
 /// also signal back, e.g. an inbox reset), its tree neighbours and (work sharing) its
 /// group — the same set it connects to; OUTBOX private.
-fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> FabricConfig {
+fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricConfig {
     let sizes = node.segment_sizes();
     let in_neighbours = overlay.in_neighbours(node.rank());
     let peers = node.peers(&in_neighbours);
@@ -335,7 +364,8 @@ fn fabric_config(node: &Node, overlay: &Overlay, op_timeout: Duration) -> Fabric
             spec("outbox", sizes[2], Exposure::Peers(Vec::new())),
         ],
         peers,
-        op_timeout,
+        lazy: cfg.lazy_connect.unwrap_or_else(|| overlay.is_complete()),
+        op_timeout: cfg.op_timeout,
     }
 }
 
@@ -389,7 +419,7 @@ impl Runtime {
             .collect::<Result<_, CoreError>>()?;
         let configs = nodes
             .iter()
-            .map(|n| fabric_config(n, &overlay, cfg.op_timeout))
+            .map(|n| fabric_config(n, &overlay, &cfg))
             .collect();
         let fabrics = mem::world(configs, options)?;
         let gather = Arc::new(LocalGather {
@@ -406,7 +436,7 @@ impl Runtime {
             .map(|(node, fabric)| {
                 let (g, rank) = (gather.clone(), node.rank());
                 let gather: AllGatherFn = Box::new(move |blob| Ok(g.gather(rank, blob)));
-                Self::start(fabric, node, cfg.clone(), gather, false, Vec::new())
+                Self::start(fabric, node, cfg.clone(), gather, false, Vec::new(), false)
             })
             .collect()
     }
@@ -498,12 +528,12 @@ impl Runtime {
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let node = with_mapper(Node::new(cfg.core.clone(), overlay.clone(), rank)?, &cfg);
-        let fcfg = fabric_config(&node, &overlay, cfg.op_timeout);
-        let peers = fcfg.peers.clone();
+        let fcfg = fabric_config(&node, &overlay, &cfg);
+        let (peers, lazy) = (fcfg.peers.clone(), fcfg.lazy);
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
         let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
         node.init_memory(&SegMem(&*fabric));
-        Self::start(fabric, node, cfg, gather, true, peers)
+        Self::start(fabric, node, cfg, gather, true, peers, lazy)
     }
 
     /// Starts the threads; with `init_barrier`, waits until every rank got here (its layout
@@ -515,6 +545,7 @@ impl Runtime {
         gather: AllGatherFn,
         init_barrier: bool,
         peers: Vec<u32>,
+        lazy: bool,
     ) -> Result<Runtime, RuntimeError> {
         let rank = fabric.rank();
         let size = fabric.size();
@@ -533,6 +564,8 @@ impl Runtime {
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             handoff: Mutex::new(Vec::new()),
             inline: fabric.caps().immediate,
+            contacts: contacts::Contacts::new(rank, size),
+            lazy: lazy && fabric.connects_lazily(),
             fabric,
             peers,
         });
@@ -604,6 +637,27 @@ impl Runtime {
             k.resize(kind as usize + 1, None);
         }
         k[kind as usize] = Some(Arc::new(f));
+    }
+
+    /// The connections this rank made so far and their price ([`Connections`]).
+    pub fn connections(&self) -> Connections {
+        let sh = &self.shared;
+        let lazy_time = if sh.lazy {
+            sh.contacts.connect_time()
+        } else {
+            Duration::ZERO
+        };
+        Connections {
+            contacted: sh.contacts.peers(),
+            opened: if sh.lazy {
+                Vec::new()
+            } else {
+                sh.peers.clone()
+            },
+            connect: sh.fabric.connect_time() + lazy_time,
+            lazy: sh.lazy,
+            bytes_per_connection: sh.fabric.connection_bytes(),
+        }
     }
 
     /// The configuration this runtime runs with.

@@ -133,6 +133,15 @@ pub struct RankOutcome {
     pub results: Vec<Vec<u8>>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
     pub costs_ns: Vec<u64>,
+    /// Ranks it exchanged operations with so far (either way), since the job began.
+    pub peers: u32,
+    /// Connections it holds: its fabric peers where they connect at open, the ranks it
+    /// exchanged operations with where they connect on first contact.
+    pub connections: u32,
+    /// Connection time charged to it so far, ns (see [`model`]).
+    pub connect_ns: u64,
+    /// Memory its connections hold, bytes.
+    pub connection_bytes: f64,
 }
 
 /// What a simulated run produced.
@@ -246,6 +255,10 @@ struct Sim<'a> {
     /// Each rank's fabric peers, sorted; `None` under the complete graph, where every
     /// rank is every rank's peer (listing them would take N² entries).
     peers: Option<Vec<Vec<u32>>>,
+    /// Each rank's ranks it exchanged operations with (either way), sorted.
+    contacts: Vec<Vec<u32>>,
+    /// Connection time charged to each rank, ns.
+    connect_ns: Vec<u64>,
     runs: Vec<Vec<u8>>,
     home_total: u64,
     own_total: u64,
@@ -385,11 +398,30 @@ impl<'a> Sim<'a> {
         (b / self.model(from, peer, false).bandwidth * 1e9) as u64
     }
 
+    /// Records that `a` and `b` exchange an operation; true the first time.
+    fn contact(&mut self, a: u32, b: u32) -> bool {
+        let Err(i) = self.contacts[a as usize].binary_search(&b) else {
+            return false;
+        };
+        self.contacts[a as usize].insert(i, b);
+        if let Err(j) = self.contacts[b as usize].binary_search(&a) {
+            self.contacts[b as usize].insert(j, a);
+        }
+        true
+    }
+
     /// Issues `op` from `from` at `t`.
     fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) {
         let peer = target(&op);
         let mut t = t;
         if peer != from {
+            // Over the complete graph, the first operation between two ranks connects.
+            if self.contact(from, peer) && self.peers.is_none() {
+                let c = self.model(from, peer, false).connect_ns as u64;
+                t += c;
+                self.connect_ns[from as usize] += c;
+                self.connect_ns[peer as usize] += c;
+            }
             t += self.latency(
                 from,
                 peer,
@@ -817,12 +849,23 @@ impl Sim<'_> {
                     "a result of rank {r} took {max_hops} hops in a job of {n}"
                 )));
             }
+            let held: &[u32] = match &self.peers {
+                Some(p) => &p[r],
+                None => &self.contacts[r],
+            };
             out.push(RankOutcome {
                 stats,
                 busy_ns: self.busy[r],
                 session_ns: self.end[r].unwrap_or(0) - self.start[r].unwrap_or(0),
                 results,
                 costs_ns,
+                peers: self.contacts[r].len() as u32,
+                connections: held.len() as u32,
+                connect_ns: self.connect_ns[r],
+                connection_bytes: held
+                    .iter()
+                    .map(|&p| self.model(r as u32, p, false).connection_bytes)
+                    .sum(),
             });
         }
         for ev in self.slab.iter().flatten() {
@@ -992,6 +1035,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         end: vec![None; n],
         done_count: 0,
         peers: None,
+        contacts: vec![Vec::new(); n],
+        connect_ns: vec![0; n],
         runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         home_total: 0,
         own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
@@ -1023,6 +1068,14 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         for p in &mut peers {
             p.sort_unstable();
             p.dedup();
+        }
+        // Connected at open, each connection charged to both ends (the lists are
+        // symmetric: each names the ranks naming it).
+        for (r, ps) in peers.iter().enumerate() {
+            sim.connect_ns[r] = ps
+                .iter()
+                .map(|&p| sim.model(r as u32, p, false).connect_ns as u64)
+                .sum();
         }
         sim.peers = Some(peers);
     }

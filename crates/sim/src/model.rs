@@ -1,9 +1,13 @@
 //! The cost model of fabric operations, and its presets.
 //!
 //! An operation issued at t reaches its target at t + latency (+ size / bandwidth for
-//! writes). No operation pays a connection: the runtime connects to every configured peer
-//! when the fabric opens, before the epoch, and only peers are ever addressed (the
-//! simulator checks it). A read's data leaves the target on arrival and completes a
+//! writes). Connections: over an overlay the runtime connects to every configured peer
+//! when the fabric opens, before the first epoch (each connection charged `connect_ns`
+//! to both ends' connection time, outside the epochs), and only peers are ever addressed
+//! (the simulator checks it); over the complete graph it connects on first contact, so
+//! the first operation between two ranks, either way, arrives `connect_ns` later and
+//! charges both ends. Each connection holds `connection_bytes` on each end. A read's
+//! data leaves the target on arrival and completes a
 //! latency plus size / bandwidth later.
 //! Atomics serialize at the target: each occupies the target's atomic unit for
 //! `atomic_ns` (software-emulated atomics on tcp and shm are the target's progress thread
@@ -28,6 +32,10 @@ pub struct Model {
     pub atomic_ns: f64,
     /// Progress-thread time per handled input.
     pub event_ns: f64,
+    /// What a first contact adds to its operation: setting the connection up.
+    pub connect_ns: f64,
+    /// Memory one connection holds on each end, bytes.
+    pub connection_bytes: f64,
     /// A hybrid job: ranks `r / per_node` share a node, and between them reads, writes
     /// and signals cost this model's (the node backend's); atomics keep the fabric's
     /// (the hybrid sends every atomic through it).
@@ -70,6 +78,13 @@ impl Model {
                 signal_ns: 5_000.0,
                 atomic_ns: 500.0,
                 event_ns: 1_000.0,
+                // A reliable connection (RC queue pair) per peer, set up through the
+                // connection manager: 1 ms and 64 KiB (queue pair, send and receive
+                // rings) — assumptions on the cheap side of the literature: TITUS
+                // measured 18 s of pair connections at 3,584 cores with ~47 peers a
+                // rank (docs/results.md, "Connections at their price").
+                connect_ns: 1e6,
+                connection_bytes: 64.0 * 1024.0,
                 node: None,
             }),
             "tcp-loopback" => {
@@ -87,7 +102,11 @@ impl Model {
 
     /// A model from the JSON that `titus fabric-bench --json` prints: latency from the
     /// 8-byte read, bandwidth from the 1 MiB reads, atomic cost from compare-swap minus
-    /// read, signal delay from the write-then-signal round trip minus two writes.
+    /// read, signal delay from the write-then-signal round trip minus two writes; and,
+    /// where the JSON holds a `connections` object (what `titus fabric-bench
+    /// --connections --json` prints), a first contact's cost (its first read minus an
+    /// established one) and the memory per connection (the fuller end's). Without one,
+    /// connections are free.
     pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
         let v: Value = serde_json::from_str(json.trim())
             .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
@@ -109,6 +128,19 @@ impl Model {
             .as_f64()
             .filter(|x| x.is_finite() && *x > 0.0)
             .ok_or_else(|| format!("preset '{name}': no read_bandwidth_gbs"))?;
+        let (connect_ns, connection_bytes) = match v.get("connections") {
+            None => (0.0, 0.0),
+            Some(c) => {
+                let f = |k: &str| {
+                    c[k].as_f64()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .ok_or_else(|| format!("preset '{name}': no connections.{k}"))
+                };
+                let (first, then) = (f("first_contact_us")?, f("contact_us")?);
+                let kib = f("connection_kib")?.max(f("peer_connection_kib")?);
+                ((first - then).max(0.0) * 1e3, kib * 1024.0)
+            }
+        };
         Ok(Model {
             name: name.into(),
             latency_ns: read * 1e3 / 2.0,
@@ -116,6 +148,8 @@ impl Model {
             signal_ns: ((rt - 2.0 * write) / 2.0).max(0.0) * 1e3,
             atomic_ns: (cas - read).max(0.0) * 1e3,
             event_ns: 1_000.0,
+            connect_ns,
+            connection_bytes,
             node: None,
         })
     }

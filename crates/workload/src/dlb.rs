@@ -307,6 +307,15 @@ pub struct Report {
     pub bytes_moved: u64,
     pub result_hops_mean: f64,
     pub group_size: u32,
+    /// Most distinct ranks one rank exchanged operations with (either way), since the
+    /// job began.
+    pub peers_max: u32,
+    /// Mean distinct ranks a rank exchanged operations with.
+    pub peers_mean: f64,
+    /// Connection time charged on the slowest rank (opening's and first contacts'), s.
+    pub connect_s: f64,
+    /// Memory the connections of the fullest rank hold, MiB.
+    pub connection_mib: f64,
     pub calibration_s: f64,
     pub results_digest: String,
     pub busy_s: Vec<f64>,
@@ -1151,6 +1160,106 @@ pub struct RankFigures {
     pub digest: u64,
     /// (seconds from the start, victim, tasks) of each successful steal.
     pub steal_log: Vec<(f64, u32, u32)>,
+    /// Connections so far ([`connection_figures`] where they come from a real job).
+    pub links: Links,
+}
+
+/// One rank's connections and their price, since the job began.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Links {
+    /// Distinct ranks it exchanged operations with, either way.
+    pub peers: u32,
+    /// Connection time charged to it, s.
+    pub connect_s: f64,
+    /// Memory its connections hold, bytes.
+    pub bytes: f64,
+}
+
+/// What a rank of a real job knows of its connections ([`connection_figures`] joins
+/// every rank's).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RankConnections {
+    /// Ranks it operated on (operations are one-sided: only the initiator knows).
+    pub contacted: Vec<u32>,
+    /// Ranks connected when its fabric opened.
+    pub opened: Vec<u32>,
+    /// Connection time, s.
+    pub connect_s: f64,
+    /// Whether peers connect on first contact.
+    pub lazy: bool,
+    /// Memory per connection, bytes.
+    pub bytes_per_connection: f64,
+}
+
+impl RankConnections {
+    /// As numbers, for a job-wide all-gather.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![
+            self.connect_s,
+            f64::from(u8::from(self.lazy)),
+            self.bytes_per_connection,
+            self.contacted.len() as f64,
+        ];
+        v.extend(self.contacted.iter().map(|&r| f64::from(r)));
+        v.extend(self.opened.iter().map(|&r| f64::from(r)));
+        encode_f64s(&v)
+    }
+
+    /// Decodes [`RankConnections::encode`]; ranks at or above `size` are dropped (a
+    /// malformed blob cannot make a rank up).
+    pub fn decode(b: &[u8], size: u32) -> Self {
+        let v = decode_f64s(b);
+        let g = |i: usize| v.get(i).copied().unwrap_or(0.0);
+        let n = (g(3).max(0.0) as usize).min(v.len().saturating_sub(4));
+        let ranks = |s: &[f64]| -> Vec<u32> {
+            s.iter()
+                .filter(|x| x.is_finite() && **x >= 0.0 && **x < f64::from(size))
+                .map(|&x| x as u32)
+                .collect()
+        };
+        Self {
+            connect_s: g(0),
+            lazy: g(1) == 1.0,
+            bytes_per_connection: g(2),
+            contacted: ranks(v.get(4..4 + n).unwrap_or(&[])),
+            opened: ranks(v.get(4 + n..).unwrap_or(&[])),
+        }
+    }
+}
+
+/// Each rank's [`Links`] from every rank's connections: the ranks it exchanged operations
+/// with are those it contacted and those that contacted it; it holds a connection to each
+/// of them, and where its fabric connected at open, to each opened peer as well.
+pub fn connection_figures(all: &[RankConnections]) -> Vec<Links> {
+    let n = all.len();
+    let mut exchanged: Vec<Vec<u32>> = all.iter().map(|c| c.contacted.clone()).collect();
+    for (r, c) in all.iter().enumerate() {
+        for &p in &c.contacted {
+            if let Some(e) = exchanged.get_mut(p as usize) {
+                e.push(r as u32);
+            }
+        }
+    }
+    (0..n)
+        .map(|r| {
+            let mut e = std::mem::take(&mut exchanged[r]);
+            e.retain(|&p| p as usize != r);
+            e.sort_unstable();
+            e.dedup();
+            let peers = e.len() as u32;
+            let c = &all[r];
+            if !c.lazy {
+                e.extend(c.opened.iter().filter(|&&p| p as usize != r));
+                e.sort_unstable();
+                e.dedup();
+            }
+            Links {
+                peers,
+                connect_s: c.connect_s,
+                bytes: e.len() as f64 * c.bytes_per_connection,
+            }
+        })
+        .collect()
 }
 
 impl RankFigures {
@@ -1195,6 +1304,7 @@ impl RankFigures {
             tasks_stolen: g(13) as u64,
             tasks_pushed: g(14) as u64,
             steal_log: Vec::new(),
+            links: Links::default(),
         }
     }
 }
@@ -1293,6 +1403,12 @@ pub fn report(
         bytes_moved: figs.iter().map(|f| f.bytes).sum(),
         result_hops_mean: figs.iter().map(|f| f.hops).sum::<u64>() as f64 / homed.max(1) as f64,
         group_size: run.balancer.group_size(n),
+        peers_max: figs.iter().map(|f| f.links.peers).max().unwrap_or(0),
+        peers_mean: figs.iter().map(|f| f64::from(f.links.peers)).sum::<f64>()
+            / f64::from(n.max(1)),
+        connect_s: figs.iter().map(|f| f.links.connect_s).fold(0.0, f64::max),
+        connection_mib: figs.iter().map(|f| f.links.bytes).fold(0.0, f64::max)
+            / (1024.0 * 1024.0),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",
@@ -1414,5 +1530,43 @@ mod tests {
         assert_eq!(s.speedup, None);
         assert!(summarize(&rows[..1]).is_none(), "one epoch, no summary");
         assert!(epoch_summary(&rows).unwrap().contains("5.0 steals"));
+    }
+
+    #[test]
+    fn connections_join_both_directions_and_count_opened_peers() {
+        // Rank 0 contacted 1 and 2 lazily; rank 2 contacted 3 lazily; rank 3 opened
+        // eagerly to 1 and 2 and contacted nobody.
+        let lazy = |c: Vec<u32>| RankConnections {
+            contacted: c,
+            opened: Vec::new(),
+            connect_s: 0.5,
+            lazy: true,
+            bytes_per_connection: 1024.0,
+        };
+        let all = vec![
+            lazy(vec![1, 2]),
+            lazy(vec![]),
+            lazy(vec![3, 2]),
+            RankConnections {
+                opened: vec![1, 2],
+                lazy: false,
+                ..lazy(vec![])
+            },
+        ];
+        let back: Vec<RankConnections> = all
+            .iter()
+            .map(|c| RankConnections::decode(&c.encode(), 4))
+            .collect();
+        assert_eq!(back, all);
+        let l = connection_figures(&back);
+        let peers: Vec<u32> = l.iter().map(|x| x.peers).collect();
+        assert_eq!(peers, [2, 1, 2, 1], "2 itself is not a peer of 2");
+        // Rank 3 holds its opened peers 1 and 2 (2 also exchanged): two connections.
+        assert_eq!(l[3].bytes, 2048.0);
+        assert_eq!(l[0].bytes, 2048.0);
+        // A blob naming ranks outside the job loses them.
+        let mut bad = all[0].clone();
+        bad.contacted = vec![1, 99];
+        assert_eq!(RankConnections::decode(&bad.encode(), 4).contacted, [1]);
     }
 }
