@@ -209,6 +209,22 @@ fn dlb_bench_runs_every_balancer_across_processes() {
             ] {
                 assert!(l.contains(&key), "{provider}: {key} missing: {l}");
             }
+            // The price of connections: at most every other rank a peer; a rank that
+            // exchanged operations holds memory for it, and connecting took time.
+            let v: serde_json::Value = serde_json::from_str(&l[4..]).unwrap();
+            let peers = v["peers_max"].as_u64().unwrap();
+            let mean = v["peers_mean"].as_f64().unwrap();
+            let (connect, mib) = (
+                v["connect_s"].as_f64().unwrap(),
+                v["connection_mib"].as_f64().unwrap(),
+            );
+            assert!(
+                peers < u64::from(ranks) && mean <= peers as f64,
+                "{provider}: {l}"
+            );
+            if peers > 0 {
+                assert!(connect > 0.0 && mib > 0.0, "{provider}: {l}");
+            }
         }
     }
 }

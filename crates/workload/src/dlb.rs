@@ -71,11 +71,11 @@ impl ValueEnum for BalancerArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// A `--diffusion` value.
+/// A mechanism's switch (`--diffusion`, `--advertise`, ...).
 pub enum Switch {
-    /// Diffusion before stealing (the default).
+    /// The mechanism runs.
     On,
-    /// Stealing alone.
+    /// It does not.
     Off,
 }
 
