@@ -12,8 +12,11 @@ use titus_sim::{Faults, Job, Model, SimTask, simulate};
 
 const RANKS: u32 = 24;
 
+/// A task's hint from its number and cost.
+type Hint<'a> = &'a dyn Fn(u64, u64) -> u64;
+
 /// Ranks 0..4 own 100 tasks each; tasks 180..220 (of 400) are 30× dearer.
-fn bimodal(hint: &dyn Fn(u64, u64) -> u64, base_ns: u64) -> Vec<Vec<SimTask>> {
+fn bimodal(hint: Hint<'_>, base_ns: u64) -> Vec<Vec<SimTask>> {
     (0..RANKS as u64)
         .map(|r| {
             if r >= 4 {
@@ -81,7 +84,7 @@ fn bimodal_with_cost_aware_batches_runs_each_task_once_and_ends() {
         1 => 1,
         _ => g.wrapping_mul(0x9e37_79b9_7f4a_7c15),
     };
-    let hints: [(&str, &dyn Fn(u64, u64) -> u64); 2] = [("exact", &exact), ("hostile", &hostile)];
+    let hints: [(&str, Hint<'_>); 2] = [("exact", &exact), ("hostile", &hostile)];
     for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
         for cost_aware in [true, false] {
             for (name, hint) in hints {
