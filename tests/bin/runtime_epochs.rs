@@ -35,6 +35,7 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
                 kind: 0,
                 payload,
                 priority: 0,
+                cost_hint_ns: 0,
             }
         })
         .collect()

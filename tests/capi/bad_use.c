@@ -51,7 +51,12 @@ int main(void) {
         fprintf(stderr, "FAIL the message does not name the option: %s\n", titus_last_error());
         failures++;
     }
-    EXPECT(titus_init(&t, "workers=1,max_result=8"), TITUS_OK);
+    EXPECT(titus_init(&t, "cost_aware=maybe"), TITUS_ERR_INVALID);
+    if (!strstr(titus_last_error(), "cost_aware")) {
+        fprintf(stderr, "FAIL the message does not name the option: %s\n", titus_last_error());
+        failures++;
+    }
+    EXPECT(titus_init(&t, "workers=1,max_result=8,cost_aware=on"), TITUS_OK);
     EXPECT(titus_rank_size(t, &rank, &size), TITUS_OK);
     /* Init twice. */
     titus_t *before = t;
@@ -82,6 +87,41 @@ int main(void) {
         EXPECT(titus_result(t, 50, out, sizeof out, &len), TITUS_ERR_INVALID);
     }
     EXPECT(titus_results_fixed(t, NULL, sizeof(int), 0), rank == 0 ? TITUS_ERR_BUFFER_TOO_SMALL : TITUS_OK);
+    /* Priorities and cost hints: a priority out of range, or a wrong count, is refused;
+       then a bimodal step (every tenth task 30x dearer, run first) gives the same results. */
+    {
+        int m = rank == 0 ? 50 : 0, prio[50];
+        uint64_t cost[50];
+        for (int i = 0; i < m; i++) {
+            EXPECT(titus_task(t, 0, &i, sizeof i), TITUS_OK);
+            prio[i] = i % 10 == 0 ? 1 : 0;
+            cost[i] = i % 10 == 0 ? 30000 : 1000;
+        }
+        if (rank == 0) {
+            prio[7] = 40000;
+            EXPECT(titus_task_hints(t, prio, cost, 50), TITUS_ERR_INVALID);
+            if (!strstr(titus_last_error(), "priority 40000 of task 7")) {
+                fprintf(stderr, "FAIL the message does not name the priority: %s\n", titus_last_error());
+                failures++;
+            }
+            prio[7] = -32768;
+            EXPECT(titus_task_hints(t, prio, cost, 49), TITUS_ERR_INVALID);
+        }
+        EXPECT(titus_task_hints(t, prio, cost, (size_t)m), TITUS_OK);
+        EXPECT(titus_run(t), TITUS_OK);
+        EXPECT(titus_result_count(t, &n), TITUS_OK);
+        if (n != (size_t)m) fprintf(stderr, "FAIL %zu hinted results\n", n), failures++;
+        if (rank == 0) {
+            int out[50];
+            EXPECT(titus_results_fixed(t, out, sizeof(int), 50), TITUS_OK);
+            for (int i = 0; i < 50; i++)
+                if (out[i] != 2 * i) fprintf(stderr, "FAIL hinted result %d = %d\n", i, out[i]), failures++;
+        }
+        /* Only priorities (no hints), every task the same. */
+        if (rank == 0) EXPECT(titus_task(t, 0, &v, sizeof v), TITUS_OK);
+        EXPECT(titus_task_hints(t, prio, NULL, rank == 0 ? 1 : 0), TITUS_OK);
+        EXPECT(titus_run(t), TITUS_OK);
+    }
     /* A failing task: TITUS_ERR_TASK on every rank, its cause in every rank's last error,
        nothing printed (tests/capi.rs checks stderr); the handle then finalises. */
     EXPECT(titus_register(t, 1, fails_on_13, NULL), TITUS_OK);

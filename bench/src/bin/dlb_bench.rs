@@ -135,11 +135,16 @@ fn epoch_main(
     let keyed: Vec<TaskIn> = mine
         .iter()
         .zip(&tasks)
-        .map(|(t, (kind, payload))| TaskIn {
-            key: t.global,
-            kind: *kind,
-            payload: payload.clone(),
-            priority: 0,
+        .map(|(t, (kind, payload))| {
+            let (cost_hint_ns, priority) =
+                dlb::hint_and_priority(&run.args, t, plan.spec.task_time);
+            TaskIn {
+                key: t.global,
+                kind: *kind,
+                payload: payload.clone(),
+                priority,
+                cost_hint_ns,
+            }
         })
         .collect();
     let out = rt

@@ -159,6 +159,19 @@ module titus
       integer(c_size_t), value :: count
     end function titus_task_keys
 
+    ! priorities(i) and cost_ns(i) of the i-th task handed over since the last titus_run
+    ! (count = their number): higher priorities run first; cost_ns is the estimated run
+    ! time in ns (0: unknown), for cost-aware sharing. A priority outside -32768..32767
+    ! gets TITUS_ERR_INVALID.
+    integer(c_int) function titus_task_hints(t, priorities, cost_ns, count) &
+        bind(C, name="titus_task_hints")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_int), intent(in) :: priorities(*)
+      integer(c_int64_t), intent(in) :: cost_ns(*)   ! uint64_t in C
+      integer(c_size_t), value :: count
+    end function titus_task_hints
+
     ! Collective: which of this rank's tasks (keys, string order) should move for good to
     ! which neighbour rank; capacity = count always suffices.
     integer(c_int) function titus_repartition_plan(t, keys, count, move_keys, move_to, &

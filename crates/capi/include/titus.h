@@ -176,7 +176,7 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval, diffusion, advertise, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// check_interval, diffusion, advertise, cost_aware, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 // MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -232,6 +232,18 @@ int titus_run(struct titus_t *t);
 // before any task runs. Without this call, a task's key is its index in the hand-over
 // order.
 int titus_task_keys(struct titus_t *t, const uint64_t *keys, size_t count);
+
+// Gives the tasks handed over for the next titus_run a priority and a cost hint:
+// `priorities[i]` and `cost_ns[i]` are those of the i-th task handed over (all calls
+// since the last titus_run, in order), and `count` must be that number; call it after the
+// last hand-over. Either array may be NULL (every task 0). A rank runs higher priorities
+// first and shares lower ones first (default 0); a priority outside -32768..=32767 is
+// refused with TITUS_ERR_INVALID and nothing is set. A cost hint is the task's estimated
+// run time in ns (0: unknown; above a day counts as a day): with the option `cost_aware`
+// (on by default) a steal takes about half of a rank's estimated work instead of half of
+// its tasks, and work cheaper to finish than to move stays. Hints do not change results.
+// Without this call every task has priority 0 and no hint.
+int titus_task_hints(struct titus_t *t, const int *priorities, const uint64_t *cost_ns, size_t count);
 
 // A repartition plan for the solver (collective; after at least one titus_run): which
 // of this rank's tasks should move for good to which neighbour in the rank string so that

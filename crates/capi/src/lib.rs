@@ -182,6 +182,8 @@ struct Inner {
     pending: Vec<(u16, Vec<u8>)>,
     /// Keys of the pending tasks (titus_task_keys), or None: each task's index.
     keys: Option<Vec<u64>>,
+    /// Priorities and cost hints of the pending tasks (titus_task_hints), or None: 0.
+    hints: Option<(Vec<i16>, Vec<u64>)>,
     results: Vec<Vec<u8>>,
     /// Measured cost of each result's task, ns.
     costs: Vec<u64>,
@@ -359,6 +361,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
             rt,
             pending: Vec::new(),
             keys: None,
+            hints: None,
             costs: Vec::new(),
             results: Vec::new(),
             stats: titus_stats::default(),
@@ -375,7 +378,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval, diffusion, advertise, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+/// check_interval, diffusion, advertise, cost_aware, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 /// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 /// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 /// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -703,6 +706,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             }
             let tasks = std::mem::take(&mut inner.pending);
             let keys = inner.keys.take();
+            let hints = inner.hints.take();
             inner.results.clear();
             inner.costs.clear();
             let nominal = std::mem::take(&mut inner.nominal);
@@ -715,6 +719,15 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     tasks.len()
                 )));
             }
+            if let Some((p, _)) = &hints
+                && p.len() != tasks.len()
+            {
+                return Err(Error::Invalid(format!(
+                    "{} hints for {} tasks: titus_task_hints must follow the last hand-over",
+                    p.len(),
+                    tasks.len()
+                )));
+            }
             let keyed: Vec<TaskIn> = tasks
                 .into_iter()
                 .enumerate()
@@ -722,7 +735,8 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     key: keys.as_ref().map_or(i as u64, |k| k[i]),
                     kind,
                     payload,
-                    priority: 0,
+                    priority: hints.as_ref().map_or(0, |h| h.0[i]),
+                    cost_hint_ns: hints.as_ref().map_or(0, |h| h.1[i]),
                 })
                 .collect();
             let out = match inner.rt.run_epoch_if_any_keyed(keyed) {
@@ -796,6 +810,60 @@ pub extern "C" fn titus_task_keys(t: *mut titus_t, keys: *const u64, count: usiz
             // SAFETY: the caller guarantees `count` readable keys at `keys` (header).
             let k = unsafe { std::slice::from_raw_parts(keys, count) };
             inner.keys = Some(k.to_vec());
+            Ok(())
+        })
+    })
+}
+
+/// Gives the tasks handed over for the next titus_run a priority and a cost hint:
+/// `priorities[i]` and `cost_ns[i]` are those of the i-th task handed over (all calls
+/// since the last titus_run, in order), and `count` must be that number; call it after the
+/// last hand-over. Either array may be NULL (every task 0). A rank runs higher priorities
+/// first and shares lower ones first (default 0); a priority outside -32768..=32767 is
+/// refused with TITUS_ERR_INVALID and nothing is set. A cost hint is the task's estimated
+/// run time in ns (0: unknown; above a day counts as a day): with the option `cost_aware`
+/// (on by default) a steal takes about half of a rank's estimated work instead of half of
+/// its tasks, and work cheaper to finish than to move stays. Hints do not change results.
+/// Without this call every task has priority 0 and no hint.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_task_hints(
+    t: *mut titus_t,
+    priorities: *const c_int,
+    cost_ns: *const u64,
+    count: usize,
+) -> c_int {
+    call("titus_task_hints", || {
+        with(t, |inner| {
+            let n = inner.pending.len();
+            if count != n {
+                return Err(Error::Invalid(format!(
+                    "{count} hints for the {n} tasks handed over since the last titus_run"
+                )));
+            }
+            let prio: Vec<i16> = if priorities.is_null() || count == 0 {
+                vec![0; count]
+            } else {
+                // SAFETY: the caller guarantees `count` readable ints at `priorities`
+                // (header).
+                let p = unsafe { std::slice::from_raw_parts(priorities, count) };
+                p.iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        i16::try_from(v).map_err(|_| {
+                            Error::Invalid(format!(
+                                "priority {v} of task {i} is outside -32768..=32767"
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+            let costs: Vec<u64> = if cost_ns.is_null() || count == 0 {
+                vec![0; count]
+            } else {
+                // SAFETY: the caller guarantees `count` readable hints at `cost_ns` (header).
+                unsafe { std::slice::from_raw_parts(cost_ns, count) }.to_vec()
+            };
+            inner.hints = Some((prio, costs));
             Ok(())
         })
     })

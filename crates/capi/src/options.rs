@@ -35,6 +35,7 @@ fn keys() -> String {
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
          min_private, backoff_max, check_interval, steal_below, diffusion (on|off), advertise (on|off), \
+         cost_aware (on|off), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
@@ -147,6 +148,13 @@ impl Options {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                "cost_aware" => {
+                    self.cfg.core.cost_aware = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
@@ -209,6 +217,15 @@ mod tests {
         );
         let e = Options::parse("advertise=maybe", None).unwrap_err();
         assert_eq!(e, "options: advertise='maybe': expected on or off");
+    }
+
+    #[test]
+    fn cost_aware_batches_are_a_switch() {
+        assert!(Options::parse("", None).unwrap().cfg.core.cost_aware);
+        let off = Options::parse("cost_aware=off", None).unwrap();
+        assert!(!off.cfg.core.cost_aware);
+        let e = Options::parse("cost_aware=1", None).unwrap_err();
+        assert_eq!(e, "options: cost_aware='1': expected on or off");
     }
 
     #[test]

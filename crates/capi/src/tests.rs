@@ -685,3 +685,58 @@ fn fortran_module_covers_the_header() {
         );
     }
 }
+
+/// Priorities and cost hints: a count that is not the hand-over's, or a priority outside
+/// i16, is refused and nothing is set; hinted tasks give the same results.
+#[test]
+fn priorities_and_cost_hints() {
+    let mut t = init(c"workers=2,cost_aware=on");
+    assert_eq!(titus_register(t, 7, Some(square), null_mut()), TITUS_OK);
+    let fixed: Vec<u64> = (1..=40).collect();
+    assert_eq!(
+        titus_tasks_fixed(t, 7, fixed.as_ptr().cast(), 8, fixed.len()),
+        TITUS_OK
+    );
+    let mut prio: Vec<c_int> = (0..40).map(|i| if i % 10 == 0 { 5 } else { -1 }).collect();
+    let cost: Vec<u64> = (0..40)
+        .map(|i| if i % 10 == 0 { 30_000 } else { 1_000 })
+        .collect();
+    assert_eq!(
+        titus_task_hints(t, prio.as_ptr(), cost.as_ptr(), 39),
+        TITUS_ERR_INVALID
+    );
+    assert!(
+        last_error().contains("39 hints for the 40 tasks"),
+        "{}",
+        last_error()
+    );
+    prio[3] = 32_768;
+    assert_eq!(
+        titus_task_hints(t, prio.as_ptr(), cost.as_ptr(), 40),
+        TITUS_ERR_INVALID
+    );
+    assert!(
+        last_error().contains("priority 32768 of task 3 is outside"),
+        "{}",
+        last_error()
+    );
+    prio[3] = -32_768;
+    assert_eq!(
+        titus_task_hints(t, prio.as_ptr(), cost.as_ptr(), 40),
+        TITUS_OK
+    );
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    assert_eq!(results(t), fixed.iter().map(|v| v * v).collect::<Vec<_>>());
+    // NULL arrays: no priorities, no hints.
+    assert_eq!(
+        titus_tasks_fixed(t, 7, fixed.as_ptr().cast(), 8, 2),
+        TITUS_OK
+    );
+    assert_eq!(
+        titus_task_hints(t, std::ptr::null(), std::ptr::null(), 2),
+        TITUS_OK
+    );
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    assert_eq!(results(t), [1, 4]);
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}

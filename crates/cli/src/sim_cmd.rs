@@ -176,6 +176,9 @@ fn simulate(
     let ranks = run.args.ranks;
     let mut cfg = dlb::config(run, ranks, plan);
     cfg.overlay.ranks = ranks;
+    // Moving a share: a claim's fetch-add and read, two round trips and an atomic.
+    cfg.core.move_cost =
+        std::time::Duration::from_nanos((4.0 * model.latency_ns + model.atomic_ns) as u64);
     let base = titus_workload::generate(&plan.spec)?;
     let mut epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
         .map(|e| titus_workload::epoch_tasks(&base, e, plan.drift))
@@ -206,13 +209,19 @@ fn simulate(
         all.iter()
             .map(|ts| {
                 ts.iter()
-                    .map(|t| SimTask {
-                        key: t.global,
-                        cost_ns: (t.cost * 1e9) as u64,
-                        payload: match real {
-                            Some(per_round) => dlb::task_payload(plan, t, per_round),
-                            None => t.global.to_le_bytes().to_vec(),
-                        },
+                    .map(|t| {
+                        let (hint_ns, priority) =
+                            dlb::hint_and_priority(&run.args, t, plan.spec.task_time);
+                        SimTask {
+                            key: t.global,
+                            cost_ns: (t.cost * 1e9) as u64,
+                            payload: match real {
+                                Some(per_round) => dlb::task_payload(plan, t, per_round),
+                                None => t.global.to_le_bytes().to_vec(),
+                            },
+                            hint_ns,
+                            priority,
+                        }
                     })
                     .collect()
             })

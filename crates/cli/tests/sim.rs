@@ -203,6 +203,9 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
         (&["--drift", "abc"][..], "--drift"),
         (&["--drift", "NaN"][..], "--drift NaN is not a fraction"),
         (&["--diffusion", "sometimes"][..], "--diffusion"),
+        (&["--cost-aware", "maybe"][..], "--cost-aware"),
+        (&["--priorities", "2"][..], "--priorities"),
+        (&["--advertise", "yes"][..], "--advertise"),
         (
             &["--repartition", "0"][..],
             "--repartition must be at least 1",

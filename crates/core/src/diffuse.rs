@@ -210,6 +210,7 @@ mod tests {
                 index,
                 kind: 0,
                 priority: 0,
+                cost_ns: 0,
                 payload: vec![0; 8],
             })
             .collect()

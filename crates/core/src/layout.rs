@@ -17,9 +17,10 @@ pub mod seg {
     pub const OUTBOX: u16 = 2;
 }
 
-/// Version word at offset 0 of TASKS: "TITUS" + layout version 2 (version 2: result
-/// records carry their task's measured cost; chunks of pushed tasks).
-pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0002;
+/// Version word at offset 0 of TASKS: "TITUS" + layout version 3 (version 2: result
+/// records carry their task's measured cost; chunks of pushed tasks; version 3: task
+/// slots carry their task's estimated cost).
+pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0003;
 
 /// Offsets in the TASKS header (64 bytes).
 pub mod tasks {
@@ -121,12 +122,22 @@ pub struct Task {
     pub kind: u16,
     /// Priority: a rank runs higher first and shares lower first (0: the default).
     pub priority: i16,
+    /// Its estimated cost, ns (0: unknown): the submitter's hint, else the prediction
+    /// from its measured cost, else the mean of its kind on the rank that queued it. It
+    /// travels with the task (slot bytes 16..24); a rank that receives it bounds it
+    /// ([`COST_HINT_MAX_NS`], and the mapper's estimate for its kind): remote data.
+    pub cost_ns: u64,
     /// Input bytes.
     pub payload: Vec<u8>,
 }
 
-/// Bytes of a task slot before the payload.
-pub const SLOT_HEADER: u64 = 16;
+/// Bytes of a task slot before the payload: owner (4), index (4), kind (2), priority
+/// (2), payload length (4), estimated cost (8).
+pub const SLOT_HEADER: u64 = 24;
+
+/// The largest cost estimate a task may carry, ns (a day, `dlb-bench`'s longest task):
+/// larger hints, local or decoded, are taken as this.
+pub const COST_HINT_MAX_NS: u64 = 86_400_000_000_000;
 
 /// Size of a task slot for payloads of up to `max_payload` bytes (8-aligned).
 pub fn slot_size(max_payload: u32) -> u64 {
@@ -140,14 +151,16 @@ pub fn encode_task(task: &Task, out: &mut [u8]) {
     out[8..10].copy_from_slice(&task.kind.to_le_bytes());
     out[10..12].copy_from_slice(&task.priority.to_le_bytes());
     out[12..16].copy_from_slice(&(task.payload.len() as u32).to_le_bytes());
-    out[16..16 + task.payload.len()].copy_from_slice(&task.payload);
+    out[16..24].copy_from_slice(&task.cost_ns.to_le_bytes());
+    out[24..24 + task.payload.len()].copy_from_slice(&task.payload);
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
-/// Reads a slot written by rank `from`; checks the owner and the payload length.
+/// Reads a slot written by rank `from`; checks the owner and the payload length, bounds
+/// the cost estimate ([`COST_HINT_MAX_NS`]).
 pub fn decode_task(
     slot: &[u8],
     from: Rank,
@@ -163,6 +176,8 @@ pub fn decode_task(
     let kind = u16::from_le_bytes([slot[8], slot[9]]);
     let priority = i16::from_le_bytes([slot[10], slot[11]]);
     let len = u32_at(slot, 12);
+    let cost_ns =
+        u64::from_le_bytes(slot[16..24].try_into().expect("8 bytes")).min(COST_HINT_MAX_NS);
     if owner >= size {
         return Err(bad(format!(
             "task owner {owner} outside the job (size {size})"
@@ -178,7 +193,8 @@ pub fn decode_task(
         index,
         kind,
         priority,
-        payload: slot[16..16 + len as usize].to_vec(),
+        cost_ns,
+        payload: slot[24..24 + len as usize].to_vec(),
     })
 }
 
@@ -340,6 +356,7 @@ pub fn decode_chunk(
                     index,
                     kind: tag as u16,
                     priority: (tag >> 16) as u16 as i16,
+                    cost_ns: cost.min(COST_HINT_MAX_NS),
                     payload: data,
                 },
                 predicted_ns: cost,
@@ -415,11 +432,19 @@ mod tests {
             index: 9,
             kind: 2,
             priority: -7,
+            cost_ns: 4_000,
             payload: b"hello".to_vec(),
         };
         let mut slot = vec![0u8; slot_size(8) as usize];
         encode_task(&t, &mut slot);
         assert_eq!(decode_task(&slot, 1, 4, 8).unwrap(), t);
+        // A hostile estimate is bounded: remote data.
+        let mut dear = slot.clone();
+        dear[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(
+            decode_task(&dear, 1, 4, 8).unwrap().cost_ns,
+            COST_HINT_MAX_NS
+        );
         assert!(
             decode_task(&slot, 1, 3, 8).is_err(),
             "owner outside the job"
@@ -486,7 +511,10 @@ mod tests {
             decode_chunk(&chunk, 1, 4, 0, 8).unwrap(),
             Chunk::Tasks {
                 tasks: vec![PushedTask {
-                    task: t.clone(),
+                    task: Task {
+                        cost_ns: 777,
+                        ..t.clone()
+                    },
                     predicted_ns: 777
                 }],
                 last: false

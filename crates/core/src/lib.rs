@@ -275,6 +275,18 @@ pub struct Config {
     /// blacklists. Idle thieves then sleep instead of probing empty victims on a backoff,
     /// and learn of work the moment it arrives next door. Stealing only (not work sharing).
     pub advertise: bool,
+    /// Cost-aware batches: when the queue's tasks have cost estimates (a hint from the
+    /// submitter, diffusion's prediction, or the mapper's measured mean of the kind), a
+    /// share holds about the fraction of the queue's estimated *work* that the count rule
+    /// gives of its tasks (`claim`: two thirds, published in batches that each hold their
+    /// part of the work; else half), spread over the queue; and a share whose estimated
+    /// work is below [`Config::move_cost`] is not made (the end game: cheaper to finish
+    /// than to move). Without estimates, the count rule.
+    pub cost_aware: bool,
+    /// Cost-aware batches: the estimated cost of moving a share, a steal's round trip and
+    /// its transfer; 20 µs by default (a loopback steal takes 20–80 µs; `titus sim` sets
+    /// it from its fabric model). A share of less estimated work stays with its owner.
+    pub move_cost: Duration,
 }
 
 impl Default for Config {
@@ -305,6 +317,8 @@ impl Default for Config {
             diffusion: true,
             push_wait: Duration::from_millis(2),
             advertise: true,
+            cost_aware: true,
+            move_cost: Duration::from_micros(20),
         }
     }
 }

@@ -16,7 +16,11 @@
 //!   its submitter, [`Mapper::priority`] may change it when the task is queued; a rank
 //!   runs higher priorities first and shares from the other end (lowest first);
 //! - **profiling** — [`Mapper::task_finished`]: every task a rank ran, with its measured
-//!   duration, to feed cost estimates ([`CostModel`], kept by the default mapper).
+//!   duration, to feed cost estimates ([`CostModel`], kept by the default mapper);
+//! - **estimates** — [`Mapper::estimate_ns`]: the cost of a task that joins this rank's
+//!   queue without one (no hint from its submitter, no prediction): the default mapper's
+//!   measured mean of its kind. Cost-aware sharing (`crate::Config::cost_aware`) splits
+//!   the queue by these estimates; a stolen task's estimate is bounded by it.
 //!
 //! A mapper lives on one rank ([`crate::Node::set_mapper`]) and sees only that rank's
 //! view; what ranks must agree on (the protocol, the overlay) stays in [`crate::Config`].
@@ -36,6 +40,8 @@ pub struct TaskInfo {
     pub kind: u16,
     /// Its priority (higher runs first).
     pub priority: i16,
+    /// Its estimated cost, ns (0: unknown), as it travels with the task.
+    pub cost_ns: u64,
 }
 
 /// A finished task, as [`Mapper::task_finished`] reports it.
@@ -142,6 +148,14 @@ pub trait Mapper: Send + std::fmt::Debug {
         task.priority
     }
 
+    /// The estimated cost of `task` (ns; `None` or 0: unknown), asked when a task joins
+    /// this rank's queue without an estimate of its own, and to bound the estimate a
+    /// stolen task carries (remote data). None by default.
+    fn estimate_ns(&mut self, task: &TaskInfo) -> Option<u64> {
+        let _ = task;
+        None
+    }
+
     /// A task this rank ran finished.
     fn task_finished(&mut self, profile: &Profile) {
         let _ = profile;
@@ -180,6 +194,10 @@ pub struct DefaultMapper {
 }
 
 impl Mapper for DefaultMapper {
+    fn estimate_ns(&mut self, task: &TaskInfo) -> Option<u64> {
+        self.costs.mean_ns(task.kind)
+    }
+
     fn task_finished(&mut self, profile: &Profile) {
         self.costs.record(profile);
     }

@@ -96,6 +96,11 @@ pub struct NewTask {
     pub payload: Vec<u8>,
     /// Its priority: higher runs first, lower is shared first (0: the default).
     pub priority: i16,
+    /// Its estimated cost, ns (0: unknown): cost-aware sharing splits the queue by
+    /// estimates (`Config::cost_aware`) — this hint, else diffusion's prediction, else the
+    /// mapper's ([`crate::Mapper::estimate_ns`]: the measured mean of the kind). At most
+    /// [`crate::layout::COST_HINT_MAX_NS`] (larger is taken as that).
+    pub cost_hint_ns: u64,
 }
 
 impl From<(u16, Vec<u8>)> for NewTask {
@@ -104,6 +109,7 @@ impl From<(u16, Vec<u8>)> for NewTask {
             kind,
             payload,
             priority: 0,
+            cost_hint_ns: 0,
         }
     }
 }
@@ -366,6 +372,11 @@ impl Node {
                 index: i as u32,
                 kind: t.kind,
                 priority: t.priority,
+                cost_ns: if t.cost_hint_ns > 0 {
+                    t.cost_hint_ns
+                } else {
+                    prediction.map_or(0, |p| p.costs_ns[i])
+                },
                 payload: t.payload,
             })
             .collect();

@@ -8,16 +8,29 @@
 //! work or none of it, and halving then ping-pongs small batches for the rest of the
 //! epoch; every other task holds about half of the work wherever the front lies, without
 //! knowing any cost.
+//!
+//! Cost-aware batches (`Config::cost_aware`): when tasks carry estimates, the share is
+//! chosen by work instead — walking from the back, a task goes when giving it brings the
+//! work given closer to the share's fraction of the work walked (error diffusion: equal
+//! costs give every other task, as above; a bunch of dear tasks splits evenly), up to the
+//! count limits — and under `claim` the published set is laid out so that each halving
+//! batch holds its part of the work, not just of the count. A share of less estimated
+//! work than `Config::move_cost` is not made. Tasks without an estimate count as the
+//! mean of those with one; with none, the count rule.
 
 use crate::Config;
 use crate::Rank;
-use crate::layout::Task;
+use crate::layout::{COST_HINT_MAX_NS, Task, claim_batch, claim_batches};
 use crate::mapper::{DefaultMapper, Mapper, TaskInfo};
 use std::collections::VecDeque;
 
 /// The queue's back part that sharing spreads over (beyond it, twice the tasks shared),
 /// which bounds a share's work to O(max(k, this)).
 pub(crate) const SPREAD_WINDOW: usize = 1 << 14;
+
+/// How far a stolen task's estimate may stray from the mapper's estimate for its kind,
+/// either way, before it is bounded (remote data is not trusted blindly).
+pub(crate) const REMOTE_ESTIMATE_FACTOR: u64 = 64;
 
 /// Tasks to run or share, and whether the workers found it empty.
 #[derive(Debug)]
@@ -35,6 +48,9 @@ pub(crate) struct Queue {
     prioritized: bool,
     /// The rank's policy: priorities when tasks join, permits when they are shared.
     pub(crate) mapper: Box<dyn Mapper>,
+    /// The sum of the queued tasks' estimates (those with one), ns, and how many have one.
+    est_sum: u128,
+    est_n: usize,
 }
 
 impl Default for Queue {
@@ -45,6 +61,8 @@ impl Default for Queue {
             sorted: false,
             prioritized: false,
             mapper: Box::new(DefaultMapper::default()),
+            est_sum: 0,
+            est_n: 0,
         }
     }
 }
@@ -56,6 +74,22 @@ fn info(t: &Task) -> TaskInfo {
         index: t.index,
         kind: t.kind,
         priority: t.priority,
+        cost_ns: t.cost_ns,
+    }
+}
+
+/// A task's estimate once it joins: its own (bounded by [`COST_HINT_MAX_NS`], and when
+/// it comes from another rank by the mapper's estimate `local` within
+/// [`REMOTE_ESTIMATE_FACTOR`] either way), else the mapper's, else 0 (unknown).
+fn bound(cost: u64, local: Option<u64>, remote: bool) -> u64 {
+    let local = local.filter(|&l| l > 0).map(|l| l.min(COST_HINT_MAX_NS));
+    match (cost.min(COST_HINT_MAX_NS), local) {
+        (0, l) => l.unwrap_or(0),
+        (c, Some(l)) if remote => c.clamp(
+            (l / REMOTE_ESTIMATE_FACTOR).max(1),
+            l.saturating_mul(REMOTE_ESTIMATE_FACTOR),
+        ),
+        (c, _) => c,
     }
 }
 
@@ -66,16 +100,26 @@ impl Queue {
         self.hungry = false;
         self.sorted = sorted;
         self.prioritized = false;
-        self.prioritize(0);
+        self.est_sum = 0;
+        self.est_n = 0;
+        self.joined(0, false);
     }
 
-    /// Tasks from `from` on just joined: the mapper sets their priorities; with any
-    /// other than 0 (now or before, this epoch) the queue is put in priority order.
-    fn prioritize(&mut self, from: usize) {
+    /// Tasks from `from` on just joined (`remote`: from other ranks, or back from the
+    /// shared set): the mapper sets their priorities and fills in or bounds their
+    /// estimates ([`bound`]); with any priority other than 0 (now or before, this epoch)
+    /// the queue is put in priority order.
+    fn joined(&mut self, from: usize, remote: bool) {
         let mapper = &mut self.mapper;
         for t in self.tasks.range_mut(from..) {
-            t.priority = mapper.priority(&info(t));
+            let i = info(t);
+            t.priority = mapper.priority(&i);
+            t.cost_ns = bound(t.cost_ns, mapper.estimate_ns(&i), remote);
             self.prioritized |= t.priority != 0;
+            if t.cost_ns > 0 {
+                self.est_sum += u128::from(t.cost_ns);
+                self.est_n += 1;
+            }
         }
         if self.prioritized {
             // Two sorted runs (the queue, the newcomers): the stable sort merges them.
@@ -85,17 +129,70 @@ impl Queue {
         }
     }
 
-    /// Up to `k` (≤ `len()`) tasks to share, in queue order — from the back of a queue in
-    /// priority or predicted order (its lowest or cheapest), else spread
-    /// ([`Queue::take_spread`]) — less those the mapper keeps here (`thief`: who asks,
-    /// if known), which stay queued.
-    pub(crate) fn take_share(&mut self, k: usize, thief: Option<Rank>) -> Vec<Task> {
-        let offered = if self.sorted || self.prioritized {
+    /// A task left the queue.
+    fn forget(&mut self, t: &Task) {
+        if t.cost_ns > 0 {
+            self.est_sum -= u128::from(t.cost_ns);
+            self.est_n -= 1;
+        }
+    }
+
+    /// A task went back to the queue's back as it was (no new bounds).
+    fn put_back(&mut self, t: Task) {
+        if t.cost_ns > 0 {
+            self.est_sum += u128::from(t.cost_ns);
+            self.est_n += 1;
+        }
+        self.tasks.push_back(t);
+    }
+
+    /// Cost-aware sharing applies: the mean estimate of the tasks that have one.
+    fn mean_estimate(&self, cfg: &Config) -> Option<f64> {
+        (cfg.cost_aware && self.est_n > 0).then(|| self.est_sum as f64 / self.est_n as f64)
+    }
+
+    /// The queue's estimated work, ns (tasks without an estimate at `mean`).
+    fn work(&self, mean: f64) -> f64 {
+        self.est_sum as f64 + (self.tasks.len() - self.est_n) as f64 * mean
+    }
+
+    /// Tasks to share, in queue order — with cost estimates ([`Queue::take_by_cost`]) a
+    /// fraction of the work; else `k` (≤ `len()`, from [`Queue::shareable`] with the same
+    /// `demand`) tasks from the back of a queue in priority or predicted order (its lowest
+    /// or cheapest), or spread ([`Queue::take_spread`]) — less those the mapper keeps
+    /// here (`thief`: who asks, if known), which stay queued. Under `claim` with
+    /// estimates, laid out for its batches ([`arrange_for_batches`]). Nothing if `k` is 0.
+    pub(crate) fn take_share(
+        &mut self,
+        k: usize,
+        cfg: &Config,
+        demand: bool,
+        thief: Option<Rank>,
+    ) -> Vec<Task> {
+        let mean = self.mean_estimate(cfg);
+        let offered = if k == 0 {
+            Vec::new()
+        } else if let Some(mean) = mean {
+            self.take_by_cost(cfg, demand, mean)
+        } else if self.sorted || self.prioritized {
             let at = self.tasks.len() - k.min(self.tasks.len());
-            self.tasks.split_off(at).into()
+            let out: Vec<Task> = self.tasks.split_off(at).into();
+            out.iter().for_each(|t| self.forget(t));
+            out
         } else {
             self.take_spread(k)
         };
+        let mut out = self.permitted(offered, thief);
+        if let Some(mean) = mean
+            && cfg.protocol == crate::Protocol::Claim
+        {
+            arrange_for_batches(&mut out, mean);
+        }
+        out
+    }
+
+    /// `offered` less what the mapper keeps here (back in the queue).
+    fn permitted(&mut self, offered: Vec<Task>, thief: Option<Rank>) -> Vec<Task> {
         if offered.is_empty() {
             return offered;
         }
@@ -110,7 +207,7 @@ impl Queue {
             if p {
                 out.push(t);
             } else {
-                self.tasks.push_back(t);
+                self.put_back(t);
             }
         }
         if self.prioritized {
@@ -127,6 +224,68 @@ impl Queue {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.tasks.is_empty()
+    }
+
+    /// Cost-aware: walking from the back, each task goes when giving it brings the work
+    /// given closest to the share's fraction of the work walked (`claim`: two thirds,
+    /// else half; in priority or predicted order, from the back while the work given stays
+    /// nearest the fraction of the whole queue's), at most the count limits of
+    /// [`Queue::shareable`]; nothing when that is less work than `move_cost` (the end
+    /// game). Tasks without an estimate count as `mean`.
+    fn take_by_cost(&mut self, cfg: &Config, demand: bool, mean: f64) -> Vec<Task> {
+        let q = self.tasks.len();
+        let frac = if cfg.protocol == crate::Protocol::Claim {
+            2.0 / 3.0
+        } else {
+            0.5
+        };
+        let private = cfg.min_private.saturating_sub(u32::from(demand)) as usize;
+        let cap = q.saturating_sub(private).min(cfg.shared_capacity as usize);
+        let est = |t: &Task| {
+            if t.cost_ns > 0 {
+                t.cost_ns as f64
+            } else {
+                mean
+            }
+        };
+        let target = self.work(mean) * frac;
+        let ordered = self.sorted || self.prioritized;
+        let mut give = vec![false; q];
+        let (mut given, mut walked, mut n) = (0.0f64, 0.0f64, 0usize);
+        for (i, t) in self.tasks.iter().enumerate().rev() {
+            if n == cap {
+                break;
+            }
+            let c = est(t);
+            walked += c;
+            let goes = if ordered {
+                given + c / 2.0 <= target
+            } else {
+                given + c / 2.0 <= frac * walked
+            };
+            if goes {
+                give[i] = true;
+                given += c;
+                n += 1;
+            } else if ordered {
+                break;
+            }
+        }
+        if n == 0 || given < cfg.move_cost.as_nanos() as f64 {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut keep = VecDeque::with_capacity(q - n);
+        for (t, g) in std::mem::take(&mut self.tasks).into_iter().zip(give) {
+            if g {
+                out.push(t);
+            } else {
+                keep.push_back(t);
+            }
+        }
+        self.tasks = keep;
+        out.iter().for_each(|t| self.forget(t));
+        out
     }
 
     /// How many tasks the owner may share now: under `claim`, two thirds of the queue
@@ -146,15 +305,28 @@ impl Queue {
             q / 2
         };
         let private = cfg.min_private.saturating_sub(u32::from(demand)) as usize;
-        (q - keep)
+        let k = (q - keep)
             .min(q.saturating_sub(private))
-            .min(cfg.shared_capacity as usize)
+            .min(cfg.shared_capacity as usize);
+        // Cost-aware: the end game keeps what is cheaper to finish than to move.
+        match self.mean_estimate(cfg) {
+            Some(mean)
+                if k > 0
+                    && self.work(mean) * k as f64 / (q as f64)
+                        < cfg.move_cost.as_nanos() as f64 =>
+            {
+                0
+            }
+            _ => k,
+        }
     }
 
     /// Up to `max` tasks from the front, for the workers.
     pub(crate) fn take_front(&mut self, max: usize) -> Vec<Task> {
         let n = max.min(self.tasks.len());
-        self.tasks.drain(..n).collect()
+        let out: Vec<Task> = self.tasks.drain(..n).collect();
+        out.iter().for_each(|t| self.forget(t));
+        out
     }
 
     /// `k` (≤ `len()`) tasks evenly spread over the back part of the queue — all of it
@@ -179,6 +351,7 @@ impl Queue {
                 self.tasks.push_back(t);
             }
         }
+        out.iter().for_each(|t| self.forget(t));
         out
     }
 
@@ -186,8 +359,56 @@ impl Queue {
     pub(crate) fn extend(&mut self, tasks: impl IntoIterator<Item = Task>) {
         let from = self.tasks.len();
         self.tasks.extend(tasks);
-        self.prioritize(from);
+        self.joined(from, true);
     }
+}
+
+/// Lays out a `claim` share of `tasks` so that each of its halving batches
+/// ([`claim_batch`]) holds about its part of the estimated work (tasks without an
+/// estimate count as `mean`): dearest first, each task goes to the batch furthest below
+/// its part (its count's share of the work) that has room; batch by batch, queue order
+/// within each. A thief's batch then takes about half of what is published by work too.
+fn arrange_for_batches(tasks: &mut Vec<Task>, mean: f64) {
+    let n = tasks.len();
+    if n < 3 || n > usize::from(u16::MAX) {
+        return;
+    }
+    let est: Vec<f64> = tasks
+        .iter()
+        .map(|t| {
+            if t.cost_ns > 0 {
+                t.cost_ns as f64
+            } else {
+                mean
+            }
+        })
+        .collect();
+    let total: f64 = est.iter().sum();
+    let nb = claim_batches(n as u16) as usize;
+    let mut room: Vec<usize> = (0..nb)
+        .map(|b| usize::from(claim_batch(n as u16, b as u32).1))
+        .collect();
+    let part: Vec<f64> = room.iter().map(|&r| total * r as f64 / n as f64).collect();
+    let mut got = vec![0.0f64; nb];
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| est[b].total_cmp(&est[a]));
+    let mut batch = vec![0usize; n];
+    for i in order {
+        let b = (0..nb)
+            .filter(|&b| room[b] > 0)
+            .max_by(|&x, &y| {
+                (part[x] - got[x])
+                    .total_cmp(&(part[y] - got[y]))
+                    .then(y.cmp(&x))
+            })
+            .expect("room for every task");
+        batch[i] = b;
+        room[b] -= 1;
+        got[b] += est[i];
+    }
+    let mut slots: Vec<(usize, Task)> = batch.into_iter().zip(tasks.drain(..)).collect();
+    slots.sort_by_key(|&(b, _)| b);
+    tasks.extend(slots.into_iter().map(|(_, t)| t));
 }
 
 #[cfg(test)]
@@ -200,6 +421,7 @@ mod tests {
             index,
             kind: 0,
             priority: 0,
+            cost_ns: 0,
             payload: Vec::new(),
         }
     }
@@ -227,7 +449,11 @@ mod tests {
         assert_eq!(q.take_spread(9).len(), 4, "at most what there is");
         // In predicted order (dearest first): the cheapest, from the back.
         q.start((0..6).map(task).collect(), true);
-        let got: Vec<u32> = q.take_share(2, None).iter().map(|t| t.index).collect();
+        let got: Vec<u32> = q
+            .take_share(2, &Config::default(), false, None)
+            .iter()
+            .map(|t| t.index)
+            .collect();
         assert_eq!(got, [4, 5]);
     }
 
@@ -242,7 +468,7 @@ mod tests {
         q.start((0..5).map(task).collect(), false);
         // Half of 5 is 3, 5 − 3 private is 2, the capacity 2.
         assert_eq!(q.shareable(&cfg, false), 2);
-        let back = q.take_share(2, None);
+        let back = q.take_share(2, &Config::default(), false, None);
         assert_eq!(back.iter().map(|t| t.index).collect::<Vec<_>>(), [2, 4]);
         assert_eq!(q.shareable(&cfg, false), 0, "3 tasks stay private");
         assert_eq!(
@@ -277,6 +503,7 @@ mod tests {
             (0..6)
                 .map(|i| Task {
                     priority: prio[i as usize],
+                    cost_ns: 0,
                     ..task(i)
                 })
                 .collect(),
@@ -286,12 +513,17 @@ mod tests {
         let order = |q: &Queue| q.tasks.iter().map(|t| t.index).collect::<Vec<_>>();
         assert_eq!(order(&q), [2, 4, 0, 3, 5, 1]);
         // Shares come from the low end.
-        let got: Vec<u32> = q.take_share(2, None).iter().map(|t| t.index).collect();
+        let got: Vec<u32> = q
+            .take_share(2, &Config::default(), false, None)
+            .iter()
+            .map(|t| t.index)
+            .collect();
         assert_eq!(got, [5, 1]);
         // Stolen tasks join in priority order.
         q.extend([
             Task {
                 priority: 3,
+                cost_ns: 0,
                 ..task(10)
             },
             task(11),
@@ -312,11 +544,184 @@ mod tests {
         q.start((0..8).map(task).collect(), false);
         assert_eq!(q.tasks[0].index, 3, "re-prioritised on arrival");
         // The 4 lowest are offered (7, 6, 5, 4 from the back): the even ones stay.
-        let got: Vec<u32> = q.take_share(4, Some(2)).iter().map(|t| t.index).collect();
+        let got: Vec<u32> = q
+            .take_share(4, &Config::default(), false, Some(2))
+            .iter()
+            .map(|t| t.index)
+            .collect();
         assert_eq!(got, [5, 7]);
         assert_eq!(q.len(), 6);
         let mut left: Vec<u32> = q.take_front(6).iter().map(|t| t.index).collect();
         left.sort_unstable();
         assert_eq!(left, [0, 1, 2, 3, 4, 6]);
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+    use crate::Protocol;
+    use crate::mapper::Profile;
+
+    fn costed(index: u32, cost_ns: u64) -> Task {
+        Task {
+            owner: 0,
+            index,
+            kind: 0,
+            priority: 0,
+            cost_ns,
+            payload: Vec::new(),
+        }
+    }
+
+    /// 100 tasks of 1 ms, a contiguous band of 10 dear ones (30×) at `at`.
+    fn bimodal(at: u32) -> VecDeque<Task> {
+        (0..100)
+            .map(|i| {
+                let dear = (at..at + 10).contains(&i);
+                costed(i, if dear { 30_000_000 } else { 1_000_000 })
+            })
+            .collect()
+    }
+
+    fn work(ts: &[Task]) -> u64 {
+        ts.iter().map(|t| t.cost_ns).sum()
+    }
+
+    #[test]
+    fn a_bimodal_queue_shares_about_half_of_its_work() {
+        // Total: 90 ms + 300 ms = 390 ms, wherever the dear band lies.
+        for protocol in [Protocol::Request, Protocol::Lock] {
+            let cfg = Config {
+                protocol,
+                ..Config::default()
+            };
+            for at in [0, 45, 90] {
+                let mut q = Queue::default();
+                q.start(bimodal(at), false);
+                let k = q.shareable(&cfg, false);
+                let got = q.take_share(k, &cfg, false, None);
+                let w = work(&got);
+                assert!(
+                    (190_000_000..=200_000_000).contains(&w),
+                    "{protocol:?}, band at {at}: {w} ns shared"
+                );
+                // The band splits: half of the dear tasks go.
+                assert_eq!(got.iter().filter(|t| t.cost_ns > 1_000_000).count(), 5);
+                assert_eq!(q.len() + got.len(), 100);
+                assert_eq!(q.est_sum, 390_000_000 - u128::from(w));
+            }
+        }
+        // Claim: two thirds published, laid out so that the first batch holds half of it.
+        let cfg = Config::default();
+        let mut q = Queue::default();
+        q.start(bimodal(90), false);
+        let got = q.take_share(q.shareable(&cfg, false), &cfg, false, None);
+        let w = work(&got);
+        assert!((255_000_000..=265_000_000).contains(&w), "{w}");
+        let (_, first) = claim_batch(got.len() as u16, 0);
+        let w0 = work(&got[..usize::from(first)]);
+        assert!(
+            (w0 as f64 - w as f64 / 2.0).abs() <= 30e6,
+            "first batch {w0} of {w}"
+        );
+        // Without cost-aware batches: the count rule, whatever the estimates.
+        let off = Config {
+            cost_aware: false,
+            ..Config::default()
+        };
+        let mut q = Queue::default();
+        q.start(bimodal(90), false);
+        assert_eq!(q.shareable(&off, false), 67);
+        assert_eq!(q.take_share(67, &off, false, None).len(), 67);
+    }
+
+    #[test]
+    fn the_end_game_keeps_what_is_cheaper_to_finish_than_to_move() {
+        let cfg = Config {
+            move_cost: std::time::Duration::from_micros(20),
+            ..Config::default()
+        };
+        let mut q = Queue::default();
+        // Six tasks of 5 µs: two thirds of 30 µs is 20 µs, just worth moving.
+        q.start((0..6).map(|i| costed(i, 5_000)).collect(), false);
+        assert_eq!(q.shareable(&cfg, false), 4);
+        assert_eq!(work(&q.take_share(4, &cfg, false, None)), 20_000);
+        // Two left (10 µs): kept, even for idle thieves.
+        assert_eq!(q.shareable(&cfg, true), 0);
+        assert!(q.take_share(1, &cfg, true, None).is_empty());
+        assert_eq!(q.len(), 2);
+        // One dear task among cheap ones still goes.
+        q.start(
+            [costed(0, 1_000), costed(1, 1_000), costed(2, 50_000)].into(),
+            false,
+        );
+        let got = q.take_share(q.shareable(&cfg, false), &cfg, false, None);
+        assert_eq!(got.iter().map(|t| t.index).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn unknown_costs_fall_back_to_counts() {
+        let cfg = Config::default();
+        let mut q = Queue::default();
+        q.start((0..10).map(|i| costed(i, 0)).collect(), false);
+        assert_eq!(q.shareable(&cfg, false), 7);
+        let mut spread = Queue::default();
+        spread.start((0..10).map(|i| costed(i, 0)).collect(), false);
+        let want: Vec<u32> = spread.take_spread(7).iter().map(|t| t.index).collect();
+        let got: Vec<u32> = q
+            .take_share(7, &cfg, false, None)
+            .iter()
+            .map(|t| t.index)
+            .collect();
+        assert_eq!(got, want);
+        // Mixed: unknown tasks count as the mean of the known ones.
+        q.start(
+            [
+                costed(0, 0),
+                costed(1, 0),
+                costed(2, 4_000_000),
+                costed(3, 0),
+            ]
+            .into(),
+            false,
+        );
+        assert_eq!(q.work(q.mean_estimate(&cfg).unwrap()), 16e6);
+    }
+
+    #[test]
+    fn hostile_estimates_are_bounded() {
+        let mut q = Queue::default();
+        // No local estimate: a remote one is capped at a day.
+        q.start(VecDeque::new(), false);
+        q.extend([costed(0, u64::MAX)]);
+        assert_eq!(q.tasks[0].cost_ns, COST_HINT_MAX_NS);
+        // With the kind's measured mean (1 ms), within 64× of it either way.
+        let mut m = DefaultMapper::default();
+        m.costs.record(&Profile {
+            kind: 0,
+            owner: 0,
+            index: 0,
+            rank: 0,
+            duration_ns: 1_000_000,
+        });
+        let mut q = Queue {
+            mapper: Box::new(m),
+            ..Queue::default()
+        };
+        q.start([costed(9, 5_000_000_000)].into(), false);
+        assert_eq!(q.tasks[0].cost_ns, 5_000_000_000, "a local hint stands");
+        q.extend([
+            costed(0, u64::MAX),
+            costed(1, 1),
+            costed(2, 0),
+            costed(3, 3_000),
+        ]);
+        let got: Vec<u64> = q.tasks.iter().skip(1).map(|t| t.cost_ns).collect();
+        assert_eq!(got, [64_000_000, 15_625, 1_000_000, 15_625]);
+        assert_eq!(q.est_n, 5);
+        // Taking them all leaves the sums at zero.
+        q.take_front(10);
+        assert_eq!((q.est_sum, q.est_n), (0, 0));
     }
 }

@@ -205,6 +205,9 @@ pub struct TaskIn {
     pub payload: Vec<u8>,
     /// Priority: higher runs first, lower is shared first (0: the default).
     pub priority: i16,
+    /// Estimated cost, ns (0: unknown): a hint for cost-aware sharing
+    /// (`titus_core::Config::cost_aware`; `NewTask::cost_hint_ns`).
+    pub cost_hint_ns: u64,
 }
 
 /// An epoch's outcome on this rank.
@@ -770,6 +773,7 @@ impl Runtime {
                 kind: t.kind,
                 payload: t.payload,
                 priority: t.priority,
+                cost_hint_ns: t.cost_hint_ns,
             })
             .collect();
         let rejected = CostHistory::check_keys(&keys).err();
@@ -894,6 +898,7 @@ fn indexed(tasks: Vec<(u16, Vec<u8>)>) -> Vec<TaskIn> {
             kind,
             payload,
             priority: 0,
+            cost_hint_ns: 0,
         })
         .collect()
 }

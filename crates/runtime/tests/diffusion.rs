@@ -40,6 +40,7 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
                 kind: 0,
                 payload,
                 priority: 0,
+                cost_hint_ns: 0,
             }
         })
         .collect()
@@ -141,6 +142,7 @@ fn duplicate_keys_fail_every_rank_before_anything_runs() {
         kind: 0,
         payload: 1u32.to_le_bytes().to_vec(),
         priority: 0,
+        cost_hint_ns: 0,
     };
     std::thread::scope(|s| {
         let hs: Vec<_> = rts

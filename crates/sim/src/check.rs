@@ -111,6 +111,8 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
                         key: i,
                         cost_ns: 1_000 + (rng.sample::<f64, _>(Exp1) * 300_000.0) as u64,
                         payload,
+                        hint_ns: 0,
+                        priority: 0,
                     }
                 })
                 .collect()
@@ -134,6 +136,8 @@ fn draw_later(rng: &mut Rng, prev: &[Vec<SimTask>], epoch: u64) -> Vec<Vec<SimTa
                     key: i,
                     cost_ns: 0,
                     payload,
+                    hint_ns: 0,
+                    priority: 0,
                 });
             }
         }
@@ -233,6 +237,8 @@ fn draw_and_run(
         // Fixed (not drawn): the seeds' draws, and so their digest, stay as they were.
         push_wait: Duration::from_micros(100),
         advertise: true,
+        cost_aware: true,
+        move_cost: Duration::from_micros(20),
     };
     let tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps
@@ -297,6 +303,12 @@ fn draw_and_run(
     // The mapper's mechanisms, drawn apart too.
     let mut mech = Rng::from_keys(&[seed, key, 0x6d61_7070]); // "mapp"
     core.advertise = mech.chance(0.5);
+    // Cost-aware batches, drawn apart too (after the mapper's draws, which stay as they
+    // were), and the hints the tasks carry: none, exact, noisy, or hostile.
+    let mut costs = Rng::from_keys(&[seed, key, 0x636f_7374]); // "cost"
+    core.cost_aware = costs.chance(0.5);
+    core.move_cost = Duration::from_micros(costs.below(40));
+    let hints = costs.below(4);
     let policy = if mech.chance(0.5) {
         None
     } else {
@@ -346,6 +358,29 @@ fn draw_and_run(
             if core.diffusion { "on" } else { "off" }
         );
     }
+    let mut tasks = tasks;
+    for t in tasks
+        .iter_mut()
+        .chain(later_epochs.iter_mut().flatten())
+        .flatten()
+    {
+        t.hint_ns = match hints {
+            0 => 0,
+            1 => t.cost_ns,
+            2 => t.cost_ns / 2 + costs.below(t.cost_ns + 1),
+            _ => match costs.below(3) {
+                0 => u64::MAX,
+                1 => 1,
+                _ => costs.below(u64::MAX),
+            },
+        };
+    }
+    what += &format!(
+        ", cost-aware {} (move {} µs), hints {}",
+        if core.cost_aware { "on" } else { "off" },
+        core.move_cost.as_micros(),
+        ["none", "exact", "noisy", "hostile"][hints as usize]
+    );
     let job = Job {
         core,
         overlay,

@@ -60,6 +60,10 @@ pub struct SimTask {
     pub cost_ns: u64,
     /// Its payload (travels through the core like a real one).
     pub payload: Vec<u8>,
+    /// The cost hint its submitter gives, ns (0: none; `NewTask::cost_hint_ns`).
+    pub hint_ns: u64,
+    /// Its priority (`NewTask::priority`).
+    pub priority: i16,
 }
 
 /// Faults to inject.
@@ -652,9 +656,14 @@ impl<'a> Sim<'a> {
             Ev::Arrive { from, token, op } => return self.arrive(now, from, token, op),
             Ev::Start { node } => {
                 let i = node as usize;
-                let tasks: Vec<(u16, Vec<u8>)> = self.tasks()[i]
+                let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
                     .iter()
-                    .map(|t| (0, t.payload.clone()))
+                    .map(|t| titus_core::NewTask {
+                        kind: 0,
+                        payload: t.payload.clone(),
+                        priority: t.priority,
+                        cost_hint_ns: t.hint_ns,
+                    })
                     .collect();
                 // Diffusion: only the neighbours' loads, never a vector of every rank's.
                 let prediction = self.loads[i].is_some().then(|| Prediction {

@@ -25,6 +25,8 @@ fn tasks() -> Vec<Vec<SimTask>> {
                     key: i,
                     cost_ns: 50_000,
                     payload: i.to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
                 })
                 .collect()
         })

@@ -30,6 +30,8 @@ fn sim_tasks(all: &[Vec<TaskSpec>]) -> Vec<Vec<SimTask>> {
                     key: t.global,
                     cost_ns: cost_ns(t),
                     payload: t.global.to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
                 })
                 .collect()
         })

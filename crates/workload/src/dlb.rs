@@ -137,6 +137,17 @@ pub struct BenchArgs {
     /// per-victim exponential backoff alone.
     #[arg(long, value_enum, default_value = "on")]
     pub advertise: Switch,
+    /// Cost-aware batches: each task carries its drawn cost as a hint, and a steal takes
+    /// about half of the victim's estimated work instead of half of its tasks; what is
+    /// cheaper to finish than to move stays (`titus_core::Config::cost_aware`); off: the
+    /// count rule (the hints are ignored).
+    #[arg(long, value_enum, default_value = "on")]
+    pub cost_aware: Switch,
+    /// Priorities: tasks dearer than the mean (bimodal's reaction zone; the dear tail of
+    /// the others) get priority 1, so each rank runs them first and shares its cheap ones
+    /// first (longest first, as diffusion's predicted order does); off: all 0.
+    #[arg(long, value_enum, default_value = "off")]
+    pub priorities: Switch,
     /// Every K epochs, hand tasks for good to rank-string neighbours as the runtime's
     /// repartition plan says (RankDLB's step 4: what a solver would do with its cells);
     /// ownership changes from the next epoch on (dlb-bench only).
@@ -251,6 +262,15 @@ pub fn profile(name: &str) -> Option<Profile> {
     }
 }
 
+/// A task's cost hint (its drawn cost, ns: the caller knows what it asks for) and its
+/// priority (`--priorities on`: 1 for a task dearer than the mean `task_time` seconds,
+/// else 0).
+pub fn hint_and_priority(args: &BenchArgs, t: &TaskSpec, task_time: f64) -> (u64, i16) {
+    let hint = (t.cost * 1e9) as u64;
+    let dear = args.priorities == Switch::On && t.cost > task_time;
+    (hint, i16::from(dear))
+}
+
 /// Sets the core's diffusion switch (`--diffusion on|off`): with it on, from the second
 /// epoch each rank pushes part of its predicted excess to lighter overlay neighbours
 /// before stealing starts (`titus_core::Config::diffusion`).
@@ -281,6 +301,10 @@ pub struct Report {
     pub repartition: u32,
     /// Blacklist and advertisement were on (`--advertise`).
     pub advertise: bool,
+    /// Cost-aware batches were on (`--cost-aware`).
+    pub cost_aware: bool,
+    /// Dear tasks had priority 1 (`--priorities`).
+    pub priorities: bool,
     pub resolution_s: f64,
     pub ideal_s: f64,
     pub ranks: u32,
@@ -706,6 +730,7 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     core.seed = args.seed;
     overlay.seed = args.seed;
     core.advertise = args.advertise == Switch::On;
+    core.cost_aware = args.cost_aware == Switch::On;
     if let Some(m) = args.min_private {
         core.min_private = m;
     }
@@ -1378,6 +1403,8 @@ pub fn report(
         diffusion: run.diffusion,
         repartition: run.args.repartition.unwrap_or(0),
         advertise: run.args.advertise == Switch::On,
+        cost_aware: run.args.cost_aware == Switch::On,
+        priorities: run.args.priorities == Switch::On,
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,

@@ -24,13 +24,15 @@ fn any_task(size: u32, max_payload: u32) -> impl Strategy<Value = Task> {
         any::<u32>(),
         any::<u16>(),
         any::<i16>(),
+        0..=COST_HINT_MAX_NS,
         proptest::collection::vec(any::<u8>(), 0..=max_payload as usize),
     )
-        .prop_map(|(owner, index, kind, priority, payload)| Task {
+        .prop_map(|(owner, index, kind, priority, cost_ns, payload)| Task {
             owner,
             index,
             kind,
             priority,
+            cost_ns,
             payload,
         })
 }
@@ -85,7 +87,14 @@ fn any_chunk() -> impl Strategy<Value = (Vec<u8>, Chunk)> {
             chunk.extend_from_slice(&body);
             let tasks = ts
                 .into_iter()
-                .map(|(task, predicted_ns)| PushedTask { task, predicted_ns })
+                .map(|(task, predicted_ns)| PushedTask {
+                    // The record's cost is the task's estimate on arrival, bounded.
+                    task: Task {
+                        cost_ns: predicted_ns.min(COST_HINT_MAX_NS),
+                        ..task
+                    },
+                    predicted_ns,
+                })
                 .collect();
             (chunk, Chunk::Tasks { tasks, last })
         });

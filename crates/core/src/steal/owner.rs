@@ -164,7 +164,12 @@ impl Owner {
     /// are demand for even its last queued task. (Thieves that wait with workers still
     /// busy are not: the task would hop from queue to queue — measured, 7× the steals.)
     fn shareable(&self, queue: &Queue, cfg: &crate::Config) -> usize {
-        queue.shareable(cfg, self.waiters.iter().any(|w| w.1))
+        queue.shareable(cfg, self.demand())
+    }
+
+    /// Idle thieves wait for work here.
+    fn demand(&self) -> bool {
+        self.waiters.iter().any(|w| w.1)
     }
 
     /// Tasks this rank offers thieves now, and how many thieves can get some: its
@@ -354,7 +359,7 @@ impl Owner {
                     }
                     return Ok(());
                 }
-                let tasks = queue.take_share(k, None);
+                let tasks = queue.take_share(k, &cx.cfg, self.demand(), None);
                 self.refusing = tasks.is_empty();
                 area.write(mem, region, &tasks);
                 self.claim_swap(cx, self.word, tasks);
@@ -523,7 +528,7 @@ impl Owner {
     /// With the lock held: fills region 0 with a share of the queue and sets the count.
     fn publish_locked<P>(&mut self, cx: &Ctx<P>, queue: &mut Queue, mem: &dyn Memory) {
         let k = self.shareable(queue, &cx.cfg);
-        let tasks = queue.take_share(k, None);
+        let tasks = queue.take_share(k, &cx.cfg, self.demand(), None);
         self.refusing = k > 0 && tasks.is_empty();
         let k = tasks.len();
         self.area.write(mem, 0, &tasks);
@@ -561,14 +566,13 @@ impl Owner {
         };
         // One answered: one more waiter may be told of what is left.
         self.told = self.told.saturating_sub(1);
+        let demand = (hungry && super::thief::advertised(&cx.cfg)) || self.demand();
         let k = if stale || closed {
             0
-        } else if hungry && super::thief::advertised(&cx.cfg) {
-            queue.shareable(&cx.cfg, true)
         } else {
-            self.shareable(queue, &cx.cfg)
+            queue.shareable(&cx.cfg, demand)
         };
-        let tasks = queue.take_share(k, Some(thief));
+        let tasks = queue.take_share(k, &cx.cfg, demand, Some(thief));
         if k > 0 && tasks.is_empty() {
             // The mapper keeps this work here: no advertisement until more arrives.
             self.refusing = true;
@@ -621,6 +625,7 @@ mod tests {
                     index,
                     kind: 0,
                     priority: 0,
+                    cost_ns: 0,
                     payload: vec![],
                 })
                 .collect(),

@@ -717,6 +717,7 @@ mod tests {
                 index: i,
                 kind: 0,
                 priority: 0,
+                cost_ns: 0,
                 payload: vec![],
             };
             encode_task(&task, &mut slot);
