@@ -204,9 +204,7 @@ fn epoch_main(
         lazy: c.lazy,
         bytes_per_connection: c.bytes_per_connection as f64,
     };
-    let links = rt
-        .all_gather(&mine.encode())
-        .map_err(|e| e.to_string())?;
+    let links = rt.all_gather(&mine.encode()).map_err(|e| e.to_string())?;
     // The steal timeline (only drawn with --plot).
     let log: Vec<f64> = if run.args.plot.is_some() {
         st.core

@@ -357,8 +357,8 @@ fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result
     let (fabric, mut exchange): (Arc<dyn Fabric>, Box<dyn titus_fabric::bootstrap::Exchange>) =
         match backend {
             Backend::Node => {
-                let (f, x) = titus_fabric_node::open(env.rank, env.size, rv, cfg)
-                    .map_err(bench_err)?;
+                let (f, x) =
+                    titus_fabric_node::open(env.rank, env.size, rv, cfg).map_err(bench_err)?;
                 (Arc::new(f), x.ok_or_else(|| bench_err("no rendezvous"))?)
             }
             _ => {
@@ -396,7 +396,11 @@ fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result
         grown = (resident_kib() - before) / f64::from(env.size - 1);
     }
     exchange.barrier().map_err(bench_err)?;
-    let mine = if env.rank == 0 { 0.0 } else { resident_kib() - before };
+    let mine = if env.rank == 0 {
+        0.0
+    } else {
+        resident_kib() - before
+    };
     let all = exchange
         .all_gather(&mine.to_le_bytes())
         .map_err(bench_err)?;
@@ -412,7 +416,11 @@ fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result
         .collect();
     let (first, _) = stats(firsts.clone());
     let report = ConnectionReport {
-        backend: if backend == Backend::Node { "node" } else { "ofi" },
+        backend: if backend == Backend::Node {
+            "node"
+        } else {
+            "ofi"
+        },
         provider: fabric.caps().provider.clone(),
         ranks: env.size,
         open_ms,

@@ -126,6 +126,28 @@ pub fn choose_provider(
         })
 }
 
+/// What one connection holds on a rank over provider `name`, bytes: resident memory
+/// grown per peer contacted, from `titus fabric-bench --connections` under
+/// `titus launch -n 16 --provider P` on the development machine (tcp, shm, sockets).
+/// Providers not measured here (verbs, cxi, efa) count a reliable-connection queue
+/// pair with its send and receive rings as 64 KiB, an assumption stated as such in
+/// `docs/results.md`.
+pub(crate) fn connection_bytes(name: &str) -> u64 {
+    const KIB: u64 = 1024;
+    if name.starts_with("tcp") {
+        TCP_KIB * KIB
+    } else if name.starts_with("shm") {
+        SHM_KIB * KIB
+    } else if name.starts_with("sockets") {
+        SOCKETS_KIB * KIB
+    } else {
+        64 * KIB
+    }
+}
+const TCP_KIB: u64 = 1_176;
+const SHM_KIB: u64 = 16;
+const SOCKETS_KIB: u64 = 19;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,25 +177,3 @@ mod tests {
         assert!(e.contains("is refused"), "{e}");
     }
 }
-
-/// What one connection holds on a rank over provider `name`, bytes: resident memory
-/// grown per peer contacted, from `titus fabric-bench --connections` under
-/// `titus launch -n 16 --provider P` on the development machine (tcp, shm, sockets).
-/// Providers not measured here (verbs, cxi, efa) count a reliable-connection queue
-/// pair with its send and receive rings as 64 KiB, an assumption stated as such in
-/// `docs/results.md`.
-pub(crate) fn connection_bytes(name: &str) -> u64 {
-    const KIB: u64 = 1024;
-    if name.starts_with("tcp") {
-        TCP_KIB * KIB
-    } else if name.starts_with("shm") {
-        SHM_KIB * KIB
-    } else if name.starts_with("sockets") {
-        SOCKETS_KIB * KIB
-    } else {
-        64 * KIB
-    }
-}
-const TCP_KIB: u64 = 1_176;
-const SHM_KIB: u64 = 16;
-const SOCKETS_KIB: u64 = 19;

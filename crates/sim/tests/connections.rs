@@ -24,6 +24,8 @@ fn tasks() -> Vec<Vec<SimTask>> {
                     key: i,
                     cost_ns: 100_000,
                     payload: (u64::from(r) << 32 | i).to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
                 })
                 .collect()
         })
@@ -95,7 +97,11 @@ fn smallworld_connects_its_peers_at_open_and_no_one_else() {
     for (r, o) in out.ranks.iter().enumerate() {
         // Every fabric peer connected at open; the ranks exchanged with are among them.
         assert!(o.peers <= o.connections, "rank {r}");
-        assert_eq!(o.connect_ns, u64::from(o.connections) * c as u64, "rank {r}");
+        assert_eq!(
+            o.connect_ns,
+            u64::from(o.connections) * c as u64,
+            "rank {r}"
+        );
         assert_eq!(o.connection_bytes, f64::from(o.connections) * 1000.0);
     }
     // Connecting at open costs the epoch nothing: the same events, the same end.

@@ -1434,8 +1434,7 @@ pub fn report(
         peers_mean: figs.iter().map(|f| f64::from(f.links.peers)).sum::<f64>()
             / f64::from(n.max(1)),
         connect_s: figs.iter().map(|f| f.links.connect_s).fold(0.0, f64::max),
-        connection_mib: figs.iter().map(|f| f.links.bytes).fold(0.0, f64::max)
-            / (1024.0 * 1024.0),
+        connection_mib: figs.iter().map(|f| f.links.bytes).fold(0.0, f64::max) / (1024.0 * 1024.0),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",
