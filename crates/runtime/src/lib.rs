@@ -184,8 +184,9 @@ pub struct Connections {
     /// Ranks connected when the fabric opened, ascending (none where it connects on
     /// first contact).
     pub opened: Vec<u32>,
-    /// Connection time: opening's plus every first contact's (submission to completion
-    /// of the first operation to each rank, where the fabric connects lazily).
+    /// Connection time: opening's where the fabric connects at open; where it connects
+    /// lazily, every first contact's (submission to completion of the first operation
+    /// to each rank).
     pub connect: Duration,
     /// Whether peers are connected on first contact.
     pub lazy: bool,
@@ -645,10 +646,11 @@ impl Runtime {
     /// The connections this rank made so far and their price ([`Connections`]).
     pub fn connections(&self) -> Connections {
         let sh = &self.shared;
-        let lazy_time = if sh.lazy {
+        // Lazily, opening connected nobody (its time is the closing barrier's wait).
+        let connect = if sh.lazy {
             sh.contacts.connect_time()
         } else {
-            Duration::ZERO
+            sh.fabric.connect_time()
         };
         Connections {
             contacted: sh.contacts.peers(),
@@ -657,7 +659,7 @@ impl Runtime {
             } else {
                 sh.peers.clone()
             },
-            connect: sh.fabric.connect_time() + lazy_time,
+            connect,
             lazy: sh.lazy,
             bytes_per_connection: sh.fabric.connection_bytes(),
         }
