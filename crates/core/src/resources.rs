@@ -299,6 +299,91 @@ pub fn check_kinds(ranks: &[Resources], kinds: &[u16]) -> Result<(), ResourceErr
     }
 }
 
+/// The syntax of a resource description ([`parse_description`]), for help texts.
+pub const DESCRIPTION_SYNTAX: &str = "GROUP[;GROUP...], GROUP = ranks=A-B|A:accel=N[:speed=S][:capacity=C][:kinds=K,K...] (N accelerators on each rank A..=B, each S times a CPU worker (default 1) holding C tasks at once (default 1), running the kinds listed (default every kind))";
+
+/// The accelerators of each of `ranks` ranks from a description such as
+/// `ranks=0-895:accel=1:speed=8:capacity=1` ([`DESCRIPTION_SYNTAX`]); a rank no group
+/// names has none. A rank named twice gets both groups' accelerators.
+pub fn parse_description(s: &str, ranks: u32) -> Result<Vec<Vec<ResourceSpec>>, ResourceError> {
+    let mut out = vec![Vec::new(); ranks as usize];
+    for group in s.split(';').map(str::trim).filter(|g| !g.is_empty()) {
+        let bad = |why: String| ResourceError(format!("resource group {group:?}: {why}"));
+        let (mut range, mut count, mut speed, mut capacity, mut kinds) =
+            (None, None, 1.0f64, 1u32, None::<Vec<u16>>);
+        for field in group.split(':') {
+            let (k, v) = field
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{field:?} is not key=value")))?;
+            let num = |v: &str| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| bad(format!("{k}={v:?} is not a number")))
+            };
+            match k.trim() {
+                "ranks" => {
+                    let (a, b) = v.split_once('-').unwrap_or((v, v));
+                    range = Some((num(a)?, num(b)?));
+                }
+                "accel" => count = Some(num(v)?),
+                "speed" => {
+                    speed = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| bad(format!("speed={v:?} is not a number")))?
+                }
+                "capacity" => {
+                    capacity = u32::try_from(num(v)?)
+                        .map_err(|_| bad(format!("capacity {v} too large")))?
+                }
+                "kinds" => {
+                    kinds = Some(
+                        v.split(',')
+                            .map(|x| {
+                                x.trim()
+                                    .parse::<u16>()
+                                    .map_err(|_| bad(format!("kind {x:?} is not a kind number")))
+                            })
+                            .collect::<Result<_, _>>()?,
+                    )
+                }
+                other => {
+                    return Err(bad(format!(
+                        "unknown key {other:?} (expected ranks, accel, speed, capacity, kinds)"
+                    )));
+                }
+            }
+        }
+        let (a, b) = range.ok_or_else(|| bad("no ranks=".into()))?;
+        let count = count.ok_or_else(|| bad("no accel=".into()))?;
+        if a > b {
+            return Err(bad(format!("rank range {a}-{b} is empty")));
+        }
+        if b >= u64::from(ranks) {
+            return Err(bad(format!(
+                "names rank {b}, but the job has {ranks} ranks (0-{})",
+                ranks.saturating_sub(1)
+            )));
+        }
+        for r in a..=b {
+            let list = &mut out[r as usize];
+            for _ in 0..count {
+                let spec = ResourceSpec {
+                    name: format!("accel{}", list.len()),
+                    capacity,
+                    variants: match &kinds {
+                        Some(k) => Variants::Kinds(k.iter().map(|&k| (k, speed)).collect()),
+                        None => Variants::All(speed),
+                    },
+                };
+                spec.validate().map_err(|e| bad(e.0))?;
+                list.push(spec);
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +508,40 @@ mod tests {
         );
         for n in Dispatch::NAMES {
             assert_eq!(Dispatch::parse(n).unwrap().name(), n);
+        }
+    }
+
+    #[test]
+    fn descriptions() {
+        let d = parse_description(
+            "ranks=0-1:accel=1:speed=8:capacity=2; ranks=3:accel=2:kinds=0,4",
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            d[0],
+            vec![ResourceSpec {
+                name: "accel0".into(),
+                capacity: 2,
+                variants: Variants::All(8.0)
+            }]
+        );
+        assert!(d[2].is_empty());
+        assert_eq!(d[3].len(), 2);
+        assert_eq!(d[3][1].name, "accel1");
+        assert_eq!(d[3][1].variants, Variants::Kinds(vec![(0, 1.0), (4, 1.0)]));
+        assert!(parse_description("", 4).unwrap().iter().all(Vec::is_empty));
+        for (s, want) in [
+            ("ranks=0-4:accel=1", "job has 4 ranks"),
+            ("ranks=0:accel=1:capacity=0", "capacity 0"),
+            ("ranks=0:accel=1:speed=0", "speed 0"),
+            ("ranks=0:accel=1:speed=-2", "speed -2"),
+            ("ranks=0:accel=1:colour=red", "unknown key"),
+            ("ranks=0", "no accel="),
+            ("ranks=2-1:accel=1", "empty"),
+        ] {
+            let e = parse_description(s, 4).unwrap_err();
+            assert!(e.0.contains(want), "{s}: {e}");
         }
     }
 
