@@ -213,6 +213,7 @@ fn simulate(
                         let (hint_ns, priority) =
                             dlb::hint_and_priority(&run.args, t, plan.spec.task_time);
                         SimTask {
+                            kind: 0,
                             key: t.global,
                             cost_ns: (t.cost * 1e9) as u64,
                             payload: match real {
@@ -244,6 +245,7 @@ fn simulate(
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,
+        resources: Default::default(),
         mapper: None,
     };
     let t0 = Instant::now();

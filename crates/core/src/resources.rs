@@ -10,8 +10,8 @@
 //! Dispatch follows oneDPL's dynamic selection (`dynamic_load_policy`): each ready task goes
 //! to the capable resource with room (unfinished < capacity) that has the fewest unfinished
 //! submissions ([`Dispatch::LeastLoaded`]); [`Dispatch::RoundRobin`] cycles over the capable
-//! resources with room and [`Dispatch::Fixed`] takes the first capable one with room (the
-//! baselines). The table is plain data: the runtime's workers and the simulator's worker
+//! resources with room and [`Dispatch::Fixed`] takes the last capable one with room in
+//! table order (the baselines). The table is plain data: the runtime's workers and the simulator's worker
 //! model drive the same [`Resources`] (submit on dispatch, complete on completion).
 //!
 //! Later (per-type work requests and debt, issue #16 items 3–4) a thief will ask for work
@@ -27,7 +27,10 @@ pub enum Dispatch {
     LeastLoaded,
     /// The next one after the last chosen, cyclically.
     RoundRobin,
-    /// The first one (in table order).
+    /// A fixed preference: the last one in table order (oneDPL's `fixed_resource_policy`
+    /// with its index the application's last resource; the drivers put the CPU workers
+    /// first, so this offloads to the accelerator whenever it has room and falls back to
+    /// the workers).
     Fixed,
 }
 
@@ -231,7 +234,7 @@ impl Resources {
         let n = self.specs.len();
         let ok = |i: usize| self.specs[i].speed(kind).is_some() && self.has_room(i);
         match self.dispatch {
-            Dispatch::Fixed => (0..n).find(|&i| ok(i)),
+            Dispatch::Fixed => (0..n).rev().find(|&i| ok(i)),
             Dispatch::RoundRobin => (1..=n).map(|k| (self.last + k) % n).find(|&i| ok(i)),
             Dispatch::LeastLoaded => (0..n)
                 .filter(|&i| ok(i))
@@ -453,18 +456,18 @@ mod tests {
     }
 
     #[test]
-    fn fixed_picks_first_capable() {
+    fn fixed_picks_last_capable() {
         let mut r = Resources::new(
-            vec![accel("a", 1, vec![(0, 8.0)]), ResourceSpec::cpu(1)],
+            vec![ResourceSpec::cpu(1), accel("a", 1, vec![(0, 8.0)])],
             Dispatch::Fixed,
         )
         .unwrap();
-        assert_eq!(r.dispatch_task(0), Some(0));
         assert_eq!(r.dispatch_task(0), Some(1));
+        assert_eq!(r.dispatch_task(0), Some(0));
         assert_eq!(r.dispatch_task(0), None);
-        r.complete(0);
-        assert_eq!(r.dispatch_task(3), None, "the cpu is full");
-        assert_eq!(r.select(0), Some(0));
+        r.complete(1);
+        assert_eq!(r.dispatch_task(3), None, "the cpu is full, a cannot run kind 3");
+        assert_eq!(r.select(0), Some(1));
     }
 
     #[test]
