@@ -310,6 +310,9 @@ struct Sim<'a> {
     res: Vec<Option<Resources>>,
     /// Per rank: time its other resources spent on tasks this epoch, ns.
     accel_busy: Vec<u64>,
+    /// Per rank: a task taken while none of its capable resources had room (it goes first
+    /// when one has).
+    held: Vec<Option<titus_core::Task>>,
     /// Submissions to the failing resource so far.
     fail_count: u64,
     /// Every factor a task's cost may be scaled by where it runs (slow ranks, speeds).
@@ -589,12 +592,39 @@ impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.
     fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
         let i = n as usize;
-        // Idle workers take tasks (one each, as the runtime's workers do).
-        while self.idle[i] > 0 {
-            let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
-            let Some(task) = got.into_iter().next() else {
-                break;
+        // Idle workers take tasks (one each, as the runtime's workers do); on a rank with
+        // resources, every resource with room does (the runtime's workers and its resource
+        // thread), and a task none of its capable resources has room for waits.
+        loop {
+            let room = match &self.res[i] {
+                None => self.idle[i] > 0,
+                Some(t) => t.any_room(),
             };
+            if !room {
+                break;
+            }
+            let task = match self.held[i].take() {
+                Some(t) => t,
+                None => {
+                    let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
+                    let Some(task) = got.into_iter().next() else {
+                        break;
+                    };
+                    task
+                }
+            };
+            if let Some(t) = &self.res[i]
+                && t.select(task.kind).is_none()
+            {
+                if !t.can_run(task.kind) {
+                    return Err(Violation(format!(
+                        "rank {n}: task kind {} has no variant on its resources",
+                        task.kind
+                    )));
+                }
+                self.held[i] = Some(task);
+                break;
+            }
             let (o, x) = (task.owner as usize, task.index as usize);
             let count = self
                 .runs
@@ -618,12 +648,7 @@ impl<'a> Sim<'a> {
             let (res, cost) = match &mut self.res[i] {
                 None => (0, (drawn as f64 * self.slow[i]) as u64),
                 Some(table) => {
-                    let id = table.dispatch_task(task.kind).ok_or_else(|| {
-                        Violation(format!(
-                            "rank {n}: no resource with room for kind {} while a worker is idle",
-                            task.kind
-                        ))
-                    })?;
+                    let id = table.dispatch_task(task.kind).expect("selected above");
                     let speed = table.specs()[id].speed(task.kind).unwrap_or(1.0);
                     let f = if id == 0 { self.slow[i] } else { 1.0 / speed };
                     (id, (drawn as f64 * f) as u64)
@@ -1168,6 +1193,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         loads: vec![None; n],
         res,
         accel_busy: vec![0; n],
+        held: vec![None; n],
         fail_count: 0,
         factors,
     };
