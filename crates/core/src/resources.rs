@@ -466,7 +466,11 @@ mod tests {
         assert_eq!(r.dispatch_task(0), Some(0));
         assert_eq!(r.dispatch_task(0), None);
         r.complete(1);
-        assert_eq!(r.dispatch_task(3), None, "the cpu is full, a cannot run kind 3");
+        assert_eq!(
+            r.dispatch_task(3),
+            None,
+            "the cpu is full, a cannot run kind 3"
+        );
         assert_eq!(r.select(0), Some(1));
     }
 

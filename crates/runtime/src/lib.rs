@@ -739,20 +739,19 @@ impl Runtime {
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         // Weak: the executor lives in the shared state.
         let weak = Arc::downgrade(&self.shared);
-        let f: Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Sync> =
-            Arc::new(move |kind, payload| {
-                let sh = weak
-                    .upgrade()
-                    .ok_or_else(|| "the runtime is gone".to_string())?;
-                let f = {
-                    let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
-                    kinds.get(kind as usize).cloned().flatten()
-                };
-                match f {
-                    Some(f) => f(payload),
-                    None => Err(format!("no function registered for task kind {kind}")),
-                }
-            });
+        let f: resources::KindFn = Arc::new(move |kind, payload| {
+            let sh = weak
+                .upgrade()
+                .ok_or_else(|| "the runtime is gone".to_string())?;
+            let f = {
+                let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
+                kinds.get(kind as usize).cloned().flatten()
+            };
+            match f {
+                Some(f) => f(payload),
+                None => Err(format!("no function registered for task kind {kind}")),
+            }
+        });
         let e = Emulated::new(name, speed, f).map_err(RuntimeError::Config)?;
         self.add_resource(name, capacity, Variants::All(speed), dispatch, Box::new(e))
     }

@@ -43,6 +43,12 @@ pub trait Executor: Send {
     }
 }
 
+/// The CPU variants an emulated accelerator runs: (kind, payload) → result.
+pub type KindFn = Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
+
+/// A submission in flight: the task, when it was submitted, in which epoch.
+type Inflight = ((u32, u32, u16), Instant, u64);
+
 /// A task a worker takes first: given to the CPU by the resource thread (`true`: counted
 /// as submitted to it already).
 pub(crate) type Ready = (Task, bool);
@@ -53,7 +59,7 @@ pub(crate) struct State {
     /// Resource i's executor at i − 1 (the CPU workers have none).
     pub(crate) executors: Vec<Box<dyn Executor>>,
     /// (resource, handle) → the task, when it was submitted, and in which epoch.
-    inflight: HashMap<(usize, u64), ((u32, u32, u16), Instant, u64)>,
+    inflight: HashMap<(usize, u64), Inflight>,
     /// Tasks for the workers, before their deques.
     pub(crate) ready: VecDeque<Ready>,
 }
@@ -79,10 +85,10 @@ pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
     if id == 0 {
         return Some(task);
     }
-    submit(sh, st, id, task).map(|(task, why)| {
+    if let Some((task, why)) = submit(sh, st, id, task) {
         drop(guard);
         crate::worker::report(sh, &task, Err(why), 1);
-    });
+    }
     None
 }
 
@@ -265,11 +271,7 @@ pub struct Emulated {
 impl Emulated {
     /// An emulated accelerator running `f(kind, payload)` (the CPU variants) at `speed`
     /// times a CPU worker.
-    pub fn new(
-        name: &str,
-        speed: f64,
-        f: Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Sync>,
-    ) -> Result<Self, String> {
+    pub fn new(name: &str, speed: f64, f: KindFn) -> Result<Self, String> {
         let (tx, jobs) = mpsc::channel::<(u64, u16, Vec<u8>)>();
         let (out, rx) = mpsc::channel();
         let wake: Arc<std::sync::Mutex<Option<Waker>>> = Arc::default();

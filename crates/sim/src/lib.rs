@@ -654,14 +654,15 @@ impl<'a> Sim<'a> {
                     (id, (drawn as f64 * f) as u64)
                 }
             };
-            if let Some((fr, fres, nth)) = self.job.resources.fail {
-                if fr == n && fres == res {
-                    self.fail_count += 1;
-                    if self.fail_count == nth {
-                        result = Err(format!(
-                            "resource {res} of rank {n} failed its submission {nth} (injected)"
-                        ));
-                    }
+            if let Some((fr, fres, nth)) = self.job.resources.fail
+                && fr == n
+                && fres == res
+            {
+                self.fail_count += 1;
+                if self.fail_count == nth {
+                    result = Err(format!(
+                        "resource {res} of rank {n} failed its submission {nth} (injected)"
+                    ));
                 }
             }
             if res == 0 {
