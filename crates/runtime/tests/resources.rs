@@ -144,8 +144,11 @@ fn every_result_once_with_an_emulated_accelerator_and_an_out_of_order_executor()
                 .iter()
                 .sum::<u64>();
         }
-        // Each epoch, rank 0's resource thread feeds its emulated accelerator.
-        assert!(accel > 0, "{dispatch:?}: nothing ran beside the workers");
+        // Fixed offloads whenever the accelerator has room: rank 0's first task goes to its
+        // emulated one (the other policies may, by timing, leave everything to the workers).
+        if dispatch == Dispatch::Fixed {
+            assert!(accel > 0, "{dispatch:?}: nothing ran beside the workers");
+        }
         assert!(
             runs <= accel,
             "{dispatch:?}: the executor ran {runs} > {accel}"
