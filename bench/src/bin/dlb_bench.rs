@@ -380,6 +380,7 @@ fn main() {
                 )
                 .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
                 rt.register(0, counted_task);
+                add_resources(&rt, run, env.size);
                 let _bar = Progress::start(
                     !args.no_progress && rt.rank() == 0 && !args.json && !args.csv,
                     run.label(),
@@ -408,6 +409,7 @@ fn main() {
                         .iter()
                         .map(|rt| {
                             rt.register(0, counted_task);
+                            add_resources(rt, run, ranks);
                             let plan = &plan;
                             s.spawn(move || rank_main(rt, run, plan))
                         })
@@ -456,5 +458,17 @@ fn main() {
             1,
             &format!("verification failed in run {l} (see the messages above)"),
         );
+    }
+}
+
+/// `--resources`: this rank's accelerators, each emulated by a thread running the CPU
+/// variant (`Runtime::add_emulated`: documented emulation); bad input exits 2.
+fn add_resources(rt: &Runtime, run: &Run, ranks: u32) {
+    let (described, dispatch) = titus_workload::dlb::resources(&run.args, ranks);
+    let Some(per_rank) = described else { return };
+    for spec in per_rank.get(rt.rank() as usize).into_iter().flatten() {
+        let speed = spec.speed(0).unwrap_or(1.0);
+        rt.add_emulated(&spec.name, spec.capacity, speed, dispatch)
+            .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
     }
 }

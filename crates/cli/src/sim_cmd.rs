@@ -164,6 +164,10 @@ struct Simulated {
     reports: Vec<Report>,
     events: u64,
     wall_s: f64,
+    /// With --resources: per epoch, the efficiency against the heterogeneous ideal (total
+    /// work over total capacity, a resource counting capacity × speed workers) and the
+    /// tasks run on accelerators.
+    hetero: Vec<(f64, u64)>,
 }
 
 fn simulate(
@@ -213,6 +217,7 @@ fn simulate(
                         let (hint_ns, priority) =
                             dlb::hint_and_priority(&run.args, t, plan.spec.task_time);
                         SimTask {
+                            kind: 0,
                             key: t.global,
                             cost_ns: (t.cost * 1e9) as u64,
                             payload: match real {
@@ -231,6 +236,21 @@ fn simulate(
     // (until a repartition plan moves some).
     let mut sim_epochs: Vec<Vec<Vec<SimTask>>> = epochs.iter().map(|all| sim_tasks(all)).collect();
     let tasks = sim_epochs.remove(0);
+    let (described, dispatch) = dlb::resources(&run.args, ranks);
+    let resources = titus_sim::SimResources {
+        per_rank: described.unwrap_or_default(),
+        dispatch,
+        fail: None,
+    };
+    // The heterogeneous ideal's capacity, in workers: every rank's workers plus its
+    // accelerators' capacity × speed (for kind 0, the kind of every task here).
+    let capacity = f64::from(ranks) * run.args.workers as f64
+        + resources
+            .per_rank
+            .iter()
+            .flatten()
+            .map(|s| f64::from(s.capacity) * s.speed(0).unwrap_or(0.0))
+            .sum::<f64>();
     let job = Job {
         core: cfg.core,
         overlay: cfg.overlay,
@@ -244,6 +264,7 @@ fn simulate(
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,
+        resources,
         mapper: None,
     };
     let t0 = Instant::now();
@@ -281,7 +302,16 @@ fn simulate(
     let w = run.args.workers as f64;
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
     let mut reports = Vec::new();
+    let mut hetero = Vec::new();
     for (e, (outcome, all)) in per_epoch.zip(&epochs).enumerate() {
+        let work_ns: f64 = all.iter().flatten().map(|t| t.cost * 1e9).sum();
+        let makespan = outcome.iter().map(|o| o.session_ns).max().unwrap_or(0) as f64;
+        let accel: u64 = outcome
+            .iter()
+            .flat_map(|o| o.resources.iter().skip(1))
+            .map(|c| c.completed)
+            .sum();
+        hetero.push((work_ns / (capacity * makespan.max(1.0)), accel));
         let figs = figures(outcome, w, scale, run.args.plot.is_some());
         reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
     }
@@ -289,6 +319,7 @@ fn simulate(
         reports,
         events: out.events,
         wall_s,
+        hetero,
     })
 }
 
@@ -415,11 +446,18 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         for r in &mut run_reports {
             r.speedup = dlb::speedup(&reports, r);
         }
+        // Only with --resources: the reports without stay as they were.
+        let hetero = a.bench.resources.is_some().then_some(&s.hetero);
         if a.bench.json {
             // One line per epoch; the simulator's figures are the whole job's.
-            for r in &run_reports {
+            for (e, r) in run_reports.iter().enumerate() {
                 let mut v = serde_json::to_value(r).map_err(|e| UsageError(e.to_string()))?;
                 if let Some(o) = v.as_object_mut() {
+                    if let Some(&(h, accel)) = hetero.and_then(|h| h.get(e)) {
+                        o.insert("hetero_efficiency".into(), h.into());
+                        o.insert("accel_tasks".into(), accel.into());
+                        o.insert("dispatch".into(), a.bench.dispatch.clone().into());
+                    }
                     o.insert("preset".into(), model.name.clone().into());
                     o.insert("sim_events".into(), s.events.into());
                     o.insert("sim_wall_s".into(), s.wall_s.into());
@@ -430,6 +468,12 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
             }
         } else {
             dlb::print(&run_reports, &a.bench, reports.is_empty());
+            for (e, (h, accel)) in hetero.into_iter().flatten().enumerate() {
+                println!(
+                    "epoch {e}: efficiency against the heterogeneous ideal {h:.3} ({} dispatch, {accel} tasks on accelerators)",
+                    a.bench.dispatch
+                );
+            }
             if !a.bench.csv {
                 println!(
                     "simulated on {}: {} events in {:.2} s ({:.0} events/s), peak RSS {:.0} MiB\n",

@@ -49,6 +49,7 @@ mod neighbours;
 mod node;
 mod queue;
 pub mod repartition;
+pub mod resources;
 mod results;
 mod router;
 mod share;

@@ -23,6 +23,7 @@ mod backend;
 mod contacts;
 pub mod cores;
 mod driver;
+pub mod resources;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,8 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_overlay::{Overlay, OverlayParams};
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
+pub use resources::{Completions, Emulated, Executor, Waker};
+pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
 };
@@ -172,6 +175,9 @@ pub struct EpochStats {
     pub protocol: &'static str,
     /// Workers.
     pub workers: usize,
+    /// Submissions and completions per resource, the CPU workers first (empty without
+    /// resources beside them, [`Runtime::add_resource`]).
+    pub resources: Vec<ResourceCounts>,
 }
 
 /// The connections a rank made and their price, since it started
@@ -287,6 +293,15 @@ pub(crate) struct Shared {
     pub(crate) contacts: contacts::Contacts,
     /// Whether the fabric connects peers on first contact.
     pub(crate) lazy: bool,
+    /// Resources beside the CPU workers (None: none added).
+    pub(crate) resources: Mutex<Option<resources::State>>,
+    /// Whether resources were added (workers dispatch through the policy).
+    pub(crate) has_res: AtomicBool,
+    /// Wakes the resource thread (an executor completed something).
+    pub(crate) res_cv: Condvar,
+    pub(crate) res_wake: Mutex<bool>,
+    /// Epochs started: completions of an earlier (failed) epoch's submissions are dropped.
+    pub(crate) res_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -334,6 +349,8 @@ pub struct Runtime {
     /// Whether an epoch has run to its end here (a repartition plan needs its costs).
     measured: std::sync::atomic::AtomicBool,
     threads: Vec<JoinHandle<()>>,
+    /// The resource thread, once a resource is added.
+    res_thread: Mutex<Option<JoinHandle<()>>>,
     rank: u32,
     size: u32,
 }
@@ -572,6 +589,11 @@ impl Runtime {
             lazy: lazy && fabric.connects_lazily(),
             fabric,
             peers,
+            resources: Mutex::new(None),
+            has_res: AtomicBool::new(false),
+            res_cv: Condvar::new(),
+            res_wake: Mutex::new(false),
+            res_epoch: std::sync::atomic::AtomicU64::new(0),
         });
         let mut threads = Vec::new();
         let s = shared.clone();
@@ -594,6 +616,7 @@ impl Runtime {
             history: Mutex::new(CostHistory::default()),
             measured: std::sync::atomic::AtomicBool::new(false),
             threads,
+            res_thread: Mutex::new(None),
             rank,
             size,
         })
@@ -641,6 +664,97 @@ impl Runtime {
             k.resize(kind as usize + 1, None);
         }
         k[kind as usize] = Some(Arc::new(f));
+    }
+
+    /// Adds a resource beside the CPU workers (issue #16): `executor` takes up to
+    /// `capacity` tasks at once of the kinds `variants` names (with their speeds relative
+    /// to a worker); each ready task goes to the capable resource the `dispatch` policy
+    /// picks (the policy of the first call holds for all). Between epochs only; the name
+    /// appears in errors and in [`EpochStats::resources`]. Bad input (capacity 0, a speed
+    /// ≤ 0) is a [`RuntimeError::Config`] naming it.
+    pub fn add_resource(
+        &self,
+        name: &str,
+        capacity: u32,
+        variants: Variants,
+        dispatch: Dispatch,
+        mut executor: Box<dyn Executor>,
+    ) -> Result<(), RuntimeError> {
+        let spec = resources::spec(name, capacity, variants);
+        spec.validate()
+            .map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let sh = &self.shared;
+        if sh.epoch_running.load(Ordering::Acquire) {
+            return Err(RuntimeError::Config(format!(
+                "resource {name:?} added while an epoch runs"
+            )));
+        }
+        executor.set_waker(resources::waker(sh));
+        {
+            let mut g = lock(&sh.resources);
+            let st = g.get_or_insert_with(|| {
+                resources::State::new(
+                    titus_core::resources::Resources::new(
+                        vec![titus_core::resources::ResourceSpec::cpu(
+                            sh.cfg.workers as u32,
+                        )],
+                        dispatch,
+                    )
+                    .expect("the CPU workers are a valid resource"),
+                )
+            });
+            let mut specs = st.table.specs().to_vec();
+            specs.push(spec);
+            st.table = titus_core::resources::Resources::new(specs, st.table.dispatch())
+                .map_err(|e| RuntimeError::Config(e.to_string()))?;
+            st.executors.push(executor);
+        }
+        sh.has_res.store(true, Ordering::Release);
+        let mut t = lock(&self.res_thread);
+        if t.is_none() {
+            let s = sh.clone();
+            *t = Some(
+                std::thread::Builder::new()
+                    .name(format!("titus-resources-{}", self.rank))
+                    .spawn(move || resources::run(&s))
+                    .map_err(|e| {
+                        RuntimeError::Config(format!("cannot start the resource thread: {e}"))
+                    })?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds an emulated accelerator ([`Emulated`]: a thread running the registered CPU
+    /// variants, its time scaled to `speed` where it can be — documented emulation, for
+    /// trying resources without a device) of `capacity` for every kind.
+    pub fn add_emulated(
+        &self,
+        name: &str,
+        capacity: u32,
+        speed: f64,
+        dispatch: Dispatch,
+    ) -> Result<(), RuntimeError> {
+        resources::spec(name, capacity, Variants::All(speed))
+            .validate()
+            .map_err(|e| RuntimeError::Config(e.to_string()))?;
+        // Weak: the executor lives in the shared state.
+        let weak = Arc::downgrade(&self.shared);
+        let f: resources::KindFn = Arc::new(move |kind, payload| {
+            let sh = weak
+                .upgrade()
+                .ok_or_else(|| "the runtime is gone".to_string())?;
+            let f = {
+                let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
+                kinds.get(kind as usize).cloned().flatten()
+            };
+            match f {
+                Some(f) => f(payload),
+                None => Err(format!("no function registered for task kind {kind}")),
+            }
+        });
+        let e = Emulated::new(name, speed, f).map_err(RuntimeError::Config)?;
+        self.add_resource(name, capacity, Variants::All(speed), dispatch, Box::new(e))
     }
 
     /// The connections this rank made so far and their price ([`Connections`]).
@@ -817,6 +931,12 @@ impl Runtime {
         }
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
+        sh.res_epoch.fetch_add(1, Ordering::AcqRel);
+        if let Some(st) = lock(&sh.resources).as_mut() {
+            // What a failed epoch left behind is void.
+            st.ready.clear();
+            st.table.reset_counts();
+        }
         let start = Instant::now();
         {
             let mut node = sh.lock_node();
@@ -866,6 +986,10 @@ impl Runtime {
             .record(&keys, &out.costs_ns);
         self.measured.store(true, Ordering::Release);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
+        let resources = lock(&sh.resources)
+            .as_ref()
+            .map(|st| st.table.counts())
+            .unwrap_or_default();
         let workers = sh.cfg.workers;
         Ok(Some(EpochOutput {
             results: out.results,
@@ -878,6 +1002,7 @@ impl Runtime {
                 steal,
                 protocol: sh.cfg.core.protocol.name(),
                 workers,
+                resources,
             },
         }))
     }
@@ -910,6 +1035,12 @@ impl Drop for Runtime {
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.cv.notify_all();
         self.shared.done_cv.notify_all();
+        self.shared.res_cv.notify_all();
+        if let Some(t) = lock(&self.res_thread).take() {
+            let _ = t.join();
+        }
+        // The executors end their threads.
+        drop(lock(&self.shared.resources).take());
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -154,10 +154,25 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     // A task ran since this worker last went idle (it counts among the busy workers).
     let mut ran = false;
     while !sh.shutdown.load(Ordering::Acquire) {
-        let task = w
-            .pop()
-            .or_else(|| steal_sibling(me, stealers))
-            .or_else(|| from_node(sh, &w));
+        let res = sh.has_res.load(Ordering::Acquire);
+        // With resources: a task the resource thread gave the CPU goes first; every other
+        // goes where the policy says (this worker, or an executor: then take the next).
+        let (task, counted) = match res.then(|| crate::resources::take_ready(sh)).flatten() {
+            Some((t, counted)) => (Some(t), counted),
+            None => (
+                w.pop()
+                    .or_else(|| steal_sibling(me, stealers))
+                    .or_else(|| from_node(sh, &w)),
+                false,
+            ),
+        };
+        let task = match task {
+            Some(t) if res && !counted => match crate::resources::dispatch(sh, t) {
+                Some(t) => Some(t),
+                None => continue,
+            },
+            t => t,
+        };
         let Some(task) = task else {
             // Inline fabrics: while a steal's answer is awaited, watch for it a little
             // (it comes within microseconds from a victim that serves signals between
@@ -210,19 +225,36 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             last_poll = end;
         }
         sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
-        let mem = SegMem(&*sh.fabric);
-        let mut node = sh.lock_node();
-        let id = (task.owner, task.index, task.kind);
-        node.task_done(sh.now(), id, result, cost_ns, &mem);
-        let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-        let wake = needs_driver(sh, &node, handed);
-        let finished = node.is_done();
-        drop(node);
-        if wake {
-            sh.fabric.wake();
+        if res {
+            crate::resources::cpu_done(sh);
         }
-        if finished {
-            sh.done_cv.notify_all();
-        }
+        report(sh, &task, result, cost_ns);
+    }
+}
+
+/// Reports a task's result to the node and passes on what the node then wants.
+pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, cost_ns: u64) {
+    report_id(sh, (task.owner, task.index, task.kind), result, cost_ns);
+}
+
+/// [`report`] by the task's identity.
+pub(crate) fn report_id(
+    sh: &Shared,
+    id: (u32, u32, u16),
+    result: Result<Vec<u8>, String>,
+    cost_ns: u64,
+) {
+    let mem = SegMem(&*sh.fabric);
+    let mut node = sh.lock_node();
+    node.task_done(sh.now(), id, result, cost_ns, &mem);
+    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+    let wake = needs_driver(sh, &node, handed);
+    let finished = node.is_done();
+    drop(node);
+    if wake {
+        sh.fabric.wake();
+    }
+    if finished {
+        sh.done_cv.notify_all();
     }
 }

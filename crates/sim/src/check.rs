@@ -108,6 +108,7 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
                         .to_vec();
                     payload.extend((0..rng.below(16)).map(|_| rng.below(256) as u8));
                     SimTask {
+                        kind: 0,
                         key: i,
                         cost_ns: 1_000 + (rng.sample::<f64, _>(Exp1) * 300_000.0) as u64,
                         payload,
@@ -133,6 +134,7 @@ fn draw_later(rng: &mut Rng, prev: &[Vec<SimTask>], epoch: u64) -> Vec<Vec<SimTa
                 let i = tasks.len() as u64;
                 let payload = (epoch << 56 | (r as u64) << 32 | i).to_le_bytes().to_vec();
                 tasks.push(SimTask {
+                    kind: 0,
                     key: i,
                     cost_ns: 0,
                     payload,
@@ -394,6 +396,7 @@ fn draw_and_run(
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,
+        resources: Default::default(),
         mapper: policy
             .is_some()
             .then_some(&make_mapper as &crate::MapperFactory),

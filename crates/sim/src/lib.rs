@@ -46,6 +46,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
+use titus_core::resources::{Dispatch, ResourceCounts, ResourceSpec, Resources, Variants};
 use titus_core::{Config, CostHistory, Memory, Node, Op, Prediction, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
@@ -56,7 +57,9 @@ pub struct SimTask {
     /// Its identity across epochs (the runtime's `TaskIn::key`; unique among its owner's
     /// tasks): its measured cost is remembered under it for the next epoch's prediction.
     pub key: u64,
-    /// How long it runs, ns.
+    /// Its kind (which resources have a variant of it; 0 unless resources say otherwise).
+    pub kind: u16,
+    /// How long it runs on a CPU worker, ns (on a resource of speed s: cost / s).
     pub cost_ns: u64,
     /// Its payload (travels through the core like a real one).
     pub payload: Vec<u8>,
@@ -109,6 +112,22 @@ pub struct Job<'a> {
     /// Each rank's mapper (`None`: the core's default), as the runtime's
     /// `RuntimeConfig::mapper` gives one to each process.
     pub mapper: Option<&'a MapperFactory>,
+    /// The ranks' resources beside their CPU workers (default: none).
+    pub resources: SimResources,
+}
+
+/// The ranks' resources beside their CPU workers (issue #16; `titus_core::resources`).
+/// Default: none anywhere — every task runs on a CPU worker, exactly as without them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimResources {
+    /// Each rank's accelerators (empty, or shorter than the job: the missing ranks have
+    /// none), e.g. from `titus_core::resources::parse_description`.
+    pub per_rank: Vec<Vec<ResourceSpec>>,
+    /// The dispatch policy of every rank.
+    pub dispatch: Dispatch,
+    /// (rank, resource, n): that resource of that rank fails its n-th submission (counted
+    /// from 1, over the whole run), as a failing launch or test callback would.
+    pub fail: Option<(u32, usize, u64)>,
 }
 
 /// Makes rank r's mapper.
@@ -146,6 +165,11 @@ pub struct RankOutcome {
     pub connect_ns: u64,
     /// Memory its connections hold, bytes.
     pub connection_bytes: f64,
+    /// Submissions and completions per resource, the CPU workers first (empty for a
+    /// rank without resources beside its workers).
+    pub resources: Vec<ResourceCounts>,
+    /// Time its resources other than the CPU workers spent on tasks, ns.
+    pub accel_busy_ns: u64,
 }
 
 /// What a simulated run produced.
@@ -201,8 +225,10 @@ enum Ev {
         owner: u32,
         index: u32,
         kind: u16,
-        result: Vec<u8>,
+        result: Result<Vec<u8>, String>,
         cost: u64,
+        /// The resource that ran it (0: a CPU worker).
+        res: usize,
     },
 }
 
@@ -280,6 +306,17 @@ struct Sim<'a> {
     /// no prediction), set when the epoch starts.
     predicted: Vec<Vec<u64>>,
     loads: Vec<Option<u64>>,
+    /// Per rank: its resource table, where it has resources beside its workers.
+    res: Vec<Option<Resources>>,
+    /// Per rank: time its other resources spent on tasks this epoch, ns.
+    accel_busy: Vec<u64>,
+    /// Per rank: a task taken while none of its capable resources had room (it goes first
+    /// when one has).
+    held: Vec<Option<titus_core::Task>>,
+    /// Submissions to the failing resource so far.
+    fail_count: u64,
+    /// Every factor a task's cost may be scaled by where it runs (slow ranks, speeds).
+    factors: Vec<f64>,
 }
 
 /// The rank an operation acts on.
@@ -555,12 +592,39 @@ impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.
     fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
         let i = n as usize;
-        // Idle workers take tasks (one each, as the runtime's workers do).
-        while self.idle[i] > 0 {
-            let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
-            let Some(task) = got.into_iter().next() else {
-                break;
+        // Idle workers take tasks (one each, as the runtime's workers do); on a rank with
+        // resources, every resource with room does (the runtime's workers and its resource
+        // thread), and a task none of its capable resources has room for waits.
+        loop {
+            let room = match &self.res[i] {
+                None => self.idle[i] > 0,
+                Some(t) => t.any_room(),
             };
+            if !room {
+                break;
+            }
+            let task = match self.held[i].take() {
+                Some(t) => t,
+                None => {
+                    let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
+                    let Some(task) = got.into_iter().next() else {
+                        break;
+                    };
+                    task
+                }
+            };
+            if let Some(t) = &self.res[i]
+                && t.select(task.kind).is_none()
+            {
+                if !t.can_run(task.kind) {
+                    return Err(Violation(format!(
+                        "rank {n}: task kind {} has no variant on its resources",
+                        task.kind
+                    )));
+                }
+                self.held[i] = Some(task);
+                break;
+            }
             let (o, x) = (task.owner as usize, task.index as usize);
             let count = self
                 .runs
@@ -577,10 +641,36 @@ impl<'a> Sim<'a> {
                     "task {x} of rank {o} ran twice (second time on rank {n})"
                 )));
             }
-            let cost = (self.tasks()[o][x].cost_ns as f64 * self.slow[i]) as u64;
-            let result = (self.job.result)(&task.payload);
-            self.idle[i] -= 1;
-            self.busy[i] += cost;
+            let drawn = self.tasks()[o][x].cost_ns;
+            let mut result = Ok((self.job.result)(&task.payload));
+            // A rank with resources dispatches through the core's policy (the CPU workers,
+            // resource 0, have room: a worker is idle); one without runs it on the worker.
+            let (res, cost) = match &mut self.res[i] {
+                None => (0, (drawn as f64 * self.slow[i]) as u64),
+                Some(table) => {
+                    let id = table.dispatch_task(task.kind).expect("selected above");
+                    let speed = table.specs()[id].speed(task.kind).unwrap_or(1.0);
+                    let f = if id == 0 { self.slow[i] } else { 1.0 / speed };
+                    (id, (drawn as f64 * f) as u64)
+                }
+            };
+            if let Some((fr, fres, nth)) = self.job.resources.fail
+                && fr == n
+                && fres == res
+            {
+                self.fail_count += 1;
+                if self.fail_count == nth {
+                    result = Err(format!(
+                        "resource {res} of rank {n} failed its submission {nth} (injected)"
+                    ));
+                }
+            }
+            if res == 0 {
+                self.idle[i] -= 1;
+                self.busy[i] += cost;
+            } else {
+                self.accel_busy[i] += cost;
+            }
             self.at(
                 now + cost,
                 Ev::TaskDone {
@@ -590,6 +680,7 @@ impl<'a> Sim<'a> {
                     kind: task.kind,
                     result,
                     cost,
+                    res,
                 },
             );
         }
@@ -659,7 +750,7 @@ impl<'a> Sim<'a> {
                 let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
                     .iter()
                     .map(|t| titus_core::NewTask {
-                        kind: 0,
+                        kind: t.kind,
                         payload: t.payload.clone(),
                         priority: t.priority,
                         cost_hint_ns: t.hint_ns,
@@ -707,11 +798,17 @@ impl<'a> Sim<'a> {
                 kind,
                 result,
                 cost,
+                res,
             } => {
                 let i = node as usize;
-                self.idle[i] += 1;
+                if let Some(table) = &mut self.res[i] {
+                    table.complete(res);
+                }
+                if res == 0 {
+                    self.idle[i] += 1;
+                }
                 let task = (owner, index, kind);
-                self.nodes[i].task_done(Time(now), task, Ok(result), cost, &self.mems[i]);
+                self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
                 self.after(node, now)?;
             }
         }
@@ -834,7 +931,7 @@ impl Sim<'_> {
                 // The cost that came home is the one the task ran for where it ran.
                 let lo = tasks[x].cost_ns;
                 let ran = |f: f64| c == (lo as f64 * f) as u64;
-                if !ran(1.0) && !self.job.faults.slow.iter().any(|&(_, f)| ran(f)) {
+                if !ran(1.0) && !self.factors.iter().any(|&f| ran(f)) {
                     return Err(Violation(format!(
                         "task {x} of rank {r} came home with cost {c} ns, drawn {lo} ns"
                     )));
@@ -875,7 +972,15 @@ impl Sim<'_> {
                     .iter()
                     .map(|&p| self.model(r as u32, p, false).connection_bytes)
                     .sum(),
+                resources: self.res[r]
+                    .as_ref()
+                    .map(Resources::counts)
+                    .unwrap_or_default(),
+                accel_busy_ns: self.accel_busy[r],
             });
+            if let Some(t) = &mut self.res[r] {
+                t.reset_counts();
+            }
         }
         for ev in self.slab.iter().flatten() {
             let leftover = match ev {
@@ -921,6 +1026,7 @@ impl Sim<'_> {
         self.start.iter_mut().for_each(|s| *s = None);
         self.end.iter_mut().for_each(|e| *e = None);
         self.busy.iter_mut().for_each(|b| *b = 0);
+        self.accel_busy.iter_mut().for_each(|b| *b = 0);
         // Timers of the last epoch are void (the nodes arm new ones).
         self.timer_at.iter_mut().for_each(|t| *t = None);
     }
@@ -1021,6 +1127,32 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             *s = f;
         }
     }
+    let mut res = vec![None; n];
+    let mut factors: Vec<f64> = job.faults.slow.iter().map(|&(_, f)| f).collect();
+    let described = &job.resources.per_rank;
+    if described.len() > n {
+        return Err(Violation(format!(
+            "resources described for {} ranks in a job of {n}",
+            described.len()
+        )));
+    }
+    for (r, accels) in described.iter().enumerate() {
+        if accels.is_empty() {
+            continue;
+        }
+        let mut specs = vec![ResourceSpec::cpu(job.workers as u32)];
+        specs.extend(accels.iter().cloned());
+        for s in accels {
+            match &s.variants {
+                Variants::All(v) => factors.push(1.0 / v),
+                Variants::Kinds(k) => factors.extend(k.iter().map(|(_, v)| 1.0 / v)),
+            }
+        }
+        res[r] = Some(
+            Resources::new(specs, job.resources.dispatch)
+                .map_err(|e| Violation(format!("rank {r}: {e}")))?,
+        );
+    }
     let mut sim = Sim {
         job,
         nodes,
@@ -1060,6 +1192,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         history: vec![CostHistory::default(); n],
         predicted: vec![Vec::new(); n],
         loads: vec![None; n],
+        res,
+        accel_busy: vec![0; n],
+        held: vec![None; n],
+        fail_count: 0,
+        factors,
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime

@@ -21,6 +21,7 @@ fn tasks() -> Vec<Vec<SimTask>> {
             }
             (0..200u64)
                 .map(|i| SimTask {
+                    kind: 0,
                     key: i,
                     cost_ns: 100_000,
                     payload: (u64::from(r) << 32 | i).to_le_bytes().to_vec(),
@@ -58,6 +59,7 @@ fn run(balancing: Balancing, connect_ns: f64) -> Outcome {
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 50_000_000,
+        resources: Default::default(),
         mapper: None,
     };
     simulate(&job).unwrap_or_else(|v| panic!("{balancing:?}: {v}"))

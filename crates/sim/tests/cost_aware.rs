@@ -31,6 +31,7 @@ fn bimodal(hint: Hint<'_>, base_ns: u64) -> Vec<Vec<SimTask>> {
                         base_ns
                     };
                     SimTask {
+                        kind: 0,
                         key: i,
                         cost_ns,
                         payload: g.to_le_bytes().to_vec(),
@@ -77,6 +78,7 @@ fn job(protocol: Protocol, cost_aware: bool, tasks: Vec<Vec<SimTask>>) -> Job<'s
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,
+        resources: Default::default(),
         mapper: None,
     }
 }

@@ -22,6 +22,7 @@ fn tasks() -> Vec<Vec<SimTask>> {
             }
             (0..400u64)
                 .map(|i| SimTask {
+                    kind: 0,
                     key: i,
                     cost_ns: 50_000,
                     payload: i.to_le_bytes().to_vec(),
@@ -60,6 +61,7 @@ fn job(protocol: Protocol, advertise: bool, mapper: Option<&MapperFactory>) -> J
         task_bytes_scale: 1.0,
         max_events: 10_000_000,
         mapper,
+        resources: Default::default(),
     }
 }
 

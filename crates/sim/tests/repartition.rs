@@ -27,6 +27,7 @@ fn sim_tasks(all: &[Vec<TaskSpec>]) -> Vec<Vec<SimTask>> {
         .map(|ts| {
             ts.iter()
                 .map(|t| SimTask {
+                    kind: 0,
                     key: t.global,
                     cost_ns: cost_ns(t),
                     payload: t.global.to_le_bytes().to_vec(),
@@ -69,6 +70,7 @@ fn job(base: &[Vec<TaskSpec>]) -> Job<'static> {
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 10_000_000,
+        resources: Default::default(),
         mapper: None,
     }
 }

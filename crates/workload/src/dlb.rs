@@ -171,6 +171,17 @@ pub struct BenchArgs {
     /// Worker threads per rank.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub workers: usize,
+    /// Accelerators beside the workers (issue #16): GROUP[;GROUP...], GROUP =
+    /// ranks=A-B:accel=N[:speed=S][:capacity=C][:kinds=K,...], e.g.
+    /// `ranks=0-895:accel=1:speed=8:capacity=1` (N accelerators on each of ranks A..=B, S
+    /// times a worker, C tasks at once). The runtime emulates each with a thread that runs
+    /// the task and then sleeps to take cost/S; the simulator charges cost/S.
+    #[arg(long, value_name = "SPEC")]
+    pub resources: Option<String>,
+    /// Which resource a ready task goes to: least-loaded (fewest unfinished submissions),
+    /// round-robin or fixed (the accelerator whenever it has room).
+    #[arg(long, value_name = "POLICY", default_value = "least-loaded")]
+    pub dispatch: String,
     /// Seed of the workload, the overlay and victim choice.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
@@ -1063,8 +1074,29 @@ pub fn print_summary(reports: &[(String, Report)]) {
     }
 }
 
+/// Each rank's accelerators from `--resources` (None without it) and the `--dispatch`
+/// policy, for a job of `ranks` ranks; bad input exits 2 naming what is wrong.
+pub fn resources(
+    args: &BenchArgs,
+    ranks: u32,
+) -> (
+    Option<Vec<Vec<titus_core::resources::ResourceSpec>>>,
+    titus_core::resources::Dispatch,
+) {
+    use titus_core::resources::{Dispatch, parse_description};
+    let dispatch =
+        Dispatch::parse(&args.dispatch).unwrap_or_else(|e| fail(2, &format!("--dispatch: {e}")));
+    let per_rank = args.resources.as_ref().map(|s| {
+        parse_description(s, ranks).unwrap_or_else(|e| fail(2, &format!("--resources: {e}")))
+    });
+    (per_rank, dispatch)
+}
+
 /// Rejects impossible flags (exit 2).
 pub fn check_args(args: &BenchArgs) {
+    if let Err(e) = titus_core::resources::Dispatch::parse(&args.dispatch) {
+        fail(2, &format!("--dispatch: {e}"));
+    }
     // Threads per rank: past 1024 a rank only oversubscribes its node.
     if args.workers == 0 || args.workers > 1024 {
         fail(

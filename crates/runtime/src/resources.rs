@@ -1,0 +1,344 @@
+//! Resources beside the CPU workers (issue #16): executors that accept submissions and
+//! complete them later, dispatched through the core's policy
+//! ([`titus_core::resources::Resources`], the same table the simulator drives).
+//!
+//! The CPU workers are resource 0 (capacity: the workers; unfinished: the workers running
+//! a task). A worker that takes a task asks the policy where it goes: to itself, or to an
+//! executor with room (submitted, and the worker takes the next task). The *resource
+//! thread* (started by the first [`crate::Runtime::add_resource`]) polls the executors —
+//! when one wakes it, else every millisecond — reports their completions to the node as
+//! a worker reports a task, and refills every executor with room from the node's queue
+//! (a task the policy gives the CPU goes to a queue the workers take from first). A
+//! failed submission or completion fails the epoch on every rank with the resource's
+//! name and its message, as a failed task does.
+
+use crate::{SegMem, Shared, lock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use titus_core::Task;
+use titus_core::resources::{ResourceSpec, Resources};
+
+/// Wakes the resource thread (an executor calls it when a submission completes).
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+/// Completed submissions: (handle, the task's result or why it failed).
+pub type Completions = Vec<(u64, Result<Vec<u8>, String>)>;
+
+/// An executor: accepts task submissions and completes them later (an accelerator's
+/// queue; in C a launch and a test callback).
+pub trait Executor: Send {
+    /// Accepts a task of `kind` with `payload`; its completion comes from
+    /// [`Executor::poll`] under the handle returned (unique among those not yet
+    /// completed). An `Err` fails the epoch.
+    fn submit(&mut self, kind: u16, payload: &[u8]) -> Result<u64, String>;
+    /// Appends the submissions completed since the last call, in any order.
+    fn poll(&mut self, done: &mut Completions);
+    /// Called once, when the resource is added: an executor that calls `wake` when a
+    /// submission completes is polled at once (otherwise every millisecond).
+    fn set_waker(&mut self, wake: Waker) {
+        let _ = wake;
+    }
+}
+
+/// The CPU variants an emulated accelerator runs: (kind, payload) → result.
+pub type KindFn = Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
+
+/// A submission in flight: the task, when it was submitted, in which epoch.
+type Inflight = ((u32, u32, u16), Instant, u64);
+
+/// A task a worker takes first: given to the CPU by the resource thread (`true`: counted
+/// as submitted to it already).
+pub(crate) type Ready = (Task, bool);
+
+/// The rank's resources and what they hold.
+pub(crate) struct State {
+    pub(crate) table: Resources,
+    /// Resource i's executor at i − 1 (the CPU workers have none).
+    pub(crate) executors: Vec<Box<dyn Executor>>,
+    /// (resource, handle) → the task, when it was submitted, and in which epoch.
+    inflight: HashMap<(usize, u64), Inflight>,
+    /// Tasks for the workers, before their deques.
+    pub(crate) ready: VecDeque<Ready>,
+}
+
+impl State {
+    pub(crate) fn new(table: Resources) -> Self {
+        Self {
+            table,
+            executors: Vec::new(),
+            inflight: HashMap::new(),
+            ready: VecDeque::new(),
+        }
+    }
+}
+
+/// Where a task a worker took goes: `Some(task)`: this worker runs it (counted on the
+/// CPU); `None`: submitted to an executor (or failed there, reported).
+pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
+    let mut guard = lock(&sh.resources);
+    let st = guard.as_mut()?;
+    let id = st.table.select(task.kind).unwrap_or(0);
+    st.table.submit(id);
+    if id == 0 {
+        return Some(task);
+    }
+    if let Some((task, why)) = submit(sh, st, id, task) {
+        drop(guard);
+        crate::worker::report(sh, &task, Err(why), 1);
+    }
+    None
+}
+
+/// Submits `task` to executor `id` (counted already); on failure gives back the task and
+/// why, its resource completed.
+fn submit(sh: &Shared, st: &mut State, id: usize, task: Task) -> Option<(Task, String)> {
+    let name = st.table.specs()[id].name.clone();
+    match st.executors[id - 1].submit(task.kind, &task.payload) {
+        Ok(h) => {
+            let epoch = sh.res_epoch.load(Ordering::Acquire);
+            st.inflight.insert(
+                (id, h),
+                ((task.owner, task.index, task.kind), Instant::now(), epoch),
+            );
+            None
+        }
+        Err(e) => {
+            st.table.complete(id);
+            Some((task, format!("resource {name:?} refused the task: {e}")))
+        }
+    }
+}
+
+/// A worker finished a task it ran.
+pub(crate) fn cpu_done(sh: &Shared) {
+    if let Some(st) = lock(&sh.resources).as_mut() {
+        st.table.complete(0);
+    }
+}
+
+/// A task the resource thread left for the workers.
+pub(crate) fn take_ready(sh: &Shared) -> Option<Ready> {
+    lock(&sh.resources).as_mut()?.ready.pop_front()
+}
+
+/// The resource thread: reap completions, refill executors with room, wait.
+pub(crate) fn run(sh: &Shared) {
+    let mut done = Completions::new();
+    while !sh.shutdown.load(Ordering::Acquire) {
+        reap(sh, &mut done);
+        fill(sh);
+        let g = lock(&sh.res_wake);
+        if !*g {
+            let (mut g, _) = sh
+                .res_cv
+                .wait_timeout(g, Duration::from_millis(1))
+                .unwrap_or_else(|p| p.into_inner());
+            *g = false;
+        } else {
+            drop(g);
+            *lock(&sh.res_wake) = false;
+        }
+    }
+}
+
+/// Reports every completion to the node (those of an earlier, failed epoch are dropped).
+fn reap(sh: &Shared, done: &mut Completions) {
+    let mut reports = Vec::new();
+    {
+        let mut guard = lock(&sh.resources);
+        let Some(st) = guard.as_mut() else { return };
+        let epoch = sh.res_epoch.load(Ordering::Acquire);
+        for i in 0..st.executors.len() {
+            done.clear();
+            st.executors[i].poll(done);
+            let id = i + 1;
+            for (h, r) in done.drain(..) {
+                let Some((task, at, e)) = st.inflight.remove(&(id, h)) else {
+                    tracing::warn!(
+                        "resource {:?} completed handle {h}, which it was not given",
+                        st.table.specs()[id].name
+                    );
+                    continue;
+                };
+                st.table.complete(id);
+                if e != epoch {
+                    continue;
+                }
+                let name = &st.table.specs()[id].name;
+                let r = r.map_err(|why| format!("resource {name:?} failed the task: {why}"));
+                reports.push((task, r, (at.elapsed().as_nanos() as u64).max(1)));
+            }
+        }
+    }
+    for ((owner, index, kind), r, cost) in reports {
+        crate::worker::report_id(sh, (owner, index, kind), r, cost);
+    }
+}
+
+/// Takes tasks from the node while an executor has room, dispatching each.
+fn fill(sh: &Shared) {
+    loop {
+        if !sh.epoch_running.load(Ordering::Acquire) {
+            return;
+        }
+        {
+            let g = lock(&sh.resources);
+            let Some(st) = g.as_ref() else { return };
+            if !(1..st.table.specs().len()).any(|i| st.table.has_room(i)) || !st.ready.is_empty() {
+                return;
+            }
+        }
+        let task = {
+            let mem = SegMem(&*sh.fabric);
+            let mut node = sh.lock_node();
+            let t = node.take_tasks(sh.now(), 1, &mem).into_iter().next();
+            let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+            let wake = handed || node.has_commands();
+            drop(node);
+            if wake {
+                sh.fabric.wake();
+            }
+            t
+        };
+        let Some(task) = task else { return };
+        let mut guard = lock(&sh.resources);
+        let Some(st) = guard.as_mut() else { return };
+        match st.table.select(task.kind) {
+            None => {
+                st.ready.push_back((task, false));
+                drop(guard);
+                sh.wake_workers();
+                return;
+            }
+            Some(0) => {
+                st.table.submit(0);
+                st.ready.push_back((task, true));
+                drop(guard);
+                sh.wake_workers();
+            }
+            Some(id) => {
+                st.table.submit(id);
+                if let Some((task, why)) = submit(sh, st, id, task) {
+                    drop(guard);
+                    crate::worker::report(sh, &task, Err(why), 1);
+                }
+            }
+        }
+    }
+}
+
+/// Wakes the resource thread.
+pub(crate) fn waker(sh: &Arc<Shared>) -> Waker {
+    let weak = Arc::downgrade(sh);
+    Arc::new(move || {
+        if let Some(sh) = weak.upgrade() {
+            *lock(&sh.res_wake) = true;
+            sh.res_cv.notify_one();
+        }
+    })
+}
+
+/// The spec of a resource being added.
+pub(crate) fn spec(
+    name: &str,
+    capacity: u32,
+    variants: titus_core::resources::Variants,
+) -> ResourceSpec {
+    ResourceSpec {
+        name: name.into(),
+        capacity,
+        variants,
+    }
+}
+
+/// An emulated accelerator (issue #16, item 5) — **emulation, not a device**: a thread
+/// that runs the kind's CPU variant (for its result) and then sleeps until `cost / speed`
+/// has passed since it started, `cost` being the CPU variant's measured time; so a speed
+/// below 1 is emulated exactly, and a speed above 1 cannot be (the CPU variant takes its
+/// own time): such a task completes after its CPU time. Up to `capacity` submissions
+/// wait in its queue; they complete in submission order.
+pub struct Emulated {
+    tx: Option<mpsc::Sender<(u64, u16, Vec<u8>)>>,
+    rx: mpsc::Receiver<(u64, Result<Vec<u8>, String>)>,
+    next: u64,
+    wake: Arc<std::sync::Mutex<Option<Waker>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Emulated {
+    /// An emulated accelerator running `f(kind, payload)` (the CPU variants) at `speed`
+    /// times a CPU worker.
+    pub fn new(name: &str, speed: f64, f: KindFn) -> Result<Self, String> {
+        let (tx, jobs) = mpsc::channel::<(u64, u16, Vec<u8>)>();
+        let (out, rx) = mpsc::channel();
+        let wake: Arc<std::sync::Mutex<Option<Waker>>> = Arc::default();
+        let w = wake.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("titus-emulated-{name}"))
+            .spawn(move || {
+                for (h, kind, payload) in jobs {
+                    let t = Instant::now();
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        f(kind, &payload)
+                    }))
+                    .unwrap_or_else(|_| Err("the task panicked".into()));
+                    let want = t.elapsed().div_f64(speed);
+                    if let Some(rest) = want.checked_sub(t.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
+                    if out.send((h, r)).is_err() {
+                        return;
+                    }
+                    if let Some(w) = lock(&w).as_ref() {
+                        w();
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the emulated accelerator {name:?}: {e}"))?;
+        Ok(Self {
+            tx: Some(tx),
+            rx,
+            next: 0,
+            wake,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl std::fmt::Debug for Emulated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulated")
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor for Emulated {
+    fn submit(&mut self, kind: u16, payload: &[u8]) -> Result<u64, String> {
+        let h = self.next;
+        self.next += 1;
+        self.tx
+            .as_ref()
+            .and_then(|tx| tx.send((h, kind, payload.to_vec())).ok())
+            .ok_or_else(|| "the emulated accelerator's thread ended".to_string())?;
+        Ok(h)
+    }
+    fn poll(&mut self, done: &mut Completions) {
+        done.extend(self.rx.try_iter());
+    }
+    fn set_waker(&mut self, wake: Waker) {
+        *lock(&self.wake) = Some(wake);
+    }
+}
+
+impl Drop for Emulated {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Resources beside the CPU workers in the simulator (issue #16): every task runs exactly
+//! once and comes home right (the simulator's checker) with accelerators on some ranks,
+//! kinds without an accelerator variant, tasks that complete out of order, every dispatch
+//! policy; a failing resource fails the run naming it; bad resources are refused.
+
+use titus_core::resources::{Dispatch, ResourceSpec, Variants, parse_description};
+use titus_core::{Balancing, Config};
+use titus_overlay::OverlayParams;
+use titus_sim::check::check_result;
+use titus_sim::{Faults, Job, Model, Outcome, SimResources, SimTask, Violation, simulate};
+
+const RANKS: u32 = 32;
+
+/// Skewed work: the first 4 ranks hold everything; kinds 0 and 1 alternate, costs vary
+/// (so submissions to one accelerator complete out of order).
+fn tasks() -> Vec<Vec<SimTask>> {
+    (0..RANKS)
+        .map(|r| {
+            if r >= 4 {
+                return Vec::new();
+            }
+            (0..300u64)
+                .map(|i| SimTask {
+                    key: i,
+                    kind: (i % 2) as u16,
+                    cost_ns: 20_000 + (i * 7919 % 13) * 15_000,
+                    payload: (u64::from(r) << 32 | i).to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn run(resources: SimResources, seed: u64) -> Result<Outcome, Violation> {
+    let mut core = Config::default();
+    let mut overlay = OverlayParams {
+        ranks: RANKS,
+        shortcuts: 4,
+        ..OverlayParams::default()
+    };
+    Balancing::Smallworld
+        .apply(&mut core, &mut overlay, RANKS, None)
+        .unwrap();
+    let job = Job {
+        core,
+        overlay,
+        workers: 2,
+        model: Model::preset("ib-hdr").unwrap(),
+        faults: Faults {
+            jitter: 0.5,
+            ..Faults::default()
+        },
+        seed,
+        tasks: tasks(),
+        later_epochs: vec![tasks()],
+        start_skew_ns: 10_000,
+        result: &check_result,
+        task_bytes_scale: 1.0,
+        max_events: 50_000_000,
+        mapper: None,
+        resources,
+    };
+    simulate(&job)
+}
+
+/// Even ranks: one accelerator 8× a core holding 3 tasks, kind 0 only; rank 1: two
+/// accelerators running every kind; the others none.
+fn mixed(dispatch: Dispatch) -> SimResources {
+    let mut per_rank = parse_description("ranks=1:accel=2:speed=3:capacity=2", RANKS).unwrap();
+    for r in (0..RANKS as usize).step_by(2) {
+        per_rank[r].push(ResourceSpec {
+            name: "gpu".into(),
+            capacity: 3,
+            variants: Variants::Kinds(vec![(0, 8.0)]),
+        });
+    }
+    SimResources {
+        per_rank,
+        dispatch,
+        fail: None,
+    }
+}
+
+#[test]
+fn exactly_once_with_mixed_resources_under_every_policy() {
+    for dispatch in [Dispatch::LeastLoaded, Dispatch::RoundRobin, Dispatch::Fixed] {
+        for seed in 1..=3 {
+            let out = run(mixed(dispatch), seed)
+                .unwrap_or_else(|v| panic!("{dispatch:?} seed {seed}: {v}"));
+            let (mut sub, mut done, mut accel) = (0, 0, 0);
+            for (r, o) in out.ranks.iter().enumerate() {
+                let want = if r == 1 {
+                    3
+                } else if r % 2 == 0 {
+                    2
+                } else {
+                    0
+                };
+                assert_eq!(o.resources.len(), want, "rank {r}");
+                for (i, c) in o.resources.iter().enumerate() {
+                    assert_eq!(c.submitted, c.completed, "rank {r} resource {i}");
+                    sub += c.submitted;
+                    done += c.completed;
+                    if i > 0 {
+                        accel += c.submitted;
+                    }
+                }
+            }
+            assert_eq!(sub, done);
+            assert!(accel > 0, "{dispatch:?}: no task ran on an accelerator");
+            // Kind 1 has no variant on the even ranks' gpu: it ran on CPUs or rank 1.
+        }
+    }
+}
+
+#[test]
+fn fast_accelerators_shorten_the_run() {
+    let none = run(SimResources::default(), 5).unwrap();
+    let res = SimResources {
+        per_rank: parse_description("ranks=0-31:accel=1:speed=8:capacity=1", RANKS).unwrap(),
+        ..SimResources::default()
+    };
+    let fast = run(res, 5).unwrap();
+    assert!(
+        fast.end_ns < none.end_ns,
+        "with accelerators {} ns, without {} ns",
+        fast.end_ns,
+        none.end_ns
+    );
+    assert!(fast.ranks.iter().map(|o| o.accel_busy_ns).sum::<u64>() > 0);
+}
+
+#[test]
+fn a_failing_resource_fails_the_run_naming_it() {
+    let mut res = mixed(Dispatch::LeastLoaded);
+    res.fail = Some((0, 1, 3));
+    let e = run(res, 2).unwrap_err();
+    assert!(
+        e.0.contains("resource 1 of rank 0 failed its submission 3"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_resources_are_refused() {
+    let mut res = mixed(Dispatch::Fixed);
+    res.per_rank[3].push(ResourceSpec {
+        name: "broken".into(),
+        capacity: 0,
+        variants: Variants::All(2.0),
+    });
+    let e = run(res, 1).unwrap_err();
+    assert!(
+        e.0.contains("rank 3") && e.0.contains("\"broken\" has capacity 0"),
+        "{e}"
+    );
+    let res = SimResources {
+        per_rank: vec![Vec::new(); RANKS as usize + 1],
+        ..SimResources::default()
+    };
+    assert!(run(res, 1).unwrap_err().0.contains("33 ranks"));
+}
