@@ -326,13 +326,16 @@ struct ConnectionReport {
     peer_connection_kib: f64,
 }
 
-/// Resident memory of this process, KiB (/proc/self/statm × the page size).
+/// Resident memory of this process, KiB (`VmRSS` of /proc/self/status).
 fn resident_kib() -> f64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
+    std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    pages * 4.0
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
 }
 
 /// `--connections`: the price of a connection on this backend (see the flag).

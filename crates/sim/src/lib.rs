@@ -133,6 +133,35 @@ pub struct SimResources {
 /// Makes rank r's mapper.
 pub type MapperFactory = dyn Fn(u32) -> Box<dyn titus_core::Mapper> + Sync;
 
+impl Job<'_> {
+    /// A job of `tasks` with the plain rest: one worker per rank, no faults, seed 1, one
+    /// epoch started together, [`check::check_result`] as the task, task bytes charged as
+    /// they are, 50 M events at most, the default mapper, no resources beyond the workers.
+    pub fn new(
+        core: Config,
+        overlay: OverlayParams,
+        model: Model,
+        tasks: Vec<Vec<SimTask>>,
+    ) -> Self {
+        Job {
+            core,
+            overlay,
+            workers: 1,
+            model,
+            faults: Faults::default(),
+            seed: 1,
+            tasks,
+            later_epochs: Vec::new(),
+            start_skew_ns: 0,
+            result: &check::check_result,
+            task_bytes_scale: 1.0,
+            max_events: 50_000_000,
+            mapper: None,
+            resources: SimResources::default(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Job<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job")

@@ -7,8 +7,7 @@
 
 use titus_core::{Balancing, Config};
 use titus_overlay::OverlayParams;
-use titus_sim::check::check_result;
-use titus_sim::{Faults, Job, Model, Outcome, SimTask, simulate};
+use titus_sim::{Job, Model, Outcome, SimTask, simulate};
 
 const RANKS: u32 = 64;
 
@@ -47,20 +46,8 @@ fn run(balancing: Balancing, connect_ns: f64) -> Outcome {
     model.connect_ns = connect_ns;
     model.connection_bytes = 1000.0;
     let job = Job {
-        core,
-        overlay,
-        workers: 1,
-        model,
-        faults: Faults::default(),
         seed: 11,
-        tasks: tasks(),
-        later_epochs: Vec::new(),
-        start_skew_ns: 0,
-        result: &check_result,
-        task_bytes_scale: 1.0,
-        max_events: 50_000_000,
-        resources: Default::default(),
-        mapper: None,
+        ..Job::new(core, overlay, model, tasks())
     };
     simulate(&job).unwrap_or_else(|v| panic!("{balancing:?}: {v}"))
 }

@@ -7,7 +7,6 @@
 use std::time::Duration;
 use titus_core::{Balancing, Config, Protocol};
 use titus_overlay::OverlayParams;
-use titus_sim::check::check_result;
 use titus_sim::{Faults, Job, Model, SimTask, simulate};
 
 const RANKS: u32 = 24;
@@ -57,29 +56,21 @@ fn job(protocol: Protocol, cost_aware: bool, tasks: Vec<Vec<SimTask>>) -> Job<'s
     Balancing::Smallworld
         .apply(&mut core, &mut overlay, RANKS, None)
         .unwrap();
+    // At 24 ranks the overlay is the complete graph, whose ranks connect on first
+    // contact: free here, so the end game alone decides what moves.
+    let model = Model {
+        connect_ns: 0.0,
+        ..Model::preset("ib-hdr").unwrap()
+    };
     Job {
-        core,
-        overlay,
-        workers: 1,
-        // At 24 ranks the overlay is the complete graph, whose ranks connect on first
-        // contact: free here, so the end game alone decides what moves.
-        model: Model {
-            connect_ns: 0.0,
-            ..Model::preset("ib-hdr").unwrap()
-        },
         faults: Faults {
             jitter: 0.5,
             ..Faults::default()
         },
         seed: 11,
         later_epochs: vec![tasks.clone()],
-        tasks,
-        start_skew_ns: 0,
-        result: &check_result,
-        task_bytes_scale: 1.0,
         max_events: 20_000_000,
-        resources: Default::default(),
-        mapper: None,
+        ..Job::new(core, overlay, model, tasks)
     }
 }
 

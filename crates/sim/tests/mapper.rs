@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use titus_core::mapper::{Profile, TaskInfo};
 use titus_core::{Balancing, Config, Mapper, Protocol};
 use titus_overlay::OverlayParams;
-use titus_sim::check::check_result;
-use titus_sim::{Faults, Job, MapperFactory, Model, SimTask, simulate};
+use titus_sim::{Job, MapperFactory, Model, SimTask, simulate};
 
 const RANKS: u32 = 16;
 
@@ -48,20 +47,10 @@ fn job(protocol: Protocol, advertise: bool, mapper: Option<&MapperFactory>) -> J
         .apply(&mut core, &mut overlay, RANKS, None)
         .unwrap();
     Job {
-        core,
-        overlay,
-        workers: 1,
-        model: Model::preset("ib-hdr").unwrap(),
-        faults: Faults::default(),
         seed: 7,
-        tasks: tasks(),
-        later_epochs: Vec::new(),
-        start_skew_ns: 0,
-        result: &check_result,
-        task_bytes_scale: 1.0,
         max_events: 10_000_000,
         mapper,
-        resources: Default::default(),
+        ..Job::new(core, overlay, Model::preset("ib-hdr").unwrap(), tasks())
     }
 }
 

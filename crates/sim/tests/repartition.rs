@@ -8,8 +8,7 @@
 
 use titus_core::{Balancing, Config};
 use titus_overlay::OverlayParams;
-use titus_sim::check::check_result;
-use titus_sim::{Between, Faults, Job, Model, SimTask, simulate, simulate_with};
+use titus_sim::{Between, Job, Model, SimTask, simulate, simulate_with};
 use titus_workload::{Cost, Distribution, Spec, TaskSpec, apply_plans, epoch_tasks, generate};
 
 const RANKS: u32 = 32;
@@ -56,22 +55,16 @@ fn job(base: &[Vec<TaskSpec>]) -> Job<'static> {
         .apply(&mut core, &mut overlay, RANKS, None)
         .unwrap();
     Job {
-        core,
-        overlay,
-        workers: 1,
-        model: Model::preset("ib-hdr").unwrap(),
-        faults: Faults::default(),
-        seed: 1,
-        tasks: sim_tasks(&epoch_tasks(base, 0, DRIFT)),
         later_epochs: (1..EPOCHS)
             .map(|e| sim_tasks(&epoch_tasks(base, e, DRIFT)))
             .collect(),
-        start_skew_ns: 0,
-        result: &check_result,
-        task_bytes_scale: 1.0,
         max_events: 10_000_000,
-        resources: Default::default(),
-        mapper: None,
+        ..Job::new(
+            core,
+            overlay,
+            Model::preset("ib-hdr").unwrap(),
+            sim_tasks(&epoch_tasks(base, 0, DRIFT)),
+        )
     }
 }
 

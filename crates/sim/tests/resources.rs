@@ -6,7 +6,6 @@
 use titus_core::resources::{Dispatch, ResourceSpec, Variants, parse_description};
 use titus_core::{Balancing, Config};
 use titus_overlay::OverlayParams;
-use titus_sim::check::check_result;
 use titus_sim::{Faults, Job, Model, Outcome, SimResources, SimTask, Violation, simulate};
 
 const RANKS: u32 = 32;
@@ -44,23 +43,16 @@ fn run(resources: SimResources, seed: u64) -> Result<Outcome, Violation> {
         .apply(&mut core, &mut overlay, RANKS, None)
         .unwrap();
     let job = Job {
-        core,
-        overlay,
         workers: 2,
-        model: Model::preset("ib-hdr").unwrap(),
         faults: Faults {
             jitter: 0.5,
             ..Faults::default()
         },
         seed,
-        tasks: tasks(),
         later_epochs: vec![tasks()],
         start_skew_ns: 10_000,
-        result: &check_result,
-        task_bytes_scale: 1.0,
-        max_events: 50_000_000,
-        mapper: None,
         resources,
+        ..Job::new(core, overlay, Model::preset("ib-hdr").unwrap(), tasks())
     };
     simulate(&job)
 }
