@@ -26,14 +26,22 @@ fn config(balancing: Balancing, protocol: Protocol, ranks: u32) -> RuntimeConfig
     cfg
 }
 
-/// Epoch `e`'s tasks of rank `r`: rank 0 owns most; keys stay across epochs, a few vanish
+/// Epoch `e`'s tasks of rank `r`: rank 0 owns most, and the heavy ones; keys stay across epochs, a few vanish
 /// and a few are new each epoch.
 fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
     let n = if r == 0 { 300 } else { 4 };
     (e..n + e)
         .map(|k| {
             let key = u64::from(r) << 32 | k;
-            let mut payload = (40 + (k % 5) as u32 * 30).to_le_bytes().to_vec();
+            // Rank 0's tasks are heavy (tens of ms in all) so that a preempted small task
+            // on another rank (a few ms on a busy 2-core machine) cannot make that rank
+            // the loaded one in the measured costs.
+            let rounds = if r == 0 {
+                8_000 + (k % 5) as u32 * 2_000
+            } else {
+                40 + (k % 5) as u32 * 30
+            };
+            let mut payload = rounds.to_le_bytes().to_vec();
             payload.extend_from_slice(format!("{r}/{k}/{e}").as_bytes());
             TaskIn {
                 key,
