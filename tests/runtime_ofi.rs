@@ -86,12 +86,13 @@ fn a_rank_that_dies_mid_epoch_fails_the_others_within_a_bounded_time() {
         return;
     }
     for provider in ["tcp;ofi_rxm", "shm", "node"] {
-        // Rank 1 steals, runs 5 tasks, and exits abruptly with the rest of its batch.
+        // Rank 1 steals, runs a task, and exits abruptly with the rest of its batch (one:
+        // a starved rank 1 may steal only a few of rank 0's 600 tasks).
         let (ok, text, took) = bench(
             provider,
             2,
             "claim",
-            &["--kill-rank", "1", "--kill-after", "5", "--op-timeout", "3"],
+            &["--kill-rank", "1", "--kill-after", "1", "--op-timeout", "3"],
         );
         assert!(
             !ok,
@@ -152,7 +153,7 @@ fn a_vanished_rank_is_named_within_seconds() {
             provider,
             2,
             "claim",
-            &["--kill-rank", "1", "--kill-after", "5"],
+            &["--kill-rank", "1", "--kill-after", "1"],
         );
         assert!(!ok, "{provider}: the job succeeded without rank 1:\n{text}");
         assert!(

@@ -22,13 +22,20 @@ fn checksum(payload: &[u8]) -> Vec<u8> {
     h.to_le_bytes().to_vec()
 }
 
-/// Rank `r`'s tasks of epoch `e`: rank 0 owns most; one key vanishes and one is new per
+/// Rank `r`'s tasks of epoch `e`: rank 0 owns most, and the heavy ones; one key vanishes and one is new per
 /// epoch.
 fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
     let n = if r == 0 { 240 } else { 6 };
     (e..n + e)
         .map(|k| {
-            let mut payload = (200 + (k % 4) as u32 * 150).to_le_bytes().to_vec();
+            // Rank 0's tasks heavy (tens of ms in all): a preempted task of another rank
+            // cannot make that rank the loaded one in the measured costs.
+            let rounds = if r == 0 {
+                6_000 + (k % 4) as u32 * 2_000
+            } else {
+                200 + (k % 4) as u32 * 150
+            };
+            let mut payload = rounds.to_le_bytes().to_vec();
             payload.extend_from_slice(format!("{r}/{k}/{e}").as_bytes());
             TaskIn {
                 key: k,

@@ -301,9 +301,11 @@ fn soak(env: &JobEnv, epochs: u64, seed: u64) -> Result<String, String> {
         threads.0,
         threads.1,
     );
-    if fds.1 > fds.0 || threads.1 > threads.0 + 1 || rss.1 > rss.0 + RSS_MARGIN_KIB {
+    // Margins for what a runtime dropped just before a sample may still be winding down
+    // (a thread, a socket or two); a leak per session grows far past them.
+    if fds.1 > fds.0 + 2 || threads.1 > threads.0 + 1 || rss.1 > rss.0 + RSS_MARGIN_KIB {
         return Err(format!(
-            "resources grew (margins: {RSS_MARGIN_KIB} KiB of memory, no descriptor, one thread winding down): {line}"
+            "resources grew (margins: {RSS_MARGIN_KIB} KiB of memory, two descriptors, one thread winding down): {line}"
         ));
     }
     Ok(line)

@@ -576,6 +576,11 @@ impl Fabric for HybridFabric {
         self.inner.node.wake();
     }
 
+    fn urge(&self, peer: Rank) {
+        // Remote peers' helper threads block in libfabric's progress and wake on arrival.
+        self.inner.node.urge(peer);
+    }
+
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         let start = out.len();
         self.inner.node.drain_completions(out);

@@ -525,6 +525,13 @@ impl Fabric for NodeFabric {
         self.quiet.store(on, Ordering::Release);
     }
 
+    fn urge(&self, peer: Rank) {
+        // The peer's progress sleeps on its futex even while napping unannounced.
+        if let Some(view) = self.views.get(peer as usize).and_then(Option::as_ref) {
+            self.nudge(&view.map, true);
+        }
+    }
+
     fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
         if !self.signal_waits() {
             return false;

@@ -445,15 +445,16 @@ fn progress_needed(ctx: &Ctx<'_>, b: &mut Barrier) -> Result<(), String> {
     b.wait(f).map_err(fail("barrier"))?;
     match f.rank() {
         1 => {
-            // Make no fabric call for 1.5 s: remote operations on this memory must stall.
+            // Make no fabric call for 2 s: remote operations on this memory must stall.
             ctx.progress.pause();
-            std::thread::sleep(Duration::from_millis(1500));
+            std::thread::sleep(Duration::from_millis(2000));
             ctx.progress.resume();
         }
         0 => {
             // Rank 1 may still be polling the barrier (fabric calls progress it): give it
-            // time to go quiet before the operations that must stall.
-            std::thread::sleep(Duration::from_millis(300));
+            // time to go quiet before the operations that must stall (generously: on a
+            // loaded machine its pause may take a while to be scheduled).
+            std::thread::sleep(Duration::from_millis(800));
             seg.write(LATE_DST, &vec![0u8; LATE_LEN as usize])
                 .map_err(fail("clear"))?;
             let op = f.compare_swap(1, word, 0, 7).map_err(fail("cas"))?;

@@ -464,10 +464,18 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// A hint for backends whose workers collect signals between tasks
     /// ([`Fabric::take_signals`]): `on` while every worker runs tasks and does so, so a
     /// [`Fabric::progress`] call need not be woken by each arriving signal — it naps
-    /// instead (about a millisecond at most) and leaves the signals to the workers;
-    /// [`Fabric::wake`] still wakes it. Others ignore it.
+    /// instead (10 ms at most) and leaves the signals to the workers; [`Fabric::wake`]
+    /// and a peer's [`Fabric::urge`] still wake it. Others ignore it.
     fn set_workers_serve(&self, on: bool) {
         let _ = on;
+    }
+
+    /// Asks `peer`'s progress to serve the signals already sent to it now, even where
+    /// its workers serve them between tasks (a thief waits for the answer, and a task
+    /// may run for milliseconds). Transports whose target progress needs no asking
+    /// ignore it.
+    fn urge(&self, peer: Rank) {
+        let _ = peer;
     }
 
     /// A hint for backends whose progress must poll (libfabric's shm has no wait object):

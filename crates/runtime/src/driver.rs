@@ -151,8 +151,11 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
                 .iter()
                 .map(|&(l, len)| Piece { local: loc(l), len })
                 .collect();
-            f.write_gather(*peer, loc(*remote), &pieces, *signal)
-                .map(Err)
+            let op = f.write_gather(*peer, loc(*remote), &pieces, *signal)?;
+            if signal.is_some_and(titus_core::layout::signal::urgent) {
+                f.urge(*peer);
+            }
+            Ok(Err(op))
         }
         Op::Cas {
             peer,
@@ -224,7 +227,6 @@ pub(crate) fn run(sh: &Shared) {
     // thread's own).
     let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
-    let mut workers_serve = false;
     // When the peers' liveness was last swept by an idle rank.
     let mut swept = Instant::now();
     let polled = fabric.caps().polled_progress;
@@ -367,10 +369,9 @@ pub(crate) fn run(sh: &Shared) {
             let serve = sh.inline
                 && sh.epoch_running.load(Ordering::Acquire)
                 && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers;
-            if serve != workers_serve {
-                workers_serve = serve;
-                fabric.set_workers_serve(serve);
-            }
+            // Every turn (a worker may have turned it off meanwhile: going idle, or
+            // starting a dear task).
+            fabric.set_workers_serve(serve);
             (wait, node.is_done())
         };
         sh.wake_workers();

@@ -144,6 +144,11 @@ fn await_answer(sh: &Shared) -> bool {
     true
 }
 
+/// A task predicted to take at least this long is run with the progress thread serving
+/// signals (waking it costs microseconds; a request waiting for the task's end costs its
+/// whole length).
+const DEAR_NS: u64 = 200_000;
+
 /// How often a worker polls a fabric whose progress must poll, between tasks.
 const POLL_EVERY: Duration = Duration::from_micros(20);
 
@@ -212,9 +217,21 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             ran = true;
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);
         }
+        // A task predicted dear keeps this worker from serving signals for long: the
+        // progress thread serves them meanwhile (a thief's request would otherwise wait
+        // for the task's end — milliseconds in a chemistry front).
+        let dear = sh.inline && task.cost_ns >= DEAR_NS;
+        if dear {
+            sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
+            sh.fabric.set_workers_serve(false);
+            sh.fabric.wake();
+        }
         let t = Instant::now();
         let result = execute(sh, &task);
         let end = Instant::now();
+        if dear {
+            sh.busy_workers.fetch_add(1, Ordering::AcqRel);
+        }
         // The task's measured cost: it travels home with the result.
         let cost_ns = (end.duration_since(t).as_nanos() as u64).max(1);
         // Polled progress: serve the fabric between tasks, so the progress thread can nap

@@ -71,6 +71,13 @@ fn unpack(v: u64) -> (u64, u64) {
     (v >> PAYLOAD_BITS, v & mask(PAYLOAD_BITS))
 }
 
+/// Whether a signalled word is one a thief waits on (a steal request, or one forwarded):
+/// a driver asks the receiver's progress to serve it now ([`urgent`] words are rare, a
+/// few per steal; the rest may wait for the receiver's next turn).
+pub fn urgent(v: u64) -> bool {
+    matches!(unpack(v).0, REQUEST | FORWARD)
+}
+
 /// The low `bits` bits.
 const fn mask(bits: u32) -> u64 {
     (1 << bits) - 1
@@ -377,6 +384,9 @@ mod tests {
         fn every_signal_round_trips(s in any_signal()) {
             prop_assert_eq!(Signal::unpack(s.pack(), 3), Ok(s));
             prop_assert_eq!(unpack(s.pack()).0, s.kind());
+            // Only what a waiting thief asked for hurries its receiver.
+            let asks = matches!(s, Signal::Request { .. } | Signal::Forward { .. });
+            prop_assert_eq!(urgent(s.pack()), asks);
         }
 
         #[test]

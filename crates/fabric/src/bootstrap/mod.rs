@@ -300,7 +300,7 @@ mod tests {
     fn absent_ranks_are_named() {
         let addr = free_addr();
         let mut e = job(&addr, 0, 3, "s");
-        e.timeout = Duration::from_millis(400);
+        e.timeout = Duration::from_millis(2000);
         let t = std::thread::spawn(move || Rendezvous::join(&e).map(|r| r.map(|_| ())));
         let mut r1 = Rendezvous::join(&job(&addr, 1, 3, "s")).unwrap().unwrap();
         // Rank 2 never comes: both joined ranks learn who is missing.
