@@ -222,3 +222,70 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
         );
     }
 }
+
+/// Each mechanism switch takes a list, like `--diffusion on,off`: every value of every
+/// list, combined, gives a row per balancer beside the others; `none` runs once.
+#[test]
+fn switch_lists_run_each_value_side_by_side() {
+    let out = titus(&[
+        "sim",
+        "--ranks",
+        "16",
+        "--tasks",
+        "800",
+        "--task-time",
+        "0.0001",
+        "--cost",
+        "bimodal",
+        "--balancer",
+        "none,smallworld",
+        "--advertise",
+        "on,off",
+        "--priorities",
+        "off,on,off",
+        "--json",
+    ]);
+    let rows = rows(&out);
+    let seen: Vec<(String, bool, bool, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["balancer"].as_str().unwrap().to_string(),
+                r["advertise"].as_bool().unwrap(),
+                r["priorities"].as_bool().unwrap(),
+                r["cost_aware"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let sw = |a, p| ("smallworld".to_string(), a, p, true);
+    assert_eq!(
+        seen,
+        [
+            ("none".to_string(), true, false, true),
+            sw(true, false),
+            sw(true, true),
+            sw(false, false),
+            sw(false, true),
+        ],
+        "{rows:?}"
+    );
+    assert!(rows.iter().all(|r| r["verified"] == true));
+    // The table names each row by its switches.
+    let out = titus(&[
+        "sim",
+        "--ranks",
+        "16",
+        "--tasks",
+        "800",
+        "--balancer",
+        "smallworld",
+        "--cost-aware",
+        "on,off",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("smallworld/claim/cost-aware-on")
+            && text.contains("smallworld/claim/cost-aware-off"),
+        "{text}"
+    );
+}

@@ -79,6 +79,25 @@ pub enum Switch {
     Off,
 }
 
+/// Whether a run's switch is on: a run's arguments hold one value (the first of a list).
+pub fn on(switch: &[Switch]) -> bool {
+    switch.first() == Some(&Switch::On)
+}
+
+/// A switch's values, duplicates dropped, order kept (none given: `default`).
+fn switch_values(list: &[Switch], default: Switch) -> Vec<Switch> {
+    let mut out = Vec::new();
+    for &x in list {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    if out.is_empty() {
+        out.push(default);
+    }
+    out
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// A steal protocol.
 pub enum ProtocolArg {
@@ -134,20 +153,21 @@ pub struct BenchArgs {
     pub diffusion: Vec<Switch>,
     /// Blacklist and advertisement: a thief that finds a victim empty stops probing it
     /// until the victim advertises new work (`titus_core::Config::advertise`); off: the
-    /// per-victim exponential backoff alone.
-    #[arg(long, value_enum, default_value = "on")]
-    pub advertise: Switch,
+    /// per-victim exponential backoff alone; on,off runs each balancer both ways.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    pub advertise: Vec<Switch>,
     /// Cost-aware batches: each task carries its drawn cost as a hint, and a steal takes
     /// about half of the victim's estimated work instead of half of its tasks; what is
     /// cheaper to finish than to move stays (`titus_core::Config::cost_aware`); off: the
-    /// count rule (the hints are ignored).
-    #[arg(long, value_enum, default_value = "on")]
-    pub cost_aware: Switch,
+    /// count rule (the hints are ignored); on,off runs each balancer both ways.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    pub cost_aware: Vec<Switch>,
     /// Priorities: tasks dearer than the mean (bimodal's reaction zone; the dear tail of
     /// the others) get priority 1, so each rank runs them first and shares its cheap ones
-    /// first (longest first, as diffusion's predicted order does); off: all 0.
-    #[arg(long, value_enum, default_value = "off")]
-    pub priorities: Switch,
+    /// first (longest first, as diffusion's predicted order does); off: all 0; on,off
+    /// runs each balancer both ways.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "off")]
+    pub priorities: Vec<Switch>,
     /// Every K epochs, hand tasks for good to rank-string neighbours as the runtime's
     /// repartition plan says (RankDLB's step 4: what a solver would do with its cells);
     /// ownership changes from the next epoch on (dlb-bench only).
@@ -278,7 +298,7 @@ pub fn profile(name: &str) -> Option<Profile> {
 /// else 0).
 pub fn hint_and_priority(args: &BenchArgs, t: &TaskSpec, task_time: f64) -> (u64, i16) {
     let hint = (t.cost * 1e9) as u64;
-    let dear = args.priorities == Switch::On && t.cost > task_time;
+    let dear = on(&args.priorities) && t.cost > task_time;
     (hint, i16::from(dear))
 }
 
@@ -560,6 +580,9 @@ pub struct Run {
     pub sweep_value: Option<String>,
     /// Diffusion before stealing ([`apply_diffusion`]).
     pub diffusion: bool,
+    /// Label suffixes of the mechanism switches given more than one value
+    /// (`/advertise-off`, `/cost-aware-on`, ...).
+    pub switches: String,
 }
 
 impl Run {
@@ -573,7 +596,7 @@ impl Run {
         if !self.diffusion && self.balancer != Balancing::None {
             l += "/no-diffusion";
         }
-        l
+        l + &self.switches
     }
 
     /// The protocol as reported.
@@ -589,7 +612,8 @@ impl Run {
 
 /// The runs a command line asks for, in order: sweep points, then balancers (`none`
 /// first, so the others can report their speed-up over it), then diffusion on/off, then
-/// protocols. `none` runs once per point (diffusion does not apply to it).
+/// the other switches' values (`--advertise`, `--cost-aware`, `--priorities`), then
+/// protocols. `none` runs once per point (with each switch's first value).
 pub fn runs(args: &BenchArgs) -> Vec<Run> {
     let mut balancers: Vec<Balancing> = expand(
         &args.balancer,
@@ -614,6 +638,17 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
     }
     if diffusion.is_empty() {
         diffusion.push(true);
+    }
+    let advertise = switch_values(&args.advertise, Switch::On);
+    let cost_aware = switch_values(&args.cost_aware, Switch::On);
+    let priorities = switch_values(&args.priorities, Switch::Off);
+    let mut switches = Vec::new();
+    for &x in &advertise {
+        for &y in &cost_aware {
+            for &z in &priorities {
+                switches.push((x, y, z));
+            }
+        }
     }
     let protocols = expand(
         &args.protocol,
@@ -643,15 +678,38 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
             } else {
                 &diffusion[..]
             };
+            let combos = if b == Balancing::None {
+                &switches[..1]
+            } else {
+                &switches[..]
+            };
             for &d in ds {
-                for &p in ps {
-                    out.push(Run {
-                        args: a.clone(),
-                        balancer: b,
-                        protocol: p,
-                        sweep_value: v.clone(),
-                        diffusion: d,
-                    });
+                for (adv, cost, prio) in combos {
+                    let mut a = a.clone();
+                    a.advertise = vec![*adv];
+                    a.cost_aware = vec![*cost];
+                    a.priorities = vec![*prio];
+                    let mut suffix = String::new();
+                    for (name, list, x) in [
+                        ("advertise", &advertise, adv),
+                        ("cost-aware", &cost_aware, cost),
+                        ("priorities", &priorities, prio),
+                    ] {
+                        if list.len() > 1 && b != Balancing::None {
+                            let word = if *x == Switch::On { "on" } else { "off" };
+                            suffix += &format!("/{name}-{word}");
+                        }
+                    }
+                    for &p in ps {
+                        out.push(Run {
+                            args: a.clone(),
+                            balancer: b,
+                            protocol: p,
+                            sweep_value: v.clone(),
+                            diffusion: d,
+                            switches: suffix.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -740,8 +798,8 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     };
     core.seed = args.seed;
     overlay.seed = args.seed;
-    core.advertise = args.advertise == Switch::On;
-    core.cost_aware = args.cost_aware == Switch::On;
+    core.advertise = on(&args.advertise);
+    core.cost_aware = on(&args.cost_aware);
     if let Some(m) = args.min_private {
         core.min_private = m;
     }
@@ -1018,8 +1076,15 @@ pub fn speedup(earlier: &[(String, Report)], r: &Report) -> Option<f64> {
 /// a summary line per run over epochs ≥ 1.
 pub fn print_summary(reports: &[(String, Report)]) {
     let epochs = reports.iter().any(|(_, r)| r.epochs > 1);
+    // The run column as wide as its longest label (switch suffixes make long ones).
+    let w = reports
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(22);
     println!(
-        "{:<22} {:>8} {:>6}{} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>8}",
+        "{:<w$} {:>8} {:>6}{} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>8}",
         "run",
         "sweep",
         "ranks",
@@ -1039,7 +1104,7 @@ pub fn print_summary(reports: &[(String, Report)]) {
     );
     for (label, r) in reports {
         println!(
-            "{:<22} {:>8} {:>6}{} {:>10.3} {:>8.3} {:>8} {:>12.3} {:>9.3} {:>9} {:>9} {:>8}",
+            "{:<w$} {:>8} {:>6}{} {:>10.3} {:>8.3} {:>8} {:>12.3} {:>9.3} {:>9} {:>9} {:>8}",
             label,
             r.sweep_value.as_deref().unwrap_or("-"),
             r.ranks,
@@ -1067,7 +1132,7 @@ pub fn print_summary(reports: &[(String, Report)]) {
                 .map(|x| x.1.clone())
                 .collect();
             if let Some(line) = epoch_summary(&run) {
-                println!("{:<22} {line}", reports[i].0);
+                println!("{:<w$} {line}", reports[i].0);
             }
             i += n;
         }
@@ -1434,9 +1499,9 @@ pub fn report(
         drift: plan.drift,
         diffusion: run.diffusion,
         repartition: run.args.repartition.unwrap_or(0),
-        advertise: run.args.advertise == Switch::On,
-        cost_aware: run.args.cost_aware == Switch::On,
-        priorities: run.args.priorities == Switch::On,
+        advertise: on(&run.args.advertise),
+        cost_aware: on(&run.args.cost_aware),
+        priorities: on(&run.args.priorities),
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
