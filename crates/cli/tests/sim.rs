@@ -227,12 +227,12 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
 /// list, combined, gives a row per balancer beside the others; `none` runs once.
 #[test]
 fn switch_lists_run_each_value_side_by_side() {
-    let out = titus(&[
-        "sim",
-        "--ranks",
-        "16",
-        "--tasks",
-        "800",
+    let job = |more: &[&str]| {
+        let mut a = vec!["sim", "--ranks", "16", "--tasks", "800"];
+        a.extend_from_slice(more);
+        titus(&a)
+    };
+    let out = job(&[
         "--task-time",
         "0.0001",
         "--cost",
@@ -271,17 +271,7 @@ fn switch_lists_run_each_value_side_by_side() {
     );
     assert!(rows.iter().all(|r| r["verified"] == true));
     // The table names each row by its switches.
-    let out = titus(&[
-        "sim",
-        "--ranks",
-        "16",
-        "--tasks",
-        "800",
-        "--balancer",
-        "smallworld",
-        "--cost-aware",
-        "on,off",
-    ]);
+    let out = job(&["--balancer", "smallworld", "--cost-aware", "on,off"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("smallworld/claim/cost-aware-on")
