@@ -77,6 +77,73 @@ impl TaskArea {
         }
     }
 
+    /// Writes `tasks` packed into `region` (this rank's memory): each task's slot header
+    /// and payload, 8-aligned, back to back — a `request` reply moves these bytes, not
+    /// whole slots (48-byte payloads in 1 KiB slots made a 1,024-task reply 1 MiB).
+    /// Returns the bytes written; they fit the region (a record is at most a slot).
+    pub(crate) fn write_packed(&self, mem: &dyn Memory, region: usize, tasks: &[Task]) -> u64 {
+        let mut buf = Vec::with_capacity(tasks.len() * 32);
+        for t in tasks {
+            let at = buf.len();
+            buf.resize(at + packed_len(t.payload.len()), 0);
+            layout::encode_task(t, &mut buf[at..]);
+        }
+        mem.write(Loc::new(seg::TASKS, self.region(region)), &buf);
+        buf.len() as u64
+    }
+
+    /// Decodes `n` packed tasks ([`TaskArea::write_packed`]) at `offset` of this rank's
+    /// TASKS, written by `from`: every length is checked against the payload limit and
+    /// the region's end. Returns the tasks and the bytes they took.
+    pub(crate) fn read_packed(
+        &self,
+        mem: &dyn Memory,
+        offset: u64,
+        n: u64,
+        from: Rank,
+    ) -> Result<(Vec<Task>, u64), CoreError> {
+        let end = offset + self.capacity * self.slot;
+        let mut at = offset;
+        let mut out = Vec::with_capacity(n as usize);
+        let mut header = [0u8; layout::SLOT_HEADER as usize];
+        for i in 0..n {
+            if at + layout::SLOT_HEADER > end {
+                return Err(CoreError::Malformed {
+                    from,
+                    what: format!("steal reply: task {i} of {n} starts past the staging area"),
+                });
+            }
+            mem.read(Loc::new(seg::TASKS, at), &mut header);
+            let len = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+            if len > self.max_payload {
+                return Err(CoreError::Malformed {
+                    from,
+                    what: format!(
+                        "steal reply: task payload of {len} bytes (limit {})",
+                        self.max_payload
+                    ),
+                });
+            }
+            let record = packed_len(len as usize) as u64;
+            if at + record > end {
+                return Err(CoreError::Malformed {
+                    from,
+                    what: format!("steal reply: task {i} of {n} ends past the staging area"),
+                });
+            }
+            let mut buf = vec![0u8; record as usize];
+            mem.read(Loc::new(seg::TASKS, at), &mut buf);
+            out.push(layout::decode_task(
+                &buf,
+                from,
+                self.size,
+                self.max_payload,
+            )?);
+            at += record;
+        }
+        Ok((out, at - offset))
+    }
+
     /// Decodes `n` slots at `offset` of this rank's TASKS, written by `from`.
     pub(crate) fn read(
         &self,
@@ -93,6 +160,11 @@ impl TaskArea {
     }
 }
 
+/// Bytes of a packed task record: the slot header and the payload, 8-aligned.
+fn packed_len(payload: usize) -> usize {
+    (layout::SLOT_HEADER as usize + payload).next_multiple_of(8)
+}
+
 /// A word of TASKS, as the fabric addresses it.
 pub(crate) fn tasks_loc(offset: u64) -> Loc {
     Loc::new(seg::TASKS, offset)
@@ -101,4 +173,68 @@ pub(crate) fn tasks_loc(offset: u64) -> Loc {
 /// A word's bytes.
 pub(crate) fn word(w: u64) -> [u8; 8] {
     w.to_le_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctx::testing::Mem;
+
+    fn task(index: u32, len: usize) -> Task {
+        Task {
+            owner: 1,
+            index,
+            kind: 3,
+            priority: -2,
+            cost_ns: 900,
+            payload: (0..len).map(|i| i as u8).collect(),
+        }
+    }
+
+    #[test]
+    fn packed_tasks_round_trip_and_move_only_their_bytes() {
+        let cfg = Config {
+            max_payload: 1024,
+            shared_capacity: 8,
+            ..Config::default()
+        };
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        let tasks: Vec<Task> = [48, 0, 1024, 5]
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| task(i as u32, l))
+            .collect();
+        let bytes = area.write_packed(&mem, 2, &tasks);
+        assert_eq!(bytes, 72 + 24 + 1048 + 32);
+        assert!(bytes < 4 * area.slot);
+        let (back, read) = area.read_packed(&mem, area.staging(), 4, 1).unwrap();
+        assert_eq!((back, read), (tasks, bytes));
+    }
+
+    #[test]
+    fn packed_records_from_a_peer_are_bounded() {
+        let cfg = Config {
+            max_payload: 64,
+            shared_capacity: 2,
+            ..Config::default()
+        };
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        // A length over the payload limit.
+        let mut rec = vec![0u8; 24];
+        rec[12..16].copy_from_slice(&65u32.to_le_bytes());
+        mem.write(Loc::new(seg::TASKS, area.staging()), &rec);
+        let e = area.read_packed(&mem, area.staging(), 1, 2).unwrap_err();
+        assert!(e.to_string().contains("65 bytes (limit 64)"), "{e}");
+        // More records announced than the staging area holds: refused, never read past.
+        area.write_packed(&mem, 2, &[task(0, 64), task(1, 64)]);
+        let e = area.read_packed(&mem, area.staging(), 3, 2).unwrap_err();
+        assert!(e.to_string().contains("past the staging area"), "{e}");
+        // An owner outside the job.
+        let mut t = task(0, 8);
+        t.owner = 9;
+        area.write_packed(&mem, 2, &[t]);
+        assert!(area.read_packed(&mem, area.staging(), 1, 2).is_err());
+    }
 }

@@ -578,16 +578,13 @@ impl Owner {
             self.refusing = true;
         }
         let k = tasks.len();
-        self.area.write(mem, 0, &tasks);
+        let bytes = self.area.write_packed(mem, 0, &tasks);
         if k == 0 && !stale && !closed && super::thief::advertised(&cx.cfg) {
             // The thief blacklists this rank on its empty reply: advertise there later.
             self.add_waiter(thief, hungry);
         }
         let pieces = if k > 0 {
-            vec![(
-                Loc::new(seg::TASKS, self.area.region(0)),
-                k as u64 * self.area.slot,
-            )]
+            vec![(Loc::new(seg::TASKS, self.area.region(0)), bytes)]
         } else {
             Vec::new()
         };
@@ -654,6 +651,11 @@ mod tests {
             matches!(&c.op, Op::Write { peer: 1, signal: Some(s), pieces, .. } if *s == reply && pieces.len() == 1),
             "{c:?}"
         );
+        // Packed: the four tasks' headers and payloads, not four whole slots.
+        let Op::Write { pieces, .. } = &c.op else {
+            unreachable!()
+        };
+        assert!(pieces[0].1 < 4 * area.slot, "{} bytes", pieces[0].1);
         assert_eq!(q.len(), 4, "half the queue went");
         let p = cx.complete(c.token).unwrap();
         o.complete(&mut cx, p, 0, &mut q, &mem, false).unwrap();

@@ -68,7 +68,8 @@ struct Attempt {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    Got(u64),
+    /// Tasks, and the bytes that moved for them.
+    Got(u64, u64),
     Empty,
     Locked,
 }
@@ -365,7 +366,7 @@ impl Thief {
                 .push(now.since(a.started).as_nanos() as u64);
         }
         match outcome {
-            Outcome::Got(n) => {
+            Outcome::Got(n, bytes) => {
                 self.backoff.success(victim);
                 self.last_ok = Some(victim);
                 stats.steals_ok += 1;
@@ -377,7 +378,7 @@ impl Thief {
                         tasks: n as u32,
                     });
                 }
-                stats.bytes_stolen += n * self.area.slot;
+                stats.bytes_stolen += bytes;
             }
             Outcome::Empty => {
                 if self.last_ok == Some(victim) {
@@ -471,7 +472,8 @@ impl Thief {
                     },
                     Pending::ClaimDone { victim, last },
                 );
-                self.end_attempt(cx, victim, Outcome::Got(u64::from(len)));
+                let bytes = u64::from(len) * self.area.slot;
+                self.end_attempt(cx, victim, Outcome::Got(u64::from(len), bytes));
                 Ok(Some(tasks))
             }
             Pending::ClaimDone { victim, last } => {
@@ -539,7 +541,8 @@ impl Thief {
                 let peer = self.targets.at(victim);
                 let tasks = area.read(mem, area.staging(), u64::from(n), peer)?;
                 // Step 4: hand the lock to the owner for a refill.
-                self.lock_release(cx, victim, lock::REFILL, Outcome::Got(u64::from(n)));
+                let bytes = u64::from(n) * area.slot;
+                self.lock_release(cx, victim, lock::REFILL, Outcome::Got(u64::from(n), bytes));
                 Ok(Some(tasks))
             }
             Pending::LockRelease { victim, outcome } => {
@@ -549,7 +552,7 @@ impl Thief {
                         what: format!("lock word {value} while this rank held it"),
                     });
                 }
-                if matches!(outcome, Outcome::Got(_)) {
+                if matches!(outcome, Outcome::Got(..)) {
                     // The shared set is gone and the lock says REFILL: tell the owner now.
                     let peer = self.targets.at(victim);
                     cx.signal(peer, Signal::Refill, Pending::RefillHint);
@@ -648,9 +651,10 @@ impl Thief {
                 ),
             });
         }
-        let tasks = self.area.read(mem, self.area.staging(), n, from)?;
+        let (tasks, bytes) = self.area.read_packed(mem, self.area.staging(), n, from)?;
         let outcome = if n > 0 {
-            Outcome::Got(n)
+            // Packed: the bytes that moved, not whole slots.
+            Outcome::Got(n, bytes)
         } else {
             Outcome::Empty
         };
