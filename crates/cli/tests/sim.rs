@@ -279,3 +279,33 @@ fn switch_lists_run_each_value_side_by_side() {
         "{text}"
     );
 }
+
+/// `--shortcuts K` sets the smallworld overlay's shortcuts per rank: fewer bound the
+/// peers every rank talks to; a negative count is refused.
+#[test]
+fn shortcuts_bound_the_peers() {
+    let peers = |k: &str| {
+        let out = titus(&[
+            "sim",
+            "--ranks",
+            "256",
+            "--balancer",
+            "smallworld",
+            "--shortcuts",
+            k,
+            "--json",
+        ]);
+        let r = &rows(&out)[0];
+        assert_eq!(r["verified"], true);
+        r["peers_max"].as_u64().unwrap()
+    };
+    let (few, many) = (peers("3"), peers("30"));
+    // Out: 2 ring neighbours + 3 shortcuts; in: as many on average.
+    assert!(
+        few < many && few <= 24,
+        "3 shortcuts: {few} peers, 30: {many}"
+    );
+    let out = titus(&["sim", "--shortcuts", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shortcuts"));
+}

@@ -188,6 +188,10 @@ pub struct BenchArgs {
     /// Ranks per group of the hierarchical balancer [default: ⌈√ranks⌉].
     #[arg(long, allow_negative_numbers = true)]
     pub group_size: Option<u32>,
+    /// Shortcuts per rank of the smallworld overlay [default: 30]: fewer bound each
+    /// rank's peers (about twice this plus the lattice's), more shorten the routes.
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub shortcuts: Option<u32>,
     /// Worker threads per rank.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub workers: usize,
@@ -822,6 +826,11 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     run.balancer
         .apply(&mut core, &mut overlay, ranks, loads.as_deref())
         .unwrap_or_else(|e| fail(2, &e.to_string()));
+    if let Some(k) = args.shortcuts
+        && run.balancer == Balancing::Smallworld
+    {
+        overlay.shortcuts = k;
+    }
     apply_diffusion(&mut core, run.diffusion);
     RunConfig { core, overlay }
 }
