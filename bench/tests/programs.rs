@@ -548,3 +548,36 @@ fn dlb_bench_repartition_evens_out_ownership() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--repartition must be at least 1"));
 }
+
+/// `--resources`: the report counts what each resource completed, over every rank, and
+/// the tasks that ran off the CPU workers; every task once, every result verified.
+#[test]
+fn dlb_bench_counts_each_resource() {
+    let rows = dlb_json(&[
+        "--ranks",
+        "2",
+        "--tasks",
+        "200",
+        "--balancer",
+        "none,smallworld",
+        "--resources",
+        "ranks=0-1:accel=1:speed=4",
+        "--dispatch",
+        "fixed",
+        "--json",
+    ]);
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["verified"], true);
+        let counts = r["resource_tasks"].as_object().expect("resource_tasks");
+        let total: u64 = counts.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(total, 200, "{r}");
+        let accel = counts["accel0"].as_u64().unwrap();
+        assert_eq!(r["accel_tasks"].as_u64(), Some(accel));
+        // Fixed dispatch: the last capable resource with room, the accelerator.
+        assert!(accel > 0, "{r}");
+    }
+    // Without --resources the keys are absent.
+    let plain = dlb_json(&["--ranks", "2", "--tasks", "50", "--json"]);
+    assert!(plain[0].get("resource_tasks").is_none() && plain[0].get("accel_tasks").is_none());
+}

@@ -224,6 +224,18 @@ fn epoch_main(
     let logs = rt
         .all_gather(&encode_f64s(&log))
         .map_err(|e| e.to_string())?;
+    // --resources: what each resource completed on each rank.
+    let counts = if run.args.resources.is_some() {
+        let mine: Vec<(String, u64)> = st
+            .resources
+            .iter()
+            .map(|c| (c.name.clone(), c.completed))
+            .collect();
+        let blob = serde_json::to_vec(&mine).map_err(|e| e.to_string())?;
+        Some(rt.all_gather(&blob).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     if rank != 0 {
         return Ok(None);
     }
@@ -247,7 +259,25 @@ fn epoch_main(
             ..RankFigures::decode(g)
         })
         .collect();
-    Ok(Some(dlb::report(run, plan, epoch, all, &figs, per_round)))
+    let mut report = dlb::report(run, plan, epoch, all, &figs, per_round);
+    for (r, blob) in counts.iter().flatten().enumerate() {
+        let theirs: Vec<(String, u64)> =
+            serde_json::from_slice(blob).map_err(|e| format!("rank {r}'s resource counts: {e}"))?;
+        for (name, n) in theirs {
+            *report.resource_tasks.entry(name).or_default() += n;
+        }
+    }
+    if counts.is_some() {
+        report.accel_tasks = Some(
+            report
+                .resource_tasks
+                .iter()
+                .filter(|(name, _)| name.as_str() != "cpu")
+                .map(|(_, n)| n)
+                .sum(),
+        );
+    }
+    Ok(Some(report))
 }
 
 /// The runtime configuration of `run` at `ranks` ranks: DLB_Bench's core and overlay

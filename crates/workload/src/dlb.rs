@@ -382,6 +382,12 @@ pub struct Report {
     pub steal_s: Vec<f64>,
     /// Seconds of work each rank owned at the start (its busy time without balancing).
     pub owned_s: Vec<f64>,
+    /// With `--resources` (dlb-bench): tasks each resource completed this epoch over every
+    /// rank, by name (`cpu`, `accel0`, ...), and those not run on a CPU worker.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub resource_tasks: std::collections::BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accel_tasks: Option<u64>,
     /// Successful steals: (seconds from the thief's start, thief, victim, tasks).
     #[serde(skip)]
     pub steals: Vec<(f64, u32, u32, u32)>,
@@ -1557,6 +1563,8 @@ pub fn report(
             .collect(),
         steals,
         sweep_value: run.sweep_value.clone(),
+        resource_tasks: Default::default(),
+        accel_tasks: None,
     }
 }
 
