@@ -327,8 +327,9 @@ fn c_and_fortran_examples_under_mpirun_bootstrap_through_pmix() {
 }
 
 /// A solver's CMake project, outside the tree, finds the installed Titus with
-/// `find_package(Titus 0.1 REQUIRED COMPONENTS Fortran)` and builds the C and the Fortran
-/// example against `Titus::titus` and `Titus::fortran`; both run and match.
+/// `find_package(Titus 0.1 REQUIRED COMPONENTS Fortran)` and builds the C example against
+/// `Titus::titus` and `Titus::titus_static`, the Fortran one against `Titus::fortran`;
+/// all run and match.
 #[test]
 fn cmake_project_links_titus_with_find_package() {
     let b = built();
@@ -367,6 +368,22 @@ fn cmake_project_links_titus_with_find_package() {
         "chemistry (CMake), one process",
     );
     assert_all_ranks_match(&out, 1, "chemistry (CMake), one process");
+    // Titus::titus_static: no libtitus.so in the program.
+    let ldd = run_ok(
+        Command::new("ldd").arg(build.join("chemistry-static")),
+        "ldd chemistry-static",
+    );
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("libtitus.so"),
+        "chemistry-static links libtitus.so"
+    );
+    let out = run_ok(
+        Command::new(build.join("chemistry-static"))
+            .args(C_ARGS)
+            .env_remove("TITUS_OPTIONS"),
+        "chemistry-static (CMake), one process",
+    );
+    assert_all_ranks_match(&out, 1, "chemistry-static (CMake), one process");
     let out = run_ok(
         Command::new(build.join("chemistry-f")).args(F_ARGS),
         "chemistry-f (CMake), one process",

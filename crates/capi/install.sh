@@ -71,8 +71,9 @@ sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$sta
     -e "s|-ltitus$|${fortran}-ltitus|" \
     "$here/titus.pc.in" > "$prefix/lib/pkgconfig/titus.pc"
 for f in TitusConfig.cmake TitusConfigVersion.cmake; do
-  sed -e "s|@VERSION@|$version|" "$here/cmake/$f.in" > "$prefix/lib/cmake/Titus/$f"
+  sed -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$static_libs|" \
+      "$here/cmake/$f.in" > "$prefix/lib/cmake/Titus/$f"
 done
 echo "installed libtitus $version under $prefix"
 echo "  pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs titus"
-echo "  CMake: find_package(Titus) with -DCMAKE_PREFIX_PATH=$prefix; link Titus::titus (Fortran: Titus::fortran)"
+echo "  CMake: find_package(Titus) with -DCMAKE_PREFIX_PATH=$prefix; link Titus::titus or Titus::titus_static (Fortran: Titus::fortran)"
