@@ -27,8 +27,8 @@
 //!    foreign process holds the port), not only which ranks are missing.
 
 use super::wire::{
-    Hello, TAG_ERROR, TAG_REFUSED, TAG_WELCOME, parse_hello, parse_round, recv, recv_by, result,
-    same_secret, send, text,
+    Hello, TAG_ERROR, TAG_REFUSED, parse_hello, parse_round, recv, recv_by, result, same_secret,
+    send, text, welcome,
 };
 use super::{BootstrapError, list};
 use crate::Rank;
@@ -336,7 +336,7 @@ fn greet(
     match verdict {
         Ok((rank, runtime)) => {
             let _ = stream.set_read_timeout(None);
-            let welcomed = send(&mut stream, &[TAG_WELCOME]).is_ok();
+            let welcomed = send(&mut stream, &welcome()).is_ok();
             let mut d = lock(door);
             if let Some(slot) = d.runtimes.get_mut(&runtime) {
                 if welcomed {

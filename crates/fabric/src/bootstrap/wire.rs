@@ -1,20 +1,20 @@
 //! The rendezvous's wire format. Frames are a u32 little-endian length then the payload;
-//! payloads start with a tag byte. Nothing read from the socket is trusted: lengths are
-//! bounded and checked.
+//! a payload is [`MAGIC`] (name and version) then one message encoded by postcard (serde).
+//! Nothing read from the socket is trusted: frames are bounded, every length inside is
+//! checked against the bytes that came, and a message must fill its frame exactly.
 
 use super::BootstrapError;
 use crate::Rank;
+use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-pub(super) const MAGIC: &[u8; 8] = b"TITUSRV2";
+/// The protocol's name and version, before every message.
+pub(super) const MAGIC: &[u8; 8] = b"TITUSRV3";
 /// Largest frame accepted (an all-gather of 10^4 ranks × 4 KiB fits).
 const MAX_FRAME: u32 = 256 << 20;
-pub(super) const TAG_HELLO: u8 = 1;
-pub(super) const TAG_WELCOME: u8 = 2;
+/// [`text`]'s kinds.
 pub(super) const TAG_REFUSED: u8 = 3;
-pub(super) const TAG_ROUND: u8 = 4;
-pub(super) const TAG_RESULT: u8 = 5;
 pub(super) const TAG_ERROR: u8 = 6;
 
 pub(super) fn io_fail(what: &str, e: std::io::Error) -> BootstrapError {
@@ -84,44 +84,64 @@ pub(super) fn recv(stream: &mut impl Read) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// A cursor over a received payload that fails on truncation instead of panicking.
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
-
-impl Reader<'_> {
-    pub(super) fn take(&mut self, n: usize) -> Result<&[u8], BootstrapError> {
-        if self.0.len() < n {
-            return Err(BootstrapError::Protocol(format!(
-                "truncated: wanted {n} bytes, {} left",
-                self.0.len()
-            )));
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    pub(super) fn u8(&mut self) -> Result<u8, BootstrapError> {
-        Ok(self.take(1)?[0])
-    }
-    pub(super) fn u32(&mut self) -> Result<u32, BootstrapError> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    pub(super) fn bytes(&mut self) -> Result<Vec<u8>, BootstrapError> {
-        let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
-    }
+/// Every message of the protocol, as postcard encodes it after [`MAGIC`] (the protocol's
+/// name and version: a stranger's bytes, or another version's, are refused before any
+/// decoding). Lengths inside are postcard's varints, bounded by the frame they arrive in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Msg {
+    /// A rank's greeting.
+    Hello {
+        secret: Vec<u8>,
+        rank: Rank,
+        size: u32,
+        runtime: u32,
+    },
+    /// Joined.
+    Welcome,
+    /// Refused, with the reason.
+    Refused(String),
+    /// A rank's contribution to an all-gather.
+    Round(Vec<u8>),
+    /// An all-gather's result, by rank.
+    Result(Vec<Vec<u8>>),
+    /// The rendezvous failed, with the reason.
+    Error(String),
 }
 
-pub(super) fn put_bytes(buf: &mut Vec<u8>, b: &[u8]) {
-    buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    buf.extend_from_slice(b);
-}
-
-pub(super) fn text(tag: u8, msg: &str) -> Vec<u8> {
-    let mut p = vec![tag];
-    put_bytes(&mut p, msg.as_bytes());
+fn encode(m: &Msg) -> Vec<u8> {
+    let mut p = MAGIC.to_vec();
+    p.extend(postcard::to_allocvec(m).expect("a message always encodes"));
     p
+}
+
+/// Decodes a payload: the version, then one whole message (trailing bytes refused).
+fn decode(p: &[u8]) -> Result<Msg, BootstrapError> {
+    let body = p.strip_prefix(MAGIC.as_slice()).ok_or_else(|| {
+        BootstrapError::Protocol("not a Titus rendezvous message (or another version)".into())
+    })?;
+    let (m, rest) = postcard::take_from_bytes::<Msg>(body)
+        .map_err(|e| BootstrapError::Protocol(format!("malformed message: {e}")))?;
+    if !rest.is_empty() {
+        return Err(BootstrapError::Protocol(format!(
+            "{} bytes after the message",
+            rest.len()
+        )));
+    }
+    Ok(m)
+}
+
+/// A refusal or a failure (`tag`: [`TAG_REFUSED`] or [`TAG_ERROR`]) with its reason.
+pub(super) fn text(tag: u8, msg: &str) -> Vec<u8> {
+    encode(&if tag == TAG_REFUSED {
+        Msg::Refused(msg.into())
+    } else {
+        Msg::Error(msg.into())
+    })
+}
+
+/// The WELCOME payload.
+pub(super) fn welcome() -> Vec<u8> {
+    encode(&Msg::Welcome)
 }
 
 /// Constant-time comparison, so a prober learns nothing from timing.
@@ -141,32 +161,34 @@ pub(super) struct Hello {
 
 /// The HELLO payload.
 pub(super) fn hello(secret: &[u8], rank: Rank, size: u32, runtime: u32) -> Vec<u8> {
-    let mut p = vec![TAG_HELLO];
-    p.extend_from_slice(MAGIC);
-    put_bytes(&mut p, secret);
-    p.extend_from_slice(&rank.to_le_bytes());
-    p.extend_from_slice(&size.to_le_bytes());
-    p.extend_from_slice(&runtime.to_le_bytes());
-    p
-}
-
-/// Parses a greeting (from anyone who connected): `Err` with the reason it is refused.
-pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
-    let mut r = Reader(p);
-    let bad = |e: BootstrapError| e.to_string();
-    if r.u8().map_err(bad)? != TAG_HELLO || r.take(8).map_err(bad)? != MAGIC {
-        return Err("not a Titus rendezvous client".into());
-    }
-    let secret = r.bytes().map_err(bad)?;
-    let rank = r.u32().map_err(bad)?;
-    let size = r.u32().map_err(bad)?;
-    let runtime = r.u32().map_err(bad)?;
-    Ok(Hello {
-        secret,
+    encode(&Msg::Hello {
+        secret: secret.to_vec(),
         rank,
         size,
         runtime,
     })
+}
+
+/// Parses a greeting (from anyone who connected): `Err` with the reason it is refused.
+pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
+    match decode(p) {
+        Ok(Msg::Hello {
+            secret,
+            rank,
+            size,
+            runtime,
+        }) => Ok(Hello {
+            secret,
+            rank,
+            size,
+            runtime,
+        }),
+        Ok(_) | Err(_) if !p.starts_with(MAGIC.as_slice()) => {
+            Err("not a Titus rendezvous client".into())
+        }
+        Ok(_) => Err("not a greeting".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The rendezvous's answer to a greeting.
@@ -182,45 +204,32 @@ pub(super) enum Answer {
 
 /// Parses the answer to a greeting.
 pub(super) fn parse_answer(p: &[u8]) -> Result<Answer, BootstrapError> {
-    let mut r = Reader(p);
-    match r.u8()? {
-        TAG_WELCOME => Ok(Answer::Welcome),
-        TAG_REFUSED => Ok(Answer::Refused(
-            String::from_utf8_lossy(&r.bytes()?).into_owned(),
+    match decode(p)? {
+        Msg::Welcome => Ok(Answer::Welcome),
+        Msg::Refused(why) => Ok(Answer::Refused(why)),
+        Msg::Error(why) => Ok(Answer::Error(why)),
+        _ => Err(BootstrapError::Protocol(
+            "unexpected answer to a greeting".into(),
         )),
-        TAG_ERROR => Ok(Answer::Error(
-            String::from_utf8_lossy(&r.bytes()?).into_owned(),
-        )),
-        t => Err(BootstrapError::Protocol(format!(
-            "unexpected answer tag {t}"
-        ))),
     }
 }
 
 /// A rank's contribution to an all-gather.
 pub(super) fn round(blob: &[u8]) -> Vec<u8> {
-    let mut p = vec![TAG_ROUND];
-    put_bytes(&mut p, blob);
-    p
+    encode(&Msg::Round(blob.to_vec()))
 }
 
 /// Parses a rank's contribution: its blob.
 pub(super) fn parse_round(p: &[u8]) -> Result<Vec<u8>, BootstrapError> {
-    let mut r = Reader(p);
-    match r.u8()? {
-        TAG_ROUND => r.bytes(),
-        t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
+    match decode(p)? {
+        Msg::Round(b) => Ok(b),
+        _ => Err(BootstrapError::Protocol("expected a round".into())),
     }
 }
 
 /// An all-gather's result: every rank's blob, by rank.
 pub(super) fn result(blobs: &[Vec<u8>]) -> Vec<u8> {
-    let mut p = vec![TAG_RESULT];
-    p.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
-    for b in blobs {
-        put_bytes(&mut p, b);
-    }
-    p
+    encode(&Msg::Result(blobs.to_vec()))
 }
 
 /// Parses the rendezvous's answer to a round in a job of `size` ranks: the blobs, or the
@@ -229,19 +238,20 @@ pub(super) fn parse_result(
     p: &[u8],
     size: u32,
 ) -> Result<Result<Vec<Vec<u8>>, String>, BootstrapError> {
-    let mut r = Reader(p);
-    match r.u8()? {
-        TAG_RESULT => {
-            let n = r.u32()?;
-            if n != size {
+    match decode(p)? {
+        Msg::Result(blobs) => {
+            if blobs.len() != size as usize {
                 return Err(BootstrapError::Protocol(format!(
-                    "{n} blobs for {size} ranks"
+                    "{} blobs for {size} ranks",
+                    blobs.len()
                 )));
             }
-            Ok(Ok((0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?))
+            Ok(Ok(blobs))
         }
-        TAG_ERROR => Ok(Err(String::from_utf8_lossy(&r.bytes()?).into_owned())),
-        t => Err(BootstrapError::Protocol(format!("unexpected tag {t}"))),
+        Msg::Error(why) => Ok(Err(why)),
+        _ => Err(BootstrapError::Protocol(
+            "expected an all-gather's result".into(),
+        )),
     }
 }
 
@@ -274,7 +284,7 @@ mod fuzz {
         prop_oneof![
             (bytes(40), any::<u32>(), any::<u32>(), any::<u32>())
                 .prop_map(|(s, r, n, k)| hello(&s, r, n, k)),
-            Just(vec![TAG_WELCOME]),
+            Just(welcome()),
             (prop_oneof![Just(TAG_REFUSED), Just(TAG_ERROR)], ".{0,40}")
                 .prop_map(|(t, m)| text(t, &m)),
             bytes(64).prop_map(|b| round(&b)),
@@ -288,8 +298,15 @@ mod fuzz {
         let _ = parse_answer(p);
         let _ = parse_round(p);
         let _ = parse_result(p, size);
-        let mut r = Reader(p);
-        let _ = (r.u8(), r.bytes(), r.u32(), r.take(usize::MAX));
+        // And the same bytes after the version, where postcard decodes them.
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(p);
+        let _ = (
+            parse_hello(&v),
+            parse_answer(&v),
+            parse_round(&v),
+            parse_result(&v, size),
+        );
     }
 
     proptest! {
@@ -363,7 +380,7 @@ mod fuzz {
                 parse_hello(&hello(&secret, rank, size, runtime)),
                 Ok(Hello { secret: secret.clone(), rank, size, runtime })
             );
-            prop_assert_eq!(parse_answer(&[TAG_WELCOME]), Ok(Answer::Welcome));
+            prop_assert_eq!(parse_answer(&welcome()), Ok(Answer::Welcome));
             prop_assert_eq!(
                 parse_answer(&text(TAG_REFUSED, &why)),
                 Ok(Answer::Refused(why.clone()))
