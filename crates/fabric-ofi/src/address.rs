@@ -1,13 +1,13 @@
 //! What a rank publishes so that others can reach it (its endpoint name and each segment's
-//! key, base, length and exposure), and what it learns of its peers. The record format:
-//! a u32 address length and the address, a u32 segment count, then per segment its key,
-//! base and length (u64 each) and its exposure (u32::MAX for everyone, else a count and
-//! that many ranks), then the process's identity (`Process`: node u64, pid u32, start
-//! time u64), all little-endian.
+//! key, base, length and exposure), and what it learns of its peers. The record: a name
+//! and version (`TITUSAD1`), then postcard (serde) of the address, the segments (key, base,
+//! length, the ranks it is exposed to or none for everyone) and the process's identity
+//! (`Process`: node, pid, start time).
 
 use crate::OfiFabric;
 use crate::error::transport;
 use crate::handle::Handle;
+use serde::{Deserialize, Serialize};
 use titus_fabric::{Exposure, FabricError, Rank};
 use titus_ofi_sys as sys;
 
@@ -94,38 +94,64 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Appends a published record: address, then each segment's key, base, length and
-/// exposure (u32::MAX = everyone).
+/// The record's name and version, before the postcard body.
+const RECORD_MAGIC: &[u8; 8] = b"TITUSAD1";
+/// Bounds on what a record may announce.
+const MAX_ADDRESS: usize = 4096;
+const MAX_SEGMENTS: usize = 4096;
+
+/// A published record as postcard encodes it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    addr: Vec<u8>,
+    segments: Vec<SegmentRecord>,
+    node: u64,
+    pid: u32,
+    start: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SegmentRecord {
+    key: u64,
+    base: u64,
+    len: u64,
+    /// The ranks it is exposed to; `None`: every rank.
+    exposed_to: Option<Vec<Rank>>,
+}
+
+/// This rank's published record: [`RECORD_MAGIC`], then (postcard) its address, each
+/// segment's key, base, length and exposure, and its process's identity.
 pub(crate) fn encode(
     addr: &[u8],
     segs: &[(u64, u64, u64, &Exposure)],
     process: Process,
 ) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&(addr.len() as u32).to_le_bytes());
-    b.extend_from_slice(addr);
-    b.extend_from_slice(&(segs.len() as u32).to_le_bytes());
-    for (key, base, len, exp) in segs {
-        b.extend_from_slice(&key.to_le_bytes());
-        b.extend_from_slice(&base.to_le_bytes());
-        b.extend_from_slice(&len.to_le_bytes());
-        match exp {
-            Exposure::All => b.extend_from_slice(&u32::MAX.to_le_bytes()),
-            Exposure::Peers(p) => {
-                b.extend_from_slice(&(p.len() as u32).to_le_bytes());
-                for r in p {
-                    b.extend_from_slice(&r.to_le_bytes());
-                }
-            }
-        }
-    }
-    b.extend_from_slice(&process.node.to_le_bytes());
-    b.extend_from_slice(&process.pid.to_le_bytes());
-    b.extend_from_slice(&process.start.to_le_bytes());
+    let record = Record {
+        addr: addr.to_vec(),
+        segments: segs
+            .iter()
+            .map(|&(key, base, len, exp)| SegmentRecord {
+                key,
+                base,
+                len,
+                exposed_to: match exp {
+                    Exposure::All => None,
+                    Exposure::Peers(p) => Some(p.clone()),
+                },
+            })
+            .collect(),
+        node: process.node,
+        pid: process.pid,
+        start: process.start,
+    };
+    let mut b = RECORD_MAGIC.to_vec();
+    b.extend(postcard::to_allocvec(&record).expect("a record always encodes"));
     b
 }
 
-/// Parses another rank's record; nothing in it is trusted.
+/// Parses another rank's record; nothing in it is trusted (every length is bounded by the
+/// bytes that came, the address and the segment count by [`MAX_ADDRESS`] and
+/// [`MAX_SEGMENTS`], and the record must end where its bytes do).
 pub(crate) fn decode(
     rank: Rank,
     me: Rank,
@@ -136,59 +162,35 @@ pub(crate) fn decode(
             "rank {rank} published a malformed address record ({what})"
         ))
     };
-    let mut at = 0usize;
-    let mut take = |n: usize| -> Result<&[u8], FabricError> {
-        let s = blob
-            .get(at..at.checked_add(n).ok_or_else(|| bad("length overflow"))?)
-            .ok_or_else(|| bad("truncated"))?;
-        at += n;
-        Ok(s)
-    };
-    let u32_at = |s: &[u8]| u32::from_le_bytes(s.try_into().expect("4 bytes"));
-    let u64_at = |s: &[u8]| u64::from_le_bytes(s.try_into().expect("8 bytes"));
-    let alen = u32_at(take(4)?) as usize;
-    if alen > 4096 {
-        return Err(bad("address longer than 4 KiB"));
-    }
-    let addr = take(alen)?.to_vec();
-    let nsegs = u32_at(take(4)?) as usize;
-    if nsegs > 4096 {
-        return Err(bad("more than 4096 segments"));
-    }
-    let mut segs = Vec::with_capacity(nsegs);
-    for _ in 0..nsegs {
-        let key = u64_at(take(8)?);
-        let base = u64_at(take(8)?);
-        let len = u64_at(take(8)?);
-        let n = u32_at(take(4)?);
-        let exposed_to_me = if n == u32::MAX {
-            true
-        } else {
-            if n as usize > blob.len() / 4 {
-                return Err(bad("exposure list longer than the record"));
-            }
-            let mut hit = rank == me;
-            for _ in 0..n {
-                hit |= u32_at(take(4)?) == me;
-            }
-            hit
-        };
-        segs.push(RemoteSegment {
-            key,
-            base,
-            len,
-            exposed_to_me,
-        });
-    }
-    let process = Process {
-        node: u64_at(take(8)?),
-        pid: u32_at(take(4)?),
-        start: u64_at(take(8)?),
-    };
-    if at != blob.len() {
+    let body = blob
+        .strip_prefix(RECORD_MAGIC.as_slice())
+        .ok_or_else(|| bad("not a Titus address record, or another version"))?;
+    let (r, rest) = postcard::take_from_bytes::<Record>(body).map_err(|e| bad(&e.to_string()))?;
+    if !rest.is_empty() {
         return Err(bad("trailing bytes"));
     }
-    Ok((addr, segs, process))
+    if r.addr.len() > MAX_ADDRESS {
+        return Err(bad("address longer than 4 KiB"));
+    }
+    if r.segments.len() > MAX_SEGMENTS {
+        return Err(bad("more than 4096 segments"));
+    }
+    let segs = r
+        .segments
+        .into_iter()
+        .map(|s| RemoteSegment {
+            key: s.key,
+            base: s.base,
+            len: s.len,
+            exposed_to_me: rank == me || s.exposed_to.is_none_or(|p| p.contains(&me)),
+        })
+        .collect();
+    let process = Process {
+        node: r.node,
+        pid: r.pid,
+        start: r.start,
+    };
+    Ok((r.addr, segs, process))
 }
 
 impl OfiFabric {
