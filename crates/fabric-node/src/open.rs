@@ -5,6 +5,7 @@
 use crate::fabric::{Life, NodeFabric, View};
 use crate::layout;
 use crate::shm::Mapping;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
@@ -76,49 +77,29 @@ fn bad(rank: Rank, what: impl std::fmt::Display) -> FabricError {
     FabricError::Unsupported(format!("node backend: rank {rank}'s announcement: {what}"))
 }
 
-/// Bounds-checked reading of a peer's announcement.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err(format!(
-                "truncated ({} bytes left, {n} needed)",
-                self.0.len()
-            ));
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn str(&mut self) -> Result<&'a str, String> {
-        let n = self.u32()? as usize;
-        std::str::from_utf8(self.take(n)?).map_err(|_| "a name that is not UTF-8".to_string())
-    }
-    fn magic(&mut self, m: &[u8; 4]) -> Result<(), String> {
-        (self.take(4)? == m)
-            .then_some(())
-            .ok_or_else(|| "not a node-backend announcement of this version".into())
-    }
+/// An announcement's name and version, then (postcard) its body; nothing may trail.
+fn encode_with<T: Serialize>(magic: &[u8; 4], body: &T) -> Vec<u8> {
+    let mut out = magic.to_vec();
+    out.extend(postcard::to_allocvec(body).expect("an announcement always encodes"));
+    out
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
+fn decode_with<'a, T: Deserialize<'a>>(magic: &[u8; 4], b: &'a [u8]) -> Result<T, String> {
+    let body = b
+        .strip_prefix(magic.as_slice())
+        .ok_or_else(|| "not a node-backend announcement of this version".to_string())?;
+    let (v, rest) = postcard::take_from_bytes::<T>(body).map_err(|e| match e {
+        postcard::Error::DeserializeUnexpectedEnd => "truncated".to_string(),
+        e => e.to_string(),
+    })?;
+    if !rest.is_empty() {
+        return Err(format!("{} trailing bytes", rest.len()));
+    }
+    Ok(v)
 }
 
 /// Who a rank is: process id, node, and (rank 0's counts) the job tag.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Identity {
     pid: u32,
     node: String,
@@ -126,71 +107,52 @@ struct Identity {
 }
 
 fn encode_identity(id: &Identity) -> Vec<u8> {
-    let mut out = b"TNI1".to_vec();
-    out.extend_from_slice(&id.pid.to_le_bytes());
-    put_str(&mut out, &id.node);
-    put_str(&mut out, &id.tag);
-    out
+    encode_with(b"TNI2", id)
 }
 
 fn decode_identity(b: &[u8]) -> Result<Identity, String> {
-    let mut r = Reader(b);
-    r.magic(b"TNI1")?;
-    let pid = r.u32()?;
-    let node = r.str()?.to_string();
-    let tag = r.str()?.to_string();
-    Ok(Identity { pid, node, tag })
+    decode_with(b"TNI2", b)
 }
+
+/// A segment's length and the ranks it is exposed to (`None`: every rank).
+type SegmentEntry = (u64, Option<Vec<Rank>>);
 
 /// A rank's segments: lengths and exposure.
 fn encode_segments(config: &FabricConfig) -> Vec<u8> {
-    let mut out = b"TNS1".to_vec();
-    out.extend_from_slice(&(config.segments.len() as u32).to_le_bytes());
-    for s in &config.segments {
-        out.extend_from_slice(&(s.len.div_ceil(8) * 8).to_le_bytes());
-        match &s.exposure {
-            Exposure::All => out.extend_from_slice(&u32::MAX.to_le_bytes()),
-            Exposure::Peers(p) => {
-                out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-                for r in p {
-                    out.extend_from_slice(&r.to_le_bytes());
-                }
-            }
-        }
-    }
-    out
+    let table: Vec<SegmentEntry> = config
+        .segments
+        .iter()
+        .map(|s| {
+            let exposure = match &s.exposure {
+                Exposure::All => None,
+                Exposure::Peers(p) => Some(p.clone()),
+            };
+            (s.len.div_ceil(8) * 8, exposure)
+        })
+        .collect();
+    encode_with(b"TNS2", &table)
 }
 
 fn decode_segments(b: &[u8], size: u32) -> Result<Vec<(u64, Exposure)>, String> {
-    let mut r = Reader(b);
-    r.magic(b"TNS1")?;
-    let n = r.u32()?;
-    if n > u32::from(u16::MAX) {
-        return Err(format!("{n} segments (at most {})", u16::MAX));
+    let table: Vec<SegmentEntry> = decode_with(b"TNS2", b)?;
+    if table.len() > usize::from(u16::MAX) {
+        return Err(format!("{} segments (at most {})", table.len(), u16::MAX));
     }
-    let mut out = Vec::new();
-    for i in 0..n {
-        let len = r.u64()?;
+    let mut out = Vec::with_capacity(table.len());
+    for (i, (len, exposure)) in table.into_iter().enumerate() {
         if !len.is_multiple_of(8) || len > layout::MAX_OBJECT {
             return Err(format!("segment {i} of {len} bytes"));
         }
-        let count = r.u32()?;
-        let exposure = if count == u32::MAX {
-            Exposure::All
-        } else {
-            if u64::from(count) * 4 > r.0.len() as u64 {
-                return Err(format!("segment {i} exposed to {count} ranks, truncated"));
+        let exposure = match exposure {
+            None => Exposure::All,
+            Some(ranks) => {
+                if let Some(bad) = ranks.iter().find(|&&x| x >= size) {
+                    return Err(format!("segment {i} exposed to rank {bad} of {size}"));
+                }
+                Exposure::Peers(ranks)
             }
-            let ranks = (0..count).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
-            if let Some(bad) = ranks.iter().find(|&&x| x >= size) {
-                return Err(format!("segment {i} exposed to rank {bad} of {size}"));
-            }
-            Exposure::Peers(ranks)
         };
         out.push((len, exposure));
-    }
-    if !r.0.is_empty() {
-        return Err(format!("{} trailing bytes", r.0.len()));
     }
     Ok(out)
 }
@@ -422,7 +384,7 @@ mod tests {
         let back = decode_identity(&encode_identity(&id)).unwrap();
         assert_eq!((back.pid, back.node, back.tag), (42, id.node, id.tag));
         assert!(
-            decode_identity(b"TNI1\0\0")
+            decode_identity(b"TNI2\x05")
                 .unwrap_err()
                 .contains("truncated")
         );
@@ -464,11 +426,11 @@ mod tests {
         let mut long = blob.clone();
         long.push(0);
         assert!(decode_segments(&long, 4).unwrap_err().contains("trailing"));
-        // A count that claims more ranks than the bytes hold.
-        let mut huge = b"TNS1".to_vec();
-        huge.extend_from_slice(&1u32.to_le_bytes());
-        huge.extend_from_slice(&8u64.to_le_bytes());
-        huge.extend_from_slice(&(u32::MAX - 1).to_le_bytes());
+        // A count that claims more ranks than the bytes hold (one segment of 8 bytes,
+        // exposed to 2^32 − 2 ranks, none of which follow).
+        let mut huge = b"TNS2".to_vec();
+        huge.extend(postcard::to_allocvec(&(1u8, 8u64, 1u8)).unwrap());
+        huge.extend(postcard::to_allocvec(&(u32::MAX - 1)).unwrap());
         assert!(decode_segments(&huge, 4).unwrap_err().contains("truncated"));
     }
 
