@@ -220,3 +220,60 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
         String::from_utf8_lossy(&out.stdout).contains("20 seeds from 100, every invariant held")
     );
 }
+
+/// parity-bench's short version (what CI runs): a tiny two-epoch job over the node
+/// backend, real processes under `titus launch` against the simulator on the same real
+/// tasks — the same rows and the same results' digests (timings only printed).
+#[test]
+fn parity_bench_agrees_on_results_over_real_processes() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = Command::new(titus_tests::bin("parity-bench"))
+        .args([
+            "--providers",
+            "node",
+            "--jobs",
+            "tiny",
+            "--balancer",
+            "none,smallworld",
+            "--real-tasks",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let rows = json_lines(&out, "parity-bench");
+    assert_eq!(rows.len(), 4, "2 balancers × 2 epochs: {rows:?}");
+    for r in &rows {
+        assert_eq!(r["digests_agree"], true, "{r}");
+        for key in [
+            "efficiency_real",
+            "efficiency_sim",
+            "resolution_real_s",
+            "resolution_sim_s",
+        ] {
+            assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {r}");
+        }
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("digests agree in 4 of 4"), "{err}");
+}
+
+#[test]
+fn parity_bench_refuses_unknown_transports_and_jobs() {
+    for (args, needle) in [
+        (["--providers", "verbs"], "no simulator preset for 'verbs'"),
+        (["--jobs", "huge"], "unknown job 'huge'"),
+    ] {
+        let out = Command::new(titus_tests::bin("parity-bench"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.trim_end().lines().count() == 1,
+            "{err}"
+        );
+    }
+}

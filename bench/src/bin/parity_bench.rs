@@ -1,0 +1,329 @@
+//! parity-bench: the simulator against real processes on this machine, the same DLB_Bench
+//! jobs side by side. For each transport, rank count and job it runs `titus launch -n N
+//! --provider P -- dlb-bench JOB --json` (real processes), then `titus sim --ranks N
+//! --preset MODEL JOB --calibration C --json` with the real run's calibration (the same
+//! tasks and costs), and prints both efficiencies and resolution times per balancer and
+//! epoch, their differences, and how many rows are within the goal (±0.02 efficiency, ±5%
+//! resolution time). `--real-tasks` runs the simulator on DLB_Bench's real tasks, so the
+//! results' digests must agree too (small jobs only: what CI runs).
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A job of the suite: its name and DLB_Bench flags.
+const JOBS: &[(&str, &[&str])] = &[
+    ("quick", &["--profile", "quick"]),
+    (
+        "quick-bimodal",
+        &["--profile", "quick", "--cost", "bimodal"],
+    ),
+    (
+        "one-owner-1ms",
+        &[
+            "--distribution",
+            "one",
+            "--tasks",
+            "10000",
+            "--task-time",
+            "0.001",
+        ],
+    ),
+    (
+        "one-owner-0.1ms",
+        &[
+            "--distribution",
+            "one",
+            "--tasks",
+            "50000",
+            "--task-time",
+            "0.0001",
+        ],
+    ),
+    ("chem", &["--profile", "chem"]),
+    (
+        "tiny",
+        &[
+            "--tasks",
+            "120",
+            "--task-time",
+            "0.0005",
+            "--cost",
+            "bimodal",
+            "--epochs",
+            "2",
+            "--drift",
+            "0.1",
+        ],
+    ),
+];
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "parity-bench",
+    about = "The simulator against real processes: the same DLB_Bench jobs side by side"
+)]
+struct Args {
+    /// Transports (titus launch --provider): node, "tcp;ofi_rxm", shm.
+    #[arg(long, value_delimiter = ',', default_value = "node,tcp;ofi_rxm,shm")]
+    providers: Vec<String>,
+    /// Process counts.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    ranks: Vec<u32>,
+    /// Jobs: quick, quick-bimodal, one-owner-1ms, one-owner-0.1ms, chem, tiny.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "quick,quick-bimodal,one-owner-1ms,one-owner-0.1ms,chem"
+    )]
+    jobs: Vec<String>,
+    /// Balancers (none runs first in each job: the speed-ups need it).
+    #[arg(long, default_value = "none,smallworld,random,master,hierarchical")]
+    balancer: String,
+    /// Simulate DLB_Bench's real tasks (payloads and checksums): the digests must agree.
+    #[arg(long)]
+    real_tasks: bool,
+    /// One JSON line per compared row instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The simulator's fabric model for a transport.
+fn preset(provider: &str) -> Result<&'static str, String> {
+    match provider {
+        "node" => Ok("node"),
+        "tcp;ofi_rxm" | "tcp" => Ok("tcp-loopback"),
+        "shm" => Ok("shm"),
+        p => Err(format!(
+            "--providers: no simulator preset for '{p}' (node, tcp;ofi_rxm, shm)"
+        )),
+    }
+}
+
+/// A workspace binary next to this one.
+fn sibling(name: &str) -> PathBuf {
+    let me = std::env::current_exe().expect("current_exe");
+    me.with_file_name(name)
+}
+
+/// Runs `cmd`; its stdout's JSON rows (a launcher's "[N] " prefix removed), or why not.
+fn rows(cmd: &mut Command, what: &str) -> Result<Vec<Value>, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| match l.split_once("] ") {
+            Some((p, rest)) if p.starts_with('[') => rest,
+            _ => l,
+        })
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// One compared row.
+struct Row {
+    provider: String,
+    ranks: u32,
+    job: String,
+    run: String,
+    epoch: u64,
+    real: (f64, f64),
+    sim: (f64, f64),
+    digests_agree: bool,
+}
+
+impl Row {
+    fn within(&self) -> bool {
+        (self.sim.0 - self.real.0).abs() <= 0.02 && (self.sim.1 / self.real.1 - 1.0).abs() <= 0.05
+    }
+}
+
+fn compare(args: &Args, provider: &str, ranks: u32, job: &str) -> Result<Vec<Row>, String> {
+    let flags = JOBS
+        .iter()
+        .find(|(n, _)| *n == job)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| format!("--jobs: unknown job '{job}'"))?;
+    let model = preset(provider)?;
+    let what = format!("{provider}, {ranks} ranks, {job}");
+    let real = rows(
+        Command::new(sibling("titus"))
+            .args([
+                "launch",
+                "-n",
+                &ranks.to_string(),
+                "--provider",
+                provider,
+                "--",
+            ])
+            .arg(sibling("dlb-bench"))
+            .args(flags)
+            .args(["--balancer", &args.balancer, "--json", "--no-progress"]),
+        &format!("{what}: real processes"),
+    )?;
+    let calibration = real
+        .first()
+        .and_then(|r| r["calibration_s"].as_f64())
+        .ok_or_else(|| format!("{what}: the real run reported no calibration"))?;
+    let mut sim_cmd = Command::new(sibling("titus"));
+    sim_cmd
+        .args(["sim", "--ranks", &ranks.to_string(), "--preset", model])
+        .args(flags)
+        .args(["--balancer", &args.balancer, "--json"])
+        .args(["--calibration", &calibration.to_string()]);
+    if args.real_tasks {
+        sim_cmd.arg("--real-tasks");
+    }
+    let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
+    if sim.len() != real.len() {
+        return Err(format!(
+            "{what}: {} simulated rows for {} real ones",
+            sim.len(),
+            real.len()
+        ));
+    }
+    let key = |v: &Value| {
+        (
+            v["balancer"].as_str().unwrap_or("").to_string(),
+            v["protocol"].as_str().unwrap_or("").to_string(),
+            v["epoch"].as_u64().unwrap_or(0),
+        )
+    };
+    real.iter()
+        .zip(&sim)
+        .map(|(r, s)| {
+            if key(r) != key(s) {
+                return Err(format!("{what}: rows differ: {:?} / {:?}", key(r), key(s)));
+            }
+            let pair = |v: &Value| {
+                (
+                    v["efficiency"].as_f64().unwrap_or(f64::NAN),
+                    v["resolution_s"].as_f64().unwrap_or(f64::NAN),
+                )
+            };
+            let (b, p, epoch) = key(r);
+            Ok(Row {
+                provider: provider.into(),
+                ranks,
+                job: job.into(),
+                run: if b == "none" { b } else { format!("{b}/{p}") },
+                epoch,
+                real: pair(r),
+                sim: pair(s),
+                digests_agree: r["results_digest"] == s["results_digest"],
+            })
+        })
+        .collect()
+}
+
+fn main() {
+    let args = Args::parse();
+    // Bad input before anything runs (exit 2, one line).
+    for p in &args.providers {
+        if let Err(e) = preset(p) {
+            eprintln!("parity-bench: {e}");
+            std::process::exit(2);
+        }
+    }
+    if let Some(j) = args.jobs.iter().find(|j| !JOBS.iter().any(|(n, _)| n == j)) {
+        let names: Vec<&str> = JOBS.iter().map(|(n, _)| *n).collect();
+        eprintln!(
+            "parity-bench: --jobs: unknown job '{j}' (jobs: {})",
+            names.join(", ")
+        );
+        std::process::exit(2);
+    }
+    let mut all = Vec::new();
+    let mut failed = false;
+    if !args.json {
+        println!(
+            "{:<12} {:>5} {:<16} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+            "provider",
+            "ranks",
+            "job",
+            "run",
+            "epoch",
+            "eff_real",
+            "eff_sim",
+            "diff",
+            "res_real_s",
+            "res_sim_s",
+            "diff%"
+        );
+    }
+    for provider in &args.providers {
+        for &ranks in &args.ranks {
+            for job in &args.jobs {
+                match compare(&args, provider, ranks, job) {
+                    Ok(rs) => {
+                        for r in &rs {
+                            if args.json {
+                                println!(
+                                    "{}",
+                                    serde_json::json!({
+                                        "provider": r.provider, "ranks": r.ranks, "job": r.job,
+                                        "run": r.run, "epoch": r.epoch,
+                                        "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
+                                        "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
+                                        "within": r.within(), "digests_agree": r.digests_agree,
+                                    })
+                                );
+                            } else {
+                                println!(
+                                    "{:<12} {:>5} {:<16} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
+                                    r.provider,
+                                    r.ranks,
+                                    r.job,
+                                    r.run,
+                                    r.epoch,
+                                    r.real.0,
+                                    r.sim.0,
+                                    r.sim.0 - r.real.0,
+                                    r.real.1,
+                                    r.sim.1,
+                                    100.0 * (r.sim.1 / r.real.1 - 1.0)
+                                );
+                            }
+                        }
+                        all.extend(rs);
+                    }
+                    Err(e) => {
+                        eprintln!("parity-bench: {e}");
+                        failed = true;
+                    }
+                }
+            }
+        }
+    }
+    let within = all.iter().filter(|r| r.within()).count();
+    let balanced: Vec<&Row> = all.iter().filter(|r| r.run != "none").collect();
+    let b_within = balanced.iter().filter(|r| r.within()).count();
+    eprintln!(
+        "parity-bench: {within} of {} rows within ±0.02 efficiency and ±5% time ({b_within} of {} balanced ones){}",
+        all.len(),
+        balanced.len(),
+        if args.real_tasks {
+            format!(
+                "; results' digests agree in {} of {}",
+                all.iter().filter(|r| r.digests_agree).count(),
+                all.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+    if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
+        std::process::exit(1);
+    }
+}
