@@ -40,6 +40,10 @@ pub struct MemOptions {
     pub delay: Option<DelayModel>,
     /// Operations on a rank's memory wait for that rank to call into the fabric.
     pub software_progress: bool,
+    /// Fault injection: from the `n`-th operation posted to rank `r` on (`Some((r, n))`),
+    /// posting to it never returns — a provider spinning on a lock that a dead peer held
+    /// (libfabric's shm does). The posting thread sleeps until the process ends.
+    pub hang_posts_to: Option<(Rank, u64)>,
 }
 
 /// Opens an in-process job of `configs.len()` ranks; rank r gets `configs[r]`.
@@ -99,6 +103,7 @@ pub fn world(
             .spawn(move || net.run(weak))
             .expect("spawn the mem network thread");
     }
+    let posted = Arc::new(AtomicU64::new(0));
     let caps = Capabilities {
         backend: "mem",
         provider: "mem".into(),
@@ -120,6 +125,8 @@ pub fn world(
                 caps: caps.clone(),
                 op_timeout: c.op_timeout,
                 next_id: AtomicU64::new(1),
+                hang: options.hang_posts_to,
+                posted: posted.clone(),
             })
         })
         .collect())
@@ -133,6 +140,9 @@ pub struct MemFabric {
     caps: Capabilities,
     op_timeout: Duration,
     next_id: AtomicU64,
+    /// [`MemOptions::hang_posts_to`], and operations posted to that rank so far (by any).
+    hang: Option<(Rank, u64)>,
+    posted: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -472,6 +482,14 @@ impl MemFabric {
     }
 
     fn submit(&self, to: Rank, kind: OpKind) -> OpId {
+        if let Some((r, n)) = self.hang
+            && r == to
+            && self.posted.fetch_add(1, Ordering::Relaxed) >= n
+        {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut q = lock(&self.shared.cell(self.rank).q);

@@ -81,6 +81,7 @@ fn seeded_delays_and_reordering() {
                         max: Duration::from_micros(200),
                     }),
                     software_progress,
+                    hang_posts_to: None,
                 },
                 false,
             );

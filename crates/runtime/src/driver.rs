@@ -241,7 +241,11 @@ pub(crate) fn run(sh: &Shared) {
         for c in commands.drain(..) {
             let peer = peer_of(&c.op);
             sh.contacts.submitted(peer, sh.now().0);
-            match submit(&*fabric, &c.op) {
+            sh.submitting_peer.store(peer, Ordering::Release);
+            sh.submitting.store(sh.now().0 + 1, Ordering::Release);
+            let posted = submit(&*fabric, &c.op);
+            sh.submitting.store(0, Ordering::Release);
+            match posted {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
                     inflight.insert(id, (c.token, Instant::now(), peer));

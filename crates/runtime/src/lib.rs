@@ -302,6 +302,23 @@ pub(crate) struct Shared {
     pub(crate) res_wake: Mutex<bool>,
     /// Epochs started: completions of an earlier (failed) epoch's submissions are dropped.
     pub(crate) res_epoch: std::sync::atomic::AtomicU64,
+    /// When (`now()` + 1, ns) the progress thread entered the fabric call it is in to post
+    /// an operation, 0 outside one, and to which peer: a provider that never returns (shm
+    /// spinning on a lock in memory a dead peer held) is noticed by the waiting user
+    /// thread instead of hanging the job.
+    pub(crate) submitting: std::sync::atomic::AtomicU64,
+    pub(crate) submitting_peer: std::sync::atomic::AtomicU32,
+}
+
+impl Shared {
+    /// The peer and the time the progress thread has been inside one fabric call posting
+    /// an operation, when that is longer than the operation timeout.
+    pub(crate) fn stuck_in_fabric(&self) -> Option<(titus_core::Rank, Duration)> {
+        let since = self.submitting.load(Ordering::Acquire);
+        let stuck = Duration::from_nanos(self.now().0.saturating_sub(since.saturating_sub(1)));
+        (since != 0 && stuck > self.cfg.op_timeout)
+            .then(|| (self.submitting_peer.load(Ordering::Acquire), stuck))
+    }
 }
 
 impl Shared {
@@ -594,6 +611,8 @@ impl Runtime {
             res_cv: Condvar::new(),
             res_wake: Mutex::new(false),
             res_epoch: std::sync::atomic::AtomicU64::new(0),
+            submitting: std::sync::atomic::AtomicU64::new(0),
+            submitting_peer: std::sync::atomic::AtomicU32::new(0),
         });
         let mut threads = Vec::new();
         let s = shared.clone();
@@ -973,6 +992,21 @@ impl Runtime {
                 .wait_timeout(node, Duration::from_millis(50))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            // The progress thread cannot fail the epoch from inside a provider call that
+            // never returns: fail it here, naming the peer.
+            if let Some((peer, stuck)) = sh.stuck_in_fabric() {
+                let why = sh
+                    .fabric
+                    .peer_gone(peer)
+                    .map_or_else(String::new, |w| format!("{w}; "));
+                node.fail_peer_gone(
+                    peer,
+                    format!(
+                        "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
+                        stuck.as_secs_f64()
+                    ),
+                );
+            }
         }
         sh.epoch_running.store(false, Ordering::Release);
         let session = start.elapsed();
@@ -1041,7 +1075,18 @@ impl Drop for Runtime {
         }
         // The executors end their threads.
         drop(lock(&self.shared.resources).take());
-        for t in self.threads.drain(..) {
+        // A progress thread inside a provider call that does not return within the
+        // operation timeout is left behind (detached): joining it would hang the process.
+        let give_up = Instant::now() + self.shared.cfg.op_timeout;
+        while self.shared.submitting.load(Ordering::Acquire) != 0 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stuck = self.shared.submitting.load(Ordering::Acquire) != 0;
+        for (i, t) in self.threads.drain(..).enumerate() {
+            if i == 0 && stuck {
+                tracing::warn!("the progress thread is stuck in the fabric provider: left behind");
+                continue;
+            }
             let _ = t.join();
         }
     }

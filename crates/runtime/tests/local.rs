@@ -131,6 +131,7 @@ fn the_complete_graph_past_the_outbox_pool() {
                         max: Duration::from_micros(300),
                     }),
                     software_progress: false,
+                    hang_posts_to: None,
                 },
                 2,
                 |r| if r % 10 == 0 { 150 } else { 2 },
@@ -154,6 +155,7 @@ fn delays_reordering_and_software_progress() {
                     max: Duration::from_micros(100),
                 }),
                 software_progress: seed % 2 == 0,
+                hang_posts_to: None,
             };
             let what = format!("{protocol:?}, seed {seed} (TITUS_RUNTIME_SEEDS)");
             all_ok(
@@ -251,4 +253,35 @@ fn failures_surface_on_every_rank() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("over the 64-byte limit"), "{e}");
+}
+
+/// A fabric call that never returns (libfabric's shm spins on a lock a dead peer held):
+/// the rank whose progress thread is stuck posting to rank 1 fails its epoch after the
+/// operation timeout, naming rank 1 — no hang — and dropping the runtime returns.
+#[test]
+fn a_provider_call_that_never_returns_fails_the_epoch_naming_the_peer() {
+    let mut cfg = config(Protocol::Claim, 1);
+    cfg.op_timeout = Duration::from_secs(1);
+    cfg.epoch_timeout = Some(Duration::from_secs(8));
+    let options = MemOptions {
+        hang_posts_to: Some((1, 0)),
+        ..MemOptions::default()
+    };
+    let start = std::time::Instant::now();
+    let results = job(2, cfg, options, 1, |r| if r == 0 { 200 } else { 0 });
+    let e = results[0]
+        .as_ref()
+        .expect_err("rank 0 must fail")
+        .to_string();
+    assert!(
+        e.contains("rank 1") && e.contains("has not returned"),
+        "rank 0: {e}"
+    );
+    assert!(results[1].is_err(), "rank 1 cannot finish without rank 0");
+    // The epoch timeout (8 s) bounds rank 1; rank 0 fails after ~1 s; the drops return.
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
 }
