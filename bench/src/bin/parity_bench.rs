@@ -149,13 +149,20 @@ impl Row {
     }
 }
 
-fn compare(args: &Args, provider: &str, ranks: u32, job: &str) -> Result<Vec<Row>, String> {
-    let flags = JOBS
-        .iter()
-        .find(|(n, _)| *n == job)
-        .map(|(_, f)| *f)
-        .ok_or_else(|| format!("--jobs: unknown job '{job}'"))?;
-    let model = preset(provider)?;
+/// The flags of job `name`.
+fn job_flags(name: &str) -> Option<&'static [&'static str]> {
+    JOBS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// `job` (validated) in real processes over `provider` and in the simulator on `model`.
+fn compare(
+    args: &Args,
+    provider: &str,
+    model: &str,
+    ranks: u32,
+    job: &str,
+) -> Result<Vec<Row>, String> {
+    let flags = job_flags(job).expect("jobs are checked before anything runs");
     let what = format!("{provider}, {ranks} ranks, {job}");
     let real = rows(
         Command::new(sibling("titus"))
@@ -230,13 +237,17 @@ fn compare(args: &Args, provider: &str, ranks: u32, job: &str) -> Result<Vec<Row
 fn main() {
     let args = Args::parse();
     // Bad input before anything runs (exit 2, one line).
-    for p in &args.providers {
-        if let Err(e) = preset(p) {
-            eprintln!("parity-bench: {e}");
-            std::process::exit(2);
-        }
-    }
-    if let Some(j) = args.jobs.iter().find(|j| !JOBS.iter().any(|(n, _)| n == j)) {
+    let models: Vec<&str> = args
+        .providers
+        .iter()
+        .map(|p| {
+            preset(p).unwrap_or_else(|e| {
+                eprintln!("parity-bench: {e}");
+                std::process::exit(2)
+            })
+        })
+        .collect();
+    if let Some(j) = args.jobs.iter().find(|j| job_flags(j).is_none()) {
         let names: Vec<&str> = JOBS.iter().map(|(n, _)| *n).collect();
         eprintln!(
             "parity-bench: --jobs: unknown job '{j}' (jobs: {})",
@@ -262,10 +273,10 @@ fn main() {
             "diff%"
         );
     }
-    for provider in &args.providers {
+    for (provider, model) in args.providers.iter().zip(&models) {
         for &ranks in &args.ranks {
             for job in &args.jobs {
-                match compare(&args, provider, ranks, job) {
+                match compare(&args, provider, model, ranks, job) {
                     Ok(rs) => {
                         for r in &rs {
                             if args.json {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 use titus_fabric::bootstrap::{Exchange, node_identity};
+use titus_fabric::versioned::{self, VersionedError};
 use titus_fabric::{
     Addressing, Capabilities, Exposure, FabricConfig, FabricError, KeyMode, Rank, Segment,
     SharedWords,
@@ -77,25 +78,12 @@ fn bad(rank: Rank, what: impl std::fmt::Display) -> FabricError {
     FabricError::Unsupported(format!("node backend: rank {rank}'s announcement: {what}"))
 }
 
-/// An announcement's name and version, then (postcard) its body; nothing may trail.
-fn encode_with<T: Serialize>(magic: &[u8; 4], body: &T) -> Vec<u8> {
-    let mut out = magic.to_vec();
-    out.extend(postcard::to_allocvec(body).expect("an announcement always encodes"));
-    out
-}
-
+/// An announcement: its name and version, then its body (`titus_fabric::versioned`).
 fn decode_with<'a, T: Deserialize<'a>>(magic: &[u8; 4], b: &'a [u8]) -> Result<T, String> {
-    let body = b
-        .strip_prefix(magic.as_slice())
-        .ok_or_else(|| "not a node-backend announcement of this version".to_string())?;
-    let (v, rest) = postcard::take_from_bytes::<T>(body).map_err(|e| match e {
-        postcard::Error::DeserializeUnexpectedEnd => "truncated".to_string(),
+    versioned::decode(magic, b).map_err(|e| match e {
+        VersionedError::OtherVersion => "not a node-backend announcement of this version".into(),
         e => e.to_string(),
-    })?;
-    if !rest.is_empty() {
-        return Err(format!("{} trailing bytes", rest.len()));
-    }
-    Ok(v)
+    })
 }
 
 /// Who a rank is: process id, node, and (rank 0's counts) the job tag.
@@ -107,7 +95,7 @@ struct Identity {
 }
 
 fn encode_identity(id: &Identity) -> Vec<u8> {
-    encode_with(b"TNI2", id)
+    versioned::encode(b"TNI2", id)
 }
 
 fn decode_identity(b: &[u8]) -> Result<Identity, String> {
@@ -130,7 +118,7 @@ fn encode_segments(config: &FabricConfig) -> Vec<u8> {
             (s.len.div_ceil(8) * 8, exposure)
         })
         .collect();
-    encode_with(b"TNS2", &table)
+    versioned::encode(b"TNS2", &table)
 }
 
 fn decode_segments(b: &[u8], size: u32) -> Result<Vec<(u64, Exposure)>, String> {
@@ -428,9 +416,8 @@ mod tests {
         assert!(decode_segments(&long, 4).unwrap_err().contains("trailing"));
         // A count that claims more ranks than the bytes hold (one segment of 8 bytes,
         // exposed to 2^32 − 2 ranks, none of which follow).
-        let mut huge = b"TNS2".to_vec();
-        huge.extend(postcard::to_allocvec(&(1u8, 8u64, 1u8)).unwrap());
-        huge.extend(postcard::to_allocvec(&(u32::MAX - 1)).unwrap());
+        let mut huge = versioned::encode(b"TNS2", &(1u8, 8u64, 1u8));
+        huge.extend([0xfe, 0xff, 0xff, 0xff, 0x0f]); // the varint 2^32 − 2
         assert!(decode_segments(&huge, 4).unwrap_err().contains("truncated"));
     }
 

@@ -144,9 +144,7 @@ pub(crate) fn encode(
         pid: process.pid,
         start: process.start,
     };
-    let mut b = RECORD_MAGIC.to_vec();
-    b.extend(postcard::to_allocvec(&record).expect("a record always encodes"));
-    b
+    titus_fabric::versioned::encode(RECORD_MAGIC, &record)
 }
 
 /// Parses another rank's record; nothing in it is trusted (every length is bounded by the
@@ -162,13 +160,8 @@ pub(crate) fn decode(
             "rank {rank} published a malformed address record ({what})"
         ))
     };
-    let body = blob
-        .strip_prefix(RECORD_MAGIC.as_slice())
-        .ok_or_else(|| bad("not a Titus address record, or another version"))?;
-    let (r, rest) = postcard::take_from_bytes::<Record>(body).map_err(|e| bad(&e.to_string()))?;
-    if !rest.is_empty() {
-        return Err(bad("trailing bytes"));
-    }
+    let r: Record =
+        titus_fabric::versioned::decode(RECORD_MAGIC, blob).map_err(|e| bad(&e.to_string()))?;
     if r.addr.len() > MAX_ADDRESS {
         return Err(bad("address longer than 4 KiB"));
     }

@@ -42,6 +42,7 @@ pub mod mem;
 mod progress;
 mod segment;
 mod sync;
+pub mod versioned;
 pub use sync::WakeGate;
 
 pub use progress::ProgressThread;

@@ -640,15 +640,10 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
         let none = balancers.remove(i);
         balancers.insert(0, none);
     }
-    let mut diffusion: Vec<bool> = Vec::new();
-    for &d in &args.diffusion {
-        if !diffusion.contains(&(d == Switch::On)) {
-            diffusion.push(d == Switch::On);
-        }
-    }
-    if diffusion.is_empty() {
-        diffusion.push(true);
-    }
+    let diffusion: Vec<bool> = switch_values(&args.diffusion, Switch::On)
+        .into_iter()
+        .map(|d| d == Switch::On)
+        .collect();
     let advertise = switch_values(&args.advertise, Switch::On);
     let cost_aware = switch_values(&args.cost_aware, Switch::On);
     let priorities = switch_values(&args.priorities, Switch::Off);

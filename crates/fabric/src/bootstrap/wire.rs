@@ -109,25 +109,13 @@ enum Msg {
 }
 
 fn encode(m: &Msg) -> Vec<u8> {
-    let mut p = MAGIC.to_vec();
-    p.extend(postcard::to_allocvec(m).expect("a message always encodes"));
-    p
+    crate::versioned::encode(MAGIC, m)
 }
 
-/// Decodes a payload: the version, then one whole message (trailing bytes refused).
+/// Decodes a payload: the version, then one whole message.
 fn decode(p: &[u8]) -> Result<Msg, BootstrapError> {
-    let body = p.strip_prefix(MAGIC.as_slice()).ok_or_else(|| {
-        BootstrapError::Protocol("not a Titus rendezvous message (or another version)".into())
-    })?;
-    let (m, rest) = postcard::take_from_bytes::<Msg>(body)
-        .map_err(|e| BootstrapError::Protocol(format!("malformed message: {e}")))?;
-    if !rest.is_empty() {
-        return Err(BootstrapError::Protocol(format!(
-            "{} bytes after the message",
-            rest.len()
-        )));
-    }
-    Ok(m)
+    crate::versioned::decode(MAGIC, p)
+        .map_err(|e| BootstrapError::Protocol(format!("rendezvous message: {e}")))
 }
 
 /// A refusal or a failure (`tag`: [`TAG_REFUSED`] or [`TAG_ERROR`]) with its reason.
@@ -171,6 +159,9 @@ pub(super) fn hello(secret: &[u8], rank: Rank, size: u32, runtime: u32) -> Vec<u
 
 /// Parses a greeting (from anyone who connected): `Err` with the reason it is refused.
 pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
+    if !p.starts_with(MAGIC) {
+        return Err("not a Titus rendezvous client".into());
+    }
     match decode(p) {
         Ok(Msg::Hello {
             secret,
@@ -183,9 +174,6 @@ pub(super) fn parse_hello(p: &[u8]) -> Result<Hello, String> {
             size,
             runtime,
         }),
-        Ok(_) | Err(_) if !p.starts_with(MAGIC.as_slice()) => {
-            Err("not a Titus rendezvous client".into())
-        }
         Ok(_) => Err("not a greeting".into()),
         Err(e) => Err(e.to_string()),
     }
