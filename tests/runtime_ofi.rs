@@ -230,8 +230,8 @@ fn dlb_bench_runs_every_balancer_across_processes() {
     }
 }
 
-/// Time steps across processes: keyed tasks over four epochs per protocol, diffusion on
-/// (rank 0 owns most tasks and pushes from the second epoch), every result checked, every
+/// Time steps across processes: keyed tasks over four epochs per protocol and diffusion
+/// plan (rank 0 owns most tasks and pushes from the second epoch), every result checked, every
 /// cost home, every pushed task arrived (`tests/bin/runtime_epochs.rs`); over the node
 /// backend the workers drive steals and pushes inline.
 #[test]
@@ -244,11 +244,16 @@ fn keyed_epochs_with_diffusion_over_tcp_and_node() {
         let text = titus_tests::output_text(&out);
         assert!(out.status.success(), "{provider}, {ranks} ranks:\n{text}");
         for p in ["claim", "lock", "request"] {
-            let ok = text
-                .lines()
-                .filter(|l| l.contains(&format!("runtime-epochs: ok {p} ")))
-                .count();
-            assert_eq!(ok, ranks as usize, "{p}: every rank reports ok:\n{text}");
+            for d in ["neighbours", "string"] {
+                let ok = text
+                    .lines()
+                    .filter(|l| l.contains(&format!("runtime-epochs: ok {p} {d} ")))
+                    .count();
+                assert_eq!(
+                    ok, ranks as usize,
+                    "{p} {d}: every rank reports ok:\n{text}"
+                );
+            }
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 use titus_fabric::bootstrap::JobEnv;
-use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig, TaskIn};
+use titus_runtime::{Backend, DiffusionPlan, Protocol, Runtime, RuntimeConfig, TaskIn};
 
 const EPOCHS: u64 = 4;
 
@@ -48,7 +48,12 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
         .collect()
 }
 
-fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String> {
+fn one(
+    env: &JobEnv,
+    session: u16,
+    protocol: Protocol,
+    plan: DiffusionPlan,
+) -> Result<String, String> {
     let mut cfg = RuntimeConfig {
         workers: 1,
         op_timeout: Duration::from_secs(20),
@@ -56,6 +61,7 @@ fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String>
         ..RuntimeConfig::default()
     };
     cfg.core.protocol = protocol;
+    cfg.core.diffusion_plan = plan;
     cfg.core.max_payload = 64;
     cfg.core.max_result = 16;
     let env = env.session(session).map_err(|e| e.to_string())?;
@@ -115,8 +121,9 @@ fn one(env: &JobEnv, session: u16, protocol: Protocol) -> Result<String, String>
         ));
     }
     Ok(format!(
-        "runtime-epochs: ok {} pushed per epoch {pushed_by_epoch:?}",
-        protocol.name()
+        "runtime-epochs: ok {} {} pushed per epoch {pushed_by_epoch:?}",
+        protocol.name(),
+        plan.name()
     ))
 }
 
@@ -125,14 +132,21 @@ fn main() {
         eprintln!("runtime-epochs: error: {e}");
         std::process::exit(2);
     });
-    for (s, p) in [Protocol::Claim, Protocol::Lock, Protocol::Request]
+    // Each protocol under both diffusion plans (the string plan's pushes reach ranks
+    // that are not neighbours through others).
+    let runs = [Protocol::Claim, Protocol::Lock, Protocol::Request]
         .into_iter()
-        .enumerate()
-    {
-        match one(&env, s as u16, p) {
+        .flat_map(|p| [DiffusionPlan::Neighbours, DiffusionPlan::String].map(|d| (p, d)));
+    for (s, (p, d)) in runs.enumerate() {
+        match one(&env, s as u16, p, d) {
             Ok(line) => println!("[{}] {line}", env.rank),
             Err(e) => {
-                eprintln!("[{}] runtime-epochs: {}: {e}", env.rank, p.name());
+                eprintln!(
+                    "[{}] runtime-epochs: {} {}: {e}",
+                    env.rank,
+                    p.name(),
+                    d.name()
+                );
                 std::process::exit(1);
             }
         }

@@ -34,7 +34,8 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), advertise (on|off), \
+         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
+         advertise (on|off), \
          cost_aware (on|off), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
@@ -140,6 +141,10 @@ impl Options {
                         "off" => false,
                         _ => return Err(bad("on or off")),
                     }
+                }
+                "diffusion_plan" => {
+                    self.cfg.core.diffusion_plan =
+                        value.parse().map_err(|_| bad("neighbours or string"))?;
                 }
                 "advertise" => {
                     self.cfg.core.advertise = match value {
@@ -284,6 +289,19 @@ mod tests {
         let e = Options::parse("diffusion=maybe", None).unwrap_err();
         assert!(
             e.contains("diffusion='maybe'") && e.contains("on or off"),
+            "{e}"
+        );
+        assert_eq!(
+            Options::parse("diffusion_plan=string", None)
+                .unwrap()
+                .cfg
+                .core
+                .diffusion_plan,
+            titus_runtime::DiffusionPlan::String
+        );
+        let e = Options::parse("diffusion_plan=ring", None).unwrap_err();
+        assert!(
+            e.contains("diffusion_plan='ring'") && e.contains("neighbours or string"),
             "{e}"
         );
         let e = Options::parse("colour=blue", None).unwrap_err();

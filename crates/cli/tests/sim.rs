@@ -76,6 +76,49 @@ fn epochs_give_a_row_each_with_nominal_efficiency_and_speedup() {
     assert_ne!(rows[0]["owned_s"], rows[1]["owned_s"]);
 }
 
+/// The string plan on a gaussian pile: one epoch's prediction spreads the pile (pushes
+/// reach ranks that are not neighbours), so stealing has far less to do than after the
+/// neighbours' single hop; the rows name their plan.
+#[test]
+fn the_string_plan_spreads_a_pile_that_neighbours_cannot() {
+    let out = titus(&[
+        "sim",
+        "--ranks",
+        "128",
+        "--tasks",
+        "12800",
+        "--task-time",
+        "0.001",
+        "--distribution",
+        "gaussian",
+        "--epochs",
+        "2",
+        "--balancer",
+        "smallworld",
+        "--protocol",
+        "request",
+        "--diffusion-plan",
+        "neighbours,string",
+        "--json",
+    ]);
+    let rows = rows(&out);
+    assert_eq!(rows.len(), 4, "2 epochs x 2 plans");
+    let steals = |r: &serde_json::Value| r["steals_ok"].as_u64().unwrap();
+    let (nb, st) = (&rows[1], &rows[3]);
+    assert_eq!(nb["diffusion_plan"], "neighbours");
+    assert_eq!(st["diffusion_plan"], "string");
+    assert!(st["verified"] == true && st["tasks_pushed"].as_u64().unwrap() > 0);
+    // (Measured: 0 against 1,496; 0.998 against 0.989.)
+    assert!(
+        steals(st) * 5 < steals(nb),
+        "string {} steals against neighbours' {}",
+        steals(st),
+        steals(nb)
+    );
+    let e = st["efficiency"].as_f64().unwrap();
+    assert!(e > nb["efficiency"].as_f64().unwrap(), "{st}");
+}
+
 #[test]
 fn a_slow_rank_lowers_the_nominal_efficiency_only() {
     // Rank 0's tasks take 3× their drawn cost: its busy time counts in the efficiency,

@@ -121,8 +121,9 @@ pub(crate) fn pick(
     costs: &mut Vec<u64>,
     flow: u64,
     max_record: usize,
+    dest: Rank,
 ) -> Vec<PushedTask> {
-    let fits = |t: &Task| layout::record_len(t.payload.len()) <= max_record;
+    let fits = |t: &Task| layout::task_record_len(t.payload.len()) <= max_record;
     let total: u128 = tasks
         .iter()
         .zip(costs.iter())
@@ -162,6 +163,7 @@ pub(crate) fn pick(
             out.push(PushedTask {
                 task,
                 predicted_ns: c,
+                dest,
             });
         } else {
             keep_tasks.push(task);
@@ -190,11 +192,155 @@ pub(crate) fn plan(
     flows(mine, loads, deg)
         .into_iter()
         .map(|(r, f)| {
-            let mut b = pick(tasks, &mut costs, f, max_record);
+            let mut b = pick(tasks, &mut costs, f, max_record, r);
             // Dear first: the receiver runs them in this order, after its own.
             b.sort_by_key(|t| std::cmp::Reverse(t.predicted_ns));
             (r, b)
         })
+        .filter(|(_, b)| !b.is_empty())
+        .collect()
+}
+
+/// The string plan ([`crate::DiffusionPlan::String`], RankDLB's S[i] along the rank
+/// string): every rank that predicted a load is given the mean; the ranks' excesses over
+/// it, and their deficits under it, are laid end to end in rank order; each rank's excess
+/// interval goes to the ranks whose deficit intervals it overlaps. Only excess moves
+/// (Σ max(0, L_i − mean) in all), each excess to as few ranks as its interval spans, and
+/// every rank computes its part from the same loads (the epoch-start all-gather) without
+/// another message. The tasks travel routed through the overlay: a receiver need not be a
+/// neighbour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StringLoads {
+    /// Prefix sums of the excesses: rank r's interval is `[excess[r], excess[r + 1])`.
+    excess: Vec<u128>,
+    /// Prefix sums of the deficits.
+    deficit: Vec<u128>,
+    mean: u64,
+}
+
+impl StringLoads {
+    /// From every rank's predicted load, ns (`None`: it predicted nothing and takes no
+    /// part: it neither gives nor receives, and does not count in the mean).
+    pub fn new(loads: &[Option<u64>]) -> Self {
+        let (sum, n) = loads
+            .iter()
+            .flatten()
+            .fold((0u128, 0u128), |(s, n), &l| (s + u128::from(l), n + 1));
+        let mean = sum.checked_div(n).map_or(0, |m| m as u64);
+        let mut excess = Vec::with_capacity(loads.len() + 1);
+        let mut deficit = Vec::with_capacity(loads.len() + 1);
+        let (mut e, mut d) = (0u128, 0u128);
+        excess.push(0);
+        deficit.push(0);
+        for l in loads {
+            if let Some(l) = *l {
+                e += u128::from(l.saturating_sub(mean));
+                d += u128::from(mean.saturating_sub(l));
+            }
+            excess.push(e);
+            deficit.push(d);
+        }
+        Self {
+            excess,
+            deficit,
+            mean,
+        }
+    }
+
+    /// The ranks the loads describe.
+    pub fn ranks(&self) -> u32 {
+        (self.excess.len() - 1) as u32
+    }
+
+    /// The mean predicted load, ns.
+    pub fn mean(&self) -> u64 {
+        self.mean
+    }
+
+    /// What `rank` sends, ns of predicted work per receiving rank, in rank order.
+    pub fn sends(&self, rank: Rank) -> Vec<(Rank, u64)> {
+        let r = rank as usize;
+        if r >= self.ranks() as usize {
+            return Vec::new();
+        }
+        let (a, b) = (self.excess[r], self.excess[r + 1]);
+        if a == b {
+            return Vec::new();
+        }
+        // The first receiver whose interval ends after a.
+        let mut j = self.deficit[1..].partition_point(|&x| x <= a);
+        let mut out = Vec::new();
+        while j < self.ranks() as usize && self.deficit[j] < b {
+            let x = b.min(self.deficit[j + 1]) - a.max(self.deficit[j]);
+            if x > 0 {
+                out.push((j as Rank, x.min(u128::from(u64::MAX)) as u64));
+            }
+            j += 1;
+        }
+        out
+    }
+
+    /// What `rank` receives, ns of predicted work (its deficit, as far as the excesses
+    /// cover it).
+    pub fn receives(&self, rank: Rank) -> u64 {
+        let r = rank as usize;
+        if r >= self.ranks() as usize {
+            return 0;
+        }
+        let all = *self.excess.last().expect("one entry at least");
+        let (a, b) = (self.deficit[r], self.deficit[r + 1].min(all));
+        b.saturating_sub(a).min(u128::from(u64::MAX)) as u64
+    }
+}
+
+/// The string plan of one rank: tasks spread over its list (as [`pick`] takes them)
+/// adding up to the sum of `sends`, dealt dearest first to the receiver with the most
+/// still owed, so each gets about its part and a mix of the list. `predicted`: each
+/// task's prediction (0: unknown).
+pub(crate) fn string_plan(
+    tasks: &mut Vec<Task>,
+    predicted: &[u64],
+    sends: &[(Rank, u64)],
+    max_record: usize,
+) -> Vec<(Rank, Vec<PushedTask>)> {
+    let Some(mut costs) = filled(predicted) else {
+        return Vec::new();
+    };
+    let total = sends
+        .iter()
+        .map(|&(_, x)| u128::from(x))
+        .sum::<u128>()
+        .min(u128::from(u64::MAX)) as u64;
+    let mut taken = pick(tasks, &mut costs, total, max_record, 0);
+    taken.sort_by_key(|t| std::cmp::Reverse(t.predicted_ns));
+    let mut owed: std::collections::BinaryHeap<(i128, std::cmp::Reverse<usize>)> = sends
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, x))| (i128::from(x), std::cmp::Reverse(i)))
+        .collect();
+    let mut out: Vec<Vec<PushedTask>> = vec![Vec::new(); sends.len()];
+    let mut kept = Vec::new();
+    for mut t in taken {
+        let c = i128::from(t.predicted_ns);
+        match owed.peek() {
+            // A receiver that would end more than half this task over what it is owed
+            // does not get it: the task stays (an overshoot there cannot be undone while
+            // the task runs; one here is what stealing repairs).
+            Some(&(left, std::cmp::Reverse(i))) if left >= c => {
+                owed.pop();
+                t.dest = sends[i].0;
+                owed.push((left - c, std::cmp::Reverse(i)));
+                out[i].push(t);
+            }
+            _ => kept.push(t.task),
+        }
+    }
+    // What stays goes back to the queue's end, as it came.
+    tasks.extend(kept);
+    sends
+        .iter()
+        .zip(out)
+        .map(|(&(r, _), b)| (r, b))
         .filter(|(_, b)| !b.is_empty())
         .collect()
 }
@@ -260,11 +406,14 @@ mod tests {
     fn pick_stops_at_big_records_and_keeps_one_task() {
         let mut t = tasks(3);
         let mut c = vec![10; 3];
-        let got = pick(&mut t, &mut c, 1_000, 1 << 10);
+        let got = pick(&mut t, &mut c, 1_000, 1 << 10, 1);
         assert_eq!(got.len(), 2, "one task stays");
         let mut t = tasks(3);
         let mut c = vec![10; 3];
-        assert!(pick(&mut t, &mut c, 1_000, 8).is_empty(), "records too big");
+        assert!(
+            pick(&mut t, &mut c, 1_000, 8, 1).is_empty(),
+            "records too big"
+        );
     }
 
     #[test]
@@ -276,7 +425,7 @@ mod tests {
         let total: u64 = costs.iter().sum();
         let mut t = tasks(200);
         let mut c = costs.clone();
-        let got = pick(&mut t, &mut c, total / 3, 1 << 10);
+        let got = pick(&mut t, &mut c, total / 3, 1 << 10, 1);
         let sum: u64 = got.iter().map(|x| x.predicted_ns).sum();
         assert!(sum.abs_diff(total / 3) <= 250, "{sum} vs {}", total / 3);
         assert_eq!(t.len() + got.len(), 200);
@@ -303,13 +452,96 @@ mod tests {
         let (pred, real) = (dear(10..20), dear(30..40));
         let mut t = tasks(100);
         let mut c = pred.clone();
-        let got = pick(&mut t, &mut c, pred.iter().sum::<u64>() / 2, 1 << 10);
+        let got = pick(&mut t, &mut c, pred.iter().sum::<u64>() / 2, 1 << 10, 1);
         let pushed: u64 = got.iter().map(|x| real[x.task.index as usize]).sum();
         let all: u64 = real.iter().sum();
         assert!(
             (pushed as f64 / all as f64 - 0.5).abs() < 0.1,
             "pushed {pushed} of {all}"
         );
+    }
+
+    #[test]
+    fn the_string_matches_every_excess_to_deficits_in_rank_order() {
+        // Mean 100 over the ranks that predicted (rank 4 did not).
+        let s = StringLoads::new(&[Some(0), Some(350), Some(50), Some(0), None, Some(100)]);
+        assert_eq!(s.mean(), 100);
+        // Excess: rank 1, 250. Deficits: rank 0 100, rank 2 50, rank 3 100.
+        assert_eq!(s.sends(1), [(0, 100), (2, 50), (3, 100)]);
+        assert!(s.sends(0).is_empty() && s.sends(4).is_empty() && s.sends(5).is_empty());
+        assert_eq!(
+            [0, 1, 2, 3, 4, 5].map(|r| s.receives(r)),
+            [100, 0, 50, 100, 0, 0]
+        );
+        assert!(
+            s.sends(6).is_empty() && s.receives(6) == 0,
+            "outside the job"
+        );
+        // Two givers, one taker: each gives its excess, the taker gets it all.
+        let s = StringLoads::new(&[Some(300), Some(0), Some(300)]);
+        assert_eq!(s.sends(0), [(1, 100)]);
+        assert_eq!(s.sends(2), [(1, 100)]);
+        assert_eq!(s.receives(1), 200);
+    }
+
+    #[test]
+    fn the_string_conserves_work_on_random_loads() {
+        let mut rng = titus_overlay::rng::Rng::from_keys(&[7]);
+        for round in 0..200 {
+            let n = 1 + (rng.below(40) as usize);
+            let loads: Vec<Option<u64>> = (0..n)
+                .map(|_| (rng.below(10) > 0).then(|| rng.below(1_000)))
+                .collect();
+            let s = StringLoads::new(&loads);
+            let mut got = vec![0u64; n];
+            for r in 0..n as u32 {
+                let sends = s.sends(r);
+                let sent: u64 = sends.iter().map(|x| x.1).sum();
+                let own = loads[r as usize].unwrap_or(0);
+                assert!(
+                    sent <= own.saturating_sub(s.mean()),
+                    "round {round} rank {r}"
+                );
+                for (to, x) in sends {
+                    assert!(
+                        loads[to as usize].is_some(),
+                        "round {round}: to one that took no part"
+                    );
+                    got[to as usize] += x;
+                }
+            }
+            for r in 0..n as u32 {
+                assert_eq!(got[r as usize], s.receives(r), "round {round} rank {r}");
+                let l = loads[r as usize].unwrap_or(0);
+                assert!(
+                    l + got[r as usize] <= s.mean().max(l),
+                    "round {round}: over the mean"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_string_plan_deals_each_receiver_its_part() {
+        let costs: Vec<u64> = (0..300u64)
+            .map(|i| if i % 5 == 0 { 90 } else { 10 })
+            .collect();
+        let total: u64 = costs.iter().sum();
+        let mut t = tasks(300);
+        let sends = [(3, total / 4), (7, total / 8), (9, total / 8)];
+        let p = string_plan(&mut t, &costs, &sends, 1 << 10);
+        assert_eq!(p.len(), 3);
+        for ((r, b), &(want_r, want)) in p.iter().zip(&sends) {
+            assert_eq!(*r, want_r);
+            assert!(b.iter().all(|x| x.dest == want_r));
+            let sum: u64 = b.iter().map(|x| x.predicted_ns).sum();
+            assert!(sum.abs_diff(want) <= 100, "to {r}: {sum} of {want}");
+        }
+        let n: usize = p.iter().map(|(_, b)| b.len()).sum();
+        assert_eq!(t.len() + n, 300, "every task once");
+        // Nothing known: nothing moves.
+        let mut t = tasks(4);
+        assert!(string_plan(&mut t, &[0; 4], &[(1, 10)], 1 << 10).is_empty());
     }
 
     #[test]

@@ -211,23 +211,27 @@ pub struct ResultRecord {
     pub data: Vec<u8>,
 }
 
-/// A task pushed to a neighbour by diffusion, with the cost its owner predicted for it.
+/// A task pushed by diffusion, with the cost its owner predicted for it and the rank it
+/// goes to (a neighbour, or under the string plan any rank: ranks on the way forward it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushedTask {
     /// The task.
     pub task: Task,
     /// Its predicted cost, ns (0: unknown).
     pub predicted_ns: u64,
+    /// The rank that runs it.
+    pub dest: Rank,
 }
 
 /// Chunk header of a chunk of results: magic, record count, total length ("TRC2": version
 /// 2, whose records carry a cost).
 pub const CHUNK_MAGIC: u32 = 0x5452_4332; // "TRC2"
-/// Chunk header of a chunk of tasks pushed by diffusion ("TTK1").
-pub const TASK_CHUNK_MAGIC: u32 = 0x5454_4b31; // "TTK1"
+/// Chunk header of a chunk of tasks pushed by diffusion ("TTK2": version 2, whose records
+/// name the rank they go to).
+pub const TASK_CHUNK_MAGIC: u32 = 0x5454_4b32; // "TTK2"
 /// Chunk header of the last chunk of tasks one diffusion push sends to a neighbour
-/// ("TTKL"): its receiver may steal from the giver again.
-pub const TASK_CHUNK_LAST_MAGIC: u32 = 0x5454_4b4c; // "TTKL"
+/// ("TTL2"): its receiver may steal from the giver again.
+pub const TASK_CHUNK_LAST_MAGIC: u32 = 0x5454_4c32; // "TTL2"
 /// Bytes of the chunk header.
 pub const CHUNK_HEADER: usize = 16;
 /// Bytes of a record header, result or task: owner (4), index (4), data length (4), hops
@@ -235,9 +239,18 @@ pub const CHUNK_HEADER: usize = 16;
 /// in both, so one walk cuts either kind of chunk.
 pub const RECORD_HEADER: usize = 24;
 
-/// Encoded length of a record with `len` data bytes.
+/// Bytes a pushed task's record adds behind the record header: the rank it goes to (4),
+/// reserved (4).
+pub const TASK_RECORD_EXTRA: usize = 8;
+
+/// Encoded length of a result record with `len` data bytes.
 pub fn record_len(len: usize) -> usize {
     RECORD_HEADER + len.next_multiple_of(8)
+}
+
+/// Encoded length of a pushed task's record with `len` payload bytes.
+pub fn task_record_len(len: usize) -> usize {
+    record_len(len) + TASK_RECORD_EXTRA
 }
 
 /// Appends a result record to a chunk body under construction; `hops`: hops taken once
@@ -252,14 +265,17 @@ pub fn push_record(body: &mut Vec<u8>, r: &ResultRecord, hops: u32) {
     body.resize(body.len().next_multiple_of(8), 0);
 }
 
-/// Appends a pushed task's record to a chunk body under construction.
-pub fn push_task_record(body: &mut Vec<u8>, t: &Task, predicted_ns: u64) {
+/// Appends a pushed task's record to a chunk body under construction: the record header,
+/// the rank it goes to, 4 reserved bytes, the payload.
+pub fn push_task_record(body: &mut Vec<u8>, t: &Task, predicted_ns: u64, dest: Rank) {
     body.extend_from_slice(&t.owner.to_le_bytes());
     body.extend_from_slice(&t.index.to_le_bytes());
     body.extend_from_slice(&(t.payload.len() as u32).to_le_bytes());
     body.extend_from_slice(&t.kind.to_le_bytes());
     body.extend_from_slice(&t.priority.to_le_bytes());
     body.extend_from_slice(&predicted_ns.to_le_bytes());
+    body.extend_from_slice(&dest.to_le_bytes());
+    body.extend_from_slice(&[0u8; 4]);
     body.extend_from_slice(&t.payload);
     body.resize(body.len().next_multiple_of(8), 0);
 }
@@ -303,9 +319,11 @@ pub fn decode_chunk(
         return Err(bad("chunk without its header".into()));
     }
     let magic = u32_at(chunk, 0);
-    let (tasks, what, limit) = match magic {
-        CHUNK_MAGIC => (false, "result", max_result),
-        TASK_CHUNK_MAGIC | TASK_CHUNK_LAST_MAGIC => (true, "pushed task", max_payload),
+    let (tasks, what, limit, extra) = match magic {
+        CHUNK_MAGIC => (false, "result", max_result, 0),
+        TASK_CHUNK_MAGIC | TASK_CHUNK_LAST_MAGIC => {
+            (true, "pushed task", max_payload, TASK_RECORD_EXTRA)
+        }
         m => return Err(bad(format!("chunk with unknown magic {m:#010x}"))),
     };
     let count = u32_at(chunk, 4);
@@ -324,7 +342,7 @@ pub fn decode_chunk(
         (Vec::with_capacity(cap), Vec::new())
     };
     for i in 0..count {
-        if at + RECORD_HEADER > chunk.len() {
+        if at + RECORD_HEADER + extra > chunk.len() {
             return Err(bad(format!(
                 "{what} record {i} of {count} past the chunk's end"
             )));
@@ -342,15 +360,23 @@ pub fn decode_chunk(
         if len > limit {
             return Err(bad(format!("{what} of {len} bytes (limit {limit})")));
         }
-        let end = at + record_len(len as usize);
+        let end = at + record_len(len as usize) + extra;
         if end > chunk.len() {
             return Err(bad(format!(
                 "{what} record {i} of {len} bytes past the chunk's end"
             )));
         }
-        let data = chunk[at + RECORD_HEADER..at + RECORD_HEADER + len as usize].to_vec();
+        let data_at = at + RECORD_HEADER + extra;
+        let data = chunk[data_at..data_at + len as usize].to_vec();
         if tasks {
+            let dest = u32_at(chunk, at + RECORD_HEADER);
+            if dest >= size {
+                return Err(bad(format!(
+                    "{what} for rank {dest} outside the job (size {size})"
+                )));
+            }
             pushed.push(PushedTask {
+                dest,
                 task: Task {
                     owner,
                     index,
@@ -504,7 +530,7 @@ mod tests {
         );
         // Pushed tasks: the same walk, their own magic and limit.
         let mut body = Vec::new();
-        push_task_record(&mut body, &t, 777);
+        push_task_record(&mut body, &t, 777, 3);
         let mut chunk = chunk_header(TASK_CHUNK_MAGIC, 1, body.len()).to_vec();
         chunk.extend_from_slice(&body);
         assert_eq!(
@@ -515,7 +541,8 @@ mod tests {
                         cost_ns: 777,
                         ..t.clone()
                     },
-                    predicted_ns: 777
+                    predicted_ns: 777,
+                    dest: 3
                 }],
                 last: false
             }
@@ -535,5 +562,9 @@ mod tests {
             "owner 3 in a job of 3"
         );
         assert!(decode_chunk(&chunk[..chunk.len() - 8], 1, 4, 0, 8).is_err());
+        let mut far = chunk.clone();
+        far[CHUNK_HEADER + RECORD_HEADER] = 9;
+        let e = decode_chunk(&far, 1, 4, 0, 8).unwrap_err().to_string();
+        assert!(e.contains("rank 9 outside the job"), "{e}");
     }
 }

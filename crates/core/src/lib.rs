@@ -58,7 +58,7 @@ mod steal;
 mod termination;
 
 pub use balancing::{Balancing, default_group_size};
-pub use diffuse::predicted_load;
+pub use diffuse::{StringLoads, predicted_load};
 pub use error::{CoreError, error_code};
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task};
@@ -264,6 +264,8 @@ pub struct Config {
     /// that predict less load (`diffuse.rs`). Off under `steal_below` = 0 (no balancing)
     /// whatever this says; an epoch without predictions pushes nothing.
     pub diffusion: bool,
+    /// Diffusion: where pushed work goes ([`DiffusionPlan`]).
+    pub diffusion_plan: DiffusionPlan,
     /// Diffusion: how long a thief leaves alone a neighbour that predicted more load than
     /// this rank — it is pushing tasks here — unless the push's last chunk arrives first;
     /// each earlier chunk extends it by as much. A steal meanwhile takes half of what the
@@ -288,6 +290,44 @@ pub struct Config {
     /// its transfer; 20 µs by default (a loopback steal takes 20–80 µs; `titus sim` sets
     /// it from its fabric model). A share of less estimated work stays with its owner.
     pub move_cost: Duration,
+}
+
+/// Where diffusion sends a rank's excess of predicted load (`diffuse.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiffusionPlan {
+    /// First-order diffusion, one round: to each diffusion neighbour (overlay row; the
+    /// rank string under the complete graph) that predicts less, α·(L_i − L_j). Work moves
+    /// one hop per epoch: a pile far wider than a neighbourhood spreads slowly.
+    #[default]
+    Neighbours,
+    /// RankDLB's string: every rank's excess over the mean and every rank's deficit under
+    /// it laid end to end in rank order (from the loads the epoch-start all-gather
+    /// brings); each excess goes to the ranks whose deficits it covers, routed through the
+    /// overlay like results. One epoch balances the prediction whatever its shape.
+    String,
+}
+
+impl DiffusionPlan {
+    /// Its name in options and reports: `neighbours`, `string`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Neighbours => "neighbours",
+            Self::String => "string",
+        }
+    }
+}
+
+impl std::str::FromStr for DiffusionPlan {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "neighbours" | "neighbors" => Ok(Self::Neighbours),
+            "string" => Ok(Self::String),
+            _ => Err(format!(
+                "diffusion plan '{s}': expected neighbours or string"
+            )),
+        }
+    }
 }
 
 impl Default for Config {
@@ -316,6 +356,7 @@ impl Default for Config {
             seed: 1,
             sharing: None,
             diffusion: true,
+            diffusion_plan: DiffusionPlan::Neighbours,
             push_wait: Duration::from_millis(2),
             advertise: true,
             cost_aware: true,

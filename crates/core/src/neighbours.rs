@@ -178,6 +178,16 @@ impl Backoff {
         self.set(i, b, now);
     }
 
+    /// No target is ready before `until` (diffusion: pushed work is on its way here).
+    pub(crate) fn pause_until(&mut self, until: Time) {
+        self.paused_until = self.paused_until.max(until);
+    }
+
+    /// The pause ends now.
+    pub(crate) fn unpause(&mut self) {
+        self.paused_until = Time(0);
+    }
+
     /// Target `i` is ready now, unless it was found empty (its backoff stands).
     pub(crate) fn release(&mut self, i: usize) {
         if self.entries.get(&(i as u32)).is_some_and(|b| b.1 == 0) {

@@ -29,7 +29,7 @@
 use crate::ctx::Ctx;
 use crate::diffuse;
 use crate::layout::signal::Signal;
-use crate::layout::{self, Task, seg, tasks};
+use crate::layout::{self, PushedTask, Task, seg, tasks};
 use crate::mapper::{Mapper, Profile};
 use crate::queue::Queue;
 use crate::results::{Results, inbox, outbound};
@@ -40,7 +40,8 @@ use crate::steal::owner::{self, Owner};
 use crate::steal::thief::{self, EPOCH_MASK, Thief};
 use crate::termination::{self, Termination, tree_children, tree_parent};
 use crate::{
-    Command, Config, CoreError, Loc, Memory, OpFailure, Protocol, Rank, Stats, Time, Token,
+    Command, Config, CoreError, DiffusionPlan, Loc, Memory, OpFailure, Protocol, Rank, Stats, Time,
+    Token,
 };
 use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
@@ -85,6 +86,10 @@ pub struct Prediction {
     /// The predicted loads (ns; 0: no tasks) of this rank's diffusion neighbours
     /// ([`Node::diffusion_neighbours`]) that predicted one; others are left out.
     pub neighbour_loads: Vec<(Rank, u64)>,
+    /// Every rank's predicted load, for the string plan
+    /// ([`crate::DiffusionPlan::String`]; without it that plan falls back to the
+    /// neighbours'). Shared: a simulator hands every node the same one.
+    pub string: Option<std::sync::Arc<crate::StringLoads>>,
 }
 
 /// A task a rank submits for an epoch.
@@ -396,8 +401,16 @@ impl Node {
                 .copied()
                 .filter(|(r, _)| neighbours.binary_search(r).is_ok())
                 .collect();
+            let string = p
+                .string
+                .as_deref()
+                .filter(|s| cx.cfg.diffusion_plan == DiffusionPlan::String && s.ranks() == cx.size);
             // Neighbours that predicted more push here: leave them alone until then.
-            if let Some(mine) = predicted
+            if let Some(s) = string {
+                let coming = s.receives(rank);
+                self.balanced_start |= coming > 0;
+                self.thief.expect_push(coming, now, &cx.cfg);
+            } else if let Some(mine) = predicted
                 && cx.cfg.sharing.is_none()
             {
                 let givers: Vec<Rank> = loads
@@ -410,27 +423,42 @@ impl Node {
                     .hold_for_push(&givers, now, now.plus(cx.cfg.push_wait));
             }
             let max_record = outbound::max_record(&cx.cfg);
-            let plan = diffuse::plan(
-                &mut tasks,
-                &p.costs_ns,
-                &loads,
-                neighbours.len(),
-                max_record,
-            );
+            let plan = match string {
+                Some(s) => {
+                    diffuse::string_plan(&mut tasks, &p.costs_ns, &s.sends(rank), max_record)
+                }
+                None => diffuse::plan(
+                    &mut tasks,
+                    &p.costs_ns,
+                    &loads,
+                    neighbours.len(),
+                    max_record,
+                ),
+            };
             for (to, batch) in plan {
-                let hop = self
-                    .router
-                    .victims
-                    .index_of(to)
-                    .expect("a diffusion neighbour is an out-neighbour");
+                // A diffusion neighbour is an out-neighbour; the string plan's receivers
+                // are reached through the overlay, as results are.
+                let Some(hop) = self.router.next_hop(cx.cfg.routing, rank, to) else {
+                    return Err(CoreError::Config(format!(
+                        "no route from rank {rank} to rank {to}"
+                    )));
+                };
                 cx.stats.tasks_pushed += batch.len() as u64;
                 cx.stats.pushed_ns += batch.iter().map(|t| t.predicted_ns).sum::<u64>();
                 self.results.out.push_tasks(hop, &batch);
             }
             // Dear tasks first (longest processing time first): the end of the epoch is
             // then made of cheap tasks, which split finely between the ranks that finish.
+            // By the best estimate: the caller's hint where it gave one, else the
+            // prediction.
             if let Some(costs) = costs {
-                tasks.sort_by_key(|t| std::cmp::Reverse(costs[t.index as usize]));
+                tasks.sort_by_key(|t| {
+                    std::cmp::Reverse(if t.cost_ns > 0 {
+                        t.cost_ns
+                    } else {
+                        costs[t.index as usize]
+                    })
+                });
             }
         }
         // After a balanced start the queue (or the pushes it receives) is in predicted
@@ -824,7 +852,26 @@ impl Node {
                         });
                     }
                     self.thief.push_arrived(from, last, cx.now, &cx.cfg);
-                    self.take_stolen(pushed.into_iter().map(|p| p.task).collect());
+                    // Tasks for other ranks (the string plan) go on towards them.
+                    let (mine, on): (Vec<PushedTask>, Vec<PushedTask>) =
+                        pushed.into_iter().partition(|p| p.dest == cx.rank);
+                    for p in on {
+                        let Some(hop) = self.router.next_hop(cx.cfg.routing, cx.rank, p.dest)
+                        else {
+                            return Err(CoreError::Config(format!(
+                                "no route from rank {} to rank {}",
+                                cx.rank, p.dest
+                            )));
+                        };
+                        cx.stats.tasks_forwarded += 1;
+                        self.results.out.push_tasks(hop, std::slice::from_ref(&p));
+                    }
+                    if !mine.is_empty() {
+                        cx.stats.tasks_pushed_in += mine.len() as u64;
+                        let ns = mine.iter().map(|p| p.predicted_ns).sum();
+                        self.thief.pushed_here(ns, cx.now, &cx.cfg);
+                        self.take_stolen(mine.into_iter().map(|p| p.task).collect());
+                    }
                 }
                 Ok(())
             }

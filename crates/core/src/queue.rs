@@ -121,6 +121,15 @@ impl Queue {
                 self.est_n += 1;
             }
         }
+        if self.sorted && from > 0 {
+            // A queue in predicted order stays so: newcomers (pushed, stolen) join by
+            // their estimate, so the dear ones run early wherever they came from and the
+            // epoch ends on cheap tasks, which split finely (a dear task pushed to the
+            // back ran last: one task's worth of imbalance no steal can undo).
+            self.tasks
+                .make_contiguous()
+                .sort_by_key(|t| std::cmp::Reverse(t.cost_ns));
+        }
         if self.prioritized {
             // Two sorted runs (the queue, the newcomers): the stable sort merges them.
             self.tasks

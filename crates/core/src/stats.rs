@@ -51,6 +51,8 @@ pub struct Stats {
     pub pushed_ns: u64,
     /// Tasks neighbours pushed to this rank.
     pub tasks_pushed_in: u64,
+    /// Pushed tasks this rank passed on towards the rank they go to (the string plan).
+    pub tasks_forwarded: u64,
     /// Bytes of pushed-task chunks sent.
     pub bytes_pushed: u64,
     /// Remote operations issued.

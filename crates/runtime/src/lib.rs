@@ -41,7 +41,8 @@ pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
-    Balancing, CoreError, CostHistory, Protocol, Routing, Sharing, Stats as CoreStats,
+    Balancing, CoreError, CostHistory, DiffusionPlan, Protocol, Routing, Sharing,
+    Stats as CoreStats,
 };
 
 /// A task function: payload in, result out, or why the task failed (which fails the
@@ -925,7 +926,9 @@ impl Runtime {
         blob[0..8].copy_from_slice(&(tasks.len() as u64).to_le_bytes());
         blob[8..16].copy_from_slice(&load.unwrap_or(NO_LOAD).to_le_bytes());
         blob[16..24].copy_from_slice(&u64::from(rejected.is_some()).to_le_bytes());
+        let t_gather = Instant::now();
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
+        let gather_time = t_gather.elapsed();
         if let Some((r, c)) = all.iter().enumerate().find(|(_, c)| c.len() != BLOB) {
             return Err(RuntimeError::Barrier(format!(
                 "rank {r} sent {} bytes for its epoch start, expected {BLOB} (is it in another collective?)",
@@ -970,10 +973,17 @@ impl Runtime {
                     })
                     .collect(),
                 costs_ns,
+                string: (sh.cfg.core.diffusion_plan == DiffusionPlan::String).then(|| {
+                    let loads: Vec<Option<u64>> = (0..all.len())
+                        .map(|r| Some(word(r, 1)).filter(|&l| l != NO_LOAD))
+                        .collect();
+                    std::sync::Arc::new(titus_core::StringLoads::new(&loads))
+                }),
             });
             node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
         }
+        let start_time = start.elapsed();
         sh.wake_workers();
         sh.fabric.wake();
         let deadline = sh.cfg.epoch_timeout.map(|t| start + t);
@@ -1014,10 +1024,28 @@ impl Runtime {
         let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
         let out = node.take_epoch_results()?;
         drop(node);
+        let t_record = Instant::now();
         self.history
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .record(&keys, &out.costs_ns);
+        tracing::debug!(
+            "epoch: {} tasks; all-gather {:?}, start {:?}, run {:?}, results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
+            keys.len(),
+            gather_time,
+            start_time,
+            session,
+            start.elapsed().saturating_sub(session + t_record.elapsed()),
+            t_record.elapsed(),
+            core.steals_ok,
+            core.steals_empty,
+            core.tasks_stolen,
+            core.tasks_pushed,
+            core.pushed_ns / 1_000_000,
+            core.predicted_ns / 1_000_000,
+            Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed)),
+            core.tasks_run_for_others,
+        );
         self.measured.store(true, Ordering::Release);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
         let resources = lock(&sh.resources)

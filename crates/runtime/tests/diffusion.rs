@@ -57,7 +57,15 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
 /// Runs `epochs` epochs on 4 in-process ranks; returns per rank and epoch (tasks pushed,
 /// tasks pushed in).
 fn run(cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64)>> {
-    let rts = Runtime::local(4, cfg, MemOptions::default()).unwrap();
+    run_on(4, cfg, epochs)
+        .into_iter()
+        .map(|r| r.into_iter().map(|(p, i, _)| (p, i)).collect())
+        .collect()
+}
+
+/// [`run`] on `ranks` ranks, with the tasks each rank passed on (the string plan).
+fn run_on(ranks: u32, cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64, u64)>> {
+    let rts = Runtime::local(ranks, cfg, MemOptions::default()).unwrap();
     for rt in &rts {
         rt.register(0, checksum);
     }
@@ -83,7 +91,7 @@ fn run(cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64)>> {
                                 "rank {r} epoch {e}: a task came home without its cost"
                             );
                             let st = &out.stats.core;
-                            (st.tasks_pushed, st.tasks_pushed_in)
+                            (st.tasks_pushed, st.tasks_pushed_in, st.tasks_forwarded)
                         })
                         .collect::<Vec<_>>()
                 })
@@ -118,6 +126,42 @@ fn diffusion_pushes_from_the_second_epoch_under_every_protocol() {
                     "{what} epoch {e}: rank 0 pushed nothing"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn the_string_plan_routes_pushes_to_ranks_that_are_not_neighbours() {
+    // 12 ranks, one shortcut each: most of rank 0's receivers are reached through others.
+    for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
+        let mut cfg = config(Balancing::Smallworld, protocol, 12);
+        cfg.overlay.shortcuts = 1;
+        cfg.workers = 1;
+        cfg.core.diffusion_plan = titus_runtime::DiffusionPlan::String;
+        let what = protocol.name();
+        let per_rank = run_on(12, cfg, 3);
+        for e in 0..3 {
+            let pushed: u64 = per_rank.iter().map(|v| v[e].0).sum();
+            let arrived: u64 = per_rank.iter().map(|v| v[e].1).sum();
+            assert_eq!(pushed, arrived, "{what} epoch {e}: pushed tasks lost");
+            if e == 0 {
+                assert_eq!(pushed, 0, "{what}: no history, no diffusion");
+                continue;
+            }
+            assert!(
+                per_rank[0][e].0 > 0,
+                "{what} epoch {e}: rank 0 pushed nothing"
+            );
+            let receivers = per_rank.iter().filter(|v| v[e].1 > 0).count();
+            assert!(
+                receivers >= 6,
+                "{what} epoch {e}: only {receivers} ranks got pushed work"
+            );
+            let forwarded: u64 = per_rank.iter().map(|v| v[e].2).sum();
+            assert!(
+                forwarded > 0,
+                "{what} epoch {e}: nothing went further than one hop"
+            );
         }
     }
 }

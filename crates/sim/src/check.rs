@@ -236,6 +236,7 @@ fn draw_and_run(
         seed,
         sharing: None,
         diffusion: true,
+        diffusion_plan: titus_core::DiffusionPlan::Neighbours,
         // Fixed (not drawn): the seeds' draws, and so their digest, stay as they were.
         push_wait: Duration::from_micros(100),
         advertise: true,
@@ -354,10 +355,17 @@ fn draw_and_run(
         // Ranks start each epoch up to three operation latencies apart.
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
         core.diffusion = rng.chance(0.85);
+        if rng.chance(0.5) {
+            core.diffusion_plan = titus_core::DiffusionPlan::String;
+        }
         what += &format!(
             ", {} epochs starting up to {start_skew_ns} ns apart, diffusion {}",
             1 + later_epochs.len(),
-            if core.diffusion { "on" } else { "off" }
+            if core.diffusion {
+                core.diffusion_plan.name()
+            } else {
+                "off"
+            }
         );
     }
     let mut tasks = tasks;

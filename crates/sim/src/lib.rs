@@ -335,6 +335,8 @@ struct Sim<'a> {
     /// no prediction), set when the epoch starts.
     predicted: Vec<Vec<u64>>,
     loads: Vec<Option<u64>>,
+    /// Every rank's predicted load, for the string plan (built when the epoch starts).
+    string: Option<std::sync::Arc<titus_core::StringLoads>>,
     /// Per rank: its resource table, where it has resources beside its workers.
     res: Vec<Option<Resources>>,
     /// Per rank: time its other resources spent on tasks this epoch, ns.
@@ -388,6 +390,11 @@ impl<'a> Sim<'a> {
             self.predicted[r] = p;
             self.keys[r] = keys;
         }
+        // The string plan's loads: one, shared by every node (the runtime builds its own
+        // from the same all-gather).
+        self.string = Some(std::sync::Arc::new(titus_core::StringLoads::new(
+            &self.loads,
+        )));
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -793,6 +800,7 @@ impl<'a> Sim<'a> {
                         .into_iter()
                         .filter_map(|r| Some((r, self.loads[r as usize]?)))
                         .collect(),
+                    string: self.string.clone(),
                 });
                 self.nodes[i]
                     .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
@@ -1221,6 +1229,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         history: vec![CostHistory::default(); n],
         predicted: vec![Vec::new(); n],
         loads: vec![None; n],
+        string: None,
         res,
         accel_busy: vec![0; n],
         held: vec![None; n],

@@ -99,6 +99,27 @@ fn switch_values(list: &[Switch], default: Switch) -> Vec<Switch> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Where diffusion sends excess predicted load (`--diffusion-plan`,
+/// `titus_core::DiffusionPlan`).
+pub enum PlanArg {
+    /// One round of first-order diffusion to overlay neighbours.
+    Neighbours,
+    /// RankDLB's string: excess matched to deficits in rank order, routed through the
+    /// overlay.
+    String,
+}
+
+impl PlanArg {
+    /// The core's plan.
+    pub fn plan(self) -> titus_core::DiffusionPlan {
+        match self {
+            Self::Neighbours => titus_core::DiffusionPlan::Neighbours,
+            Self::String => titus_core::DiffusionPlan::String,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// A steal protocol.
 pub enum ProtocolArg {
     /// TITUS's lock protocol.
@@ -151,6 +172,11 @@ pub struct BenchArgs {
     /// on,off to run each balancer both ways side by side.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     pub diffusion: Vec<Switch>,
+    /// Where diffusion sends a rank's excess: `neighbours` (one round of first-order
+    /// diffusion to overlay neighbours) or `string` (RankDLB's rank string: every excess
+    /// matched to deficits in rank order, routed through the overlay); a list runs each.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "neighbours")]
+    pub diffusion_plan: Vec<PlanArg>,
     /// Blacklist and advertisement: a thief that finds a victim empty stops probing it
     /// until the victim advertises new work (`titus_core::Config::advertise`); off: the
     /// per-victim exponential backoff alone; on,off runs each balancer both ways.
@@ -334,6 +360,8 @@ pub struct Report {
     pub diffusion: bool,
     /// Repartition every this many epochs (0: never).
     pub repartition: u32,
+    /// Where diffusion sent excess load (`--diffusion-plan`): `neighbours` or `string`.
+    pub diffusion_plan: &'static str,
     /// Blacklist and advertisement were on (`--advertise`).
     pub advertise: bool,
     /// Cost-aware batches were on (`--cost-aware`).
@@ -647,11 +675,22 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
     let advertise = switch_values(&args.advertise, Switch::On);
     let cost_aware = switch_values(&args.cost_aware, Switch::On);
     let priorities = switch_values(&args.priorities, Switch::Off);
+    let mut plans = Vec::new();
+    for &p in &args.diffusion_plan {
+        if !plans.contains(&p) {
+            plans.push(p);
+        }
+    }
+    if plans.is_empty() {
+        plans.push(PlanArg::Neighbours);
+    }
     let mut switches = Vec::new();
     for &x in &advertise {
         for &y in &cost_aware {
             for &z in &priorities {
-                switches.push((x, y, z));
+                for &w in &plans {
+                    switches.push((x, y, z, w));
+                }
             }
         }
     }
@@ -689,12 +728,23 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
                 &switches[..]
             };
             for &d in ds {
-                for (adv, cost, prio) in combos {
+                for (adv, cost, prio, plan) in combos {
+                    if !d && *plan != plans[0] {
+                        continue; // Without diffusion the plan does not matter.
+                    }
                     let mut a = a.clone();
                     a.advertise = vec![*adv];
                     a.cost_aware = vec![*cost];
                     a.priorities = vec![*prio];
+                    a.diffusion_plan = vec![*plan];
                     let mut suffix = String::new();
+                    if plans.len() > 1 && b != Balancing::None && d {
+                        suffix += if *plan == PlanArg::String {
+                            "/plan-string"
+                        } else {
+                            "/plan-neighbours"
+                        };
+                    }
                     for (name, list, x) in [
                         ("advertise", &advertise, adv),
                         ("cost-aware", &cost_aware, cost),
@@ -833,6 +883,10 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
         overlay.shortcuts = k;
     }
     apply_diffusion(&mut core, run.diffusion);
+    core.diffusion_plan = args
+        .diffusion_plan
+        .first()
+        .map_or(titus_core::DiffusionPlan::Neighbours, |p| p.plan());
     RunConfig { core, overlay }
 }
 
@@ -1509,6 +1563,11 @@ pub fn report(
         drift: plan.drift,
         diffusion: run.diffusion,
         repartition: run.args.repartition.unwrap_or(0),
+        diffusion_plan: run
+            .args
+            .diffusion_plan
+            .first()
+            .map_or("neighbours", |p| p.plan().name()),
         advertise: on(&run.args.advertise),
         cost_aware: on(&run.args.cost_aware),
         priorities: on(&run.args.priorities),

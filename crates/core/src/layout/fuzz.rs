@@ -1,6 +1,6 @@
 //! Property tests of every decoder of memory another rank wrote: the claim word, task
 //! slots as a thief reads them out of TASKS, and chunks (results `TRC2`, pushed tasks
-//! `TTK1`/`TTKL`). Arbitrary bytes and mutations of valid encodings must decode to a value
+//! `TTK2`/`TTL2`). Arbitrary bytes and mutations of valid encodings must decode to a value
 //! or to [`CoreError::Malformed`] naming the sender, never panic; valid encodings round-trip.
 //! Signals have their own properties beside their code (`signal.rs`). Cases:
 //! `PROPTEST_CASES` (64; 1,000,000 by hand take about 20 s per crate here; ~50,000,000 an hour).
@@ -70,13 +70,13 @@ fn any_chunk() -> impl Strategy<Value = (Vec<u8>, Chunk)> {
         (chunk, Chunk::Results(recs))
     });
     let tasks = (
-        proptest::collection::vec((any_task(8, 40), any::<u64>()), 0..6),
+        proptest::collection::vec((any_task(8, 40), any::<u64>(), 0u32..8), 0..6),
         any::<bool>(),
     )
         .prop_map(|(ts, last)| {
             let mut body = Vec::new();
-            for (t, p) in &ts {
-                push_task_record(&mut body, t, *p);
+            for (t, p, d) in &ts {
+                push_task_record(&mut body, t, *p, *d);
             }
             let magic = if last {
                 TASK_CHUNK_LAST_MAGIC
@@ -87,13 +87,14 @@ fn any_chunk() -> impl Strategy<Value = (Vec<u8>, Chunk)> {
             chunk.extend_from_slice(&body);
             let tasks = ts
                 .into_iter()
-                .map(|(task, predicted_ns)| PushedTask {
+                .map(|(task, predicted_ns, dest)| PushedTask {
                     // The record's cost is the task's estimate on arrival, bounded.
                     task: Task {
                         cost_ns: predicted_ns.min(COST_HINT_MAX_NS),
                         ..task
                     },
                     predicted_ns,
+                    dest,
                 })
                 .collect();
             (chunk, Chunk::Tasks { tasks, last })
@@ -174,6 +175,7 @@ fn check_chunk(
                 Chunk::Tasks { tasks, .. } => {
                     for t in tasks {
                         prop_assert!(t.task.owner < size);
+                        prop_assert!(t.dest < size);
                         prop_assert!(t.task.payload.len() <= max_payload as usize);
                     }
                 }

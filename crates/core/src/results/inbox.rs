@@ -167,9 +167,9 @@ impl Inbox {
             &mut self.cur
         }
         .consumed += len;
-        match &chunk {
-            Chunk::Results(_) => cx.stats.chunks_received += 1,
-            Chunk::Tasks { tasks, .. } => cx.stats.tasks_pushed_in += tasks.len() as u64,
+        // Pushed tasks count where they stay (the node), not where they pass.
+        if let Chunk::Results(_) = &chunk {
+            cx.stats.chunks_received += 1;
         }
         Ok(chunk)
     }

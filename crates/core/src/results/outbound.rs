@@ -135,7 +135,12 @@ fn launch(
     buf: &mut Vec<u8>,
     limit: usize,
 ) -> (u64, u32) {
-    let (bytes, count) = cut(buf, limit);
+    let rec_len = if magic == layout::CHUNK_MAGIC {
+        layout::record_len
+    } else {
+        layout::task_record_len
+    };
+    let (bytes, count) = cut(buf, limit, rec_len);
     let len = assemble(mem, chunk_bytes, slot, magic, count, &buf[..bytes]);
     buf.drain(..bytes);
     (len, count)
@@ -154,11 +159,12 @@ fn reserve<P: From<Pending>>(cx: &mut Ctx<P>, peer: Rank, hop: usize, len: u64) 
     );
 }
 
-fn cut(body: &[u8], limit: usize) -> (usize, u32) {
+/// `rec_len`: a record's encoded length from its data length (results or pushed tasks).
+fn cut(body: &[u8], limit: usize, rec_len: fn(usize) -> usize) -> (usize, u32) {
     let (mut at, mut n) = (0usize, 0u32);
     while at + layout::RECORD_HEADER <= body.len() {
         let len = u32::from_le_bytes(body[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
-        let next = at + layout::record_len(len);
+        let next = at + rec_len(len);
         if next > limit {
             break;
         }
@@ -221,7 +227,14 @@ impl Outbound {
             Hop::default()
         });
         for t in tasks {
-            layout::push_task_record(&mut o.pushed, &t.task, t.predicted_ns);
+            // The record carries the task's estimate (the caller's hint where it gave
+            // one, else the prediction): the receiver orders its queue by it.
+            let est = if t.task.cost_ns > 0 {
+                t.task.cost_ns
+            } else {
+                t.predicted_ns
+            };
+            layout::push_task_record(&mut o.pushed, &t.task, est, t.dest);
             o.pushed_count += 1;
         }
     }

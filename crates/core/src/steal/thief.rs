@@ -150,6 +150,10 @@ pub(crate) struct Thief {
     /// This rank's workers have nothing to run ([`Thief::set_hungry`]): a WAIT says so,
     /// which lets the victim share its last queued task.
     hungry: bool,
+    /// The string plan: predicted work pushed here this epoch ([`Thief::expect_push`]),
+    /// ns, and how much of it has not arrived.
+    push_expected: u64,
+    push_left: u64,
 }
 
 impl Thief {
@@ -163,6 +167,8 @@ impl Thief {
             rng,
             area,
             hungry: false,
+            push_expected: 0,
+            push_left: 0,
         }
     }
 
@@ -171,6 +177,8 @@ impl Thief {
         self.rng = rng;
         self.backoff.reset();
         self.last_ok = None;
+        self.push_expected = 0;
+        self.push_left = 0;
     }
 
     /// Diffusion: `ranks` push tasks here this epoch; leave them alone until `until`,
@@ -194,6 +202,32 @@ impl Thief {
             } else {
                 self.backoff.hold(i, now.plus(cfg.push_wait), now);
             }
+        }
+    }
+
+    /// The string plan: `ns` of predicted work is pushed here this epoch, routed through
+    /// the overlay from ranks that need not be neighbours: steal from nobody until all
+    /// but an eighth of it arrived, or `push_wait` passed since the last chunk came (the
+    /// bound, should the rest never come).
+    pub(crate) fn expect_push(&mut self, ns: u64, now: Time, cfg: &crate::Config) {
+        self.push_expected = ns;
+        self.push_left = ns;
+        if ns > 0 {
+            self.backoff.pause_until(now.plus(cfg.push_wait));
+        }
+    }
+
+    /// The string plan: tasks of `ns` predicted work, pushed here, arrived at `now`.
+    pub(crate) fn pushed_here(&mut self, ns: u64, now: Time, cfg: &crate::Config) {
+        if self.push_left == 0 {
+            return;
+        }
+        self.push_left = self.push_left.saturating_sub(ns);
+        if self.push_left <= self.push_expected / 8 {
+            self.push_left = 0;
+            self.backoff.unpause();
+        } else {
+            self.backoff.pause_until(now.plus(cfg.push_wait));
         }
     }
 
