@@ -278,6 +278,11 @@ pub(crate) struct Shared {
     pub(crate) cfg: RuntimeConfig,
     /// Nanoseconds workers spent in tasks this epoch.
     pub(crate) busy_ns: std::sync::atomic::AtomicU64,
+    /// When this rank's last task of the epoch ended ([`Shared::now`], ns): the log's
+    /// epoch timings show what the epoch's end waited for after it. Kept only while the
+    /// debug log is on (`timings`): one more shared atomic per task otherwise.
+    pub(crate) last_task_end: std::sync::atomic::AtomicU64,
+    pub(crate) timings: bool,
     /// An epoch runs: workers may take tasks from the node.
     pub(crate) epoch_running: AtomicBool,
     /// When the progress thread's current wait ends (node time, ns): a worker that makes
@@ -599,6 +604,8 @@ impl Runtime {
             shutdown: AtomicBool::new(false),
             cfg: cfg.clone(),
             busy_ns: std::sync::atomic::AtomicU64::new(0),
+            last_task_end: std::sync::atomic::AtomicU64::new(0),
+            timings: tracing::enabled!(tracing::Level::DEBUG),
             epoch_running: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             handoff: Mutex::new(Vec::new()),
@@ -960,8 +967,11 @@ impl Runtime {
             st.table.reset_counts();
         }
         let start = Instant::now();
+        let start_now = sh.now();
+        let locked;
         {
             let mut node = sh.lock_node();
+            locked = start.elapsed();
             // Diffusion: this rank's predictions and its diffusion neighbours' loads.
             let prediction = load.is_some().then(|| titus_core::Prediction {
                 neighbour_loads: node
@@ -1029,12 +1039,19 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .record(&keys, &out.costs_ns);
+        let last_end = Duration::from_nanos(
+            sh.last_task_end
+                .load(Ordering::Relaxed)
+                .saturating_sub(start_now.0),
+        );
         tracing::debug!(
-            "epoch: {} tasks; all-gather {:?}, start {:?}, run {:?}, results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
+            "epoch: {} tasks; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
             keys.len(),
             gather_time,
             start_time,
+            locked,
             session,
+            last_end,
             start.elapsed().saturating_sub(session + t_record.elapsed()),
             t_record.elapsed(),
             core.steals_ok,

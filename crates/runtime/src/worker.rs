@@ -242,6 +242,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             last_poll = end;
         }
         sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
+        if sh.timings {
+            sh.last_task_end.fetch_max(sh.now().0, Ordering::Relaxed);
+        }
         if res {
             crate::resources::cpu_done(sh);
         }
