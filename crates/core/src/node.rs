@@ -444,7 +444,9 @@ impl Node {
                     )));
                 };
                 cx.stats.tasks_pushed += batch.len() as u64;
-                cx.stats.pushed_ns += batch.iter().map(|t| t.predicted_ns).sum::<u64>();
+                cx.stats.pushed_ns = batch
+                    .iter()
+                    .fold(cx.stats.pushed_ns, |s, t| s.saturating_add(t.predicted_ns));
                 self.results.out.push_tasks(hop, &batch);
             }
             // Dear tasks first (longest processing time first): the end of the epoch is
@@ -868,7 +870,10 @@ impl Node {
                     }
                     if !mine.is_empty() {
                         cx.stats.tasks_pushed_in += mine.len() as u64;
-                        let ns = mine.iter().map(|p| p.predicted_ns).sum();
+                        // Estimates read from another rank: summed without trusting them.
+                        let ns = mine
+                            .iter()
+                            .fold(0u64, |s, p| s.saturating_add(p.predicted_ns));
                         self.thief.pushed_here(ns, cx.now, &cx.cfg);
                         self.take_stolen(mine.into_iter().map(|p| p.task).collect());
                     }

@@ -59,6 +59,8 @@ pub struct Exercised {
     pub chunks: u64,
     /// Tasks pushed to a neighbour by diffusion (and received there).
     pub pushed: u64,
+    /// Pushed tasks passed on towards a rank that is not a neighbour (the string plan).
+    pub pushed_forwarded: u64,
 }
 
 impl Exercised {
@@ -70,6 +72,7 @@ impl Exercised {
         self.records_forwarded += other.records_forwarded;
         self.chunks += other.chunks;
         self.pushed += other.pushed;
+        self.pushed_forwarded += other.pushed_forwarded;
     }
 }
 
@@ -421,6 +424,7 @@ fn draw_and_run(
                     records_forwarded: st.records_forwarded,
                     chunks: st.chunks_received,
                     pushed: st.tasks_pushed_in,
+                    pushed_forwarded: st.tasks_forwarded,
                 });
             }
             Ok(Drawn {

@@ -56,6 +56,7 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                 e.records_forwarded,
                 e.chunks,
                 e.pushed,
+                e.pushed_forwarded,
             ]
         };
         assert!(
