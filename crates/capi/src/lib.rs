@@ -1158,23 +1158,22 @@ pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c
         with(t, |inner| {
             let dst = out(stats, "stats")?;
             let s = inner.stats;
-            let mine: Vec<u8> = fields(&s)
-                .iter()
-                .flat_map(|v| v.to_bits().to_le_bytes())
-                .collect();
+            let mine = titus_fabric::versioned::encode(JOB_STATS, &fields(&s));
             let all = inner.rt.all_gather(&mine).map_err(Error::from)?;
             let mut job = titus_stats::default();
-            let mut sum = vec![0f64; fields(&job).len()];
+            let n = fields(&job).len();
+            let mut sum = vec![0f64; n];
             for (r, blob) in all.iter().enumerate() {
-                if blob.len() != mine.len() {
-                    return Err(Error::Exchange(format!(
-                        "rank {r} sent {} bytes of figures, expected {}",
-                        blob.len(),
-                        mine.len()
-                    )));
-                }
-                for (i, c) in blob.chunks_exact(8).enumerate() {
-                    let v = f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+                let theirs: Vec<f64> = titus_fabric::versioned::decode(JOB_STATS, blob)
+                    .ok()
+                    .filter(|v: &Vec<f64>| v.len() == n)
+                    .ok_or_else(|| {
+                        Error::Exchange(format!(
+                            "rank {r} sent {} bytes that are not {n} figures (another collective, or another version of libtitus?)",
+                            blob.len()
+                        ))
+                    })?;
+                for (i, v) in theirs.into_iter().enumerate() {
                     // Field 0 is the session: the slowest rank's.
                     sum[i] = if i == 0 { sum[i].max(v) } else { sum[i] + v };
                 }
@@ -1187,6 +1186,9 @@ pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c
         })
     })
 }
+
+/// The tag of `titus_job_stats`'s all-gather: format and version.
+const JOB_STATS: &[u8] = b"TJST1";
 
 /// The figures as numbers (counts are far below 2^53), session first.
 fn fields(s: &titus_stats) -> Vec<f64> {

@@ -14,6 +14,8 @@
 //! Without either, operations take effect inside the submitting call (like an RDMA NIC,
 //! with no target CPU involved).
 
+use rand::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use crate::{
     Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, OpId,
     Piece, Rank, Segment, SegmentId, Signal,
@@ -63,7 +65,7 @@ pub fn world(
                 heap: BinaryHeap::new(),
                 ops: HashMap::new(),
                 seq: 0,
-                rng: d.seed ^ 0x6d65_6d5f_6e65_7477, // "mem_netw"
+                rng: SplitMix64::seed_from_u64(d.seed ^ 0x6d65_6d5f_6e65_7477), // "mem_netw"
                 stop: false,
             }),
             cv: Condvar::new(),
@@ -345,19 +347,9 @@ struct NetState {
     heap: BinaryHeap<Reverse<(Instant, u64)>>,
     ops: HashMap<u64, Op>,
     seq: u64,
-    rng: u64,
+    /// The delays need a seeded stream, nothing more.
+    rng: SplitMix64,
     stop: bool,
-}
-
-impl NetState {
-    /// SplitMix64 step: the delays need a seeded stream, nothing more.
-    fn next(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 impl Network {
@@ -367,7 +359,7 @@ impl Network {
         let delay = if nanos == 0 {
             0
         } else {
-            st.next() % (nanos + 1)
+            st.rng.next_u64() % (nanos + 1)
         };
         let due = Instant::now() + Duration::from_nanos(delay);
         st.seq += 1;

@@ -34,6 +34,7 @@ use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, NewTask, Node, Time}
 use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
+use titus_fabric::versioned;
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_overlay::{Overlay, OverlayParams};
 
@@ -875,26 +876,26 @@ impl Runtime {
         } else {
             Some("a repartition plan needs the measured costs of one epoch first".into())
         };
-        let mut blob = load.to_le_bytes().to_vec();
-        blob.push(u8::from(refuse.is_some()));
+        let blob = versioned::encode(
+            REPARTITION_LOAD,
+            &RepartitionLoad {
+                load,
+                refused: refuse.is_some(),
+            },
+        );
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
         if let Some(why) = refuse {
             return Err(RuntimeError::Config(why));
         }
         let mut loads = Vec::with_capacity(all.len());
         for (r, b) in all.iter().enumerate() {
-            if b.len() != 9 {
-                return Err(RuntimeError::Barrier(format!(
-                    "rank {r} sent {} bytes for its load, expected 9 (is it in another collective?)",
-                    b.len()
-                )));
-            }
-            if b[8] != 0 {
+            let l: RepartitionLoad = decode_gathered(REPARTITION_LOAD, b, r, "its load")?;
+            if l.refused {
                 return Err(RuntimeError::Config(format!(
                     "rank {r} could not take part in the repartition plan"
                 )));
             }
-            loads.push(u64::from_le_bytes(b[..8].try_into().expect("8 bytes")));
+            loads.push(l.load);
         }
         Ok(titus_core::repartition::plan(&loads, self.rank, &tasks)?)
     }
@@ -929,33 +930,33 @@ impl Runtime {
         // The previous epoch ended everywhere and nothing of it travels any more; every
         // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
         // its tasks come along.
-        let mut blob = [0u8; BLOB];
-        blob[0..8].copy_from_slice(&(tasks.len() as u64).to_le_bytes());
-        blob[8..16].copy_from_slice(&load.unwrap_or(NO_LOAD).to_le_bytes());
-        blob[16..24].copy_from_slice(&u64::from(rejected.is_some()).to_le_bytes());
+        let blob = versioned::encode(
+            EPOCH_START,
+            &EpochStart {
+                tasks: tasks.len() as u64,
+                load,
+                rejected: rejected.is_some(),
+            },
+        );
         let t_gather = Instant::now();
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
         let gather_time = t_gather.elapsed();
-        if let Some((r, c)) = all.iter().enumerate().find(|(_, c)| c.len() != BLOB) {
-            return Err(RuntimeError::Barrier(format!(
-                "rank {r} sent {} bytes for its epoch start, expected {BLOB} (is it in another collective?)",
-                c.len()
-            )));
-        }
-        let word = |r: usize, i: usize| {
-            u64::from_le_bytes(all[r][i * 8..i * 8 + 8].try_into().expect("8 bytes"))
-        };
+        let all: Vec<EpochStart> = all
+            .iter()
+            .enumerate()
+            .map(|(r, b)| decode_gathered(EPOCH_START, b, r, "its epoch start"))
+            .collect::<Result<_, _>>()?;
         if let Some(e) = rejected {
             return Err(e.into());
         }
-        if let Some(r) = (0..all.len()).find(|&r| word(r, 2) != 0) {
+        if let Some(r) = (0..all.len()).find(|&r| all[r].rejected) {
             return Err(CoreError::Aborted {
                 rank: r as u32,
                 code: titus_core::error_code::DUPLICATE_KEY,
             }
             .into());
         }
-        if skip_if_none && (0..all.len()).all(|r| word(r, 0) == 0) {
+        if skip_if_none && all.iter().all(|a| a.tasks == 0) {
             return Ok(None);
         }
         let sh = &self.shared;
@@ -977,16 +978,11 @@ impl Runtime {
                 neighbour_loads: node
                     .diffusion_neighbours()
                     .into_iter()
-                    .filter_map(|r| {
-                        let l = all.get(r as usize).map(|_| word(r as usize, 1))?;
-                        (l != NO_LOAD).then_some((r, l))
-                    })
+                    .filter_map(|r| Some((r, all.get(r as usize)?.load?)))
                     .collect(),
                 costs_ns,
                 string: (sh.cfg.core.diffusion_plan == DiffusionPlan::String).then(|| {
-                    let loads: Vec<Option<u64>> = (0..all.len())
-                        .map(|r| Some(word(r, 1)).filter(|&l| l != NO_LOAD))
-                        .collect();
+                    let loads: Vec<Option<u64>> = all.iter().map(|a| a.load).collect();
                     std::sync::Arc::new(titus_core::StringLoads::new(&loads))
                 }),
             });
@@ -1087,12 +1083,48 @@ impl Runtime {
     }
 }
 
-/// Bytes each rank contributes to the epoch-start all-gather: task count, predicted load,
-/// rejected flag.
-const BLOB: usize = 24;
+/// What each rank contributes to the epoch-start all-gather (a versioned postcard value,
+/// [`versioned`]).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct EpochStart {
+    /// Its task count.
+    tasks: u64,
+    /// Its predicted load, ns (`None`: no prediction).
+    load: Option<u64>,
+    /// It refused its tasks (a key given twice).
+    rejected: bool,
+}
 
-/// A predicted load that says "no prediction" in the epoch-start all-gather.
-const NO_LOAD: u64 = u64::MAX;
+/// [`EpochStart`]'s tag: format and version.
+const EPOCH_START: &[u8] = b"TEPS1";
+
+/// What each rank contributes to a repartition plan's all-gather.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct RepartitionLoad {
+    /// Its predicted load, ns.
+    load: u64,
+    /// It cannot take part (no epoch measured yet, or a key given twice).
+    refused: bool,
+}
+
+/// [`RepartitionLoad`]'s tag.
+const REPARTITION_LOAD: &[u8] = b"TREP1";
+
+/// Rank `r`'s contribution `b` to an all-gather of `what`, decoded; a rank in another
+/// collective, or running another version, is named.
+fn decode_gathered<'a, T: serde::Deserialize<'a>>(
+    tag: &[u8],
+    b: &'a [u8],
+    r: usize,
+    what: &str,
+) -> Result<T, RuntimeError> {
+    versioned::decode(tag, b).map_err(|e| {
+        RuntimeError::Barrier(format!(
+            "rank {r} sent {} bytes for {what} that do not decode ({e}; is it in another collective, or another version?)",
+            b.len()
+        ))
+    })
+}
 
 /// Tasks keyed by their index.
 fn indexed(tasks: Vec<(u16, Vec<u8>)>) -> Vec<TaskIn> {

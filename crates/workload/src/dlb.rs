@@ -1495,16 +1495,19 @@ impl RankFigures {
     }
 }
 
-/// Encodes numbers for a job-wide all-gather of figures.
+/// The tag of a job-wide all-gather of figures: format and version.
+const F64S: &[u8] = b"TF64v1";
+
+/// Encodes numbers for a job-wide all-gather of figures (a versioned postcard value,
+/// `titus_fabric::versioned`).
 pub fn encode_f64s(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    titus_fabric::versioned::encode(F64S, &v)
 }
 
-/// Decodes [`encode_f64s`]; a malformed blob gives what it holds of whole numbers.
+/// Decodes [`encode_f64s`]; a blob that does not decode (another version, cut short)
+/// gives no numbers, which every reader takes as zeros.
 pub fn decode_f64s(b: &[u8]) -> Vec<f64> {
-    b.chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect()
+    titus_fabric::versioned::decode(F64S, b).unwrap_or_default()
 }
 
 /// A hash of one rank's results, in task order.
