@@ -853,7 +853,11 @@ impl Node {
                             what: format!("{} tasks pushed after the epoch ended", pushed.len()),
                         });
                     }
-                    self.thief.push_arrived(from, last, cx.now, &cx.cfg);
+                    // The neighbours' plan holds its givers until their last chunk; under
+                    // the string plan `from` may be a rank passing tasks on (below).
+                    if cx.cfg.diffusion_plan == DiffusionPlan::Neighbours {
+                        self.thief.push_arrived(from, last, cx.now, &cx.cfg);
+                    }
                     // Tasks for other ranks (the string plan) go on towards them.
                     let (mine, on): (Vec<PushedTask>, Vec<PushedTask>) =
                         pushed.into_iter().partition(|p| p.dest == cx.rank);

@@ -14,12 +14,12 @@
 //! Without either, operations take effect inside the submitting call (like an RDMA NIC,
 //! with no target CPU involved).
 
-use rand::{Rng as _, SeedableRng};
-use rand_xoshiro::SplitMix64;
 use crate::{
     Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, OpId,
     Piece, Rank, Segment, SegmentId, Signal,
 };
+use rand::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

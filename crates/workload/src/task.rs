@@ -99,7 +99,10 @@ mod tests {
         // SplitMix64 from seed 7 ^ 0x5DEE_CE66_D1CE_4E5B: a dependency update that changed
         // the stream would change what every run verifies.
         let p = payload(1, 7, 12);
-        assert_eq!(p[HEADER..HEADER + 8], 0xd814_e58a_040f_45a8u64.to_le_bytes());
+        assert_eq!(
+            p[HEADER..HEADER + 8],
+            0xd814_e58a_040f_45a8u64.to_le_bytes()
+        );
         assert_eq!(p[HEADER + 8..], 0x0c9d_2ae6_cb41_9e52u64.to_le_bytes()[..4]);
     }
 
