@@ -361,8 +361,15 @@ pub(crate) fn run(sh: &Shared) {
             let workers_poll = polled
                 && sh.epoch_running.load(Ordering::Acquire)
                 && sh.idle_workers.load(Ordering::Acquire) == 0;
+            // A rank whose workers all wait during a running epoch is in the end game
+            // (results coming home, the termination tree, an advertisement): others
+            // operate on it and its own core is free, so its naps stay short too.
+            let waiting = polled
+                && sh.epoch_running.load(Ordering::Acquire)
+                && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
             let short = (node.expects_remote_ops() && !workers_poll)
                 || node.awaits_remote()
+                || waiting
                 || !inflight.is_empty();
             if short != short_naps {
                 short_naps = short;
