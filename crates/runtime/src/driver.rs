@@ -358,15 +358,13 @@ pub(crate) fn run(sh: &Shared) {
             // this rank (it shares work) or this rank waits for its own operations.
             // While every worker runs tasks they poll between them (polled progress):
             // then only this rank's own operations need short naps.
-            let workers_poll = polled
-                && sh.epoch_running.load(Ordering::Acquire)
-                && sh.idle_workers.load(Ordering::Acquire) == 0;
             // A rank whose workers all wait during a running epoch is in the end game
             // (results coming home, the termination tree, an advertisement): others
             // operate on it and its own core is free, so its naps stay short too.
-            let waiting = polled
-                && sh.epoch_running.load(Ordering::Acquire)
-                && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+            let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
+            let idle = sh.idle_workers.load(Ordering::Acquire);
+            let workers_poll = polling_epoch && idle == 0;
+            let waiting = polling_epoch && idle >= sh.cfg.workers;
             let short = (node.expects_remote_ops() && !workers_poll)
                 || node.awaits_remote()
                 || waiting
