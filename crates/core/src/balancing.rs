@@ -168,6 +168,23 @@ impl std::str::FromStr for Balancing {
     }
 }
 
+/// Up to this many ranks a job connects every fabric peer when the fabric opens, whatever
+/// its overlay: a connection made inside the first epoch costs that epoch a provider's
+/// handshake (`tcp;ofi_rxm`: three messages, each answered at the next connection-
+/// management turn, 10 ms apart by default — a 2-rank chemistry step 0 waited 18–35 ms
+/// for its first steal), and few connections cost little memory (tcp: about 1.2 MiB
+/// each).
+pub const EAGER_RANKS_MAX: u32 = 16;
+
+/// Whether the ranks of a job over `overlay` connect each fabric peer on its first
+/// operation rather than all when the fabric opens: exactly where the overlay is the
+/// complete graph (`random`, `master`, `hierarchical`, or any overlay over few ranks:
+/// every rank a peer, few ever contacted) of more than [`EAGER_RANKS_MAX`] ranks. The
+/// runtime's default and the simulator's model.
+pub fn connects_lazily(overlay: &titus_overlay::Overlay) -> bool {
+    overlay.is_complete() && overlay.ranks() > EAGER_RANKS_MAX
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

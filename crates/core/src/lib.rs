@@ -57,7 +57,7 @@ mod stats;
 mod steal;
 mod termination;
 
-pub use balancing::{Balancing, default_group_size};
+pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
 pub use diffuse::{StringLoads, predicted_load};
 pub use error::{CoreError, error_code};
 pub use history::CostHistory;

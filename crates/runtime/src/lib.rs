@@ -79,7 +79,8 @@ pub struct RuntimeConfig {
     pub mapper: Option<Mappers>,
     /// Connect each fabric peer on first contact (`true`) or all when the fabric opens
     /// (`false`); `None`: on first contact exactly where the overlay is the complete
-    /// graph (`random`, `master`, `hierarchical`: every rank a peer, few ever contacted).
+    /// graph (`random`, `master`, `hierarchical`: every rank a peer, few ever contacted)
+    /// of more than [`titus_core::EAGER_RANKS_MAX`] ranks ([`titus_core::connects_lazily`]).
     pub lazy_connect: Option<bool>,
 }
 
@@ -283,6 +284,9 @@ pub(crate) struct Shared {
     /// epoch timings show what the epoch's end waited for after it. Kept only while the
     /// debug log is on (`timings`): one more shared atomic per task otherwise.
     pub(crate) last_task_end: std::sync::atomic::AtomicU64,
+    /// Idle spans of this epoch's workers that ended in a task (start, length; `now()`
+    /// nanoseconds), kept only with `timings`: the debug log names the longest.
+    pub(crate) idle_spans: Mutex<Vec<(u64, u64)>>,
     pub(crate) timings: bool,
     /// An epoch runs: workers may take tasks from the node.
     pub(crate) epoch_running: AtomicBool,
@@ -409,7 +413,9 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
             spec("outbox", sizes[2], Exposure::Peers(Vec::new())),
         ],
         peers,
-        lazy: cfg.lazy_connect.unwrap_or_else(|| overlay.is_complete()),
+        lazy: cfg
+            .lazy_connect
+            .unwrap_or_else(|| titus_core::connects_lazily(overlay)),
         op_timeout: cfg.op_timeout,
     }
 }
@@ -606,6 +612,7 @@ impl Runtime {
             cfg: cfg.clone(),
             busy_ns: std::sync::atomic::AtomicU64::new(0),
             last_task_end: std::sync::atomic::AtomicU64::new(0),
+            idle_spans: Mutex::new(Vec::new()),
             timings: tracing::enabled!(tracing::Level::DEBUG),
             epoch_running: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
@@ -1040,8 +1047,14 @@ impl Runtime {
                 .load(Ordering::Relaxed)
                 .saturating_sub(start_now.0),
         );
+        let (idle_note, steal_note) = if sh.timings {
+            let spans = std::mem::take(&mut *lock(&sh.idle_spans));
+            (idle_summary(spans, start_now.0), steal_summary(&core))
+        } else {
+            Default::default()
+        };
         tracing::debug!(
-            "epoch: {} tasks; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
+            "epoch: {} tasks; idle {idle_note}; steals {steal_note}; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
             keys.len(),
             gather_time,
             start_time,
@@ -1081,6 +1094,58 @@ impl Runtime {
             },
         }))
     }
+}
+
+/// The debug log's account of the workers' idle time in an epoch that started at
+/// `start` (`now()` ns): the spans that ended in a task (clipped to the start), their sum,
+/// and the longest four with when each began (ms from the start).
+fn idle_summary(spans: Vec<(u64, u64)>, start: u64) -> String {
+    let mut spans: Vec<(u64, u64)> = spans
+        .into_iter()
+        .filter(|&(s, l)| s + l > start)
+        .map(|(s, l)| {
+            let from = s.max(start);
+            (from - start, l - (from - s))
+        })
+        .collect();
+    let total: u64 = spans.iter().map(|s| s.1).sum();
+    spans.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let longest: Vec<String> = spans
+        .iter()
+        .take(4)
+        .map(|(s, l)| format!("{:.2} ms at {:.2}", *l as f64 / 1e6, *s as f64 / 1e6))
+        .collect();
+    format!(
+        "{} spans, {:.2} ms ({})",
+        spans.len(),
+        total as f64 / 1e6,
+        longest.join(", ")
+    )
+}
+
+/// The debug log's account of an epoch's first steals: each attempt's latency and each
+/// success's end, victim and tasks (ms from the epoch's start).
+fn steal_summary(core: &titus_core::Stats) -> String {
+    let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
+    let latency: Vec<String> = core
+        .steal_latency_ns
+        .iter()
+        .take(4)
+        .map(|&l| ms(l))
+        .collect();
+    let got: Vec<String> = core
+        .steal_log
+        .iter()
+        .take(4)
+        .map(|e| format!("{} tasks from {} at {}", e.tasks, e.victim, ms(e.at_ns)))
+        .collect();
+    format!(
+        "first latencies [{}] ms, first successes [{}], adverts {} sent {} received",
+        latency.join(", "),
+        got.join("; "),
+        core.adverts_sent,
+        core.adverts_received
+    )
 }
 
 /// What each rank contributes to the epoch-start all-gather (a versioned postcard value,

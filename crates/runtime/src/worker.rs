@@ -158,6 +158,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let mut idle = IDLE_FIRST;
     // A task ran since this worker last went idle (it counts among the busy workers).
     let mut ran = false;
+    // When this worker last found nothing to run (debug timings only).
+    let mut idle_since: Option<u64> = None;
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -184,6 +186,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             // its tasks) rather than sleep until the progress thread has handled it.
             if sh.inline && await_answer(sh) {
                 continue;
+            }
+            if sh.timings && idle_since.is_none() {
+                idle_since = Some(sh.now().0);
             }
             // Going idle: the progress thread takes over the timers and signals.
             if ran {
@@ -213,6 +218,10 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             continue;
         };
         idle = IDLE_FIRST;
+        if let Some(since) = idle_since.take() {
+            let now = sh.now().0;
+            crate::lock(&sh.idle_spans).push((since, now.saturating_sub(since)));
+        }
         if !ran {
             ran = true;
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);

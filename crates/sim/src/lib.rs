@@ -1240,8 +1240,9 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     // in-neighbours, which are the ranks naming it as a peer here): the runtime
     // connects to all of them when the fabric opens, before the epoch, so no operation
     // pays a connection in it; an operation to any other rank is a violation (the real
-    // fabric has no address for it).
-    if !overlay.is_complete() {
+    // fabric has no address for it). Over a large complete graph they connect on first
+    // contact instead (`titus_core::connects_lazily`).
+    if !titus_core::connects_lazily(&overlay) {
         let mut peers: Vec<Vec<u32>> = sim.nodes.iter().map(|n| n.peers(&[])).collect();
         let outs = peers.clone();
         for (r, out) in outs.iter().enumerate() {
