@@ -34,7 +34,7 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
+         min_private, backoff_max, check_interval, flush_delay, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
          advertise (on|off), \
          cost_aware (on|off), \
          log (a filter such as info; directives separated by ';')",
@@ -134,6 +134,7 @@ impl Options {
                 "epoch_timeout" => self.cfg.epoch_timeout = Some(seconds()?),
                 "min_private" => self.cfg.core.min_private = positive()?,
                 "check_interval" => self.cfg.core.check_interval = seconds()?,
+                "flush_delay" => self.cfg.core.flush_delay = seconds()?,
                 "steal_below" => self.cfg.core.steal_below = positive()?,
                 "diffusion" => {
                     self.cfg.core.diffusion = match value {

@@ -247,7 +247,9 @@ pub struct Config {
     /// next hop; records for a next hop wait when every slot is in flight). The OUTBOX
     /// registers min(next hops, this) × `chunk_bytes`.
     pub outbox_slots: u32,
-    /// How long results wait for company before their chunk leaves.
+    /// How long results wait for company before their chunk leaves (a chunk also leaves
+    /// when half full, and at once when this rank's queue is empty, so the end of an
+    /// epoch never waits for it).
     pub flush_delay: Duration,
     /// First backoff after a victim was found empty; doubles per failure.
     pub backoff_base: Duration,
@@ -343,7 +345,11 @@ impl Default for Config {
             inbox_bytes: 1 << 20,
             chunk_bytes: 64 << 10,
             outbox_slots: 64,
-            flush_delay: Duration::from_micros(200),
+            // Every chunk costs its receiver's progress thread a wake-up or two on a core a
+            // worker needs; results only matter at the epoch's end, which an empty queue
+            // flushes at once. Chemistry 256 × 64 over tcp;ofi_rxm, nominal efficiency:
+            // 0.71–0.75 at 200 µs (~100 chunks a step), 0.78–0.81 at 3 ms, 0.83 at 10 ms.
+            flush_delay: Duration::from_millis(20),
             // Loopback steals take 20–80 µs: a first retry after 50 µs, doubling to 10 ms,
             // keeps an idle rank's attempts (and CPU) low while work is far away.
             backoff_base: Duration::from_micros(50),

@@ -1054,7 +1054,7 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; idle {idle_note}; steals {steal_note}; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others",
+            "epoch: {} tasks; idle {idle_note}; steals {steal_note}; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             gather_time,
             start_time,
@@ -1071,6 +1071,9 @@ impl Runtime {
             core.predicted_ns / 1_000_000,
             Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed)),
             core.tasks_run_for_others,
+            core.ops,
+            core.chunks_sent,
+            core.chunks_received,
         );
         self.measured.store(true, Ordering::Release);
         let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
