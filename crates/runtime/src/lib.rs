@@ -917,6 +917,7 @@ impl Runtime {
         tasks: Vec<TaskIn>,
         skip_if_none: bool,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
+        let t_prepare = Instant::now();
         let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
         let tasks: Vec<NewTask> = tasks
             .into_iter()
@@ -945,6 +946,7 @@ impl Runtime {
                 rejected: rejected.is_some(),
             },
         );
+        let prepare_time = t_prepare.elapsed();
         let t_gather = Instant::now();
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
         let gather_time = t_gather.elapsed();
@@ -1054,8 +1056,9 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; idle {idle_note}; steals {steal_note}; all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; idle {idle_note}; steals {steal_note}; prediction {:?}, all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
+            prepare_time,
             gather_time,
             start_time,
             locked,
