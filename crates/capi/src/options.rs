@@ -240,6 +240,11 @@ mod tests {
         assert_eq!(o.cfg.core.protocol, Protocol::Request);
         assert!(o.cfg.core.diffusion);
         assert_eq!(o.cfg.core.max_payload, 1024);
+        assert_eq!(o.cfg.core.flush_delay, Duration::from_millis(20));
+        let o = Options::parse("flush_delay=0.0005", None).unwrap();
+        assert_eq!(o.cfg.core.flush_delay, Duration::from_micros(500));
+        let e = Options::parse("flush_delay=soon", None).unwrap_err();
+        assert!(e.contains("flush_delay='soon'"), "{e}");
     }
 
     #[test]
