@@ -247,10 +247,13 @@ pub struct Config {
     /// next hop; records for a next hop wait when every slot is in flight). The OUTBOX
     /// registers min(next hops, this) × `chunk_bytes`.
     pub outbox_slots: u32,
-    /// How long results wait for company before their chunk leaves (a chunk also leaves
-    /// when half full, and at once when this rank's queue is empty, so the end of an
-    /// epoch never waits for it).
+    /// How long the results of tasks this rank ran wait for company before their chunk
+    /// leaves (a chunk also leaves when half full, and at once when this rank's queue is
+    /// empty: this rank's own end is never later than theirs).
     pub flush_delay: Duration,
+    /// How long records passed on for other ranks wait for company: a busy rank on their
+    /// way home holds them, and the epoch's end may wait for them.
+    pub forward_delay: Duration,
     /// First backoff after a victim was found empty; doubles per failure.
     pub backoff_base: Duration,
     /// Longest backoff.
@@ -350,6 +353,8 @@ impl Default for Config {
             // flushes at once. Chemistry 256 × 64 over tcp;ofi_rxm, nominal efficiency:
             // 0.71–0.75 at 200 µs (~100 chunks a step), 0.78–0.81 at 3 ms, 0.83 at 10 ms.
             flush_delay: Duration::from_millis(20),
+            // 20 ms here ended a 3,584-rank simulated epoch 28 ms after its last task.
+            forward_delay: Duration::from_micros(200),
             // Loopback steals take 20–80 µs: a first retry after 50 µs, doubling to 10 ms,
             // keeps an idle rank's attempts (and CPU) low while work is far away.
             backoff_base: Duration::from_micros(50),

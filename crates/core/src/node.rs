@@ -487,7 +487,7 @@ impl Node {
         [
             self.thief.deadline(self.queue.len(), cfg.steal_below),
             self.owner.deadline(&self.queue, cfg),
-            self.results.deadline(cfg),
+            self.results.deadline(),
         ]
         .into_iter()
         .flatten()

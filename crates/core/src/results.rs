@@ -135,13 +135,13 @@ impl Results {
         if from != cx.rank {
             cx.stats.records_forwarded += 1;
         }
-        self.out.buffer(cx.now, h, &rec, hops);
+        self.out.buffer(&cx.cfg, cx.now, h, &rec, hops);
         Ok(())
     }
 
     /// When a buffer or a blocked chunk is next due.
-    pub(crate) fn deadline(&self, cfg: &crate::Config) -> Option<Time> {
-        self.out.deadline(cfg)
+    pub(crate) fn deadline(&self) -> Option<Time> {
+        self.out.deadline()
     }
 
     /// After any input: chunks that are due leave, the inbox resets when it should.

@@ -233,6 +233,8 @@ fn draw_and_run(
             64
         },
         flush_delay: Duration::from_micros(rng.below(50)),
+        // The same as flush_delay, set below (not drawn: the seeds' draws stay).
+        forward_delay: Duration::ZERO,
         backoff_base: Duration::from_micros(5),
         backoff_max: Duration::from_micros(200),
         check_interval: Duration::from_micros(10 + rng.below(40)),
@@ -246,6 +248,7 @@ fn draw_and_run(
         cost_aware: true,
         move_cost: Duration::from_micros(20),
     };
+    core.forward_delay = core.flush_delay;
     let tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps
     // the drawn overlay and routing, though (real runs share over the complete graph):

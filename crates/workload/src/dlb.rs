@@ -266,6 +266,11 @@ pub struct BenchArgs {
     /// Tuning: longest backoff of a thief from an empty victim, ms [default: 10].
     #[arg(long, allow_negative_numbers = true)]
     pub backoff_max_ms: Option<f64>,
+    /// Tuning: how long results wait for company before their chunk travels home, ms
+    /// (a chunk also leaves half full, and at once when its rank's queue is empty)
+    /// [default: the core's, 20].
+    #[arg(long, allow_negative_numbers = true)]
+    pub flush_delay_ms: Option<f64>,
 }
 
 /// A named workload: its per-rank shape and the defaults of the flags it sets.
@@ -858,6 +863,9 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     if let Some(m) = args.min_private {
         core.min_private = m;
     }
+    if let Some(f) = args.flush_delay_ms {
+        core.flush_delay = std::time::Duration::from_secs_f64(f / 1e3);
+    }
     if let Some(b) = args.backoff_max_ms {
         core.backoff_max = std::time::Duration::from_secs_f64(b / 1e3).max(core.backoff_base);
     }
@@ -1241,6 +1249,17 @@ pub fn check_args(args: &BenchArgs) {
             &format!(
                 "--calibration {} is not a number of seconds in (0, 3600]",
                 crate::show_number(c)
+            ),
+        );
+    }
+    if let Some(f) = args.flush_delay_ms
+        && !(0.0..=60_000.0).contains(&f)
+    {
+        fail(
+            2,
+            &format!(
+                "--flush-delay-ms {} is not a number of milliseconds in [0, 60000]",
+                crate::show_number(f)
             ),
         );
     }

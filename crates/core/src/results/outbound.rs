@@ -1,8 +1,9 @@
 //! The sending side of results routing: records buffered per next hop, and the chunk in
 //! flight to each.
 //!
-//! A next hop's buffer leaves as one *chunk* when it is half full, when its oldest record
-//! waited `flush_delay`, or at once when this rank has nothing else to do. Tasks pushed
+//! A next hop's buffer leaves as one *chunk* when it is half full, when a record is due
+//! (the result of a task this rank ran after `flush_delay`; a record passed on for another
+//! rank after `forward_delay`), or at once when this rank has nothing else to do. Tasks pushed
 //! by diffusion (`crate::diffuse`) travel the same way in chunks of their own kind
 //! ([`layout::TASK_CHUNK_MAGIC`]), which leave at once and before the hop's results. A chunk is
 //! assembled in one of the OUTBOX slots (`Config::outbox_slots` of `chunk_bytes`; records
@@ -54,7 +55,8 @@ struct Flight {
 struct Hop {
     body: Vec<u8>,
     count: u32,
-    first: Option<Time>,
+    /// When the earliest of its records is due to leave.
+    due: Option<Time>,
     /// Records of tasks pushed to this next hop, not yet in a chunk.
     pushed: Vec<u8>,
     pushed_count: u32,
@@ -206,8 +208,16 @@ impl Outbound {
         self.slots
     }
 
-    /// Buffers `rec` for next hop `hop`; `hops`: hops taken so far.
-    pub(crate) fn buffer(&mut self, now: Time, hop: usize, rec: &ResultRecord, hops: u32) {
+    /// Buffers `rec` for next hop `hop`; `hops`: hops taken so far (0: a task this rank
+    /// ran), which decide when it is due (`flush_delay`, `forward_delay`).
+    pub(crate) fn buffer(
+        &mut self,
+        cfg: &Config,
+        now: Time,
+        hop: usize,
+        rec: &ResultRecord,
+        hops: u32,
+    ) {
         let active = &mut self.active;
         let o = self.hops.entry(hop as u32).or_insert_with(|| {
             active.push(hop as u32);
@@ -215,7 +225,12 @@ impl Outbound {
         });
         layout::push_record(&mut o.body, rec, hops + 1);
         o.count += 1;
-        o.first.get_or_insert(now);
+        let due = now.plus(if hops == 0 {
+            cfg.flush_delay
+        } else {
+            cfg.forward_delay
+        });
+        o.due = Some(o.due.map_or(due, |d| d.min(due)));
     }
 
     /// Queues `tasks` (with their predicted costs) to be pushed to next hop `hop`. Each
@@ -256,7 +271,7 @@ impl Outbound {
             .join("; ")
     }
 
-    pub(crate) fn deadline(&self, cfg: &Config) -> Option<Time> {
+    pub(crate) fn deadline(&self) -> Option<Time> {
         // With every OUTBOX slot in flight, buffered records wait for a completion (an
         // input), not for a time.
         let slot_free = !self.free.is_empty();
@@ -270,7 +285,7 @@ impl Outbound {
                     ..
                 }) => Some(t),
                 Some(_) => None,
-                None if slot_free => o.first.map(|f| f.plus(cfg.flush_delay)),
+                None if slot_free => o.due,
                 None => None,
             })
             .min()
@@ -344,9 +359,7 @@ impl Outbound {
             if o.count == 0 {
                 continue;
             }
-            let due = o.body.len() >= limit / 2
-                || o.first.is_some_and(|f| now >= f.plus(cx.cfg.flush_delay))
-                || idle;
+            let due = o.body.len() >= limit / 2 || o.due.is_some_and(|d| now >= d) || idle;
             if !due {
                 continue;
             }
@@ -363,7 +376,10 @@ impl Outbound {
                 limit,
             );
             o.count -= count;
-            o.first = (o.count > 0).then_some(now);
+            // What stayed behind was due no later than what left.
+            if o.count == 0 {
+                o.due = None;
+            }
             o.flight = Some(Flight {
                 len,
                 slot,
@@ -472,5 +488,40 @@ impl Outbound {
         {
             f.blocked_until = Some(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(owner: Rank, index: u32) -> ResultRecord {
+        ResultRecord {
+            owner,
+            index,
+            cost_ns: 1,
+            data: vec![7; 8],
+        }
+    }
+
+    /// The results of tasks this rank ran wait `flush_delay`; a record passed on for
+    /// another rank makes its chunk due after `forward_delay` (a busy rank on the way
+    /// home would otherwise hold the epoch's last results).
+    #[test]
+    fn forwarded_records_are_due_sooner_than_own_results() {
+        let cfg = Config::default();
+        assert!(cfg.forward_delay < cfg.flush_delay);
+        let victims = Neighbours::List(vec![1, 2]);
+        let mut out = Outbound::new(&victims, &cfg);
+        assert_eq!(out.deadline(), None);
+        let t0 = Time(1_000);
+        out.buffer(&cfg, t0, 0, &record(0, 1), 0);
+        assert_eq!(out.deadline(), Some(t0.plus(cfg.flush_delay)));
+        let t1 = Time(2_000);
+        out.buffer(&cfg, t1, 0, &record(3, 4), 1);
+        assert_eq!(out.deadline(), Some(t1.plus(cfg.forward_delay)));
+        // Another hop's own results do not pull that deadline in.
+        out.buffer(&cfg, t1, 1, &record(0, 2), 0);
+        assert_eq!(out.deadline(), Some(t1.plus(cfg.forward_delay)));
     }
 }
