@@ -53,6 +53,10 @@ struct Args {
     /// Progress-thread nap during epochs on fabrics that must poll (shm), microseconds.
     #[arg(long, default_value_t = 200)]
     epoch_nap_us: u64,
+    /// How long the results of a rank's tasks wait for company before they travel home,
+    /// milliseconds [default: the core's, 20].
+    #[arg(long)]
+    flush_delay_ms: Option<f64>,
     /// Fault injection: this rank exits abruptly (no cleanup, like a crash) after running
     /// `--kill-after` tasks; the others must fail with an error, not hang.
     #[arg(long)]
@@ -341,6 +345,9 @@ fn config(args: &Args, protocol: Protocol) -> RuntimeConfig {
     };
     cfg.epoch_nap = std::time::Duration::from_micros(args.epoch_nap_us);
     cfg.op_timeout = std::time::Duration::from_secs_f64(args.op_timeout);
+    if let Some(f) = args.flush_delay_ms {
+        cfg.core.flush_delay = std::time::Duration::from_secs_f64(f / 1e3);
+    }
     cfg.core.protocol = protocol;
     cfg.core.seed = args.seed;
     cfg.core.max_payload = 16;
@@ -423,6 +430,14 @@ fn main() {
         bad(format!(
             "--op-timeout must be a number of seconds in (0, 86400] (got {})",
             titus_workload::show_number(args.op_timeout)
+        ));
+    }
+    if let Some(f) = args.flush_delay_ms
+        && !(0.0..=60_000.0).contains(&f)
+    {
+        bad(format!(
+            "--flush-delay-ms must be a number of milliseconds in [0, 60000] (got {})",
+            titus_workload::show_number(f)
         ));
     }
     if args.workers == 0 || args.workers > 1024 {
