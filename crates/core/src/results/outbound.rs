@@ -225,10 +225,11 @@ impl Outbound {
         });
         layout::push_record(&mut o.body, rec, hops + 1);
         o.count += 1;
+        // A forwarded record never waits longer than the rank's own results would.
         let due = now.plus(if hops == 0 {
             cfg.flush_delay
         } else {
-            cfg.forward_delay
+            cfg.forward_delay.min(cfg.flush_delay)
         });
         o.due = Some(o.due.map_or(due, |d| d.min(due)));
     }
@@ -376,7 +377,8 @@ impl Outbound {
                 limit,
             );
             o.count -= count;
-            // What stayed behind was due no later than what left.
+            // What stayed behind keeps the earliest due time: it leaves as soon as a
+            // slot frees (the chunk was full, not early).
             if o.count == 0 {
                 o.due = None;
             }
