@@ -432,13 +432,8 @@ fn main() {
             titus_workload::show_number(args.op_timeout)
         ));
     }
-    if let Some(f) = args.flush_delay_ms
-        && !(0.0..=60_000.0).contains(&f)
-    {
-        bad(format!(
-            "--flush-delay-ms must be a number of milliseconds in [0, 60000] (got {})",
-            titus_workload::show_number(f)
-        ));
+    if let Err(e) = titus_workload::check_millis("--flush-delay-ms", args.flush_delay_ms) {
+        bad(e);
     }
     if args.workers == 0 || args.workers > 1024 {
         bad(format!(

@@ -1252,27 +1252,13 @@ pub fn check_args(args: &BenchArgs) {
             ),
         );
     }
-    if let Some(f) = args.flush_delay_ms
-        && !(0.0..=60_000.0).contains(&f)
-    {
-        fail(
-            2,
-            &format!(
-                "--flush-delay-ms {} is not a number of milliseconds in [0, 60000]",
-                crate::show_number(f)
-            ),
-        );
-    }
-    if let Some(b) = args.backoff_max_ms
-        && !(0.0..=60_000.0).contains(&b)
-    {
-        fail(
-            2,
-            &format!(
-                "--backoff-max-ms {} is not a number of milliseconds in [0, 60000]",
-                crate::show_number(b)
-            ),
-        );
+    for (flag, value) in [
+        ("--flush-delay-ms", args.flush_delay_ms),
+        ("--backoff-max-ms", args.backoff_max_ms),
+    ] {
+        if let Err(e) = crate::check_millis(flag, value) {
+            fail(2, &e);
+        }
     }
     if args.group_size == Some(0) {
         fail(2, "--group-size must be at least 1");

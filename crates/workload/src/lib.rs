@@ -39,3 +39,15 @@ pub fn show_number(x: f64) -> String {
         format!("{x}")
     }
 }
+
+/// A tuning flag given in milliseconds (`--backoff-max-ms`, `--flush-delay-ms`): none, or
+/// a number in [0, 60000]; the error names the flag and the value.
+pub fn check_millis(flag: &str, value: Option<f64>) -> Result<(), String> {
+    match value {
+        Some(ms) if !(0.0..=60_000.0).contains(&ms) => Err(format!(
+            "{flag} {} is not a number of milliseconds in [0, 60000]",
+            show_number(ms)
+        )),
+        _ => Ok(()),
+    }
+}
