@@ -22,7 +22,7 @@ pub mod stats;
 
 pub use graph::Graph;
 pub use lattice::{Lattice, LatticeKind, MAX_RANKS, Offset};
-pub use overlay::{DEFAULT_SEED, DEFAULT_SHORTCUTS, Overlay, OverlayParams};
+pub use overlay::{DEFAULT_SEED, DEFAULT_SHORTCUTS, Overlay, OverlayParams, ShortcutDraw};
 pub use powerlaw::PowerLaw;
 pub use route::Routing;
 
@@ -48,6 +48,9 @@ pub enum OverlayError {
     /// A lattice name that is not ring, torus2 or torus3.
     #[error("unknown lattice '{0}' (expected ring, torus2 or torus3)")]
     UnknownLattice(String),
+    /// A shortcut draw that is not kleinberg or paired.
+    #[error("unknown shortcut draw '{0}' (expected kleinberg or paired)")]
+    UnknownDraw(String),
     /// A routing name that is not greedy or non.
     #[error("unknown routing '{0}' (expected greedy or non)")]
     UnknownRouting(String),

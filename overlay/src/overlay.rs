@@ -26,6 +26,36 @@
 //!    sampling with a reservoir", IPL 2006), which gives the same law in O(N log k).
 //!
 //! Everything is keyed by (seed, rank), so any rank computes any row, identically.
+//!
+//! # Paired shortcuts ([`ShortcutDraw::Paired`]): every edge both ways, in-degree bounded
+//!
+//! Rows drawn independently give a rank as many in-neighbours as chance sends it: at
+//! 10^5 ranks and 30 shortcuts, 11–60 (out ∪ in up to 88). The paired draw makes every
+//! shortcut an edge of a *matching*, so a rank's in-neighbours are exactly its
+//! out-neighbours and its peers are at most the lattice neighbours plus `k`. It is
+//! Kleinberg's hierarchical model ("Small-world phenomena and the dynamics of
+//! information", NIPS 2001) made symmetric:
+//!
+//! 1. Round j (of `k`) has a random origin per dimension, the same for every rank. At
+//!    level L a dimension's coordinates, counted from the origin, fall into aligned blocks
+//!    of 2^(L+1) (capped at the extent); a rank's *block at level L* is the product of
+//!    its blocks in every dimension.
+//! 2. The rank picks its level by descending from the largest: level L is taken with the
+//!    probability q_L that (seed, j, L, its block at level L) decides, so that levels come
+//!    with weights ∝ 2^(L·(dim − p)) — equal weights for p = dim, the share of each
+//!    distance scale under Kleinberg's law — from the smallest level outside the lattice
+//!    ball up.
+//! 3. The partner flips the rank's position inside that block with masks drawn from the
+//!    same key: one random dimension gets its top bit set (the partner is at the level's
+//!    distance scale), the others uniform bits. Both lie in one block at every level ≥ L,
+//!    so both make the same decisions and draw the same masks, and XOR undoes itself: the
+//!    partner's partner is the rank.
+//! 4. A partner past the end of a dimension that the blocks do not tile, one inside the
+//!    lattice ball, or one found in an earlier round gives no new shortcut: a row holds at
+//!    most `k` shortcuts, usually a few fewer.
+//!
+//! A row costs O(k × levels), and a rank's in-neighbours are its row (instead of drawing
+//! all N rows). TITUS kept its overlay's edges symmetric too.
 
 use crate::OverlayError;
 use crate::lattice::{Lattice, LatticeKind, Offset};
@@ -38,6 +68,58 @@ use serde::{Deserialize, Serialize};
 
 /// Domain tag of the row streams (keeps them apart from any other use of the seed).
 const ROW_STREAM: u64 = 0x524f_5753; // "ROWS"
+/// Domain tag of the paired draw's rounds.
+const ROUND_STREAM: u64 = 0x0052_4f55_4e44; // "ROUND"
+/// Domain tag of the paired draw's block masks.
+const MASK_STREAM: u64 = 0x4d41_534b; // "MASK"
+
+/// How shortcuts are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShortcutDraw {
+    /// Each rank draws its own `k` targets (Kleinberg's construction): out-degree fixed,
+    /// in-degree as chance gives it.
+    #[default]
+    Kleinberg,
+    /// `k` rounds of matchings (module doc): every shortcut is an edge both ways, so a
+    /// rank's peers are at most its lattice neighbours plus `k`.
+    Paired,
+}
+
+impl ShortcutDraw {
+    /// Every draw's name, as [`ShortcutDraw::parse`] takes it.
+    pub const NAMES: [&'static str; 2] = ["kleinberg", "paired"];
+
+    /// The draw named `s`.
+    pub fn parse(s: &str) -> Result<Self, OverlayError> {
+        match s {
+            "kleinberg" => Ok(Self::Kleinberg),
+            "paired" => Ok(Self::Paired),
+            other => Err(OverlayError::UnknownDraw(other.to_string())),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Kleinberg => "kleinberg",
+            Self::Paired => "paired",
+        }
+    }
+}
+
+/// The paired draw's job-wide state (module doc).
+#[derive(Debug, Clone)]
+struct Pairing {
+    /// Per round, where each dimension's blocks start.
+    origins: Vec<[u32; 3]>,
+    /// Per dimension, the largest level whose blocks fit its extent (None: extent 1).
+    fit: [Option<u32>; 3],
+    /// The smallest level drawn.
+    low: u32,
+    /// q_L: the chance of taking level L once the descent reaches it (index L − low).
+    take: Vec<f64>,
+}
 
 /// Parameters of an overlay. Every rank must use the same values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +140,9 @@ pub struct OverlayParams {
     pub exponent: Option<f64>,
     /// Seed of every row.
     pub seed: u64,
+    /// How the shortcuts are drawn.
+    #[serde(default)]
+    pub draw: ShortcutDraw,
 }
 
 impl Default for OverlayParams {
@@ -70,6 +155,7 @@ impl Default for OverlayParams {
             shortcuts: DEFAULT_SHORTCUTS,
             exponent: None,
             seed: DEFAULT_SEED,
+            draw: ShortcutDraw::Kleinberg,
         }
     }
 }
@@ -95,6 +181,8 @@ pub struct Overlay {
     distance: Option<PowerLaw>,
     /// Whether rows are drawn by keys over every rank (dense regime).
     dense: bool,
+    /// The paired draw (None: the Kleinberg draw, or no shortcuts).
+    pairing: Option<Pairing>,
     notes: Vec<String>,
 }
 
@@ -140,6 +228,9 @@ impl Overlay {
         let distance = (shortcuts > 0 && lo <= hi)
             .then(|| PowerLaw::new(lo, hi, exponent - (dim as f64 - 1.0)));
         let dense = u64::from(shortcuts) * 2 > u64::from(available);
+        let pairing = (params.draw == ShortcutDraw::Paired && shortcuts > 0)
+            .then(|| Self::pairing(&lattice, params.reach, exponent, params.seed, shortcuts))
+            .flatten();
         Ok(Self {
             params,
             lattice,
@@ -148,8 +239,128 @@ impl Overlay {
             ball,
             distance,
             dense,
+            pairing,
             notes,
         })
+    }
+
+    /// The paired draw's state (module doc, step 1–2); None if no level lies beyond the
+    /// ball.
+    fn pairing(lattice: &Lattice, reach: u32, p: f64, seed: u64, k: u32) -> Option<Pairing> {
+        let dim = lattice.dim();
+        let mut fit = [None; 3];
+        for (c, &n) in lattice.shape().iter().enumerate() {
+            // Blocks of 2^(L+1) must fit the extent.
+            fit[c] = (n >= 2).then(|| n.ilog2() - 1);
+        }
+        let high = fit.iter().flatten().copied().max()?;
+        // Level L's partners are at distance ≥ 2^L in the dimension with the top bit.
+        let low = reach.ilog2() + 1;
+        if low > high {
+            return None;
+        }
+        let slope = dim as f64 - p;
+        let take = (low..=high)
+            .map(|l| {
+                let s: f64 = (low..=l)
+                    .map(|m| (f64::from(m) - f64::from(l)) * slope)
+                    .map(f64::exp2)
+                    .sum();
+                1.0 / s
+            })
+            .collect();
+        let origins = (0..k)
+            .map(|j| {
+                let mut rng = Rng::from_keys(&[seed, ROUND_STREAM, u64::from(j)]);
+                let mut o = [0u32; 3];
+                for (c, &n) in lattice.shape().iter().enumerate() {
+                    o[c] = rng.below(u64::from(n)) as u32;
+                }
+                o
+            })
+            .collect();
+        Some(Pairing {
+            origins,
+            fit,
+            low,
+            take,
+        })
+    }
+
+    /// `rank`'s partner in round `j` (module doc, steps 2–3), if it has one.
+    fn partner(&self, pairing: &Pairing, rank: u32, j: u32) -> Option<u32> {
+        let dim = self.lattice.dim();
+        let shape = self.lattice.shape();
+        let c0 = self.lattice.coords(rank);
+        let origin = &pairing.origins[j as usize];
+        let mut y = [0u32; 3];
+        for c in 0..dim {
+            y[c] = (c0[c] + shape[c] - origin[c]) % shape[c];
+        }
+        let high = pairing.low + pairing.take.len() as u32 - 1;
+        // Per dimension at level L: its level (capped) and block index.
+        let level = |c: usize, l: u32| pairing.fit[c].map(|f| l.min(f));
+        for l in (pairing.low..=high).rev() {
+            let mut key = [
+                self.params.seed,
+                MASK_STREAM,
+                u64::from(j),
+                u64::from(l),
+                0,
+                0,
+                0,
+            ];
+            for c in 0..dim {
+                key[4 + c] = level(c, l).map_or(0, |lc| u64::from(y[c] >> (lc + 1)));
+            }
+            let mut rng = Rng::from_keys(&key[..4 + dim]);
+            if l > pairing.low && !rng.chance(pairing.take[(l - pairing.low) as usize]) {
+                continue;
+            }
+            // The dimension at the level's scale: one whose blocks reach level l.
+            let wide: Vec<usize> = (0..dim).filter(|&c| level(c, l) == Some(l)).collect();
+            let top = wide[rng.below(wide.len() as u64) as usize];
+            let mut p = c0;
+            for c in 0..dim {
+                let Some(lc) = level(c, l) else { continue };
+                let bits = rng.next_u64() as u32 & ((2 << lc) - 1);
+                let mask = if c == top { bits | 1 << lc } else { bits };
+                let yc = y[c] ^ mask;
+                if yc >= shape[c] {
+                    return None;
+                }
+                p[c] = (yc + origin[c]) % shape[c];
+            }
+            return Some(self.lattice.rank_of(p));
+        }
+        None
+    }
+
+    /// The paired draw's shortcuts of `rank` (after the ball in `out`).
+    fn draw_paired(&self, rank: u32, out: &mut Vec<u32>) {
+        let Some(pairing) = &self.pairing else {
+            return;
+        };
+        let reach = self.params.reach;
+        let mut taken: Vec<u32> = Vec::with_capacity(pairing.origins.len());
+        for j in 0..pairing.origins.len() as u32 {
+            let Some(v) = self.partner(pairing, rank, j) else {
+                continue;
+            };
+            if v == rank || self.lattice.distance(rank, v) <= reach {
+                continue;
+            }
+            if let Err(pos) = taken.binary_search(&v) {
+                taken.insert(pos, v);
+                out.push(v);
+            }
+        }
+    }
+
+    /// Whether every rank's in-neighbours are its out-neighbours (the paired draw, or
+    /// the complete graph).
+    pub fn is_symmetric(&self) -> bool {
+        self.params.draw == ShortcutDraw::Paired || self.is_complete() || self.shortcuts == 0
     }
 
     /// The parameters as given.
@@ -220,7 +431,9 @@ impl Overlay {
             return;
         }
         out.extend(self.ball.iter().map(|o| self.lattice.offset(rank, o)));
-        if self.shortcuts > 0 {
+        if self.params.draw == ShortcutDraw::Paired {
+            self.draw_paired(rank, out);
+        } else if self.shortcuts > 0 {
             let mut rng = Rng::from_keys(&[self.params.seed, ROW_STREAM, u64::from(rank)]);
             let drawn = if self.dense {
                 false
@@ -293,12 +506,13 @@ impl Overlay {
         out.extend(keys.into_iter().map(|(_, v)| v));
     }
 
-    /// Ranks whose rows contain `rank`. Cost: every row is drawn, O(N·k) time, O(k) memory
+    /// Ranks whose rows contain `rank`. Symmetric overlays ([`Overlay::is_symmetric`]):
+    /// its row, O(k). Otherwise every row is drawn, O(N·k) time, O(k) memory
     /// beyond the answer; to have every rank's in-neighbours, build a
     /// [`Graph`](crate::Graph) once (O(N·k) for all) instead.
     pub fn in_neighbours(&self, rank: u32) -> Vec<u32> {
-        if self.is_complete() {
-            return (0..self.ranks()).filter(|&v| v != rank).collect();
+        if self.is_symmetric() {
+            return self.row(rank);
         }
         let mut row = Vec::new();
         (0..self.ranks())
@@ -540,6 +754,97 @@ mod tests {
         let mut p = params(10, LatticeKind::Ring, 1, 1.0);
         p.reach = 0;
         assert!(matches!(Overlay::new(p), Err(OverlayError::ZeroReach)));
+    }
+
+    fn paired(ranks: u32, lattice: LatticeKind, shortcuts: u32) -> Overlay {
+        Overlay::new(OverlayParams {
+            draw: ShortcutDraw::Paired,
+            ..params(ranks, lattice, shortcuts, lattice.dim() as f64)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn paired_shortcuts_go_both_ways() {
+        for (n, lattice, k) in [
+            (1000, LatticeKind::Ring, 8),
+            (3001, LatticeKind::Ring, 30),
+            (4096, LatticeKind::Torus2, 12),
+            (60 * 50, LatticeKind::Torus2, 20),
+            (13 * 11 * 7, LatticeKind::Torus3, 10),
+            (37, LatticeKind::Ring, 30),
+        ] {
+            // Dense (k near N): partners repeat across rounds, fewer distinct shortcuts.
+            let floor = if k * 2 > n { 0.4 } else { 0.6 };
+            let o = paired(n, lattice, k);
+            assert!(o.is_symmetric());
+            let rows: Vec<Vec<u32>> = (0..n).map(|r| o.row(r)).collect();
+            let mut shortcuts = 0usize;
+            for (u, row) in rows.iter().enumerate() {
+                let u = u as u32;
+                assert!(row.windows(2).all(|w| w[0] < w[1]) && !row.contains(&u));
+                assert!(
+                    row.len() as u32 <= o.out_degree(),
+                    "{lattice:?} {n}: rank {u}"
+                );
+                for &v in row {
+                    assert!(
+                        rows[v as usize].binary_search(&u).is_ok(),
+                        "{lattice:?} {n}: {u} -> {v} but not {v} -> {u}"
+                    );
+                }
+                shortcuts += row.len() - o.lattice_degree() as usize;
+                if u.is_multiple_of(97) {
+                    assert_eq!(o.in_neighbours(u), *row);
+                }
+            }
+            let mean = shortcuts as f64 / f64::from(n);
+            assert!(
+                mean >= floor * f64::from(o.shortcuts()),
+                "{lattice:?} {n}: {mean:.1} shortcuts a rank of {k}"
+            );
+        }
+    }
+
+    #[test]
+    fn paired_distances_spread_over_every_scale() {
+        // Ring, p = 1: Kleinberg's law puts the same share of shortcuts in every dyadic
+        // distance band [2^b, 2^(b+1)); the paired draw keeps that within a factor ~2.
+        let n = 100_003;
+        let o = paired(n, LatticeKind::Ring, 30);
+        let mut bands = [0u64; 17];
+        for r in (0..n).step_by(7) {
+            for v in o.row(r) {
+                let d = o.lattice().distance(r, v);
+                if d > 1 {
+                    bands[(31 - d.leading_zeros()) as usize] += 1;
+                }
+            }
+        }
+        let inner = &bands[2..15];
+        let (lo, hi) = (inner.iter().min().unwrap(), inner.iter().max().unwrap());
+        assert!(*lo * 4 >= *hi, "bands {bands:?}");
+    }
+
+    #[test]
+    fn paired_rows_are_pinned() {
+        let o = paired(1000, LatticeKind::Ring, 8);
+        assert_eq!(o.row(0), o.row(0));
+        let got = [
+            o.row(0),
+            o.row(617),
+            paired(4096, LatticeKind::Torus2, 6).row(5),
+        ];
+        let want: [Vec<u32>; 3] = [
+            vec![1, 3, 4, 8, 10, 77, 896, 920, 999],
+            vec![271, 498, 507, 531, 602, 603, 614, 616, 618, 620],
+            vec![4, 6, 36, 69, 130, 195, 2847, 4033, 4035, 4037],
+        ];
+        assert_eq!(got, want);
+        assert!(ShortcutDraw::parse("chord").is_err());
+        for n in ShortcutDraw::NAMES {
+            assert_eq!(ShortcutDraw::parse(n).unwrap().name(), n);
+        }
     }
 
     #[test]

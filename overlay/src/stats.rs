@@ -173,6 +173,8 @@ pub struct OverlayStats {
     pub shortcuts: u32,
     /// Kleinberg exponent used.
     pub exponent: f64,
+    /// How the shortcuts were drawn.
+    pub draw: crate::ShortcutDraw,
     /// Seed.
     pub seed: u64,
     /// Whether routes use out ∪ in.
@@ -273,6 +275,7 @@ pub fn compute(overlay: &Overlay, sp: &StatsParams) -> (OverlayStats, Graph) {
         shortcuts_requested: p.shortcuts,
         shortcuts: overlay.shortcuts(),
         exponent: overlay.exponent(),
+        draw: p.draw,
         seed: p.seed,
         symmetric: sp.symmetric,
         routing: sp.routing,

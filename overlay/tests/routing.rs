@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use titus_overlay::route::{self, Routing};
-use titus_overlay::{Graph, LatticeKind, Overlay, OverlayParams};
+use titus_overlay::{Graph, LatticeKind, Overlay, OverlayParams, ShortcutDraw};
 
 fn lattice_kind() -> impl Strategy<Value = LatticeKind> {
     prop_oneof![
@@ -25,9 +25,10 @@ fn overlay_params() -> impl Strategy<Value = OverlayParams> {
         0u32..70,
         prop_oneof![Just(None), (0.0f64..4.0).prop_map(Some)],
         any::<u64>(),
+        prop_oneof![Just(ShortcutDraw::Kleinberg), Just(ShortcutDraw::Paired)],
     )
         .prop_map(
-            |(ranks, lattice, reach, shortcuts, exponent, seed)| OverlayParams {
+            |(ranks, lattice, reach, shortcuts, exponent, seed, draw)| OverlayParams {
                 ranks,
                 lattice,
                 shape: None,
@@ -35,6 +36,7 @@ fn overlay_params() -> impl Strategy<Value = OverlayParams> {
                 shortcuts,
                 exponent,
                 seed,
+                draw,
             },
         )
 }
@@ -52,7 +54,15 @@ proptest! {
         let n = o.ranks();
         let r = probe % n;
         let row = o.row(r);
-        prop_assert_eq!(row.len() as u32, o.out_degree().min(n - 1));
+        if o.params().draw == ShortcutDraw::Kleinberg || o.is_complete() {
+            prop_assert_eq!(row.len() as u32, o.out_degree().min(n - 1));
+        } else {
+            // Paired: at most k shortcuts, and every one goes both ways.
+            prop_assert!(row.len() as u32 <= o.out_degree());
+            for &v in &row {
+                prop_assert!(o.row(v).contains(&r), "{} -> {} but not back", r, v);
+            }
+        }
         prop_assert!(row.windows(2).all(|w| w[0] < w[1]), "row not strictly ascending: {:?}", row);
         prop_assert!(!row.contains(&r), "self-loop");
         prop_assert!(row.iter().all(|&v| v < n));

@@ -13,7 +13,9 @@
 use clap::Parser;
 use serde::Serialize;
 use titus_overlay::stats::{self, StatsParams};
-use titus_overlay::{DEFAULT_SHORTCUTS, LatticeKind, Overlay, OverlayParams, Routing};
+use titus_overlay::{
+    DEFAULT_SHORTCUTS, LatticeKind, Overlay, OverlayParams, Routing, ShortcutDraw,
+};
 
 /// Overlay figures: TITUS's graph, NoN at 64 out-neighbours, the defaults, and scale.
 #[derive(Debug, Parser)]
@@ -168,6 +170,7 @@ fn main() {
             shortcuts: c.shortcuts,
             exponent: c.exponent,
             seed: args.seed,
+            draw: ShortcutDraw::Kleinberg,
         })
         .expect("bench cases are valid overlays");
         let (s, _) = stats::compute(

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use titus_overlay::stats::{self, OverlayStats, StatsParams, Summary};
 use titus_overlay::{
     DEFAULT_SEED, DEFAULT_SHORTCUTS, Graph, LatticeKind, Overlay, OverlayParams, Routing,
+    ShortcutDraw,
 };
 
 /// Lattice under the overlay.
@@ -42,6 +43,11 @@ pub struct OverlayArgs {
     /// probability ∝ D^-p [default: the lattice dimension].
     #[arg(long, allow_negative_numbers = true)]
     exponent: Option<f64>,
+    /// How shortcuts are drawn: kleinberg (each rank draws its own; in-degree as chance
+    /// gives it) or paired (rounds of matchings: every shortcut goes both ways, so a
+    /// rank's peers are at most its lattice neighbours plus k).
+    #[arg(long, value_name = "DRAW", default_value = "kleinberg", value_parser = parse_draw)]
+    shortcut_draw: ShortcutDraw,
     /// Lattice the overlay is built over.
     #[arg(long, value_enum, default_value_t = LatticeArg::Ring)]
     lattice: LatticeArg,
@@ -72,6 +78,10 @@ pub struct OverlayArgs {
     /// Write the graph, one line per rank: `RANK: N1 N2 ...` (out-neighbours, ascending).
     #[arg(long, value_name = "FILE")]
     export: Option<PathBuf>,
+}
+
+fn parse_draw(s: &str) -> Result<ShortcutDraw, String> {
+    ShortcutDraw::parse(s).map_err(|e| e.to_string())
 }
 
 /// Torus extents from `--shape`.
@@ -110,6 +120,7 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
         shortcuts: args.shortcuts,
         exponent: args.exponent,
         seed: args.seed,
+        draw: args.shortcut_draw,
     })
     .map_err(|e| UsageError(format!("{e}")))?;
     // Open the export file before the work, so a bad path fails at once.
@@ -185,12 +196,13 @@ fn table(s: &OverlayStats) -> String {
     let mut out = String::new();
     let shape: Vec<String> = s.shape.iter().map(u32::to_string).collect();
     out += &format!(
-        "overlay         {} ranks, {} {}, reach {}, {} shortcuts per rank (p = {}), seed {}\n",
+        "overlay         {} ranks, {} {}, reach {}, {} shortcuts per rank ({}, p = {}), seed {}\n",
         s.ranks,
         s.lattice,
         shape.join("x"),
         s.reach,
         s.shortcuts,
+        s.draw.name(),
         s.exponent,
         s.seed
     );

@@ -187,3 +187,42 @@ fn bare_titus_prints_its_usage() {
     assert!(err.contains("Usage: titus <COMMAND>"), "{err}");
     assert!(err.contains("launch") && err.contains("sim"), "{err}");
 }
+
+/// `--shortcut-draw paired`: every shortcut goes both ways, so a rank's connections are
+/// its out-neighbours, at most the 2 ring neighbours plus k; the Kleinberg draw's are
+/// more. An unknown draw is refused.
+#[test]
+fn paired_shortcuts_bound_every_ranks_connections() {
+    let args = |draw| {
+        [
+            "--ranks",
+            "3000",
+            "--shortcuts",
+            "12",
+            "--pairs",
+            "2000",
+            "--shortcut-draw",
+            draw,
+        ]
+    };
+    let k = json(&args("kleinberg"));
+    let p = json(&args("paired"));
+    assert_eq!(p["draw"], "paired");
+    assert!(
+        p["connections"]["max"].as_u64().unwrap() <= 14,
+        "{}",
+        p["connections"]
+    );
+    assert_eq!(p["connections"], p["out_degree"]);
+    assert_eq!(p["in_degree"], p["out_degree"]);
+    assert!(
+        k["connections"]["max"].as_u64().unwrap() > 14,
+        "{}",
+        k["connections"]
+    );
+    assert!(p["hops"]["max"].as_u64().unwrap() > 0);
+    let out = titus(&["overlay", "--shortcut-draw", "chord"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("chord") && err.contains("paired"), "{err}");
+}

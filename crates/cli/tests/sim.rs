@@ -352,3 +352,35 @@ fn shortcuts_bound_the_peers() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shortcuts"));
 }
+
+/// `--shortcut-draw paired` makes the smallworld overlay's shortcuts edges both ways: a
+/// rank's peers are at most 2 ring neighbours, k shortcuts and its termination-tree
+/// relatives; the JSON names the draw.
+#[test]
+fn paired_shortcuts_bound_every_ranks_peers() {
+    let run = |draw: &str| {
+        let out = titus(&[
+            "sim",
+            "--ranks",
+            "512",
+            "--balancer",
+            "smallworld",
+            "--shortcuts",
+            "8",
+            "--shortcut-draw",
+            draw,
+            "--json",
+        ]);
+        let r = rows(&out)[0].clone();
+        assert_eq!(r["verified"], true);
+        assert_eq!(r["shortcut_draw"], draw);
+        r["peers_max"].as_u64().unwrap()
+    };
+    let (kleinberg, paired) = (run("kleinberg"), run("paired"));
+    // Paired: 2 + 8 overlay peers and at most 3 of the termination tree.
+    assert!(paired <= 13, "paired: {paired} peers");
+    assert!(paired < kleinberg, "paired {paired}, kleinberg {kleinberg}");
+    let out = titus(&["sim", "--shortcut-draw", "none"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shortcut-draw"));
+}

@@ -20,7 +20,7 @@ use rand_distr::Exp1;
 use std::time::Duration;
 use titus_core::{Balancing, Config, Protocol, Routing};
 use titus_overlay::rng::Rng;
-use titus_overlay::{LatticeKind, OverlayParams};
+use titus_overlay::{LatticeKind, OverlayParams, ShortcutDraw};
 
 /// The result of a task in checks: a hash of its payload.
 pub fn check_result(payload: &[u8]) -> Vec<u8> {
@@ -397,6 +397,12 @@ fn draw_and_run(
         core.move_cost.as_micros(),
         ["none", "exact", "noisy", "hostile"][hints as usize]
     );
+    // A third of the jobs draw paired shortcuts (every edge both ways); drawn last, so
+    // every draw above is as before.
+    if rng.chance(1.0 / 3.0) {
+        overlay.draw = ShortcutDraw::Paired;
+        what += ", paired shortcuts";
+    }
     let job = Job {
         core,
         overlay,

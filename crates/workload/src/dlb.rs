@@ -85,6 +85,10 @@ pub fn on(switch: &[Switch]) -> bool {
 }
 
 /// A switch's values, duplicates dropped, order kept (none given: `default`).
+fn parse_draw(s: &str) -> Result<titus_overlay::ShortcutDraw, String> {
+    titus_overlay::ShortcutDraw::parse(s).map_err(|e| e.to_string())
+}
+
 fn switch_values(list: &[Switch], default: Switch) -> Vec<Switch> {
     let mut out = Vec::new();
     for &x in list {
@@ -218,6 +222,11 @@ pub struct BenchArgs {
     /// rank's peers (about twice this plus the lattice's), more shorten the routes.
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub shortcuts: Option<u32>,
+    /// How the smallworld overlay draws its shortcuts: kleinberg (each rank its own; a
+    /// rank's in-neighbours as chance gives them) or paired (rounds of matchings: every
+    /// shortcut goes both ways, so a rank's peers are at most 2 + the shortcuts).
+    #[arg(long, value_name = "DRAW", default_value = "kleinberg", value_parser = parse_draw)]
+    pub shortcut_draw: titus_overlay::ShortcutDraw,
     /// Worker threads per rank.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub workers: usize,
@@ -373,6 +382,8 @@ pub struct Report {
     pub cost_aware: bool,
     /// Dear tasks had priority 1 (`--priorities`).
     pub priorities: bool,
+    /// How the smallworld overlay drew its shortcuts (`--shortcut-draw`).
+    pub shortcut_draw: &'static str,
     pub resolution_s: f64,
     pub ideal_s: f64,
     pub ranks: u32,
@@ -885,10 +896,11 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     run.balancer
         .apply(&mut core, &mut overlay, ranks, loads.as_deref())
         .unwrap_or_else(|e| fail(2, &e.to_string()));
-    if let Some(k) = args.shortcuts
-        && run.balancer == Balancing::Smallworld
-    {
-        overlay.shortcuts = k;
+    if run.balancer == Balancing::Smallworld {
+        if let Some(k) = args.shortcuts {
+            overlay.shortcuts = k;
+        }
+        overlay.draw = args.shortcut_draw;
     }
     apply_diffusion(&mut core, run.diffusion);
     core.diffusion_plan = args
@@ -1579,6 +1591,7 @@ pub fn report(
         advertise: on(&run.args.advertise),
         cost_aware: on(&run.args.cost_aware),
         priorities: on(&run.args.priorities),
+        shortcut_draw: run.args.shortcut_draw.name(),
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),
         ranks: n,
