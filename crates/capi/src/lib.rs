@@ -378,7 +378,8 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-/// check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+/// check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, shortcuts,
+/// shortcut_draw, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 /// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 /// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 /// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or

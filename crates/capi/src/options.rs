@@ -36,7 +36,7 @@ fn keys() -> String {
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
          min_private, backoff_max, check_interval, flush_delay, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
          advertise (on|off), \
-         cost_aware (on|off), \
+         cost_aware (on|off), shortcuts, shortcut_draw (kleinberg|paired), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
@@ -161,6 +161,11 @@ impl Options {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                "shortcuts" => self.cfg.overlay.shortcuts = positive()?,
+                "shortcut_draw" => {
+                    self.cfg.overlay.draw = titus_runtime::ShortcutDraw::parse(value)
+                        .map_err(|_| bad("kleinberg or paired"))?
+                }
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
@@ -223,6 +228,20 @@ mod tests {
         );
         let e = Options::parse("advertise=maybe", None).unwrap_err();
         assert_eq!(e, "options: advertise='maybe': expected on or off");
+    }
+
+    #[test]
+    fn the_overlay_draw_is_an_option() {
+        let o = Options::parse("shortcuts=60,shortcut_draw=paired", None).unwrap();
+        assert_eq!(o.cfg.overlay.shortcuts, 60);
+        assert_eq!(o.cfg.overlay.draw, titus_runtime::ShortcutDraw::Paired);
+        let e = Options::parse("shortcut_draw=chord", None).unwrap_err();
+        assert_eq!(
+            e,
+            "options: shortcut_draw='chord': expected kleinberg or paired"
+        );
+        let e = Options::parse("shortcuts=0", None).unwrap_err();
+        assert_eq!(e, "options: shortcuts='0': expected a positive integer");
     }
 
     #[test]

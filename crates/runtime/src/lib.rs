@@ -36,11 +36,12 @@ use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
 use titus_fabric::versioned;
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
-use titus_overlay::{Overlay, OverlayParams};
+use titus_overlay::Overlay;
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
+pub use titus_overlay::{OverlayParams, ShortcutDraw};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DiffusionPlan, Protocol, Routing, Sharing,
     Stats as CoreStats,
