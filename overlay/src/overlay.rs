@@ -45,11 +45,12 @@
 //!    with weights ∝ 2^(L·(dim − p)) — equal weights for p = dim, the share of each
 //!    distance scale under Kleinberg's law — from the smallest level outside the lattice
 //!    ball up.
-//! 3. The partner flips the rank's position inside that block with masks drawn from the
-//!    same key: one random dimension gets its top bit set (the partner is at the level's
-//!    distance scale), the others uniform bits. Both lie in one block at every level ≥ L,
-//!    so both make the same decisions and draw the same masks, and XOR undoes itself: the
-//!    partner's partner is the rank.
+//! 3. The partner is drawn from the same key: in one random dimension (the level's scale)
+//!    it lies in the other half of the block, matched by a keyed bijection between the
+//!    halves (a small Feistel network, so ranks side by side get partners far apart); in
+//!    the others its position is XORed with uniform bits. Both lie in one block at every
+//!    level ≥ L, so both make the same decisions and draw the same keys, and the bijection
+//!    and XOR undo themselves: the partner's partner is the rank.
 //! 4. A partner past the end of a dimension that the blocks do not tile, one inside the
 //!    lattice ball, or one found in an earlier round gives no new shortcut: a row holds at
 //!    most `k` shortcuts, usually a few fewer.
@@ -323,9 +324,21 @@ impl Overlay {
             let mut p = c0;
             for c in 0..dim {
                 let Some(lc) = level(c, l) else { continue };
-                let bits = rng.next_u64() as u32 & ((2 << lc) - 1);
-                let mask = if c == top { bits | 1 << lc } else { bits };
-                let yc = y[c] ^ mask;
+                let bits = rng.next_u64();
+                let yc = if c == top {
+                    // The block's halves are matched by a keyed bijection, so ranks
+                    // side by side get partners far apart in the other half.
+                    let (base, pos) = (y[c] >> (lc + 1) << (lc + 1), y[c] & ((2 << lc) - 1));
+                    let (half, low) = (pos >> lc, pos & ((1 << lc) - 1));
+                    let low = if half == 0 {
+                        permute(bits, lc, low, false)
+                    } else {
+                        permute(bits, lc, low, true)
+                    };
+                    base | (half ^ 1) << lc | low
+                } else {
+                    y[c] ^ (bits as u32 & ((2 << lc) - 1))
+                };
                 if yc >= shape[c] {
                     return None;
                 }
@@ -522,6 +535,38 @@ impl Overlay {
             })
             .collect()
     }
+}
+
+/// A keyed bijection of `0..2^bits` (`inverse`: its inverse): a 4-round Feistel network
+/// over the even number of bits ≥ `bits`, cycle-walking back into the domain.
+fn permute(key: u64, bits: u32, x: u32, inverse: bool) -> u32 {
+    let half = bits.div_ceil(2);
+    let m = (1u64 << half) - 1;
+    let f = |i: u64, v: u64| {
+        let mut z = key ^ (i << 40) ^ v;
+        // SplitMix64's finaliser.
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) & m
+    };
+    let round = |v: u64| {
+        let (mut l, mut r) = (v >> half, v & m);
+        if inverse {
+            for i in (0..4).rev() {
+                (l, r) = (r ^ f(i, l), l);
+            }
+        } else {
+            for i in 0..4 {
+                (l, r) = (r, l ^ f(i, r));
+            }
+        }
+        l << half | r
+    };
+    let mut v = round(u64::from(x));
+    while v >> bits != 0 {
+        v = round(v);
+    }
+    v as u32
 }
 
 /// A uniform point at L1 distance `d` ≥ 1 on the infinite `dim`-D lattice.
@@ -827,6 +872,20 @@ mod tests {
     }
 
     #[test]
+    fn keyed_permutations_are_bijections_with_inverses() {
+        for bits in [1u32, 2, 3, 7, 10] {
+            let n = 1u32 << bits;
+            let image: std::collections::BTreeSet<u32> =
+                (0..n).map(|x| permute(99, bits, x, false)).collect();
+            assert_eq!(image.len() as u32, n, "{bits} bits");
+            assert!(image.iter().all(|&y| y < n));
+            for x in 0..n {
+                assert_eq!(permute(99, bits, permute(99, bits, x, false), true), x);
+            }
+        }
+    }
+
+    #[test]
     fn paired_rows_are_pinned() {
         let o = paired(1000, LatticeKind::Ring, 8);
         assert_eq!(o.row(0), o.row(0));
@@ -836,9 +895,9 @@ mod tests {
             paired(4096, LatticeKind::Torus2, 6).row(5),
         ];
         let want: [Vec<u32>; 3] = [
-            vec![1, 3, 4, 8, 10, 77, 896, 920, 999],
-            vec![271, 498, 507, 531, 602, 603, 614, 616, 618, 620],
-            vec![4, 6, 36, 69, 130, 195, 2847, 4033, 4035, 4037],
+            vec![1, 2, 5, 10, 19, 164, 917, 966, 999],
+            vec![390, 428, 480, 543, 596, 609, 614, 616, 618, 620],
+            vec![4, 6, 16, 69, 131, 514, 2837, 4034, 4036, 4037],
         ];
         assert_eq!(got, want);
         assert!(ShortcutDraw::parse("chord").is_err());

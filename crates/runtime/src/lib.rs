@@ -41,11 +41,11 @@ use titus_overlay::Overlay;
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
-pub use titus_overlay::{OverlayParams, ShortcutDraw};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DiffusionPlan, Protocol, Routing, Sharing,
     Stats as CoreStats,
 };
+pub use titus_overlay::{OverlayParams, ShortcutDraw};
 
 /// A task function: payload in, result out, or why the task failed (which fails the
 /// epoch on every rank with [`CoreError::TaskFailed`] carrying that text).
