@@ -240,7 +240,7 @@ fn simulate(
     let resources = titus_sim::SimResources {
         per_rank: described.unwrap_or_default(),
         dispatch,
-        fail: None,
+        ..titus_sim::SimResources::default()
     };
     // The heterogeneous ideal's capacity, in workers: every rank's workers plus its
     // accelerators' capacity × speed (for kind 0, the kind of every task here).

@@ -295,6 +295,15 @@ pub struct Config {
     /// its transfer; 20 µs by default (a loopback steal takes 20–80 µs; `titus sim` sets
     /// it from its fabric model). A share of less estimated work stays with its owner.
     pub move_cost: Duration,
+    /// The job's resource types for per-type work requests (issue #16; index: the type's
+    /// id; [`resources::type_table`]). Empty (the default): none — a thief asks for any
+    /// work when its queue runs dry. With types, each rank's driver tells its node which
+    /// it has and which have an idle instance ([`Node::set_resource_types`]); under
+    /// `request` (stealing, no work sharing) a thief then asks for work of a short type
+    /// only, victims answer with tasks of its kinds or say the type is not supported, and
+    /// backoff is kept per (victim, type); `claim` and `lock` (one-sided: a victim cannot
+    /// filter) steal as without types, when the queue runs dry.
+    pub resource_types: Vec<resources::KindSet>,
 }
 
 /// Where diffusion sends a rank's excess of predicted load (`diffuse.rs`).
@@ -372,6 +381,7 @@ impl Default for Config {
             advertise: true,
             cost_aware: true,
             move_cost: Duration::from_micros(20),
+            resource_types: Vec::new(),
         }
     }
 }

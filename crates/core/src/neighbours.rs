@@ -211,6 +211,11 @@ impl Backoff {
         self.paused_until = Time(0);
     }
 
+    /// Target `i`'s consecutive empty finds (0: it gave work last, or was never asked).
+    pub(crate) fn failures(&self, i: usize) -> u32 {
+        self.get(i).1
+    }
+
     /// Whether target `i` is blacklisted.
     pub(crate) fn is_blacklisted(&self, i: usize) -> bool {
         self.get(i).0 == BLACKLISTED

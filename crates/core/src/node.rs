@@ -149,6 +149,10 @@ pub struct Node {
     early: Vec<(Rank, u64)>,
     /// This epoch started from predictions (diffusion balanced it before any task ran).
     balanced_start: bool,
+    /// Resource types (`Config::resource_types`): those this rank has, and those with an
+    /// idle instance ([`Node::set_resource_types`]).
+    types_mine: u64,
+    types_idle: u64,
 }
 
 impl Node {
@@ -184,6 +188,13 @@ impl Node {
         if cfg.outbox_slots == 0 {
             return Err(CoreError::Config("outbox_slots must be at least 1".into()));
         }
+        if cfg.resource_types.len() > crate::resources::TYPES_MAX {
+            return Err(CoreError::Config(format!(
+                "{} resource types; at most {}",
+                cfg.resource_types.len(),
+                crate::resources::TYPES_MAX
+            )));
+        }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {
@@ -215,6 +226,8 @@ impl Node {
             aborted: false,
             early: Vec::new(),
             balanced_start: false,
+            types_mine: 0,
+            types_idle: 0,
         })
     }
 
@@ -485,7 +498,8 @@ impl Node {
         }
         let cfg = &self.cx.cfg;
         [
-            self.thief.deadline(self.queue.len(), cfg.steal_below),
+            self.thief
+                .deadline(self.queue.len(), self.short_types(), cfg),
             self.owner.deadline(&self.queue, cfg),
             self.results.deadline(),
         ]
@@ -666,16 +680,81 @@ impl Node {
         Ok(EpochResults { results, costs_ns })
     }
 
+    /// Tasks queued here now.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Up to `max` tasks for this rank's workers (their private work).
     pub fn take_tasks(&mut self, now: Time, max: usize, mem: &dyn Memory) -> Vec<Task> {
+        self.take_tasks_for(now, max, &None, mem)
+    }
+
+    /// Up to `max` tasks of the kinds in `set` (a resource's variants; None: any) from the
+    /// front of the queue; tasks of other kinds keep their places.
+    pub fn take_tasks_for(
+        &mut self,
+        now: Time,
+        max: usize,
+        set: &crate::resources::KindSet,
+        mem: &dyn Memory,
+    ) -> Vec<Task> {
         self.cx.now = now;
         if !self.running || self.failed.is_some() {
             return Vec::new();
         }
-        let out = self.queue.take_front(max);
+        let out = self.queue.take_front_of(max, set);
         self.queue.hungry = out.is_empty() && !self.term.is_done();
         self.drive(mem);
         out
+    }
+
+    /// The resource types (bits of `Config::resource_types`) this rank has (`mine`) and
+    /// those with an idle instance now (`idle`): the driver states them whenever they
+    /// change. A type whose idle instances find no queued task of its kinds — or, once
+    /// the queue runs dry, any type of this rank's — is short, and the thief asks for its
+    /// work. Without a statement (`mine` 0) a thief asks for any work, as without types.
+    pub fn set_resource_types(&mut self, now: Time, mine: u64, idle: u64, mem: &dyn Memory) {
+        self.cx.now = now;
+        if (mine, idle) == (self.types_mine, self.types_idle) {
+            return;
+        }
+        self.types_mine = mine;
+        self.types_idle = idle & mine;
+        // What this rank's own resources run: the union of its types' kinds.
+        let types = &self.cx.cfg.resource_types;
+        let mut local = Some(Vec::new());
+        for (t, set) in types.iter().enumerate().take(crate::resources::TYPES_MAX) {
+            if mine >> t & 1 == 1 {
+                match (set, &mut local) {
+                    (None, _) => local = None,
+                    (Some(ks), Some(l)) => l.extend(ks),
+                    _ => {}
+                }
+            }
+        }
+        self.queue.local = if mine == 0 { None } else { local };
+        self.drive(mem);
+    }
+
+    /// The short resource types ([`Node::set_resource_types`]), as a mask.
+    fn short_types(&self) -> u64 {
+        let types = &self.cx.cfg.resource_types;
+        if types.is_empty() || self.types_mine == 0 {
+            return 0;
+        }
+        let dry = self.queue.len() < self.cx.cfg.steal_below as usize;
+        let mut short = 0;
+        for (t, set) in types.iter().enumerate().take(crate::resources::TYPES_MAX) {
+            let bit = 1u64 << t;
+            let wants = self.types_idle & bit != 0 || (dry && self.types_mine & bit != 0);
+            // A type that runs nothing (CPUs that run no kind here) never asks.
+            let runs_something = set.as_ref().is_none_or(|k| !k.is_empty());
+            if wants && runs_something && !self.queue.holds_any(set) {
+                short |= bit;
+            }
+        }
+        short
     }
 
     /// A worker finished `task` (owner, index, kind) with `result` (or failed it with a
@@ -884,7 +963,12 @@ impl Node {
                 }
                 Ok(())
             }
-            Signal::Request { epoch, seq, hungry } => {
+            Signal::Request {
+                epoch,
+                seq,
+                hungry,
+                rtype,
+            } => {
                 let stale = epoch != cx.epoch & EPOCH_MASK;
                 if cx.cfg.sharing.is_some() && !stale {
                     if !self.share.is_master(cx) {
@@ -897,12 +981,24 @@ impl Node {
                         return Ok(());
                     }
                 }
-                self.owner
-                    .on_request(cx, (from, stale, seq, hungry), &mut self.queue, mem, closed);
+                self.owner.on_request(
+                    cx,
+                    (from, stale, seq, hungry, rtype),
+                    &mut self.queue,
+                    mem,
+                    closed,
+                );
                 Ok(())
             }
-            Signal::Reply { tasks, seq } => {
-                if let Some(stolen) = self.thief.on_reply(cx, from, tasks, seq, mem)? {
+            Signal::Reply {
+                tasks,
+                seq,
+                unsupported,
+            } => {
+                if let Some(stolen) = self
+                    .thief
+                    .on_reply(cx, from, tasks, seq, unsupported, mem)?
+                {
                     self.take_stolen(stolen);
                 }
                 Ok(())
@@ -1029,10 +1125,12 @@ impl Node {
         // published halves. Without predictions it steals ahead as before: a loaded
         // owner's set is mostly claimed by then, and waiting for its next look at the
         // word cost 1% at 3,584 simulated ranks.
+        let short = self.short_types();
+        let cx = &mut self.cx;
         if !(self.balanced_start && self.owner.has_published())
             && let Some(seq) = self
                 .thief
-                .step(cx, self.queue.len(), &mut *self.queue.mapper)
+                .step(cx, self.queue.len(), short, &mut *self.queue.mapper)
         {
             // This rank is its group's master and brokers its own request; nobody to ask
             // ends the attempt at once.

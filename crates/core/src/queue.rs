@@ -20,8 +20,10 @@
 
 use crate::Config;
 use crate::Rank;
+use crate::fasthash::IntMap;
 use crate::layout::{COST_HINT_MAX_NS, Task, claim_batch, claim_batches};
 use crate::mapper::{DefaultMapper, Mapper, TaskInfo};
+use crate::resources::{KindSet, runs};
 use std::collections::VecDeque;
 
 /// The queue's back part that sharing spreads over (beyond it, twice the tasks shared),
@@ -51,6 +53,14 @@ pub(crate) struct Queue {
     /// The sum of the queued tasks' estimates (those with one), ns, and how many have one.
     est_sum: u128,
     est_n: usize,
+    /// Queued tasks per kind, and every kind queued this epoch (sorted): per-type work
+    /// requests ask which types the queue can serve ([`Queue::holds_any`]).
+    kinds: IntMap<u16, u32>,
+    seen: Vec<u16>,
+    /// The kinds this rank's own resources run (None: every kind, or not stated): the
+    /// mapper cannot keep here what the rank cannot run, and a typed share keeps
+    /// `min_private` tasks only of kinds it can.
+    pub(crate) local: KindSet,
 }
 
 impl Default for Queue {
@@ -63,6 +73,9 @@ impl Default for Queue {
             mapper: Box::new(DefaultMapper::default()),
             est_sum: 0,
             est_n: 0,
+            kinds: IntMap::default(),
+            seen: Vec::new(),
+            local: None,
         }
     }
 }
@@ -102,6 +115,8 @@ impl Queue {
         self.prioritized = false;
         self.est_sum = 0;
         self.est_n = 0;
+        self.kinds.clear();
+        self.seen.clear();
         self.joined(0, false);
     }
 
@@ -119,6 +134,10 @@ impl Queue {
             if t.cost_ns > 0 {
                 self.est_sum += u128::from(t.cost_ns);
                 self.est_n += 1;
+            }
+            *self.kinds.entry(t.kind).or_insert(0) += 1;
+            if let Err(at) = self.seen.binary_search(&t.kind) {
+                self.seen.insert(at, t.kind);
             }
         }
         if self.sorted && from > 0 {
@@ -144,6 +163,12 @@ impl Queue {
             self.est_sum -= u128::from(t.cost_ns);
             self.est_n -= 1;
         }
+        if let Some(c) = self.kinds.get_mut(&t.kind) {
+            *c -= 1;
+            if *c == 0 {
+                self.kinds.remove(&t.kind);
+            }
+        }
     }
 
     /// A task went back to the queue's back as it was (no new bounds).
@@ -152,12 +177,106 @@ impl Queue {
             self.est_sum += u128::from(t.cost_ns);
             self.est_n += 1;
         }
+        *self.kinds.entry(t.kind).or_insert(0) += 1;
         self.tasks.push_back(t);
     }
 
-    /// Cost-aware sharing applies: the mean estimate of the tasks that have one.
+    /// Queued tasks with a variant on a resource of kinds `set`.
+    pub(crate) fn count_of(&self, set: &KindSet) -> usize {
+        match set {
+            None => self.tasks.len(),
+            Some(ks) => ks
+                .iter()
+                .map(|k| self.kinds.get(k).copied().unwrap_or(0) as usize)
+                .sum(),
+        }
+    }
+
+    /// Queued tasks of kinds in `set` that this rank's own resources can run.
+    fn runnable_here(&self, set: &KindSet) -> usize {
+        if self.local.is_none() {
+            return self.count_of(set);
+        }
+        self.kinds
+            .iter()
+            .filter(|(k, _)| runs(set, **k) && runs(&self.local, **k))
+            .map(|(_, &n)| n as usize)
+            .sum()
+    }
+
+    /// Whether a queued task has a variant on a resource of kinds `set`.
+    pub(crate) fn holds_any(&self, set: &KindSet) -> bool {
+        self.count_of(set) > 0
+    }
+
+    /// Whether a task of a kind in `set` was queued here this epoch.
+    pub(crate) fn has_seen(&self, set: &KindSet) -> bool {
+        match set {
+            None => !self.seen.is_empty(),
+            Some(ks) => ks.iter().any(|k| self.seen.binary_search(k).is_ok()),
+        }
+    }
+
+    /// Up to `max` tasks of kinds in `set` from the front (the others stay in order).
+    pub(crate) fn take_front_of(&mut self, max: usize, set: &KindSet) -> Vec<Task> {
+        if set.is_none() {
+            return self.take_front(max);
+        }
+        let mut out = Vec::new();
+        let mut i = 0;
+        while out.len() < max && i < self.tasks.len() && self.holds_any(set) {
+            if runs(set, self.tasks[i].kind) {
+                let t = self.tasks.remove(i).expect("in range");
+                self.forget(&t);
+                out.push(t);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// A share for a thief asking for work of kinds `set` (a typed request): half of the
+    /// queued tasks of those kinds, rounded up, from the back, within `min_private` (none
+    /// kept with `demand`: an idle thief, or work the owner cannot run) and the shared
+    /// capacity, less what the mapper keeps here.
+    pub(crate) fn take_share_of(
+        &mut self,
+        set: &KindSet,
+        cfg: &Config,
+        demand: bool,
+        thief: Option<Rank>,
+    ) -> Vec<Task> {
+        let c = self.count_of(set);
+        let private = if demand {
+            0
+        } else {
+            (cfg.min_private as usize).min(self.runnable_here(set))
+        };
+        let k = (c - c / 2)
+            .min(self.tasks.len().saturating_sub(private))
+            .min(cfg.shared_capacity as usize);
+        let mut offered = Vec::with_capacity(k);
+        let mut i = self.tasks.len();
+        while offered.len() < k && i > 0 {
+            i -= 1;
+            if runs(set, self.tasks[i].kind) {
+                let t = self.tasks.remove(i).expect("in range");
+                self.forget(&t);
+                offered.push(t);
+            }
+        }
+        offered.reverse();
+        self.permitted(offered, thief)
+    }
+
+    /// Cost-aware sharing applies: the mean estimate of the tasks that have one. Not
+    /// while the queue holds tasks this rank cannot run: those go by count, all of them
+    /// shareable (whatever they cost, they cannot be finished here).
     fn mean_estimate(&self, cfg: &Config) -> Option<f64> {
-        (cfg.cost_aware && self.est_n > 0).then(|| self.est_sum as f64 / self.est_n as f64)
+        let foreign = self.local.is_some() && self.runnable_here(&None) < self.tasks.len();
+        (cfg.cost_aware && self.est_n > 0 && !foreign)
+            .then(|| self.est_sum as f64 / self.est_n as f64)
     }
 
     /// The queue's estimated work, ns (tasks without an estimate at `mean`).
@@ -208,6 +327,10 @@ impl Queue {
         let infos: Vec<TaskInfo> = offered.iter().map(info).collect();
         let mut permit = vec![true; offered.len()];
         self.mapper.permit_steal(thief, &infos, &mut permit);
+        // What this rank cannot run goes whatever the mapper says (it would stay forever).
+        for (p, t) in permit.iter_mut().zip(&offered) {
+            *p |= !runs(&self.local, t.kind);
+        }
         if permit.iter().all(|&p| p) {
             return offered;
         }
@@ -313,7 +436,9 @@ impl Queue {
         } else {
             q / 2
         };
-        let private = cfg.min_private.saturating_sub(u32::from(demand)) as usize;
+        // Tasks this rank cannot run itself are never private.
+        let private = (cfg.min_private.saturating_sub(u32::from(demand)) as usize)
+            .min(self.runnable_here(&None));
         let k = (q - keep)
             .min(q.saturating_sub(private))
             .min(cfg.shared_capacity as usize);

@@ -14,10 +14,48 @@
 //! table order (the baselines). The table is plain data: the runtime's workers and the simulator's worker
 //! model drive the same [`Resources`] (submit on dispatch, complete on completion).
 //!
-//! Later (per-type work requests and debt, issue #16 items 3–4) a thief will ask for work
-//! its resources can run: [`Resources::kinds`] is what it will advertise.
+//! Per-type work requests (issue #16 items 3–4): the job's *resource types* are kind sets
+//! ([`KindSet`], `Config::resource_types`, the same on every rank; [`type_table`] derives
+//! them from the ranks' resources). A rank tells its node which types it has and which
+//! have an idle instance; a type whose idle instances find no queued task they can run is
+//! *short*, and under `request` its thief asks victims for work of that type only.
 
 use std::fmt;
+
+/// The kinds a resource type has a variant for (None: every kind).
+pub type KindSet = Option<Vec<u16>>;
+
+/// Whether a resource of kinds `set` runs `kind`.
+pub fn runs(set: &KindSet, kind: u16) -> bool {
+    set.as_ref().is_none_or(|k| k.contains(&kind))
+}
+
+/// Most resource types a job may declare (a rank's types are a 64-bit mask).
+pub const TYPES_MAX: usize = 64;
+
+/// The job's resource types from every rank's resources (CPU workers first): each
+/// distinct kind set once, in order of first appearance, so every rank that computes it
+/// from the same description agrees. Errors beyond [`TYPES_MAX`] types.
+pub fn type_table<'a>(
+    ranks: impl IntoIterator<Item = &'a [ResourceSpec]>,
+) -> Result<Vec<KindSet>, ResourceError> {
+    let mut out: Vec<KindSet> = Vec::new();
+    for specs in ranks {
+        for s in specs {
+            let set = s.kind_set();
+            if !out.contains(&set) {
+                out.push(set);
+            }
+        }
+    }
+    if out.len() > TYPES_MAX {
+        return Err(ResourceError(format!(
+            "{} resource types (distinct kind sets); at most {TYPES_MAX}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
 
 /// Which capable resource a ready task goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,6 +138,19 @@ impl ResourceSpec {
             name: "cpu".into(),
             capacity: workers,
             variants: Variants::All(1.0),
+        }
+    }
+
+    /// The kinds it has a variant for, sorted (None: every kind): its resource type.
+    pub fn kind_set(&self) -> KindSet {
+        match &self.variants {
+            Variants::All(_) => None,
+            Variants::Kinds(k) => {
+                let mut v: Vec<u16> = k.iter().map(|(x, _)| *x).collect();
+                v.sort_unstable();
+                v.dedup();
+                Some(v)
+            }
         }
     }
 
@@ -198,6 +249,24 @@ impl Resources {
     /// Whether resource `id` has room for another submission.
     pub fn has_room(&self, id: usize) -> bool {
         self.unfinished[id] < self.specs[id].capacity
+    }
+
+    /// The kinds the resources with room run together (None: every kind; an empty set
+    /// when none has room).
+    pub fn room_kinds(&self) -> KindSet {
+        let mut out: Vec<u16> = Vec::new();
+        for (i, s) in self.specs.iter().enumerate() {
+            if !self.has_room(i) {
+                continue;
+            }
+            match s.kind_set() {
+                None => return None,
+                Some(k) => out.extend(k),
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
     }
 
     /// Whether any resource has room.

@@ -380,7 +380,7 @@ impl ShareState {
                 what: "a forwarded steal request from a rank that is not the master".into(),
             });
         }
-        Ok(Some((thief, stale, seq, false)))
+        Ok(Some((thief, stale, seq, false, 0)))
     }
 }
 

@@ -247,6 +247,7 @@ fn draw_and_run(
         advertise: true,
         cost_aware: true,
         move_cost: Duration::from_micros(20),
+        resource_types: Vec::new(),
     };
     core.forward_delay = core.flush_delay;
     let tasks = draw_tasks(&mut rng, ranks, 0);
@@ -403,6 +404,64 @@ fn draw_and_run(
         overlay.draw = ShortcutDraw::Paired;
         what += ", paired shortcuts";
     }
+    // A quarter of the jobs run on mixed resources (drawn last, like the paired draw):
+    // tasks of kinds 0–2, accelerators for some kinds on some ranks, CPUs that run only
+    // some kinds (none, on some ranks) — rank 0's run every kind, so every task has a
+    // runner — and per-type requests where the protocol serves them.
+    let mut resources = crate::SimResources::default();
+    // CPUs that cannot run some kinds need per-type requests (`request`: under `claim`
+    // and `lock` such tasks pass from thief to thief at random) and a rank that can run
+    // them among the holder's in-neighbours (a sparse overlay may have none; work sharing
+    // brokers inside a group): drawn only for stealing by request over the complete graph.
+    let complete = titus_overlay::Overlay::new(overlay.clone()).is_ok_and(|o| o.is_complete());
+    let all_cpus = core.sharing.is_some() || !complete || core.protocol != Protocol::Request;
+    if rng.chance(0.25) {
+        for (i, t) in tasks
+            .iter_mut()
+            .chain(later_epochs.iter_mut().flatten())
+            .flatten()
+            .enumerate()
+        {
+            t.kind = ((i as u64 ^ seed) % 3) as u16;
+        }
+        let sets: [Option<Vec<u16>>; 5] = [
+            None,
+            Some(vec![0]),
+            Some(vec![1, 2]),
+            Some(vec![2]),
+            Some(vec![]),
+        ];
+        resources.cpu_kinds = (0..ranks)
+            .map(|r| {
+                if r == 0 || all_cpus {
+                    None
+                } else {
+                    sets[rng.below(5) as usize].clone()
+                }
+            })
+            .collect();
+        resources.per_rank = (0..ranks)
+            .map(|_| {
+                (0..rng.below(3))
+                    .map(|a| titus_core::resources::ResourceSpec {
+                        name: format!("accel{a}"),
+                        capacity: 1 + rng.below(3) as u32,
+                        variants: match rng.below(3) {
+                            0 => titus_core::resources::Variants::All(0.5 + rng.unit() * 8.0),
+                            1 => titus_core::resources::Variants::Kinds(vec![(1, 4.0)]),
+                            _ => titus_core::resources::Variants::Kinds(vec![(0, 2.0), (2, 8.0)]),
+                        },
+                    })
+                    .collect()
+            })
+            .collect();
+        resources.dispatch = [
+            titus_core::resources::Dispatch::LeastLoaded,
+            titus_core::resources::Dispatch::RoundRobin,
+            titus_core::resources::Dispatch::Fixed,
+        ][rng.below(3) as usize];
+        what += &format!(", mixed resources ({})", resources.dispatch.name());
+    }
     let job = Job {
         core,
         overlay,
@@ -416,7 +475,7 @@ fn draw_and_run(
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,
-        resources: Default::default(),
+        resources,
         mapper: policy
             .is_some()
             .then_some(&make_mapper as &crate::MapperFactory),

@@ -43,10 +43,12 @@ pub use model::Model;
 use queue::EventQueue;
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
-use titus_core::resources::{Dispatch, ResourceCounts, ResourceSpec, Resources, Variants};
+use titus_core::resources::{
+    Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_table,
+};
 use titus_core::{Config, CostHistory, Memory, Node, Op, Prediction, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
@@ -128,6 +130,12 @@ pub struct SimResources {
     /// (rank, resource, n): that resource of that rank fails its n-th submission (counted
     /// from 1, over the whole run), as a failing launch or test callback would.
     pub fail: Option<(u32, usize, u64)>,
+    /// Each rank's CPU workers' kinds (empty, or shorter than the job: every kind; None:
+    /// every kind), e.g. a rank whose CPUs cannot run an accelerator-only kind. Its tasks
+    /// of other kinds wait in its queue for ranks that can run them.
+    pub cpu_kinds: Vec<KindSet>,
+    /// Keep each resource rank's dispatches ([`RankOutcome::dispatches`]).
+    pub log_dispatches: bool,
 }
 
 /// Makes rank r's mapper.
@@ -199,6 +207,12 @@ pub struct RankOutcome {
     pub resources: Vec<ResourceCounts>,
     /// Time its resources other than the CPU workers spent on tasks, ns.
     pub accel_busy_ns: u64,
+    /// Time each of its resources (0: the CPU workers) spent on each owner's tasks, ns:
+    /// (resource, owner) → ns (empty for a rank without resources beside its workers).
+    pub busy_by_owner: BTreeMap<(usize, u32), u64>,
+    /// With [`SimResources::log_dispatches`]: each task it dispatched, in order:
+    /// (when, ns from the epoch's start; resource; owner; cost there, ns).
+    pub dispatches: Vec<(u64, usize, u32, u64)>,
 }
 
 /// What a simulated run produced.
@@ -341,9 +355,15 @@ struct Sim<'a> {
     res: Vec<Option<Resources>>,
     /// Per rank: time its other resources spent on tasks this epoch, ns.
     accel_busy: Vec<u64>,
+    busy_by_owner: Vec<BTreeMap<(usize, u32), u64>>,
+    dispatches: Vec<Vec<(u64, usize, u32, u64)>>,
     /// Per rank: a task taken while none of its capable resources had room (it goes first
     /// when one has).
     held: Vec<Option<titus_core::Task>>,
+    /// Per rank: the resource types it has (bits of `Config::resource_types`; 0 where the
+    /// job has none), and each resource's type bit.
+    types_mine: Vec<u64>,
+    types_of: Vec<Vec<u64>>,
     /// Submissions to the failing resource so far.
     fail_count: u64,
     /// Every factor a task's cost may be scaled by where it runs (slow ranks, speeds).
@@ -428,11 +448,29 @@ impl<'a> Sim<'a> {
 
     /// The state of the first rank not done, for a failed run's message.
     fn stuck(&self) -> String {
-        self.end
+        let first = self
+            .end
             .iter()
             .position(Option::is_none)
             .map(|r| self.nodes[r].debug_summary())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        // Where the work waits: ranks with queued tasks, and their resources' state.
+        let holding: Vec<String> = (0..self.nodes.len())
+            .filter(|&r| self.nodes[r].queued() > 0)
+            .take(8)
+            .map(|r| {
+                let room = self.res[r].as_ref().map_or(String::new(), |t| {
+                    format!(", room for kinds {:?}", t.room_kinds())
+                });
+                format!(
+                    "rank {r}: {} queued, {} idle workers{room} [{}]",
+                    self.nodes[r].queued(),
+                    self.idle[r],
+                    self.nodes[r].debug_summary()
+                )
+            })
+            .collect();
+        format!("{first}; holding work: [{}]", holding.join("; "))
     }
 
     /// Makes rank `node`'s marker stand for its earliest waiting event at time `t`.
@@ -642,7 +680,10 @@ impl<'a> Sim<'a> {
             let task = match self.held[i].take() {
                 Some(t) => t,
                 None => {
-                    let got = self.nodes[i].take_tasks(Time(now), 1, &self.mems[i]);
+                    // A task some resource with room can run; the others stay queued (for
+                    // thieves that can run them).
+                    let set = self.res[i].as_ref().and_then(Resources::room_kinds);
+                    let got = self.nodes[i].take_tasks_for(Time(now), 1, &set, &self.mems[i]);
                     let Some(task) = got.into_iter().next() else {
                         break;
                     };
@@ -707,6 +748,13 @@ impl<'a> Sim<'a> {
             } else {
                 self.accel_busy[i] += cost;
             }
+            if self.res[i].is_some() {
+                *self.busy_by_owner[i].entry((res, task.owner)).or_insert(0) += cost;
+                if self.job.resources.log_dispatches {
+                    let t0 = self.start[i].unwrap_or(now);
+                    self.dispatches[i].push((now.saturating_sub(t0), res, task.owner, cost));
+                }
+            }
             self.at(
                 now + cost,
                 Ev::TaskDone {
@@ -719,6 +767,18 @@ impl<'a> Sim<'a> {
                     res,
                 },
             );
+        }
+        if self.types_mine[i] != 0 {
+            // Which of its types have an idle instance: the node asks for their work when
+            // its queue holds none they can run.
+            let idle = match &self.res[i] {
+                None if self.idle[i] > 0 => self.types_mine[i],
+                None => 0,
+                Some(t) => (0..t.specs().len())
+                    .filter(|&r| t.has_room(r))
+                    .fold(0, |a, r| a | self.types_of[i][r]),
+            };
+            self.nodes[i].set_resource_types(Time(now), self.types_mine[i], idle, &self.mems[i]);
         }
         let issue_at = now + self.job.model.event_ns as u64;
         while let Some(c) = self.nodes[i].poll_command() {
@@ -1014,6 +1074,8 @@ impl Sim<'_> {
                     .map(Resources::counts)
                     .unwrap_or_default(),
                 accel_busy_ns: self.accel_busy[r],
+                busy_by_owner: std::mem::take(&mut self.busy_by_owner[r]),
+                dispatches: std::mem::take(&mut self.dispatches[r]),
             });
             if let Some(t) = &mut self.res[r] {
                 t.reset_counts();
@@ -1064,6 +1126,8 @@ impl Sim<'_> {
         self.end.iter_mut().for_each(|e| *e = None);
         self.busy.iter_mut().for_each(|b| *b = 0);
         self.accel_busy.iter_mut().for_each(|b| *b = 0);
+        self.busy_by_owner.iter_mut().for_each(BTreeMap::clear);
+        self.dispatches.iter_mut().for_each(Vec::clear);
         // Timers of the last epoch are void (the nodes arm new ones).
         self.timer_at.iter_mut().for_each(|t| *t = None);
     }
@@ -1143,11 +1207,70 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     if job.workers == 0 {
         return Err(Violation("a rank needs at least one worker".into()));
     }
+    let n = ranks as usize;
+    let mut res = vec![None; n];
+    let mut factors: Vec<f64> = job.faults.slow.iter().map(|&(_, f)| f).collect();
+    let described = &job.resources.per_rank;
+    let cpu_kinds = &job.resources.cpu_kinds;
+    if described.len() > n || cpu_kinds.len() > n {
+        return Err(Violation(format!(
+            "resources described for {} ranks in a job of {n}",
+            described.len().max(cpu_kinds.len())
+        )));
+    }
+    // Each rank's resources: a table where it has accelerators or CPUs that do not run
+    // every kind.
+    let mut specs_of: Vec<Vec<ResourceSpec>> = Vec::with_capacity(n);
+    for (r, slot) in res.iter_mut().enumerate() {
+        let mut cpu = ResourceSpec::cpu(job.workers as u32);
+        if let Some(Some(kinds)) = cpu_kinds.get(r) {
+            cpu.variants = Variants::Kinds(kinds.iter().map(|&k| (k, 1.0)).collect());
+        }
+        let accels = described.get(r).map_or(&[][..], Vec::as_slice);
+        let mut specs = vec![cpu];
+        specs.extend(accels.iter().cloned());
+        for s in accels {
+            match &s.variants {
+                Variants::All(v) => factors.push(1.0 / v),
+                Variants::Kinds(k) => factors.extend(k.iter().map(|(_, v)| 1.0 / v)),
+            }
+        }
+        if specs.len() > 1 || specs[0].variants != Variants::All(1.0) {
+            *slot = Some(
+                Resources::new(specs.clone(), job.resources.dispatch)
+                    .map_err(|e| Violation(format!("rank {r}: {e}")))?,
+            );
+        }
+        specs_of.push(specs);
+    }
+    // Per-type requests where the ranks' resources run different kind sets (one set for
+    // all: a short type is an empty queue, as without types).
+    let mut core = job.core.clone();
+    let mut types_mine = vec![0u64; n];
+    let mut types_of: Vec<Vec<u64>> = vec![Vec::new(); n];
+    if res.iter().any(Option::is_some) {
+        let table = type_table(specs_of.iter().map(Vec::as_slice)).map_err(|e| Violation(e.0))?;
+        if table.len() > 1 && core.resource_types.is_empty() {
+            core.resource_types = table;
+        }
+        for (r, specs) in specs_of.iter().enumerate() {
+            types_of[r] = specs
+                .iter()
+                .map(|s| {
+                    core.resource_types
+                        .iter()
+                        .position(|t| *t == s.kind_set())
+                        .map_or(0, |t| 1u64 << t)
+                })
+                .collect();
+            types_mine[r] = types_of[r].iter().fold(0, |a, b| a | b);
+        }
+    }
     let overlay = Overlay::new(job.overlay.clone()).map_err(|e| Violation(e.to_string()))?;
     let mut nodes = Vec::with_capacity(ranks as usize);
     let mut mems = Vec::with_capacity(ranks as usize);
     for r in 0..ranks {
-        let mut n = Node::new(job.core.clone(), overlay.clone(), r)
+        let mut n = Node::new(core.clone(), overlay.clone(), r)
             .map_err(|e| Violation(format!("rank {r}: {e}")))?;
         if let Some(make) = job.mapper {
             n.set_mapper(make(r));
@@ -1157,38 +1280,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         nodes.push(n);
         mems.push(m);
     }
-    let n = ranks as usize;
     let mut slow = vec![1.0; n];
     for &(r, f) in &job.faults.slow {
         if let Some(s) = slow.get_mut(r as usize) {
             *s = f;
         }
-    }
-    let mut res = vec![None; n];
-    let mut factors: Vec<f64> = job.faults.slow.iter().map(|&(_, f)| f).collect();
-    let described = &job.resources.per_rank;
-    if described.len() > n {
-        return Err(Violation(format!(
-            "resources described for {} ranks in a job of {n}",
-            described.len()
-        )));
-    }
-    for (r, accels) in described.iter().enumerate() {
-        if accels.is_empty() {
-            continue;
-        }
-        let mut specs = vec![ResourceSpec::cpu(job.workers as u32)];
-        specs.extend(accels.iter().cloned());
-        for s in accels {
-            match &s.variants {
-                Variants::All(v) => factors.push(1.0 / v),
-                Variants::Kinds(k) => factors.extend(k.iter().map(|(_, v)| 1.0 / v)),
-            }
-        }
-        res[r] = Some(
-            Resources::new(specs, job.resources.dispatch)
-                .map_err(|e| Violation(format!("rank {r}: {e}")))?,
-        );
     }
     let mut sim = Sim {
         job,
@@ -1232,7 +1328,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         string: None,
         res,
         accel_busy: vec![0; n],
+        busy_by_owner: vec![BTreeMap::new(); n],
+        dispatches: vec![Vec::new(); n],
         held: vec![None; n],
+        types_mine,
+        types_of,
         fail_count: 0,
         factors,
     };

@@ -4,7 +4,7 @@
 //! policy; a failing resource fails the run naming it; bad resources are refused.
 
 use titus_core::resources::{Dispatch, ResourceSpec, Variants, parse_description};
-use titus_core::{Balancing, Config};
+use titus_core::{Balancing, Config, Protocol};
 use titus_overlay::OverlayParams;
 use titus_sim::{Faults, Job, Model, Outcome, SimResources, SimTask, Violation, simulate};
 
@@ -71,7 +71,7 @@ fn mixed(dispatch: Dispatch) -> SimResources {
     SimResources {
         per_rank,
         dispatch,
-        fail: None,
+        ..SimResources::default()
     }
 }
 
@@ -153,4 +153,88 @@ fn bad_resources_are_refused() {
         ..SimResources::default()
     };
     assert!(run(res, 1).unwrap_err().0.contains("33 ranks"));
+}
+
+/// Seed 003's example (BOINC's work fetch with GPUs): owner A has only accelerator tasks,
+/// owner B CPU tasks and accelerator tasks, equal shares, the accelerator twice a CPU →
+/// the thief's CPU works 100% for B, its accelerator 75% for A and 25% for B (equal
+/// processing for both). Rank 0 is the thief (one CPU worker for kind 0, an accelerator
+/// 2× for kinds 1 and 2); ranks 1 (A: kind 1) and 2 (B: kinds 0 and 2) hold the work and
+/// run none of it. The shares are taken over the first 40% of the run, while both owners
+/// still hold work of every kind under any schedule; a fair one empties both at once.
+#[test]
+fn seed_003_shares_the_accelerator_by_debt() {
+    let task = |owner: u64, i: u64, kind: u16| SimTask {
+        key: i,
+        kind,
+        cost_ns: 1_000_000,
+        payload: (owner << 32 | i).to_le_bytes().to_vec(),
+        hint_ns: 1_000_000,
+        priority: 0,
+    };
+    let a: Vec<SimTask> = (0..3000).map(|i| task(1, i, 1)).collect();
+    let b: Vec<SimTask> = (0..3000)
+        .map(|i| task(2, i, if i % 3 == 2 { 2 } else { 0 }))
+        .collect();
+    let mut core = Config {
+        protocol: Protocol::Request,
+        // Small batches: the shares are decided steal by steal.
+        shared_capacity: 2,
+        ..Config::default()
+    };
+    let mut overlay = OverlayParams {
+        ranks: 3,
+        ..OverlayParams::default()
+    };
+    Balancing::Smallworld
+        .apply(&mut core, &mut overlay, 3, None)
+        .unwrap();
+    let mut per_rank = vec![Vec::new(); 3];
+    per_rank[0].push(ResourceSpec {
+        name: "gpu".into(),
+        capacity: 1,
+        variants: Variants::Kinds(vec![(1, 2.0), (2, 2.0)]),
+    });
+    let resources = SimResources {
+        per_rank,
+        cpu_kinds: vec![Some(vec![0]), Some(vec![]), Some(vec![])],
+        log_dispatches: true,
+        ..SimResources::default()
+    };
+    let job = Job {
+        resources,
+        ..Job::new(
+            core,
+            overlay,
+            Model::preset("ib-hdr").unwrap(),
+            vec![Vec::new(), a, b],
+        )
+    };
+    let out = simulate(&job).unwrap();
+    let log = &out.ranks[0].dispatches;
+    assert_eq!(log.len(), 6000, "the thief ran every task");
+    let cut = out.end_ns * 2 / 5;
+    let busy = |res: usize, owner: u32| -> f64 {
+        log.iter()
+            .filter(|d| d.0 < cut && d.1 == res && d.2 == owner)
+            .map(|d| d.3 as f64)
+            .sum()
+    };
+    let cpu_b = busy(0, 2) / (busy(0, 1) + busy(0, 2));
+    let gpu_a = busy(1, 1) / (busy(1, 1) + busy(1, 2));
+    eprintln!(
+        "end {:.3} s; first 40%: CPU {:.1}% for B, accelerator {:.1}% for A",
+        out.end_ns as f64 / 1e9,
+        100.0 * cpu_b,
+        100.0 * gpu_a
+    );
+    assert!(cpu_b > 0.999, "CPU for B: {cpu_b}");
+    assert!((gpu_a - 0.75).abs() <= 0.03, "accelerator for A: {gpu_a}");
+    // Equal processing: both owners' work ran out together, at the fair schedule's end
+    // (3,000 ms of CPU work each, at 3 CPU-equivalents a second).
+    assert!(
+        (1.9e9..2.2e9).contains(&(out.end_ns as f64)),
+        "ended at {} ns",
+        out.end_ns
+    );
 }

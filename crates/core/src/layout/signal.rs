@@ -9,8 +9,8 @@
 //! | RESET    | (none)                                             | results: inbox reset        |
 //! | UP       | (none)                                             | termination                 |
 //! | DONE     | (none)                                             | termination                 |
-//! | REQUEST  | epoch 20, hungry 1, (11 zero bits), sequence 28    | `request` thief             |
-//! | REPLY    | tasks 20, (12 zero bits), sequence 28              | `request` victim            |
+//! | REQUEST  | epoch 20, hungry 1, resource type 11, sequence 28  | `request` thief             |
+//! | REPLY    | tasks 20, unsupported 1, (11 zero bits), sequence 28 | `request` victim          |
 //! | ABORT    | (12 zero bits), origin rank 32, error code 16      | a failed rank, then floods  |
 //! | LOAD     | epoch tag 8, report number 20, queue length 32     | work-sharing member         |
 //! | FORWARD  | thief rank 24, epoch tag 8, sequence 28            | work-sharing master         |
@@ -95,8 +95,11 @@ pub const SEQ_MASK: u64 = mask(SEQ_BITS);
 pub const EPOCH_BITS: u32 = 20;
 /// Where a REQUEST's epoch and a REPLY's task count start.
 const HIGH_SHIFT: u32 = 40;
-/// A REQUEST's hungry flag.
+/// A REQUEST's hungry flag; a REPLY's "type not supported here".
 const HUNGRY_BIT: u32 = 39;
+/// Bits of a REQUEST's resource type (0: any work; t + 1: work for type t of
+/// `Config::resource_types`), right above the sequence number.
+pub const TYPE_BITS: u32 = 11;
 /// Bits of an ADVERT's hop count.
 pub const HOPS_BITS: u32 = 8;
 /// Bits of an ADVERT's task count (its hops take the 8 above).
@@ -137,6 +140,8 @@ pub enum Signal {
         seq: u64,
         /// The sender's workers have nothing to run (advertisement's demand).
         hungry: bool,
+        /// 0: any work; t + 1: only tasks with a variant on resource type t (11 bits).
+        rtype: u16,
     },
     /// `request`: the answer; the tasks are in the thief's staging area.
     Reply {
@@ -144,6 +149,10 @@ pub enum Signal {
         tasks: u64,
         /// The answered attempt's sequence number (28 bits).
         seq: u64,
+        /// A typed request: none of this rank's tasks this epoch has a variant on the
+        /// type (the thief stops asking it for that type); with `tasks` 0 and this unset,
+        /// no such work now.
+        unsupported: bool,
     },
     /// The epoch failed.
     Abort {
@@ -241,13 +250,25 @@ impl Signal {
                 u64::from(generation) << OVERFLOW_OFFSET_BITS | offset & mask(OVERFLOW_OFFSET_BITS)
             }
             Self::Reset | Self::Up | Self::Done | Self::Refill => 0,
-            Self::Request { epoch, seq, hungry } => {
+            Self::Request {
+                epoch,
+                seq,
+                hungry,
+                rtype,
+            } => {
                 (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
                     | u64::from(hungry) << HUNGRY_BIT
+                    | (u64::from(rtype) & mask(TYPE_BITS)) << SEQ_BITS
                     | seq & mask(SEQ_BITS)
             }
-            Self::Reply { tasks, seq } => {
-                (tasks & mask(EPOCH_BITS)) << HIGH_SHIFT | seq & mask(SEQ_BITS)
+            Self::Reply {
+                tasks,
+                seq,
+                unsupported,
+            } => {
+                (tasks & mask(EPOCH_BITS)) << HIGH_SHIFT
+                    | u64::from(unsupported) << HUNGRY_BIT
+                    | seq & mask(SEQ_BITS)
             }
             Self::Abort { origin, code } => u64::from(origin) << 16 | u64::from(code),
             Self::Load { tag, report, load } => {
@@ -290,10 +311,12 @@ impl Signal {
                 epoch: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
                 hungry: p >> HUNGRY_BIT & 1 == 1,
+                rtype: (p >> SEQ_BITS & mask(TYPE_BITS)) as u16,
             },
             REPLY => Self::Reply {
                 tasks: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
+                unsupported: p >> HUNGRY_BIT & 1 == 1,
             },
             ABORT => Self::Abort {
                 origin: (p >> 16) as Rank,
@@ -357,9 +380,25 @@ mod tests {
             Just(Signal::Reset),
             Just(Signal::Up),
             Just(Signal::Done),
-            (high.clone(), seq.clone(), any::<bool>())
-                .prop_map(|(epoch, seq, hungry)| Signal::Request { epoch, seq, hungry }),
-            (high, seq.clone()).prop_map(|(tasks, seq)| Signal::Reply { tasks, seq }),
+            (
+                high.clone(),
+                seq.clone(),
+                any::<bool>(),
+                0..=mask(TYPE_BITS) as u16
+            )
+                .prop_map(|(epoch, seq, hungry, rtype)| Signal::Request {
+                    epoch,
+                    seq,
+                    hungry,
+                    rtype
+                }),
+            (high, seq.clone(), any::<bool>()).prop_map(|(tasks, seq, unsupported)| {
+                Signal::Reply {
+                    tasks,
+                    seq,
+                    unsupported,
+                }
+            }),
             (any::<Rank>(), any::<u16>()).prop_map(|(origin, code)| Signal::Abort { origin, code }),
             (any::<u8>(), 0..=mask(REPORT_BITS), 0..=mask(32))
                 .prop_map(|(tag, report, load)| Signal::Load { tag, report, load }),
@@ -427,10 +466,30 @@ mod tests {
             Signal::Request {
                 epoch: 3,
                 seq: 9,
-                hungry: true
+                hungry: true,
+                rtype: 0,
             }
             .pack(),
             6 << 60 | 3 << 40 | 1 << 39 | 9
+        );
+        assert_eq!(
+            Signal::Request {
+                epoch: 3,
+                seq: 9,
+                hungry: false,
+                rtype: 2,
+            }
+            .pack(),
+            6 << 60 | 3 << 40 | 2 << 28 | 9
+        );
+        assert_eq!(
+            Signal::Reply {
+                tasks: 0,
+                seq: 9,
+                unsupported: true,
+            }
+            .pack(),
+            7 << 60 | 1 << 39 | 9
         );
         assert_eq!(
             Signal::Forward {
@@ -478,8 +537,8 @@ mod tests {
         );
         let e = Signal::unpack(pack(UP, 1), 7).unwrap_err();
         assert!(e.to_string().contains("UP signal"), "{e}");
-        let e = Signal::unpack(pack(REQUEST, 1 << 30), 2).unwrap_err();
-        assert!(e.to_string().contains("REQUEST signal"), "{e}");
+        let e = Signal::unpack(pack(REPLY, 1 << 30), 2).unwrap_err();
+        assert!(e.to_string().contains("REPLY signal"), "{e}");
         let e = Signal::unpack(pack(ABORT, 1 << 50), 2).unwrap_err();
         assert!(e.to_string().contains("outside its fields"), "{e}");
         assert!(Signal::unpack(15 << 60, 2).is_err());

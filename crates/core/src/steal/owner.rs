@@ -42,8 +42,9 @@ use crate::queue::Queue;
 use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, Time};
 use std::collections::VecDeque;
 
-/// A request to answer: (thief, stale, sequence number, the thief is hungry).
-pub(crate) type Request = (Rank, bool, u64, bool);
+/// A request to answer: (thief, stale, sequence number, the thief is hungry, resource
+/// type + 1 or 0 for any work).
+pub(crate) type Request = (Rank, bool, u64, bool, u16);
 
 /// What the owner does with its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -561,25 +562,51 @@ impl Owner {
         if self.serving {
             return;
         }
-        let Some((thief, stale, seq, hungry)) = self.requests.pop_front() else {
+        let Some((thief, stale, seq, hungry, rtype)) = self.requests.pop_front() else {
             return;
         };
         // One answered: one more waiter may be told of what is left.
         self.told = self.told.saturating_sub(1);
         let demand = (hungry && super::thief::advertised(&cx.cfg)) || self.demand();
-        let k = if stale || closed {
-            0
+        let mut unsupported = false;
+        let tasks = if rtype > 0 {
+            // A typed request: only tasks with a variant on the type; a type none of this
+            // epoch's tasks here has (or one this job does not declare) is unsupported.
+            match cx.cfg.resource_types.get(usize::from(rtype) - 1) {
+                _ if stale || closed => Vec::new(),
+                Some(set) => {
+                    let set = set.clone();
+                    // Work this rank cannot run itself keeps nothing private.
+                    let mine = match (&set, &queue.local) {
+                        (Some(ks), Some(local)) => ks.iter().any(|k| local.contains(k)),
+                        _ => true,
+                    };
+                    let t = queue.take_share_of(&set, &cx.cfg, demand || !mine, Some(thief));
+                    unsupported = t.is_empty() && !queue.has_seen(&set);
+                    t
+                }
+                None => {
+                    unsupported = true;
+                    Vec::new()
+                }
+            }
         } else {
-            queue.shareable(&cx.cfg, demand)
+            let k = if stale || closed {
+                0
+            } else {
+                queue.shareable(&cx.cfg, demand)
+            };
+            let t = queue.take_share(k, &cx.cfg, demand, Some(thief));
+            if k > 0 && t.is_empty() {
+                // The mapper keeps this work here: no advertisement until more arrives.
+                self.refusing = true;
+            }
+            t
         };
-        let tasks = queue.take_share(k, &cx.cfg, demand, Some(thief));
-        if k > 0 && tasks.is_empty() {
-            // The mapper keeps this work here: no advertisement until more arrives.
-            self.refusing = true;
-        }
         let k = tasks.len();
         let bytes = self.area.write_packed(mem, 0, &tasks);
-        if k == 0 && !stale && !closed && super::thief::advertised(&cx.cfg) {
+        // A typed thief keeps its own per-type backoff: it waits for no advertisement.
+        if k == 0 && rtype == 0 && !stale && !closed && super::thief::advertised(&cx.cfg) {
             // The thief blacklists this rank on its empty reply: advertise there later.
             self.add_waiter(thief, hungry);
         }
@@ -598,6 +625,7 @@ impl Owner {
                     Signal::Reply {
                         tasks: k as u64,
                         seq,
+                        unsupported,
                     }
                     .pack(),
                 ),
@@ -642,11 +670,16 @@ mod tests {
         let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
         let mut o = Owner::new(area);
         let mut q = queue(8);
-        o.on_request(&mut cx, (1, false, 5, false), &mut q, &mem, false);
-        o.on_request(&mut cx, (2, true, 6, false), &mut q, &mem, false);
+        o.on_request(&mut cx, (1, false, 5, false, 0), &mut q, &mem, false);
+        o.on_request(&mut cx, (2, true, 6, false, 0), &mut q, &mem, false);
         let c = cx.poll_command().expect("a reply");
         assert!(cx.poll_command().is_none(), "one answer at a time");
-        let reply = Signal::Reply { tasks: 4, seq: 5 }.pack();
+        let reply = Signal::Reply {
+            tasks: 4,
+            seq: 5,
+            unsupported: false,
+        }
+        .pack();
         assert!(
             matches!(&c.op, Op::Write { peer: 1, signal: Some(s), pieces, .. } if *s == reply && pieces.len() == 1),
             "{c:?}"
@@ -660,12 +693,103 @@ mod tests {
         let p = cx.complete(c.token).unwrap();
         o.complete(&mut cx, p, 0, &mut q, &mem, false).unwrap();
         let c = cx.poll_command().expect("the stale request's answer");
-        let empty = Signal::Reply { tasks: 0, seq: 6 }.pack();
+        let empty = Signal::Reply {
+            tasks: 0,
+            seq: 6,
+            unsupported: false,
+        }
+        .pack();
         assert!(
             matches!(&c.op, Op::Write { peer: 2, signal: Some(s), pieces, .. } if *s == empty && pieces.is_empty()),
             "{c:?}"
         );
         assert_eq!(q.len(), 4);
+    }
+
+    /// Per-type requests (issue #16): a typed request gets only tasks of its type's
+    /// kinds; a type none of this epoch's tasks here has is unsupported; one whose tasks
+    /// are gone is "nothing now"; tasks the owner cannot run are not kept private.
+    #[test]
+    fn typed_requests_get_their_kinds_or_hear_unsupported() {
+        let cfg = Config {
+            protocol: Protocol::Request,
+            resource_types: vec![None, Some(vec![1]), Some(vec![7])],
+            ..Config::default()
+        };
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Mem::new([area.bytes(), 64, 64]);
+        let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+        let mut o = Owner::new(area);
+        let mut q = Queue::default();
+        q.start(
+            (0..6)
+                .map(|index| Task {
+                    owner: 0,
+                    index,
+                    kind: (index % 2) as u16,
+                    priority: 0,
+                    cost_ns: 0,
+                    payload: vec![],
+                })
+                .collect(),
+            false,
+        );
+        // This rank's CPUs run kind 0 only: its kind-1 tasks keep nothing private.
+        q.local = Some(vec![0]);
+        let mut answer = |o: &mut Owner, q: &mut Queue, seq: u64, rtype: u16| {
+            o.on_request(&mut cx, (1, false, seq, false, rtype), q, &mem, false);
+            let c = cx.poll_command().expect("an answer");
+            let Op::Write {
+                signal: Some(s), ..
+            } = &c.op
+            else {
+                panic!("{c:?}")
+            };
+            let sig = Signal::unpack(*s, 0).unwrap();
+            let p = cx.complete(c.token).unwrap();
+            o.complete(&mut cx, p, 0, q, &mem, false).unwrap();
+            sig
+        };
+        // Type 1 (kind 1): half of the three, rounded up, then the last one.
+        let r = answer(&mut o, &mut q, 1, 2);
+        assert_eq!(
+            r,
+            Signal::Reply {
+                tasks: 2,
+                seq: 1,
+                unsupported: false
+            }
+        );
+        assert_eq!(q.count_of(&Some(vec![1])), 1);
+        assert_eq!(q.count_of(&Some(vec![0])), 3, "kind 0 untouched");
+        let r = answer(&mut o, &mut q, 2, 2);
+        assert!(matches!(r, Signal::Reply { tasks: 1, .. }), "{r:?}");
+        // Gone now, but it was here: nothing now, supported.
+        let r = answer(&mut o, &mut q, 3, 2);
+        assert_eq!(
+            r,
+            Signal::Reply {
+                tasks: 0,
+                seq: 3,
+                unsupported: false
+            }
+        );
+        // Kind 7 was never here; type 9 is no type of this job.
+        for (seq, rtype) in [(4, 3), (5, 10)] {
+            let r = answer(&mut o, &mut q, seq, rtype);
+            assert_eq!(
+                r,
+                Signal::Reply {
+                    tasks: 0,
+                    seq,
+                    unsupported: true
+                }
+            );
+        }
+        // Any work (type 0): half of the kind-0 tasks, one kept private.
+        let r = answer(&mut o, &mut q, 6, 1);
+        assert!(matches!(r, Signal::Reply { tasks: 2, .. }), "{r:?}");
+        assert_eq!(q.len(), 1);
     }
 
     #[test]

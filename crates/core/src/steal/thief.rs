@@ -35,6 +35,30 @@
 //! outlive their epoch: requests carry the epoch (a victim answers another epoch's request
 //! with nothing) and a sequence number (a thief ignores a reply that is not its attempt's).
 //! Only empty replies can be stale — a reply with tasks keeps its epoch alive.
+//!
+//! # Per-type requests (`Config::resource_types`, issue #16)
+//!
+//! Under `request` (stealing, no work sharing) a rank with resource types asks for work
+//! of a *short* type only — one whose idle instances find nothing runnable in the queue
+//! (the node computes it), accelerators before the CPU (the highest type first, as
+//! BOINC's work fetch asks for its coprocessors first, then the short types in turn) — and
+//! the REQUEST carries the type.
+//! The victim answers with tasks of that type's kinds, nothing, or *unsupported* (no task
+//! of those kinds was ever queued there this epoch). Backoff is kept per (victim, type):
+//! nothing doubles it, unsupported holds the victim off for that type for 16 × the longest
+//! backoff (not for good: work of the type may still reach it), work clears it. Among the victims ready for the type the thief asks the one it
+//! owes most: its *debt* is an equal share of all the work this thief fetched this epoch
+//! less what it fetched from that victim, counted in estimated CPU time — instance-seconds
+//! weighted by speed, since a task's estimate is its cost on a CPU worker wherever it
+//! runs (BOINC's long-term debt summed over resources by speed). A victim that has
+//! supplied nothing yet is owed most. Rows of more than [`DEBT_SCAN_MAX`] targets (the
+//! complete graph at scale) draw a ready victim instead.
+//!
+//! A thief whose queue is dry and whose short types have no ready victim left (each
+//! answered nothing or unsupported) steals any work, as without types: over a sparse
+//! overlay a task may sit on ranks none of whose in-neighbours can run it, and such
+//! relays carry it on until a rank that can run it asks (the victim keeps no task
+//! private that it cannot run itself, and its mapper cannot keep one either).
 
 use super::{TaskArea, tasks_loc};
 use crate::ctx::Ctx;
@@ -55,12 +79,41 @@ pub(crate) fn advertised(cfg: &crate::Config) -> bool {
     cfg.advertise && cfg.sharing.is_none()
 }
 
+/// Per-type requests scan at most this many targets for the most owed one.
+pub(crate) const DEBT_SCAN_MAX: usize = 256;
+
 /// An attempt in progress.
 #[derive(Debug, Clone, Copy)]
 struct Attempt {
     victim: usize,
     started: Time,
     seq: u64,
+    /// A typed request: resource type + 1 (0: any work).
+    rtype: u16,
+}
+
+/// Per-type requests: per type, each target's backoff; the work fetched per victim.
+#[derive(Debug, Default)]
+struct Typed {
+    backoff: Vec<Backoff>,
+    /// Estimated work fetched this epoch per victim, and in all (ns).
+    fetched: crate::fasthash::IntMap<Rank, f64>,
+    total: f64,
+    /// The type asked for last.
+    last: Option<usize>,
+}
+
+impl Typed {
+    /// What this thief owes `victim`: an equal share of the work fetched less its part.
+    fn debt(&self, victim: Rank) -> f64 {
+        let n = self.fetched.len().max(1) as f64;
+        self.total / n - self.fetched.get(&victim).copied().unwrap_or(0.0)
+    }
+}
+
+/// Whether this job's thieves make per-type requests.
+pub(crate) fn typed(cfg: &crate::Config) -> bool {
+    !cfg.resource_types.is_empty() && cfg.protocol == Protocol::Request && cfg.sharing.is_none()
 }
 
 /// Outcome of an attempt: a victim found locked or empty is information for victim
@@ -72,6 +125,8 @@ pub(crate) enum Outcome {
     Got(u64, u64),
     Empty,
     Locked,
+    /// A typed request's victim has no task of the type this epoch.
+    Unsupported,
 }
 
 /// The thief's operations in flight.
@@ -154,6 +209,7 @@ pub(crate) struct Thief {
     /// ns, and how much of it has not arrived.
     push_expected: u64,
     push_left: u64,
+    typed: Typed,
 }
 
 impl Thief {
@@ -169,6 +225,7 @@ impl Thief {
             hungry: false,
             push_expected: 0,
             push_left: 0,
+            typed: Typed::default(),
         }
     }
 
@@ -179,6 +236,10 @@ impl Thief {
         self.last_ok = None;
         self.push_expected = 0;
         self.push_left = 0;
+        self.typed.backoff.iter_mut().for_each(Backoff::reset);
+        self.typed.fetched.clear();
+        self.typed.total = 0.0;
+        self.typed.last = None;
     }
 
     /// Diffusion: `ranks` push tasks here this epoch; leave them alone until `until`,
@@ -273,16 +334,109 @@ impl Thief {
     }
 
     /// Whether it steals now: no attempt running, someone to ask, and fewer than
-    /// `steal_below` tasks queued.
-    fn wants_to_steal(&self, queued: usize, steal_below: u32) -> bool {
-        self.attempt.is_none() && !self.targets.is_empty() && queued < steal_below as usize
+    /// `steal_below` tasks queued or (per-type requests) a resource type short (`short`,
+    /// a mask of types).
+    fn wants_to_steal(&self, queued: usize, short: u64, cfg: &crate::Config) -> bool {
+        // Under `claim` and `lock` (no typed requests) a short type alone would take any
+        // work, to hold what it cannot run: only a dry queue steals there.
+        let want = queued < cfg.steal_below as usize || (typed(cfg) && short != 0);
+        self.attempt.is_none() && !self.targets.is_empty() && want
     }
 
-    pub(crate) fn deadline(&self, queued: usize, steal_below: u32) -> Option<Time> {
-        if !self.wants_to_steal(queued, steal_below) {
+    pub(crate) fn deadline(&self, queued: usize, short: u64, cfg: &crate::Config) -> Option<Time> {
+        if !self.wants_to_steal(queued, short, cfg) {
             return None;
         }
+        if typed(cfg) {
+            if self.typed.backoff.len() < cfg.resource_types.len().min(64) {
+                // No typed attempt yet: every target is ready.
+                return Some(Time(0));
+            }
+            let typed = (0..self.typed.backoff.len())
+                .filter(|t| short >> t & 1 == 1)
+                .filter_map(|t| self.typed.backoff[t].earliest())
+                .min();
+            // A dry queue also relays any work (module doc).
+            let dry = (queued < cfg.steal_below as usize)
+                .then(|| self.backoff.earliest())
+                .flatten();
+            return typed.into_iter().chain(dry).min();
+        }
         self.backoff.earliest()
+    }
+
+    /// A typed request for the first short type with a ready target, to the target owed
+    /// most (module doc). False if no short type has one.
+    fn step_typed<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, short: u64) -> bool {
+        let now = cx.now;
+        let types = cx.cfg.resource_types.len().min(64);
+        while self.typed.backoff.len() < types {
+            self.typed.backoff.push(Backoff::new(&self.targets));
+        }
+        // The highest short type first, then in turn (one type whose victims keep
+        // answering nothing must not starve the others).
+        let start = self.typed.last.map_or(types, |l| l.min(types));
+        let order = (0..start).rev().chain((start..types).rev());
+        for t in order.filter(|t| short >> t & 1 == 1) {
+            let b = &self.typed.backoff[t];
+            let victim = if self.targets.len() <= DEBT_SCAN_MAX {
+                // A victim whose last answer for the type was nothing ranks below any
+                // that gave (BOINC's D(P, R) flag): one that never supplies is owed
+                // most, and must not crowd out one with work.
+                let mut best: Option<((bool, f64), usize)> = None;
+                let mut ties = 0u64;
+                for i in (0..self.targets.len()).filter(|&i| b.is_ready(i, now)) {
+                    let d = (b.failures(i) == 0, self.typed.debt(self.targets.at(i)));
+                    match best {
+                        Some((bd, _)) if d < bd => {}
+                        Some((bd, _)) if d == bd => {
+                            ties += 1;
+                            if self.rng.below(ties) == 0 {
+                                best = Some((d, i));
+                            }
+                        }
+                        _ => {
+                            best = Some((d, i));
+                            ties = 1;
+                        }
+                    }
+                }
+                best.map(|(_, i)| i)
+            } else {
+                b.pick_ready(now, &mut self.rng)
+            };
+            let Some(victim) = victim else { continue };
+            let peer = self.targets.at(victim);
+            self.typed.last = Some(t);
+            self.seq += 1;
+            let rtype = t as u16 + 1;
+            self.attempt = Some(Attempt {
+                victim,
+                started: now,
+                seq: self.seq,
+                rtype,
+            });
+            cx.stats.steal_attempts += 1;
+            cx.issue(
+                Op::Write {
+                    peer,
+                    remote: Loc::new(seg::INBOX, 0),
+                    pieces: Vec::new(),
+                    signal: Some(
+                        Signal::Request {
+                            epoch: cx.epoch & EPOCH_MASK,
+                            seq: self.seq & SEQ_MASK,
+                            hungry: self.hungry,
+                            rtype,
+                        }
+                        .pack(),
+                    ),
+                },
+                Pending::RequestSent { victim },
+            );
+            return true;
+        }
+        false
     }
 
     /// Starts an attempt if the thief wants one and a target is ready. Returns the
@@ -293,9 +447,13 @@ impl Thief {
         &mut self,
         cx: &mut Ctx<P>,
         queued: usize,
+        short: u64,
         mapper: &mut dyn Mapper,
     ) -> Option<u64> {
-        if !self.wants_to_steal(queued, cx.cfg.steal_below) {
+        if !self.wants_to_steal(queued, short, &cx.cfg) {
+            return None;
+        }
+        if typed(&cx.cfg) && (self.step_typed(cx, short) || queued >= cx.cfg.steal_below as usize) {
             return None;
         }
         let now = cx.now;
@@ -319,6 +477,7 @@ impl Thief {
             victim,
             started: now,
             seq,
+            rtype: 0,
         });
         cx.stats.steal_attempts += 1;
         match cx.cfg.protocol {
@@ -360,6 +519,7 @@ impl Thief {
                                 epoch: cx.epoch & EPOCH_MASK,
                                 seq: seq & SEQ_MASK,
                                 hungry: self.hungry,
+                                rtype: 0,
                             }
                             .pack(),
                         ),
@@ -394,10 +554,43 @@ impl Thief {
     ) {
         let now = cx.now;
         let stats = &mut cx.stats;
+        let mut rtype = 0;
         if let Some(a) = self.attempt.take() {
             stats
                 .steal_latency_ns
                 .push(now.since(a.started).as_nanos() as u64);
+            rtype = a.rtype;
+        }
+        if rtype > 0 {
+            // A typed attempt: its own backoff; no favourite, blacklist or WAIT.
+            let b = &mut self.typed.backoff[usize::from(rtype) - 1];
+            match outcome {
+                Outcome::Got(n, bytes) => {
+                    b.success(victim);
+                    stats.steals_ok += 1;
+                    stats.tasks_stolen += n;
+                    stats.bytes_stolen += bytes;
+                    if stats.steal_log.len() < STEAL_LOG_MAX {
+                        stats.steal_log.push(StealEvent {
+                            at_ns: now.since(cx.started).as_nanos() as u64,
+                            victim: from,
+                            tasks: n as u32,
+                        });
+                    }
+                }
+                Outcome::Empty | Outcome::Locked => {
+                    b.empty(victim, now, &cx.cfg);
+                    stats.steals_empty += 1;
+                }
+                Outcome::Unsupported => {
+                    // Not asked for this type again for the longest backoff: work it has
+                    // never held may still reach it (relays), so not for the epoch.
+                    b.empty(victim, now, &cx.cfg);
+                    b.hold(victim, now.plus(cx.cfg.backoff_max * 16), now);
+                    stats.steals_empty += 1;
+                }
+            }
+            return;
         }
         match outcome {
             Outcome::Got(n, bytes) => {
@@ -437,6 +630,10 @@ impl Thief {
             Outcome::Locked => {
                 self.backoff.locked(victim, now, &cx.cfg);
                 stats.steals_locked += 1;
+            }
+            Outcome::Unsupported => {
+                self.backoff.empty(victim, now, &cx.cfg);
+                stats.steals_empty += 1;
             }
         }
     }
@@ -665,6 +862,7 @@ impl Thief {
         from: Rank,
         n: u64,
         seq: u64,
+        unsupported: bool,
         mem: &dyn Memory,
     ) -> Result<Option<Vec<Task>>, CoreError> {
         let Some(a) = self.attempt else {
@@ -689,9 +887,18 @@ impl Thief {
         let outcome = if n > 0 {
             // Packed: the bytes that moved, not whole slots.
             Outcome::Got(n, bytes)
+        } else if unsupported && a.rtype > 0 {
+            Outcome::Unsupported
         } else {
             Outcome::Empty
         };
+        if a.rtype > 0 && n > 0 {
+            // The debt: estimated CPU time fetched from this victim (1 µs a task without
+            // an estimate).
+            let work: f64 = tasks.iter().map(|t| t.cost_ns.max(1_000) as f64).sum();
+            *self.typed.fetched.entry(from).or_insert(0.0) += work;
+            self.typed.total += work;
+        }
         self.end_attempt_from(cx, a.victim, outcome, from);
         Ok(Some(tasks))
     }
@@ -716,10 +923,14 @@ mod tests {
         let (mut t, mut cx) = thief(&cfg);
         let area = TaskArea::new(&cfg, 4);
         let mem = Mem::new([area.bytes(), 64, 64]);
-        assert_eq!(t.deadline(0, 1), Some(Time(0)), "an idle thief steals now");
-        assert_eq!(t.deadline(1, 1), None, "a fed one does not");
         assert_eq!(
-            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            t.deadline(0, 0, &cx.cfg),
+            Some(Time(0)),
+            "an idle thief steals now"
+        );
+        assert_eq!(t.deadline(1, 0, &cx.cfg), None, "a fed one does not");
+        assert_eq!(
+            t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
             None
         );
         let c = cx.poll_command().expect("step 1");
@@ -780,6 +991,65 @@ mod tests {
         assert_eq!(cx.stats.steal_log[0].victim, 2);
     }
 
+    /// Per-type requests: the REQUEST names the short type (accelerators first, then in
+    /// turn); an unsupported answer holds that victim off for that type only; a thief
+    /// whose queue is not dry asks for nothing else.
+    #[test]
+    fn typed_requests_name_the_short_type_and_back_off_per_type() {
+        let cfg = Config {
+            protocol: Protocol::Request,
+            resource_types: vec![None, Some(vec![1])],
+            ..Config::default()
+        };
+        let (mut t, mut cx) = thief(&cfg);
+        let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
+        let ask = |t: &mut Thief, cx: &mut Ctx<Pending>, queued: usize, short: u64| {
+            t.step(
+                cx,
+                queued,
+                short,
+                &mut crate::mapper::DefaultMapper::default(),
+            );
+            cx.poll_command().map(|c| {
+                let Op::Write {
+                    peer: 2,
+                    signal: Some(s),
+                    ..
+                } = c.op
+                else {
+                    panic!("{c:?}")
+                };
+                let Ok(Signal::Request { seq, rtype, .. }) = Signal::unpack(s, 0) else {
+                    panic!("{s:#x}")
+                };
+                (seq, rtype)
+            })
+        };
+        // Both types short: the accelerator's (type 1, sent as 2) first.
+        let (seq, rtype) = ask(&mut t, &mut cx, 0, 0b11).expect("a request");
+        assert_eq!(rtype, 2);
+        assert_eq!(t.on_reply(&mut cx, 2, 0, seq, true, &mem), Ok(Some(vec![])));
+        // Unsupported: type 1 waits a long time for this victim; type 0 is asked now.
+        let (seq, rtype) = ask(&mut t, &mut cx, 1, 0b11).expect("a request");
+        assert_eq!(rtype, 1);
+        assert_eq!(
+            t.on_reply(&mut cx, 2, 0, seq, false, &mem),
+            Ok(Some(vec![]))
+        );
+        assert!(
+            t.deadline(1, 0b10, &cx.cfg).unwrap() >= Time(0).plus(cfg.backoff_max * 16),
+            "type 1 held off"
+        );
+        assert_eq!(
+            t.deadline(1, 0b01, &cx.cfg),
+            Some(Time(0).plus(cfg.backoff_base)),
+            "type 0 backed off once"
+        );
+        // Nothing short and the queue not dry: no request.
+        assert_eq!(ask(&mut t, &mut cx, 1, 0), None);
+        assert_eq!(cx.stats.steals_empty, 2);
+    }
+
     #[test]
     fn an_empty_victim_is_backed_off_and_a_stale_reply_ignored() {
         let cfg = Config {
@@ -790,7 +1060,7 @@ mod tests {
         let (mut t, mut cx) = thief(&cfg);
         let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
         assert_eq!(
-            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
             None
         );
         let c = cx.poll_command().expect("REQUEST");
@@ -806,18 +1076,24 @@ mod tests {
             panic!("{s:#x}")
         };
         // A reply to another attempt, or from another rank: nothing.
-        assert_eq!(t.on_reply(&mut cx, 2, 0, seq + 1, &mem), Ok(None));
-        assert_eq!(t.on_reply(&mut cx, 3, 0, seq, &mem), Ok(None));
+        assert_eq!(t.on_reply(&mut cx, 2, 0, seq + 1, false, &mem), Ok(None));
+        assert_eq!(t.on_reply(&mut cx, 3, 0, seq, false, &mem), Ok(None));
         assert!(
-            t.on_reply(&mut cx, 2, 1 << 17, seq, &mem).is_err(),
+            t.on_reply(&mut cx, 2, 1 << 17, seq, false, &mem).is_err(),
             "over capacity"
         );
-        assert_eq!(t.on_reply(&mut cx, 2, 0, seq, &mem), Ok(Some(vec![])));
+        assert_eq!(
+            t.on_reply(&mut cx, 2, 0, seq, false, &mem),
+            Ok(Some(vec![]))
+        );
         assert_eq!(cx.stats.steals_empty, 1);
         // Its only victim is backed off: the next attempt waits.
-        assert_eq!(t.deadline(0, 1), Some(Time(0).plus(cfg.backoff_base)));
         assert_eq!(
-            t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+            t.deadline(0, 0, &cx.cfg),
+            Some(Time(0).plus(cfg.backoff_base))
+        );
+        assert_eq!(
+            t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
             None
         );
         assert!(cx.poll_command().is_none());
@@ -833,7 +1109,7 @@ mod tests {
             let (mut t, mut cx) = thief(&cfg);
             let mem = Mem::new([TaskArea::new(&cfg, 4).bytes(), 64, 64]);
             assert_eq!(
-                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
                 None
             );
             let c = cx.poll_command().expect("first operation");
@@ -869,7 +1145,10 @@ mod tests {
                     panic!("{s:#x}")
                 };
                 let _ = p;
-                assert_eq!(t.on_reply(&mut cx, 2, 0, seq, &mem), Ok(Some(vec![])));
+                assert_eq!(
+                    t.on_reply(&mut cx, 2, 0, seq, false, &mem),
+                    Ok(Some(vec![]))
+                );
                 assert!(
                     cx.poll_command().is_none(),
                     "a request victim needs no WAIT"
@@ -877,22 +1156,22 @@ mod tests {
             }
             assert_eq!(cx.stats.steals_empty, 1);
             // Blacklisted: no deadline, no attempt, however late.
-            assert_eq!(t.deadline(0, 1), None, "{protocol:?}");
+            assert_eq!(t.deadline(0, 0, &cx.cfg), None, "{protocol:?}");
             cx.now = Time(u64::MAX / 2);
             assert_eq!(
-                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
                 None
             );
             assert!(cx.poll_command().is_none());
             // Another epoch's advertisement, or another rank's, changes nothing.
             t.on_advert(&mut cx, 2, 1);
             t.on_advert(&mut cx, 3, 0);
-            assert_eq!(t.deadline(0, 1), None);
+            assert_eq!(t.deadline(0, 0, &cx.cfg), None);
             // Its own: probed at once.
             t.on_advert(&mut cx, 2, 0);
-            assert_eq!(t.deadline(0, 1), Some(Time(0)));
+            assert_eq!(t.deadline(0, 0, &cx.cfg), Some(Time(0)));
             assert_eq!(
-                t.step(&mut cx, 0, &mut crate::mapper::DefaultMapper::default()),
+                t.step(&mut cx, 0, 0, &mut crate::mapper::DefaultMapper::default()),
                 None
             );
             assert!(cx.poll_command().is_some(), "{protocol:?}: probes again");
