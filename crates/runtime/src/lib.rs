@@ -706,8 +706,12 @@ impl Runtime {
     /// `capacity` tasks at once of the kinds `variants` names (with their speeds relative
     /// to a worker); each ready task goes to the capable resource the `dispatch` policy
     /// picks (the policy of the first call holds for all). Between epochs only; the name
-    /// appears in errors and in [`EpochStats::resources`]. Bad input (capacity 0, a speed
-    /// ≤ 0) is a [`RuntimeError::Config`] naming it.
+    /// appears in errors and in [`EpochStats::resources`]. With per-type work requests
+    /// (`cfg.core.resource_types`, the same on every rank) its kind set must be one of the
+    /// types; the resource thread then tells the node which types have room, so an idle
+    /// executor asks victims for its kinds while the workers are busy. Bad input
+    /// (capacity 0, a speed ≤ 0, a kind set that is no type) is a [`RuntimeError::Config`]
+    /// naming it.
     pub fn add_resource(
         &self,
         name: &str,
@@ -720,6 +724,13 @@ impl Runtime {
         spec.validate()
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         let sh = &self.shared;
+        let types = &sh.cfg.core.resource_types;
+        if !types.is_empty() && !types.contains(&spec.kind_set()) {
+            return Err(RuntimeError::Config(format!(
+                "resource {name:?} runs kinds {:?}, which is none of the job's resource types {types:?} (core.resource_types)",
+                spec.kind_set()
+            )));
+        }
         if sh.epoch_running.load(Ordering::Acquire) {
             return Err(RuntimeError::Config(format!(
                 "resource {name:?} added while an epoch runs"

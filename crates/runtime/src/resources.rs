@@ -178,23 +178,73 @@ fn reap(sh: &Shared, done: &mut Completions) {
     }
 }
 
-/// Takes tasks from the node while an executor has room, dispatching each.
+/// With per-type requests (`Config::resource_types`): the types this rank's resources
+/// have, those of the executors with room (the CPU workers' idleness shows as a dry
+/// queue), and the kinds those executors run (None: every kind).
+fn type_state(sh: &Shared, table: &Resources) -> (u64, u64, titus_core::resources::KindSet) {
+    let types = &sh.cfg.core.resource_types;
+    let bit = |s: &ResourceSpec| {
+        types
+            .iter()
+            .position(|t| *t == s.kind_set())
+            .map_or(0u64, |t| 1 << t)
+    };
+    let specs = table.specs();
+    let mine = specs.iter().map(bit).fold(0, |a, b| a | b);
+    let mut idle = 0;
+    let mut kinds = Some(Vec::new());
+    for (i, s) in specs.iter().enumerate().skip(1) {
+        if !table.has_room(i) {
+            continue;
+        }
+        idle |= bit(s);
+        match (s.kind_set(), &mut kinds) {
+            (None, _) => kinds = None,
+            (Some(k), Some(all)) => all.extend(k),
+            _ => {}
+        }
+    }
+    (mine, idle, kinds)
+}
+
+/// Takes tasks from the node while an executor has room, dispatching each: with resource
+/// types, only tasks an executor with room can run, after telling the node which types
+/// have room (it asks victims for their work when the queue holds none).
 fn fill(sh: &Shared) {
+    let typed = !sh.cfg.core.resource_types.is_empty();
     loop {
         if !sh.epoch_running.load(Ordering::Acquire) {
             return;
         }
-        {
+        let ((mine, idle, kinds), room) = {
             let g = lock(&sh.resources);
             let Some(st) = g.as_ref() else { return };
-            if !(1..st.table.specs().len()).any(|i| st.table.has_room(i)) || !st.ready.is_empty() {
-                return;
+            let room =
+                (1..st.table.specs().len()).any(|i| st.table.has_room(i)) && st.ready.is_empty();
+            (type_state(sh, &st.table), room)
+        };
+        if typed {
+            // Not under the resources' lock: workers take it while holding the node's.
+            let mem = SegMem(&*sh.fabric);
+            let mut node = sh.lock_node();
+            node.set_resource_types(sh.now(), mine, idle, &mem);
+            let wake = node.has_commands();
+            drop(node);
+            if wake {
+                sh.fabric.wake();
             }
+        }
+        if !room {
+            return;
         }
         let task = {
             let mem = SegMem(&*sh.fabric);
             let mut node = sh.lock_node();
-            let t = node.take_tasks(sh.now(), 1, &mem).into_iter().next();
+            let set = if typed { kinds } else { None };
+            let t = node
+                .take_tasks_for(sh.now(), 1, &set, &mem)
+                .into_iter()
+                .next();
             let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
             let wake = handed || node.has_commands();
             drop(node);

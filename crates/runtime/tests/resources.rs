@@ -64,12 +64,20 @@ impl Executor for Reversing {
     }
 }
 
+/// With `typed`: per-type work requests (`request`; types: every kind — the workers and
+/// the emulated accelerators — and kind 1, the reversing executor's).
 fn run(
     ranks: u32,
     fail_at: Option<u64>,
     dispatch: Dispatch,
+    typed: bool,
 ) -> (Vec<Result<Vec<u64>, RuntimeError>>, u64) {
-    let rts = Runtime::local(ranks, config(), MemOptions::default()).unwrap();
+    let mut cfg = config();
+    if typed {
+        cfg.core.protocol = titus_runtime::Protocol::Request;
+        cfg.core.resource_types = vec![None, Some(vec![1])];
+    }
+    let rts = Runtime::local(ranks, cfg, MemOptions::default()).unwrap();
     let runs = Arc::new(AtomicU64::new(0));
     for rt in &rts {
         rt.register(0, checksum);
@@ -135,8 +143,14 @@ fn run(
 
 #[test]
 fn every_result_once_with_an_emulated_accelerator_and_an_out_of_order_executor() {
-    for dispatch in [Dispatch::LeastLoaded, Dispatch::RoundRobin, Dispatch::Fixed] {
-        let (out, runs) = run(4, None, dispatch);
+    for (dispatch, typed) in [
+        (Dispatch::LeastLoaded, false),
+        (Dispatch::RoundRobin, false),
+        (Dispatch::Fixed, false),
+        (Dispatch::LeastLoaded, true),
+        (Dispatch::Fixed, true),
+    ] {
+        let (out, runs) = run(4, None, dispatch, typed);
         let mut accel = 0;
         for (r, o) in out.into_iter().enumerate() {
             accel += o
@@ -158,7 +172,7 @@ fn every_result_once_with_an_emulated_accelerator_and_an_out_of_order_executor()
 
 #[test]
 fn a_failing_executor_fails_the_epoch_on_every_rank() {
-    let (out, _) = run(4, Some(2), Dispatch::Fixed);
+    let (out, _) = run(4, Some(2), Dispatch::Fixed, false);
     for (r, o) in out.into_iter().enumerate() {
         match o {
             Err(RuntimeError::Core(CoreError::TaskFailed { detail, .. })) => {
@@ -188,4 +202,26 @@ fn bad_resources_are_refused() {
         .add_emulated("gpu", 1, 0.0, Dispatch::LeastLoaded)
         .unwrap_err();
     assert!(e.to_string().contains("speed 0"), "{e}");
+    // With per-type requests a resource's kinds must be one of the job's types.
+    let mut cfg = config();
+    cfg.core.resource_types = vec![None, Some(vec![1])];
+    let rts = Runtime::local(1, cfg, MemOptions::default()).unwrap();
+    let e = rts[0]
+        .add_resource(
+            "rev",
+            1,
+            Variants::Kinds(vec![(2, 1.0)]),
+            Dispatch::LeastLoaded,
+            Box::new(Reversing {
+                held: VecDeque::new(),
+                next: 0,
+                fail_at: None,
+                runs: Arc::new(AtomicU64::new(0)),
+            }),
+        )
+        .unwrap_err();
+    assert!(
+        e.is_usage() && e.to_string().contains("none of the job's resource types"),
+        "{e}"
+    );
 }
