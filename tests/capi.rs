@@ -130,6 +130,7 @@ fn built() -> &'static Built {
             &["-Wno-unused-dummy-argument"],
         );
         compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
+        compile("gcc", root().join("tests/capi/resource.c"), "resource", &[]);
         // The header from C++ (extern "C", no C-only constructs).
         run_ok(
             Command::new("g++")
@@ -458,4 +459,42 @@ fn bad_use_gets_error_codes_from_c() {
         "{err}"
     );
     let _ = &b.prefix;
+}
+
+/// A resource from C (`titus_add_resource`: a device queue's launch and test callbacks,
+/// finishing out of order): one process, then two over `tcp;ofi_rxm`, every result right
+/// and some run on the device.
+#[test]
+fn a_resource_driven_from_c_callbacks() {
+    let b = built();
+    let out = run_ok(
+        Command::new(b.dir.join("resource")).env_remove("TITUS_OPTIONS"),
+        "resource, one process",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("rank 0 of 1: resource results right"),
+        "{text}"
+    );
+    let on_device: u64 = text
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(on_device > 0, "nothing ran on the device: {text}");
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = run_ok(
+        titus_launch(2, &b.dir.join("resource")).env_remove("TITUS_OPTIONS"),
+        "resource, titus launch -n 2",
+    );
+    let text = titus_tests::output_text(&out);
+    for r in 0..2 {
+        assert!(
+            text.contains(&format!("rank {r} of 2: resource results right")),
+            "{text}"
+        );
+    }
 }

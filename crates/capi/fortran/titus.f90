@@ -61,6 +61,28 @@ module titus
       type(c_ptr), value :: recv
       type(c_ptr), value :: ctx
     end function titus_allgather_fn
+
+    ! titus_launch_fn: a resource takes a task (titus_add_resource)
+    integer(c_int) function titus_launch_fn(kind, payload, payload_len, handle, ctx) bind(C)
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      integer(c_int), value :: kind
+      type(c_ptr), value :: payload
+      integer(c_size_t), value :: payload_len
+      integer(c_int64_t), intent(out) :: handle   ! uint64_t in C
+      type(c_ptr), value :: ctx
+    end function titus_launch_fn
+
+    ! titus_test_fn: a resource reports one finished task, if any (done = 0: none)
+    integer(c_int) function titus_test_fn(handle, result, result_capacity, result_len, &
+        done, ctx) bind(C)
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      integer(c_int64_t), intent(out) :: handle   ! uint64_t in C
+      type(c_ptr), value :: result
+      integer(c_size_t), value :: result_capacity
+      integer(c_size_t), intent(out) :: result_len
+      integer(c_int), intent(out) :: done
+      type(c_ptr), value :: ctx
+    end function titus_test_fn
   end interface
 
   interface
@@ -87,6 +109,22 @@ module titus
       type(c_funptr), value :: task
       type(c_ptr), value :: ctx
     end function titus_register
+
+    ! A resource beside the CPU workers (an accelerator's queue): launch and test are
+    ! c_funloc of titus_launch_fn / titus_test_fn procedures; nkinds = 0: every kind at
+    ! speed speeds(1).
+    integer(c_int) function titus_add_resource(t, name, capacity, kinds, speeds, nkinds, &
+        launch, test, ctx) bind(C, name="titus_add_resource")
+      import :: c_int, c_ptr, c_char, c_size_t, c_double, c_funptr
+      type(c_ptr), value :: t
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: capacity
+      integer(c_int), intent(in) :: kinds(*)
+      real(c_double), intent(in) :: speeds(*)
+      integer(c_size_t), value :: nkinds
+      type(c_funptr), value :: launch, test
+      type(c_ptr), value :: ctx
+    end function titus_add_resource
 
     integer(c_int) function titus_task(t, kind, payload, len) bind(C, name="titus_task")
       import :: c_int, c_ptr, c_size_t

@@ -107,6 +107,23 @@ typedef int (*titus_allgather_fn)(const void *send, size_t len, void *recv, void
 // its own report may still be there).
 typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
+// A resource's launch callback (`titus_add_resource`): accepts a task of `kind` whose
+// `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
+// what the device needs), stores a handle for it in `*handle` (unique among its
+// unfinished submissions) and returns 0; any other return fails the time step with
+// `TITUS_ERR_TASK`. Called from the rank's resource thread, never concurrently with the
+// resource's other callback.
+typedef int (*titus_launch_fn)(int kind, const void *payload, size_t payload_len, uint64_t *handle, void *ctx);
+
+// A resource's test callback: reports one finished submission, if any. Nothing finished:
+// sets `*done` to 0 (and returns 0). One finished: sets `*done` to 1, `*handle` to its
+// handle, writes its result (at most `result_capacity` bytes, the `max_result` option) at
+// `result` (16-byte aligned), stores their number in `*result_len` and returns 0 — or
+// returns non-zero if that submission failed, which fails the time step with
+// `TITUS_ERR_TASK`. Called repeatedly (about every millisecond while tasks are out) until
+// it reports nothing, completions in any order.
+typedef int (*titus_test_fn)(uint64_t *handle, void *result, size_t result_capacity, size_t *result_len, int *done, void *ctx);
+
 // Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
 // job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
 // and every count (workers included) is summed over ranks; the two efficiencies are
@@ -177,7 +194,7 @@ extern "C" {
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
 // check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, shortcuts,
-// shortcut_draw, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// shortcut_draw, dispatch, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 // MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -198,6 +215,20 @@ int titus_init_exchange(struct titus_t **handle, int rank, int size, titus_allga
 // valid until titus_finalize. Registering a kind again replaces its function and context
 // for the tasks run from then on (between steps; every rank alike).
 int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
+
+// Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
+// holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
+// relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
+// `nkinds` 0, of every kind at speed `speeds[0]` (1 if `speeds` is NULL). Each ready task
+// goes to the capable resource with room that the option `dispatch` picks
+// (`least-loaded`: fewest unfinished submissions; `round-robin`; `fixed`: the last added
+// resource whenever it has room). The rank's resource thread calls `launch` and `test`
+// with `ctx`, which must stay valid until titus_finalize. `name` appears in errors and
+// statistics. Ranks may add different resources (a task a resource cannot run goes to
+// the workers, which run every kind). Between time steps; not collective. Bad input
+// (capacity ≤ 0, a speed ≤ 0, a kind outside 0..=65535, NULL callbacks):
+// `TITUS_ERR_INVALID`.
+int titus_add_resource(struct titus_t *t, const char *name, int capacity, const int *kinds, const double *speeds, size_t nkinds, titus_launch_fn launch, titus_test_fn test, void *ctx);
 
 // Hands over one task of `kind` for the next titus_run (the payload is copied). A
 // payload may be empty (`len` 0; `payload` may then be NULL): the function gets

@@ -23,6 +23,7 @@ mod cause;
 mod exchange;
 mod log;
 mod options;
+mod resource;
 
 use exchange::{AllGather, Callback, UserPtr};
 use options::Options;
@@ -80,6 +81,40 @@ pub type titus_task_fn = Option<
         result: *mut c_void,
         result_capacity: usize,
         result_len: *mut usize,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+/// A resource's launch callback (`titus_add_resource`): accepts a task of `kind` whose
+/// `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
+/// what the device needs), stores a handle for it in `*handle` (unique among its
+/// unfinished submissions) and returns 0; any other return fails the time step with
+/// `TITUS_ERR_TASK`. Called from the rank's resource thread, never concurrently with the
+/// resource's other callback.
+pub type titus_launch_fn = Option<
+    unsafe extern "C" fn(
+        kind: c_int,
+        payload: *const c_void,
+        payload_len: usize,
+        handle: *mut u64,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+/// A resource's test callback: reports one finished submission, if any. Nothing finished:
+/// sets `*done` to 0 (and returns 0). One finished: sets `*done` to 1, `*handle` to its
+/// handle, writes its result (at most `result_capacity` bytes, the `max_result` option) at
+/// `result` (16-byte aligned), stores their number in `*result_len` and returns 0 — or
+/// returns non-zero if that submission failed, which fails the time step with
+/// `TITUS_ERR_TASK`. Called repeatedly (about every millisecond while tasks are out) until
+/// it reports nothing, completions in any order.
+pub type titus_test_fn = Option<
+    unsafe extern "C" fn(
+        handle: *mut u64,
+        result: *mut c_void,
+        result_capacity: usize,
+        result_len: *mut usize,
+        done: *mut c_int,
         ctx: *mut c_void,
     ) -> c_int,
 >;
@@ -193,6 +228,8 @@ struct Inner {
     /// Why a titus_run failed (every rank's step failed with it): the handle is only
     /// good for titus_finalize and reading since.
     failed: Option<c_int>,
+    /// The option `dispatch`: where ready tasks go among the workers and the resources.
+    dispatch: titus_runtime::Dispatch,
 }
 
 /// Why a call failed; each maps to one code.
@@ -354,7 +391,7 @@ fn fresh<'a>(handle: *mut *mut titus_t) -> Result<&'a mut *mut titus_t, Error> {
     Ok(slot)
 }
 
-fn install(slot: &mut *mut titus_t, rt: Runtime) {
+fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispatch) {
     let h = Box::new(titus_t {
         magic: MAGIC,
         inner: Mutex::new(Inner {
@@ -367,6 +404,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
             stats: titus_stats::default(),
             nominal: 0.0,
             failed: None,
+            dispatch,
         }),
     });
     *slot = Box::into_raw(h);
@@ -379,7 +417,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime) {
 /// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
 /// check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, shortcuts,
-/// shortcut_draw, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+/// shortcut_draw, dispatch, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 /// this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 /// quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 /// MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -401,7 +439,7 @@ pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_c
             env
         };
         let rt = Runtime::from_job(cfg, backend, env)?;
-        install(slot, rt);
+        install(slot, rt, o.dispatch);
         Ok(())
     })
 }
@@ -449,7 +487,7 @@ pub extern "C" fn titus_init_exchange(
                 Runtime::from_exchange(cfg, backend, Box::new(ex))?
             }
         };
-        install(slot, rt);
+        install(slot, rt, o.dispatch);
         Ok(())
     })
 }
@@ -475,6 +513,92 @@ pub extern "C" fn titus_register(
             inner
                 .rt
                 .register_fallible(kind, move |payload| run_task(f, ctx, kind, cap, payload));
+            Ok(())
+        })
+    })
+}
+
+/// Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
+/// holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
+/// relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
+/// `nkinds` 0, of every kind at speed `speeds[0]` (1 if `speeds` is NULL). Each ready task
+/// goes to the capable resource with room that the option `dispatch` picks
+/// (`least-loaded`: fewest unfinished submissions; `round-robin`; `fixed`: the last added
+/// resource whenever it has room). The rank's resource thread calls `launch` and `test`
+/// with `ctx`, which must stay valid until titus_finalize. `name` appears in errors and
+/// statistics. Ranks may add different resources (a task a resource cannot run goes to
+/// the workers, which run every kind). Between time steps; not collective. Bad input
+/// (capacity ≤ 0, a speed ≤ 0, a kind outside 0..=65535, NULL callbacks):
+/// `TITUS_ERR_INVALID`.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_add_resource(
+    t: *mut titus_t,
+    name: *const c_char,
+    capacity: c_int,
+    kinds: *const c_int,
+    speeds: *const f64,
+    nkinds: usize,
+    launch: titus_launch_fn,
+    test: titus_test_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    call("titus_add_resource", || {
+        with(t, |inner| {
+            if name.is_null() {
+                return Err(Error::Invalid("the resource's name is NULL".into()));
+            }
+            // SAFETY: a non-NULL name is a NUL-terminated string (header).
+            let name = unsafe { CStr::from_ptr(name) }
+                .to_str()
+                .map_err(|_| Error::Invalid("the resource's name is not UTF-8".into()))?
+                .to_string();
+            let capacity = u32::try_from(capacity)
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or_else(|| {
+                    Error::Invalid(format!("resource {name:?} has capacity {capacity}"))
+                })?;
+            let (Some(launch), Some(test)) = (launch, test) else {
+                return Err(Error::Invalid(format!(
+                    "resource {name:?}: its launch or test callback is NULL"
+                )));
+            };
+            let variants = if nkinds == 0 {
+                let speed = if speeds.is_null() {
+                    1.0
+                } else {
+                    // SAFETY: a non-NULL `speeds` holds at least one value (header).
+                    unsafe { *speeds }
+                };
+                titus_runtime::Variants::All(speed)
+            } else {
+                if kinds.is_null() || speeds.is_null() {
+                    return Err(Error::Invalid(format!(
+                        "resource {name:?}: {nkinds} kinds but kinds or speeds is NULL"
+                    )));
+                }
+                if nkinds > 65_536 {
+                    return Err(Error::Invalid(format!("resource {name:?}: {nkinds} kinds")));
+                }
+                // SAFETY: the caller guarantees `nkinds` values at `kinds` and at `speeds`
+                // (header); `nkinds` is bounded above.
+                let (ks, ss) = unsafe {
+                    (
+                        std::slice::from_raw_parts(kinds, nkinds),
+                        std::slice::from_raw_parts(speeds, nkinds),
+                    )
+                };
+                let mut v = Vec::with_capacity(nkinds);
+                for (&k, &sp) in ks.iter().zip(ss) {
+                    v.push((task_kind(k)?, sp));
+                }
+                titus_runtime::Variants::Kinds(v)
+            };
+            let cap = inner.rt.config().core.max_result as usize;
+            let exec = resource::CExecutor::new(name.clone(), launch, test, UserPtr(ctx), cap);
+            inner
+                .rt
+                .add_resource(&name, capacity, variants, inner.dispatch, Box::new(exec))?;
             Ok(())
         })
     })

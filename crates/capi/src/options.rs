@@ -26,6 +26,8 @@ pub(crate) struct Options {
     pub(crate) log: Option<String>,
     balancer: Balancing,
     group_size: Option<u32>,
+    /// The option `dispatch` (resources, `titus_add_resource`).
+    pub(crate) dispatch: titus_runtime::Dispatch,
 }
 
 /// The options and what each means, for the error message of an unknown key.
@@ -37,6 +39,7 @@ fn keys() -> String {
          min_private, backoff_max, check_interval, flush_delay, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
          advertise (on|off), \
          cost_aware (on|off), shortcuts, shortcut_draw (kleinberg|paired), \
+         dispatch (least-loaded|round-robin|fixed), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
@@ -53,6 +56,7 @@ impl Options {
             log: None,
             balancer: Balancing::default(),
             group_size: None,
+            dispatch: titus_runtime::Dispatch::default(),
         };
         // A solver's cells are records of a few hundred bytes: 1 KiB slots by default.
         o.cfg.core.max_payload = 1024;
@@ -162,6 +166,10 @@ impl Options {
                     }
                 }
                 "shortcuts" => self.cfg.overlay.shortcuts = positive()?,
+                "dispatch" => {
+                    self.dispatch = titus_runtime::Dispatch::parse(value)
+                        .map_err(|_| bad("least-loaded, round-robin or fixed"))?
+                }
                 "shortcut_draw" => {
                     self.cfg.overlay.draw = titus_runtime::ShortcutDraw::parse(value)
                         .map_err(|_| bad("kleinberg or paired"))?

@@ -740,3 +740,179 @@ fn priorities_and_cost_hints() {
     assert_eq!(results(t), [1, 4]);
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
 }
+
+/// A device queue driven by `titus_add_resource`'s callbacks: `launch` squares the payload
+/// (as `square` does, plus 1 so its results are told apart) into a queue; `test` hands
+/// finished ones back last-in first-out; a payload of 0xDD.. fails at test.
+#[derive(Default)]
+struct Device {
+    queue: Vec<(u64, u64, bool)>,
+    next: u64,
+    launched: u64,
+}
+
+unsafe extern "C" fn device_launch(
+    kind: c_int,
+    payload: *const c_void,
+    len: usize,
+    handle: *mut u64,
+    ctx: *mut c_void,
+) -> c_int {
+    assert_eq!(kind, 1, "only kind 1 has a variant on the device");
+    assert_eq!(payload as usize % 16, 0, "payload not 16-byte aligned");
+    // SAFETY: the test's Device, alive for the run; Titus calls one callback at a time.
+    let dev = unsafe { &mut *ctx.cast::<Device>() };
+    // SAFETY: `len` readable bytes at `payload`.
+    let p = unsafe { std::slice::from_raw_parts(payload.cast::<u8>(), len) };
+    let mut b = [0u8; 8];
+    b[..len.min(8)].copy_from_slice(&p[..len.min(8)]);
+    let v = u64::from_le_bytes(b);
+    dev.next += 1;
+    dev.launched += 1;
+    dev.queue.push((
+        dev.next,
+        v.wrapping_mul(v).wrapping_add(1),
+        v == 0xDDDD_DDDD_DDDD_DDDD,
+    ));
+    // SAFETY: a valid out-pointer.
+    unsafe { *handle = dev.next };
+    0
+}
+
+unsafe extern "C" fn device_test(
+    handle: *mut u64,
+    result: *mut c_void,
+    cap: usize,
+    result_len: *mut usize,
+    done: *mut c_int,
+    ctx: *mut c_void,
+) -> c_int {
+    // SAFETY: as in device_launch.
+    let dev = unsafe { &mut *ctx.cast::<Device>() };
+    let Some((h, r, fail)) = dev.queue.pop() else {
+        // SAFETY: a valid out-pointer.
+        unsafe { *done = 0 };
+        return 0;
+    };
+    assert!(cap >= 8);
+    // SAFETY: valid out-pointers; `cap` ≥ 8 writable bytes at `result`.
+    unsafe {
+        *done = 1;
+        *handle = h;
+        std::ptr::copy_nonoverlapping(r.to_le_bytes().as_ptr(), result.cast::<u8>(), 8);
+        *result_len = 8;
+    }
+    if fail { 9 } else { 0 }
+}
+
+#[test]
+fn a_resource_from_c_callbacks_runs_its_kinds() {
+    let mut t = init(c"workers=1,dispatch=fixed");
+    assert_eq!(titus_register(t, 0, Some(square), null_mut()), TITUS_OK);
+    assert_eq!(titus_register(t, 1, Some(square), null_mut()), TITUS_OK);
+    let mut dev = Device::default();
+    let (kinds, speeds) = ([1 as c_int], [4.0f64]);
+    let ctx = (&mut dev as *mut Device).cast::<c_void>();
+    assert_eq!(
+        titus_add_resource(
+            t,
+            c"dev".as_ptr(),
+            2,
+            kinds.as_ptr(),
+            speeds.as_ptr(),
+            1,
+            Some(device_launch),
+            Some(device_test),
+            ctx
+        ),
+        TITUS_OK,
+        "{}",
+        last_error()
+    );
+    let xs: Vec<u64> = (1..=60).collect();
+    for (kind, half) in [(0, &xs[..30]), (1, &xs[30..])] {
+        assert_eq!(
+            titus_tasks_fixed(t, kind, half.as_ptr().cast(), 8, half.len()),
+            TITUS_OK
+        );
+    }
+    assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+    let got = results(t);
+    // Kind 0 on the worker; kind 1 on the device whenever it has room (fixed), else the
+    // worker: each result is one or the other, and the device ran some.
+    for (i, (&x, &r)) in xs.iter().zip(&got).enumerate() {
+        let sq = x * x;
+        if i < 30 {
+            assert_eq!(r, sq, "task {i}");
+        } else {
+            assert!(r == sq || r == sq + 1, "task {i}: {r}");
+        }
+    }
+    let on_device = got
+        .iter()
+        .zip(&xs)
+        .filter(|(r, x)| **r == **x * **x + 1)
+        .count();
+    assert!(
+        on_device > 0 && on_device as u64 == dev.launched,
+        "{on_device} / {}",
+        dev.launched
+    );
+    // A submission the device fails fails the step with TITUS_ERR_TASK, naming it.
+    let bad = [0xDDDD_DDDD_DDDD_DDDDu64];
+    assert_eq!(titus_tasks_fixed(t, 1, bad.as_ptr().cast(), 8, 1), TITUS_OK);
+    assert_eq!(titus_run(t), TITUS_ERR_TASK);
+    assert!(
+        last_error().contains("\"dev\"") && last_error().contains("returned 9"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
+
+#[test]
+fn bad_resources_get_invalid() {
+    let mut t = init(c"workers=1");
+    let (kinds, speeds) = ([1 as c_int, 70_000], [4.0f64, 1.0]);
+    let add = |t, name: *const c_char, cap, nk, launch: titus_launch_fn| {
+        titus_add_resource(
+            t,
+            name,
+            cap,
+            kinds.as_ptr(),
+            speeds.as_ptr(),
+            nk,
+            launch,
+            Some(device_test),
+            null_mut(),
+        )
+    };
+    type Case = (*const c_char, c_int, usize, titus_launch_fn, &'static str);
+    let cases: [Case; 4] = [
+        (c"d".as_ptr(), 0, 1, Some(device_launch), "capacity 0"),
+        (null(), 1, 1, Some(device_launch), "name is NULL"),
+        (c"d".as_ptr(), 1, 1, None, "callback is NULL"),
+        (c"d".as_ptr(), 1, 2, Some(device_launch), "70000"),
+    ];
+    for (name, cap, nk, launch, words) in cases {
+        let rc = add(t, name, cap, nk, launch);
+        assert_eq!(rc, TITUS_ERR_INVALID, "{}", last_error());
+        assert!(last_error().contains(words), "{}", last_error());
+    }
+    let bad_speed = [0.0f64];
+    let rc = titus_add_resource(
+        t,
+        c"d".as_ptr(),
+        1,
+        std::ptr::null(),
+        bad_speed.as_ptr(),
+        0,
+        Some(device_launch),
+        Some(device_test),
+        null_mut(),
+    );
+    assert_eq!(rc, TITUS_ERR_INVALID);
+    assert!(last_error().contains("speed 0"), "{}", last_error());
+    assert!(Options::parse("dispatch=random", None).is_err());
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
