@@ -576,8 +576,15 @@ fn dlb_bench_counts_each_resource() {
         assert_eq!(r["accel_tasks"].as_u64(), Some(accel));
         // Fixed dispatch: the last capable resource with room, the accelerator.
         assert!(accel > 0, "{r}");
+        // Against the heterogeneous ideal: 2 workers and 2 accelerators of 4 workers each.
+        let (h, n) = (
+            r["hetero_efficiency"].as_f64().expect("hetero_efficiency"),
+            r["nominal_efficiency"].as_f64().unwrap(),
+        );
+        assert!((h - n * 2.0 / 10.0).abs() < 1e-9, "{r}");
     }
     // Without --resources the keys are absent.
     let plain = dlb_json(&["--ranks", "2", "--tasks", "50", "--json"]);
     assert!(plain[0].get("resource_tasks").is_none() && plain[0].get("accel_tasks").is_none());
+    assert!(plain[0].get("hetero_efficiency").is_none());
 }

@@ -267,6 +267,17 @@ fn epoch_main(
             *report.resource_tasks.entry(name).or_default() += n;
         }
     }
+    if let (Some(_), (Some(described), _)) = (&counts, dlb::resources(&run.args, report.ranks)) {
+        // Worker equivalents: every rank's workers and its accelerators' capacity × speed
+        // (kind 0, the kind of every task here), as `titus sim` counts them.
+        let workers = f64::from(report.ranks) * report.workers as f64;
+        let accel: f64 = described
+            .iter()
+            .flatten()
+            .map(|s| f64::from(s.capacity) * s.speed(0).unwrap_or(0.0))
+            .sum();
+        report.hetero_efficiency = Some(report.nominal_efficiency * workers / (workers + accel));
+    }
     if counts.is_some() {
         report.accel_tasks = Some(
             report

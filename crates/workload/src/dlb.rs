@@ -432,6 +432,10 @@ pub struct Report {
     pub resource_tasks: std::collections::BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accel_tasks: Option<u64>,
+    /// With `--resources`: calibrated work over (every rank's workers + Σ accelerator
+    /// capacity × speed) × makespan — the efficiency against the heterogeneous ideal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hetero_efficiency: Option<f64>,
     /// Successful steals: (seconds from the thief's start, thief, victim, tasks).
     #[serde(skip)]
     pub steals: Vec<(f64, u32, u32, u32)>,
@@ -1640,6 +1644,7 @@ pub fn report(
         sweep_value: run.sweep_value.clone(),
         resource_tasks: Default::default(),
         accel_tasks: None,
+        hetero_efficiency: None,
     }
 }
 
