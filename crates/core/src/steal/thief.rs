@@ -406,37 +406,49 @@ impl Thief {
                 b.pick_ready(now, &mut self.rng)
             };
             let Some(victim) = victim else { continue };
-            let peer = self.targets.at(victim);
             self.typed.last = Some(t);
-            self.seq += 1;
             let rtype = t as u16 + 1;
-            self.attempt = Some(Attempt {
-                victim,
-                started: now,
-                seq: self.seq,
-                rtype,
-            });
-            cx.stats.steal_attempts += 1;
-            cx.issue(
-                Op::Write {
-                    peer,
-                    remote: Loc::new(seg::INBOX, 0),
-                    pieces: Vec::new(),
-                    signal: Some(
-                        Signal::Request {
-                            epoch: cx.epoch & EPOCH_MASK,
-                            seq: self.seq & SEQ_MASK,
-                            hungry: self.hungry,
-                            rtype,
-                        }
-                        .pack(),
-                    ),
-                },
-                Pending::RequestSent { victim },
-            );
+            let seq = self.begin(cx, victim, rtype);
+            self.send_request(cx, victim, seq, rtype);
             return true;
         }
         false
+    }
+
+    /// Starts an attempt on target `victim` (typed: `rtype` > 0); returns its sequence
+    /// number.
+    fn begin<P>(&mut self, cx: &mut Ctx<P>, victim: usize, rtype: u16) -> u64 {
+        self.seq += 1;
+        self.attempt = Some(Attempt {
+            victim,
+            started: cx.now,
+            seq: self.seq,
+            rtype,
+        });
+        cx.stats.steal_attempts += 1;
+        self.seq
+    }
+
+    /// `request`: REQUEST to target `victim`. The epoch (20 bits) rides along: a request
+    /// that arrives in another epoch is answered with nothing.
+    fn send_request<P: From<Pending>>(&self, cx: &mut Ctx<P>, victim: usize, seq: u64, rtype: u16) {
+        cx.issue(
+            Op::Write {
+                peer: self.targets.at(victim),
+                remote: Loc::new(seg::INBOX, 0),
+                pieces: Vec::new(),
+                signal: Some(
+                    Signal::Request {
+                        epoch: cx.epoch & EPOCH_MASK,
+                        seq: seq & SEQ_MASK,
+                        hungry: self.hungry,
+                        rtype,
+                    }
+                    .pack(),
+                ),
+            },
+            Pending::RequestSent { victim },
+        );
     }
 
     /// Starts an attempt if the thief wants one and a target is ready. Returns the
@@ -471,15 +483,7 @@ impl Thief {
             .target_steal(&mut victims)
             .filter(|&v| v < self.targets.len())?;
         let peer = self.targets.at(victim);
-        self.seq += 1;
-        let seq = self.seq;
-        self.attempt = Some(Attempt {
-            victim,
-            started: now,
-            seq,
-            rtype: 0,
-        });
-        cx.stats.steal_attempts += 1;
+        let seq = self.begin(cx, victim, 0);
         match cx.cfg.protocol {
             Protocol::Claim => {
                 // Step 1: one fetch-add takes a ticket and returns the generation.
@@ -506,27 +510,7 @@ impl Thief {
             }
             // Work sharing: this rank is the master and brokers its own request.
             Protocol::Request if peer == cx.rank => return Some(seq),
-            Protocol::Request => {
-                cx.issue(
-                    Op::Write {
-                        peer,
-                        remote: Loc::new(seg::INBOX, 0),
-                        pieces: Vec::new(),
-                        // The epoch (20 bits) rides along: a request that arrives in another
-                        // epoch is answered with nothing.
-                        signal: Some(
-                            Signal::Request {
-                                epoch: cx.epoch & EPOCH_MASK,
-                                seq: seq & SEQ_MASK,
-                                hungry: self.hungry,
-                                rtype: 0,
-                            }
-                            .pack(),
-                        ),
-                    },
-                    Pending::RequestSent { victim },
-                );
-            }
+            Protocol::Request => self.send_request(cx, victim, seq, 0),
         }
         None
     }
@@ -561,23 +545,23 @@ impl Thief {
                 .push(now.since(a.started).as_nanos() as u64);
             rtype = a.rtype;
         }
+        if let Outcome::Got(n, bytes) = outcome {
+            stats.steals_ok += 1;
+            stats.tasks_stolen += n;
+            stats.bytes_stolen += bytes;
+            if stats.steal_log.len() < STEAL_LOG_MAX {
+                stats.steal_log.push(StealEvent {
+                    at_ns: now.since(cx.started).as_nanos() as u64,
+                    victim: from,
+                    tasks: n as u32,
+                });
+            }
+        }
         if rtype > 0 {
             // A typed attempt: its own backoff; no favourite, blacklist or WAIT.
             let b = &mut self.typed.backoff[usize::from(rtype) - 1];
             match outcome {
-                Outcome::Got(n, bytes) => {
-                    b.success(victim);
-                    stats.steals_ok += 1;
-                    stats.tasks_stolen += n;
-                    stats.bytes_stolen += bytes;
-                    if stats.steal_log.len() < STEAL_LOG_MAX {
-                        stats.steal_log.push(StealEvent {
-                            at_ns: now.since(cx.started).as_nanos() as u64,
-                            victim: from,
-                            tasks: n as u32,
-                        });
-                    }
-                }
+                Outcome::Got(..) => b.success(victim),
                 Outcome::Empty | Outcome::Locked => {
                     b.empty(victim, now, &cx.cfg);
                     stats.steals_empty += 1;
@@ -593,19 +577,9 @@ impl Thief {
             return;
         }
         match outcome {
-            Outcome::Got(n, bytes) => {
+            Outcome::Got(..) => {
                 self.backoff.success(victim);
                 self.last_ok = Some(victim);
-                stats.steals_ok += 1;
-                stats.tasks_stolen += n;
-                if stats.steal_log.len() < STEAL_LOG_MAX {
-                    stats.steal_log.push(StealEvent {
-                        at_ns: now.since(cx.started).as_nanos() as u64,
-                        victim: from,
-                        tasks: n as u32,
-                    });
-                }
-                stats.bytes_stolen += bytes;
             }
             Outcome::Empty => {
                 if self.last_ok == Some(victim) {
