@@ -172,3 +172,39 @@ fn the_log_names_the_bootstrap_and_titus_bootstrap_wins() {
     );
     assert!(!text.contains("PMIx"), "{text}");
 }
+
+/// A PMIx launcher that sets none of the launcher variables Titus knows (a bare
+/// `prterun`; played here by `mpirun` with its `OMPI_COMM_WORLD_*` variables removed):
+/// rank and size come from the server, and the job runs as its ranks, not as separate
+/// single-rank jobs.
+#[test]
+fn a_bare_pmix_launcher_gives_rank_and_size() {
+    if !pmix_or_skip() {
+        return;
+    }
+    let mut c = mpirun(3);
+    c.arg("env");
+    for v in [
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "OMPI_COMM_WORLD_NODE_RANK",
+    ] {
+        c.args(["-u", v]);
+    }
+    let out = run(
+        c.arg("TITUS_LOG=titus_fabric=info")
+            .arg(bin("dlb-bench"))
+            .args(["--profile", "quick", "--no-progress"]),
+        "mpirun -n 3 env -u OMPI_COMM_WORLD_* dlb-bench",
+    );
+    let text = output_text(&out);
+    assert!(
+        text.contains("dlb-bench: 3 ranks x") && text.contains("verified true"),
+        "{text}"
+    );
+    for r in 0..3 {
+        assert!(text.contains(&format!("rank {r} of 3")), "{text}");
+    }
+}

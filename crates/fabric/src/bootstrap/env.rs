@@ -265,7 +265,7 @@ impl JobEnv {
     /// are other processes (even a job of one), so it runs over a multi-process backend,
     /// never in-process ranks.
     pub fn launched(&self) -> bool {
-        self.launcher != Launcher::Single
+        self.launcher != Launcher::Single || self.via == Via::Pmix
     }
 
     /// The ranks of this job that share this node: the launcher's figure, or 1 when it
@@ -288,15 +288,32 @@ impl JobEnv {
     /// step's first reserved port (`SLURM_STEP_RESV_PORTS`), else at [`slurm_port`]. A
     /// PMIx server in a build without a PMIx client is an error, not a silent fallback.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
-        Self::from_vars_with(get, titus_pmix_sys::AVAILABLE, ephemeral_ports())
+        Self::from_vars_full(get, titus_pmix_sys::AVAILABLE, ephemeral_ports(), &|| {
+            let c = titus_pmix_sys::Client::init().map_err(|e| e.to_string())?;
+            Ok((c.rank(), c.size()))
+        })
     }
 
     /// [`JobEnv::from_vars`] with whether PMIx is `pmix_available` and the `ephemeral`
-    /// port range given (tests play other builds and nodes).
+    /// port range given (tests play other builds and nodes), no PMIx server to ask.
     pub fn from_vars_with(
         get: impl Fn(&str) -> Option<String>,
         pmix_available: bool,
         ephemeral: (u16, u16),
+    ) -> Result<Self, BootstrapError> {
+        Self::from_vars_full(get, pmix_available, ephemeral, &|| {
+            Err("no PMIx server to ask".into())
+        })
+    }
+
+    /// [`JobEnv::from_vars_with`] where `pmix_job` asks the PMIx server for this rank and
+    /// the job's size: a process that a PMIx server started with none of the launcher
+    /// variables Titus knows (a bare `prterun`, another PMIx launcher) takes them from it.
+    pub fn from_vars_full(
+        get: impl Fn(&str) -> Option<String>,
+        pmix_available: bool,
+        ephemeral: (u16, u16),
+        pmix_job: &dyn Fn() -> Result<(u32, u32), String>,
     ) -> Result<Self, BootstrapError> {
         let num = |var: &str, v: String| -> Result<u32, BootstrapError> {
             v.trim().parse::<u32>().map_err(|_| BootstrapError::BadVar {
@@ -306,7 +323,29 @@ impl JobEnv {
             })
         };
         let launcher = Launcher::detect(&get);
+        // Started by a PMIx server that set none of the launcher variables: rank and size
+        // come from the server (unless the rendezvous is forced).
+        let bare_pmix = launcher == Launcher::Single
+            && get("TITUS_BOOTSTRAP").is_none()
+            && pmix_server_var(&get).is_some();
         let (rank, size) = match launcher.vars() {
+            None if bare_pmix => {
+                let var = pmix_server_var(&get).unwrap_or("PMIX_RANK");
+                if !pmix_available {
+                    return Err(BootstrapError::Pmix(format!(
+                        "a PMIx server started this process ({var} is set) and no launcher \
+                         variable gives its rank and size, but this build of Titus has no \
+                         PMIx client (libpmix was not found when it was built): install it \
+                         (Debian: apt-get install libpmix-dev pkg-config) and rebuild"
+                    )));
+                }
+                pmix_job().map_err(|e| {
+                    BootstrapError::Pmix(format!(
+                        "a PMIx server started this process ({var} is set), but asking it for \
+                         this rank and the job's size failed: {e}"
+                    ))
+                })?
+            }
             None => (0, 1),
             Some((rv, sv)) => {
                 let (r, s) = match (get(rv), get(sv)) {
@@ -338,7 +377,12 @@ impl JobEnv {
                 (rank, size)
             }
         };
-        let (local_rank, local_size) = local_ranks(launcher, size, &get)?;
+        let (local_rank, local_size) = if bare_pmix {
+            // The server knows the node's ranks, the environment does not: unknown.
+            (None, None)
+        } else {
+            local_ranks(launcher, size, &get)?
+        };
         let timeout = match get("TITUS_BOOTSTRAP_TIMEOUT") {
             None => DEFAULT_TIMEOUT,
             Some(v) => match v.trim().parse::<f64>() {
@@ -1030,6 +1074,48 @@ mod tests {
         ];
         let e = JobEnv::from_vars_with(vars(&one), true, (32_768, 60_999)).unwrap();
         assert_eq!((e.via, e.launched()), (Via::Alone, true));
+    }
+
+    /// A bare PMIx launcher (no OMPI, Slurm, PMI or Titus variable): rank and size come
+    /// from the server; without a PMIx client that is an error, not one rank.
+    #[test]
+    fn a_bare_pmix_launcher_gives_rank_and_size() {
+        let vars = |pairs: &[(&str, &str)]| {
+            let m: std::collections::HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |k: &str| m.get(k).cloned()
+        };
+        let bare = [("PMIX_NAMESPACE", "prterun-x-1@1"), ("PMIX_RANK", "2")];
+        let e =
+            JobEnv::from_vars_full(vars(&bare), true, (32_768, 60_999), &|| Ok((2, 4))).unwrap();
+        assert_eq!(
+            (e.rank, e.size, e.via, e.launched()),
+            (2, 4, Via::Pmix, true)
+        );
+        assert_eq!(e.ranks_on_node(), 1, "the node's ranks are unknown");
+        let err = JobEnv::from_vars_full(vars(&bare), true, (32_768, 60_999), &|| {
+            Err("PMIx_Init failed".into())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("PMIx_Init failed") && err.contains("PMIX_NAMESPACE"),
+            "{err}"
+        );
+        let err = JobEnv::from_vars_with(vars(&bare), false, (32_768, 60_999))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no PMIx client"), "{err}");
+        // The rendezvous forced: PMIx is not asked.
+        let mut forced = bare.to_vec();
+        forced.push(("TITUS_BOOTSTRAP", "10.0.0.1:4000"));
+        let e = JobEnv::from_vars_full(vars(&forced), true, (32_768, 60_999), &|| {
+            panic!("PMIx asked")
+        })
+        .unwrap();
+        assert_eq!((e.via, e.size), (Via::Explicit, 1));
     }
 
     #[test]
