@@ -255,7 +255,8 @@ impl Overlay {
             fit[c] = (n >= 2).then(|| n.ilog2() - 1);
         }
         let high = fit.iter().flatten().copied().max()?;
-        // Level L's partners are at distance ≥ 2^L in the dimension with the top bit.
+        // The first level whose blocks (2^(L+1)) reach past the lattice ball; partners lie
+        // anywhere in the other half, so some still fall in the ball (and are dropped).
         let low = reach.ilog2() + 1;
         if low > high {
             return None;

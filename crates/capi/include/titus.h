@@ -111,8 +111,10 @@ typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *resu
 // `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
 // what the device needs), stores a handle for it in `*handle` (unique among its
 // unfinished submissions) and returns 0; any other return fails the time step with
-// `TITUS_ERR_TASK`. Called from the rank's resource thread, never concurrently with the
-// resource's other callback.
+// `TITUS_ERR_TASK`. Called from the rank's resource thread or from one of its worker
+// threads (a worker that took a task the dispatch policy gives the resource), never
+// concurrently with the resource's other calls: a callback that needs per-thread state
+// (a device context) sets it itself.
 typedef int (*titus_launch_fn)(int kind, const void *payload, size_t payload_len, uint64_t *handle, void *ctx);
 
 // A resource's test callback: reports one finished submission, if any. Nothing finished:

@@ -89,8 +89,10 @@ pub type titus_task_fn = Option<
 /// `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
 /// what the device needs), stores a handle for it in `*handle` (unique among its
 /// unfinished submissions) and returns 0; any other return fails the time step with
-/// `TITUS_ERR_TASK`. Called from the rank's resource thread, never concurrently with the
-/// resource's other callback.
+/// `TITUS_ERR_TASK`. Called from the rank's resource thread or from one of its worker
+/// threads (a worker that took a task the dispatch policy gives the resource), never
+/// concurrently with the resource's other calls: a callback that needs per-thread state
+/// (a device context) sets it itself.
 pub type titus_launch_fn = Option<
     unsafe extern "C" fn(
         kind: c_int,

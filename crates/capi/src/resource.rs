@@ -23,8 +23,8 @@ pub(crate) type Test = unsafe extern "C" fn(
 /// otherwise hold the resource thread forever).
 const POLL_MAX: usize = 4096;
 
-/// An executor driven by the application's callbacks, called from the rank's resource
-/// thread only.
+/// An executor driven by the application's callbacks, called (one call at a time, under
+/// the rank's resource lock) from its resource thread or a worker that dispatches to it.
 pub(crate) struct CExecutor {
     pub(crate) name: String,
     pub(crate) launch: Launch,

@@ -195,6 +195,16 @@ impl Node {
                 crate::resources::TYPES_MAX
             )));
         }
+        // Types are compared with resources' kind sets, which are sorted and distinct.
+        if let Some((t, k)) = cfg.resource_types.iter().enumerate().find_map(|(t, k)| {
+            k.as_ref()
+                .filter(|k| !k.is_sorted_by(|a, b| a < b))
+                .map(|k| (t, k))
+        }) {
+            return Err(CoreError::Config(format!(
+                "resource type {t} lists kinds {k:?}: give each type's kinds in ascending order, without repeats"
+            )));
+        }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {
@@ -704,7 +714,10 @@ impl Node {
             return Vec::new();
         }
         let out = self.queue.take_front_of(max, set);
-        self.queue.hungry = out.is_empty() && !self.term.is_done();
+        // Hungry: the workers found nothing at all — not a resource that found nothing of
+        // its kinds while other work waits.
+        self.queue.hungry =
+            out.is_empty() && (set.is_none() || self.queue.is_empty()) && !self.term.is_done();
         self.drive(mem);
         out
     }

@@ -253,8 +253,9 @@ impl Queue {
         } else {
             (cfg.min_private as usize).min(self.runnable_here(set))
         };
+        // What stays private is of these kinds (at most those this rank runs itself).
         let k = (c - c / 2)
-            .min(self.tasks.len().saturating_sub(private))
+            .min(c.saturating_sub(private))
             .min(cfg.shared_capacity as usize);
         let mut offered = Vec::with_capacity(k);
         let mut i = self.tasks.len();

@@ -725,6 +725,11 @@ impl Runtime {
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         let sh = &self.shared;
         let types = &sh.cfg.core.resource_types;
+        if !types.is_empty() && !types.contains(&None) {
+            return Err(RuntimeError::Config(format!(
+                "the job's resource types {types:?} (core.resource_types) leave out the CPU workers' (every kind: None)"
+            )));
+        }
         if !types.is_empty() && !types.contains(&spec.kind_set()) {
             return Err(RuntimeError::Config(format!(
                 "resource {name:?} runs kinds {:?}, which is none of the job's resource types {types:?} (core.resource_types)",

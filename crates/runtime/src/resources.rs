@@ -97,6 +97,15 @@ pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
 fn submit(sh: &Shared, st: &mut State, id: usize, task: Task) -> Option<(Task, String)> {
     let name = st.table.specs()[id].name.clone();
     match st.executors[id - 1].submit(task.kind, &task.payload) {
+        Ok(h) if st.inflight.contains_key(&(id, h)) => {
+            st.table.complete(id);
+            Some((
+                task,
+                format!(
+                    "resource {name:?} gave handle {h} to a new task while an earlier one with it is unfinished"
+                ),
+            ))
+        }
         Ok(h) => {
             let epoch = sh.res_epoch.load(Ordering::Acquire);
             st.inflight.insert(

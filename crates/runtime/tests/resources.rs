@@ -224,4 +224,12 @@ fn bad_resources_are_refused() {
         e.is_usage() && e.to_string().contains("none of the job's resource types"),
         "{e}"
     );
+    // The types must include the CPU workers' (every kind).
+    let mut cfg = config();
+    cfg.core.resource_types = vec![Some(vec![1])];
+    let rts = Runtime::local(1, cfg, MemOptions::default()).unwrap();
+    let e = rts[0]
+        .add_emulated("gpu", 1, 1.0, Dispatch::LeastLoaded)
+        .unwrap_err();
+    assert!(e.to_string().contains("leave out the CPU workers'"), "{e}");
 }

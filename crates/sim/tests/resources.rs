@@ -153,6 +153,30 @@ fn bad_resources_are_refused() {
         ..SimResources::default()
     };
     assert!(run(res, 1).unwrap_err().0.contains("33 ranks"));
+    // Resource types are sorted kind sets without repeats, as resources state them.
+    let mut core = Config {
+        protocol: Protocol::Request,
+        resource_types: vec![None, Some(vec![2, 1])],
+        ..Config::default()
+    };
+    let mut overlay = OverlayParams {
+        ranks: 2,
+        ..OverlayParams::default()
+    };
+    Balancing::Smallworld
+        .apply(&mut core, &mut overlay, 2, None)
+        .unwrap();
+    let job = Job::new(
+        core,
+        overlay,
+        Model::preset("ib-hdr").unwrap(),
+        vec![Vec::new(); 2],
+    );
+    let e = simulate(&job).unwrap_err();
+    assert!(
+        e.0.contains("resource type 1 lists kinds [2, 1]") && e.0.contains("ascending"),
+        "{e}"
+    );
 }
 
 /// Seed 003's example (BOINC's work fetch with GPUs): owner A has only accelerator tasks,

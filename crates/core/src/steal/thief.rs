@@ -570,7 +570,7 @@ impl Thief {
                     // Not asked for this type again for the longest backoff: work it has
                     // never held may still reach it (relays), so not for the epoch.
                     b.empty(victim, now, &cx.cfg);
-                    b.hold(victim, now.plus(cx.cfg.backoff_max * 16), now);
+                    b.hold(victim, now.plus(cx.cfg.backoff_max.saturating_mul(16)), now);
                     stats.steals_empty += 1;
                 }
             }
