@@ -2,7 +2,8 @@
  * titus_add_resource's launch and test callbacks, finishing each task a few tests after its
  * launch, out of order. Every rank hands over tasks of kinds 0 (CPU only) and 1 (CPU or
  * device); each result says where it ran; the program checks every result and prints how
- * many ran on its device. */
+ * many ran on its device. The device's kinds are a resource type (option resource_types):
+ * it asks other ranks for kind-1 work when it has room and none is queued. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +69,7 @@ int main(void) {
     struct device dev;
     memset(&dev, 0, sizeof dev);
     int rank = 0, size = 1;
-    if (titus_init(&t, "workers=1,dispatch=fixed,max_payload=8,max_result=8") != TITUS_OK) goto fail;
+    if (titus_init(&t, "workers=1,dispatch=fixed,max_payload=8,max_result=8,resource_types=all/1") != TITUS_OK) goto fail;
     if (titus_rank_size(t, &rank, &size) != TITUS_OK) goto fail;
     if (titus_register(t, 0, cpu_square, NULL) != TITUS_OK) goto fail;
     if (titus_register(t, 1, cpu_square, NULL) != TITUS_OK) goto fail;

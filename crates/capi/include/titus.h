@@ -196,7 +196,7 @@ extern "C" {
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
 // check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, shortcuts,
-// shortcut_draw, dispatch, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 // MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -227,7 +227,10 @@ int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
 // resource whenever it has room). The rank's resource thread calls `launch` and `test`
 // with `ctx`, which must stay valid until titus_finalize. `name` appears in errors and
 // statistics. Ranks may add different resources (a task a resource cannot run goes to
-// the workers, which run every kind). Between time steps; not collective. Bad input
+// the workers, which run every kind). With the option `resource_types` (the same on every
+// rank, e.g. `all/1/2+3`: the workers' every kind, then each resource's kinds) a resource
+// whose kinds are a type asks other ranks for work of its kinds when it has room and
+// none is queued, while the workers are busy; its kinds must then be one of the types. Between time steps; not collective. Bad input
 // (capacity ≤ 0, a speed ≤ 0, a kind outside 0..=65535, NULL callbacks):
 // `TITUS_ERR_INVALID`.
 int titus_add_resource(struct titus_t *t, const char *name, int capacity, const int *kinds, const double *speeds, size_t nkinds, titus_launch_fn launch, titus_test_fn test, void *ctx);

@@ -39,7 +39,7 @@ fn keys() -> String {
          min_private, backoff_max, check_interval, flush_delay, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
          advertise (on|off), \
          cost_aware (on|off), shortcuts, shortcut_draw (kleinberg|paired), \
-         dispatch (least-loaded|round-robin|fixed), \
+         dispatch (least-loaded|round-robin|fixed), resource_types (e.g. all/1/2+3), \
          log (a filter such as info; directives separated by ';')",
         balancers.join("|"),
         backend_names().join("|")
@@ -166,6 +166,31 @@ impl Options {
                     }
                 }
                 "shortcuts" => self.cfg.overlay.shortcuts = positive()?,
+                "resource_types" => {
+                    // Types separated by '/', each `all` (every kind: the CPU workers') or
+                    // kinds joined by '+', e.g. all/1/2+3.
+                    let mut types = Vec::new();
+                    for t in value.split('/') {
+                        if t == "all" {
+                            types.push(None);
+                            continue;
+                        }
+                        let mut kinds = t
+                            .split('+')
+                            .map(|k| k.parse::<u16>())
+                            .collect::<Result<Vec<u16>, _>>()
+                            .map_err(|_| {
+                                bad("types separated by '/', each 'all' or kinds 0..=65535 joined by '+' (e.g. all/1/2+3)")
+                            })?;
+                        kinds.sort_unstable();
+                        kinds.dedup();
+                        types.push(Some(kinds));
+                    }
+                    if types.len() > 64 {
+                        return Err(bad("at most 64 types"));
+                    }
+                    self.cfg.core.resource_types = types;
+                }
                 "dispatch" => {
                     self.dispatch = titus_runtime::Dispatch::parse(value)
                         .map_err(|_| bad("least-loaded, round-robin or fixed"))?
@@ -250,6 +275,23 @@ mod tests {
         );
         let e = Options::parse("shortcuts=0", None).unwrap_err();
         assert_eq!(e, "options: shortcuts='0': expected a positive integer");
+    }
+
+    #[test]
+    fn resource_types_are_an_option() {
+        let o = Options::parse("resource_types=all/1/3+2+3", None).unwrap();
+        assert_eq!(
+            o.cfg.core.resource_types,
+            vec![None, Some(vec![1]), Some(vec![2, 3])]
+        );
+        for bad in [
+            "resource_types=all/x",
+            "resource_types=1+",
+            "resource_types=70000",
+        ] {
+            let e = Options::parse(bad, None).unwrap_err();
+            assert!(e.contains("e.g. all/1/2+3"), "{bad}: {e}");
+        }
     }
 
     #[test]
