@@ -320,8 +320,12 @@ impl Overlay {
                 continue;
             }
             // The dimension at the level's scale: one whose blocks reach level l.
-            let wide: Vec<usize> = (0..dim).filter(|&c| level(c, l) == Some(l)).collect();
-            let top = wide[rng.below(wide.len() as u64) as usize];
+            let wide = |c: &usize| level(*c, l) == Some(l);
+            let nth = rng.below((0..dim).filter(wide).count() as u64) as usize;
+            let top = (0..dim)
+                .filter(wide)
+                .nth(nth)
+                .expect("l is some dimension's level");
             let mut p = c0;
             for c in 0..dim {
                 let Some(lc) = level(c, l) else { continue };

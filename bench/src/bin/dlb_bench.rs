@@ -268,15 +268,10 @@ fn epoch_main(
         }
     }
     if let (Some(_), (Some(described), _)) = (&counts, dlb::resources(&run.args, report.ranks)) {
-        // Worker equivalents: every rank's workers and its accelerators' capacity × speed
-        // (kind 0, the kind of every task here), as `titus sim` counts them.
+        // Nominal work over the heterogeneous ideal's capacity, as `titus sim` counts it.
         let workers = f64::from(report.ranks) * report.workers as f64;
-        let accel: f64 = described
-            .iter()
-            .flatten()
-            .map(|s| f64::from(s.capacity) * s.speed(0).unwrap_or(0.0))
-            .sum();
-        report.hetero_efficiency = Some(report.nominal_efficiency * workers / (workers + accel));
+        let capacity = dlb::hetero_capacity(report.ranks, report.workers, &described);
+        report.hetero_efficiency = Some(report.nominal_efficiency * workers / capacity);
     }
     if counts.is_some() {
         report.accel_tasks = Some(

@@ -242,15 +242,7 @@ fn simulate(
         dispatch,
         ..titus_sim::SimResources::default()
     };
-    // The heterogeneous ideal's capacity, in workers: every rank's workers plus its
-    // accelerators' capacity × speed (for kind 0, the kind of every task here).
-    let capacity = f64::from(ranks) * run.args.workers as f64
-        + resources
-            .per_rank
-            .iter()
-            .flatten()
-            .map(|s| f64::from(s.capacity) * s.speed(0).unwrap_or(0.0))
-            .sum::<f64>();
+    let capacity = dlb::hetero_capacity(ranks, run.args.workers, &resources.per_rank);
     let job = Job {
         core: cfg.core,
         overlay: cfg.overlay,

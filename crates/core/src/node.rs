@@ -222,7 +222,12 @@ impl Node {
             router.victims.clone()
         };
         Ok(Self {
-            thief: Thief::new(targets, area, steal_rng(cfg.seed, rank, None)),
+            thief: Thief::new(
+                targets,
+                area,
+                steal_rng(cfg.seed, rank, None),
+                cfg.resource_types.len(),
+            ),
             owner: Owner::new(area),
             results: Results::new(&router, &cfg),
             cx: Ctx::new(cfg, rank, size),
@@ -737,7 +742,8 @@ impl Node {
         // What this rank's own resources run: the union of its types' kinds.
         let types = &self.cx.cfg.resource_types;
         let mut local = Some(Vec::new());
-        for (t, set) in types.iter().enumerate().take(crate::resources::TYPES_MAX) {
+        // (At most TYPES_MAX types: `Node::new` checked.)
+        for (t, set) in types.iter().enumerate() {
             if mine >> t & 1 == 1 {
                 match (set, &mut local) {
                     (None, _) => local = None,
@@ -758,7 +764,7 @@ impl Node {
         }
         let dry = self.queue.len() < self.cx.cfg.steal_below as usize;
         let mut short = 0;
-        for (t, set) in types.iter().enumerate().take(crate::resources::TYPES_MAX) {
+        for (t, set) in types.iter().enumerate() {
             let bit = 1u64 << t;
             let wants = self.types_idle & bit != 0 || (dry && self.types_mine & bit != 0);
             // A type that runs nothing (CPUs that run no kind here) never asks.

@@ -251,11 +251,19 @@ impl Resources {
         self.unfinished[id] < self.specs[id].capacity
     }
 
-    /// The kinds the resources with room run together (None: every kind; an empty set
-    /// when none has room).
-    pub fn room_kinds(&self) -> KindSet {
+    /// The type bits (`bits`, from [`type_bits`]) of the resources from index
+    /// `from` on that have room.
+    pub fn room_types(&self, bits: &[u64], from: usize) -> u64 {
+        (from..self.specs.len())
+            .filter(|&i| self.has_room(i))
+            .fold(0, |a, i| a | bits[i])
+    }
+
+    /// The kinds the resources from index `from` on with room run together (None: every
+    /// kind; an empty set when none has room).
+    pub fn room_kinds(&self, from: usize) -> KindSet {
         let mut out: Vec<u16> = Vec::new();
-        for (i, s) in self.specs.iter().enumerate() {
+        for (i, s) in self.specs.iter().enumerate().skip(from) {
             if !self.has_room(i) {
                 continue;
             }
@@ -359,6 +367,18 @@ impl Resources {
             .filter_map(|s| Some(f64::from(s.capacity) * s.speed(kind)?))
             .sum()
     }
+}
+
+/// Each of `specs`' bit among the job's `types` (0 for a kind set that is no type): what
+/// a driver states to its node (`Node::set_resource_types`).
+pub fn type_bits(specs: &[ResourceSpec], types: &[KindSet]) -> Vec<u64> {
+    specs
+        .iter()
+        .map(|s| {
+            let set = s.kind_set();
+            types.iter().position(|t| *t == set).map_or(0, |t| 1 << t)
+        })
+        .collect()
 }
 
 /// Checks that every kind in `kinds` has a variant on some rank's resources.

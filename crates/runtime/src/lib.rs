@@ -759,6 +759,7 @@ impl Runtime {
             specs.push(spec);
             st.table = titus_core::resources::Resources::new(specs, st.table.dispatch())
                 .map_err(|e| RuntimeError::Config(e.to_string()))?;
+            st.bits = titus_core::resources::type_bits(st.table.specs(), types);
             st.executors.push(executor);
         }
         sh.has_res.store(true, Ordering::Release);

@@ -62,6 +62,10 @@ pub(crate) struct State {
     inflight: HashMap<(usize, u64), Inflight>,
     /// Tasks for the workers, before their deques.
     pub(crate) ready: VecDeque<Ready>,
+    /// With resource types: each resource's type bit (`type_bits`, set as resources are
+    /// added), and the (types, types with room) last stated to the node.
+    pub(crate) bits: Vec<u64>,
+    stated: (u64, u64),
 }
 
 impl State {
@@ -71,6 +75,8 @@ impl State {
             executors: Vec::new(),
             inflight: HashMap::new(),
             ready: VecDeque::new(),
+            bits: Vec::new(),
+            stated: (0, 0),
         }
     }
 }
@@ -187,35 +193,6 @@ fn reap(sh: &Shared, done: &mut Completions) {
     }
 }
 
-/// With per-type requests (`Config::resource_types`): the types this rank's resources
-/// have, those of the executors with room (the CPU workers' idleness shows as a dry
-/// queue), and the kinds those executors run (None: every kind).
-fn type_state(sh: &Shared, table: &Resources) -> (u64, u64, titus_core::resources::KindSet) {
-    let types = &sh.cfg.core.resource_types;
-    let bit = |s: &ResourceSpec| {
-        types
-            .iter()
-            .position(|t| *t == s.kind_set())
-            .map_or(0u64, |t| 1 << t)
-    };
-    let specs = table.specs();
-    let mine = specs.iter().map(bit).fold(0, |a, b| a | b);
-    let mut idle = 0;
-    let mut kinds = Some(Vec::new());
-    for (i, s) in specs.iter().enumerate().skip(1) {
-        if !table.has_room(i) {
-            continue;
-        }
-        idle |= bit(s);
-        match (s.kind_set(), &mut kinds) {
-            (None, _) => kinds = None,
-            (Some(k), Some(all)) => all.extend(k),
-            _ => {}
-        }
-    }
-    (mine, idle, kinds)
-}
-
 /// Takes tasks from the node while an executor has room, dispatching each: with resource
 /// types, only tasks an executor with room can run, after telling the node which types
 /// have room (it asks victims for their work when the queue holds none).
@@ -225,14 +202,29 @@ fn fill(sh: &Shared) {
         if !sh.epoch_running.load(Ordering::Acquire) {
             return;
         }
-        let ((mine, idle, kinds), room) = {
-            let g = lock(&sh.resources);
-            let Some(st) = g.as_ref() else { return };
+        // With resource types: what changed in the types with room (stated to the node,
+        // which asks victims for their work when the queue holds none) and the kinds the
+        // executors with room run.
+        let (state, kinds, room) = {
+            let mut g = lock(&sh.resources);
+            let Some(st) = g.as_mut() else { return };
             let room =
                 (1..st.table.specs().len()).any(|i| st.table.has_room(i)) && st.ready.is_empty();
-            (type_state(sh, &st.table), room)
+            let (mut state, mut kinds) = (None, None);
+            if typed {
+                let now = (
+                    st.bits.iter().fold(0, |a, b| a | b),
+                    st.table.room_types(&st.bits, 1),
+                );
+                if now != st.stated {
+                    st.stated = now;
+                    state = Some(now);
+                }
+                kinds = st.table.room_kinds(1);
+            }
+            (state, kinds, room)
         };
-        if typed {
+        if let Some((mine, idle)) = state {
             // Not under the resources' lock: workers take it while holding the node's.
             let mem = SegMem(&*sh.fabric);
             let mut node = sh.lock_node();
@@ -249,7 +241,7 @@ fn fill(sh: &Shared) {
         let task = {
             let mem = SegMem(&*sh.fabric);
             let mut node = sh.lock_node();
-            let set = if typed { kinds } else { None };
+            let set = kinds;
             let t = node
                 .take_tasks_for(sh.now(), 1, &set, &mem)
                 .into_iter()

@@ -47,7 +47,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::resources::{
-    Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_table,
+    Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_bits, type_table,
 };
 use titus_core::{Config, CostHistory, Memory, Node, Op, Prediction, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
@@ -460,7 +460,7 @@ impl<'a> Sim<'a> {
             .take(8)
             .map(|r| {
                 let room = self.res[r].as_ref().map_or(String::new(), |t| {
-                    format!(", room for kinds {:?}", t.room_kinds())
+                    format!(", room for kinds {:?}", t.room_kinds(0))
                 });
                 format!(
                     "rank {r}: {} queued, {} idle workers{room} [{}]",
@@ -682,7 +682,7 @@ impl<'a> Sim<'a> {
                 None => {
                     // A task some resource with room can run; the others stay queued (for
                     // thieves that can run them).
-                    let set = self.res[i].as_ref().and_then(Resources::room_kinds);
+                    let set = self.res[i].as_ref().and_then(|t| t.room_kinds(0));
                     let got = self.nodes[i].take_tasks_for(Time(now), 1, &set, &self.mems[i]);
                     let Some(task) = got.into_iter().next() else {
                         break;
@@ -774,9 +774,7 @@ impl<'a> Sim<'a> {
             let idle = match &self.res[i] {
                 None if self.idle[i] > 0 => self.types_mine[i],
                 None => 0,
-                Some(t) => (0..t.specs().len())
-                    .filter(|&r| t.has_room(r))
-                    .fold(0, |a, r| a | self.types_of[i][r]),
+                Some(t) => t.room_types(&self.types_of[i], 0),
             };
             self.nodes[i].set_resource_types(Time(now), self.types_mine[i], idle, &self.mems[i]);
         }
@@ -1254,15 +1252,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             core.resource_types = table;
         }
         for (r, specs) in specs_of.iter().enumerate() {
-            types_of[r] = specs
-                .iter()
-                .map(|s| {
-                    core.resource_types
-                        .iter()
-                        .position(|t| *t == s.kind_set())
-                        .map_or(0, |t| 1u64 << t)
-                })
-                .collect();
+            types_of[r] = type_bits(specs, &core.resource_types);
             types_mine[r] = types_of[r].iter().fold(0, |a, b| a | b);
         }
     }

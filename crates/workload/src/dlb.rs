@@ -1245,6 +1245,21 @@ pub fn resources(
     (per_rank, dispatch)
 }
 
+/// The heterogeneous ideal's capacity in worker equivalents: every rank's `workers` and
+/// the accelerators' capacity × speed for kind 0 (the kind of every DLB_Bench task).
+pub fn hetero_capacity(
+    ranks: u32,
+    workers: usize,
+    described: &[Vec<titus_core::resources::ResourceSpec>],
+) -> f64 {
+    f64::from(ranks) * workers as f64
+        + described
+            .iter()
+            .flatten()
+            .map(|s| f64::from(s.capacity) * s.speed(0).unwrap_or(0.0))
+            .sum::<f64>()
+}
+
 /// Rejects impossible flags (exit 2).
 pub fn check_args(args: &BenchArgs) {
     if let Err(e) = titus_core::resources::Dispatch::parse(&args.dispatch) {

@@ -213,9 +213,14 @@ pub(crate) struct Thief {
 }
 
 impl Thief {
-    pub(crate) fn new(targets: Neighbours, area: TaskArea, rng: Rng) -> Self {
+    /// A thief of `targets` for a job of `types` resource types (per-type backoffs).
+    pub(crate) fn new(targets: Neighbours, area: TaskArea, rng: Rng, types: usize) -> Self {
         Self {
             backoff: Backoff::new(&targets),
+            typed: Typed {
+                backoff: (0..types).map(|_| Backoff::new(&targets)).collect(),
+                ..Typed::default()
+            },
             targets,
             attempt: None,
             seq: 0,
@@ -225,7 +230,6 @@ impl Thief {
             hungry: false,
             push_expected: 0,
             push_left: 0,
-            typed: Typed::default(),
         }
     }
 
@@ -300,6 +304,9 @@ impl Thief {
     /// New targets (work sharing: the master rotates).
     pub(crate) fn set_targets(&mut self, targets: Neighbours) {
         self.backoff = Backoff::new(&targets);
+        for b in &mut self.typed.backoff {
+            *b = Backoff::new(&targets);
+        }
         self.targets = targets;
         self.last_ok = None;
     }
@@ -348,10 +355,6 @@ impl Thief {
             return None;
         }
         if typed(cfg) {
-            if self.typed.backoff.len() < cfg.resource_types.len().min(64) {
-                // No typed attempt yet: every target is ready.
-                return Some(Time(0));
-            }
             let typed = (0..self.typed.backoff.len())
                 .filter(|t| short >> t & 1 == 1)
                 .filter_map(|t| self.typed.backoff[t].earliest())
@@ -369,10 +372,7 @@ impl Thief {
     /// most (module doc). False if no short type has one.
     fn step_typed<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, short: u64) -> bool {
         let now = cx.now;
-        let types = cx.cfg.resource_types.len().min(64);
-        while self.typed.backoff.len() < types {
-            self.typed.backoff.push(Backoff::new(&self.targets));
-        }
+        let types = self.typed.backoff.len();
         // The highest short type first, then in turn (one type whose victims keep
         // answering nothing must not starve the others).
         let start = self.typed.last.map_or(types, |l| l.min(types));
@@ -885,9 +885,30 @@ mod tests {
     use crate::ctx::testing::Mem;
     use crate::layout::encode_task;
 
+    /// The (sequence, resource type) of the REQUEST a command sends to rank 2.
+    fn request_to_2(op: &Op) -> (u64, u16) {
+        let Op::Write {
+            peer: 2,
+            signal: Some(s),
+            ..
+        } = op
+        else {
+            panic!("{op:?}")
+        };
+        let Ok(Signal::Request { seq, rtype, .. }) = Signal::unpack(*s, 0) else {
+            panic!("{s:#x}")
+        };
+        (seq, rtype)
+    }
+
     fn thief(cfg: &Config) -> (Thief, Ctx<Pending>) {
         let area = TaskArea::new(cfg, 4);
-        let t = Thief::new(Neighbours::List(vec![2]), area, Rng::from_keys(&[1]));
+        let t = Thief::new(
+            Neighbours::List(vec![2]),
+            area,
+            Rng::from_keys(&[1]),
+            cfg.resource_types.len(),
+        );
         (t, Ctx::new(cfg.clone(), 0, 4))
     }
 
@@ -984,20 +1005,7 @@ mod tests {
                 short,
                 &mut crate::mapper::DefaultMapper::default(),
             );
-            cx.poll_command().map(|c| {
-                let Op::Write {
-                    peer: 2,
-                    signal: Some(s),
-                    ..
-                } = c.op
-                else {
-                    panic!("{c:?}")
-                };
-                let Ok(Signal::Request { seq, rtype, .. }) = Signal::unpack(s, 0) else {
-                    panic!("{s:#x}")
-                };
-                (seq, rtype)
-            })
+            cx.poll_command().map(|c| request_to_2(&c.op))
         };
         // Both types short: the accelerator's (type 1, sent as 2) first.
         let (seq, rtype) = ask(&mut t, &mut cx, 0, 0b11).expect("a request");
@@ -1038,17 +1046,7 @@ mod tests {
             None
         );
         let c = cx.poll_command().expect("REQUEST");
-        let Op::Write {
-            peer: 2,
-            signal: Some(s),
-            ..
-        } = c.op
-        else {
-            panic!("{c:?}")
-        };
-        let Ok(Signal::Request { seq, .. }) = Signal::unpack(s, 0) else {
-            panic!("{s:#x}")
-        };
+        let (seq, _) = request_to_2(&c.op);
         // A reply to another attempt, or from another rank: nothing.
         assert_eq!(t.on_reply(&mut cx, 2, 0, seq + 1, false, &mem), Ok(None));
         assert_eq!(t.on_reply(&mut cx, 3, 0, seq, false, &mem), Ok(None));
@@ -1109,15 +1107,7 @@ mod tests {
                     })
                 );
             } else {
-                let Op::Write {
-                    signal: Some(s), ..
-                } = c.op
-                else {
-                    panic!("{c:?}")
-                };
-                let Ok(Signal::Request { seq, .. }) = Signal::unpack(s, 0) else {
-                    panic!("{s:#x}")
-                };
+                let (seq, _) = request_to_2(&c.op);
                 let _ = p;
                 assert_eq!(
                     t.on_reply(&mut cx, 2, 0, seq, false, &mem),
