@@ -21,11 +21,13 @@
  *   efficiency          TITUS's: Σ task time / Σ (step time × workers), summed over steps
  *                       and ranks (`efficiency_none`, `efficiency_titus`). It rises when
  *                       balancing slows the tasks themselves, so it can flatter a run.
- *   nominal efficiency  T_seq / (P × T), where T_seq is the calibrated cost of every cell of
+ *   nominal efficiency  T_seq / (W × T), where T_seq is the calibrated cost of every cell of
  *                       every step: the sequential reference's time, summed over the ranks'
  *                       slabs (each rank times its own slab on one core, with no Titus,
  *                       while the other ranks wait: one rank after the other);
- *                       P the number of ranks; T the run's wall time (Σ over steps of
+ *                       W the run's worker threads summed over ranks (a core each: one per
+ *                       rank where ranks fill the cores, more where a rank has a node or a
+ *                       socket to itself); T the run's wall time (Σ over steps of
  *                       hand-over + titus_run + results on rank 0). Each rank states its
  *                       slab's calibrated cost per step with titus_nominal_work, and the
  *                       job stats' nominal_s gives the sum. Ideal: 1; it cannot be
@@ -411,9 +413,10 @@ int main(int argc, char **argv) {
              steps_none == ref_steps && steps_titus == ref_steps;
     double sum_none = 0, sum_titus = 0;
     for (int s = 0; s < g.steps; s++) sum_none += t_none[s], sum_titus += t_titus[s];
-    /* Both runs stated the same calibrated costs: the job's T_seq. */
-    double nom_none = sum_none > 0 ? nominal_none / (size * sum_none) : 0.0;
-    double nom_titus = sum_titus > 0 ? nominal_titus / (size * sum_titus) : 0.0;
+    /* Both runs stated the same calibrated costs: the job's T_seq, against the cores their
+     * workers had. */
+    double nom_none = sum_none > 0 ? nominal_none / ((double)workers_none * sum_none) : 0.0;
+    double nom_titus = sum_titus > 0 ? nominal_titus / ((double)workers_titus * sum_titus) : 0.0;
     double speedup = sum_titus > 0 ? sum_none / sum_titus : 0.0;
     if (rank == 0 && !json) {
         printf("chemistry: %dx%d cells, %d ranks, %ld workers in all, %d steps of dt %g, titus "

@@ -10,7 +10,8 @@
 ! workers); nominal efficiency T_seq / (P x T), with T_seq the calibrated cost of every
 ! cell of every step (the sequential reference's time per step, summed over the ranks'
 ! slabs, timed one rank after the other: each rank states its own with titus_nominal_work and the job stats' nominal_s
-! sums them), P the ranks, T the run's wall time on rank 0; speed-up T_none / T_titus.
+! sums them), P the run's worker threads summed over ranks (a core each), T the run's
+! wall time on rank 0; speed-up T_none / T_titus.
 ! `--json` prints them as one JSON object (keys as chemistry.c).
 !
 ! Task procedures are `recursive` (no static locals): workers call them concurrently.
@@ -133,7 +134,7 @@ program chemistry
   integer :: nx = 64, ny = 32, steps = 8, rank, size, x0, x1, n, step, c, x, y, ierr
   real(c_double), parameter :: dt = 300d0
   real(c_double), allocatable, target :: ref(:, :), st(:, :, :), tin(:, :), tout(:, :)
-  real(c_double) :: times(2), t0, t1, eff(2), busy, avail, nominal(2), nom(2)
+  real(c_double) :: times(2), t0, t1, eff(2), busy, avail, nominal(2), nom(2), workers(2)
   real(c_double), allocatable :: t_seq(:)
   integer(c_int64_t), allocatable :: keys(:), hint_ns(:)
   integer(c_int), allocatable :: prio(:)
@@ -236,13 +237,14 @@ program chemistry
       busy = busy + js%busy_s
       avail = avail + js%session_s * js%workers
       nominal(pass) = nominal(pass) + js%nominal_s
+      workers(pass) = real(js%workers, c_double)
     end do
     eff(pass) = busy / max(avail, 1d-300)
     call check(titus_finalize(t), "titus_finalize")
   end do
 
   ok = all(st(:, 1:n, 1) == ref(:, 1:n)) .and. all(st(:, 1:n, 2) == ref(:, 1:n))
-  nom = nominal / (size * max(times, 1d-300))
+  nom = nominal / (workers * max(times, 1d-300))
   if (rank == 0 .and. .not. json) then
     write (*, '(a,i0,a,i0,a,i0,a,i0,a)') "chemistry (Fortran): ", nx, "x", ny, " cells, ", &
         size, " ranks, ", steps, " steps"

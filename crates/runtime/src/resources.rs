@@ -248,10 +248,7 @@ fn fill(sh: &Shared) {
                 .next();
             let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
             let wake = handed || node.has_commands();
-            drop(node);
-            if wake {
-                sh.fabric.wake();
-            }
+            crate::worker::release(sh, node, wake);
             t
         };
         let Some(task) = task else { return };

@@ -69,11 +69,24 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     }
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
+    release(sh, node, wake);
+    first
+}
+
+/// Unlocks `node` after a worker drove it: wakes the progress thread where `wake`, and the
+/// user thread waiting for the epoch where it is done. Whatever a worker feeds the node
+/// (the last termination message among a steal's answers, say) can end the epoch, and the
+/// progress thread, whose signal the worker took, would not notice before its next turn
+/// (up to 50 ms: a whole chemistry step).
+pub(crate) fn release(sh: &Shared, node: std::sync::MutexGuard<'_, titus_core::Node>, wake: bool) {
+    let finished = node.is_done();
     drop(node);
     if wake {
         sh.fabric.wake();
     }
-    first
+    if finished {
+        sh.done_cv.notify_all();
+    }
 }
 
 /// Whether the progress thread must wake for what `node` now wants: commands this worker
@@ -137,10 +150,7 @@ fn await_answer(sh: &Shared) -> bool {
     crate::driver::feed(&mut node, sh.now(), signals, &mem);
     let handed = crate::driver::drive_inline(sh, &mut node);
     let wake = handed || node.has_commands();
-    drop(node);
-    if wake {
-        sh.fabric.wake();
-    }
+    release(sh, node, wake);
     true
 }
 
@@ -278,12 +288,5 @@ pub(crate) fn report_id(
     node.task_done(sh.now(), id, result, cost_ns, &mem);
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
-    let finished = node.is_done();
-    drop(node);
-    if wake {
-        sh.fabric.wake();
-    }
-    if finished {
-        sh.done_cv.notify_all();
-    }
+    release(sh, node, wake);
 }
