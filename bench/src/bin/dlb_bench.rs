@@ -74,7 +74,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>
             && (epoch + 1) % k == 0
             && epoch + 1 < plan.epochs
         {
-            owned = repartition(rt, owned)?;
+            owned = repartition(rt, owned, run.args.repartition_plan.plan())?;
         }
     }
     Ok((rank == 0).then_some(reports))
@@ -87,6 +87,7 @@ fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>
 fn repartition(
     rt: &Runtime,
     mut owned: Vec<Vec<titus_workload::TaskSpec>>,
+    how: titus_workload::RepartitionPlan,
 ) -> Result<Vec<Vec<titus_workload::TaskSpec>>, String> {
     let rank = rt.rank() as usize;
     let keys: Vec<u64> = owned[rank].iter().map(|t| t.global).collect();
@@ -110,7 +111,7 @@ fn repartition(
                 .collect(),
         );
     }
-    titus_workload::apply_plans(&mut owned, &plans)?;
+    titus_workload::apply_plans(&mut owned, &plans, how)?;
     Ok(owned)
 }
 

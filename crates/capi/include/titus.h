@@ -195,8 +195,8 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval, flush_delay, diffusion, diffusion_plan, advertise, cost_aware, shortcuts,
-// shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// check_interval, flush_delay, diffusion, diffusion_plan, repartition_plan, advertise,
+// cost_aware, shortcuts, shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 // MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or
@@ -283,11 +283,14 @@ int titus_task_keys(struct titus_t *t, const uint64_t *keys, size_t count);
 int titus_task_hints(struct titus_t *t, const int *priorities, const uint64_t *cost_ns, size_t count);
 
 // A repartition plan for the solver (collective; after at least one titus_run): which
-// of this rank's tasks should move for good to which neighbour in the rank string so that
-// the loads predicted from the last step's measured costs even out. `keys`: the `count`
-// tasks this rank will own, in string order (a cell's key, as given to titus_task_keys).
-// On return `*n_moves` moves are in `move_keys` / `move_to` (task key, new owner rank,
-// this rank ± 1); `capacity` is the room in both arrays, and `capacity = count` always
+// of this rank's tasks should move for good to which rank so that the loads predicted for
+// the next step (the last step's measured costs, moved as the job's front moved) even
+// out: to a neighbour in the rank string by default, anywhere with the option
+// `repartition_plan=recut` (the string cut anew: each rank's cells stay one contiguous
+// piece of it). `keys`: the `count` tasks this rank will own, in string order (a cell's
+// key, as given to titus_task_keys). On return `*n_moves` moves are in `move_keys` /
+// `move_to` (task key, new owner rank: this rank ± 1 by default); `capacity` is the room
+// in both arrays, and `capacity = count` always
 // suffices (a task moves at most once). Before any titus_run, or with a key twice, every
 // rank gets TITUS_ERR_INVALID. Moving the cells is the solver's own work.
 int titus_repartition_plan(struct titus_t *t, const uint64_t *keys, size_t count, uint64_t *move_keys, int *move_to, size_t capacity, size_t *n_moves);

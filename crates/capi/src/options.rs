@@ -151,6 +151,10 @@ impl Options {
                     self.cfg.core.diffusion_plan =
                         value.parse().map_err(|_| bad("neighbours or string"))?;
                 }
+                "repartition_plan" => {
+                    self.cfg.core.repartition_plan =
+                        value.parse().map_err(|_| bad("neighbours or recut"))?;
+                }
                 "advertise" => {
                     self.cfg.core.advertise = match value {
                         "on" => true,
@@ -373,6 +377,19 @@ mod tests {
                 .core
                 .diffusion_plan,
             titus_runtime::DiffusionPlan::String
+        );
+        assert_eq!(
+            Options::parse("repartition_plan=recut", None)
+                .unwrap()
+                .cfg
+                .core
+                .repartition_plan,
+            titus_runtime::RepartitionPlan::Recut
+        );
+        let e = Options::parse("repartition_plan=ring", None).unwrap_err();
+        assert!(
+            e.contains("repartition_plan='ring'") && e.contains("neighbours or recut"),
+            "{e}"
         );
         let e = Options::parse("diffusion_plan=ring", None).unwrap_err();
         assert!(

@@ -276,7 +276,11 @@ fn simulate(
                         .map(|ts| ts.iter().map(|t| t.global).collect())
                         .collect();
                     let moves = b.repartition_plan(&keys)?;
-                    titus_workload::apply_plans(&mut owned, &moves)?;
+                    titus_workload::apply_plans(
+                        &mut owned,
+                        &moves,
+                        run.args.repartition_plan.plan(),
+                    )?;
                     planned = true;
                 }
                 if !planned {

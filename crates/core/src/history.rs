@@ -81,6 +81,17 @@ impl CostHistory {
         self.shift
     }
 
+    /// The last epoch's cost of `key`, where it ran here.
+    pub fn last_cost(&self, key: u64) -> Option<u64> {
+        self.last.get(&key).copied()
+    }
+
+    /// What the last epoch measured (what a rank tells the job for its front:
+    /// [`crate::RankProfile`]).
+    pub fn measured(&self) -> crate::Measured {
+        crate::Measured::of(self.last.iter().map(|(&k, &c)| (k, c)))
+    }
+
     /// Keys with a known cost.
     pub fn len(&self) -> usize {
         self.last.len()

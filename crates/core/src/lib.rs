@@ -42,6 +42,7 @@ mod ctx;
 mod diffuse;
 mod error;
 pub mod fasthash;
+mod front;
 mod history;
 pub mod layout;
 pub mod mapper;
@@ -60,6 +61,7 @@ mod termination;
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
 pub use diffuse::{StringLoads, predicted_load};
 pub use error::{CoreError, error_code};
+pub use front::{JobFront, KeySpan, Measured, RankProfile};
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task};
 pub use mapper::{DefaultMapper, Mapper};
@@ -271,6 +273,8 @@ pub struct Config {
     pub diffusion: bool,
     /// Diffusion: where pushed work goes ([`DiffusionPlan`]).
     pub diffusion_plan: DiffusionPlan,
+    /// How a repartition plan moves tasks for good ([`repartition::RepartitionPlan`]).
+    pub repartition_plan: repartition::RepartitionPlan,
     /// Diffusion: how long a thief leaves alone a neighbour that predicted more load than
     /// this rank — it is pushing tasks here — unless the push's last chunk arrives first;
     /// each earlier chunk extends it by as much. A steal meanwhile takes half of what the
@@ -377,6 +381,7 @@ impl Default for Config {
             sharing: None,
             diffusion: true,
             diffusion_plan: DiffusionPlan::Neighbours,
+            repartition_plan: repartition::RepartitionPlan::Neighbours,
             push_wait: Duration::from_millis(2),
             advertise: true,
             cost_aware: true,

@@ -17,16 +17,71 @@
 //!    not split and the plans are made without talking, so a border may carry a task
 //!    less than its share: a rank may end up to one task above the largest load.
 //!    Tasks only ever move between string neighbours, and each task at most once.
+//!
+//! The re-cut ([`recut`], `RepartitionPlan::Recut`) instead cuts the string anew: every
+//! rank's tasks are laid end to end in string order by predicted cost (rank i's from
+//! Σ_{j<i} L_j on, scaled into its own L_i), and each goes to the rank whose share
+//! [k·T, (k+1)·T) holds the middle of its cost. Ownership stays contiguous along the string
+//! (neighbours in the string stay neighbours: a space-filling-curve decomposition stays
+//! one), but a task may move far: a pile over a third of the ranks spreads over all of
+//! them in one plan, where the neighbours' plan widens it by one rank a side.
+//!
+//! With the job's front (`JobFront`, `front.rs`), the loads and the tasks' costs are
+//! those predicted for the next epoch — the last epoch's moved once more by the front's
+//! shift ([`follow_front`]) — so that the plan balances the step it is applied to, not the
+//! one before.
 
 use crate::diffuse::filled;
 use crate::{CoreError, CostHistory, Rank};
+
+/// How a repartition plan moves tasks (`Config::repartition_plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RepartitionPlan {
+    /// Only to string neighbours, by the flows across each border ([`plan`]).
+    #[default]
+    Neighbours,
+    /// The string cut anew by predicted cost ([`recut`]): contiguous ownership, any rank.
+    Recut,
+}
+
+impl RepartitionPlan {
+    /// Its name in options and reports: `neighbours`, `recut`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Neighbours => "neighbours",
+            Self::Recut => "recut",
+        }
+    }
+
+    /// This plan of rank `me` ([`plan`] or [`recut`]).
+    pub fn of(self, loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+        match self {
+            Self::Neighbours => plan(loads, me, tasks),
+            Self::Recut => recut(loads, me, tasks),
+        }
+    }
+}
+
+impl std::str::FromStr for RepartitionPlan {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "neighbours" | "neighbors" => Ok(Self::Neighbours),
+            "recut" => Ok(Self::Recut),
+            _ => Err(format!(
+                "repartition plan '{s}': expected neighbours or recut"
+            )),
+        }
+    }
+}
 
 /// One task to hand over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Move {
     /// The task's key.
     pub key: u64,
-    /// The rank that should own it from now on (this rank ± 1).
+    /// The rank that should own it from now on (this rank ± 1 under
+    /// [`RepartitionPlan::Neighbours`]).
     pub to: Rank,
 }
 
@@ -36,11 +91,16 @@ pub struct Move {
 /// shares before [`plan`]). Every driver computes it here: the runtime
 /// (`Runtime::repartition_plan`) and the simulator alike.
 pub fn predicted_tasks(history: &CostHistory, keys: &[u64]) -> (Vec<(u64, u64)>, u64) {
-    let predicted = history.predict(keys);
-    let costs = filled(&predicted).unwrap_or(predicted);
-    let load: u128 = costs.iter().map(|&c| u128::from(c)).sum();
-    let tasks = keys.iter().copied().zip(costs).collect();
+    let tasks = filled_tasks(keys, history.predict(keys));
+    let load: u128 = tasks.iter().map(|&(_, c)| u128::from(c)).sum();
     (tasks, load.min(u128::from(u64::MAX)) as u64)
+}
+
+/// `keys` with their `predicted` costs (ns; 0: unknown), an unknown one at the mean of
+/// the known, 0 when none is known.
+pub fn filled_tasks(keys: &[u64], predicted: Vec<u64>) -> Vec<(u64, u64)> {
+    let costs = filled(&predicted).unwrap_or(predicted);
+    keys.iter().copied().zip(costs).collect()
 }
 
 /// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
@@ -105,10 +165,79 @@ pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, 
     Ok(moves)
 }
 
+/// The re-cut of rank `me` (module docs): given every rank's predicted load (`loads`,
+/// ns, string order) and this rank's tasks in string order as (key, predicted cost ns),
+/// the tasks whose cost's middle falls in another rank's share, each to that rank.
+pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+    let n = loads.len();
+    if (me as usize) >= n {
+        return Err(CoreError::Config(format!(
+            "rank {me} outside a string of {n} loads"
+        )));
+    }
+    let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
+    CostHistory::check_keys(&keys)?;
+    let total: u128 = loads.iter().map(|&l| u128::from(l)).sum();
+    let before: u128 = loads[..me as usize].iter().map(|&l| u128::from(l)).sum();
+    let mine = u128::from(loads[me as usize]);
+    let own: u128 = tasks.iter().map(|t| u128::from(t.1)).sum();
+    if total == 0 || own == 0 {
+        return Ok(Vec::new());
+    }
+    let mut moves = Vec::new();
+    let mut cum: u128 = 0;
+    for &(key, c) in tasks {
+        // The middle of this task's cost, scaled into this rank's part of the string.
+        let mid = before + (2 * cum + u128::from(c)) * mine / (2 * own);
+        cum += u128::from(c);
+        let to = ((mid * n as u128) / total).min(n as u128 - 1) as Rank;
+        if to != me {
+            moves.push(Move { key, to });
+        }
+    }
+    Ok(moves)
+}
+
+/// Where the job's front moved (`JobFront`), the plan's inputs for the next epoch: `front`
+/// (as the last epoch started) updated with every rank's `profiles` gathered for the plan
+/// (their keys now, what they measured last), and every rank's `loads` replaced by the
+/// front's prediction where it has one. The updated front, for the rank's own tasks
+/// ([`JobFront::predict`]); `None` (loads untouched) without a shift.
+pub fn follow_front(
+    front: &crate::JobFront,
+    profiles: &[crate::RankProfile],
+    loads: &mut [u64],
+) -> Option<crate::JobFront> {
+    let mut f = front.clone();
+    f.update(profiles);
+    let own: Vec<Option<u64>> = loads.iter().map(|&l| Some(l)).collect();
+    let planned = f.plan_loads(profiles, &own)?;
+    for (l, p) in loads.iter_mut().zip(planned) {
+        *l = p.unwrap_or(*l);
+    }
+    Some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_recut_spreads_a_pile_over_every_rank_in_one_plan() {
+        // Rank 1 of 4 owns 40 tasks of 10; the others nothing.
+        let tasks: Vec<(u64, u64)> = (0..40).map(|k| (k, 10)).collect();
+        let p = recut(&[0, 400, 0, 0], 1, &tasks).unwrap();
+        let to = |k: u64| p.iter().find(|m| m.key == k).map_or(1, |m| m.to);
+        let counts: Vec<usize> = (0..4)
+            .map(|r| (0..40).filter(|&k| to(k) == r).count())
+            .collect();
+        assert_eq!(counts, [10, 10, 10, 10]);
+        // In string order: keys 0..10 to rank 0, 30..40 to rank 3.
+        assert!((0..10).all(|k| to(k) == 0) && (30..40).all(|k| to(k) == 3));
+        assert!(recut(&[0, 400, 0, 0], 0, &[]).unwrap().is_empty());
+        assert!(recut(&[1, 2], 2, &[]).is_err());
+    }
 
     #[test]
     fn two_ranks_meet_in_the_middle() {
@@ -177,6 +306,47 @@ mod tests {
             let before = loads.iter().copied().max().unwrap_or(0);
             prop_assert!(
                 after.iter().all(|&a| a <= before + biggest),
+                "{loads:?} -> {after:?}"
+            );
+        }
+
+        /// Every rank's re-cut, from the same loads: each task moves at most once,
+        /// nothing is created, ownership stays in string order (a rank's tasks all come
+        /// before the next rank's), and no rank ends above the mean by more than a task.
+        #[test]
+        fn recuts_conserve_tasks_keep_the_string_and_even_out(
+            costs in prop::collection::vec(prop::collection::vec(0u64..1000, 0..20), 1..8)
+        ) {
+            let n = costs.len();
+            let tasks: Vec<Vec<(u64, u64)>> = costs
+                .iter()
+                .enumerate()
+                .map(|(r, cs)| cs.iter().enumerate().map(|(i, &c)| ((r * 100 + i) as u64, c)).collect())
+                .collect();
+            let loads: Vec<u64> = tasks.iter().map(|t| t.iter().map(|x| x.1).sum()).collect();
+            let mut owner: Vec<(u64, usize, u64)> = Vec::new();
+            for r in 0..n {
+                let p = recut(&loads, r as Rank, &tasks[r]).unwrap();
+                let mut seen = std::collections::HashSet::new();
+                for m in &p {
+                    prop_assert!(seen.insert(m.key), "key {} moved twice", m.key);
+                    prop_assert!((m.to as usize) < n && m.to as usize != r);
+                }
+                for &(k, c) in &tasks[r] {
+                    let to = p.iter().find(|m| m.key == k).map_or(r, |m| m.to as usize);
+                    owner.push((k, to, c));
+                }
+            }
+            prop_assert!(owner.windows(2).all(|w| w[0].1 <= w[1].1), "string order: {owner:?}");
+            let mut after = vec![0u64; n];
+            for &(_, to, c) in &owner {
+                after[to] += c;
+            }
+            prop_assert_eq!(after.iter().sum::<u64>(), loads.iter().sum::<u64>());
+            let mean = loads.iter().sum::<u64>() / n as u64;
+            let biggest = costs.iter().flatten().copied().max().unwrap_or(0);
+            prop_assert!(
+                after.iter().all(|&a| a <= mean + biggest + 1),
                 "{loads:?} -> {after:?}"
             );
         }

@@ -43,7 +43,7 @@ pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DiffusionPlan, Protocol, Routing, Sharing,
-    Stats as CoreStats,
+    Stats as CoreStats, repartition::RepartitionPlan,
 };
 pub use titus_overlay::{OverlayParams, ShortcutDraw};
 
@@ -375,6 +375,8 @@ pub struct Runtime {
     gather: AllGatherFn,
     /// The last measured cost of each task key (diffusion's predictions).
     history: Mutex<CostHistory>,
+    /// The job's front, from every rank's epoch-start profile.
+    front: Mutex<titus_core::JobFront>,
     /// Whether an epoch has run to its end here (a repartition plan needs its costs).
     measured: std::sync::atomic::AtomicBool,
     threads: Vec<JoinHandle<()>>,
@@ -650,6 +652,7 @@ impl Runtime {
             shared,
             gather,
             history: Mutex::new(CostHistory::default()),
+            front: Mutex::new(titus_core::JobFront::default()),
             measured: std::sync::atomic::AtomicBool::new(false),
             threads,
             res_thread: Mutex::new(None),
@@ -891,10 +894,14 @@ impl Runtime {
         &self,
         keys: &[u64],
     ) -> Result<Vec<titus_core::repartition::Move>, RuntimeError> {
-        let (tasks, load) = titus_core::repartition::predicted_tasks(
-            &self.history.lock().unwrap_or_else(|p| p.into_inner()),
-            keys,
-        );
+        let history = self
+            .history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (mut tasks, load) = titus_core::repartition::predicted_tasks(&history, keys);
+        let now = titus_core::KeySpan::of(keys);
+        let last = history.measured();
         // Every rank joins the all-gather before any fails, so a refusal fails all alike.
         let refuse = if self.measured.load(Ordering::Acquire) {
             CostHistory::check_keys(keys).err().map(|e| e.to_string())
@@ -906,6 +913,7 @@ impl Runtime {
             &RepartitionLoad {
                 load,
                 refused: refuse.is_some(),
+                profile: ProfileWords::of(now, &last),
             },
         );
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
@@ -913,6 +921,7 @@ impl Runtime {
             return Err(RuntimeError::Config(why));
         }
         let mut loads = Vec::with_capacity(all.len());
+        let mut profiles = Vec::with_capacity(all.len());
         for (r, b) in all.iter().enumerate() {
             let l: RepartitionLoad = decode_gathered(REPARTITION_LOAD, b, r, "its load")?;
             if l.refused {
@@ -921,8 +930,22 @@ impl Runtime {
                 )));
             }
             loads.push(l.load);
+            profiles.push(l.profile.profile(r)?);
         }
-        Ok(titus_core::repartition::plan(&loads, self.rank, &tasks)?)
+        // The next step's costs: where the job's front moves, the last step's moved once
+        // more (every rank's load alike, this rank's tasks from its own costs first).
+        let front = self.front.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(f) = titus_core::repartition::follow_front(&front, &profiles, &mut loads)
+            && let Some(p) = f.predict(keys, |k| history.last_cost(k))
+        {
+            tasks = titus_core::repartition::filled_tasks(keys, p);
+        }
+        Ok(self
+            .shared
+            .cfg
+            .core
+            .repartition_plan
+            .of(&loads, self.rank, &tasks)?)
     }
 
     /// Forgets every measured cost: the next epoch has no history (no diffusion).
@@ -947,12 +970,13 @@ impl Runtime {
             })
             .collect();
         let rejected = CostHistory::check_keys(&keys).err();
-        let (costs_ns, load) = {
+        let (costs_ns, load, last) = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
             let c = h.predict(&keys);
             let load = titus_core::predicted_load(&c);
-            (c, load)
+            (c, load, h.measured())
         };
+        let now = titus_core::KeySpan::of(&keys);
         // The previous epoch ended everywhere and nothing of it travels any more; every
         // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
         // its tasks come along.
@@ -962,6 +986,7 @@ impl Runtime {
                 tasks: tasks.len() as u64,
                 load,
                 rejected: rejected.is_some(),
+                profile: ProfileWords::of(now, &last),
             },
         );
         let prepare_time = t_prepare.elapsed();
@@ -986,6 +1011,27 @@ impl Runtime {
         if skip_if_none && all.iter().all(|a| a.tasks == 0) {
             return Ok(None);
         }
+        // The job's front (the same on every rank: the same gathered profiles): where the
+        // costs moved across ranks, every rank's load and this rank's costs follow it.
+        let (loads, costs_ns) = {
+            let own: Vec<Option<u64>> = all.iter().map(|a| a.load).collect();
+            let profiles: Vec<titus_core::RankProfile> = all
+                .iter()
+                .enumerate()
+                .map(|(r, a)| a.profile.clone().profile(r))
+                .collect::<Result<_, _>>()?;
+            let mut front = self.front.lock().unwrap_or_else(|p| p.into_inner());
+            front.update(&profiles);
+            match front.plan_loads(&profiles, &own) {
+                Some(loads) => {
+                    let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+                    let costs = front.predict(&keys, |k| h.last_cost(k)).unwrap_or(costs_ns);
+                    (loads, costs)
+                }
+                None => (own, costs_ns),
+            }
+        };
+        let load = loads.get(self.rank as usize).copied().flatten();
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
         sh.res_epoch.fetch_add(1, Ordering::AcqRel);
@@ -1005,13 +1051,11 @@ impl Runtime {
                 neighbour_loads: node
                     .diffusion_neighbours()
                     .into_iter()
-                    .filter_map(|r| Some((r, all.get(r as usize)?.load?)))
+                    .filter_map(|r| Some((r, (*loads.get(r as usize)?)?)))
                     .collect(),
                 costs_ns,
-                string: (sh.cfg.core.diffusion_plan == DiffusionPlan::String).then(|| {
-                    let loads: Vec<Option<u64>> = all.iter().map(|a| a.load).collect();
-                    std::sync::Arc::new(titus_core::StringLoads::new(&loads))
-                }),
+                string: (sh.cfg.core.diffusion_plan == DiffusionPlan::String)
+                    .then(|| std::sync::Arc::new(titus_core::StringLoads::new(&loads))),
             });
             node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
@@ -1174,7 +1218,7 @@ fn steal_summary(core: &titus_core::Stats) -> String {
 
 /// What each rank contributes to the epoch-start all-gather (a versioned postcard value,
 /// [`versioned`]).
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct EpochStart {
     /// Its task count.
     tasks: u64,
@@ -1182,22 +1226,71 @@ struct EpochStart {
     load: Option<u64>,
     /// It refused its tasks (a key given twice).
     rejected: bool,
+    /// Its profile for the job's front.
+    profile: ProfileWords,
+}
+
+/// A rank's profile for the job's front ([`titus_core::RankProfile`]) on the wire: its
+/// keys now (least, greatest, count); what it measured in the epoch before: the keys
+/// (least, greatest, count), their cost (ns), Σ cost × (key − least), Σ (key − least), and
+/// (keys, cost) per part of the span.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct ProfileWords {
+    now: (u64, u64, u64),
+    last: (u64, u64, u64),
+    load: u64,
+    moments: (f64, f64),
+    parts: Vec<(u64, u64)>,
+}
+
+impl ProfileWords {
+    fn of(now: titus_core::KeySpan, last: &titus_core::Measured) -> Self {
+        let s = last.span;
+        Self {
+            now: (now.lo, now.hi, now.count),
+            last: (s.lo, s.hi, s.count),
+            load: last.load,
+            moments: (last.moment, last.key_sum),
+            parts: last.parts.clone(),
+        }
+    }
+
+    /// The profile rank `r` sent, checked (nothing another rank sends is trusted).
+    fn profile(self, r: usize) -> Result<titus_core::RankProfile, RuntimeError> {
+        let span = |(lo, hi, count)| titus_core::KeySpan { lo, hi, count };
+        let p = titus_core::RankProfile {
+            now: span(self.now),
+            last: titus_core::Measured {
+                span: span(self.last),
+                load: self.load,
+                moment: self.moments.0,
+                key_sum: self.moments.1,
+                parts: self.parts,
+            },
+        };
+        p.last.check().map_err(|e| {
+            RuntimeError::Barrier(format!("rank {r} sent a bad profile of its costs: {e}"))
+        })?;
+        Ok(p)
+    }
 }
 
 /// [`EpochStart`]'s tag: format and version.
-const EPOCH_START: &[u8] = b"TEPS1";
+const EPOCH_START: &[u8] = b"TEPS2";
 
 /// What each rank contributes to a repartition plan's all-gather.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct RepartitionLoad {
     /// Its predicted load, ns.
     load: u64,
     /// It cannot take part (no epoch measured yet, or a key given twice).
     refused: bool,
+    /// Its profile for the job's front (its keys now, what it measured last).
+    profile: ProfileWords,
 }
 
 /// [`RepartitionLoad`]'s tag.
-const REPARTITION_LOAD: &[u8] = b"TREP1";
+const REPARTITION_LOAD: &[u8] = b"TREP2";
 
 /// Rank `r`'s contribution `b` to an all-gather of `what`, decoded; a rank in another
 /// collective, or running another version, is named.

@@ -124,6 +124,29 @@ fn draw_tasks(rng: &mut Rng, ranks: u32, epoch: u64) -> Vec<Vec<SimTask>> {
         .collect()
 }
 
+/// Makes every epoch's keys global task numbers in rank order (each rank's keys one
+/// contiguous span) and moves each later epoch's costs `d` keys on from the epoch before's
+/// (the key `d` below costs what it did, round the job), so the cost pattern crosses
+/// ranks. Epoch 0's keys are numbered the same way where the job is drawn.
+fn front_keys(first: &[Vec<SimTask>], later: &mut [Vec<Vec<SimTask>>], d: u64) {
+    let number = |epoch: &mut [Vec<SimTask>]| {
+        for (g, t) in epoch.iter_mut().flatten().enumerate() {
+            t.key = g as u64;
+        }
+    };
+    let mut prev: Vec<u64> = first.iter().flatten().map(|t| t.cost_ns).collect();
+    for epoch in later.iter_mut() {
+        number(epoch);
+        if !prev.is_empty() {
+            let n = prev.len() as u64;
+            for t in epoch.iter_mut().flatten() {
+                t.cost_ns = prev[((t.key + n - d % n) % n) as usize];
+            }
+        }
+        prev = epoch.iter().flatten().map(|t| t.cost_ns).collect();
+    }
+}
+
 /// The tasks of the epoch after `prev`: drawn afresh, then most tasks whose index existed
 /// before keep their cost (a time step resembles the last), so predictions hold.
 fn draw_later(rng: &mut Rng, prev: &[Vec<SimTask>], epoch: u64) -> Vec<Vec<SimTask>> {
@@ -242,6 +265,7 @@ fn draw_and_run(
         sharing: None,
         diffusion: true,
         diffusion_plan: titus_core::DiffusionPlan::Neighbours,
+        repartition_plan: titus_core::repartition::RepartitionPlan::Neighbours,
         // Fixed (not drawn): the seeds' draws, and so their digest, stay as they were.
         push_wait: Duration::from_micros(100),
         advertise: true,
@@ -351,7 +375,7 @@ fn draw_and_run(
             rank,
         })
     };
-    let (mut later_epochs, mut start_skew_ns) = (Vec::new(), 0);
+    let (mut later_epochs, mut start_skew_ns, mut front) = (Vec::new(), 0, false);
     if epochs.is_some() {
         let mut prev = &tasks;
         for e in 1..=1 + rng.below(2) {
@@ -361,6 +385,14 @@ fn draw_and_run(
         }
         // Ranks start each epoch up to three operation latencies apart.
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
+        // A third of the jobs: a flame front over the whole job (keys in rank order, costs
+        // moving across ranks), which the job's front follows (`titus_core::JobFront`).
+        front = rng.chance(1.0 / 3.0);
+        if front {
+            let d = 1 + rng.below(12);
+            front_keys(&tasks, &mut later_epochs, d);
+            what += &format!(", a front moving {d} keys an epoch");
+        }
         core.diffusion = rng.chance(0.85);
         if rng.chance(0.5) {
             core.diffusion_plan = titus_core::DiffusionPlan::String;
@@ -376,6 +408,11 @@ fn draw_and_run(
         );
     }
     let mut tasks = tasks;
+    if front {
+        for (g, t) in tasks.iter_mut().flatten().enumerate() {
+            t.key = g as u64;
+        }
+    }
     for t in tasks
         .iter_mut()
         .chain(later_epochs.iter_mut().flatten())

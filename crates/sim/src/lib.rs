@@ -351,6 +351,9 @@ struct Sim<'a> {
     loads: Vec<Option<u64>>,
     /// Every rank's predicted load, for the string plan (built when the epoch starts).
     string: Option<std::sync::Arc<titus_core::StringLoads>>,
+    /// The job's front: one table, as every rank of the runtime builds it from the
+    /// epoch-start all-gather.
+    front: titus_core::JobFront,
     /// Per rank: its resource table, where it has resources beside its workers.
     res: Vec<Option<Resources>>,
     /// Per rank: time its other resources spent on tasks this epoch, ns.
@@ -409,6 +412,24 @@ impl<'a> Sim<'a> {
             self.loads[r] = titus_core::predicted_load(&p);
             self.predicted[r] = p;
             self.keys[r] = keys;
+        }
+        // The job's front: where the costs moved across ranks, every rank's load and its
+        // tasks' costs follow it.
+        let profiles: Vec<titus_core::RankProfile> = (0..self.nodes.len())
+            .map(|r| titus_core::RankProfile {
+                now: titus_core::KeySpan::of(&self.keys[r]),
+                last: self.history[r].measured(),
+            })
+            .collect();
+        self.front.update(&profiles);
+        if let Some(loads) = self.front.plan_loads(&profiles, &self.loads) {
+            for r in 0..self.nodes.len() {
+                let h = &self.history[r];
+                if let Some(p) = self.front.predict(&self.keys[r], |k| h.last_cost(k)) {
+                    self.predicted[r] = p;
+                }
+            }
+            self.loads = loads;
         }
         // The string plan's loads: one, shared by every node (the runtime builds its own
         // from the same all-gather).
@@ -1143,14 +1164,16 @@ pub struct Between<'s> {
     /// The epoch that just ended (0: the first).
     pub epoch: usize,
     history: &'s [CostHistory],
+    front: &'s titus_core::JobFront,
+    plan: titus_core::repartition::RepartitionPlan,
 }
 
 impl Between<'_> {
     /// Every rank's repartition plan (RankDLB's step 4), as each rank's
     /// `Runtime::repartition_plan(&keys[r])` gives it: each rank predicts its tasks' costs
     /// and its load from its measured costs ([`titus_core::repartition::predicted_tasks`]),
-    /// the loads are shared, and each rank plans with
-    /// [`titus_core::repartition::plan`]. `keys[r]`: the tasks rank r owns, in string
+    /// moved as the job's front moves ([`titus_core::repartition::follow_front`]), the
+    /// loads are shared, and each rank plans as the job's `repartition_plan` says. `keys[r]`: the tasks rank r owns, in string
     /// order. A key given twice, or a list per rank missing, fails naming why.
     pub fn repartition_plan(
         &self,
@@ -1163,16 +1186,34 @@ impl Between<'_> {
                 self.history.len()
             ));
         }
-        let mine: Vec<(Vec<(u64, u64)>, u64)> = keys
+        let mut mine: Vec<(Vec<(u64, u64)>, u64)> = keys
             .iter()
             .zip(self.history)
             .map(|(k, h)| titus_core::repartition::predicted_tasks(h, k))
             .collect();
-        let loads: Vec<u64> = mine.iter().map(|m| m.1).collect();
+        let mut loads: Vec<u64> = mine.iter().map(|m| m.1).collect();
+        // The job's front, as each rank's plan follows it (the runtime gathers these
+        // profiles with the loads).
+        let profiles: Vec<titus_core::RankProfile> = keys
+            .iter()
+            .zip(self.history)
+            .map(|(k, h)| titus_core::RankProfile {
+                now: titus_core::KeySpan::of(k),
+                last: h.measured(),
+            })
+            .collect();
+        if let Some(f) = titus_core::repartition::follow_front(self.front, &profiles, &mut loads) {
+            for ((m, k), h) in mine.iter_mut().zip(keys).zip(self.history) {
+                if let Some(p) = f.predict(k, |key| h.last_cost(key)) {
+                    m.0 = titus_core::repartition::filled_tasks(k, p);
+                }
+            }
+        }
         mine.iter()
             .enumerate()
             .map(|(r, (tasks, _))| {
-                titus_core::repartition::plan(&loads, r as u32, tasks)
+                self.plan
+                    .of(&loads, r as u32, tasks)
                     .map_err(|e| format!("rank {r}: {e}"))
             })
             .collect()
@@ -1316,6 +1357,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         predicted: vec![Vec::new(); n],
         loads: vec![None; n],
         string: None,
+        front: titus_core::JobFront::default(),
         res,
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
@@ -1371,6 +1413,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             let tasks = between(&Between {
                 epoch,
                 history: &sim.history,
+                front: &sim.front,
+                plan: job.core.repartition_plan,
             })
             .map_err(|e| {
                 Violation(format!(

@@ -101,7 +101,11 @@ fn repartitioning_every_epoch_evens_out_gaussian_ownership_without_balancing() {
             }
         }
         moved += moves.iter().map(Vec::len).sum::<usize>();
-        apply_plans(&mut owned, &moves)?;
+        apply_plans(
+            &mut owned,
+            &moves,
+            titus_core::repartition::RepartitionPlan::Neighbours,
+        )?;
         let all = epoch_tasks(&owned, b.epoch as u32 + 1, DRIFT);
         let tasks = sim_tasks(&all);
         ran.push(all);

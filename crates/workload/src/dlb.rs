@@ -124,6 +124,25 @@ impl PlanArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// How `--repartition` moves tasks (`titus_core::repartition::RepartitionPlan`).
+pub enum RepartitionArg {
+    /// Only to string neighbours, by the flows across each border.
+    Neighbours,
+    /// The string cut anew by predicted cost: contiguous ownership, any rank.
+    Recut,
+}
+
+impl RepartitionArg {
+    /// The core's plan.
+    pub fn plan(self) -> titus_core::repartition::RepartitionPlan {
+        match self {
+            Self::Neighbours => titus_core::repartition::RepartitionPlan::Neighbours,
+            Self::Recut => titus_core::repartition::RepartitionPlan::Recut,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// A steal protocol.
 pub enum ProtocolArg {
     /// TITUS's lock protocol.
@@ -203,6 +222,11 @@ pub struct BenchArgs {
     /// ownership changes from the next epoch on (dlb-bench only).
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub repartition: Option<u32>,
+    /// How `--repartition` moves tasks: `neighbours` (only to string neighbours, by the
+    /// flows across each border) or `recut` (the string cut anew by predicted cost: each
+    /// rank's tasks stay contiguous, but may go to any rank).
+    #[arg(long, value_enum, default_value = "neighbours")]
+    pub repartition_plan: RepartitionArg,
     /// Task counts per rank for `--distribution file` (COUNT or RANK COUNT per line).
     #[arg(long, value_name = "FILE")]
     pub counts: Option<std::path::PathBuf>,
@@ -374,6 +398,8 @@ pub struct Report {
     pub diffusion: bool,
     /// Repartition every this many epochs (0: never).
     pub repartition: u32,
+    /// How the repartition plan moved tasks (`--repartition-plan`): `neighbours` or `recut`.
+    pub repartition_plan: &'static str,
     /// Where diffusion sent excess load (`--diffusion-plan`): `neighbours` or `string`.
     pub diffusion_plan: &'static str,
     /// Blacklist and advertisement were on (`--advertise`).
@@ -875,6 +901,7 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     overlay.seed = args.seed;
     core.advertise = on(&args.advertise);
     core.cost_aware = on(&args.cost_aware);
+    core.repartition_plan = args.repartition_plan.plan();
     if let Some(m) = args.min_private {
         core.min_private = m;
     }
@@ -1602,6 +1629,7 @@ pub fn report(
         drift: plan.drift,
         diffusion: run.diffusion,
         repartition: run.args.repartition.unwrap_or(0),
+        repartition_plan: run.args.repartition_plan.plan().name(),
         diffusion_plan: run
             .args
             .diffusion_plan

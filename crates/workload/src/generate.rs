@@ -23,6 +23,8 @@ use rand::RngExt as _;
 use rand_distr::{Exp, LogNormal, Normal};
 use titus_core::fasthash::IntMap;
 use titus_core::repartition::Move;
+#[cfg(test)]
+use titus_core::repartition::RepartitionPlan;
 use titus_overlay::rng::Rng;
 
 /// How task ownership is spread over the ranks.
@@ -254,8 +256,14 @@ pub fn epoch_tasks(base: &[Vec<TaskSpec>], epoch: u32, drift: f64) -> Vec<Vec<Ta
 /// cost and gets its new owner; each rank's list is then in number order (string order)
 /// and every task's owner and index say where it is. Every rank that applies the same
 /// plans gets the same ownership. A plan naming a task its rank does not own, the same
-/// task twice, or a move to anything but a string neighbour fails, naming it.
-pub fn apply_plans(owned: &mut [Vec<TaskSpec>], moves: &[Vec<Move>]) -> Result<(), String> {
+/// task twice, a move to itself or outside the job, or (under `plan` = neighbours) to
+/// anything but a string neighbour fails, naming it.
+pub fn apply_plans(
+    owned: &mut [Vec<TaskSpec>],
+    moves: &[Vec<Move>],
+    plan: titus_core::repartition::RepartitionPlan,
+) -> Result<(), String> {
+    let neighbours_only = plan == titus_core::repartition::RepartitionPlan::Neighbours;
     let n = owned.len();
     if moves.len() != n {
         return Err(format!("{} repartition plans for {n} ranks", moves.len()));
@@ -266,7 +274,7 @@ pub fn apply_plans(owned: &mut [Vec<TaskSpec>], moves: &[Vec<Move>]) -> Result<(
         let mut to_of: IntMap<u64, usize> = IntMap::default();
         for m in plan {
             let to = m.to as usize;
-            if to >= n || to.abs_diff(from) != 1 {
+            if to >= n || to == from || (neighbours_only && to.abs_diff(from) != 1) {
                 return Err(format!("rank {from} planned a move to rank {}", m.to));
             }
             if to_of.insert(m.key, to).is_some() {
@@ -477,7 +485,7 @@ mod tests {
                 })
                 .collect();
             assert!(moves.iter().any(|m| !m.is_empty()));
-            apply_plans(&mut owned, &moves).unwrap();
+            apply_plans(&mut owned, &moves, RepartitionPlan::Neighbours).unwrap();
             let mut now: Vec<(u64, u64)> = owned
                 .iter()
                 .flatten()
@@ -520,7 +528,7 @@ mod tests {
             ),
         ] {
             let mut owned = base.clone();
-            let e = apply_plans(&mut owned, &plans).unwrap_err();
+            let e = apply_plans(&mut owned, &plans, RepartitionPlan::Neighbours).unwrap_err();
             assert!(e.contains(needle), "{e}");
             assert_eq!(owned, base, "nothing moved");
         }

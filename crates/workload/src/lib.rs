@@ -28,7 +28,7 @@ pub use generate::{
 pub use log::{DEFAULT_FILTER, init_logging, log_filter};
 pub use pipe::quiet_broken_pipe;
 /// One move of a repartition plan ([`apply_plans`] takes every rank's).
-pub use titus_core::repartition::Move;
+pub use titus_core::repartition::{Move, RepartitionPlan};
 
 /// A number as an error message shows it: as typed for ordinary magnitudes, in exponent
 /// form beyond (`1e300`, not three hundred digits).

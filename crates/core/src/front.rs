@@ -1,0 +1,588 @@
+//! The job's front: how the cost pattern moved along the key axis, seen by every rank at
+//! once.
+//!
+//! A rank's own history ([`crate::CostHistory`]) sees a front move only while the front
+//! stays inside its own keys. In a job of thousands of ranks the front crosses ranks: a
+//! drift of 2% of the tasks per epoch moves it by dozens of ranks' keys, onto keys whose
+//! last cost only their owners know, and every rank's own prediction is wrong where it
+//! matters. So each rank tells the job, at an epoch's start (the runtime's all-gather, the
+//! simulator's shared table), the key span it measured in the epoch before and the cost
+//! it measured there, and the key span it owns now. Every rank then sees the job's cost
+//! per key at rank granularity (a rank's cost spread evenly over its span) for the last
+//! two epochs, finds the translation between them (the centre of the costs above the
+//! cheapest moved by c: c itself where it scores below 0.9× the score of 0, by the mean
+//! difference at keys spread over the job; else the best-scoring shift around c where it
+//! scores below 0.7×), and predicts the next epoch as the last moved once
+//! more: each rank's load (the string plan's input, identical on every rank) and, on
+//! each rank, its tasks' costs (its own last cost of the key `s` below where it knows it,
+//! the job's density there otherwise).
+//!
+//! Only where the spans of the ranks are disjoint (keys in space order, each rank a
+//! contiguous piece: a domain decomposition) is there a job front; keys drawn at random,
+//! or spans that overlap, give none and the ranks predict alone.
+
+/// A rank's keys: the least, the greatest, and how many (0: none; then `lo` and `hi` are
+/// meaningless).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeySpan {
+    /// Least key.
+    pub lo: u64,
+    /// Greatest key.
+    pub hi: u64,
+    /// Keys in the span.
+    pub count: u64,
+}
+
+impl KeySpan {
+    /// The span of `keys` (any order).
+    pub fn of(keys: &[u64]) -> Self {
+        match (keys.iter().min(), keys.iter().max()) {
+            (Some(&lo), Some(&hi)) => Self {
+                lo,
+                hi,
+                count: keys.len() as u64,
+            },
+            _ => Self::default(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// What a rank measured in an epoch: the keys, their summed cost, where the cost lies
+/// inside the span (so that the job's centre of cost is exact, not the spans' middles),
+/// and the cost per part of the span (so that the job's cost per key is known finer than
+/// a rank: a rank of a gaussian pile owns dozens of ranks' worth of keys).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// The keys measured (0 keys: none).
+    pub span: KeySpan,
+    /// Their cost, ns.
+    pub load: u64,
+    /// Σ cost × (key − `span.lo`) over them.
+    pub moment: f64,
+    /// Σ (key − `span.lo`) over them.
+    pub key_sum: f64,
+    /// (keys, cost in ns) in each of the span's equal parts, in key order: one part per
+    /// [`KEYS_PER_PART`] keys, at most [`PARTS_MAX`] (none without keys).
+    pub parts: Vec<(u64, u64)>,
+}
+
+/// Keys per part of a rank's measured span.
+pub const KEYS_PER_PART: u64 = 64;
+/// Parts of one rank's span at most (a remote profile with more is refused).
+pub const PARTS_MAX: usize = 256;
+
+impl Measured {
+    /// Of `(key, cost in ns)` pairs (any order, each key once).
+    pub fn of<I: Iterator<Item = (u64, u64)> + Clone>(costs: I) -> Self {
+        let Some(lo) = costs.clone().map(|(k, _)| k).min() else {
+            return Self::default();
+        };
+        let mut m = Self {
+            span: KeySpan {
+                lo,
+                hi: lo,
+                count: 0,
+            },
+            ..Self::default()
+        };
+        for (k, c) in costs.clone() {
+            let off = (k - lo) as f64;
+            m.span.hi = m.span.hi.max(k);
+            m.span.count += 1;
+            m.load = m.load.saturating_add(c);
+            m.moment += c as f64 * off;
+            m.key_sum += off;
+        }
+        let n = (m.span.count.div_ceil(KEYS_PER_PART) as usize).clamp(1, PARTS_MAX);
+        m.parts = vec![(0, 0); n];
+        for (k, c) in costs {
+            let i = m.part_of(k);
+            let p = &mut m.parts[i];
+            p.0 += 1;
+            p.1 = p.1.saturating_add(c);
+        }
+        m
+    }
+
+    /// The part of the span that key `k` (inside it) falls in.
+    fn part_of(&self, k: u64) -> usize {
+        let width = u128::from(self.span.hi - self.span.lo) + 1;
+        (u128::from(k - self.span.lo) * self.parts.len() as u128 / width) as usize
+    }
+
+    /// Part `i`'s keys: the least and the greatest.
+    fn part_span(&self, i: usize) -> (u64, u64) {
+        let width = u128::from(self.span.hi - self.span.lo) + 1;
+        let n = self.parts.len() as u128;
+        let first = |i: u128| (i * width).div_ceil(n);
+        let lo = self.span.lo + first(i as u128) as u64;
+        let hi = self.span.lo + (first(i as u128 + 1) - 1) as u64;
+        (lo, hi)
+    }
+
+    /// Checks what another rank sent: a span with keys has 1 to [`PARTS_MAX`] parts whose
+    /// keys and costs add up to the span's, one without has none.
+    pub fn check(&self) -> Result<(), String> {
+        let s = self.span;
+        if s.count == 0 {
+            return match self.parts.is_empty() && self.load == 0 {
+                true => Ok(()),
+                false => Err("parts or a cost without keys".into()),
+            };
+        }
+        if s.hi < s.lo || u128::from(s.count) > u128::from(s.hi - s.lo) + 1 {
+            return Err(format!("{} keys in the span {}..={}", s.count, s.lo, s.hi));
+        }
+        if self.parts.is_empty() || self.parts.len() > PARTS_MAX {
+            return Err(format!("{} parts (1 to {PARTS_MAX})", self.parts.len()));
+        }
+        let keys: u128 = self.parts.iter().map(|p| u128::from(p.0)).sum();
+        let cost: u128 = self.parts.iter().map(|p| u128::from(p.1)).sum();
+        if keys != u128::from(s.count) || cost.min(u128::from(u64::MAX)) != u128::from(self.load) {
+            return Err(format!(
+                "parts of {keys} keys and {cost} ns for {} keys and {} ns",
+                s.count, self.load
+            ));
+        }
+        if !(self.moment.is_finite() && self.key_sum.is_finite()) {
+            return Err("moments not finite".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a rank tells the job at an epoch's start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RankProfile {
+    /// The keys of its tasks now.
+    pub now: KeySpan,
+    /// What it measured in the epoch before.
+    pub last: Measured,
+}
+
+/// Keys sampled to score a shift.
+const SAMPLES: usize = 512;
+/// Candidates scored on each side of the centres' shift.
+const CANDIDATES: i64 = 48;
+/// A shift other than 0 must score below this fraction of 0's score.
+const CLEAR: f64 = 0.7;
+/// The centres' shift, exact by the moments, need only score below this fraction: the
+/// score compares densities over parts whose bounds move with ownership, so even the exact
+/// shift scores far from 0 where parts are coarse beside the band (16 ranks, a 160-key
+/// band, 64-key parts, ownership re-cut between the epochs: 0.84–0.87 of 0's score).
+const CLEAR_CENTRES: f64 = 0.9;
+
+/// The job's cost per key at the granularity of the ranks' parts: disjoint spans (least
+/// key, greatest key, cost per key in ns) sorted by key, and what each rank measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Density {
+    spans: Vec<(u64, u64, f64)>,
+    measured: Vec<Measured>,
+}
+
+impl Density {
+    /// From every rank's measured span and cost; `None` where spans overlap.
+    fn new(profiles: &[RankProfile]) -> Option<Self> {
+        let mut all: Vec<Measured> = profiles
+            .iter()
+            .map(|p| &p.last)
+            .filter(|m| !m.span.is_empty() && m.span.hi >= m.span.lo)
+            .cloned()
+            .collect();
+        all.sort_by_key(|m| m.span.lo);
+        if all.windows(2).any(|w| w[1].span.lo <= w[0].span.hi) || all.is_empty() {
+            return None;
+        }
+        let spans = all
+            .iter()
+            .flat_map(|m| {
+                m.parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.0 > 0)
+                    .map(|(i, p)| {
+                        let (lo, hi) = m.part_span(i);
+                        (lo, hi, p.1 as f64 / p.0 as f64)
+                    })
+            })
+            .collect();
+        Some(Self {
+            spans,
+            measured: all,
+        })
+    }
+
+    /// Cost per key at `k`, where a span holds it.
+    fn at(&self, k: i128) -> Option<f64> {
+        let k = u64::try_from(k).ok()?;
+        let i = self.spans.partition_point(|s| s.0 <= k).checked_sub(1)?;
+        let (_, hi, d) = self.spans[i];
+        (k <= hi).then_some(d)
+    }
+
+    /// The cost over keys `[lo, hi]` (inclusive, `count` keys spread evenly) moved by
+    /// `shift`: the sum of each source span's density over the overlap, scaled to the
+    /// count. `None` where no source span overlaps.
+    fn over(&self, span: KeySpan, shift: i64) -> Option<u64> {
+        if span.is_empty() {
+            return Some(0);
+        }
+        let lo = i128::from(span.lo) - i128::from(shift);
+        let hi = i128::from(span.hi) - i128::from(shift);
+        let (mut sum, mut covered) = (0.0f64, 0.0f64);
+        let first = self
+            .spans
+            .partition_point(|s| i128::from(s.1) < lo)
+            .min(self.spans.len());
+        for &(a, b, d) in &self.spans[first..] {
+            if i128::from(a) > hi {
+                break;
+            }
+            let o = (i128::from(b).min(hi) - i128::from(a).max(lo) + 1) as f64;
+            sum += o * d;
+            covered += o;
+        }
+        // Keys whose source no rank measured cost what the covered ones cost on average.
+        (covered > 0.0).then(|| (sum / covered * span.count as f64) as u64)
+    }
+
+    /// The centre of the cost above the cheapest density (a key, relative to `base`):
+    /// exact, from each rank's moments, not its span's middle.
+    fn centre(&self, base: u64) -> Option<f64> {
+        let floor = self.spans.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
+        let (mut w, mut x) = (0.0f64, 0.0f64);
+        for m in &self.measured {
+            // Σ (c − floor) and Σ (c − floor)·(k − base) over the rank's keys.
+            let off = m.span.lo as f64 - base as f64;
+            let above = m.load as f64 - floor * m.span.count as f64;
+            w += above;
+            x += m.moment - floor * m.key_sum + off * above;
+        }
+        (w > 0.0).then(|| x / w)
+    }
+}
+
+/// The translation of the job's costs between the last two epochs, as every rank sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFront {
+    before: Option<Density>,
+    last: Option<Density>,
+    shift: i64,
+}
+
+impl JobFront {
+    /// Takes an epoch's profiles (every rank's, in rank order) and finds the shift between
+    /// the costs measured in the epoch before and those measured in the one before that.
+    pub fn update(&mut self, profiles: &[RankProfile]) {
+        self.before = self.last.take();
+        self.last = Density::new(profiles);
+        self.shift = match (&self.before, &self.last) {
+            (Some(b), Some(l)) => shift(b, l),
+            _ => 0,
+        };
+    }
+
+    /// The keys by which the costs moved (0: they did not, or nothing clear).
+    pub fn shift(&self) -> i64 {
+        self.shift
+    }
+
+    /// Every rank's predicted load (ns) for its keys now, from the last epoch's costs moved
+    /// by the shift; `None` without a shift (each rank predicts alone then) or for a rank
+    /// whose keys' sources nobody measured.
+    pub fn loads(&self, profiles: &[RankProfile]) -> Option<Vec<Option<u64>>> {
+        let last = self.last.as_ref().filter(|_| self.shift != 0)?;
+        Some(
+            profiles
+                .iter()
+                .map(|p| last.over(p.now, self.shift))
+                .collect(),
+        )
+    }
+
+    /// The loads to plan with: the job's prediction where it has one, each rank's own
+    /// (`own`, in rank order) elsewhere; `None` without a shift.
+    pub fn plan_loads(
+        &self,
+        profiles: &[RankProfile],
+        own: &[Option<u64>],
+    ) -> Option<Vec<Option<u64>>> {
+        let job = self.loads(profiles)?;
+        Some(job.into_iter().zip(own).map(|(j, &o)| j.or(o)).collect())
+    }
+
+    /// The predicted cost (ns; 0: unknown) of each of `keys`: `own(k − shift)` where the
+    /// rank knows it, the job's density there otherwise. `None` without a shift.
+    pub fn predict(&self, keys: &[u64], own: impl Fn(u64) -> Option<u64>) -> Option<Vec<u64>> {
+        let last = self.last.as_ref().filter(|_| self.shift != 0)?;
+        Some(
+            keys.iter()
+                .map(|&k| {
+                    let j = i128::from(k) - i128::from(self.shift);
+                    u64::try_from(j)
+                        .ok()
+                        .and_then(&own)
+                        .or_else(|| last.at(j).map(|d| d.round() as u64))
+                        .unwrap_or(0)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The translation from `before` to `last` (module docs).
+fn shift(before: &Density, last: &Density) -> i64 {
+    let base = before.spans[0].0.min(last.spans[0].0);
+    let (Some(b), Some(l)) = (before.centre(base), last.centre(base)) else {
+        return 0;
+    };
+    let c = (l - b).round();
+    if !c.is_finite() || c.abs() > (1u64 << 52) as f64 {
+        return 0;
+    }
+    let c = c as i64;
+    let lo = last.spans[0].0;
+    let hi = last.spans[last.spans.len() - 1].1;
+    let step = ((hi - lo) as f64 + 1.0) / SAMPLES as f64;
+    let samples: Vec<(i128, f64)> = (0..SAMPLES)
+        .filter_map(|i| {
+            let k = i128::from(lo) + (step * (i as f64 + 0.5)) as i128;
+            last.at(k).map(|d| (k, d))
+        })
+        .collect();
+    let score = |s: i64| -> Option<f64> {
+        let (mut sum, mut n) = (0.0f64, 0usize);
+        for &(k, d) in &samples {
+            if let Some(p) = before.at(k - i128::from(s)) {
+                sum += (d - p).abs();
+                n += 1;
+            }
+        }
+        (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
+    };
+    // The centres' shift is exact for a translation whatever the ranks' granularity (the
+    // moments place the cost inside each span): it wins where it is clear. Measured on
+    // 128 ranks of a gaussian pile, a band moving 640 keys, with spans' middles for
+    // centres: c = 592 and 634, where the best score at rank granularity lay at 792.
+    let zero = score(0);
+    if c != 0
+        && let (Some(x), Some(z)) = (score(c), zero)
+        && x < CLEAR_CENTRES * z
+    {
+        return c;
+    }
+    // Otherwise (a front that wrapped round the keys, say) around c, at steps that cover
+    // ±(1/4 of c + a rank's width) with CANDIDATES a side.
+    let width = ((hi - lo) / last.spans.len() as u64).max(1);
+    let reach = (c.unsigned_abs() / 4).saturating_add(width);
+    let stride = i64::try_from((reach / CANDIDATES as u64).max(1)).unwrap_or(i64::MAX);
+    let mut best: Option<(f64, i64)> = None;
+    for j in -CANDIDATES..=CANDIDATES {
+        let s = c.saturating_add(j.saturating_mul(stride));
+        if s == 0 {
+            continue;
+        }
+        if let Some(x) = score(s)
+            && best.is_none_or(|(y, t)| x < y || (x == y && s.abs_diff(c) < t.abs_diff(c)))
+        {
+            best = Some((x, s));
+        }
+    }
+    match (best, zero) {
+        (Some((x, s)), Some(z)) if x < CLEAR * z => s,
+        (Some((_, s)), None) => s,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ranks` ranks of `per` keys each from key 1,000; a band of dear keys
+    /// `[at, at + band)` (cost 1,000 a key, else 10).
+    fn profiles(ranks: u64, per: u64, at: u64, band: u64) -> Vec<RankProfile> {
+        (0..ranks)
+            .map(|r| {
+                let span = KeySpan {
+                    lo: 1_000 + r * per,
+                    hi: 1_000 + (r + 1) * per - 1,
+                    count: per,
+                };
+                let cost = |k: u64| {
+                    if (at..at + band).contains(&k) {
+                        1_000
+                    } else {
+                        10
+                    }
+                };
+                RankProfile {
+                    now: span,
+                    last: Measured::of((span.lo..=span.hi).map(|k| (k, cost(k)))),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sees_a_front_that_crosses_ranks() {
+        // 200 ranks of 50 keys; a band of 400 keys moving 700 keys (14 ranks) an epoch.
+        let mut f = JobFront::default();
+        f.update(&profiles(200, 50, 3_000, 400));
+        assert_eq!(f.shift(), 0, "one epoch: nothing to compare");
+        assert!(f.loads(&profiles(200, 50, 0, 0)).is_none());
+        let now = profiles(200, 50, 3_700, 400);
+        f.update(&now);
+        assert!(f.shift().abs_diff(700) <= 10, "shift {}", f.shift());
+        // The next epoch's loads: the band at 4,400..4,800.
+        let want = profiles(200, 50, 4_400, 400);
+        let got = f.loads(&now).expect("a shift");
+        assert_eq!(f.shift(), 700, "the moments make the centres exact");
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            // The first 14 ranks' sources lie before the job's keys: nobody measured them.
+            let Some(g) = g else {
+                assert!(r < 14, "rank {r}");
+                continue;
+            };
+            let (g, w) = (*g as f64, w.last.load as f64);
+            assert!((g - w).abs() <= 0.25 * w, "rank {r}: {g} vs {w}");
+        }
+        // A rank's own keys: its own cost where it knows the source, the density elsewhere.
+        let keys: Vec<u64> = (4_400..4_450).collect();
+        let p = f.predict(&keys, |_| None).expect("a shift");
+        let dear = p.iter().filter(|&&c| c >= 900).count();
+        assert!(dear >= 40, "{p:?}");
+        let p = f.predict(&keys, |k| Some(k)).expect("a shift");
+        assert_eq!(p[0], 4_400 - f.shift() as u64, "own knowledge first");
+    }
+
+    #[test]
+    fn keeps_still_costs_and_overlapping_spans_to_the_ranks() {
+        let mut f = JobFront::default();
+        f.update(&profiles(50, 20, 1_300, 100));
+        f.update(&profiles(50, 20, 1_300, 100));
+        assert_eq!(f.shift(), 0, "the band stayed");
+        assert!(f.predict(&[1_300], |_| None).is_none());
+        // Random keys: spans that overlap give no density, hence no shift.
+        let span = KeySpan {
+            lo: 0,
+            hi: u64::MAX,
+            count: 10,
+        };
+        let p = RankProfile {
+            now: span,
+            last: Measured {
+                span,
+                load: 100,
+                parts: vec![(10, 100)],
+                ..Measured::default()
+            },
+        };
+        assert_eq!(p.last.check(), Ok(()));
+        let two = [p.clone(), p];
+        let mut f = JobFront::default();
+        f.update(&two);
+        f.update(&two);
+        assert_eq!(f.shift(), 0);
+    }
+
+    #[test]
+    fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
+        // One rank of 1,000 keys whose keys 300..400 are dear: 16 parts of 62–63 keys.
+        let m =
+            Measured::of((0..1_000u64).map(|k| (k, if (300..400).contains(&k) { 100 } else { 1 })));
+        assert_eq!(m.parts.len(), 16);
+        assert_eq!(m.parts.iter().map(|p| p.0).sum::<u64>(), 1_000);
+        let spans: Vec<(u64, u64)> = (0..16).map(|i| m.part_span(i)).collect();
+        assert_eq!((spans[0].0, spans[15].1), (0, 999));
+        assert!(spans.windows(2).all(|w| w[1].0 == w[0].1 + 1), "{spans:?}");
+        for k in [0, 62, 63, 500, 999] {
+            let (lo, hi) = spans[m.part_of(k)];
+            assert!(lo <= k && k <= hi, "key {k} in part {}", m.part_of(k));
+        }
+        let d = Density::new(&[RankProfile {
+            now: m.span,
+            last: m.clone(),
+        }])
+        .unwrap();
+        assert_eq!(d.at(350), Some(100.0), "inside the dear keys");
+        assert_eq!(d.at(700), Some(1.0));
+        assert_eq!(m.check(), Ok(()));
+        // What a remote rank sent is checked.
+        let mut bad = m.clone();
+        bad.parts[3].0 += 1;
+        assert!(bad.check().unwrap_err().contains("parts of 1001 keys"));
+        let mut bad = m.clone();
+        bad.parts = vec![(1, 1); PARTS_MAX + 1];
+        assert!(bad.check().unwrap_err().contains("257 parts"));
+        let mut bad = m;
+        bad.span.count = 5_000;
+        assert!(bad.check().unwrap_err().contains("5000 keys in the span"));
+        assert_eq!(Measured::default().check(), Ok(()));
+    }
+
+    #[test]
+    fn densities_cover_gaps_and_spans() {
+        let rank = |lo: u64, cost: u64| RankProfile {
+            now: KeySpan::default(),
+            last: Measured::of((lo..lo + 10).map(|k| (k, cost))),
+        };
+        let d = Density::new(&[rank(20, 30), rank(0, 10)]).unwrap();
+        assert_eq!(
+            d.centre(0),
+            Some(24.5),
+            "all above the floor lies in 20..=29"
+        );
+        assert_eq!(d.at(5), Some(10.0));
+        assert_eq!(d.at(15), None);
+        assert_eq!(d.at(-1), None);
+        // Keys 5..=24 moved by 0: 5 keys at 10, 5 at 30 covered (gap 10..20 unknown): the
+        // covered mean, 20 a key, over 20 keys.
+        assert_eq!(
+            d.over(
+                KeySpan {
+                    lo: 5,
+                    hi: 24,
+                    count: 20
+                },
+                0
+            ),
+            Some(400)
+        );
+        assert_eq!(
+            d.over(
+                KeySpan {
+                    lo: 40,
+                    hi: 49,
+                    count: 10
+                },
+                0
+            ),
+            None
+        );
+        assert_eq!(
+            d.over(
+                KeySpan {
+                    lo: 40,
+                    hi: 49,
+                    count: 10
+                },
+                20
+            ),
+            Some(300)
+        );
+        assert_eq!(d.over(KeySpan::default(), 0), Some(0));
+        assert_eq!(
+            KeySpan::of(&[7, 3, 9]),
+            KeySpan {
+                lo: 3,
+                hi: 9,
+                count: 3
+            }
+        );
+    }
+}
