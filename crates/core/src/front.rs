@@ -456,7 +456,7 @@ mod tests {
         let p = f.predict(&keys, |_| None).expect("a shift");
         let dear = p.iter().filter(|&&c| c >= 900).count();
         assert!(dear >= 40, "{p:?}");
-        let p = f.predict(&keys, |k| Some(k)).expect("a shift");
+        let p = f.predict(&keys, Some).expect("a shift");
         assert_eq!(p[0], 4_400 - f.shift() as u64, "own knowledge first");
     }
 
@@ -527,6 +527,7 @@ mod tests {
 
     #[test]
     fn densities_cover_gaps_and_spans() {
+        let span = |lo, hi, count| KeySpan { lo, hi, count };
         let rank = |lo: u64, cost: u64| RankProfile {
             now: KeySpan::default(),
             last: Measured::of((lo..lo + 10).map(|k| (k, cost))),
@@ -542,47 +543,10 @@ mod tests {
         assert_eq!(d.at(-1), None);
         // Keys 5..=24 moved by 0: 5 keys at 10, 5 at 30 covered (gap 10..20 unknown): the
         // covered mean, 20 a key, over 20 keys.
-        assert_eq!(
-            d.over(
-                KeySpan {
-                    lo: 5,
-                    hi: 24,
-                    count: 20
-                },
-                0
-            ),
-            Some(400)
-        );
-        assert_eq!(
-            d.over(
-                KeySpan {
-                    lo: 40,
-                    hi: 49,
-                    count: 10
-                },
-                0
-            ),
-            None
-        );
-        assert_eq!(
-            d.over(
-                KeySpan {
-                    lo: 40,
-                    hi: 49,
-                    count: 10
-                },
-                20
-            ),
-            Some(300)
-        );
+        assert_eq!(d.over(span(5, 24, 20), 0), Some(400));
+        assert_eq!(d.over(span(40, 49, 10), 0), None);
+        assert_eq!(d.over(span(40, 49, 10), 20), Some(300));
         assert_eq!(d.over(KeySpan::default(), 0), Some(0));
-        assert_eq!(
-            KeySpan::of(&[7, 3, 9]),
-            KeySpan {
-                lo: 3,
-                hi: 9,
-                count: 3
-            }
-        );
+        assert_eq!(KeySpan::of(&[7, 3, 9]), span(3, 9, 3));
     }
 }

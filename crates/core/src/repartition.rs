@@ -103,9 +103,8 @@ pub fn filled_tasks(keys: &[u64], predicted: Vec<u64>) -> Vec<(u64, u64)> {
     keys.iter().copied().zip(costs).collect()
 }
 
-/// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
-/// and this rank's tasks in string order as (key, predicted cost ns).
-pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+/// Checks a plan's input: `me` inside the string of `loads`, no key twice in `tasks`.
+fn check_input(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<(), CoreError> {
     let n = loads.len();
     if (me as usize) >= n {
         return Err(CoreError::Config(format!(
@@ -113,7 +112,14 @@ pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, 
         )));
     }
     let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
-    CostHistory::check_keys(&keys)?;
+    CostHistory::check_keys(&keys)
+}
+
+/// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
+/// and this rank's tasks in string order as (key, predicted cost ns).
+pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+    let n = loads.len();
+    check_input(loads, me, tasks)?;
     // 1–2. Border flows, in i128 (loads are u64 ns; their sum fits in u128).
     let total: i128 = loads.iter().map(|&l| i128::from(l)).sum();
     let target = |upto: usize| total * (upto as i128 + 1) / n as i128;
@@ -170,13 +176,7 @@ pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, 
 /// the tasks whose cost's middle falls in another rank's share, each to that rank.
 pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
     let n = loads.len();
-    if (me as usize) >= n {
-        return Err(CoreError::Config(format!(
-            "rank {me} outside a string of {n} loads"
-        )));
-    }
-    let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
-    CostHistory::check_keys(&keys)?;
+    check_input(loads, me, tasks)?;
     let total: u128 = loads.iter().map(|&l| u128::from(l)).sum();
     let before: u128 = loads[..me as usize].iter().map(|&l| u128::from(l)).sum();
     let mine = u128::from(loads[me as usize]);
@@ -271,6 +271,22 @@ mod tests {
         assert!(e.contains('5'), "{e}");
     }
 
+    /// Each rank's tasks (keys rank·100 + i, in string order) with `costs`, and its load.
+    fn job(costs: &[Vec<u64>]) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
+        let tasks: Vec<Vec<(u64, u64)>> = costs
+            .iter()
+            .enumerate()
+            .map(|(r, cs)| {
+                cs.iter()
+                    .enumerate()
+                    .map(|(i, &c)| ((r * 100 + i) as u64, c))
+                    .collect()
+            })
+            .collect();
+        let loads = tasks.iter().map(|t| t.iter().map(|x| x.1).sum()).collect();
+        (tasks, loads)
+    }
+
     proptest! {
         #![proptest_config(crate::ctx::testing::proptest_config())]
 
@@ -283,12 +299,7 @@ mod tests {
             costs in prop::collection::vec(prop::collection::vec(0u64..1000, 0..20), 1..8)
         ) {
             let n = costs.len();
-            let tasks: Vec<Vec<(u64, u64)>> = costs
-                .iter()
-                .enumerate()
-                .map(|(r, cs)| cs.iter().enumerate().map(|(i, &c)| ((r * 100 + i) as u64, c)).collect())
-                .collect();
-            let loads: Vec<u64> = tasks.iter().map(|t| t.iter().map(|x| x.1).sum()).collect();
+            let (tasks, loads) = job(&costs);
             let mut after = loads.clone();
             for r in 0..n {
                 let p = plan(&loads, r as Rank, &tasks[r]).unwrap();
@@ -318,21 +329,16 @@ mod tests {
             costs in prop::collection::vec(prop::collection::vec(0u64..1000, 0..20), 1..8)
         ) {
             let n = costs.len();
-            let tasks: Vec<Vec<(u64, u64)>> = costs
-                .iter()
-                .enumerate()
-                .map(|(r, cs)| cs.iter().enumerate().map(|(i, &c)| ((r * 100 + i) as u64, c)).collect())
-                .collect();
-            let loads: Vec<u64> = tasks.iter().map(|t| t.iter().map(|x| x.1).sum()).collect();
+            let (tasks, loads) = job(&costs);
             let mut owner: Vec<(u64, usize, u64)> = Vec::new();
-            for r in 0..n {
-                let p = recut(&loads, r as Rank, &tasks[r]).unwrap();
+            for (r, mine) in tasks.iter().enumerate() {
+                let p = recut(&loads, r as Rank, mine).unwrap();
                 let mut seen = std::collections::HashSet::new();
                 for m in &p {
                     prop_assert!(seen.insert(m.key), "key {} moved twice", m.key);
                     prop_assert!((m.to as usize) < n && m.to as usize != r);
                 }
-                for &(k, c) in &tasks[r] {
+                for &(k, c) in mine {
                     let to = p.iter().find(|m| m.key == k).map_or(r, |m| m.to as usize);
                     owner.push((k, to, c));
                 }
