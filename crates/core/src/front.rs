@@ -49,6 +49,19 @@ impl KeySpan {
     fn is_empty(&self) -> bool {
         self.count == 0
     }
+
+    /// Checks what another rank sent: keys inside the span, no more than it holds.
+    pub fn check(&self) -> Result<(), String> {
+        if self.count > 0
+            && (self.hi < self.lo || u128::from(self.count) > u128::from(self.hi - self.lo) + 1)
+        {
+            return Err(format!(
+                "{} keys in the span {}..={}",
+                self.count, self.lo, self.hi
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a rank measured in an epoch: the keys, their summed cost, where the cost lies
@@ -134,11 +147,16 @@ impl Measured {
                 false => Err("parts or a cost without keys".into()),
             };
         }
-        if s.hi < s.lo || u128::from(s.count) > u128::from(s.hi - s.lo) + 1 {
-            return Err(format!("{} keys in the span {}..={}", s.count, s.lo, s.hi));
-        }
-        if self.parts.is_empty() || self.parts.len() > PARTS_MAX {
-            return Err(format!("{} parts (1 to {PARTS_MAX})", self.parts.len()));
+        s.check()?;
+        // As many parts as `of` makes: never more than the span has keys (each part's
+        // bounds then lie inside the span, in order).
+        let want = (s.count.div_ceil(KEYS_PER_PART) as usize).clamp(1, PARTS_MAX);
+        if self.parts.len() != want {
+            return Err(format!(
+                "{} parts for {} keys (want {want})",
+                self.parts.len(),
+                s.count
+            ));
         }
         let keys: u128 = self.parts.iter().map(|p| u128::from(p.0)).sum();
         let cost: u128 = self.parts.iter().map(|p| u128::from(p.1)).sum();
@@ -162,6 +180,14 @@ pub struct RankProfile {
     pub now: KeySpan,
     /// What it measured in the epoch before.
     pub last: Measured,
+}
+
+impl RankProfile {
+    /// Checks what another rank sent (both spans, the parts).
+    pub fn check(&self) -> Result<(), String> {
+        self.now.check()?;
+        self.last.check()
+    }
 }
 
 /// Keys sampled to score a shift.
@@ -518,7 +544,33 @@ mod tests {
         assert!(bad.check().unwrap_err().contains("parts of 1001 keys"));
         let mut bad = m.clone();
         bad.parts = vec![(1, 1); PARTS_MAX + 1];
-        assert!(bad.check().unwrap_err().contains("257 parts"));
+        assert!(bad.check().unwrap_err().contains("257 parts for 1000 keys"));
+        // More parts than keys would give parts outside the span.
+        let one = Measured {
+            span: KeySpan {
+                lo: 10,
+                hi: 10,
+                count: 1,
+            },
+            load: 5,
+            parts: vec![(0, 0), (1, 5)],
+            ..Measured::default()
+        };
+        assert!(one.check().unwrap_err().contains("2 parts for 1 keys"));
+        let backwards = RankProfile {
+            now: KeySpan {
+                lo: 9,
+                hi: 3,
+                count: 2,
+            },
+            last: Measured::default(),
+        };
+        assert!(
+            backwards
+                .check()
+                .unwrap_err()
+                .contains("2 keys in the span 9..=3")
+        );
         let mut bad = m;
         bad.span.count = 5_000;
         assert!(bad.check().unwrap_err().contains("5000 keys in the span"));

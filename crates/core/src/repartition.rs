@@ -180,16 +180,25 @@ pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>,
     let total: u128 = loads.iter().map(|&l| u128::from(l)).sum();
     let before: u128 = loads[..me as usize].iter().map(|&l| u128::from(l)).sum();
     let mine = u128::from(loads[me as usize]);
-    let own: u128 = tasks.iter().map(|t| u128::from(t.1)).sum();
-    if total == 0 || own == 0 {
+    if total == 0 {
         return Ok(Vec::new());
     }
+    // Costs scaled below 2^63 in sum, so that (2·cum + c)·mine fits in u128 (the loads
+    // may come from another rank's profile: nothing bounds them but u64).
+    let own: u128 = tasks.iter().map(|t| u128::from(t.1)).sum();
+    let bits = (128 - own.leading_zeros()).saturating_sub(63);
+    let own = own >> bits;
     let mut moves = Vec::new();
     let mut cum: u128 = 0;
     for &(key, c) in tasks {
-        // The middle of this task's cost, scaled into this rank's part of the string.
-        let mid = before + (2 * cum + u128::from(c)) * mine / (2 * own);
-        cum += u128::from(c);
+        let c = u128::from(c) >> bits;
+        // The middle of this task's cost, scaled into this rank's part of the string (a
+        // rank whose tasks predict nothing keeps them at its part's start: in order).
+        let mid = match own {
+            0 => before,
+            _ => before + (2 * cum + c) * mine / (2 * own),
+        };
+        cum += c;
         let to = ((mid * n as u128) / total).min(n as u128 - 1) as Rank;
         if to != me {
             moves.push(Move { key, to });
@@ -236,6 +245,21 @@ mod tests {
         // In string order: keys 0..10 to rank 0, 30..40 to rank 3.
         assert!((0..10).all(|k| to(k) == 0) && (30..40).all(|k| to(k) == 3));
         assert!(recut(&[0, 400, 0, 0], 0, &[]).unwrap().is_empty());
+        // A rank whose tasks predict nothing keeps the string's order: its task goes where
+        // its part starts (rank 1's share), after rank 0's second and before its third.
+        let p0 = recut(&[300, 0, 0], 0, &[(0, 100), (1, 100), (2, 100)]).unwrap();
+        let p1 = recut(&[300, 0, 0], 1, &[(3, 0)]).unwrap();
+        assert_eq!(p0, [Move { key: 1, to: 1 }, Move { key: 2, to: 2 }]);
+        assert_eq!(p1, [Move { key: 3, to: 2 }]);
+        // Loads and costs at u64's end do not overflow: rank 1's tasks fill its share.
+        let big = [u64::MAX, u64::MAX];
+        assert!(
+            recut(&big, 1, &[(0, u64::MAX), (1, u64::MAX)])
+                .unwrap()
+                .is_empty()
+        );
+        let p = recut(&[0, u64::MAX], 1, &[(0, u64::MAX), (1, u64::MAX)]).unwrap();
+        assert_eq!(p, [Move { key: 0, to: 0 }]);
         assert!(recut(&[1, 2], 2, &[]).is_err());
     }
 

@@ -894,14 +894,14 @@ impl Runtime {
         &self,
         keys: &[u64],
     ) -> Result<Vec<titus_core::repartition::Move>, RuntimeError> {
-        let history = self
-            .history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let (mut tasks, load) = titus_core::repartition::predicted_tasks(&history, keys);
+        let ((mut tasks, load), last) = {
+            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            (
+                titus_core::repartition::predicted_tasks(&h, keys),
+                h.measured(),
+            )
+        };
         let now = titus_core::KeySpan::of(keys);
-        let last = history.measured();
         // Every rank joins the all-gather before any fails, so a refusal fails all alike.
         let refuse = if self.measured.load(Ordering::Acquire) {
             CostHistory::check_keys(keys).err().map(|e| e.to_string())
@@ -936,7 +936,10 @@ impl Runtime {
         // more (every rank's load alike, this rank's tasks from its own costs first).
         let front = self.front.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(f) = titus_core::repartition::follow_front(&front, &profiles, &mut loads)
-            && let Some(p) = f.predict(keys, |k| history.last_cost(k))
+            && let Some(p) = {
+                let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+                f.predict(keys, |k| h.last_cost(k))
+            }
         {
             tasks = titus_core::repartition::filled_tasks(keys, p);
         }
@@ -1268,7 +1271,7 @@ impl ProfileWords {
                 parts: self.parts,
             },
         };
-        p.last.check().map_err(|e| {
+        p.check().map_err(|e| {
             RuntimeError::Barrier(format!("rank {r} sent a bad profile of its costs: {e}"))
         })?;
         Ok(p)
