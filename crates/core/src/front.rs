@@ -203,21 +203,21 @@ const CLEAR: f64 = 0.7;
 const CLEAR_CENTRES: f64 = 0.9;
 
 /// The job's cost per key at the granularity of the ranks' parts: disjoint spans (least
-/// key, greatest key, cost per key in ns) sorted by key, and what each rank measured.
+/// key, greatest key, cost per key in ns) sorted by key, and each rank's moments (least
+/// key, keys, cost, Σ cost·(key − least), Σ (key − least)) for the centre of cost.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Density {
     spans: Vec<(u64, u64, f64)>,
-    measured: Vec<Measured>,
+    moments: Vec<(u64, u64, u64, f64, f64)>,
 }
 
 impl Density {
     /// From every rank's measured span and cost; `None` where spans overlap.
     fn new(profiles: &[RankProfile]) -> Option<Self> {
-        let mut all: Vec<Measured> = profiles
+        let mut all: Vec<&Measured> = profiles
             .iter()
             .map(|p| &p.last)
             .filter(|m| !m.span.is_empty() && m.span.hi >= m.span.lo)
-            .cloned()
             .collect();
         all.sort_by_key(|m| m.span.lo);
         if all.windows(2).any(|w| w[1].span.lo <= w[0].span.hi) || all.is_empty() {
@@ -236,10 +236,11 @@ impl Density {
                     })
             })
             .collect();
-        Some(Self {
-            spans,
-            measured: all,
-        })
+        let moments = all
+            .iter()
+            .map(|m| (m.span.lo, m.span.count, m.load, m.moment, m.key_sum))
+            .collect();
+        Some(Self { spans, moments })
     }
 
     /// Cost per key at `k`, where a span holds it.
@@ -281,12 +282,12 @@ impl Density {
     fn centre(&self, base: u64) -> Option<f64> {
         let floor = self.spans.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
         let (mut w, mut x) = (0.0f64, 0.0f64);
-        for m in &self.measured {
+        for &(lo, count, load, moment, key_sum) in &self.moments {
             // Σ (c − floor) and Σ (c − floor)·(k − base) over the rank's keys.
-            let off = m.span.lo as f64 - base as f64;
-            let above = m.load as f64 - floor * m.span.count as f64;
+            let off = lo as f64 - base as f64;
+            let above = load as f64 - floor * count as f64;
             w += above;
-            x += m.moment - floor * m.key_sum + off * above;
+            x += moment - floor * key_sum + off * above;
         }
         (w > 0.0).then(|| x / w)
     }
