@@ -209,6 +209,18 @@ pub(crate) fn plan(
 /// every rank computes its part from the same loads (the epoch-start all-gather) without
 /// another message. The tasks travel routed through the overlay: a receiver need not be a
 /// neighbour.
+///
+/// **Split** ([`StringLoads::with_split`]): where the job's tasks fall into dear ones and
+/// cheap ones ([`split_class`]), the dear and the cheap load each get a string of their
+/// own: every rank is given the mean of each. With one string, the ranks that own the
+/// dear tasks send them whole to the receivers their intervals meet, each filled as far
+/// as whole dear tasks fit; the gaps left (up to a task each) add up to seconds of dear
+/// tasks kept by their owners, which the receivers steal once idle, at the end of the
+/// epoch — one 77 ms task after another (`w1-s4k`, bimodal: the dear band's owners kept
+/// 4–6 s against 1 s planned, and the epoch ended 77 ms after the last such steal). Split,
+/// every rank runs its share of the dear tasks first (the queue is in predicted order)
+/// and ends in cheap ones, so a dear task may go where it fits by half: the overshoot is
+/// made of the receiver's cheap tail, which stealing splits finely.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StringLoads {
     /// Prefix sums of the excesses: rank r's interval is `[excess[r], excess[r + 1])`.
@@ -216,6 +228,98 @@ pub struct StringLoads {
     /// Prefix sums of the deficits.
     deficit: Vec<u128>,
     mean: u64,
+    split: Option<Box<Split>>,
+}
+
+/// The two strings of a split plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Split {
+    /// Tasks predicted at 2^class ns or more are dear.
+    class: u8,
+    dear: StringLoads,
+    cheap: StringLoads,
+}
+
+/// A rank's predicted load per cost class (class b: tasks predicted at [2^b, 2^(b+1))
+/// ns; unknown ones at the mean of the known), ascending, no empty class: what it tells
+/// the epoch start for the string plan's split.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadClasses(pub Vec<(u8, u64)>);
+
+impl LoadClasses {
+    /// From each task's prediction (0: unknown); empty where none is known.
+    pub fn of(predicted: &[u64]) -> Self {
+        let mut by = [0u64; 64];
+        for c in filled(predicted).unwrap_or_default() {
+            let b = &mut by[class_of(c) as usize];
+            *b = b.saturating_add(c);
+        }
+        Self(
+            (0..64u8)
+                .filter(|&b| by[b as usize] > 0)
+                .map(|b| (b, by[b as usize]))
+                .collect(),
+        )
+    }
+
+    /// A remote rank's classes are checked: ascending, below 64, none empty.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(&(b, _)) = self.0.iter().find(|x| x.0 >= 64) {
+            return Err(format!("cost class {b} (at most 63)"));
+        }
+        if self.0.iter().any(|x| x.1 == 0) {
+            return Err("an empty cost class".into());
+        }
+        if self.0.windows(2).any(|w| w[1].0 <= w[0].0) {
+            return Err("cost classes out of order".into());
+        }
+        Ok(())
+    }
+
+    /// (dear, cheap): the load in classes from `class` up, and below it.
+    pub fn split(&self, class: u8) -> (u64, u64) {
+        self.0.iter().fold((0u64, 0u64), |(d, c), &(b, l)| {
+            if b >= class {
+                (d.saturating_add(l), c)
+            } else {
+                (d, c.saturating_add(l))
+            }
+        })
+    }
+}
+
+/// A cost's class: ⌊log2 cost⌋ (0 for 0).
+fn class_of(c: u64) -> u8 {
+    (63 - c.max(1).leading_zeros()) as u8
+}
+
+/// The class from which tasks count as dear for the string plan's split, from every
+/// rank's classes and the number of ranks that predicted: the dearest class b with load
+/// such that the dear load (classes ≥ b) is at least one task of class b (2^b) per rank,
+/// so every rank gets some, and the cheap load below is at least the dearest task's
+/// greatest cost (2^(top + 1)) per rank, so every rank's cheap tail can take up a dear
+/// task's overshoot. `None` (one string) where no class qualifies.
+pub fn split_class(classes: &[LoadClasses], ranks: usize) -> Option<u8> {
+    if ranks == 0 {
+        return None;
+    }
+    let mut by = [0u128; 64];
+    for c in classes {
+        for &(b, l) in &c.0 {
+            by[usize::from(b.min(63))] += u128::from(l);
+        }
+    }
+    let n = ranks as u128;
+    let top = (0..64u8).rev().find(|&b| by[b as usize] > 0)?;
+    let total: u128 = by.iter().sum();
+    let mut above = 0u128;
+    (1..=top).rev().find(|&b| {
+        above += by[b as usize];
+        let below = total - above;
+        by[b as usize] > 0
+            && above >= n << b
+            && below >= n.saturating_mul(1u128 << (u32::from(top) + 1).min(120))
+    })
 }
 
 impl StringLoads {
@@ -244,7 +348,29 @@ impl StringLoads {
             excess,
             deficit,
             mean,
+            split: None,
         }
+    }
+
+    /// Split ([`split_class`]): from every rank's (dear, cheap) predicted load (`None`: it
+    /// takes no part), tasks at 2^`class` ns or more dear. The whole string (its mean,
+    /// [`Self::sends`]) is that of the sums.
+    pub fn with_split(loads: &[Option<(u64, u64)>], class: u8) -> Self {
+        let part = |f: fn((u64, u64)) -> u64| -> Vec<Option<u64>> {
+            loads.iter().map(|l| l.map(f)).collect()
+        };
+        let mut s = Self::new(&part(|(d, c)| d.saturating_add(c)));
+        s.split = Some(Box::new(Split {
+            class: class.min(63),
+            dear: Self::new(&part(|(d, _)| d)),
+            cheap: Self::new(&part(|(_, c)| c)),
+        }));
+        s
+    }
+
+    /// The class from which tasks are dear, where the plan is split.
+    pub fn split_class(&self) -> Option<u8> {
+        self.split.as_ref().map(|s| s.class)
     }
 
     /// The ranks the loads describe.
@@ -283,6 +409,9 @@ impl StringLoads {
     /// What `rank` receives, ns of predicted work (its deficit, as far as the excesses
     /// cover it).
     pub fn receives(&self, rank: Rank) -> u64 {
+        if let Some(s) = &self.split {
+            return s.dear.receives(rank).saturating_add(s.cheap.receives(rank));
+        }
         let r = rank as usize;
         if r >= self.ranks() as usize {
             return 0;
@@ -293,25 +422,85 @@ impl StringLoads {
     }
 }
 
-/// The string plan of one rank: tasks spread over its list (as [`pick`] takes them)
-/// adding up to the sum of `sends`, dealt dearest first to the receiver with the most
-/// still owed, so each gets about its part and a mix of the list. `predicted`: each
-/// task's prediction (0: unknown).
+/// The string plan of one rank: from one string, its sends dealt by [`deal`], each task
+/// where it fits whole; split, its dear tasks dealt along the dear string, each where it
+/// fits by half, and its cheap ones along the cheap string, whole. `predicted`: each
+/// task's prediction (0: unknown), in task order; `dear`: whether each counts dear where
+/// the string's loads say (else by its prediction). Also: how many dear tasks it dealt.
 pub(crate) fn string_plan(
     tasks: &mut Vec<Task>,
     predicted: &[u64],
+    dear_by: &[Option<bool>],
+    s: &StringLoads,
+    rank: Rank,
+    max_record: usize,
+) -> (Vec<(Rank, Vec<PushedTask>)>, usize) {
+    let Some(costs) = filled(predicted) else {
+        return (Vec::new(), 0);
+    };
+    let Some(split) = &s.split else {
+        let mut costs = costs;
+        return (
+            deal(tasks, &mut costs, &s.sends(rank), max_record, false),
+            0,
+        );
+    };
+    let dear_from = 1u64 << split.class;
+    let (mut dear, mut cheap) = (Vec::new(), Vec::new());
+    let (mut dear_c, mut cheap_c) = (Vec::new(), Vec::new());
+    for (i, (t, c)) in tasks.drain(..).zip(costs).enumerate() {
+        if dear_by.get(i).copied().flatten().unwrap_or(c >= dear_from) {
+            dear.push(t);
+            dear_c.push(c);
+        } else {
+            cheap.push(t);
+            cheap_c.push(c);
+        }
+    }
+    let mut out = deal(
+        &mut dear,
+        &mut dear_c,
+        &split.dear.sends(rank),
+        max_record,
+        true,
+    );
+    let dealt_dear: usize = out.iter().map(|x| x.1.len()).sum();
+    for (r, b) in deal(
+        &mut cheap,
+        &mut cheap_c,
+        &split.cheap.sends(rank),
+        max_record,
+        false,
+    ) {
+        match out.iter_mut().find(|x| x.0 == r) {
+            Some(x) => x.1.extend(b),
+            None => out.push((r, b)),
+        }
+    }
+    // What stays, in task order.
+    tasks.extend(dear);
+    tasks.extend(cheap);
+    tasks.sort_by_key(|t| t.index);
+    (out, dealt_dear)
+}
+
+/// Tasks spread over `tasks` (as [`pick`] takes them, `costs` their filled predictions)
+/// adding up to the sum of `sends`, dealt dearest first to the receiver with the most
+/// still owed, so each gets about its part and a mix of the list. A task goes only where
+/// it fits whole, or with `half` where at least half of it does.
+fn deal(
+    tasks: &mut Vec<Task>,
+    costs: &mut Vec<u64>,
     sends: &[(Rank, u64)],
     max_record: usize,
+    half: bool,
 ) -> Vec<(Rank, Vec<PushedTask>)> {
-    let Some(mut costs) = filled(predicted) else {
-        return Vec::new();
-    };
     let total = sends
         .iter()
         .map(|&(_, x)| u128::from(x))
         .sum::<u128>()
         .min(u128::from(u64::MAX)) as u64;
-    let mut taken = pick(tasks, &mut costs, total, max_record, 0);
+    let mut taken = pick(tasks, costs, total, max_record, 0);
     taken.sort_by_key(|t| std::cmp::Reverse(t.predicted_ns));
     let mut owed: std::collections::BinaryHeap<(i128, std::cmp::Reverse<usize>)> = sends
         .iter()
@@ -322,18 +511,23 @@ pub(crate) fn string_plan(
     let mut kept = Vec::new();
     for mut t in taken {
         let c = i128::from(t.predicted_ns);
+        let room = |left: i128| if half { 2 * left >= c } else { left >= c };
         match owed.peek() {
             // A task goes only where it fits whole: the task stays otherwise (an
             // overshoot there cannot be undone while the task runs; one here is what
             // stealing repairs). Measured: letting half of it fit gave 0.943 at 3,584
             // ranks against 0.974, a second pass of half-fits 0.933 on 256 against 0.972.
-            Some(&(left, std::cmp::Reverse(i))) if left >= c => {
+            // Split, a dear task's overshoot is the receiver's cheap tail (`half`).
+            Some(&(left, std::cmp::Reverse(i))) if room(left) => {
                 owed.pop();
                 t.dest = sends[i].0;
                 owed.push((left - c, std::cmp::Reverse(i)));
                 out[i].push(t);
             }
-            _ => kept.push(t.task),
+            _ => {
+                kept.push(t.task);
+                costs.push(t.predicted_ns);
+            }
         }
     }
     // What stays goes back to the queue's end, as it came.
@@ -530,7 +724,8 @@ mod tests {
         let total: u64 = costs.iter().sum();
         let mut t = tasks(300);
         let sends = [(3, total / 4), (7, total / 8), (9, total / 8)];
-        let p = string_plan(&mut t, &costs, &sends, 1 << 10);
+        let mut c = costs.clone();
+        let p = deal(&mut t, &mut c, &sends, 1 << 10, false);
         assert_eq!(p.len(), 3);
         for ((r, b), &(want_r, want)) in p.iter().zip(&sends) {
             assert_eq!(*r, want_r);
@@ -542,7 +737,123 @@ mod tests {
         assert_eq!(t.len() + n, 300, "every task once");
         // Nothing known: nothing moves.
         let mut t = tasks(4);
-        assert!(string_plan(&mut t, &[0; 4], &[(1, 10)], 1 << 10).is_empty());
+        let s = StringLoads::new(&[Some(40), Some(0)]);
+        assert!(
+            string_plan(&mut t, &[0; 4], &[], &s, 0, 1 << 10)
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn cost_classes_split_a_job_where_cheap_tails_can_take_a_dear_task() {
+        // Unknown tasks at the mean of the known (1,550: class 10).
+        let c = LoadClasses::of(&[0, 100, 3_000, 0]);
+        assert_eq!(c, LoadClasses(vec![(6, 100), (10, 3_100), (11, 3_000)]));
+        assert_eq!(c.split(10), (6_100, 100));
+        assert!(c.check().is_ok());
+        assert_eq!(LoadClasses::of(&[0, 0]), LoadClasses::default());
+        for bad in [
+            vec![(3, 5), (2, 1)],
+            vec![(64, 1)],
+            vec![(1, 0)],
+            vec![(2, 1), (2, 1)],
+        ] {
+            assert!(LoadClasses(bad.clone()).check().is_err(), "{bad:?}");
+        }
+        // Ten ranks: dear tasks (class 9) 3,000 per rank, cheap (class 3) 1,500: both
+        // conditions hold at class 9.
+        let job = vec![LoadClasses(vec![(3, 1_500), (9, 3_000)]); 10];
+        assert_eq!(split_class(&job, 10), Some(9));
+        // Cheap tails thinner than a dear task (2^10 per rank): no split.
+        let thin = vec![LoadClasses(vec![(3, 1_000), (9, 3_000)]); 10];
+        assert_eq!(split_class(&thin, 10), None);
+        // Dear tasks rarer than one per rank: no split.
+        let rare = vec![LoadClasses(vec![(3, 5_000), (9, 400)]); 10];
+        assert_eq!(split_class(&rare, 10), None);
+        // One class (constant costs), or nothing known: no split.
+        assert_eq!(
+            split_class(&vec![LoadClasses(vec![(9, 3_000)]); 10], 10),
+            None
+        );
+        assert_eq!(split_class(&[], 0), None);
+    }
+
+    #[test]
+    fn a_split_string_gives_every_rank_the_mean_of_each_class() {
+        let s =
+            StringLoads::with_split(&[Some((3_000, 0)), Some((0, 1_000)), Some((0, 0)), None], 9);
+        assert_eq!(s.split_class(), Some(9));
+        assert_eq!(s.mean(), 1_333, "the whole string: of the sums");
+        let split = s.split.as_ref().unwrap();
+        assert_eq!(split.dear.sends(0), [(1, 1_000), (2, 1_000)]);
+        assert_eq!(split.cheap.sends(1), [(0, 333), (2, 333)]);
+        assert_eq!(s.receives(2), 1_333, "dear and cheap");
+        assert_eq!(s.receives(0), 333);
+        assert_eq!(s.receives(3), 0, "took no part");
+    }
+
+    #[test]
+    fn a_split_plan_deals_dear_tasks_by_half_and_cheap_ones_whole() {
+        // Rank 0: 20 dear tasks (1,000) and 100 cheap (10); rank 3 1,000 dear, 2,000
+        // cheap; ranks 1 and 2 nothing. Dear mean 5,250: rank 0 sends 5,250, 5,250 and
+        // 4,250 to ranks 1, 2, 3; cheap mean 750: rank 0 sends 250 to rank 1.
+        let costs: Vec<u64> = (0..120).map(|i| if i < 20 { 1_000 } else { 10 }).collect();
+        let s = StringLoads::with_split(
+            &[
+                Some((20_000, 1_000)),
+                Some((0, 0)),
+                Some((0, 0)),
+                Some((1_000, 2_000)),
+            ],
+            9,
+        );
+        let mut t = tasks(120);
+        let (p, dealt) = string_plan(&mut t, &costs, &[], &s, 0, 1 << 10);
+        assert_eq!(
+            dealt,
+            p.iter()
+                .flat_map(|x| &x.1)
+                .filter(|x| x.predicted_ns >= 512)
+                .count()
+        );
+        let sum = |r: Rank, dear: bool| -> u64 {
+            p.iter()
+                .filter(|x| x.0 == r)
+                .flat_map(|x| &x.1)
+                .filter(|x| (x.predicted_ns >= 512) == dear)
+                .map(|x| x.predicted_ns)
+                .sum()
+        };
+        for (r, want) in [(1, 5_250), (2, 5_250), (3, 4_250)] {
+            assert!(
+                sum(r, true).abs_diff(want) <= 500,
+                "dear to {r}: {}",
+                sum(r, true)
+            );
+        }
+        assert!(
+            sum(1, false).abs_diff(250) <= 10,
+            "cheap to 1: {}",
+            sum(1, false)
+        );
+        assert_eq!((sum(2, false), sum(3, false)), (0, 0));
+        let n: usize = p.iter().map(|(_, b)| b.len()).sum();
+        assert_eq!(t.len() + n, 120, "every task once");
+        assert!(
+            t.windows(2).all(|w| w[0].index < w[1].index),
+            "what stays, in order"
+        );
+        // By half: 1,600 owed takes two tasks of 1,000 (the second fits by 600); whole,
+        // one.
+        for (half, want) in [(true, 2), (false, 1)] {
+            let mut t = tasks(3);
+            let mut c = vec![1_000; 3];
+            let got = deal(&mut t, &mut c, &[(1, 1_600)], 1 << 10, half);
+            let n: usize = got.iter().map(|x| x.1.len()).sum();
+            assert_eq!(n, want, "half: {half}");
+            assert_eq!((t.len() + n, c.len()), (3, t.len()));
+        }
     }
 
     #[test]

@@ -83,8 +83,11 @@ pub struct Measured {
     pub parts: Vec<(u64, u64)>,
 }
 
-/// Keys per part of a rank's measured span.
-pub const KEYS_PER_PART: u64 = 64;
+/// Keys per part of a rank's measured span. Fine, because a part's cost per key is what
+/// the split string plan classes as dear or cheap: with 64, a dear band's edge blurred
+/// over a part, and ranks kept dear tasks predicted cheap (`w1-s4k`, 512 ranks: 0.931 in
+/// some epochs against 0.997 with 4). 256 parts cost 4 KB a rank in the all-gather.
+pub const KEYS_PER_PART: u64 = 4;
 /// Parts of one rank's span at most (a remote profile with more is refused).
 pub const PARTS_MAX: usize = 256;
 
@@ -199,7 +202,8 @@ const CLEAR: f64 = 0.7;
 /// The centres' shift, exact by the moments, need only score below this fraction: the
 /// score compares densities over parts whose bounds move with ownership, so even the exact
 /// shift scores far from 0 where parts are coarse beside the band (16 ranks, a 160-key
-/// band, 64-key parts, ownership re-cut between the epochs: 0.84–0.87 of 0's score).
+/// band, 64-key parts as they were then, ownership re-cut between the epochs: 0.84–0.87
+/// of 0's score).
 const CLEAR_CENTRES: f64 = 0.9;
 
 /// The job's cost per key at the granularity of the ranks' parts: disjoint spans (least
@@ -255,12 +259,19 @@ impl Density {
     /// `shift`: the sum of each source span's density over the overlap, scaled to the
     /// count. `None` where no source span overlaps.
     fn over(&self, span: KeySpan, shift: i64) -> Option<u64> {
+        self.over_parts(span, shift, f64::INFINITY)
+            .map(|(d, c)| (d + c) as u64)
+    }
+
+    /// [`Self::over`] in two: (the cost of spans whose density is `dear` or more, the
+    /// rest).
+    fn over_parts(&self, span: KeySpan, shift: i64, dear: f64) -> Option<(f64, f64)> {
         if span.is_empty() {
-            return Some(0);
+            return Some((0.0, 0.0));
         }
         let lo = i128::from(span.lo) - i128::from(shift);
         let hi = i128::from(span.hi) - i128::from(shift);
-        let (mut sum, mut covered) = (0.0f64, 0.0f64);
+        let (mut above, mut below, mut covered) = (0.0f64, 0.0f64, 0.0f64);
         let first = self
             .spans
             .partition_point(|s| i128::from(s.1) < lo)
@@ -270,11 +281,16 @@ impl Density {
                 break;
             }
             let o = (i128::from(b).min(hi) - i128::from(a).max(lo) + 1) as f64;
-            sum += o * d;
+            if d >= dear {
+                above += o * d;
+            } else {
+                below += o * d;
+            }
             covered += o;
         }
         // Keys whose source no rank measured cost what the covered ones cost on average.
-        (covered > 0.0).then(|| (sum / covered * span.count as f64) as u64)
+        let scale = span.count as f64 / covered;
+        (covered > 0.0).then_some((above * scale, below * scale))
     }
 
     /// The centre of the cost above the cheapest density (a key, relative to `base`):
@@ -340,6 +356,67 @@ impl JobFront {
     ) -> Option<Vec<Option<u64>>> {
         let job = self.loads(profiles)?;
         Some(job.into_iter().zip(own).map(|(j, &o)| j.or(o)).collect())
+    }
+
+    /// The string plan's loads ([`crate::StringLoads`]) from every rank's own predicted
+    /// load and cost classes (`own`, `classes`; in rank order): split where the job's
+    /// classes allow ([`crate::split_class`]), each rank's (dear, cheap) load from the
+    /// job's density where it has a shift (a part dear where its cost per key is dear),
+    /// its own classes elsewhere; one string otherwise, of [`Self::plan_loads`]'s loads.
+    /// The simulator and the runtime both plan with it.
+    pub fn string_loads(
+        &self,
+        profiles: &[RankProfile],
+        own: &[Option<u64>],
+        classes: &[crate::LoadClasses],
+    ) -> crate::StringLoads {
+        let ranks = own.iter().flatten().count();
+        let Some(class) = crate::split_class(classes, ranks) else {
+            return crate::StringLoads::new(
+                &self.plan_loads(profiles, own).unwrap_or(own.to_vec()),
+            );
+        };
+        let dear = (1u64 << class) as f64;
+        let job = self.last.as_ref().filter(|_| self.shift != 0).map(|last| {
+            profiles
+                .iter()
+                .map(|p| {
+                    last.over_parts(p.now, self.shift, dear)
+                        .map(|(d, c)| (d as u64, c as u64))
+                })
+                .collect::<Vec<_>>()
+        });
+        let split: Vec<Option<(u64, u64)>> = own
+            .iter()
+            .zip(classes)
+            .enumerate()
+            .map(|(r, (l, c))| {
+                let mine = l.map(|_| c.split(class));
+                job.as_ref()
+                    .and_then(|j| j.get(r).copied().flatten())
+                    .or(mine)
+            })
+            .collect();
+        crate::StringLoads::with_split(&split, class)
+    }
+
+    /// For the split string plan of [`Self::string_loads`] (`class`: its
+    /// [`crate::StringLoads::split_class`]): whether each of `keys` counts dear, as that
+    /// plan counted the rank's load — by the job's density where its key came from;
+    /// `None` where the density does not hold it (its predicted cost says). Empty without
+    /// a shift or a split.
+    pub fn dear_keys(&self, keys: &[u64], class: Option<u8>) -> Vec<Option<bool>> {
+        let (Some(last), Some(class)) = (self.last.as_ref().filter(|_| self.shift != 0), class)
+        else {
+            return Vec::new();
+        };
+        let dear = (1u64 << class.min(63)) as f64;
+        keys.iter()
+            .map(|&k| {
+                last.at(i128::from(k) - i128::from(self.shift))
+                    .map(|d| d >= dear)
+            })
+            .collect()
     }
 
     /// The predicted cost (ns; 0: unknown) of each of `keys`: `own(k − shift)` where the
@@ -498,14 +575,14 @@ mod tests {
         let span = KeySpan {
             lo: 0,
             hi: u64::MAX,
-            count: 10,
+            count: 4,
         };
         let p = RankProfile {
             now: span,
             last: Measured {
                 span,
                 load: 100,
-                parts: vec![(10, 100)],
+                parts: vec![(4, 100)],
                 ..Measured::default()
             },
         };
@@ -519,15 +596,20 @@ mod tests {
 
     #[test]
     fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
-        // One rank of 1,000 keys whose keys 300..400 are dear: 16 parts of 62–63 keys.
+        // One rank of 1,000 keys whose keys 300..400 are dear: 250 parts of 4 keys; of
+        // 2,000 keys, 256 parts of 7–8 keys.
         let m =
             Measured::of((0..1_000u64).map(|k| (k, if (300..400).contains(&k) { 100 } else { 1 })));
-        assert_eq!(m.parts.len(), 16);
+        assert_eq!(m.parts.len(), 250);
+        assert_eq!(
+            Measured::of((0..2_000u64).map(|k| (k, 1))).parts.len(),
+            PARTS_MAX
+        );
         assert_eq!(m.parts.iter().map(|p| p.0).sum::<u64>(), 1_000);
-        let spans: Vec<(u64, u64)> = (0..16).map(|i| m.part_span(i)).collect();
-        assert_eq!((spans[0].0, spans[15].1), (0, 999));
+        let spans: Vec<(u64, u64)> = (0..250).map(|i| m.part_span(i)).collect();
+        assert_eq!((spans[0].0, spans[249].1), (0, 999));
         assert!(spans.windows(2).all(|w| w[1].0 == w[0].1 + 1), "{spans:?}");
-        for k in [0, 62, 63, 500, 999] {
+        for k in [0, 3, 4, 500, 999] {
             let (lo, hi) = spans[m.part_of(k)];
             assert!(lo <= k && k <= hi, "key {k} in part {}", m.part_of(k));
         }
@@ -537,6 +619,11 @@ mod tests {
         }])
         .unwrap();
         assert_eq!(d.at(350), Some(100.0), "inside the dear keys");
+        assert_eq!(
+            [d.at(299), d.at(300), d.at(399), d.at(400)],
+            [Some(1.0), Some(100.0), Some(100.0), Some(1.0)],
+            "the band's edges to the key"
+        );
         assert_eq!(d.at(700), Some(1.0));
         assert_eq!(m.check(), Ok(()));
         // What a remote rank sent is checked.

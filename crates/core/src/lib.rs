@@ -59,7 +59,7 @@ mod steal;
 mod termination;
 
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
-pub use diffuse::{StringLoads, predicted_load};
+pub use diffuse::{LoadClasses, StringLoads, predicted_load, split_class};
 pub use error::{CoreError, error_code};
 pub use front::{JobFront, KeySpan, Measured, RankProfile};
 pub use history::CostHistory;

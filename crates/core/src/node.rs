@@ -90,6 +90,10 @@ pub struct Prediction {
     /// ([`crate::DiffusionPlan::String`]; without it that plan falls back to the
     /// neighbours'). Shared: a simulator hands every node the same one.
     pub string: Option<std::sync::Arc<crate::StringLoads>>,
+    /// For a split string plan: whether each task (in task order) counts dear, where the
+    /// loads of the string say ([`crate::JobFront::dear_keys`]: the job's density its key
+    /// came from); empty, or `None` for a task, where its predicted cost says.
+    pub dear: Vec<Option<bool>>,
 }
 
 /// A task a rank submits for an epoch.
@@ -453,7 +457,10 @@ impl Node {
             let max_record = outbound::max_record(&cx.cfg);
             let plan = match string {
                 Some(s) => {
-                    diffuse::string_plan(&mut tasks, &p.costs_ns, &s.sends(rank), max_record)
+                    let (plan, dear) =
+                        diffuse::string_plan(&mut tasks, &p.costs_ns, &p.dear, s, rank, max_record);
+                    cx.stats.tasks_pushed_dear = dear as u64;
+                    plan
                 }
                 None => diffuse::plan(
                     &mut tasks,

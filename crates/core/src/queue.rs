@@ -456,6 +456,14 @@ impl Queue {
         }
     }
 
+    /// In predicted order: the estimate of the cheapest task (the back's; 0: unknown).
+    pub(crate) fn cheapest_sorted(&self) -> Option<u64> {
+        self.tasks
+            .back()
+            .filter(|_| self.sorted && !self.prioritized)
+            .map(|t| t.cost_ns)
+    }
+
     /// Up to `max` tasks from the front, for the workers.
     pub(crate) fn take_front(&mut self, max: usize) -> Vec<Task> {
         let n = max.min(self.tasks.len());

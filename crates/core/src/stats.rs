@@ -49,12 +49,19 @@ pub struct Stats {
     pub tasks_pushed: u64,
     /// Their predicted cost, ns.
     pub pushed_ns: u64,
+    /// Of the tasks pushed, those dealt along the dear string of a split string plan
+    /// ([`crate::StringLoads::with_split`]).
+    pub tasks_pushed_dear: u64,
     /// Tasks neighbours pushed to this rank.
     pub tasks_pushed_in: u64,
     /// Pushed tasks this rank passed on towards the rank they go to (the string plan).
     pub tasks_forwarded: u64,
     /// Bytes of pushed-task chunks sent.
     pub bytes_pushed: u64,
+    /// `claim`: published generations taken back because cheaper tasks joined the queue
+    /// after them (the queue in predicted order: the dear published ones would have run
+    /// last).
+    pub shares_retracted: u64,
     /// Remote operations issued.
     pub ops: u64,
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took

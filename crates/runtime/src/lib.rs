@@ -979,6 +979,7 @@ impl Runtime {
             let load = titus_core::predicted_load(&c);
             (c, load, h.measured())
         };
+        let classes = titus_core::LoadClasses::of(&costs_ns);
         let now = titus_core::KeySpan::of(&keys);
         // The previous epoch ended everywhere and nothing of it travels any more; every
         // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
@@ -990,6 +991,7 @@ impl Runtime {
                 load,
                 rejected: rejected.is_some(),
                 profile: ProfileWords::of(now, &last),
+                classes: classes.0,
             },
         );
         let prepare_time = t_prepare.elapsed();
@@ -1016,22 +1018,36 @@ impl Runtime {
         }
         // The job's front (the same on every rank: the same gathered profiles): where the
         // costs moved across ranks, every rank's load and this rank's costs follow it.
-        let (loads, costs_ns) = {
+        let (loads, costs_ns, string, dear) = {
             let own: Vec<Option<u64>> = all.iter().map(|a| a.load).collect();
             let profiles: Vec<titus_core::RankProfile> = all
                 .iter()
                 .enumerate()
                 .map(|(r, a)| a.profile.clone().profile(r))
                 .collect::<Result<_, _>>()?;
+            let classes: Vec<titus_core::LoadClasses> = all
+                .iter()
+                .enumerate()
+                .map(|(r, a)| {
+                    let c = titus_core::LoadClasses(a.classes.clone());
+                    c.check().map_err(|e| {
+                        RuntimeError::Barrier(format!("rank {r} sent bad cost classes: {e}"))
+                    })?;
+                    Ok(c)
+                })
+                .collect::<Result<_, RuntimeError>>()?;
             let mut front = self.front.lock().unwrap_or_else(|p| p.into_inner());
             front.update(&profiles);
+            let string = (self.shared.cfg.core.diffusion_plan == DiffusionPlan::String)
+                .then(|| std::sync::Arc::new(front.string_loads(&profiles, &own, &classes)));
+            let dear = front.dear_keys(&keys, string.as_ref().and_then(|s| s.split_class()));
             match front.plan_loads(&profiles, &own) {
                 Some(loads) => {
                     let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
                     let costs = front.predict(&keys, |k| h.last_cost(k)).unwrap_or(costs_ns);
-                    (loads, costs)
+                    (loads, costs, string, dear)
                 }
-                None => (own, costs_ns),
+                None => (own, costs_ns, string, dear),
             }
         };
         let load = loads.get(self.rank as usize).copied().flatten();
@@ -1057,8 +1073,8 @@ impl Runtime {
                     .filter_map(|r| Some((r, (*loads.get(r as usize)?)?)))
                     .collect(),
                 costs_ns,
-                string: (sh.cfg.core.diffusion_plan == DiffusionPlan::String)
-                    .then(|| std::sync::Arc::new(titus_core::StringLoads::new(&loads))),
+                string,
+                dear,
             });
             node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
@@ -1231,6 +1247,8 @@ struct EpochStart {
     rejected: bool,
     /// Its profile for the job's front.
     profile: ProfileWords,
+    /// Its predicted load per cost class, for the string plan's split.
+    classes: Vec<(u8, u64)>,
 }
 
 /// A rank's profile for the job's front ([`titus_core::RankProfile`]) on the wire: its
@@ -1279,7 +1297,7 @@ impl ProfileWords {
 }
 
 /// [`EpochStart`]'s tag: format and version.
-const EPOCH_START: &[u8] = b"TEPS2";
+const EPOCH_START: &[u8] = b"TEPS3";
 
 /// What each rank contributes to a repartition plan's all-gather.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

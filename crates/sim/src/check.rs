@@ -61,6 +61,10 @@ pub struct Exercised {
     pub pushed: u64,
     /// Pushed tasks passed on towards a rank that is not a neighbour (the string plan).
     pub pushed_forwarded: u64,
+    /// Pushed tasks dealt along the dear string of a split string plan.
+    pub pushed_dear: u64,
+    /// `claim` generations taken back because cheaper tasks came after them.
+    pub shares_retracted: u64,
 }
 
 impl Exercised {
@@ -73,6 +77,8 @@ impl Exercised {
         self.chunks += other.chunks;
         self.pushed += other.pushed;
         self.pushed_forwarded += other.pushed_forwarded;
+        self.pushed_dear += other.pushed_dear;
+        self.shares_retracted += other.shares_retracted;
     }
 }
 
@@ -274,7 +280,7 @@ fn draw_and_run(
         resource_types: Vec::new(),
     };
     core.forward_delay = core.flush_delay;
-    let tasks = draw_tasks(&mut rng, ranks, 0);
+    let mut tasks = draw_tasks(&mut rng, ranks, 0);
     // The scheme's balancer, applied as every front end applies it. Work sharing keeps
     // the drawn overlay and routing, though (real runs share over the complete graph):
     // results of shared tasks then travel hop by hop, a path the core supports, and every
@@ -385,6 +391,19 @@ fn draw_and_run(
         }
         // Ranks start each epoch up to three operation latencies apart.
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
+        // A quarter of the jobs: bimodal costs, a dear band of the middle fifth of each
+        // epoch's tasks at 4× the rest, which the string plan splits into a dear and a
+        // cheap string (`titus_core::split_class`).
+        if rng.chance(0.25) {
+            for epoch in std::iter::once(&mut tasks).chain(later_epochs.iter_mut()) {
+                let n = epoch.iter().map(Vec::len).sum::<usize>();
+                for (g, t) in epoch.iter_mut().flatten().enumerate() {
+                    let dear = (2 * n / 5..3 * n / 5).contains(&g);
+                    t.cost_ns = if dear { 80_000 } else { 20_000 } + rng.below(2_000);
+                }
+            }
+            what += ", bimodal costs";
+        }
         // A third of the jobs: a flame front over the whole job (keys in rank order, costs
         // moving across ranks), which the job's front follows (`titus_core::JobFront`).
         front = rng.chance(1.0 / 3.0);
@@ -407,7 +426,6 @@ fn draw_and_run(
             }
         );
     }
-    let mut tasks = tasks;
     if front {
         for (g, t) in tasks.iter_mut().flatten().enumerate() {
             t.key = g as u64;
@@ -530,6 +548,8 @@ fn draw_and_run(
                     chunks: st.chunks_received,
                     pushed: st.tasks_pushed_in,
                     pushed_forwarded: st.tasks_forwarded,
+                    pushed_dear: st.tasks_pushed_dear,
+                    shares_retracted: st.shares_retracted,
                 });
             }
             Ok(Drawn {

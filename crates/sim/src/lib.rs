@@ -422,6 +422,18 @@ impl<'a> Sim<'a> {
             })
             .collect();
         self.front.update(&profiles);
+        // The string plan's loads: one, shared by every node (the runtime builds its own
+        // from the same all-gather: each rank's own load and cost classes).
+        let classes: Vec<titus_core::LoadClasses> = self
+            .predicted
+            .iter()
+            .map(|p| titus_core::LoadClasses::of(p))
+            .collect();
+        self.string = Some(std::sync::Arc::new(self.front.string_loads(
+            &profiles,
+            &self.loads,
+            &classes,
+        )));
         if let Some(loads) = self.front.plan_loads(&profiles, &self.loads) {
             for r in 0..self.nodes.len() {
                 let h = &self.history[r];
@@ -431,11 +443,6 @@ impl<'a> Sim<'a> {
             }
             self.loads = loads;
         }
-        // The string plan's loads: one, shared by every node (the runtime builds its own
-        // from the same all-gather).
-        self.string = Some(std::sync::Arc::new(titus_core::StringLoads::new(
-            &self.loads,
-        )));
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -880,6 +887,10 @@ impl<'a> Sim<'a> {
                         .filter_map(|r| Some((r, self.loads[r as usize]?)))
                         .collect(),
                     string: self.string.clone(),
+                    dear: self.front.dear_keys(
+                        &self.keys[i],
+                        self.string.as_ref().and_then(|s| s.split_class()),
+                    ),
                 });
                 self.nodes[i]
                     .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])

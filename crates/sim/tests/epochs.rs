@@ -57,6 +57,8 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                 e.chunks,
                 e.pushed,
                 e.pushed_forwarded,
+                e.pushed_dear,
+                e.shares_retracted,
             ]
         };
         assert!(
