@@ -78,70 +78,80 @@ pub struct Measured {
     pub moment: f64,
     /// Σ (key − `span.lo`) over them.
     pub key_sum: f64,
-    /// (keys, cost in ns) in each of the span's equal parts, in key order: one part per
-    /// [`KEYS_PER_PART`] keys, at most [`PARTS_MAX`] (none without keys).
-    pub parts: Vec<(u64, u64)>,
+    /// The span in parts, in key order: (least key, keys, cost in ns) — a part ends where
+    /// the cost per key jumps (at least 2× either way) or at [`KEYS_PER_PART`] keys (more
+    /// where the span is long: at most half of [`PARTS_MAX`] parts by length), at most
+    /// [`PARTS_MAX`] in all (none without keys).
+    pub parts: Vec<(u64, u64, u64)>,
 }
 
-/// Keys per part of a rank's measured span. Fine, because a part's cost per key is what
-/// the split string plan classes as dear or cheap: with 64, a dear band's edge blurred
-/// over a part, and ranks kept dear tasks predicted cheap (`w1-s4k`, 512 ranks: 0.931 in
-/// some epochs against 0.997 with 4). 256 parts cost 4 KB a rank in the all-gather.
+/// Keys per part of a rank's measured span, where its costs do not jump. Fine, because a
+/// part's cost per key is what the split string plan classes as dear or cheap: with 64
+/// keys (equal parts), a dear band's edge blurred over a part, and ranks kept dear tasks
+/// predicted cheap (`w1-s4k`, 512 ranks: 0.931 in some epochs against 0.997 with 4).
 pub const KEYS_PER_PART: u64 = 4;
-/// Parts of one rank's span at most (a remote profile with more is refused).
+/// Parts of one rank's span at most (a remote profile with more is refused): 256 cost up
+/// to 6 KB a rank in the all-gather.
 pub const PARTS_MAX: usize = 256;
 
 impl Measured {
     /// Of `(key, cost in ns)` pairs (any order, each key once).
     pub fn of<I: Iterator<Item = (u64, u64)> + Clone>(costs: I) -> Self {
-        let Some(lo) = costs.clone().map(|(k, _)| k).min() else {
+        let mut all: Vec<(u64, u64)> = costs.collect();
+        let Some(&(lo, _)) = all.iter().min() else {
             return Self::default();
         };
+        all.sort_unstable();
         let mut m = Self {
             span: KeySpan {
                 lo,
-                hi: lo,
-                count: 0,
+                hi: all[all.len() - 1].0,
+                count: all.len() as u64,
             },
             ..Self::default()
         };
-        for (k, c) in costs.clone() {
+        for &(k, c) in &all {
             let off = (k - lo) as f64;
-            m.span.hi = m.span.hi.max(k);
-            m.span.count += 1;
             m.load = m.load.saturating_add(c);
             m.moment += c as f64 * off;
             m.key_sum += off;
         }
-        let n = (m.span.count.div_ceil(KEYS_PER_PART) as usize).clamp(1, PARTS_MAX);
-        m.parts = vec![(0, 0); n];
-        for (k, c) in costs {
-            let i = m.part_of(k);
-            let p = &mut m.parts[i];
-            p.0 += 1;
-            p.1 = p.1.saturating_add(c);
+        // Parts by length use at most half the budget; a jump may split a part while the
+        // keys left still fit the rest of the budget at that length.
+        let n = all.len() as u64;
+        let width = KEYS_PER_PART.max(n.div_ceil(PARTS_MAX as u64 / 2));
+        let mut cur = (lo, 0u64, 0u64);
+        for (i, &(k, c)) in all.iter().enumerate() {
+            if cur.1 > 0 {
+                let mean = cur.2 as f64 / cur.1 as f64;
+                let jump = c as f64 > 2.0 * mean || (c as f64) * 2.0 < mean;
+                let left = n - i as u64;
+                let room = m.parts.len() as u64 + 1 + left.div_ceil(width) < PARTS_MAX as u64;
+                if (cur.1 >= width && m.parts.len() + 1 < PARTS_MAX) || (jump && room) {
+                    m.parts.push(cur);
+                    cur = (k, 0, 0);
+                }
+            }
+            cur.1 += 1;
+            cur.2 = cur.2.saturating_add(c);
         }
+        m.parts.push(cur);
         m
-    }
-
-    /// The part of the span that key `k` (inside it) falls in.
-    fn part_of(&self, k: u64) -> usize {
-        let width = u128::from(self.span.hi - self.span.lo) + 1;
-        (u128::from(k - self.span.lo) * self.parts.len() as u128 / width) as usize
     }
 
     /// Part `i`'s keys: the least and the greatest.
     fn part_span(&self, i: usize) -> (u64, u64) {
-        let width = u128::from(self.span.hi - self.span.lo) + 1;
-        let n = self.parts.len() as u128;
-        let first = |i: u128| (i * width).div_ceil(n);
-        let lo = self.span.lo + first(i as u128) as u64;
-        let hi = self.span.lo + (first(i as u128 + 1) - 1) as u64;
-        (lo, hi)
+        let hi = match self.parts.get(i + 1) {
+            Some(next) => next.0 - 1,
+            None => self.span.hi,
+        };
+        (self.parts[i].0, hi)
     }
 
-    /// Checks what another rank sent: a span with keys has 1 to [`PARTS_MAX`] parts whose
-    /// keys and costs add up to the span's, one without has none.
+    /// Checks what another rank sent: a span with keys has 1 to [`PARTS_MAX`] parts, the
+    /// first at the span's least key, each inside the span after the one before, with
+    /// no more keys than its range holds, keys and costs adding up to the span's; one
+    /// without keys has none.
     pub fn check(&self) -> Result<(), String> {
         let s = self.span;
         if s.count == 0 {
@@ -151,18 +161,39 @@ impl Measured {
             };
         }
         s.check()?;
-        // As many parts as `of` makes: never more than the span has keys (each part's
-        // bounds then lie inside the span, in order).
-        let want = (s.count.div_ceil(KEYS_PER_PART) as usize).clamp(1, PARTS_MAX);
-        if self.parts.len() != want {
+        if self.parts.is_empty() || self.parts.len() > PARTS_MAX {
             return Err(format!(
-                "{} parts for {} keys (want {want})",
+                "{} parts for {} keys (1 to {PARTS_MAX})",
                 self.parts.len(),
                 s.count
             ));
         }
-        let keys: u128 = self.parts.iter().map(|p| u128::from(p.0)).sum();
-        let cost: u128 = self.parts.iter().map(|p| u128::from(p.1)).sum();
+        if self.parts[0].0 != s.lo {
+            return Err(format!(
+                "the first part starts at key {}, the span at {}",
+                self.parts[0].0, s.lo
+            ));
+        }
+        for (i, p) in self.parts.iter().enumerate() {
+            let end = match self.parts.get(i + 1) {
+                Some(next) if next.0 > p.0 && next.0 <= s.hi => next.0 - 1,
+                Some(next) => {
+                    return Err(format!(
+                        "part {} starts at key {}, after {} in a span to {}",
+                        i + 1,
+                        next.0,
+                        p.0,
+                        s.hi
+                    ));
+                }
+                None => s.hi,
+            };
+            if p.1 == 0 || u128::from(p.1) > u128::from(end - p.0) + 1 {
+                return Err(format!("part {i} holds {} keys in {}..={end}", p.1, p.0));
+            }
+        }
+        let keys: u128 = self.parts.iter().map(|p| u128::from(p.1)).sum();
+        let cost: u128 = self.parts.iter().map(|p| u128::from(p.2)).sum();
         if keys != u128::from(s.count) || cost.min(u128::from(u64::MAX)) != u128::from(self.load) {
             return Err(format!(
                 "parts of {keys} keys and {cost} ns for {} keys and {} ns",
@@ -233,10 +264,10 @@ impl Density {
                 m.parts
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| p.0 > 0)
+                    .filter(|(_, p)| p.1 > 0)
                     .map(|(i, p)| {
                         let (lo, hi) = m.part_span(i);
-                        (lo, hi, p.1 as f64 / p.0 as f64)
+                        (lo, hi, p.2 as f64 / p.1 as f64)
                     })
             })
             .collect();
@@ -582,7 +613,7 @@ mod tests {
             last: Measured {
                 span,
                 load: 100,
-                parts: vec![(4, 100)],
+                parts: vec![(0, 4, 100)],
                 ..Measured::default()
             },
         };
@@ -596,22 +627,36 @@ mod tests {
 
     #[test]
     fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
-        // One rank of 1,000 keys whose keys 300..400 are dear: 250 parts of 4 keys; of
-        // 2,000 keys, 256 parts of 7–8 keys.
-        let m =
-            Measured::of((0..1_000u64).map(|k| (k, if (300..400).contains(&k) { 100 } else { 1 })));
-        assert_eq!(m.parts.len(), 250);
-        assert_eq!(
-            Measured::of((0..2_000u64).map(|k| (k, 1))).parts.len(),
-            PARTS_MAX
+        // One rank of 1,000 keys whose keys 302..397 are dear: parts of 8 keys (half the
+        // budget by length), split where the cost jumps; of 2,000 keys or more, at most
+        // 256 parts.
+        let dear = |k: u64| (302..397).contains(&k);
+        let m = Measured::of(
+            (0..1_000u64)
+                .rev()
+                .map(|k| (k, if dear(k) { 100 } else { 1 })),
         );
-        assert_eq!(m.parts.iter().map(|p| p.0).sum::<u64>(), 1_000);
-        let spans: Vec<(u64, u64)> = (0..250).map(|i| m.part_span(i)).collect();
-        assert_eq!((spans[0].0, spans[249].1), (0, 999));
+        assert!(m.parts.len() <= 128 + 2, "{}", m.parts.len());
+        assert_eq!(m.parts.iter().map(|p| p.1).sum::<u64>(), 1_000);
+        let spans: Vec<(u64, u64)> = (0..m.parts.len()).map(|i| m.part_span(i)).collect();
+        assert_eq!((spans[0].0, spans[spans.len() - 1].1), (0, 999));
         assert!(spans.windows(2).all(|w| w[1].0 == w[0].1 + 1), "{spans:?}");
-        for k in [0, 3, 4, 500, 999] {
-            let (lo, hi) = spans[m.part_of(k)];
-            assert!(lo <= k && k <= hi, "key {k} in part {}", m.part_of(k));
+        assert!(spans.iter().all(|s| s.1 - s.0 < 8), "{spans:?}");
+        for n in [2_000u64, 100_000] {
+            let long = Measured::of((0..n).map(|k| (k, 1 + k % 3 * 1_000)));
+            let n_parts = long.parts.len();
+            assert!(
+                (PARTS_MAX - 2..=PARTS_MAX).contains(&n_parts),
+                "{n} keys: {n_parts}"
+            );
+            let widest = (0..n_parts)
+                .map(|i| long.part_span(i))
+                .map(|s| s.1 - s.0 + 1);
+            assert!(
+                widest.max().unwrap() <= n.div_ceil(128),
+                "{n} keys: the budget kept"
+            );
+            assert_eq!(long.check(), Ok(()));
         }
         let d = Density::new(&[RankProfile {
             now: m.span,
@@ -620,31 +665,51 @@ mod tests {
         .unwrap();
         assert_eq!(d.at(350), Some(100.0), "inside the dear keys");
         assert_eq!(
-            [d.at(299), d.at(300), d.at(399), d.at(400)],
+            [d.at(301), d.at(302), d.at(396), d.at(397)],
             [Some(1.0), Some(100.0), Some(100.0), Some(1.0)],
-            "the band's edges to the key"
+            "the band's edges to the key, wherever the parts' lengths put them"
         );
         assert_eq!(d.at(700), Some(1.0));
         assert_eq!(m.check(), Ok(()));
         // What a remote rank sent is checked.
         let mut bad = m.clone();
-        bad.parts[3].0 += 1;
-        assert!(bad.check().unwrap_err().contains("parts of 1001 keys"));
+        bad.parts[3].1 += 1;
+        assert!(
+            bad.check().unwrap_err().contains("keys in"),
+            "{:?}",
+            bad.check()
+        );
         let mut bad = m.clone();
-        bad.parts = vec![(1, 1); PARTS_MAX + 1];
+        bad.parts[3].2 += 1;
+        assert!(bad.check().unwrap_err().contains("parts of 1000 keys and"));
+        let mut bad = m.clone();
+        bad.parts = (0..=PARTS_MAX as u64).map(|k| (k, 1, 1)).collect();
         assert!(bad.check().unwrap_err().contains("257 parts for 1000 keys"));
-        // More parts than keys would give parts outside the span.
+        let mut bad = m.clone();
+        bad.parts[0].0 = 1;
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .contains("first part starts at key 1")
+        );
+        let mut bad = m.clone();
+        bad.parts.swap(4, 5);
+        assert!(bad.check().unwrap_err().contains("part 5 starts at key"));
+        let mut bad = m.clone();
+        bad.parts.last_mut().unwrap().0 = 1_000;
+        assert!(bad.check().is_err(), "a part past the span");
+        // More keys than a part's range holds would put keys outside it.
         let one = Measured {
             span: KeySpan {
                 lo: 10,
-                hi: 10,
-                count: 1,
+                hi: 11,
+                count: 2,
             },
             load: 5,
-            parts: vec![(0, 0), (1, 5)],
+            parts: vec![(10, 0, 0), (11, 2, 5)],
             ..Measured::default()
         };
-        assert!(one.check().unwrap_err().contains("2 parts for 1 keys"));
+        assert!(one.check().unwrap_err().contains("part 0 holds 0 keys"));
         let backwards = RankProfile {
             now: KeySpan {
                 lo: 9,

@@ -1254,14 +1254,14 @@ struct EpochStart {
 /// A rank's profile for the job's front ([`titus_core::RankProfile`]) on the wire: its
 /// keys now (least, greatest, count); what it measured in the epoch before: the keys
 /// (least, greatest, count), their cost (ns), Σ cost × (key − least), Σ (key − least), and
-/// (keys, cost) per part of the span.
+/// (least key, keys, cost) per part of the span.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct ProfileWords {
     now: (u64, u64, u64),
     last: (u64, u64, u64),
     load: u64,
     moments: (f64, f64),
-    parts: Vec<(u64, u64)>,
+    parts: Vec<(u64, u64, u64)>,
 }
 
 impl ProfileWords {
@@ -1311,7 +1311,7 @@ struct RepartitionLoad {
 }
 
 /// [`RepartitionLoad`]'s tag.
-const REPARTITION_LOAD: &[u8] = b"TREP2";
+const REPARTITION_LOAD: &[u8] = b"TREP3";
 
 /// Rank `r`'s contribution `b` to an all-gather of `what`, decoded; a rank in another
 /// collective, or running another version, is named.
