@@ -522,7 +522,8 @@ impl Node {
         [
             self.thief
                 .deadline(self.queue.len(), self.short_types(), cfg),
-            self.owner.deadline(&self.queue, cfg),
+            self.owner
+                .deadline(&self.queue, cfg, self.thief.push_hold(self.cx.now)),
             self.results.deadline(),
         ]
         .into_iter()
@@ -1144,7 +1145,8 @@ impl Node {
         let closed = self.closed();
         let cx = &mut self.cx;
         self.thief.set_hungry(cx, self.queue.hungry);
-        self.owner.step(cx, &mut self.queue, mem, closed);
+        let hold = self.thief.push_hold(cx.now);
+        self.owner.step(cx, &mut self.queue, mem, closed, hold);
         // After a balanced start (diffusion from predictions) its own published tasks are
         // this rank's reserve: it takes them back when its workers run dry, and steals
         // only once they are gone — two ranks with equal work would otherwise trade their

@@ -209,6 +209,10 @@ pub(crate) struct Thief {
     /// ns, and how much of it has not arrived.
     push_expected: u64,
     push_left: u64,
+    /// Diffusion: givers whose last chunk has not come (the neighbours' plan), and when
+    /// this rank stops waiting for pushes ([`Thief::push_hold`]).
+    push_givers: usize,
+    push_until: Time,
     typed: Typed,
 }
 
@@ -230,6 +234,8 @@ impl Thief {
             hungry: false,
             push_expected: 0,
             push_left: 0,
+            push_givers: 0,
+            push_until: Time(0),
         }
     }
 
@@ -240,6 +246,8 @@ impl Thief {
         self.last_ok = None;
         self.push_expected = 0;
         self.push_left = 0;
+        self.push_givers = 0;
+        self.push_until = Time(0);
         self.typed.backoff.iter_mut().for_each(Backoff::reset);
         self.typed.fetched.clear();
         self.typed.total = 0.0;
@@ -250,6 +258,8 @@ impl Thief {
     /// and while their pushes keep arriving ([`Thief::push_arrived`]): a steal meanwhile
     /// would take half of what the giver kept on top of what it sends.
     pub(crate) fn hold_for_push(&mut self, ranks: &[Rank], now: Time, until: Time) {
+        self.push_givers = ranks.len();
+        self.push_until = until;
         for &r in ranks {
             if let Some(i) = self.targets.index_of(r) {
                 self.backoff.hold(i, until, now);
@@ -261,6 +271,11 @@ impl Thief {
     /// may be stolen from at once; before, it stays alone for another `push_wait` (the
     /// bound, should the rest never come).
     pub(crate) fn push_arrived(&mut self, rank: Rank, last: bool, now: Time, cfg: &crate::Config) {
+        if last {
+            self.push_givers = self.push_givers.saturating_sub(1);
+        } else {
+            self.push_until = self.push_until.max(now.plus(cfg.push_wait));
+        }
         if let Some(i) = self.targets.index_of(rank) {
             if last {
                 self.backoff.release(i);
@@ -278,7 +293,8 @@ impl Thief {
         self.push_expected = ns;
         self.push_left = ns;
         if ns > 0 {
-            self.backoff.pause_until(now.plus(cfg.push_wait));
+            self.push_until = now.plus(cfg.push_wait);
+            self.backoff.pause_until(self.push_until);
         }
     }
 
@@ -292,8 +308,17 @@ impl Thief {
             self.push_left = 0;
             self.backoff.unpause();
         } else {
-            self.backoff.pause_until(now.plus(cfg.push_wait));
+            self.push_until = now.plus(cfg.push_wait);
+            self.backoff.pause_until(self.push_until);
         }
+    }
+
+    /// Diffusion: while pushes are still coming here (the string plan: more than an
+    /// eighth of what is owed; the neighbours': a giver's last chunk), until when at most
+    /// (`push_wait` after the last chunk). `None`: nothing is awaited.
+    pub(crate) fn push_hold(&self, now: Time) -> Option<Time> {
+        (now < self.push_until && (self.push_left > 0 || self.push_givers > 0))
+            .then_some(self.push_until)
     }
 
     /// A steal is under way.
@@ -884,6 +909,30 @@ mod tests {
     use crate::Config;
     use crate::ctx::testing::Mem;
     use crate::layout::encode_task;
+
+    #[test]
+    fn awaits_pushes_until_they_came_or_push_wait_passed() {
+        let cfg = Config::default();
+        let (mut t, _) = thief(&cfg);
+        let at = |ms: u64| Time(ms * 1_000_000);
+        let wait = cfg.push_wait.as_nanos() as u64;
+        assert_eq!(t.push_hold(at(0)), None, "nothing expected");
+        // The string plan: 800 ns owed; a chunk of 500 extends the wait, then the rest.
+        t.expect_push(800, at(0), &cfg);
+        assert_eq!(t.push_hold(at(0)), Some(Time(wait)));
+        t.pushed_here(500, at(1), &cfg);
+        assert_eq!(t.push_hold(at(1)), Some(Time(at(1).0 + wait)));
+        assert_eq!(t.push_hold(Time(at(1).0 + wait)), None, "the bound");
+        t.pushed_here(250, at(1), &cfg);
+        assert_eq!(t.push_hold(at(1)), None, "all but an eighth came");
+        // The neighbours' plan: two givers, until each one's last chunk.
+        t.start_epoch(Rng::from_keys(&[2]));
+        t.hold_for_push(&[2, 3], at(0), at(2));
+        t.push_arrived(2, true, at(1), &cfg);
+        assert_eq!(t.push_hold(at(1)), Some(at(2)));
+        t.push_arrived(3, true, at(1), &cfg);
+        assert_eq!(t.push_hold(at(1)), None);
+    }
 
     /// The (sequence, resource type) of the REQUEST a command sends to rank 2.
     fn request_to_2(op: &Op) -> (u64, u16) {
