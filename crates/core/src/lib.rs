@@ -316,12 +316,13 @@ pub enum DiffusionPlan {
     /// First-order diffusion, one round: to each diffusion neighbour (overlay row; the
     /// rank string under the complete graph) that predicts less, α·(L_i − L_j). Work moves
     /// one hop per epoch: a pile far wider than a neighbourhood spreads slowly.
-    #[default]
     Neighbours,
-    /// RankDLB's string: every rank's excess over the mean and every rank's deficit under
-    /// it laid end to end in rank order (from the loads the epoch-start all-gather
-    /// brings); each excess goes to the ranks whose deficits it covers, routed through the
+    /// RankDLB's string (the default): every rank's excess over the mean and every rank's
+    /// deficit under it laid end to end in rank order (from the loads the epoch-start
+    /// all-gather brings), split into a dear and a cheap string where the job's costs
+    /// allow; each excess goes to the ranks whose deficits it covers, routed through the
     /// overlay like results. One epoch balances the prediction whatever its shape.
+    #[default]
     String,
 }
 
@@ -380,7 +381,7 @@ impl Default for Config {
             seed: 1,
             sharing: None,
             diffusion: true,
-            diffusion_plan: DiffusionPlan::Neighbours,
+            diffusion_plan: DiffusionPlan::String,
             repartition_plan: repartition::RepartitionPlan::Neighbours,
             push_wait: Duration::from_millis(2),
             advertise: true,

@@ -197,8 +197,9 @@ pub struct BenchArgs {
     pub diffusion: Vec<Switch>,
     /// Where diffusion sends a rank's excess: `neighbours` (one round of first-order
     /// diffusion to overlay neighbours) or `string` (RankDLB's rank string: every excess
-    /// matched to deficits in rank order, routed through the overlay); a list runs each.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "neighbours")]
+    /// matched to deficits in rank order, routed through the overlay; the default); a list
+    /// runs each.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "string")]
     pub diffusion_plan: Vec<PlanArg>,
     /// Blacklist and advertisement: a thief that finds a victim empty stops probing it
     /// until the victim advertises new work (`titus_core::Config::advertise`); off: the
@@ -728,7 +729,7 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
         }
     }
     if plans.is_empty() {
-        plans.push(PlanArg::Neighbours);
+        plans.push(PlanArg::String);
     }
     let mut switches = Vec::new();
     for &x in &advertise {
@@ -937,7 +938,7 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     core.diffusion_plan = args
         .diffusion_plan
         .first()
-        .map_or(titus_core::DiffusionPlan::Neighbours, |p| p.plan());
+        .map_or(titus_core::DiffusionPlan::String, |p| p.plan());
     RunConfig { core, overlay }
 }
 
@@ -1634,7 +1635,7 @@ pub fn report(
             .args
             .diffusion_plan
             .first()
-            .map_or("neighbours", |p| p.plan().name()),
+            .map_or("string", |p| p.plan().name()),
         advertise: on(&run.args.advertise),
         cost_aware: on(&run.args.cost_aware),
         priorities: on(&run.args.priorities),
