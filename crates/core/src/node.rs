@@ -368,11 +368,13 @@ impl Node {
             });
         }
         if let Some(p) = prediction
-            && p.costs_ns.len() != tasks.len()
+            && (p.costs_ns.len() != tasks.len()
+                || !(p.dear.is_empty() || p.dear.len() == tasks.len()))
         {
             return Err(CoreError::Config(format!(
-                "{} predicted costs for {} tasks",
+                "{} predicted costs and {} dear flags for {} tasks",
                 p.costs_ns.len(),
+                p.dear.len(),
                 tasks.len()
             )));
         }

@@ -116,8 +116,10 @@ pub(crate) struct Owner {
     /// arrives (thieves would come back empty, and be told again, without end).
     refusing: bool,
     /// `claim`: the dearest estimate among the tasks of the current generation (0: none
-    /// or unknown).
+    /// or unknown), and whether the generation being closed is taken back to publish
+    /// anew at once ([`Owner::retract`]).
     published_dearest: u64,
+    retracting: bool,
 }
 
 impl Owner {
@@ -136,6 +138,7 @@ impl Owner {
             told: 0,
             refusing: false,
             published_dearest: 0,
+            retracting: false,
         }
     }
 
@@ -388,6 +391,7 @@ impl Owner {
             } => {
                 if value != expected.pack() {
                     // Tickets moved since the check: nothing was published; retry now.
+                    self.retracting = false;
                     queue.extend(tasks);
                     self.word = ClaimWord::unpack(value);
                     self.busy = false;
@@ -408,6 +412,10 @@ impl Owner {
                 self.word = new;
                 self.published = new.n > 0;
                 self.published_dearest = tasks.iter().map(|t| t.cost_ns).max().unwrap_or(0);
+                if std::mem::take(&mut self.retracting) {
+                    // Taken back to publish from the cheap end: now, not a check later.
+                    self.next_check = cx.now;
+                }
                 self.offer_known = true;
                 self.told = 0;
                 self.busy = false;
@@ -474,6 +482,7 @@ impl Owner {
         let retract = unclaimed && self.retract(queue);
         if retract {
             cx.stats.shares_retracted += 1;
+            self.retracting = true;
         }
         if (queue.hungry && queue.is_empty() && unclaimed)
             || retract
@@ -925,15 +934,19 @@ mod tests {
         let mut word = ClaimWord::default();
         assert!(settle(&mut o, &mut cx, &mut q, &mem, &mut word).is_empty());
         assert_eq!((word.n, q.len()), (4, 2));
-        // Cheap pushes join: the dear published tasks come back at once...
+        // Cheap pushes join: the dear published tasks come back at once, and what is
+        // published anew (at once) is the cheap end (with cost estimates, two thirds of
+        // the work from the back: the cheap tasks and some dear ones); what stays for the
+        // workers is dear, and nothing cheaper than it is published.
+        let generation = word.generation;
         q.extend((6..26).map(|i| task(i, 10_000)));
         settle(&mut o, &mut cx, &mut q, &mem, &mut word);
-        assert_eq!((word.n, q.len()), (0, 26), "taken back");
-        // ... and what is published next is the cheap end (with cost estimates, two
-        // thirds of the work from the back: the cheap tasks and some dear ones); what
-        // stays for the workers is dear, and nothing cheaper than it is published.
-        cx.now = cx.now.plus(cx.cfg.check_interval);
-        settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+        assert_eq!(
+            word.generation,
+            generation.wrapping_add(2),
+            "closed, then anew"
+        );
+        assert_eq!(cx.stats.shares_retracted, 1);
         assert_eq!((word.n, q.len()), (24, 2));
         assert_eq!(q.cheapest_sorted(), Some(1_000_000));
         assert!(
