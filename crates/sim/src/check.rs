@@ -393,13 +393,15 @@ fn draw_and_run(
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
         // A quarter of the jobs: bimodal costs, a dear band of the middle fifth of each
         // epoch's tasks at 4× the rest, which the string plan splits into a dear and a
-        // cheap string (`titus_core::split_class`).
-        if rng.chance(0.25) {
+        // cheap string (`titus_core::split_class`). Drawn apart, so every other draw is
+        // as before.
+        let mut bimo = Rng::from_keys(&[seed, key, 0x6269_6d6f]); // "bimo"
+        if bimo.chance(0.25) {
             for epoch in std::iter::once(&mut tasks).chain(later_epochs.iter_mut()) {
                 let n = epoch.iter().map(Vec::len).sum::<usize>();
                 for (g, t) in epoch.iter_mut().flatten().enumerate() {
                     let dear = (2 * n / 5..3 * n / 5).contains(&g);
-                    t.cost_ns = if dear { 80_000 } else { 20_000 } + rng.below(2_000);
+                    t.cost_ns = if dear { 80_000 } else { 20_000 } + bimo.below(2_000);
                 }
             }
             what += ", bimodal costs";
