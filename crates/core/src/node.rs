@@ -522,8 +522,12 @@ impl Node {
         }
         let cfg = &self.cx.cfg;
         [
-            self.thief
-                .deadline(self.queue.len(), self.short_types(), cfg),
+            self.steals()
+                .then(|| {
+                    self.thief
+                        .deadline(self.queue.len(), self.short_types(), cfg)
+                })
+                .flatten(),
             self.owner
                 .deadline(&self.queue, cfg, self.thief.push_hold(self.cx.now)),
             self.results.deadline(),
@@ -1149,15 +1153,10 @@ impl Node {
         self.thief.set_hungry(cx, self.queue.hungry);
         let hold = self.thief.push_hold(cx.now);
         self.owner.step(cx, &mut self.queue, mem, closed, hold);
-        // After a balanced start (diffusion from predictions) its own published tasks are
-        // this rank's reserve: it takes them back when its workers run dry, and steals
-        // only once they are gone — two ranks with equal work would otherwise trade their
-        // published halves. Without predictions it steals ahead as before: a loaded
-        // owner's set is mostly claimed by then, and waiting for its next look at the
-        // word cost 1% at 3,584 simulated ranks.
+        let steals = self.steals();
         let short = self.short_types();
         let cx = &mut self.cx;
-        if !(self.balanced_start && self.owner.has_published())
+        if steals
             && let Some(seq) = self
                 .thief
                 .step(cx, self.queue.len(), short, &mut *self.queue.mapper)
@@ -1173,6 +1172,18 @@ impl Node {
         self.share
             .step(cx, self.queue.len(), self.thief.has_targets());
         self.termination_step();
+    }
+
+    /// Whether the thief may look for work now. After a balanced start (diffusion from
+    /// predictions) its own published tasks are this rank's reserve: it takes them back
+    /// when its workers run dry, and steals only once they are gone — two ranks with
+    /// equal work would otherwise trade their published halves. Without predictions it
+    /// steals ahead as before: a loaded owner's set is mostly claimed by then, and
+    /// waiting for its next look at the word cost 1% at 3,584 simulated ranks. Its
+    /// deadline counts only when it may ([`Node::poll_timeout`]): a thief that would
+    /// steal but may not must not wake the rank over and over.
+    fn steals(&self) -> bool {
+        !(self.balanced_start && self.owner.has_published())
     }
 
     fn termination_step(&mut self) {

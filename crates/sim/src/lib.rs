@@ -339,6 +339,12 @@ struct Sim<'a> {
     slow: Vec<f64>,
     events: u64,
     trace: u64,
+    /// Commands issued and tasks taken, all ranks: a timer that changed neither did
+    /// nothing.
+    activity: u64,
+    /// Per rank: timers in a row that did nothing and left the rank's deadline at once
+    /// (a rank that would spin in the runtime, its progress thread burning a core).
+    idle_wakes: Vec<u32>,
     lock_check: bool,
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
@@ -382,6 +388,10 @@ fn target(op: &Op) -> u32 {
         | Op::FetchAdd { peer, .. } => *peer,
     }
 }
+
+/// Timers in a row that may do nothing and leave a rank's deadline at once before the
+/// checker calls it a spin.
+const SPIN_MAX: u32 = 1;
 
 /// Queue slots with this bit are markers ([`Sim::mark`]); events' slots stay below it.
 const MARKER: u32 = 1 << 31;
@@ -555,6 +565,7 @@ impl<'a> Sim<'a> {
 
     /// Issues `op` from `from` at `t`.
     fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) {
+        self.activity += 1;
         let peer = target(&op);
         let mut t = t;
         if peer != from {
@@ -741,6 +752,7 @@ impl<'a> Sim<'a> {
                     ))
                 })?;
             *count += 1;
+            self.activity += 1;
             if *count > 1 {
                 return Err(Violation(format!(
                     "task {x} of rank {o} ran twice (second time on rank {n})"
@@ -915,8 +927,22 @@ impl<'a> Sim<'a> {
                     return Ok(()); // Superseded.
                 }
                 self.timer_at[i] = None;
+                let before = self.activity;
                 self.nodes[i].handle_timeout(Time(now), &self.mems[i]);
                 self.after(node, now)?;
+                if self.activity == before
+                    && self.nodes[i].poll_timeout().is_some_and(|d| d.0 <= now)
+                {
+                    self.idle_wakes[i] += 1;
+                    if self.idle_wakes[i] > SPIN_MAX {
+                        return Err(Violation(format!(
+                            "rank {node} spins: {} timers in a row did nothing and left its deadline at once",
+                            self.idle_wakes[i]
+                        )));
+                    }
+                } else {
+                    self.idle_wakes[i] = 0;
+                }
             }
             Ev::TaskDone {
                 node,
@@ -1359,6 +1385,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         home_seen: vec![0; n],
         slow,
         events: 0,
+        activity: 0,
+        idle_wakes: vec![0; n],
         trace: job.seed,
         lock_check: job.core.protocol == Protocol::Lock && job.core.sharing.is_none(),
         stats: vec![Stats::default(); n],
