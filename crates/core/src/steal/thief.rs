@@ -46,7 +46,9 @@
 //! The victim answers with tasks of that type's kinds, nothing, or *unsupported* (no task
 //! of those kinds was ever queued there this epoch). Backoff is kept per (victim, type):
 //! nothing doubles it, unsupported holds the victim off for that type for 16 × the longest
-//! backoff (not for good: work of the type may still reach it), work clears it. Among the victims ready for the type the thief asks the one it
+//! backoff (not for good: work of the type may still reach it), work clears it. Among the
+//! victims ready for the type the thief asks one that gave last time (or was never
+//! asked), else one with the fewest nothing-answers in a row, and among those the one it
 //! owes most: its *debt* is an equal share of all the work this thief fetched this epoch
 //! less what it fetched from that victim, counted in estimated CPU time — instance-seconds
 //! weighted by speed, since a task's estimate is its cost on a CPU worker wherever it
@@ -407,11 +409,18 @@ impl Thief {
             let victim = if self.targets.len() <= DEBT_SCAN_MAX {
                 // A victim whose last answer for the type was nothing ranks below any
                 // that gave (BOINC's D(P, R) flag): one that never supplies is owed
-                // most, and must not crowd out one with work.
-                let mut best: Option<((bool, f64), usize)> = None;
+                // most, and must not crowd out one with work. Among those that answered
+                // nothing, fewer such answers in a row first: two victims owed most that
+                // keep answering nothing would otherwise take every request (each ready
+                // again by the time the other answered) while a third, owed less, holds
+                // the only work of the type.
+                let mut best: Option<((std::cmp::Reverse<u32>, f64), usize)> = None;
                 let mut ties = 0u64;
                 for i in (0..self.targets.len()).filter(|&i| b.is_ready(i, now)) {
-                    let d = (b.failures(i) == 0, self.typed.debt(self.targets.at(i)));
+                    let d = (
+                        std::cmp::Reverse(b.failures(i)),
+                        self.typed.debt(self.targets.at(i)),
+                    );
                     match best {
                         Some((bd, _)) if d < bd => {}
                         Some((bd, _)) if d == bd => {
@@ -1079,6 +1088,54 @@ mod tests {
         // Nothing short and the queue not dry: no request.
         assert_eq!(ask(&mut t, &mut cx, 1, 0), None);
         assert_eq!(cx.stats.steals_empty, 2);
+    }
+
+    /// Two victims owed most that keep answering nothing (each ready again by the time
+    /// the other answered) do not take every request: the one owed less, that answered
+    /// nothing fewer times in a row, is asked (it may hold the type's only work).
+    #[test]
+    fn typed_victims_that_keep_answering_nothing_yield_to_one_that_did_less_often() {
+        let cfg = Config {
+            protocol: Protocol::Request,
+            resource_types: vec![None],
+            ..Config::default()
+        };
+        let mut t = Thief::new(
+            Neighbours::List(vec![1, 2, 3]),
+            TaskArea::new(&cfg, 4),
+            Rng::from_keys(&[1]),
+            1,
+        );
+        let mut cx = Ctx::new(cfg.clone(), 0, 4);
+        // Rank 1 supplied work earlier (owed least), then answered nothing once; ranks 2
+        // and 3 never supplied (owed most) and answered nothing five times each.
+        t.typed.fetched.insert(1, 1e9);
+        t.typed.total = 1e9;
+        let b = &mut t.typed.backoff[0];
+        b.empty(0, Time(0), &cfg);
+        for _ in 0..5 {
+            b.empty(1, Time(0), &cfg);
+            b.empty(2, Time(0), &cfg);
+        }
+        cx.now = Time(0).plus(cfg.backoff_max * 2);
+        let peer_asked = |t: &mut Thief, cx: &mut Ctx<Pending>| {
+            t.step(cx, 0, 1, &mut crate::mapper::DefaultMapper::default());
+            match cx.poll_command().map(|c| c.op) {
+                Some(Op::Write { peer, .. }) => peer,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(peer_asked(&mut t, &mut cx), 1);
+        // Rank 1 answers nothing again (2 in a row), then 3 more times: with equal runs
+        // of nothing the debt decides, rank 2 or 3 (owed most).
+        t.end_unanswered(&mut cx);
+        assert_eq!(t.typed.backoff[0].failures(0), 2);
+        for _ in 0..3 {
+            t.typed.backoff[0].empty(0, cx.now, &cfg);
+        }
+        cx.now = cx.now.plus(cfg.backoff_max * 2);
+        let p = peer_asked(&mut t, &mut cx);
+        assert!(p == 2 || p == 3, "asked {p}");
     }
 
     #[test]
