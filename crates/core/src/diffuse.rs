@@ -477,10 +477,10 @@ pub(crate) fn string_plan(
             None => out.push((r, b)),
         }
     }
-    // What stays, in task order.
+    // What stays, in task order (indices are unique).
     tasks.extend(dear);
     tasks.extend(cheap);
-    tasks.sort_by_key(|t| t.index);
+    tasks.sort_unstable_by_key(|t| t.index);
     (out, dealt_dear)
 }
 
