@@ -36,7 +36,7 @@ fn keys() -> String {
     format!(
         "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
          provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, flush_delay, steal_below, diffusion (on|off), diffusion_plan (neighbours|string), \
+         min_private, backoff_max, check_interval, flush_delay, steal_below, shared_capacity, diffusion (on|off), diffusion_plan (neighbours|string), \
          advertise (on|off), \
          cost_aware (on|off), shortcuts, shortcut_draw (kleinberg|paired), \
          dispatch (least-loaded|round-robin|fixed), resource_types (e.g. all/1/2+3), \
@@ -140,6 +140,12 @@ impl Options {
                 "check_interval" => self.cfg.core.check_interval = seconds()?,
                 "flush_delay" => self.cfg.core.flush_delay = seconds()?,
                 "steal_below" => self.cfg.core.steal_below = positive()?,
+                "shared_capacity" => {
+                    self.cfg.core.shared_capacity = positive()
+                        .ok()
+                        .filter(|&v| v <= u32::from(u16::MAX))
+                        .ok_or_else(|| bad("an integer from 1 to 65535"))?
+                }
                 "diffusion" => {
                     self.cfg.core.diffusion = match value {
                         "on" => true,
@@ -305,6 +311,19 @@ mod tests {
         assert!(!off.cfg.core.cost_aware);
         let e = Options::parse("cost_aware=1", None).unwrap_err();
         assert_eq!(e, "options: cost_aware='1': expected on or off");
+    }
+
+    #[test]
+    fn shared_capacity_is_bounded_by_the_claim_word() {
+        let o = Options::parse("shared_capacity=4096", None).unwrap();
+        assert_eq!(o.cfg.core.shared_capacity, 4096);
+        for bad in ["0", "65536", "many"] {
+            let e = Options::parse(&format!("shared_capacity={bad}"), None).unwrap_err();
+            assert!(
+                e.contains(&format!("shared_capacity='{bad}'")) && e.contains("1 to 65535"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

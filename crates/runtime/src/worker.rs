@@ -213,6 +213,13 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             // every turn), at most a millisecond, twice as long after each wait that ended
             // with nothing (up to IDLE_MAX): a rank without work costs next to no CPU.
             let node = sh.lock_node();
+            // What this worker just did may have brought work back (taking from the node
+            // drove it inline: `claim` takes back its published tasks when its workers
+            // run dry, at once on the node backend): take it now, not after the wait.
+            if !res && node.queued() > 0 && sh.epoch_running.load(Ordering::Acquire) {
+                drop(node);
+                continue;
+            }
             sh.idle_workers.fetch_add(1, Ordering::AcqRel);
             let (node, waited) = sh
                 .cv
