@@ -216,7 +216,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             // What this worker just did may have brought work back (taking from the node
             // drove it inline: `claim` takes back its published tasks when its workers
             // run dry, at once on the node backend): take it now, not after the wait.
-            if !res && node.queued() > 0 && sh.epoch_running.load(Ordering::Acquire) {
+            if !res
+                && node.queued() > 0
+                && node.error().is_none()
+                && sh.epoch_running.load(Ordering::Acquire)
+            {
                 drop(node);
                 continue;
             }
