@@ -166,6 +166,38 @@ fn a_vanished_rank_is_named_within_seconds() {
     }
 }
 
+/// A rank killed on another (played) node: its pid means nothing here, so its liveness
+/// port tells (`crates/fabric-ofi/src/watch.rs`) — named within seconds, in words, not
+/// after the 30 s operation timeout; over libfabric alone and over the hybrid.
+#[test]
+fn a_vanished_rank_on_another_node_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for (provider, fi) in [("tcp;ofi_rxm", None), ("hybrid", Some("tcp;ofi_rxm"))] {
+        let t = Instant::now();
+        let mut cmd =
+            titus_tests::launch_two_nodes(Some(provider), 2, &titus_tests::bin("runtime-bench"));
+        cmd.args(["--tasks", "600", "--task-ms", "0.2", "--protocol", "claim"])
+            .args(["--kill-rank", "1", "--kill-after", "1"]);
+        if let Some(f) = fi {
+            cmd.env("FI_PROVIDER", f);
+        }
+        let out = cmd.output().unwrap();
+        let took = t.elapsed();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            !out.status.success(),
+            "{provider}: the job succeeded without rank 1:\n{text}"
+        );
+        assert!(
+            text.contains("rank 1's process on host") && text.contains("has exited"),
+            "{provider}: the dead rank is not named by its liveness port:\n{text}"
+        );
+        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
+    }
+}
+
 /// DLB_Bench under `titus launch`: every balancer in one job (a fresh runtime per
 /// balancer in the same processes), on tcp and shm; rank 0 prints one verified JSON line
 /// per balancer.

@@ -2,7 +2,8 @@
 //! key, base, length and exposure), and what it learns of its peers. The record: a name
 //! and version (`TITUSAD1`), then postcard (serde) of the address, the segments (key, base,
 //! length, the ranks it is exposed to or none for everyone) and the process's identity
-//! (`Process`: node, pid, start time).
+//! (`Process`: node, pid, start time), and where its liveness port listens (host name,
+//! port, nonce: [`crate::watch`]).
 
 use crate::OfiFabric;
 use crate::error::transport;
@@ -27,6 +28,16 @@ pub(crate) struct Peer {
     /// The peer's process, when it runs where this one can see it (same node, same pid
     /// namespace): whether it still exists can be asked of the kernel.
     pub(crate) local: Option<Process>,
+    /// Elsewhere: the connection to its liveness port, where one could be set up.
+    pub(crate) watch: Option<std::sync::Arc<crate::watch::Watch>>,
+}
+
+/// Where a rank's liveness port listens (an empty host: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Liveness {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) nonce: u64,
 }
 
 /// A process as the kernel names it: the node and pid namespace (a hash of the boot id
@@ -43,10 +54,15 @@ impl Process {
     /// This process.
     pub(crate) fn me() -> Process {
         let pid = std::process::id();
+        // Tests that play several nodes on one machine: ranks of another played node are
+        // not asked of the kernel (their liveness port tells).
+        let forced = std::env::var(titus_fabric::bootstrap::NODE_ID_VAR)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
         let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok();
         let ns = std::fs::read_link("/proc/self/ns/pid").ok();
         let node = match (boot, ns) {
-            (Some(b), Some(n)) => {
+            (Some(b), Some(n)) if forced.is_none() => {
                 let mut h = 0xcbf2_9ce4_8422_2325u64;
                 for &c in b
                     .trim()
@@ -58,7 +74,16 @@ impl Process {
                 }
                 h | 1
             }
-            _ => 0,
+            _ => match &forced {
+                Some(v) => {
+                    let mut h = 0x8422_2325_cbf2_9ce4u64;
+                    for &c in v.trim().as_bytes() {
+                        h = (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3);
+                    }
+                    h | 1
+                }
+                None => 0,
+            },
         };
         Process {
             node,
@@ -95,7 +120,7 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// The record's name and version, before the postcard body.
-const RECORD_MAGIC: &[u8; 8] = b"TITUSAD1";
+const RECORD_MAGIC: &[u8; 8] = b"TITUSAD2";
 /// Bounds on what a record may announce.
 const MAX_ADDRESS: usize = 4096;
 const MAX_SEGMENTS: usize = 4096;
@@ -108,6 +133,9 @@ struct Record {
     node: u64,
     pid: u32,
     start: u64,
+    host: String,
+    port: u16,
+    nonce: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -125,6 +153,7 @@ pub(crate) fn encode(
     addr: &[u8],
     segs: &[(u64, u64, u64, &Exposure)],
     process: Process,
+    live: &Liveness,
 ) -> Vec<u8> {
     let record = Record {
         addr: addr.to_vec(),
@@ -143,6 +172,9 @@ pub(crate) fn encode(
         node: process.node,
         pid: process.pid,
         start: process.start,
+        host: live.host.clone(),
+        port: live.port,
+        nonce: live.nonce,
     };
     titus_fabric::versioned::encode(RECORD_MAGIC, &record)
 }
@@ -154,7 +186,7 @@ pub(crate) fn decode(
     rank: Rank,
     me: Rank,
     blob: &[u8],
-) -> Result<(Vec<u8>, Vec<RemoteSegment>, Process), FabricError> {
+) -> Result<(Vec<u8>, Vec<RemoteSegment>, Process, Liveness), FabricError> {
     let bad = |what: &str| {
         FabricError::Unsupported(format!(
             "rank {rank} published a malformed address record ({what})"
@@ -167,6 +199,9 @@ pub(crate) fn decode(
     }
     if r.segments.len() > MAX_SEGMENTS {
         return Err(bad("more than 4096 segments"));
+    }
+    if r.host.len() > crate::watch::HOST_MAX || !crate::watch::valid_host(&r.host) {
+        return Err(bad("a host name that is not one"));
     }
     let segs = r
         .segments
@@ -183,7 +218,12 @@ pub(crate) fn decode(
         pid: r.pid,
         start: r.start,
     };
-    Ok((r.addr, segs, process))
+    let live = Liveness {
+        host: r.host,
+        port: r.port,
+        nonce: r.nonce,
+    };
+    Ok((r.addr, segs, process, live))
 }
 
 impl OfiFabric {
@@ -267,12 +307,19 @@ mod fuzz {
     fn encoded(addr: &[u8], segs: &[Seg], p: Process) -> Vec<u8> {
         let refs: Vec<(u64, u64, u64, &Exposure)> =
             segs.iter().map(|(k, b, l, e)| (*k, *b, *l, e)).collect();
-        encode(addr, &refs, p)
+        let live = Liveness {
+            host: "node-7.cluster".into(),
+            port: 4242,
+            nonce: 99,
+        };
+        encode(addr, &refs, p, &live)
     }
 
     fn check(blob: &[u8]) -> Result<(), TestCaseError> {
         match decode(3, 1, blob) {
-            Ok((addr, segs, _)) => {
+            Ok((addr, segs, _, live)) => {
+                prop_assert!(live.host.len() <= crate::watch::HOST_MAX);
+                prop_assert!(crate::watch::valid_host(&live.host));
                 prop_assert!(addr.len() <= 4096);
                 prop_assert!(segs.len() <= 4096);
             }
@@ -296,9 +343,10 @@ mod fuzz {
 
         #[test]
         fn valid_records_round_trip((addr, segs, p) in any_record()) {
-            let (a, got, q) = decode(3, 1, &encoded(&addr, &segs, p)).unwrap();
+            let (a, got, q, live) = decode(3, 1, &encoded(&addr, &segs, p)).unwrap();
             prop_assert_eq!(a, addr);
             prop_assert_eq!(q, p);
+            prop_assert_eq!((live.host.as_str(), live.port, live.nonce), ("node-7.cluster", 4242, 99));
             prop_assert_eq!(got.len(), segs.len());
             for (g, (k, b, l, e)) in got.iter().zip(&segs) {
                 prop_assert_eq!((g.key, g.base, g.len), (*k, *b, *l));

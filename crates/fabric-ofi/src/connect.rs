@@ -1,10 +1,11 @@
 //! Opening one rank's endpoint, collectively: agree on a provider, register the segments,
 //! publish and learn addresses, and connect to the configured peers up front.
 
-use crate::address::{Peer, Process, decode, encode};
+use crate::address::{Liveness, Peer, Process, decode, encode};
 use crate::completion::State;
 use crate::handle::SLOTS;
 use crate::provider::{choose_provider, ensure_available, providers};
+use crate::watch::{Listener, WATCH_MAX, Watch};
 use crate::{OfiFabric, lock};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,7 +139,16 @@ impl OfiFabric {
             })
             .collect();
         let me = Process::me();
-        let blob = encode(&addr, &descs, me);
+        // The liveness port (peers on other nodes watch this process through it).
+        let listener = Listener::open(nonce());
+        let live = listener
+            .as_ref()
+            .map_or_else(Liveness::default, |l| Liveness {
+                host: crate::watch::host_name(),
+                port: l.port,
+                nonce: l.nonce,
+            });
+        let blob = encode(&addr, &descs, me, &live);
         let all = match rendezvous.as_mut() {
             Some(rv) => rv.all_gather(&blob)?,
             None => vec![blob],
@@ -155,14 +165,28 @@ impl OfiFabric {
         wanted.push(rank);
         wanted.sort_unstable();
         wanted.dedup();
+        let mut watches = 0;
         for &p in &wanted {
-            let (paddr, segs, process) = decode(p, rank, &all[p as usize])?;
+            let (paddr, segs, process, plive) = decode(p, rank, &all[p as usize])?;
             let fi_addr = Self::insert(&h, &paddr, p)?;
+            // Its pid means something here only on this node, in this pid namespace.
+            let local = (me.node != 0 && process.node == me.node && p != rank).then_some(process);
+            // Elsewhere: watch it through its liveness port, where that works from here.
+            let watch = (local.is_none()
+                && p != rank
+                && listener.is_some()
+                && !plive.host.is_empty()
+                && plive.port != 0
+                && watches < WATCH_MAX)
+                .then(|| Watch::connect(&plive.host, plive.port, plive.nonce))
+                .flatten()
+                .map(std::sync::Arc::new);
+            watches += usize::from(watch.is_some());
             peers[p as usize] = Some(Peer {
                 fi_addr,
                 segments: segs,
-                // Its pid means something here only on this node, in this pid namespace.
-                local: (me.node != 0 && process.node == me.node && p != rank).then_some(process),
+                local,
+                watch,
             });
         }
         let caps = Capabilities {
@@ -209,6 +233,7 @@ impl OfiFabric {
             rendezvous: Mutex::new(None),
             connect_time: Duration::ZERO,
             lazy: config.lazy,
+            _liveness: listener,
         };
         // 5. Connect up front: one small read to each peer that exposes something to us.
         //    Peers serve it from their own open(), which polls until the barrier below.
@@ -287,4 +312,21 @@ impl OfiFabric {
         let mut guard = lock(&self.rendezvous);
         f(guard.as_mut().map(|b| b.as_mut() as &mut dyn Exchange))
     }
+}
+
+/// A random 64-bit value (the liveness port's nonce): the kernel's, else the clock's and
+/// the pid's.
+fn nonce() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
 }

@@ -48,6 +48,9 @@ pub struct OfiFabric {
     pub(crate) connect_time: Duration,
     /// Peers connect on their first operation ([`titus_fabric::FabricConfig::lazy`]).
     pub(crate) lazy: bool,
+    /// This rank's liveness port, for peers on other nodes ([`crate::watch`]): held open
+    /// while the fabric is.
+    pub(crate) _liveness: Option<crate::watch::Listener>,
 }
 
 impl OfiFabric {
@@ -394,11 +397,20 @@ impl Fabric for OfiFabric {
     }
 
     fn peer_gone(&self, peer: Rank) -> Option<String> {
-        let p = self.peers.get(peer as usize)?.as_ref()?.local?;
-        p.gone().then(|| {
+        let p = self.peers.get(peer as usize)?.as_ref()?;
+        if let Some(l) = p.local {
+            return l.gone().then(|| {
+                format!(
+                    "rank {peer}'s process (pid {} on this node) has exited",
+                    l.pid
+                )
+            });
+        }
+        let w = p.watch.as_ref()?;
+        w.ended().then(|| {
             format!(
-                "rank {peer}'s process (pid {} on this node) has exited",
-                p.pid
+                "rank {peer}'s process on host {} has exited (its liveness connection closed)",
+                w.host
             )
         })
     }

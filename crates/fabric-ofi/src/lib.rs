@@ -35,6 +35,7 @@ mod fabric;
 mod handle;
 mod provider;
 mod raw;
+mod watch;
 
 pub use backend::Ofi;
 pub use fabric::OfiFabric;

@@ -1,0 +1,231 @@
+//! Liveness of peers on other nodes. A peer on this node is asked of the kernel by its pid
+//! ([`crate::address::Process::gone`]); one elsewhere cannot be, so each rank listens on a
+//! TCP port of its own (every interface, a port the kernel picks) and publishes its host
+//! name, the port and a random nonce in its address record (which only the job's ranks
+//! learn, through the authenticated exchange). At open a rank connects to each configured
+//! peer on another node and sends that nonce; the listener keeps the connection only when
+//! the nonce is its own (a foreign process holds no descriptor of the rank's) and answers
+//! with its complement, which proves to the watcher that it reached that process and not
+//! another one (a reused port, a host name that resolves elsewhere). When
+//! a process ends, however it ends, its kernel closes these connections: a watcher's
+//! non-blocking read then sees the end of the stream (or a reset), and the rank is named
+//! as gone within a sweep of the driver — not after the operation timeout. A peer whose
+//! watch could not be set up (its host name does not resolve here, a firewall, a host
+//! that is down) stays bounded by the operation timeout alone, as before: nothing is
+//! declared dead that was not first seen alive.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Both sides' greeting: a name and version, then the nonce (the watcher's) or its
+/// complement (the listener's answer).
+const HELLO: &[u8; 8] = b"TITUSLV1";
+/// How long a listener waits for a connection's greeting.
+const GREETING_WAIT: Duration = Duration::from_millis(200);
+/// How long a watcher waits to connect and hear the nonce, per address.
+const CONNECT_WAIT: Duration = Duration::from_millis(500);
+/// Watches a rank sets up at most (a complete graph of thousands of peers would hold as
+/// many sockets; beyond this, peers are bounded by the operation timeout).
+pub(crate) const WATCH_MAX: usize = 256;
+/// A published host name's longest length (DNS's limit).
+pub(crate) const HOST_MAX: usize = 253;
+
+/// This rank's listener: accepts connections, keeps (and answers) those that greet with
+/// its nonce until the fabric closes (or the process ends, which closes them all), drops
+/// the others.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub(crate) port: u16,
+    pub(crate) nonce: u64,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Listens on every interface; `None` (with a log line) where that is refused.
+    pub(crate) fn open(nonce: u64) -> Option<Listener> {
+        let l = match TcpListener::bind(("0.0.0.0", 0)) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::info!(
+                    "no liveness port (peers on other nodes bounded by the operation timeout): {e}"
+                );
+                return None;
+            }
+        };
+        let port = l.local_addr().ok()?.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("titus-liveness".into())
+            .spawn(move || {
+                let mut held = Vec::new();
+                for c in l.incoming() {
+                    if s.load(Ordering::Acquire) {
+                        break;
+                    }
+                    match c {
+                        Ok(mut c) => {
+                            let mut got = [0u8; 16];
+                            let member = c.set_read_timeout(Some(GREETING_WAIT)).is_ok()
+                                && c.read_exact(&mut got).is_ok()
+                                && got == greeting(nonce);
+                            if member && c.write_all(&greeting(!nonce)).is_ok() {
+                                held.push(c);
+                            }
+                        }
+                        // Out of descriptors, say: not a loop at full speed.
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            })
+            .ok()?;
+        Some(Listener {
+            port,
+            nonce,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the accept: the thread sees the flag on the next connection.
+        let _ = TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], self.port)),
+            Duration::from_secs(1),
+        );
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A watched peer: the connection to its listener, non-blocking.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    stream: TcpStream,
+    pub(crate) host: String,
+}
+
+impl Watch {
+    /// Connects to `host`:`port`, greets with `nonce` (the peer's, from its record) and
+    /// checks the answer; `None` when the host does not resolve, nothing answers, or
+    /// another process answers.
+    pub(crate) fn connect(host: &str, port: u16, nonce: u64) -> Option<Watch> {
+        let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().ok()?.collect();
+        for a in addrs {
+            let Ok(mut s) = TcpStream::connect_timeout(&a, CONNECT_WAIT) else {
+                continue;
+            };
+            if s.write_all(&greeting(nonce)).is_err() {
+                continue;
+            }
+            let until = Instant::now() + CONNECT_WAIT;
+            let mut got = [0u8; 16];
+            let mut n = 0;
+            while n < got.len() {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+                    break;
+                }
+                match s.read(&mut got[n..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+            }
+            if n == got.len() && got == greeting(!nonce) && s.set_nonblocking(true).is_ok() {
+                return Some(Watch {
+                    stream: s,
+                    host: host.to_string(),
+                });
+            }
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        None
+    }
+
+    /// Whether the watched process's connection ended (its process exited or was killed;
+    /// or its host closed it). `false` while it stands, and when in doubt.
+    pub(crate) fn ended(&self) -> bool {
+        let mut b = [0u8; 64];
+        match (&self.stream).read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+            ),
+        }
+    }
+}
+
+/// [`HELLO`] and a nonce.
+fn greeting(nonce: u64) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(HELLO);
+    g[8..].copy_from_slice(&nonce.to_le_bytes());
+    g
+}
+
+/// This host's name, as peers should resolve it (`/proc/sys/kernel/hostname`); empty when
+/// unknown or too long.
+pub(crate) fn host_name() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let h = h.trim();
+    if h.len() <= HOST_MAX && valid_host(h) {
+        h.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Letters, digits, '-', '.' and '_' only: what another rank published is resolved here.
+pub(crate) fn valid_host(h: &str) -> bool {
+    h.bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_sees_its_peer_end_and_refuses_another_process() {
+        let l = Listener::open(7).expect("a listener");
+        assert!(
+            Watch::connect("127.0.0.1", l.port, 8).is_none(),
+            "another nonce: another process"
+        );
+        // A foreign process that does not know the nonce is dropped: it sees the end.
+        let mut intruder = TcpStream::connect(("127.0.0.1", l.port)).unwrap();
+        intruder.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        intruder
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut b = [0u8; 16];
+        let r = intruder.read(&mut b);
+        assert!(
+            matches!(&r, Ok(0))
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
+            "no answer, and dropped: {r:?}"
+        );
+        let w = Watch::connect("127.0.0.1", l.port, 7).expect("watched");
+        assert!(!w.ended(), "alive");
+        drop(l);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !w.ended() {
+            assert!(Instant::now() < until, "the end was not seen");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(valid_host("node-12.cluster_a"));
+        assert!(!valid_host("a b") && !valid_host("x;rm"));
+    }
+}
