@@ -5,7 +5,7 @@ use crate::address::{Liveness, Peer, Process, decode, encode};
 use crate::completion::State;
 use crate::handle::SLOTS;
 use crate::provider::{choose_provider, ensure_available, providers};
-use crate::watch::{Listener, WATCH_MAX, Watch};
+use crate::watch::{Listener, WATCH_BUDGET, WATCH_MAX, Watch};
 use crate::{OfiFabric, lock};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,6 +166,8 @@ impl OfiFabric {
         wanted.sort_unstable();
         wanted.dedup();
         let mut watches = 0;
+        let mut resolved = std::collections::HashMap::new();
+        let watch_from = Instant::now();
         for &p in &wanted {
             let (paddr, segs, process, plive) = decode(p, rank, &all[p as usize])?;
             let fi_addr = Self::insert(&h, &paddr, p)?;
@@ -177,8 +179,9 @@ impl OfiFabric {
                 && listener.is_some()
                 && !plive.host.is_empty()
                 && plive.port != 0
-                && watches < WATCH_MAX)
-                .then(|| Watch::connect(&plive.host, plive.port, plive.nonce))
+                && watches < WATCH_MAX
+                && watch_from.elapsed() < WATCH_BUDGET)
+                .then(|| Watch::connect(&plive.host, plive.port, plive.nonce, &mut resolved))
                 .flatten()
                 .map(std::sync::Arc::new);
             watches += usize::from(watch.is_some());

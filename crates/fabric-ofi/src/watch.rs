@@ -28,6 +28,9 @@ const HELLO: &[u8; 8] = b"TITUSLV1";
 const GREETING_WAIT: Duration = Duration::from_millis(200);
 /// How long a watcher waits to connect and hear the nonce, per address.
 const CONNECT_WAIT: Duration = Duration::from_millis(500);
+/// The time a rank spends setting up its watches at open, at most (a resolver that
+/// hangs must not hold the job's start; later peers go unwatched).
+pub(crate) const WATCH_BUDGET: Duration = Duration::from_secs(3);
 /// Watches a rank sets up at most (a complete graph of thousands of peers would hold as
 /// many sockets; beyond this, peers are bounded by the operation timeout).
 pub(crate) const WATCH_MAX: usize = 256;
@@ -118,9 +121,23 @@ impl Watch {
     /// Connects to `host`:`port`, greets with `nonce` (the peer's, from its record) and
     /// checks the answer; `None` when the host does not resolve, nothing answers, or
     /// another process answers.
-    pub(crate) fn connect(host: &str, port: u16, nonce: u64) -> Option<Watch> {
-        let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().ok()?.collect();
-        for a in addrs {
+    pub(crate) fn connect(
+        host: &str,
+        port: u16,
+        nonce: u64,
+        resolved: &mut std::collections::HashMap<String, Vec<std::net::IpAddr>>,
+    ) -> Option<Watch> {
+        // Each host is resolved once per open (its ranks share it).
+        let ips = resolved
+            .entry(host.to_string())
+            .or_insert_with(|| {
+                (host, 0)
+                    .to_socket_addrs()
+                    .map(|a| a.map(|a| a.ip()).collect())
+                    .unwrap_or_default()
+            })
+            .clone();
+        for a in ips.into_iter().map(|ip| SocketAddr::new(ip, port)) {
             let Ok(mut s) = TcpStream::connect_timeout(&a, CONNECT_WAIT) else {
                 continue;
             };
@@ -200,7 +217,7 @@ mod tests {
     fn a_watch_sees_its_peer_end_and_refuses_another_process() {
         let l = Listener::open(7).expect("a listener");
         assert!(
-            Watch::connect("127.0.0.1", l.port, 8).is_none(),
+            Watch::connect("127.0.0.1", l.port, 8, &mut Default::default()).is_none(),
             "another nonce: another process"
         );
         // A foreign process that does not know the nonce is dropped: it sees the end.
@@ -217,7 +234,7 @@ mod tests {
                     .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
             "no answer, and dropped: {r:?}"
         );
-        let w = Watch::connect("127.0.0.1", l.port, 7).expect("watched");
+        let w = Watch::connect("127.0.0.1", l.port, 7, &mut Default::default()).expect("watched");
         assert!(!w.ended(), "alive");
         drop(l);
         let until = Instant::now() + Duration::from_secs(5);
