@@ -44,6 +44,8 @@ pub(crate) const HOST_MAX: usize = 253;
 pub(crate) struct Listener {
     pub(crate) port: u16,
     pub(crate) nonce: u64,
+    /// Listening on `[::]` (else `0.0.0.0`).
+    v6: bool,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -51,7 +53,9 @@ pub(crate) struct Listener {
 impl Listener {
     /// Listens on every interface; `None` (with a log line) where that is refused.
     pub(crate) fn open(nonce: u64) -> Option<Listener> {
-        let l = match TcpListener::bind(("0.0.0.0", 0)) {
+        // Both families where the host has IPv6 (Linux's `[::]` takes IPv4 too), else
+        // IPv4 alone.
+        let l = match TcpListener::bind(("::", 0)).or_else(|_| TcpListener::bind(("0.0.0.0", 0))) {
             Ok(l) => l,
             Err(e) => {
                 tracing::info!(
@@ -60,7 +64,7 @@ impl Listener {
                 return None;
             }
         };
-        let port = l.local_addr().ok()?.port();
+        let (port, v6) = l.local_addr().map(|a| (a.port(), a.is_ipv6())).ok()?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
@@ -90,6 +94,7 @@ impl Listener {
         Some(Listener {
             port,
             nonce,
+            v6,
             stop,
             thread: Some(thread),
         })
@@ -99,12 +104,18 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wake the accept: the thread sees the flag on the next connection.
-        let _ = TcpStream::connect_timeout(
-            &SocketAddr::from(([127, 0, 0, 1], self.port)),
-            Duration::from_secs(1),
-        );
-        if let Some(t) = self.thread.take() {
+        // Wake the accept: the thread sees the flag on the next connection. Where no
+        // loopback connection gets through (IPv6 only for IPv6 sockets, a filter), the
+        // thread is left to end with the process rather than joined forever.
+        let me = if self.v6 {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, self.port))
+        } else {
+            SocketAddr::from(([127, 0, 0, 1], self.port))
+        };
+        let woken = TcpStream::connect_timeout(&me, Duration::from_secs(1)).is_ok();
+        if let Some(t) = self.thread.take()
+            && woken
+        {
             let _ = t.join();
         }
     }
