@@ -48,16 +48,15 @@ impl ByKey {
     fn of(keys: &[u64], costs: &[u64]) -> Self {
         let mut v: Vec<(u64, u64)> = keys.iter().copied().zip(costs.iter().copied()).collect();
         if !v.is_sorted_by(|a, b| a.0 < b.0) {
-            // Stable: of equal keys the last given is last.
+            // Stable: of equal keys the last given is last, and kept.
             v.sort_by_key(|x| x.0);
-            let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-            for x in v {
-                match out.last_mut() {
-                    Some(l) if l.0 == x.0 => *l = x,
-                    _ => out.push(x),
+            v.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    *kept = *later;
                 }
-            }
-            v = out;
+                same
+            });
         }
         Self(v)
     }

@@ -54,36 +54,23 @@ impl Process {
     /// This process.
     pub(crate) fn me() -> Process {
         let pid = std::process::id();
-        // Tests that play several nodes on one machine: ranks of another played node are
-        // not asked of the kernel (their liveness port tells).
-        let forced = std::env::var(titus_fabric::bootstrap::NODE_ID_VAR)
-            .ok()
-            .filter(|v| !v.trim().is_empty());
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok();
-        let ns = std::fs::read_link("/proc/self/ns/pid").ok();
-        let node = match (boot, ns) {
-            (Some(b), Some(n)) if forced.is_none() => {
-                let mut h = 0xcbf2_9ce4_8422_2325u64;
-                for &c in b
-                    .trim()
-                    .as_bytes()
-                    .iter()
-                    .chain(n.as_os_str().as_encoded_bytes())
-                {
-                    h = (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3);
-                }
-                h | 1
+        // The node as the bootstrap names it (host, boot id, mount and pid namespaces, or
+        // the identity a test forces to play several nodes on one machine): equal exactly
+        // where a pid names the same process. 0 (no pid checks: peers are watched through
+        // their liveness port) where the kernel does not say which.
+        let forced =
+            std::env::var(titus_fabric::bootstrap::NODE_ID_VAR).is_ok_and(|v| !v.trim().is_empty());
+        let known = forced
+            || (std::path::Path::new("/proc/sys/kernel/random/boot_id").exists()
+                && std::path::Path::new("/proc/self/ns/pid").exists());
+        let node = if known {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            for &c in titus_fabric::bootstrap::node_identity().as_bytes() {
+                h = (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3);
             }
-            _ => match &forced {
-                Some(v) => {
-                    let mut h = 0x8422_2325_cbf2_9ce4u64;
-                    for &c in v.trim().as_bytes() {
-                        h = (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3);
-                    }
-                    h | 1
-                }
-                None => 0,
-            },
+            h | 1
+        } else {
+            0
         };
         Process {
             node,

@@ -930,9 +930,8 @@ impl<'a> Sim<'a> {
                 let before = self.activity;
                 self.nodes[i].handle_timeout(Time(now), &self.mems[i]);
                 self.after(node, now)?;
-                if self.activity == before
-                    && self.nodes[i].poll_timeout().is_some_and(|d| d.0 <= now)
-                {
+                // `after` set the timer again: at `now` when the deadline is already due.
+                if self.activity == before && self.timer_at[i] == Some(now) {
                     self.idle_wakes[i] += 1;
                     if self.idle_wakes[i] > SPIN_MAX {
                         return Err(Violation(format!(
