@@ -198,6 +198,57 @@ fn a_vanished_rank_on_another_node_is_named_within_seconds() {
     }
 }
 
+/// A host that falls silent mid-job (`deploy/host-down.sh`: two played hosts in network
+/// namespaces, everything the second sends dropped — no connection closed, no process
+/// killed): both ranks name the other within seconds through their liveness connections'
+/// keepalive, not after the 30 s operation timeout. Needs root and iproute2; elsewhere
+/// the test says so and checks nothing.
+#[test]
+fn a_host_gone_silent_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let probe = Command::new("ip").args(["netns", "list"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) || !is_root() {
+        eprintln!("skipped: needs root and iproute2 (network namespaces)");
+        return;
+    }
+    let bin = titus_tests::bin("runtime-bench");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/host-down.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .arg(bin.parent().unwrap())
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert!(out.status.success(), "the script failed:\n{text}");
+    for r in 0..2 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {r}: exit 1, ")))
+            .unwrap_or_else(|| panic!("rank {r} did not fail:\n{text}"));
+        let other = 1 - r;
+        assert!(
+            line.contains(&format!("rank {other}'s host host"))
+                && line.contains("stopped answering"),
+            "rank {r} does not name rank {other} as silent:\n{text}"
+        );
+        let secs: f64 = line["rank 0: exit 1, ".len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no time in: {line}"));
+        assert!(secs < 15.0, "rank {r} took {secs} s after the cut:\n{text}");
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
 /// DLB_Bench under `titus launch`: every balancer in one job (a fresh runtime per
 /// balancer in the same processes), on tcp and shm; rank 0 prints one verified JSON line
 /// per balancer.
@@ -306,4 +357,30 @@ fn a_bad_progress_nap_cap_is_named() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("TITUS_PROGRESS_MAX_SLEEP_US='abc'"), "{text}");
+}
+
+/// An interface the provider does not offer is an error naming it and the ones it does
+/// (exit 2: bad input); the loopback the automatic choice falls back to on one host works.
+#[test]
+fn an_interface_nobody_offers_is_named() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = launch("tcp;ofi_rxm", 2, "runtime-bench")
+        .args(["--tasks", "10", "--task-ms", "0.1", "--protocol", "claim"])
+        .env("TITUS_IFACE", "nosuch0")
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("TITUS_IFACE=nosuch0: provider") && text.contains("lo"),
+        "{text}"
+    );
+    let out = launch("tcp;ofi_rxm", 2, "runtime-bench")
+        .args(["--tasks", "10", "--task-ms", "0.1", "--protocol", "claim"])
+        .env("TITUS_IFACE", "lo")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", titus_tests::output_text(&out));
 }

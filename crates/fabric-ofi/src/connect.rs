@@ -130,6 +130,16 @@ impl OfiFabric {
         if rank == 0 {
             tracing::info!("fabric provider {prov_name} ({size} ranks)");
         }
+        // Ranks on several hosts need addresses the others can reach: a rank that opened
+        // on loopback (no other interface up when it started) would be reached by nobody,
+        // and its peers' first operations would fail with a bare EINVAL or refusal.
+        if !one_node && caps_bits & sys::TOFI_CAP_LOOPBACK != 0 {
+            return Err(FabricError::Unsupported(format!(
+                "rank {rank} on host {host}: provider {prov_name} offers only a loopback or \
+                 link-local address here, which the job's other hosts cannot reach (is a \
+                 network interface up? TITUS_IFACE names the one to use)"
+            )));
+        }
         // 3. Publish this rank's address and segments; learn everyone's.
         let addr = Self::name(&h)?;
         let descs: Vec<(u64, u64, u64, &Exposure)> = (0..segments.len())

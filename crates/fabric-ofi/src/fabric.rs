@@ -6,6 +6,7 @@ use crate::address::Peer;
 use crate::completion::State;
 use crate::handle::Handle;
 use crate::lock;
+use crate::watch::{End, SILENT_AFTER};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -407,11 +408,17 @@ impl Fabric for OfiFabric {
             });
         }
         let w = p.watch.as_ref()?;
-        w.ended().then(|| {
-            format!(
+        Some(match w.ended()? {
+            End::Closed => format!(
                 "rank {peer}'s process on host {} has exited (its liveness connection closed)",
                 w.host
-            )
+            ),
+            End::Silent => format!(
+                "rank {peer}'s host {} stopped answering (no reply to its liveness probes for \
+                 {} s: the host is down or cut off the network)",
+                w.host,
+                SILENT_AFTER.as_secs()
+            ),
         })
     }
 

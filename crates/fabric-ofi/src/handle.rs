@@ -34,17 +34,35 @@ impl OfiFabric {
         {
             let prov = CString::new(provider)
                 .map_err(|_| FabricError::Unsupported("provider name with NUL".into()))?;
+            // The interface to open on (a domain name: eth0, ib0, mlx5_0); unset or empty,
+            // the first other hosts can reach.
+            let iface = match std::env::var_os("TITUS_IFACE") {
+                None => String::new(),
+                Some(v) => v
+                    .into_string()
+                    .ok()
+                    .filter(|v| v.len() <= 64 && !v.contains('\0'))
+                    .ok_or_else(|| {
+                        FabricError::Unsupported(
+                            "TITUS_IFACE is not an interface name (at most 64 bytes of UTF-8)"
+                                .into(),
+                        )
+                    })?,
+            };
+            let iface_c = CString::new(iface.as_str()).expect("no NUL: checked");
             let bases: Vec<*mut std::os::raw::c_void> =
                 segments.iter().map(|s| s.as_ptr().cast()).collect();
             let lens: Vec<u64> = segments.iter().map(Segment::len).collect();
             let mut out: *mut sys::tofi = std::ptr::null_mut();
             let mut err = vec![0u8; 512];
-            // SAFETY: bases and lens hold segments.len() entries each; every base points to a
+            // SAFETY: prov and iface_c are NUL-terminated and outlive the call; bases and
+            // lens hold segments.len() entries each; every base points to a
             // live segment of that length which outlives the handle (OfiFabric drops the
             // handle first); out and err are valid for writing, err for its whole length.
             let ret = unsafe {
                 sys::tofi_open(
                     prov.as_ptr(),
+                    iface_c.as_ptr(),
                     segments.len(),
                     bases.as_ptr(),
                     lens.as_ptr(),
@@ -59,6 +77,9 @@ impl OfiFabric {
                 let msg = CStr::from_bytes_until_nul(&err)
                     .map(|c| c.to_string_lossy().into_owned())
                     .unwrap_or_default();
+                if msg.starts_with("TITUS_IFACE=") {
+                    return Err(FabricError::Unsupported(msg));
+                }
                 return Err(FabricError::Transport {
                     call: "open the endpoint",
                     code: ret,

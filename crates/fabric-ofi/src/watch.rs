@@ -9,7 +9,11 @@
 //! another one (a reused port, a host name that resolves elsewhere). When
 //! a process ends, however it ends, its kernel closes these connections: a watcher's
 //! non-blocking read then sees the end of the stream (or a reset), and the rank is named
-//! as gone within a sweep of the driver — not after the operation timeout. A peer whose
+//! as gone within a sweep of the driver — not after the operation timeout. A host that
+//! goes down or off the network closes nothing: the watch's TCP keepalive probes it every
+//! second once the connection has been quiet for a second, and after [`PROBES`] probes
+//! unanswered the kernel fails the connection (`ETIMEDOUT`), which the same read sees —
+//! such a peer is named as silent within about [`SILENT_AFTER`]. A peer whose
 //! watch could not be set up (its host name does not resolve here, a firewall, a host
 //! that is down) stays bounded by the operation timeout alone, as before: nothing is
 //! declared dead that was not first seen alive.
@@ -34,6 +38,14 @@ pub(crate) const WATCH_BUDGET: Duration = Duration::from_secs(3);
 /// Watches a rank sets up at most (a complete graph of thousands of peers would hold as
 /// many sockets; beyond this, peers are bounded by the operation timeout).
 pub(crate) const WATCH_MAX: usize = 256;
+/// Keepalive: the quiet time before the first probe, the time between probes, and how
+/// many go unanswered before the kernel fails the connection.
+const PROBE_IDLE: Duration = Duration::from_secs(1);
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+const PROBES: u32 = 4;
+/// When a silent host's watch fails, about.
+pub(crate) const SILENT_AFTER: Duration =
+    Duration::from_secs(PROBE_IDLE.as_secs() + PROBE_EVERY.as_secs() * PROBES as u64);
 /// A published host name's longest length (DNS's limit).
 pub(crate) const HOST_MAX: usize = 253;
 
@@ -168,7 +180,11 @@ impl Watch {
                     Ok(k) => n += k,
                 }
             }
-            if n == got.len() && got == greeting(!nonce) && s.set_nonblocking(true).is_ok() {
+            if n == got.len()
+                && got == greeting(!nonce)
+                && s.set_nonblocking(true).is_ok()
+                && keepalive(&s).is_ok()
+            {
                 return Some(Watch {
                     stream: s,
                     host: host.to_string(),
@@ -179,19 +195,63 @@ impl Watch {
         None
     }
 
-    /// Whether the watched process's connection ended (its process exited or was killed;
-    /// or its host closed it). `false` while it stands, and when in doubt.
-    pub(crate) fn ended(&self) -> bool {
+    /// Whether the watched process's connection ended, and how: closed (its process
+    /// exited or was killed, or its host closed it) or silent (its host stopped answering
+    /// keepalive probes: down, or cut off). `None` while it stands, and when in doubt.
+    pub(crate) fn ended(&self) -> Option<End> {
         let mut b = [0u8; 64];
         match (&self.stream).read(&mut b) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => matches!(
-                e.kind(),
-                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
-            ),
+            Ok(0) => Some(End::Closed),
+            Ok(_) => None,
+            Err(e) => match e.kind() {
+                ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe => Some(End::Closed),
+                ErrorKind::TimedOut
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable => Some(End::Silent),
+                _ => None,
+            },
         }
     }
+}
+
+/// How a watch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The peer's end closed or reset the connection: its process is gone.
+    Closed,
+    /// The peer's host stopped answering keepalive probes.
+    Silent,
+}
+
+/// Turns on `s`'s keepalive with this module's timings (probes are the kernel's: they cost
+/// the peer's process nothing and are answered while it computes).
+fn keepalive(s: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let secs = |d: Duration| d.as_secs() as libc::c_int;
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(PROBE_IDLE)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs(PROBE_EVERY)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, PROBES as libc::c_int),
+    ] {
+        // SAFETY: `s` owns an open socket for the whole call; the option value is a
+        // `c_int` on the stack whose size is passed with it, as setsockopt(2) asks.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// [`HELLO`] and a nonce.
@@ -246,14 +306,110 @@ mod tests {
             "no answer, and dropped: {r:?}"
         );
         let w = Watch::connect("127.0.0.1", l.port, 7, &mut Default::default()).expect("watched");
-        assert!(!w.ended(), "alive");
+        assert_eq!(w.ended(), None, "alive");
         drop(l);
         let until = Instant::now() + Duration::from_secs(5);
-        while !w.ended() {
+        while w.ended() != Some(End::Closed) {
             assert!(Instant::now() < until, "the end was not seen");
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(valid_host("node-12.cluster_a"));
         assert!(!valid_host("a b") && !valid_host("x;rm"));
+    }
+
+    /// Set in the copy of this test binary that runs inside the namespace.
+    const IN_NETNS: &str = "TITUS_WATCH_TEST_NETNS";
+
+    /// A host that drops off the network closes nothing: its watch must still end, as
+    /// silent, within the keepalive's probes. Played in a network namespace of the test's
+    /// own (its loopback taken down under a standing watch), run as a copy of this test
+    /// binary under `ip netns exec`; where namespaces cannot be made (not root, no `ip`)
+    /// the test says so and checks nothing.
+    #[test]
+    fn a_host_gone_silent_is_named_within_its_probes() {
+        const NAME: &str = "watch::tests::a_host_gone_silent_is_named_within_its_probes";
+        if std::env::var_os(IN_NETNS).is_some() {
+            return silent_host_in_netns();
+        }
+        let ns = format!("titus-watch-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ip(&["netns", "add", &ns]) {
+            eprintln!("skipped: cannot create a network namespace here (needs root and `ip`)");
+            return;
+        }
+        struct Gone<'a>(&'a str);
+        impl Drop for Gone<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "delete", self.0])
+                    .status();
+            }
+        }
+        let _gone = Gone(&ns);
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .arg(exe)
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(IN_NETNS, "1")
+            .output()
+            .expect("ip netns exec");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "in the namespace: {text}");
+        assert!(
+            text.contains("silent after"),
+            "the copy ran nothing: {text}"
+        );
+        println!(
+            "{}",
+            text.lines()
+                .find(|l| l.contains("silent after"))
+                .unwrap_or("")
+        );
+    }
+
+    fn silent_host_in_netns() {
+        let ip = |args: &[&str]| {
+            let s = std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(s.success(), "ip {args:?}: {s}");
+        };
+        ip(&["link", "set", "lo", "up"]);
+        let l = Listener::open(11).expect("a listener");
+        let w = Watch::connect("127.0.0.1", l.port, 11, &mut Default::default()).expect("watched");
+        // Quiet past the first probe's idle time: probes are answered, the watch stands.
+        std::thread::sleep(PROBE_IDLE + PROBE_EVERY * 2);
+        assert_eq!(w.ended(), None, "answered probes are no end");
+        ip(&["link", "set", "lo", "down"]);
+        let cut = Instant::now();
+        let end = loop {
+            if let Some(e) = w.ended() {
+                break e;
+            }
+            assert!(
+                cut.elapsed() < SILENT_AFTER * 3,
+                "no end seen {:?} after the network went away",
+                cut.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(end, End::Silent, "nothing closed the connection");
+        println!("silent after {:.2} s", cut.elapsed().as_secs_f64());
+        // Its listener, whose thread sleeps in accept on a dead network, ends with this
+        // process.
+        std::mem::forget(l);
     }
 }

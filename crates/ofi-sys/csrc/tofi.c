@@ -10,7 +10,9 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +77,8 @@ struct recv_slot {
 };
 
 struct tofi {
-    struct fi_info *info;
+    struct fi_info *info; /* fi_getinfo's whole list (freed at close) */
+    struct fi_info *fi;   /* the entry opened */
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_ep *ep;
@@ -170,7 +173,7 @@ static int reg(tofi *h, void *base, uint64_t len, uint64_t key, struct fid_mr **
         msg(err, errlen, "fi_mr_reg", ret);
         return ret;
     }
-    if (h->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+    if (h->fi->domain_attr->mr_mode & FI_MR_ENDPOINT) {
         ret = fi_mr_bind(*mr, &h->ep->fid, 0);
         if (!ret) ret = fi_mr_enable(*mr);
         if (ret) {
@@ -182,8 +185,45 @@ static int reg(tofi *h, void *base, uint64_t len, uint64_t key, struct fid_mr **
     return 0;
 }
 
-int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t *lens, size_t nslots,
-              size_t nrecv, tofi **out, char *err, size_t errlen) {
+/* Whether other hosts can reach an entry's source address: not loopback (127/8, ::1) and
+ * not IPv6 link-local (fe80::/10, whose scope does not travel in a published address).
+ * Entries without an IP source address (verbs' own formats, shm) count as reachable. */
+static int reachable(const struct fi_info *fi) {
+    if (!fi->src_addr) return 1;
+    if (fi->addr_format == FI_SOCKADDR_IN && fi->src_addrlen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = fi->src_addr;
+        return (ntohl(a->sin_addr.s_addr) >> 24) != 127;
+    }
+    if (fi->addr_format == FI_SOCKADDR_IN6 && fi->src_addrlen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = fi->src_addr;
+        return !IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) && !IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr);
+    }
+    return 1;
+}
+
+/* The entry to open: the first on domain (interface) `iface` when one is named, else the
+ * first that other hosts can reach, else the first (a machine with loopback only). NULL
+ * when `iface` names no domain of the list; `names` then lists those there are. */
+static struct fi_info *choose(struct fi_info *list, const char *iface, char *names, size_t len) {
+    struct fi_info *cur;
+    if (iface && *iface) {
+        if (len) names[0] = 0;
+        for (cur = list; cur; cur = cur->next) {
+            const char *d = cur->domain_attr->name ? cur->domain_attr->name : "";
+            if (!strcmp(d, iface)) return cur;
+            char key[80];
+            snprintf(key, sizeof key, "%s%s", *names ? ", " : "", d);
+            if (!strstr(names, d) && strlen(names) + strlen(key) + 1 < len) strcat(names, key);
+        }
+        return NULL;
+    }
+    for (cur = list; cur; cur = cur->next)
+        if (reachable(cur)) return cur;
+    return list;
+}
+
+int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *bases, const uint64_t *lens,
+              size_t nslots, size_t nrecv, tofi **out, char *err, size_t errlen) {
     int ret;
     tofi *h = calloc(1, sizeof *h);
     if (!h) return -FI_ENOMEM;
@@ -200,7 +240,17 @@ int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t
         free(h);
         return ret;
     }
-    struct fi_info *fi = h->info;
+    char names[256];
+    struct fi_info *fi = choose(h->info, iface, names, sizeof names);
+    if (!fi) {
+        if (err && errlen)
+            snprintf(err, errlen, "TITUS_IFACE=%s: provider %s offers no such interface (it offers: %s)", iface,
+                     h->info->fabric_attr->prov_name, names);
+        fi_freeinfo(h->info);
+        free(h);
+        return -FI_ENODATA;
+    }
+    h->fi = fi;
     snprintf(h->prov, sizeof h->prov, "%s", fi->fabric_attr->prov_name);
     uint64_t mode = fi->domain_attr->mr_mode;
     if (mode & FI_MR_VIRT_ADDR) h->caps |= TOFI_CAP_VIRT_ADDR;
@@ -209,6 +259,7 @@ int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t
     if (mode & FI_MR_LOCAL) h->caps |= TOFI_CAP_MR_LOCAL;
     if (fi->domain_attr->data_progress == FI_PROGRESS_MANUAL) h->caps |= TOFI_CAP_MANUAL_PROGRESS;
     if (fi->tx_attr->msg_order & FI_ORDER_SAW) h->caps |= TOFI_CAP_ORDERED_SAW;
+    if (!reachable(fi)) h->caps |= TOFI_CAP_LOOPBACK;
 
     if ((ret = fi_fabric(fi->fabric_attr, &h->fabric, NULL))) { msg(err, errlen, "fi_fabric", ret); goto fail; }
     if ((ret = fi_domain(h->fabric, fi, &h->domain, NULL))) { msg(err, errlen, "fi_domain", ret); goto fail; }
@@ -300,7 +351,7 @@ void tofi_close(tofi *h) {
 
 const char *tofi_provider(const tofi *h) { return h->prov; }
 uint32_t tofi_caps(const tofi *h) { return h->caps; }
-size_t tofi_iov_limit(const tofi *h) { return h->info->tx_attr->iov_limit; }
+size_t tofi_iov_limit(const tofi *h) { return h->fi->tx_attr->iov_limit; }
 
 int tofi_getname(tofi *h, void *buf, size_t *len) { return fi_getname(&h->ep->fid, buf, len); }
 

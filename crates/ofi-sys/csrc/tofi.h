@@ -31,6 +31,7 @@ typedef struct tofi_event {
 #define TOFI_CAP_MANUAL_PROGRESS 16u
 #define TOFI_CAP_ORDERED_SAW 32u
 #define TOFI_CAP_CQ_WAIT 64u
+#define TOFI_CAP_LOOPBACK 128u /* opened on an address other hosts cannot reach */
 
 /* Signals whose handler belongs to a library libfabric loads for its psm providers
  * (libinfinipath, libpsm): bit (1 << signal). The shim restores the default disposition of
@@ -42,10 +43,11 @@ uint64_t tofi_foreign_crash_handlers(void);
  * names of the form "tcp;ofi_rxm", into buf. Returns 0 or a negative libfabric error. */
 int tofi_providers(char *buf, size_t len);
 
-/* Opens provider `prov` with `nsegs` segments to register, `nslots` operation slots and
- * `nrecv` signal receive buffers. On failure returns a negative error and a message. */
-int tofi_open(const char *prov, size_t nsegs, void *const *bases, const uint64_t *lens, size_t nslots,
-              size_t nrecv, tofi **out, char *err, size_t errlen);
+/* Opens provider `prov` on interface (domain) `iface` (NULL or "": the first other hosts
+ * can reach, else the first) with `nsegs` segments to register, `nslots` operation slots
+ * and `nrecv` signal receive buffers. On failure returns a negative error and a message. */
+int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *bases, const uint64_t *lens,
+              size_t nslots, size_t nrecv, tofi **out, char *err, size_t errlen);
 void tofi_close(tofi *h);
 const char *tofi_provider(const tofi *h);
 uint32_t tofi_caps(const tofi *h);

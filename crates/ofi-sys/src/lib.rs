@@ -60,6 +60,8 @@ pub const TOFI_CAP_MANUAL_PROGRESS: u32 = 16;
 pub const TOFI_CAP_ORDERED_SAW: u32 = 32;
 /// See [`TOFI_CAP_VIRT_ADDR`].
 pub const TOFI_CAP_CQ_WAIT: u32 = 64;
+/// The endpoint's address is loopback or IPv6 link-local: other hosts cannot reach it.
+pub const TOFI_CAP_LOOPBACK: u32 = 128;
 
 /// libfabric's FI_EAGAIN (positive).
 pub const FI_EAGAIN: c_int = 11;
@@ -129,6 +131,7 @@ shim! {
     fn tofi_providers(buf: *mut c_char, len: usize) -> c_int;
     fn tofi_open(
         prov: *const c_char,
+        iface: *const c_char,
         nsegs: usize,
         bases: *const *mut c_void,
         lens: *const u64,

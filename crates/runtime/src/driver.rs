@@ -23,8 +23,13 @@ const IDLE_NAP: Duration = Duration::from_millis(1);
 /// above any healthy operation (tens of µs to a few ms here, scheduling delays included),
 /// far below the operation timeout (30 s).
 const LIVENESS_AFTER: Duration = Duration::from_millis(500);
-/// How often one peer's liveness is asked while operations to it stay open (a /proc read).
+/// How often one peer's liveness is asked while operations to it stay open (a /proc read),
+/// and how often an idle rank sweeps all its peers.
 const LIVENESS_EVERY: Duration = Duration::from_millis(250);
+/// How often a busy rank sweeps its peers: one whose peer died (or whose host went
+/// silent) while it had work of its own learns it within about this, not when it next
+/// needs the peer — the epoch cannot end without it anyway.
+const LIVENESS_BUSY_EVERY: Duration = Duration::from_secs(1);
 
 /// An operation in flight: its fabric id, the node's token, when it was submitted, and
 /// the peer.
@@ -227,7 +232,7 @@ pub(crate) fn run(sh: &Shared) {
     // thread's own).
     let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
-    // When the peers' liveness was last swept by an idle rank.
+    // When the peers' liveness was last swept.
     let mut swept = Instant::now();
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
@@ -321,13 +326,20 @@ pub(crate) fn run(sh: &Shared) {
                 true
             }
         });
-        // An idle rank waiting on others (no task here, no operation in flight to time
-        // out) asks whether its peers' processes still exist: a peer that died after its
-        // last operation with this rank completed would otherwise be waited for forever.
-        let sweep = now_i.duration_since(swept) >= LIVENESS_EVERY
-            && inflight.is_empty()
-            && sh.epoch_running.load(Ordering::Acquire)
-            && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+        // Every rank in an epoch asks whether its peers' processes still exist: an idle
+        // one waiting on others (no task here, no operation in flight to time out) every
+        // LIVENESS_EVERY — a peer that died after its last operation with this rank
+        // completed would otherwise be waited for forever — a busy one every
+        // LIVENESS_BUSY_EVERY, so that a dead peer is named within seconds whatever this
+        // rank is doing.
+        let idle = inflight.is_empty() && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+        let sweep = now_i.duration_since(swept)
+            >= if idle {
+                LIVENESS_EVERY
+            } else {
+                LIVENESS_BUSY_EVERY
+            }
+            && sh.epoch_running.load(Ordering::Acquire);
         if sweep {
             swept = now_i;
         }
