@@ -245,6 +245,21 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
         (&["--drift", "1"][..], "--drift 1 is not a fraction"),
         (&["--drift", "abc"][..], "'--drift <D>'"),
         (&["--diffusion", "maybe"][..], "'--diffusion"),
+        (
+            &["--ranks", "100000"][..],
+            "200000 threads, more than 4096 in one process",
+        ),
+        (
+            &[
+                "--ranks",
+                "4",
+                "--tasks",
+                "4000000000",
+                "--payload",
+                "65536",
+            ][..],
+            "need about",
+        ),
     ] {
         let out = dlb(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

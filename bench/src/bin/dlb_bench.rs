@@ -401,6 +401,7 @@ fn main() {
         let report = match &env {
             Some(env) => {
                 let plan = plan(&run.args, env.size);
+                dlb::check_memory(&plan, Some(env.rank));
                 // Rank 0 calibrates in `rank_main`, once every rank has started and waits
                 // in its first all-gather: while the others were still starting up (the
                 // launcher starts them together), they shared its core and the measure
@@ -431,6 +432,7 @@ fn main() {
                     fail(2, "--ranks must be at least 1");
                 }
                 let plan = plan(&run.args, ranks);
+                dlb::check_memory(&plan, None);
                 if run.args.calibration.is_none() {
                     calibration(plan.payload);
                 }

@@ -4,13 +4,7 @@
 
 use crate::UsageError;
 
-/// Bytes of memory available now (`MemAvailable` in /proc/meminfo), if known.
-pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
+pub use titus_fabric::mem::available_memory;
 
 /// Fails when `need` bytes (an estimate of `what`) exceed the memory available.
 pub fn check_fits(what: &str, need: u64) -> Result<(), UsageError> {

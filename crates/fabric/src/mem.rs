@@ -26,6 +26,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+/// Bytes of memory available now (`MemAvailable` in /proc/meminfo), if known.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Seeded delays: each operation takes effect after a uniform delay in `[0, max]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DelayModel {
@@ -58,6 +66,23 @@ pub fn world(
         if let Some(&p) = c.peers.iter().find(|&&p| p >= size) {
             return Err(FabricError::NoSuchRank { rank: p, size });
         }
+    }
+    // Every rank's segments live in this one process: refuse at once what cannot fit
+    // (rather than an allocation failure, or a swapping machine, much later).
+    let need = configs
+        .iter()
+        .flat_map(|c| &c.segments)
+        .fold(0u64, |a, s| a.saturating_add(s.len));
+    if let Some(have) = available_memory()
+        && need > have
+    {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        return Err(FabricError::Unsupported(format!(
+            "{size} in-process ranks' segments need {:.1} GiB of memory; this machine has \
+             {:.1} GiB available (fewer ranks, or ranks as processes: titus launch)",
+            gib(need),
+            gib(have)
+        )));
     }
     let network = options.delay.map(|d| {
         Arc::new(Network {

@@ -447,10 +447,18 @@ fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
     Ok(())
 }
 
+/// Threads [`Runtime::local`] starts at most (every rank's workers and progress thread):
+/// past this an in-process job only oversubscribes the machine — thousands of ranks are
+/// the simulator's (`titus sim`) or processes' (`titus launch`).
+pub const LOCAL_THREADS_MAX: u64 = 4096;
+
 impl Runtime {
     /// A job of `ranks` ranks in this process over the in-process fabric (the laptop
     /// default and the test double): one runtime per rank, to be driven from one thread
     /// each (`run_epoch` is collective).
+    ///
+    /// Fails (a configuration error) past [`LOCAL_THREADS_MAX`] threads, or where the
+    /// ranks' segments would not fit in the memory available.
     pub fn local(
         ranks: u32,
         mut cfg: RuntimeConfig,
@@ -459,6 +467,16 @@ impl Runtime {
         validate(&cfg)?;
         if cfg.workers == 0 {
             cfg.workers = cores::default_workers(ranks);
+        }
+        // Each rank runs its workers and a progress thread in this process.
+        let threads = u64::from(ranks) * (cfg.workers as u64 + 1);
+        if threads > LOCAL_THREADS_MAX {
+            return Err(RuntimeError::Config(format!(
+                "{ranks} in-process ranks × ({} workers + a progress thread) = {threads} \
+                 threads, more than {LOCAL_THREADS_MAX} in one process (fewer ranks or \
+                 workers; ranks as processes: titus launch; thousands of ranks: titus sim)",
+                cfg.workers
+            )));
         }
         cfg.overlay.ranks = ranks;
         let overlay =

@@ -652,6 +652,52 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
     }
 }
 
+/// Bookkeeping bytes per task a dlb-bench process holds besides its payloads (the plan's
+/// spec, the runtime's task and result, queue and slot headers): measured as the slope of
+/// in-process runs' peak RSS over 400,000 tasks at 8 B and 1 KiB payloads (~440 B, and
+/// payload bytes twice).
+const TASK_OVERHEAD_BYTES: u64 = 480;
+
+/// Refuses (exit 2, one line) a run whose tasks cannot fit in this machine's available
+/// memory: `held` is `None` in process (every rank's tasks here), else this rank's
+/// under a launcher. Each task holds its payload about twice (the plan's copy and the
+/// slot or queue it runs from) besides its bookkeeping; every process generates the
+/// whole job's specs.
+pub fn check_memory(plan: &Plan, held: Option<u32>) {
+    let total = match &plan.spec.distribution {
+        Distribution::File(c) => c.iter().fold(0u64, |a, &x| a.saturating_add(x)),
+        _ => plan.spec.tasks,
+    };
+    // This rank's share needs the draw of every rank's counts (which it makes anyway).
+    let mine = match held {
+        None => total,
+        Some(r) => match crate::counts(&plan.spec) {
+            Ok(c) => c.get(r as usize).copied().unwrap_or(0),
+            Err(_) => return,
+        },
+    };
+    let per_task = TASK_OVERHEAD_BYTES + 2 * (task::HEADER as u64 + plan.payload);
+    let need = mine
+        .saturating_mul(per_task)
+        .saturating_add(total.saturating_mul(std::mem::size_of::<TaskSpec>() as u64));
+    if let Some(have) = titus_fabric::mem::available_memory()
+        && need > have
+    {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        fail(
+            2,
+            &format!(
+                "{mine} tasks of {} B payload here need about {:.1} GiB of memory; this \
+                 machine has {:.1} GiB available (fewer tasks, smaller --payload, or more \
+                 ranks on more nodes)",
+                plan.payload,
+                gib(need),
+                gib(have)
+            ),
+        );
+    }
+}
+
 /// One run: a balancer (and its protocol) over one sweep point's arguments.
 #[derive(Debug, Clone)]
 pub struct Run {
