@@ -384,3 +384,50 @@ fn an_interface_nobody_offers_is_named() {
         .unwrap();
     assert!(out.status.success(), "{}", titus_tests::output_text(&out));
 }
+
+/// Without a launcher to clean up: a rank that fails because its peer was killed and
+/// exits (status 1, its runtime never closed) leaves no shared-memory file of libfabric's
+/// shm provider behind (the killed one cannot help leaving its own).
+#[test]
+fn a_failed_rank_leaves_no_shared_memory_without_a_launcher() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let port = 30000 + (std::process::id() % 20000) as u16;
+    let rank = |r: &str| {
+        Command::new(titus_tests::bin("runtime-bench"))
+            .args(["--tasks", "4000", "--task-ms", "0.5", "--protocol", "claim"])
+            .args(["--kill-rank", "1", "--kill-after", "20"])
+            .env("TITUS_RANK", r)
+            .env("TITUS_SIZE", "2")
+            .env("TITUS_BOOTSTRAP", format!("127.0.0.1:{port}"))
+            .env("TITUS_JOB_SECRET", format!("shm-left-{port}"))
+            .env("TITUS_PROVIDER", "shm")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (r0, r1) = (rank("0"), rank("1"));
+    let (pid0, pid1) = (r0.id(), r1.id());
+    let out0 = r0.wait_with_output().unwrap();
+    let _ = r1.wait_with_output();
+    let files = |pid: u32| -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&format!("{pid}:")))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let left0 = files(pid0);
+    for f in files(pid1) {
+        let _ = std::fs::remove_file(format!("/dev/shm/{f}"));
+    }
+    let text = titus_tests::output_text(&out0);
+    assert_eq!(out0.status.code(), Some(1), "rank 0 fails:\n{text}");
+    assert!(text.contains("rank 1's process"), "{text}");
+    assert!(left0.is_empty(), "rank 0 left {left0:?}");
+}

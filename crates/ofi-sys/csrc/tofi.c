@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #include <time.h>
 
 /* Crash handlers that are not ours.
@@ -222,6 +224,23 @@ static struct fi_info *choose(struct fi_info *list, const char *iface, char *nam
     return list;
 }
 
+/* libfabric's shm provider backs each endpoint with a file /dev/shm/<pid>:<n>:<m> that
+ * only fi_close removes. A process that exits without closing (a rank that fails and
+ * calls exit, a C program that returns from main with the runtime still open) would leave
+ * it behind: at exit, this process's own files go. (The mappings stay valid until the
+ * process is gone; a killed process cannot run this: `titus launch` removes what its
+ * ranks left.) */
+static void unlink_own_shm(void) {
+    char prefix[32];
+    int n = snprintf(prefix, sizeof prefix, "%ld:", (long)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, (size_t)n)) unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
 int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *bases, const uint64_t *lens,
               size_t nslots, size_t nrecv, tofi **out, char *err, size_t errlen) {
     int ret;
@@ -251,6 +270,10 @@ int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *ba
         return -FI_ENODATA;
     }
     h->fi = fi;
+    if (!strcmp(fi->fabric_attr->prov_name, "shm")) {
+        static int registered;
+        if (!__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) atexit(unlink_own_shm);
+    }
     snprintf(h->prov, sizeof h->prov, "%s", fi->fabric_attr->prov_name);
     uint64_t mode = fi->domain_attr->mr_mode;
     if (mode & FI_MR_VIRT_ADDR) h->caps |= TOFI_CAP_VIRT_ADDR;
