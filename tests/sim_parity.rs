@@ -277,3 +277,50 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
         );
     }
 }
+
+/// `titus sim --calibrate`: measures this machine over the node backend and writes a
+/// preset whose `node` object (this machine's cores, its measured slowdowns) the
+/// simulator then applies — and leaves out with `--node-model off`. A provider it does not
+/// know is bad input.
+#[test]
+fn calibrate_writes_a_preset_the_simulator_reads() {
+    let dir = std::env::temp_dir().join(format!("titus-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("node.json");
+    let out = Command::new(titus_tests::bin("titus"))
+        .args(["sim", "--calibrate", "node", "--out"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let preset: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let node = &preset["node"];
+    assert_eq!(node["cores"].as_u64(), Some(cores as u64), "{preset}");
+    for k in ["busy_slowdown", "wake_us", "progress_share"] {
+        assert!(node[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {node}");
+    }
+    assert!(preset["rows"].as_array().is_some_and(|r| !r.is_empty()));
+    for (flag, on) in [("on", true), ("off", false)] {
+        let sim = json_lines(
+            &Command::new(titus_tests::bin("titus"))
+                .args(["sim", "--preset-file"])
+                .arg(&file)
+                .args(["--ranks", "2", "--tasks", "100", "--task-time", "0.001"])
+                .args(["--balancer", "smallworld", "--json", "--node-model", flag])
+                .output()
+                .unwrap(),
+            "titus sim --preset-file",
+        );
+        assert_eq!(sim[0]["node_model"].as_bool(), Some(on), "{}", sim[0]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let bad = Command::new(titus_tests::bin("titus"))
+        .args(["sim", "--calibrate", "carrier-pigeon"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected one of node"));
+}

@@ -88,6 +88,10 @@ struct Args {
     /// One JSON line per compared row instead of the table.
     #[arg(long)]
     json: bool,
+    /// The simulator's node model (the preset's cores, `titus sim --node-model`): on, off,
+    /// or both side by side against the same real runs.
+    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
+    node_model: Vec<String>,
 }
 
 /// The simulator's fabric model for a transport.
@@ -136,6 +140,7 @@ struct Row {
     provider: String,
     ranks: u32,
     job: String,
+    node_model: String,
     run: String,
     epoch: u64,
     real: (f64, f64),
@@ -183,16 +188,36 @@ fn compare(
         .first()
         .and_then(|r| r["calibration_s"].as_f64())
         .ok_or_else(|| format!("{what}: the real run reported no calibration"))?;
-    let mut sim_cmd = Command::new(sibling("titus"));
-    sim_cmd
-        .args(["sim", "--ranks", &ranks.to_string(), "--preset", model])
-        .args(flags)
-        .args(["--balancer", &args.balancer, "--json"])
-        .args(["--calibration", &calibration.to_string()]);
-    if args.real_tasks {
-        sim_cmd.arg("--real-tasks");
+    let mut out = Vec::new();
+    for node_model in &args.node_model {
+        let mut sim_cmd = Command::new(sibling("titus"));
+        sim_cmd
+            .args(["sim", "--ranks", &ranks.to_string(), "--preset", model])
+            .args(flags)
+            .args(["--balancer", &args.balancer, "--json"])
+            .args(["--calibration", &calibration.to_string()])
+            .args(["--node-model", node_model]);
+        if args.real_tasks {
+            sim_cmd.arg("--real-tasks");
+        }
+        let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
+        out.extend(pair_rows(
+            &what, provider, ranks, job, node_model, &real, &sim,
+        )?);
     }
-    let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
+    Ok(out)
+}
+
+/// The real and simulated rows of one job, matched.
+fn pair_rows(
+    what: &str,
+    provider: &str,
+    ranks: u32,
+    job: &str,
+    node_model: &str,
+    real: &[Value],
+    sim: &[Value],
+) -> Result<Vec<Row>, String> {
     if sim.len() != real.len() {
         return Err(format!(
             "{what}: {} simulated rows for {} real ones",
@@ -208,7 +233,7 @@ fn compare(
         )
     };
     real.iter()
-        .zip(&sim)
+        .zip(sim)
         .map(|(r, s)| {
             if key(r) != key(s) {
                 return Err(format!("{what}: rows differ: {:?} / {:?}", key(r), key(s)));
@@ -224,6 +249,7 @@ fn compare(
                 provider: provider.into(),
                 ranks,
                 job: job.into(),
+                node_model: node_model.into(),
                 run: if b == "none" { b } else { format!("{b}/{p}") },
                 epoch,
                 real: pair(r),
@@ -259,10 +285,11 @@ fn main() {
     let mut failed = false;
     if !args.json {
         println!(
-            "{:<12} {:>5} {:<16} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+            "{:<12} {:>5} {:<16} {:<5} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
             "provider",
             "ranks",
             "job",
+            "node",
             "run",
             "epoch",
             "eff_real",
@@ -284,6 +311,7 @@ fn main() {
                                     "{}",
                                     serde_json::json!({
                                         "provider": r.provider, "ranks": r.ranks, "job": r.job,
+                                        "node_model": r.node_model,
                                         "run": r.run, "epoch": r.epoch,
                                         "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
                                         "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
@@ -292,10 +320,11 @@ fn main() {
                                 );
                             } else {
                                 println!(
-                                    "{:<12} {:>5} {:<16} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
+                                    "{:<12} {:>5} {:<16} {:<5} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
                                     r.provider,
                                     r.ranks,
                                     r.job,
+                                    r.node_model,
                                     r.run,
                                     r.epoch,
                                     r.real.0,
@@ -317,23 +346,38 @@ fn main() {
             }
         }
     }
-    let within = all.iter().filter(|r| r.within()).count();
-    let balanced: Vec<&Row> = all.iter().filter(|r| r.run != "none").collect();
-    let b_within = balanced.iter().filter(|r| r.within()).count();
-    eprintln!(
-        "parity-bench: {within} of {} rows within ±0.02 efficiency and ±5% time ({b_within} of {} balanced ones){}",
-        all.len(),
-        balanced.len(),
-        if args.real_tasks {
-            format!(
-                "; results' digests agree in {} of {}",
-                all.iter().filter(|r| r.digests_agree).count(),
-                all.len()
-            )
-        } else {
-            String::new()
-        }
-    );
+    for m in &args.node_model {
+        let mine: Vec<&Row> = all.iter().filter(|r| &r.node_model == m).collect();
+        let within = mine.iter().filter(|r| r.within()).count();
+        let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
+        let b_within = balanced.iter().filter(|r| r.within()).count();
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
+        let time = median(
+            mine.iter()
+                .map(|r| (r.sim.1 / r.real.1 - 1.0).abs())
+                .collect(),
+        );
+        eprintln!(
+            "parity-bench: node model {m}: {within} of {} rows within ±0.02 efficiency and ±5% time \
+             ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%{}",
+            mine.len(),
+            balanced.len(),
+            100.0 * time,
+            if args.real_tasks {
+                format!(
+                    "; results' digests agree in {} of {}",
+                    mine.iter().filter(|r| r.digests_agree).count(),
+                    mine.len()
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
         std::process::exit(1);
     }

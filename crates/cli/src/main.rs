@@ -1,6 +1,7 @@
 //! `titus`: the Titus command-line tool.
 #![forbid(unsafe_code)]
 
+mod calibrate;
 mod fabric_bench;
 mod launch;
 mod limits;

@@ -59,6 +59,20 @@ pub struct SimArgs {
     /// RANK:FROM_S:FOR_S: this rank's progress stops serving for a while.
     #[arg(long, value_name = "SPEC")]
     stall: Option<String>,
+    /// The node model (the preset's cores: tasks slower while cores are shared, workers
+    /// that wake, progress threads' CPU), where the preset has one: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    node_model: String,
+    /// Measure this machine over PROVIDER (node, shm, tcp;ofi_rxm, sockets, verbs;ofi_rxm)
+    /// and write a preset file for --preset-file: the fabric's costs (fabric-bench) and
+    /// the node's cores (a task's slowdown with every core busy, wake-up latency, the
+    /// progress threads' share of a core, from two ranks of runtime-bench). Needs `titus
+    /// launch` and runtime-bench next to this program.
+    #[arg(long, value_name = "PROVIDER")]
+    calibrate: Option<String>,
+    /// Where --calibrate writes its preset [default: standard output].
+    #[arg(long, value_name = "FILE", requires = "calibrate")]
+    out: Option<PathBuf>,
     /// Run DLB_Bench's real tasks (payloads and checksums, with --calibration) instead of
     /// virtual ones: the results equal dlb-bench's. Small runs only.
     #[arg(long)]
@@ -135,6 +149,12 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
             m.connection_bytes = check("--connection-kib", kib)? * 1024.0;
         }
         Ok(m)
+    })
+    .map(|mut m| {
+        if a.node_model == "off" {
+            m.cpu = None;
+        }
+        m
     })
     .and_then(|m| match a.ranks_per_node {
         None => Ok(m),
@@ -400,6 +420,9 @@ fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
 pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     dlb::set_program("titus sim");
     dlb::check_args(&a.bench);
+    if let Some(p) = &a.calibrate {
+        return crate::calibrate::run(p, a.out.as_deref());
+    }
     if a.check {
         return run_check(&a);
     }
@@ -455,6 +478,7 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                         o.insert("dispatch".into(), a.bench.dispatch.clone().into());
                     }
                     o.insert("preset".into(), model.name.clone().into());
+                    o.insert("node_model".into(), model.cpu.is_some().into());
                     o.insert("sim_events".into(), s.events.into());
                     o.insert("sim_wall_s".into(), s.wall_s.into());
                     o.insert("events_per_s".into(), eps.into());

@@ -375,8 +375,15 @@ struct Sim<'a> {
     types_of: Vec<Vec<u64>>,
     /// Submissions to the failing resource so far.
     fail_count: u64,
-    /// Every factor a task's cost may be scaled by where it runs (slow ranks, speeds).
-    factors: Vec<f64>,
+    /// The cost each task ran for where it ran (by owner and index): what must come home.
+    ran_for: Vec<Vec<u64>>,
+    /// The node model's (`Model::cpu`): ranks per node, and each node's workers running
+    /// tasks.
+    cpu_ranks: u32,
+    node_busy: Vec<u32>,
+    /// Per rank: when its workers last came free from a task, and how many then (they take
+    /// their next task awake; any other worker sleeps and needs `Cpu::wake_ns`).
+    freed: Vec<(u64, u32)>,
 }
 
 /// The rank an operation acts on.
@@ -762,15 +769,38 @@ impl<'a> Sim<'a> {
             let mut result = Ok((self.job.result)(&task.payload));
             // A rank with resources dispatches through the core's policy (the CPU workers,
             // resource 0, have room: a worker is idle); one without runs it on the worker.
-            let (res, cost) = match &mut self.res[i] {
-                None => (0, (drawn as f64 * self.slow[i]) as u64),
+            let (res, f) = match &mut self.res[i] {
+                None => (0, self.slow[i]),
                 Some(table) => {
                     let id = table.dispatch_task(task.kind).expect("selected above");
                     let speed = table.specs()[id].speed(task.kind).unwrap_or(1.0);
-                    let f = if id == 0 { self.slow[i] } else { 1.0 / speed };
-                    (id, (drawn as f64 * f) as u64)
+                    (id, if id == 0 { self.slow[i] } else { 1.0 / speed })
                 }
             };
+            // The node's cores: a CPU task runs slower while its node's other cores run
+            // tasks or its ranks' progress threads want them; a worker that did not just
+            // finish a task sleeps and wakes first.
+            let (f, delay) = match (&self.job.model.cpu, res) {
+                (Some(cpu), 0) => {
+                    let k = i / self.cpu_ranks as usize;
+                    self.node_busy[k] += 1;
+                    let on_node = (self.nodes.len() - k * self.cpu_ranks as usize)
+                        .min(self.cpu_ranks as usize) as u32;
+                    let awake = self.freed[i].0 == now && self.freed[i].1 > 0;
+                    if awake {
+                        self.freed[i].1 -= 1;
+                    }
+                    // The worker's own time around the task delays its end, not its cost.
+                    let wake = if awake { 0 } else { cpu.wake_ns as u64 };
+                    (
+                        f * cpu.factor(self.node_busy[k], on_node),
+                        wake + cpu.task_overhead_ns as u64,
+                    )
+                }
+                _ => (f, 0),
+            };
+            let cost = (drawn as f64 * f) as u64;
+            self.ran_for[o][x] = cost;
             if let Some((fr, fres, nth)) = self.job.resources.fail
                 && fr == n
                 && fres == res
@@ -796,7 +826,7 @@ impl<'a> Sim<'a> {
                 }
             }
             self.at(
-                now + cost,
+                now + delay + cost,
                 Ev::TaskDone {
                     node: n,
                     owner: task.owner,
@@ -958,6 +988,13 @@ impl<'a> Sim<'a> {
                 }
                 if res == 0 {
                     self.idle[i] += 1;
+                    if self.job.model.cpu.is_some() {
+                        self.node_busy[i / self.cpu_ranks as usize] -= 1;
+                        self.freed[i] = match self.freed[i] {
+                            (t, c) if t == now => (t, c + 1),
+                            _ => (now, 1),
+                        };
+                    }
                 }
                 let task = (owner, index, kind);
                 self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
@@ -1081,11 +1118,12 @@ impl Sim<'_> {
             }
             for (x, &c) in costs_ns.iter().enumerate() {
                 // The cost that came home is the one the task ran for where it ran.
-                let lo = tasks[x].cost_ns;
-                let ran = |f: f64| c == (lo as f64 * f) as u64;
-                if !ran(1.0) && !self.factors.iter().any(|&f| ran(f)) {
+                let ran = self.ran_for[r][x];
+                if c != ran {
                     return Err(Violation(format!(
-                        "task {x} of rank {r} came home with cost {c} ns, drawn {lo} ns"
+                        "task {x} of rank {r} came home with cost {c} ns, ran for {ran} ns \
+                         (drawn {} ns)",
+                        tasks[x].cost_ns
                     )));
                 }
             }
@@ -1174,6 +1212,7 @@ impl Sim<'_> {
         };
         let tasks = &self.current;
         self.runs = tasks.iter().map(|t| vec![0; t.len()]).collect();
+        self.ran_for = tasks.iter().map(|t| vec![0; t.len()]).collect();
         self.own_total = tasks.iter().map(|t| t.len() as u64).sum();
         self.home_total = 0;
         self.done_count = 0;
@@ -1284,7 +1323,6 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     }
     let n = ranks as usize;
     let mut res = vec![None; n];
-    let mut factors: Vec<f64> = job.faults.slow.iter().map(|&(_, f)| f).collect();
     let described = &job.resources.per_rank;
     let cpu_kinds = &job.resources.cpu_kinds;
     if described.len() > n || cpu_kinds.len() > n {
@@ -1304,12 +1342,6 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         let accels = described.get(r).map_or(&[][..], Vec::as_slice);
         let mut specs = vec![cpu];
         specs.extend(accels.iter().cloned());
-        for s in accels {
-            match &s.variants {
-                Variants::All(v) => factors.push(1.0 / v),
-                Variants::Kinds(k) => factors.extend(k.iter().map(|(_, v)| 1.0 / v)),
-            }
-        }
         if specs.len() > 1 || specs[0].variants != Variants::All(1.0) {
             *slot = Some(
                 Resources::new(specs.clone(), job.resources.dispatch)
@@ -1347,6 +1379,13 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         nodes.push(n);
         mems.push(m);
     }
+    // Ranks per node of the node model: the hybrid's nodes, else as many as its cores
+    // hold at the job's workers.
+    let cpu_ranks = match (&job.model.node, &job.model.cpu) {
+        (Some((k, _)), _) => *k,
+        (None, Some(cpu)) => cpu.ranks_per_node(job.workers),
+        (None, None) => 1,
+    };
     let mut slow = vec![1.0; n];
     for &(r, f) in &job.faults.slow {
         if let Some(s) = slow.get_mut(r as usize) {
@@ -1404,7 +1443,10 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         types_mine,
         types_of,
         fail_count: 0,
-        factors,
+        ran_for: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
+        cpu_ranks,
+        node_busy: vec![0; n.div_ceil(cpu_ranks as usize)],
+        freed: vec![(u64::MAX, 0); n],
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime

@@ -14,6 +14,10 @@
 //! at work, hence their cost). A signal is seen by the target's progress `signal_ns` after
 //! its data. Every input a rank's progress thread handles costs it `event_ns` of its time,
 //! so a rank flooded with signals (a master) serves them one after the other.
+//!
+//! The node's cores ([`Cpu`], where the preset has them: `titus sim --calibrate` measures
+//! them): ranks share a node's cores with their progress and provider threads, a task runs
+//! slower while other cores run tasks too, and a worker asleep needs time to wake.
 
 use serde_json::Value;
 
@@ -40,6 +44,67 @@ pub struct Model {
     /// and signals cost this model's (the node backend's); atomics keep the fabric's
     /// (the hybrid sends every atomic through it).
     pub node: Option<(u32, Box<Model>)>,
+    /// The node's cores and what sharing them costs (None: every worker has a core of
+    /// its own, at full speed, awake at once).
+    pub cpu: Option<Cpu>,
+}
+
+/// A node's cores and what sharing them costs, measured by `titus sim --calibrate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cpu {
+    /// Cores of one node.
+    pub cores: u32,
+    /// A task's time with every core running tasks, relative to its time alone (shared
+    /// caches and memory bandwidth, a lower turbo clock).
+    pub busy_slowdown: f64,
+    /// From a notification to a sleeping worker running, ns.
+    pub wake_ns: f64,
+    /// The share of a core each rank's progress and provider threads take during an
+    /// epoch (polling, serving operations, the runtime's own bookkeeping).
+    pub progress_share: f64,
+    /// A worker's time per task outside the task (taking it, reporting its result and
+    /// cost, the clock reads), ns.
+    pub task_overhead_ns: f64,
+}
+
+impl Cpu {
+    /// How much slower than its drawn cost a task runs that starts while `busy` workers
+    /// of its node (itself included) run tasks, on a node of `ranks` ranks: the shared
+    /// slowdown, in proportion to the busy cores, and time-sharing once the workers and
+    /// the ranks' progress threads want more than the node's cores.
+    pub fn factor(&self, busy: u32, ranks: u32) -> f64 {
+        let c = f64::from(self.cores.max(1));
+        let b = f64::from(busy);
+        let shared = 1.0 + (self.busy_slowdown - 1.0) * (b.min(c) / c);
+        let demand = b + self.progress_share * f64::from(ranks);
+        shared * (demand / c).max(1.0)
+    }
+
+    /// Ranks per node where the job does not say: as many as the cores hold at
+    /// `workers` workers each (a launcher's placement of one worker per core), at least 1.
+    pub fn ranks_per_node(&self, workers: usize) -> u32 {
+        (self.cores / (workers.max(1) as u32).max(1)).max(1)
+    }
+
+    /// The `node` object of a preset file.
+    pub fn from_json(v: &Value, name: &str) -> Result<Cpu, String> {
+        let f = |k: &str, lo: f64, hi: f64| {
+            v[k].as_f64()
+                .filter(|x| x.is_finite() && (lo..=hi).contains(x))
+                .ok_or_else(|| format!("preset '{name}': node.{k} missing or not in [{lo}, {hi}]"))
+        };
+        Ok(Cpu {
+            cores: f("cores", 1.0, 65_536.0)? as u32,
+            busy_slowdown: f("busy_slowdown", 0.5, 10.0)?,
+            wake_ns: f("wake_us", 0.0, 1e6)? * 1e3,
+            progress_share: f("progress_share", 0.0, 4.0)?,
+            // Older presets have none.
+            task_overhead_ns: match v.get("task_overhead_us") {
+                None => 0.0,
+                Some(_) => f("task_overhead_us", 0.0, 1e6)? * 1e3,
+            },
+        })
+    }
 }
 
 /// Preset names (`node` last: the checker draws among the first four).
@@ -86,6 +151,7 @@ impl Model {
                 connect_ns: 1e6,
                 connection_bytes: 64.0 * 1024.0,
                 node: None,
+                cpu: None,
             }),
             "tcp-loopback" => {
                 Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
@@ -106,7 +172,8 @@ impl Model {
     /// where the JSON holds a `connections` object (what `titus fabric-bench
     /// --connections --json` prints), a first contact's cost (its first read minus an
     /// established one) and the memory per connection (the fuller end's). Without one,
-    /// connections are free.
+    /// connections are free. A `node` object (what `titus sim --calibrate` adds) gives
+    /// the node's cores ([`Cpu`]).
     pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
         let v: Value = serde_json::from_str(json.trim())
             .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
@@ -141,6 +208,10 @@ impl Model {
                 ((first - then).max(0.0) * 1e3, kib * 1024.0)
             }
         };
+        let cpu = match v.get("node") {
+            None => None,
+            Some(n) => Some(Cpu::from_json(n, name)?),
+        };
         Ok(Model {
             name: name.into(),
             latency_ns: read * 1e3 / 2.0,
@@ -151,6 +222,7 @@ impl Model {
             connect_ns,
             connection_bytes,
             node: None,
+            cpu,
         })
     }
 }
@@ -185,5 +257,14 @@ mod tests {
                 .unwrap_err()
                 .contains("no p50_us for read")
         );
+        // This machine's presets carry its cores (measured by `titus sim --calibrate`);
+        // a cluster's assumed one does not.
+        for p in ["tcp-loopback", "shm", "node"] {
+            let cpu = Model::preset(p).unwrap().cpu.expect(p);
+            assert!(cpu.cores >= 1 && cpu.busy_slowdown >= 1.0 && cpu.progress_share >= 0.0);
+        }
+        assert!(ib.cpu.is_none());
+        let v: Value = serde_json::from_str(r#"{"cores": 0, "busy_slowdown": 1}"#).unwrap();
+        assert!(Cpu::from_json(&v, "x").unwrap_err().contains("node.cores"));
     }
 }

@@ -1,0 +1,269 @@
+//! `titus sim --calibrate PROVIDER`: measures this machine for the simulator and writes a
+//! preset file (`--preset-file`): the fabric's operation costs (`titus fabric-bench
+//! --json` over PROVIDER between two ranks) and the node's cores (the `node` object of
+//! [`titus_sim::model::Cpu`]):
+//!
+//! - `cores`: the cores this process may use;
+//! - `busy_slowdown`: DLB_Bench's task kernel on every core at once against one core
+//!   alone (best of several ~20 ms tasks each way);
+//! - `wake_us`: a condition variable's notification to the sleeping thread running
+//!   (median of 2,000 ping-pongs);
+//! - `task_overhead_us`: a worker's time per task outside it (taking it, reporting its
+//!   result): one rank in process (`runtime-bench --ranks 1`, one worker) running 20,000
+//!   tasks of 10 µs, `(1 / efficiency − 1) × 10 µs` (median of 3 runs);
+//! - `progress_share`: two ranks over PROVIDER (`runtime-bench`, one worker each, every
+//!   core busy; the median of 3 runs) run their tasks slower than calibrated by the shared slowdown times the
+//!   time-sharing of 2 workers and 2 ranks' progress threads over the cores: `measured /
+//!   calibrated = busy_slowdown × (2 + 2 s) / cores` gives s, each rank's progress and
+//!   provider threads' share of a core.
+//!
+//! Nothing is tuned by hand: rerun it where the numbers should come from.
+
+use crate::UsageError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use titus_workload::task;
+
+/// Runs the calibration for `provider` and writes the preset to `out` (stdout: `None`).
+pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
+    let allowed = ["node", "shm", "tcp;ofi_rxm", "sockets", "verbs;ofi_rxm"];
+    if !allowed.contains(&provider) {
+        return Err(UsageError(format!(
+            "--calibrate '{provider}': expected one of {}",
+            allowed.join(", ")
+        )));
+    }
+    if let Some(p) = out {
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(UsageError(format!(
+                "--out '{}': no directory '{}'",
+                p.display(),
+                dir.display()
+            )));
+        }
+    }
+    let titus = std::env::current_exe()
+        .map_err(|e| UsageError(format!("cannot find this program: {e}")))?;
+    let bench = titus.with_file_name("runtime-bench");
+    if !bench.is_file() {
+        return Err(UsageError(format!(
+            "--calibrate needs runtime-bench next to titus ({}): cargo build --release --workspace",
+            bench.display()
+        )));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    eprintln!("titus sim --calibrate: {cores} cores; the fabric ({provider}) …");
+    let fabric = [titus.clone(), "fabric-bench".into(), "--json".into()];
+    let mut preset = match rank0_json(&titus, provider, &fabric) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("titus sim: error: fabric-bench over {provider}: {e}");
+            return Ok(1);
+        }
+    };
+    eprintln!("titus sim --calibrate: the cores (task kernel alone and on every core, wake-ups) …");
+    let slowdown = busy_slowdown(cores);
+    let wake_us = wake_latency_us();
+    eprintln!("titus sim --calibrate: two ranks' tasks over {provider} (runtime-bench, 3 runs) …");
+    let mut ratios = Vec::new();
+    for _ in 0..3 {
+        let args: Vec<PathBuf> = [
+            "--tasks",
+            "4000",
+            "--task-ms",
+            "0.5",
+            "--protocol",
+            "claim",
+            "--workers",
+            "1",
+            "--json",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let run = match rank0_json(&titus, provider, &[&[bench.clone()][..], &args].concat()) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("titus sim: error: runtime-bench over {provider}: {e}");
+                return Ok(1);
+            }
+        };
+        match (
+            run["efficiency"].as_f64(),
+            run["efficiency_calibrated"].as_f64(),
+        ) {
+            (Some(eff), Some(cal)) if cal > 0.0 => ratios.push(eff / cal),
+            _ => {
+                eprintln!("titus sim: error: runtime-bench printed no efficiencies: {run}");
+                return Ok(1);
+            }
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    let measured = ratios[1];
+    eprintln!(
+        "titus sim --calibrate: a worker's time per task (runtime-bench in process, 3 runs) …"
+    );
+    let mut overheads = Vec::new();
+    for _ in 0..3 {
+        let out = Command::new(&bench)
+            .args([
+                "--ranks",
+                "1",
+                "--workers",
+                "1",
+                "--tasks",
+                "20000",
+                "--task-ms",
+                "0.01",
+            ])
+            .args(["--protocol", "claim", "--json"])
+            .output();
+        let eff = out
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            })
+            .and_then(|v| v["efficiency"].as_f64())
+            .filter(|e| *e > 0.0 && *e <= 1.0);
+        let Some(eff) = eff else {
+            eprintln!("titus sim: error: runtime-bench --ranks 1 printed no efficiency");
+            return Ok(1);
+        };
+        overheads.push((1.0 / eff - 1.0) * 10.0);
+    }
+    overheads.sort_by(f64::total_cmp);
+    let overhead_us = overheads[1];
+    // measured / calibrated task time = busy_slowdown × max(1, (2 + 2 s) / cores)
+    let share = ((measured / slowdown * cores as f64 - 2.0) / 2.0).clamp(0.0, 4.0);
+    let node = serde_json::json!({
+        "cores": cores,
+        "busy_slowdown": slowdown,
+        "wake_us": wake_us,
+        "progress_share": share,
+        "task_overhead_us": overhead_us,
+        "task_slowdown_two_ranks": measured,
+        "calibrated_by": format!("titus sim --calibrate '{provider}'"),
+    });
+    preset["node"] = node;
+    let text = serde_json::to_string_pretty(&preset).map_err(|e| UsageError(e.to_string()))?;
+    // The preset must read back as one.
+    titus_sim::Model::from_fabric_bench(&text, provider).map_err(UsageError)?;
+    match out {
+        Some(p) => std::fs::write(p, text + "\n")
+            .map_err(|e| UsageError(format!("cannot write '{}': {e}", p.display())))?,
+        None => println!("{text}"),
+    }
+    eprintln!(
+        "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
+         two ranks' tasks {measured:.3}× calibrated → progress share {share:.3}, \
+         {overhead_us:.2} µs a task around it"
+    );
+    Ok(0)
+}
+
+/// Runs `program` on two ranks over `provider` under `titus launch` and returns the JSON
+/// object rank 0 printed.
+fn rank0_json(titus: &Path, provider: &str, program: &[PathBuf]) -> Result<Value, String> {
+    let out = Command::new(titus)
+        .args(["launch", "-n", "2", "--provider", provider, "--"])
+        .args(program)
+        .output()
+        .map_err(|e| format!("cannot start titus launch: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rfind(|l| !l.starts_with("libfabric"));
+        return Err(format!("{} ({})", out.status, last.unwrap_or("no message")));
+    }
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("[0] ").filter(|j| j.starts_with('{')))
+        .ok_or_else(|| "rank 0 printed no JSON".to_string())
+        .and_then(|j| serde_json::from_str(j).map_err(|e| format!("rank 0's JSON: {e}")))
+}
+
+/// DLB_Bench's task kernel: its time on every core at once over its time alone — the
+/// least of three trials (another process's burst only ever inflates it).
+fn busy_slowdown(cores: usize) -> f64 {
+    (0..3)
+        .map(|_| busy_slowdown_once(cores))
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn busy_slowdown_once(cores: usize) -> f64 {
+    const DATA: usize = 4096;
+    let per_round = task::seconds_per_round(DATA);
+    let p = Arc::new(task::payload(task::rounds_for(0.02, per_round), 11, DATA));
+    let time = |p: &[u8]| {
+        let t = Instant::now();
+        std::hint::black_box(task::run(p));
+        t.elapsed().as_secs_f64()
+    };
+    let alone = (0..5).map(|_| time(&p)).fold(f64::INFINITY, f64::min);
+    let start = Arc::new(Barrier::new(cores));
+    let mut together: Vec<f64> = (0..cores)
+        .map(|_| {
+            let (p, start) = (p.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                (0..5).map(|_| time(&p)).fold(f64::INFINITY, f64::min)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap_or(alone))
+        .collect();
+    together.sort_by(f64::total_cmp);
+    (together[together.len() / 2] / alone).max(1.0)
+}
+
+/// A sleeping thread's wake-up after a condition variable's notification, µs (median).
+fn wake_latency_us() -> f64 {
+    const ROUNDS: usize = 2000;
+    let pair = Arc::new((Mutex::new((0u64, Option::<Instant>::None)), Condvar::new()));
+    let waiter = {
+        let pair = pair.clone();
+        std::thread::spawn(move || {
+            let (m, cv) = &*pair;
+            let mut lat = Vec::with_capacity(ROUNDS);
+            let mut seen = 0;
+            let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+            while seen < ROUNDS as u64 {
+                while g.0 == seen {
+                    g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+                }
+                seen = g.0;
+                if let Some(t) = g.1 {
+                    lat.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            lat
+        })
+    };
+    let (m, cv) = &*pair;
+    for k in 1..=ROUNDS as u64 {
+        // Let the waiter fall asleep first.
+        std::thread::sleep(Duration::from_micros(200));
+        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+        *g = (k, Some(Instant::now()));
+        drop(g);
+        cv.notify_one();
+    }
+    let mut lat = waiter.join().unwrap_or_default();
+    if lat.is_empty() {
+        return 0.0;
+    }
+    lat.sort_by(f64::total_cmp);
+    lat[lat.len() / 2]
+}

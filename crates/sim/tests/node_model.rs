@@ -1,0 +1,122 @@
+//! The node model (`Model::cpu`): ranks share their node's cores. Four ranks of one worker
+//! on a node of two cores take twice as long as with a core each; a shared slowdown and
+//! the progress threads' share stretch every task by their factor, which the cost that
+//! comes home carries; a sleeping worker wakes before its first task.
+
+use titus_core::{Balancing, Config};
+use titus_overlay::OverlayParams;
+use titus_sim::model::Cpu;
+use titus_sim::{Job, Model, Outcome, SimTask, simulate};
+
+const RANKS: u32 = 4;
+const TASK_NS: u64 = 1_000_000;
+
+/// 50 tasks of 1 ms on every rank: balanced, nothing to steal.
+fn tasks() -> Vec<Vec<SimTask>> {
+    (0..RANKS)
+        .map(|r| {
+            (0..50u64)
+                .map(|i| SimTask {
+                    kind: 0,
+                    key: i,
+                    cost_ns: TASK_NS,
+                    payload: (u64::from(r) << 32 | i).to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn run(cpu: Option<Cpu>, ranks_per_node: Option<u32>) -> Outcome {
+    let mut core = Config::default();
+    let mut overlay = OverlayParams {
+        ranks: RANKS,
+        ..OverlayParams::default()
+    };
+    Balancing::Smallworld
+        .apply(&mut core, &mut overlay, RANKS, None)
+        .unwrap();
+    let mut model = Model::preset("mem").unwrap();
+    if let Some(k) = ranks_per_node {
+        model = model.with_nodes(k, Model::preset("mem").unwrap());
+    }
+    model.cpu = cpu;
+    let job = Job {
+        seed: 5,
+        ..Job::new(core, overlay, model, tasks())
+    };
+    simulate(&job).unwrap_or_else(|v| panic!("{v}"))
+}
+
+fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu {
+    Cpu {
+        cores,
+        busy_slowdown,
+        wake_ns,
+        progress_share,
+        task_overhead_ns: 0.0,
+    }
+}
+
+#[test]
+fn ranks_share_their_node_s_cores() {
+    let alone = run(None, None).end_ns;
+    assert!(
+        (50 * TASK_NS..51 * TASK_NS).contains(&alone),
+        "a core each: {alone} ns"
+    );
+    // Four ranks on one node of two cores (the hybrid's nodes say how many share one):
+    // twice as long, and the cost that comes home says so (a task's rate is the one at
+    // its start: the first ranks' first tasks started before the others were busy).
+    let shared = run(Some(cpu(2, 1.0, 0.0, 0.0)), Some(4));
+    let ratio = shared.end_ns as f64 / alone as f64;
+    assert!((1.95..2.05).contains(&ratio), "{ratio}");
+    let costs: Vec<u64> = shared
+        .ranks
+        .iter()
+        .flat_map(|o| o.costs_ns.clone())
+        .collect();
+    assert!(costs.iter().all(|&c| (TASK_NS..=2 * TASK_NS).contains(&c)));
+    let doubled = costs.iter().filter(|&&c| c == 2 * TASK_NS).count();
+    assert!(
+        doubled * 10 >= costs.len() * 9,
+        "{doubled} of {}",
+        costs.len()
+    );
+    // Without a hybrid, a node holds as many one-worker ranks as it has cores: two nodes
+    // of two ranks here, each rank with a core.
+    let placed = run(Some(cpu(2, 1.0, 0.0, 0.0)), None);
+    assert_eq!(placed.end_ns, alone);
+}
+
+#[test]
+fn a_shared_slowdown_and_the_progress_threads_stretch_every_task() {
+    let alone = run(None, None);
+    // Two cores, both running tasks: 10% slower; two ranks' progress threads want 0.2 of
+    // a core each on top: (2 + 0.4) / 2 = 1.2 more. 1.1 × 1.2 = 1.32.
+    let out = run(Some(cpu(2, 1.1, 0.0, 0.2)), None);
+    let ratio = out.end_ns as f64 / alone.end_ns as f64;
+    assert!((1.30..1.34).contains(&ratio), "{ratio}");
+    // A single busy core of two: half the shared slowdown.
+    let c = cpu(2, 1.1, 0.0, 0.0);
+    assert!((c.factor(1, 1) - 1.05).abs() < 1e-12);
+    assert!(
+        (c.factor(4, 2) - 2.2).abs() < 1e-12,
+        "time-shared beyond the cores"
+    );
+}
+
+#[test]
+fn a_sleeping_worker_wakes_before_its_first_task() {
+    let alone = run(None, None);
+    let woken = run(Some(cpu(2, 1.0, 200_000.0, 0.0)), None);
+    // The first task of each rank waits for its worker; the next ones follow the last
+    // at once (the worker is awake).
+    let extra = woken.end_ns - alone.end_ns;
+    assert!(
+        (190_000..400_000).contains(&extra),
+        "{extra} ns more than without wake-ups"
+    );
+}
