@@ -197,6 +197,14 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
             "parent directory '/nonexistent' does not exist",
         ),
         (&["--plot", "/proc/x"][..], "cannot write into '/proc'"),
+        // The node model: only where a preset has one.
+        (&["--node-cores", "28"][..], "preset ib-hdr has no node model"),
+        (&["--node-preset", "ib-hdr"][..], "--node-preset ib-hdr: it has no"),
+        (
+            &["--node-preset", "node", "--node-cores", "0"][..],
+            "--node-cores 0: expected 1..=65536",
+        ),
+        (&["--node-model", "maybe"][..], "--node-model"),
     ] {
         let out = Command::new(titus_tests::bin("titus"))
             .arg("sim")

@@ -63,6 +63,14 @@ pub struct SimArgs {
     /// that wake, progress threads' CPU), where the preset has one: on or off.
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
     node_model: String,
+    /// The node model of another preset (node, shm, tcp-loopback: this machine's
+    /// calibration) on this one's fabric, e.g. `--preset ib-hdr --node-preset node
+    /// --node-cores 28` for TITUS's 28-core nodes at this machine's per-core costs.
+    #[arg(long, value_name = "PRESET")]
+    node_preset: Option<String>,
+    /// Cores per node of the node model [default: the preset's].
+    #[arg(long, value_name = "C")]
+    node_cores: Option<u32>,
     /// Measure this machine over PROVIDER (node, shm, tcp;ofi_rxm, sockets, verbs;ofi_rxm)
     /// and write a preset file for --preset-file: the fabric's costs (fabric-bench) and
     /// the node's cores (a task's slowdown with every core busy, wake-up latency, the
@@ -150,11 +158,31 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
         }
         Ok(m)
     })
-    .map(|mut m| {
+    .and_then(|mut m| {
+        if let Some(p) = &a.node_preset {
+            m.cpu = Some(
+                Model::preset(p)
+                    .map_err(UsageError)?
+                    .cpu
+                    .ok_or_else(|| UsageError(format!("--node-preset {p}: it has no node model")))?,
+            );
+        }
+        if let Some(c) = a.node_cores {
+            let cpu = m.cpu.as_mut().ok_or_else(|| {
+                UsageError(format!(
+                    "--node-cores: preset {} has no node model (add --node-preset)",
+                    m.name
+                ))
+            })?;
+            if c == 0 || c > 65_536 {
+                return Err(UsageError(format!("--node-cores {c}: expected 1..=65536")));
+            }
+            cpu.cores = c;
+        }
         if a.node_model == "off" {
             m.cpu = None;
         }
-        m
+        Ok(m)
     })
     .and_then(|m| match a.ranks_per_node {
         None => Ok(m),
