@@ -170,18 +170,23 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let mut ran = false;
     // When this worker last found nothing to run (debug timings only).
     let mut idle_since: Option<u64> = None;
+    // The task taken from the node while reporting the last one (one lock for both).
+    let mut carried: Option<Task> = None;
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
         // goes where the policy says (this worker, or an executor: then take the next).
-        let (task, counted) = match res.then(|| crate::resources::take_ready(sh)).flatten() {
-            Some((t, counted)) => (Some(t), counted),
-            None => (
-                w.pop()
-                    .or_else(|| steal_sibling(me, stealers))
-                    .or_else(|| from_node(sh, &w)),
-                false,
-            ),
+        let (task, counted) = match carried.take() {
+            Some(t) => (Some(t), false),
+            None => match res.then(|| crate::resources::take_ready(sh)).flatten() {
+                Some((t, counted)) => (Some(t), counted),
+                None => (
+                    w.pop()
+                        .or_else(|| steal_sibling(me, stealers))
+                        .or_else(|| from_node(sh, &w)),
+                    false,
+                ),
+            },
         };
         let task = match task {
             Some(t) if res && !counted => match crate::resources::dispatch(sh, t) {
@@ -277,9 +282,46 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         }
         if res {
             crate::resources::cpu_done(sh);
+            report(sh, &task, result, cost_ns);
+        } else {
+            carried = report_and_take(sh, &task, result, cost_ns, me, &w, stealers);
         }
-        report(sh, &task, result, cost_ns);
     }
+}
+
+/// Reports a task's result and returns this worker's next task: its own or a sibling's
+/// if there is one (the report alone under the node's lock), else one taken from the
+/// node under the same lock as the report — a worker running small tasks one by one
+/// otherwise locked the node twice per task, against the progress thread each time.
+fn report_and_take(
+    sh: &Shared,
+    task: &Task,
+    result: Result<Vec<u8>, String>,
+    cost_ns: u64,
+    me: usize,
+    w: &Worker<Task>,
+    stealers: &[Stealer<Task>],
+) -> Option<Task> {
+    if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
+        report(sh, task, result, cost_ns);
+        return Some(next);
+    }
+    let mem = SegMem(&*sh.fabric);
+    let mut node = sh.lock_node();
+    let now = sh.now();
+    node.task_done(now, (task.owner, task.index, task.kind), result, cost_ns, &mem);
+    let mut next = None;
+    if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
+        let mut tasks = node.take_tasks(now, sh.cfg.worker_batch, &mem).into_iter();
+        next = tasks.next();
+        for t in tasks {
+            w.push(t);
+        }
+    }
+    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+    let wake = needs_driver(sh, &node, handed);
+    release(sh, node, wake);
+    next
 }
 
 /// Reports a task's result to the node and passes on what the node then wants.
