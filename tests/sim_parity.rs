@@ -198,8 +198,14 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
         ),
         (&["--plot", "/proc/x"][..], "cannot write into '/proc'"),
         // The node model: only where a preset has one.
-        (&["--node-cores", "28"][..], "preset ib-hdr has no node model"),
-        (&["--node-preset", "ib-hdr"][..], "--node-preset ib-hdr: it has no"),
+        (
+            &["--node-cores", "28"][..],
+            "preset ib-hdr has no node model",
+        ),
+        (
+            &["--node-preset", "ib-hdr"][..],
+            "--node-preset ib-hdr: it has no",
+        ),
         (
             &["--node-preset", "node", "--node-cores", "0"][..],
             "--node-cores 0: expected 1..=65536",

@@ -11,11 +11,11 @@
 //! - `task_overhead_us`: a worker's time per task outside it (taking it, reporting its
 //!   result): one rank in process (`runtime-bench --ranks 1`, one worker) running 20,000
 //!   tasks of 10 µs, `(1 / efficiency − 1) × 10 µs` (median of 3 runs);
-//! - `progress_share`: two ranks over PROVIDER (`runtime-bench`, one worker each, every
-//!   core busy; the median of 3 runs) run their tasks slower than calibrated by the shared slowdown times the
-//!   time-sharing of 2 workers and 2 ranks' progress threads over the cores: `measured /
-//!   calibrated = busy_slowdown × (2 + 2 s) / cores` gives s, each rank's progress and
-//!   provider threads' share of a core.
+//! - `progress_share`: one rank per core over PROVIDER (`runtime-bench`, one worker
+//!   each, every core busy; the median of 3 runs) runs its tasks slower than calibrated
+//!   by the shared slowdown times the time-sharing of C workers and C ranks' progress
+//!   threads over C cores: `measured / calibrated = busy_slowdown × (C + C s) / C` gives
+//!   s, each rank's progress and provider threads' share of a core.
 //!
 //! Nothing is tuned by hand: rerun it where the numbers should come from.
 
@@ -61,7 +61,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!("titus sim --calibrate: {cores} cores; the fabric ({provider}) …");
     let fabric = [titus.clone(), "fabric-bench".into(), "--json".into()];
-    let mut preset = match rank0_json(&titus, provider, &fabric) {
+    let mut preset = match rank0_json(&titus, provider, 2, &fabric) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("titus sim: error: fabric-bench over {provider}: {e}");
@@ -71,7 +71,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!("titus sim --calibrate: the cores (task kernel alone and on every core, wake-ups) …");
     let slowdown = busy_slowdown(cores);
     let wake_us = wake_latency_us();
-    eprintln!("titus sim --calibrate: two ranks' tasks over {provider} (runtime-bench, 3 runs) …");
+    eprintln!("titus sim --calibrate: a rank per core over {provider} (runtime-bench, 3 runs) …");
     let mut ratios = Vec::new();
     for _ in 0..3 {
         let args: Vec<PathBuf> = [
@@ -88,7 +88,12 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         .iter()
         .map(PathBuf::from)
         .collect();
-        let run = match rank0_json(&titus, provider, &[&[bench.clone()][..], &args].concat()) {
+        let run = match rank0_json(
+            &titus,
+            provider,
+            cores.clamp(2, 64),
+            &[&[bench.clone()][..], &args].concat(),
+        ) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("titus sim: error: runtime-bench over {provider}: {e}");
@@ -144,8 +149,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     }
     overheads.sort_by(f64::total_cmp);
     let overhead_us = overheads[1];
-    // measured / calibrated task time = busy_slowdown × max(1, (2 + 2 s) / cores)
-    let share = ((measured / slowdown * cores as f64 - 2.0) / 2.0).clamp(0.0, 4.0);
+    // One one-worker rank per core: measured / calibrated = busy_slowdown × (1 + s).
+    let share = (measured / slowdown - 1.0).clamp(0.0, 4.0);
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
@@ -166,7 +171,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     }
     eprintln!(
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
-         two ranks' tasks {measured:.3}× calibrated → progress share {share:.3}, \
+         a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
          {overhead_us:.2} µs a task around it"
     );
     Ok(0)
@@ -174,9 +179,15 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
 
 /// Runs `program` on two ranks over `provider` under `titus launch` and returns the JSON
 /// object rank 0 printed.
-fn rank0_json(titus: &Path, provider: &str, program: &[PathBuf]) -> Result<Value, String> {
+fn rank0_json(
+    titus: &Path,
+    provider: &str,
+    ranks: usize,
+    program: &[PathBuf],
+) -> Result<Value, String> {
     let out = Command::new(titus)
-        .args(["launch", "-n", "2", "--provider", provider, "--"])
+        .args(["launch", "-n", &ranks.to_string(), "--provider", provider])
+        .args(["--timeout", "300", "--"])
         .args(program)
         .output()
         .map_err(|e| format!("cannot start titus launch: {e}"))?;

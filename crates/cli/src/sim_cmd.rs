@@ -160,12 +160,10 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
     })
     .and_then(|mut m| {
         if let Some(p) = &a.node_preset {
-            m.cpu = Some(
-                Model::preset(p)
-                    .map_err(UsageError)?
-                    .cpu
-                    .ok_or_else(|| UsageError(format!("--node-preset {p}: it has no node model")))?,
-            );
+            m.cpu =
+                Some(Model::preset(p).map_err(UsageError)?.cpu.ok_or_else(|| {
+                    UsageError(format!("--node-preset {p}: it has no node model"))
+                })?);
         }
         if let Some(c) = a.node_cores {
             let cpu = m.cpu.as_mut().ok_or_else(|| {

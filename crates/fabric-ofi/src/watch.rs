@@ -138,6 +138,9 @@ impl Drop for Listener {
 pub(crate) struct Watch {
     stream: TcpStream,
     pub(crate) host: String,
+    /// The first end seen: the kernel reports a keepalive timeout once, later reads see
+    /// the end of the stream — the answer must not change from silent to closed.
+    seen: std::sync::OnceLock<End>,
 }
 
 impl Watch {
@@ -188,6 +191,7 @@ impl Watch {
                 return Some(Watch {
                     stream: s,
                     host: host.to_string(),
+                    seen: std::sync::OnceLock::new(),
                 });
             }
             let _ = s.shutdown(Shutdown::Both);
@@ -199,20 +203,24 @@ impl Watch {
     /// exited or was killed, or its host closed it) or silent (its host stopped answering
     /// keepalive probes: down, or cut off). `None` while it stands, and when in doubt.
     pub(crate) fn ended(&self) -> Option<End> {
+        if let Some(e) = self.seen.get() {
+            return Some(*e);
+        }
         let mut b = [0u8; 64];
-        match (&self.stream).read(&mut b) {
+        let end = match (&self.stream).read(&mut b) {
             Ok(0) => Some(End::Closed),
             Ok(_) => None,
             Err(e) => match e.kind() {
                 ErrorKind::ConnectionReset
                 | ErrorKind::ConnectionAborted
                 | ErrorKind::BrokenPipe => Some(End::Closed),
-                ErrorKind::TimedOut
-                | ErrorKind::HostUnreachable
-                | ErrorKind::NetworkUnreachable => Some(End::Silent),
-                _ => None,
+                ErrorKind::WouldBlock | ErrorKind::Interrupted => None,
+                // A keepalive timeout, or the soft error it ended on (unreachable,
+                // refused by a filter): the host stopped answering.
+                _ => Some(End::Silent),
             },
-        }
+        };
+        end.map(|e| *self.seen.get_or_init(|| e))
     }
 }
 

@@ -309,7 +309,13 @@ fn report_and_take(
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
     let now = sh.now();
-    node.task_done(now, (task.owner, task.index, task.kind), result, cost_ns, &mem);
+    node.task_done(
+        now,
+        (task.owner, task.index, task.kind),
+        result,
+        cost_ns,
+        &mem,
+    );
     let mut next = None;
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
         let mut tasks = node.take_tasks(now, sh.cfg.worker_batch, &mem).into_iter();

@@ -677,9 +677,14 @@ pub fn check_memory(plan: &Plan, held: Option<u32>) {
         },
     };
     let per_task = TASK_OVERHEAD_BYTES + 2 * (task::HEADER as u64 + plan.payload);
-    let need = mine
-        .saturating_mul(per_task)
-        .saturating_add(total.saturating_mul(std::mem::size_of::<TaskSpec>() as u64));
+    // Every rank generates the whole job's specs and copies them for its epochs: twice
+    // per rank, and every rank is in this process when in process.
+    let copies = 2 * held.map_or(u64::from(plan.spec.ranks), |_| 1);
+    let need = mine.saturating_mul(per_task).saturating_add(
+        total
+            .saturating_mul(std::mem::size_of::<TaskSpec>() as u64)
+            .saturating_mul(copies),
+    );
     if let Some(have) = titus_fabric::mem::available_memory()
         && need > have
     {
