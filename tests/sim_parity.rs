@@ -237,13 +237,18 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
 
 /// parity-bench's short version (what CI runs): a tiny two-epoch job over the node
 /// backend, real processes under `titus launch` against the simulator on the same real
-/// tasks — the same rows and the same results' digests (timings only printed).
+/// tasks — the same rows and the same results' digests (timings only printed). It
+/// calibrates this machine first (`--calibrate`, what a parity run on another machine
+/// needs) and simulates on that preset.
 #[test]
 fn parity_bench_agrees_on_results_over_real_processes() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
+    let dir = std::env::temp_dir().join(format!("titus-parity-{}", std::process::id()));
     let out = Command::new(titus_tests::bin("parity-bench"))
+        .arg("--calibrate")
+        .arg(&dir)
         .args([
             "--providers",
             "node",
@@ -271,6 +276,17 @@ fn parity_bench_agrees_on_results_over_real_processes() {
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("digests agree in 4 of 4"), "{err}");
+    // The simulator ran on this machine's calibration, not the built-in preset.
+    let preset: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("node.json")).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        preset["node"]["cores"].as_u64(),
+        Some(cores as u64),
+        "{preset}"
+    );
+    assert!(err.contains("calibrated node into"), "{err}");
 }
 
 #[test]
@@ -278,6 +294,10 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
     for (args, needle) in [
         (["--providers", "verbs"], "no simulator preset for 'verbs'"),
         (["--jobs", "huge"], "unknown job 'huge'"),
+        (
+            ["--calibrate", "/proc/x"],
+            "--calibrate: cannot create '/proc/x'",
+        ),
     ] {
         let out = Command::new(titus_tests::bin("parity-bench"))
             .args(args)

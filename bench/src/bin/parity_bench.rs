@@ -92,6 +92,12 @@ struct Args {
     /// or both side by side against the same real runs.
     #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
     node_model: Vec<String>,
+    /// Calibrate every provider on this machine first (`titus sim --calibrate`, ~15 s each),
+    /// write the presets into DIR (node.json, tcp-loopback.json, shm.json) and simulate on
+    /// them instead of the built-in presets, which were measured on the 2-core development
+    /// machine: what a parity run on any other machine needs.
+    #[arg(long, value_name = "DIR")]
+    calibrate: Option<PathBuf>,
 }
 
 /// The simulator's fabric model for a transport.
@@ -169,6 +175,13 @@ fn compare(
 ) -> Result<Vec<Row>, String> {
     let flags = job_flags(job).expect("jobs are checked before anything runs");
     let what = format!("{provider}, {ranks} ranks, {job}");
+    let model_args: Vec<String> = match &args.calibrate {
+        Some(dir) => vec![
+            "--preset-file".into(),
+            dir.join(format!("{model}.json")).display().to_string(),
+        ],
+        None => vec!["--preset".into(), model.into()],
+    };
     let real = rows(
         Command::new(sibling("titus"))
             .args([
@@ -192,7 +205,8 @@ fn compare(
     for node_model in &args.node_model {
         let mut sim_cmd = Command::new(sibling("titus"));
         sim_cmd
-            .args(["sim", "--ranks", &ranks.to_string(), "--preset", model])
+            .args(["sim", "--ranks", &ranks.to_string()])
+            .args(&model_args)
             .args(flags)
             .args(["--balancer", &args.balancer, "--json"])
             .args(["--calibration", &calibration.to_string()])
@@ -280,6 +294,37 @@ fn main() {
             names.join(", ")
         );
         std::process::exit(2);
+    }
+    if let Some(dir) = &args.calibrate {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!(
+                "parity-bench: --calibrate: cannot create '{}': {e}",
+                dir.display()
+            );
+            std::process::exit(2);
+        }
+        for (provider, model) in args.providers.iter().zip(&models) {
+            let file = dir.join(format!("{model}.json"));
+            let status = Command::new(sibling("titus"))
+                .args(["sim", "--calibrate", provider, "--out"])
+                .arg(&file)
+                .stdout(std::process::Stdio::null())
+                .status();
+            match status {
+                Ok(s) if s.success() => eprintln!(
+                    "parity-bench: calibrated {provider} into {}",
+                    file.display()
+                ),
+                Ok(s) => {
+                    eprintln!("parity-bench: calibrating {provider} failed ({s})");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("parity-bench: cannot start titus sim --calibrate: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
     }
     let mut all = Vec::new();
     let mut failed = false;

@@ -197,11 +197,18 @@ fn rank0_json(
         let last = stderr.lines().rfind(|l| !l.starts_with("libfabric"));
         return Err(format!("{} ({})", out.status, last.unwrap_or("no message")));
     }
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("[0] ").filter(|j| j.starts_with('{')))
+    rank0_line(&stdout)
         .ok_or_else(|| "rank 0 printed no JSON".to_string())
         .and_then(|j| serde_json::from_str(j).map_err(|e| format!("rank 0's JSON: {e}")))
+}
+
+/// Rank 0's JSON line in a launcher's output. The launcher pads its prefix to the widest
+/// rank ("[0] ", "[ 0] " with 10 ranks or more).
+fn rank0_line(stdout: &str) -> Option<&str> {
+    stdout.lines().find_map(|l| {
+        let (rank, rest) = l.strip_prefix('[')?.split_once("] ")?;
+        (rank.trim() == "0" && rest.starts_with('{')).then_some(rest)
+    })
 }
 
 /// DLB_Bench's task kernel: its time on every core at once over its time alone — the
@@ -277,4 +284,22 @@ fn wake_latency_us() -> f64 {
     }
     lat.sort_by(f64::total_cmp);
     lat[lat.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank0_line;
+
+    #[test]
+    fn finds_rank_0_behind_a_padded_prefix() {
+        assert_eq!(
+            rank0_line("[1] {\"a\":1}\n[0] {\"b\":2}\n"),
+            Some("{\"b\":2}")
+        );
+        // 16 ranks: the launcher pads to two digits (seen on a 16-core machine).
+        let out = "[ 3] text\n[10] {\"c\":3}\n[ 0] {\"d\":4}\n";
+        assert_eq!(rank0_line(out), Some("{\"d\":4}"));
+        assert_eq!(rank0_line("[ 0] not json\n[1] {}\n"), None);
+        assert_eq!(rank0_line("[10] {}\n"), None);
+    }
 }
