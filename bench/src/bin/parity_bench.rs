@@ -132,10 +132,7 @@ fn rows(cmd: &mut Command, what: &str) -> Result<Vec<Value>, String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| match l.split_once("] ") {
-            Some((p, rest)) if p.starts_with('[') => rest,
-            _ => l,
-        })
+        .map(|l| titus_workload::launched_line(l).map_or(l, |(_, rest)| rest))
         .filter(|l| l.starts_with('{'))
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect())

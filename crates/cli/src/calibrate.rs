@@ -202,13 +202,12 @@ fn rank0_json(
         .and_then(|j| serde_json::from_str(j).map_err(|e| format!("rank 0's JSON: {e}")))
 }
 
-/// Rank 0's JSON line in a launcher's output. The launcher pads its prefix to the widest
-/// rank ("[0] ", "[ 0] " with 10 ranks or more).
+/// Rank 0's JSON line in a launcher's output (its prefix padded from 10 ranks on).
 fn rank0_line(stdout: &str) -> Option<&str> {
-    stdout.lines().find_map(|l| {
-        let (rank, rest) = l.strip_prefix('[')?.split_once("] ")?;
-        (rank.trim() == "0" && rest.starts_with('{')).then_some(rest)
-    })
+    stdout
+        .lines()
+        .filter_map(titus_workload::launched_line)
+        .find_map(|(rank, rest)| (rank == 0 && rest.starts_with('{')).then_some(rest))
 }
 
 /// DLB_Bench's task kernel: its time on every core at once over its time alone — the

@@ -55,10 +55,9 @@ impl OfiFabric {
             let lens: Vec<u64> = segments.iter().map(Segment::len).collect();
             let mut out: *mut sys::tofi = std::ptr::null_mut();
             let mut err = vec![0u8; 512];
-            // SAFETY: prov and iface_c are NUL-terminated and outlive the call; bases and
-            // lens hold segments.len() entries each; every base points to a
-            // live segment of that length which outlives the handle (OfiFabric drops the
-            // handle first); out and err are valid for writing, err for its whole length.
+            // SAFETY: prov, iface_c NUL-terminated, outlive the call; bases, lens: segments.len()
+            // entries, each base a live segment of that length outliving the handle (OfiFabric
+            // drops the handle first); out and err writable, err for its whole length.
             let ret = unsafe {
                 sys::tofi_open(
                     prov.as_ptr(),

@@ -30,6 +30,14 @@ pub use pipe::quiet_broken_pipe;
 /// One move of a repartition plan ([`apply_plans`] takes every rank's).
 pub use titus_core::repartition::{Move, RepartitionPlan};
 
+/// A line of `titus launch`'s output split into the rank that printed it and the rest.
+/// The launcher pads the rank to the widest one ("[0] ", "[ 0] " with 10 ranks or more);
+/// a line without the prefix (`--no-prefix`, another launcher) is `None`.
+pub fn launched_line(line: &str) -> Option<(u32, &str)> {
+    let (rank, rest) = line.strip_prefix('[')?.split_once("] ")?;
+    Some((rank.trim_start().parse().ok()?, rest))
+}
+
 /// A number as an error message shows it: as typed for ordinary magnitudes, in exponent
 /// form beyond (`1e300`, not three hundred digits).
 pub fn show_number(x: f64) -> String {
