@@ -722,6 +722,27 @@ impl Node {
         self.take_tasks_for(now, max, &None, mem)
     }
 
+    /// A worker's grain of tasks: `min` from the front, then more while their estimated
+    /// costs sum within `budget_ns`, at most `max` (tasks of unknown cost one at a time
+    /// beyond `min`: they may be long, and what a worker holds no other rank can steal).
+    pub fn take_grain(
+        &mut self,
+        now: Time,
+        min: usize,
+        max: usize,
+        budget_ns: u64,
+        mem: &dyn Memory,
+    ) -> Vec<Task> {
+        self.cx.now = now;
+        if !self.running || self.failed.is_some() {
+            return Vec::new();
+        }
+        let out = self.queue.take_front_within(min, max, budget_ns);
+        self.queue.hungry = out.is_empty() && !self.term.is_done();
+        self.drive(mem);
+        out
+    }
+
     /// Up to `max` tasks of the kinds in `set` (a resource's variants; None: any) from the
     /// front of the queue; tasks of other kinds keep their places.
     pub fn take_tasks_for(

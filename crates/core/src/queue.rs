@@ -464,6 +464,27 @@ impl Queue {
             .map(|t| t.cost_ns)
     }
 
+    /// A worker's grain: `min` tasks from the front (as many as there are), then more
+    /// while their estimates sum within `budget_ns`, up to `max` in all. A task of
+    /// unknown cost (estimate 0) is taken only among the first `min`: it may be long.
+    pub(crate) fn take_front_within(
+        &mut self,
+        min: usize,
+        max: usize,
+        budget_ns: u64,
+    ) -> Vec<Task> {
+        let mut n = 0;
+        let mut sum = 0u64;
+        for t in self.tasks.iter().take(max.max(min)) {
+            if n >= min && (t.cost_ns == 0 || sum.saturating_add(t.cost_ns) > budget_ns) {
+                break;
+            }
+            sum = sum.saturating_add(t.cost_ns);
+            n += 1;
+        }
+        self.take_front(n)
+    }
+
     /// Up to `max` tasks from the front, for the workers.
     pub(crate) fn take_front(&mut self, max: usize) -> Vec<Task> {
         let n = max.min(self.tasks.len());
@@ -567,6 +588,36 @@ mod tests {
             cost_ns: 0,
             payload: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_grain_sums_estimates_within_its_budget() {
+        let mut q = Queue::default();
+        let costed = |index: u32, cost_ns: u64| Task {
+            cost_ns,
+            ..task(index)
+        };
+        let idx = |v: Vec<Task>| v.iter().map(|t| t.index).collect::<Vec<u32>>();
+        let costs = [10, 20, 30, 5, 40, 100, 1, 1];
+        q.start(
+            (0..8).map(|i| costed(i, costs[i as usize])).collect(),
+            false,
+        );
+        // 10 + 20 + 30 within 60; 5 more would pass it.
+        assert_eq!(idx(q.take_front_within(1, 64, 60)), [0, 1, 2]);
+        // The first task goes whatever its cost; `min` tasks whatever theirs.
+        assert_eq!(idx(q.take_front_within(1, 64, 10)), [3]);
+        assert_eq!(idx(q.take_front_within(1, 64, 10)), [4]);
+        assert_eq!(idx(q.take_front_within(2, 64, 10)), [5, 6]);
+        // `max` bounds the count.
+        q.extend((8..20).map(|i| costed(i, 1)));
+        assert_eq!(idx(q.take_front_within(1, 4, 1_000)), [7, 8, 9, 10]);
+        assert_eq!(q.take_front_within(1, 64, 1_000).len(), 9, "the rest");
+        assert!(q.take_front_within(1, 64, 1_000).is_empty());
+        // Nothing known (no estimate, no kind mean): one at a time beyond `min`.
+        q.start((0..5).map(task).collect(), false);
+        assert_eq!(idx(q.take_front_within(1, 64, 1_000)), [0]);
+        assert_eq!(idx(q.take_front_within(3, 64, 1_000)), [1, 2, 3]);
     }
 
     #[test]

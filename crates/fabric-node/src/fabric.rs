@@ -11,10 +11,15 @@ use titus_fabric::{
     SegmentId, SharedWords, Signal,
 };
 
-/// How often (at most) an operation to a peer checks that the peer's process still lives.
 /// Resident memory per mapped peer (see `connection_bytes`).
 const NODE_CONNECTION_BYTES: u64 = 35 * 1024;
+/// How often (at most) the progress call checks that each peer's process still lives.
 const LIFE_CHECK: Duration = Duration::from_millis(5);
+/// How old that check may be before an operation to the peer checks it itself: a steal
+/// is a handful of operations of ~0.3 µs each and the check a system call of ~2 µs, so
+/// operations read the progress call's verdict, and poll only where progress has slept
+/// (an idle rank's) for longer than this.
+const LIFE_STALE: Duration = Duration::from_millis(50);
 /// The longest nap of a progress call that signals do not wake (workers serve them).
 const QUIET_NAP: Duration = Duration::from_millis(10);
 /// How long a signal waits for room in a full ring before it is retried.
@@ -45,13 +50,13 @@ pub(crate) struct Life {
 }
 
 impl Life {
-    /// Whether the process is known gone (checks at most every [`LIFE_CHECK`]).
-    fn gone(&self, now_ns: u64) -> bool {
+    /// Whether the process is known gone: checked anew when the last check is `every` old.
+    fn gone(&self, now_ns: u64, every: Duration) -> bool {
         if self.dead.load(Ordering::Relaxed) {
             return true;
         }
         let last = self.checked.load(Ordering::Relaxed);
-        if now_ns.saturating_sub(last) < LIFE_CHECK.as_nanos() as u64 {
+        if now_ns.saturating_sub(last) < every.as_nanos() as u64 {
             return false;
         }
         self.checked.store(now_ns, Ordering::Relaxed);
@@ -197,11 +202,20 @@ impl NodeFabric {
         }
         seg.check(remote.offset, len)?;
         if let Some(life) = &view.life
-            && life.gone(self.now_ns())
+            && life.gone(self.now_ns(), LIFE_STALE)
         {
             return Err(self.dead(peer, life));
         }
         Ok((view, seg))
+    }
+
+    /// The progress call's look at every peer's process (each at most every
+    /// [`LIFE_CHECK`]), whose verdict the operations read.
+    fn check_lives(&self) {
+        let now = self.now_ns();
+        for life in self.views.iter().flatten().filter_map(|v| v.life.as_ref()) {
+            life.gone(now, LIFE_CHECK);
+        }
     }
 
     fn dead(&self, peer: Rank, life: &Life) -> FabricError {
@@ -281,7 +295,7 @@ impl NodeFabric {
             let dead = self.views[p.peer as usize]
                 .as_ref()
                 .and_then(|v| v.life.as_ref())
-                .filter(|l| l.gone(self.now_ns()));
+                .filter(|l| l.gone(self.now_ns(), LIFE_CHECK));
             if let Some(life) = dead {
                 st.done.complete(p.id, Err(self.dead(p.peer, life)));
             } else if self.push_signal(p.peer, p.value) {
@@ -496,6 +510,7 @@ impl Fabric for NodeFabric {
         let seen = self.completed.load(Ordering::Acquire);
         loop {
             self.retry_pending();
+            self.check_lives();
             let got = self.collect(signals);
             if got > 0
                 || self.woken.swap(false, Ordering::SeqCst)
@@ -547,7 +562,7 @@ impl Fabric for NodeFabric {
 
     fn peer_gone(&self, peer: Rank) -> Option<String> {
         let life = self.views.get(peer as usize)?.as_ref()?.life.as_ref()?;
-        life.gone(self.now_ns()).then(|| {
+        life.gone(self.now_ns(), LIFE_CHECK).then(|| {
             format!(
                 "rank {peer}'s process (pid {} on this node) has exited",
                 life.pid

@@ -17,8 +17,9 @@
 //!   target's ring (a bounded multi-producer queue) and bumps the target's futex word; the
 //!   target's progress call sleeps on that futex (no polling, no nap). A full ring makes
 //!   the write wait, retried until the operation timeout.
-//! - **Dead peers.** An operation to a peer checks (at most every 5 ms) the peer's pidfd:
-//!   a process that exited gives `PeerDead` at once.
+//! - **Dead peers.** The progress call polls each peer's pidfd (at most every 5 ms);
+//!   operations read its verdict, and poll themselves only when it is older than 50 ms
+//!   (a sleeping progress thread): a process that exited gives `PeerDead` within that.
 //!
 //! `unsafe` is confined to `shm` (the mapping, the words, the futex word).
 

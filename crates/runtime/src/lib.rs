@@ -68,8 +68,13 @@ pub struct RuntimeConfig {
     pub op_timeout: Duration,
     /// An epoch that lasts longer fails (None: no limit).
     pub epoch_timeout: Option<Duration>,
-    /// Tasks a worker takes from the node at once.
+    /// Tasks a worker takes from the node at once (at least).
     pub worker_batch: usize,
+    /// A worker's grain: beyond `worker_batch`, it takes more tasks while their estimated
+    /// costs sum within this, and reports its results once per grain — one lock of the
+    /// node per grain instead of one per task (zero: one task, one report, at a time).
+    /// Tasks of unknown cost are taken one at a time beyond `worker_batch`.
+    pub worker_grain: Duration,
     /// The longest nap of the progress thread on fabrics that must poll (libfabric shm)
     /// while this rank shares work or waits for its operations (1 ms otherwise): it bounds
     /// the latency of remote operations on this rank, and each nap costs CPU that workers
@@ -120,6 +125,7 @@ impl Default for RuntimeConfig {
             op_timeout: Duration::from_secs(30),
             epoch_timeout: None,
             worker_batch: 1,
+            worker_grain: Duration::from_micros(50),
             epoch_nap: Duration::from_micros(200),
             mapper: None,
             lazy_connect: None,
@@ -443,6 +449,12 @@ fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
         return Err(RuntimeError::Config(
             "worker_batch must be at least 1".into(),
         ));
+    }
+    if cfg.worker_grain > Duration::from_secs(1) {
+        return Err(RuntimeError::Config(format!(
+            "worker_grain {:?} is above 1 s: what a worker holds, no other rank can steal",
+            cfg.worker_grain
+        )));
     }
     Ok(())
 }

@@ -60,17 +60,61 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     }
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let mut tasks = node
-        .take_tasks(sh.now(), sh.cfg.worker_batch, &mem)
-        .into_iter();
-    let first = tasks.next();
-    for t in tasks {
-        w.push(t);
-    }
+    let now = sh.now();
+    let first = take_grain(sh, &mut node, now, w, &mem);
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);
     first
+}
+
+/// Most tasks a worker takes at once (its grain, `RuntimeConfig::worker_grain`).
+const GRAIN_MAX: usize = 64;
+
+/// Takes this worker's next grain from the locked `node`: the first task to run, the rest
+/// into its deque (where siblings may take them).
+fn take_grain(
+    sh: &Shared,
+    node: &mut titus_core::Node,
+    now: titus_core::Time,
+    w: &Worker<Task>,
+    mem: &SegMem<'_>,
+) -> Option<Task> {
+    let grain = sh.cfg.worker_grain.as_nanos() as u64;
+    let tasks = if grain == 0 {
+        node.take_tasks(now, sh.cfg.worker_batch, mem)
+    } else {
+        let min = sh.cfg.worker_batch;
+        node.take_grain(now, min, GRAIN_MAX.max(min), grain, mem)
+    };
+    let mut tasks = tasks.into_iter();
+    let first = tasks.next();
+    for t in tasks {
+        w.push(t);
+    }
+    first
+}
+
+/// A task's identity (owner, index, kind), its result and its measured cost (ns).
+type Done = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
+
+/// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`).
+#[derive(Default)]
+pub(crate) struct Unreported {
+    done: Vec<Done>,
+    /// When the first of them ended.
+    since: Option<Instant>,
+}
+
+impl Unreported {
+    /// Hands every held result to the locked `node`.
+    fn report_into(&mut self, sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
+        let now = sh.now();
+        for (id, result, cost_ns) in self.done.drain(..) {
+            node.task_done(now, id, result, cost_ns, mem);
+        }
+        self.since = None;
+    }
 }
 
 /// Unlocks `node` after a worker drove it: wakes the progress thread where `wake`, and the
@@ -172,6 +216,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let mut idle_since: Option<u64> = None;
     // The task taken from the node while reporting the last one (one lock for both).
     let mut carried: Option<Task> = None;
+    // Results of this worker's grain not yet reported.
+    let mut held = Unreported::default();
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -196,6 +242,15 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             t => t,
         };
         let Some(task) = task else {
+            // (Held results come with a task still to run; a switch to resources or an
+            // error path may leave some: never go idle on them.)
+            if !held.done.is_empty() {
+                let mem = SegMem(&*sh.fabric);
+                let mut node = sh.lock_node();
+                held.report_into(sh, &mut node, &mem);
+                release(sh, node, true);
+                continue;
+            }
             // Inline fabrics: while a steal's answer is awaited, watch for it a little
             // (it comes within microseconds from a victim that serves signals between
             // its tasks) rather than sleep until the progress thread has handled it.
@@ -284,7 +339,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             crate::resources::cpu_done(sh);
             report(sh, &task, result, cost_ns);
         } else {
-            carried = report_and_take(sh, &task, result, cost_ns, me, &w, stealers);
+            carried = report_and_take(sh, &task, result, cost_ns, end, &mut held, me, &w, stealers);
         }
     }
 }
@@ -293,36 +348,54 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
 /// if there is one (the report alone under the node's lock), else one taken from the
 /// node under the same lock as the report — a worker running small tasks one by one
 /// otherwise locked the node twice per task, against the progress thread each time.
+///
+/// With a grain (`RuntimeConfig::worker_grain`) the result waits in `held` while this
+/// worker has more of its grain to run: reported with the next take from the node, or
+/// before a dear task, or once the oldest held result is a grain old — one lock of the
+/// node per grain. Nothing is lost: a worker takes from the node, and so reports,
+/// before it can go idle.
+#[allow(clippy::too_many_arguments)]
 fn report_and_take(
     sh: &Shared,
     task: &Task,
     result: Result<Vec<u8>, String>,
     cost_ns: u64,
+    ended: Instant,
+    held: &mut Unreported,
     me: usize,
     w: &Worker<Task>,
     stealers: &[Stealer<Task>],
 ) -> Option<Task> {
+    let id = (task.owner, task.index, task.kind);
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
-        report(sh, task, result, cost_ns);
+        let grain = sh.cfg.worker_grain;
+        if grain.is_zero() {
+            report_id(sh, id, result, cost_ns);
+            return Some(next);
+        }
+        held.done.push((id, result, cost_ns));
+        let since = *held.since.get_or_insert(ended);
+        if next.cost_ns >= DEAR_NS
+            || held.done.len() >= GRAIN_MAX
+            || ended.duration_since(since) >= grain
+        {
+            let mem = SegMem(&*sh.fabric);
+            let mut node = sh.lock_node();
+            held.report_into(sh, &mut node, &mem);
+            let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+            let wake = needs_driver(sh, &node, handed);
+            release(sh, node, wake);
+        }
         return Some(next);
     }
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
+    held.report_into(sh, &mut node, &mem);
     let now = sh.now();
-    node.task_done(
-        now,
-        (task.owner, task.index, task.kind),
-        result,
-        cost_ns,
-        &mem,
-    );
+    node.task_done(now, id, result, cost_ns, &mem);
     let mut next = None;
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
-        let mut tasks = node.take_tasks(now, sh.cfg.worker_batch, &mem).into_iter();
-        next = tasks.next();
-        for t in tasks {
-            w.push(t);
-        }
+        next = take_grain(sh, &mut node, now, w, &mem);
     }
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
