@@ -298,9 +298,9 @@ mod tests {
     #[test]
     fn the_worker_grain_is_an_option() {
         let o = Options::parse("", None).unwrap();
-        assert_eq!(o.cfg.worker_grain, Duration::from_micros(50));
-        let o = Options::parse("worker_grain=0.0002", None).unwrap();
         assert_eq!(o.cfg.worker_grain, Duration::from_micros(200));
+        let o = Options::parse("worker_grain=0.00005", None).unwrap();
+        assert_eq!(o.cfg.worker_grain, Duration::from_micros(50));
         let o = Options::parse("worker_grain=0", None).unwrap();
         assert!(
             o.cfg.worker_grain.is_zero(),

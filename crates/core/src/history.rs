@@ -24,6 +24,8 @@ use crate::fasthash::IntMap;
 const SAMPLES: usize = 1024;
 /// Shifts with the best coarse scores that are scored on every sample.
 const FINALISTS: usize = 16;
+/// Candidate shifts scanned one by one at most; a wider window is scanned by strides.
+const WINDOW_MAX: u64 = 256;
 /// A shift other than 0 must score below this fraction of 0's score.
 const CLEAR: f64 = 0.7;
 
@@ -206,12 +208,34 @@ fn shift(before: &ByKey, last: &ByKey, keys: &[u64]) -> i64 {
     let score = |s: i64| score_on(&samples, s);
     let w = 16 + c.unsigned_abs() / 8;
     let w = i64::try_from(w).unwrap_or(i64::MAX);
-    // (coarse score, distance from c, shift) of every candidate the coarse set can score.
+    // A wide window (a far move of the centre: thousands of keys on a rank of 65,536
+    // cells) is scanned every `stride`-th candidate, then around the best of those: every
+    // candidate of it took 29 ms at the end of a step.
+    let span = w.unsigned_abs().saturating_mul(2).saturating_add(1);
+    let stride = i64::try_from((span / WINDOW_MAX).max(1)).unwrap_or(i64::MAX);
+    let coarse_of = |s: i64| score_on(&coarse, s).map(|x| (x, s.abs_diff(c), s));
+    let by_score =
+        |a: &(f64, u64, i64), b: &(f64, u64, i64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    // (coarse score, distance from c, shift) of the candidates the coarse set can score.
     let mut first: Vec<(f64, u64, i64)> = (c.saturating_sub(w)..=c.saturating_add(w))
+        .step_by(stride as usize)
         .filter(|&s| s != 0)
-        .filter_map(|s| score_on(&coarse, s).map(|x| (x, s.abs_diff(c), s)))
+        .filter_map(coarse_of)
         .collect();
-    first.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    first.sort_by(by_score);
+    if stride > 1 {
+        let mut near: Vec<(f64, u64, i64)> = first
+            .iter()
+            .take(FINALISTS)
+            .flat_map(|&(_, _, s)| s.saturating_sub(stride - 1)..=s.saturating_add(stride - 1))
+            .filter(|&s| s != 0)
+            .collect::<std::collections::BTreeSet<i64>>()
+            .into_iter()
+            .filter_map(coarse_of)
+            .collect();
+        near.sort_by(by_score);
+        first = near;
+    }
     let mut best: Option<(f64, i64)> = None;
     for &(_, _, s) in first.iter().take(FINALISTS) {
         if let Some(x) = score(s)
@@ -306,6 +330,29 @@ mod tests {
         // It turns back: the next comparison sees that too.
         record(&mut h, &keys, front(5_110));
         assert_eq!(h.shift(), -20);
+    }
+
+    #[test]
+    fn follows_a_far_move_over_many_keys() {
+        // 65,536 cells (a rank of a 512 × 256 grid); a front of 400 dear cells with a
+        // ramp moves 2,500 keys in a step: the window (~330 keys each side) is scanned
+        // by strides, then around its best.
+        let keys: Vec<u64> = (0..65_536).collect();
+        let front = |at: u64| {
+            move |k: u64| {
+                if (at..at + 400).contains(&k) {
+                    1_000 + (k - at) * 5
+                } else {
+                    4
+                }
+            }
+        };
+        let mut h = CostHistory::default();
+        record(&mut h, &keys, front(10_000));
+        record(&mut h, &keys, front(12_500));
+        assert_eq!(h.shift(), 2_500);
+        record(&mut h, &keys, front(12_500 - 1_703));
+        assert_eq!(h.shift(), -1_703);
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     }
     // What was handled may have brought tasks: idle siblings need not wait for the
     // progress thread's turn.
-    sh.wake_workers();
+    sh.wake_workers_for(node.queued());
     handed
 }
 
@@ -344,7 +344,7 @@ pub(crate) fn run(sh: &Shared) {
             swept = now_i;
         }
         // 3. Feed the node; fire timers; decide how long to wait.
-        let (wait, done) = {
+        let (wait, done, queued) = {
             let mut node = sh.lock_node();
             let now = sh.now();
             for (t, r) in results.drain(..) {
@@ -393,9 +393,9 @@ pub(crate) fn run(sh: &Shared) {
             // Every turn (a worker may have turned it off meanwhile: going idle, or
             // starting a dear task).
             fabric.set_workers_serve(serve);
-            (wait, node.is_done())
+            (wait, node.is_done(), node.queued())
         };
-        sh.wake_workers();
+        sh.wake_workers_for(queued);
         if done {
             sh.done_cv.notify_all();
         }

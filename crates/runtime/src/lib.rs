@@ -125,7 +125,7 @@ impl Default for RuntimeConfig {
             op_timeout: Duration::from_secs(30),
             epoch_timeout: None,
             worker_batch: 1,
-            worker_grain: Duration::from_micros(50),
+            worker_grain: Duration::from_micros(200),
             epoch_nap: Duration::from_micros(200),
             mapper: None,
             lazy_connect: None,
@@ -262,6 +262,24 @@ impl Shared {
     pub(crate) fn wake_workers(&self) {
         if self.idle_workers.load(Ordering::Acquire) > 0 {
             self.cv.notify_all();
+        }
+    }
+
+    /// Wakes as many waiting workers as `queued` tasks can feed (all of them where
+    /// resources take tasks their own way). Every thread that drives the node wakes idle
+    /// workers after it: waking all of them each time had a rank's idle workers queue for
+    /// the node's lock to find nothing, on every task of its busy ones.
+    pub(crate) fn wake_workers_for(&self, queued: usize) {
+        let idle = self.idle_workers.load(Ordering::Acquire);
+        if idle == 0 {
+            return;
+        }
+        if queued >= idle || self.has_res.load(Ordering::Acquire) {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..queued {
+                self.cv.notify_one();
+            }
         }
     }
 }
