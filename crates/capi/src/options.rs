@@ -102,12 +102,14 @@ impl Options {
             match key {
                 "workers" => self.cfg.workers = positive()? as usize,
                 "worker_grain" => {
-                    self.cfg.worker_grain = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|s| (0.0..=1.0).contains(s))
-                        .map(Duration::from_secs_f64)
-                        .ok_or_else(|| bad("a number of seconds in [0, 1]"))?
+                    self.cfg.worker_grain = Some(
+                        value
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|s| (0.0..=1.0).contains(s))
+                            .map(Duration::from_secs_f64)
+                            .ok_or_else(|| bad("a number of seconds in [0, 1]"))?,
+                    )
                 }
                 "balancer" => {
                     self.balancer = value
@@ -297,15 +299,18 @@ mod tests {
 
     #[test]
     fn the_worker_grain_is_an_option() {
-        let o = Options::parse("", None).unwrap();
-        assert_eq!(o.cfg.worker_grain, Duration::from_micros(200));
+        let mut o = Options::parse("", None).unwrap();
+        assert_eq!(o.cfg.worker_grain, None);
+        o.cfg.workers = 1;
+        assert_eq!(o.cfg.grain(), Duration::from_micros(25));
+        o.cfg.workers = 4;
+        assert_eq!(o.cfg.grain(), Duration::from_micros(100));
+        o.cfg.workers = 64;
+        assert_eq!(o.cfg.grain(), Duration::from_micros(200));
         let o = Options::parse("worker_grain=0.00005", None).unwrap();
-        assert_eq!(o.cfg.worker_grain, Duration::from_micros(50));
+        assert_eq!(o.cfg.grain(), Duration::from_micros(50));
         let o = Options::parse("worker_grain=0", None).unwrap();
-        assert!(
-            o.cfg.worker_grain.is_zero(),
-            "one task, one report, at a time"
-        );
+        assert!(o.cfg.grain().is_zero(), "one task, one report, at a time");
         for bad in ["2", "-1e-6", "fast"] {
             let e = Options::parse(&format!("worker_grain={bad}"), None).unwrap_err();
             assert_eq!(

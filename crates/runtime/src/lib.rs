@@ -73,8 +73,9 @@ pub struct RuntimeConfig {
     /// A worker's grain: beyond `worker_batch`, it takes more tasks while their estimated
     /// costs sum within this, and reports its results once per grain — one lock of the
     /// node per grain instead of one per task (zero: one task, one report, at a time).
-    /// Tasks of unknown cost are taken one at a time beyond `worker_batch`.
-    pub worker_grain: Duration,
+    /// Tasks of unknown cost are taken one at a time beyond `worker_batch`. None: 25 µs
+    /// per worker of the rank, at most 200 µs ([`RuntimeConfig::grain`]).
+    pub worker_grain: Option<Duration>,
     /// The longest nap of the progress thread on fabrics that must poll (libfabric shm)
     /// while this rank shares work or waits for its operations (1 ms otherwise): it bounds
     /// the latency of remote operations on this rank, and each nap costs CPU that workers
@@ -125,7 +126,7 @@ impl Default for RuntimeConfig {
             op_timeout: Duration::from_secs(30),
             epoch_timeout: None,
             worker_batch: 1,
-            worker_grain: Duration::from_micros(200),
+            worker_grain: None,
             epoch_nap: Duration::from_micros(200),
             mapper: None,
             lazy_connect: None,
@@ -448,6 +449,17 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
 }
 
 impl RuntimeConfig {
+    /// A worker's grain ([`RuntimeConfig::worker_grain`]): by default 25 µs per worker of
+    /// the rank, at most 200 µs — the node's lock is shared by every worker, so the more
+    /// of them, the less often each may take it (measured on 16 cores: 2 ranks of 8
+    /// workers ran the chemistry example 1.2–1.45× faster with a grain than without, one
+    /// worker per rank the same).
+    pub fn grain(&self) -> Duration {
+        self.worker_grain.unwrap_or_else(|| {
+            (Duration::from_micros(25) * self.workers.min(8) as u32).min(Duration::from_micros(200))
+        })
+    }
+
     /// Sets the overlay, routing, protocol and sharing that `balancing` needs in a job of
     /// `ranks` ranks ([`Balancing::apply`]); hierarchical groups are balanced over `loads`
     /// (None: every rank the same).
@@ -468,10 +480,11 @@ fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
             "worker_batch must be at least 1".into(),
         ));
     }
-    if cfg.worker_grain > Duration::from_secs(1) {
+    if let Some(g) = cfg.worker_grain
+        && g > Duration::from_secs(1)
+    {
         return Err(RuntimeError::Config(format!(
-            "worker_grain {:?} is above 1 s: what a worker holds, no other rank can steal",
-            cfg.worker_grain
+            "worker_grain {g:?} is above 1 s: what a worker holds, no other rank can steal"
         )));
     }
     Ok(())

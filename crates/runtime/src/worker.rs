@@ -80,7 +80,7 @@ fn take_grain(
     w: &Worker<Task>,
     mem: &SegMem<'_>,
 ) -> Option<Task> {
-    let grain = sh.cfg.worker_grain.as_nanos() as u64;
+    let grain = sh.cfg.grain().as_nanos() as u64;
     let tasks = if grain == 0 {
         node.take_tasks(now, sh.cfg.worker_batch, mem)
     } else {
@@ -368,7 +368,7 @@ fn report_and_take(
 ) -> Option<Task> {
     let id = (task.owner, task.index, task.kind);
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
-        let grain = sh.cfg.worker_grain;
+        let grain = sh.cfg.grain();
         if grain.is_zero() {
             report_id(sh, id, result, cost_ns);
             return Some(next);
