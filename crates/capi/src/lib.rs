@@ -416,7 +416,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispat
 /// through its PMIx server, or the rendezvous at `TITUS_BOOTSTRAP` when set; a single rank
 /// without a launcher) and stores the handle in `*handle`, which
 /// must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
-/// (workers, balancer, protocol, backend, provider, max_payload, max_result, seed,
+/// (workers, worker_grain, balancer, protocol, backend, provider, max_payload, max_result, seed,
 /// group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
 /// check_interval, flush_delay, diffusion, diffusion_plan, repartition_plan, advertise,
 /// cost_aware, shortcuts, shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
