@@ -733,14 +733,7 @@ impl Node {
         budget_ns: u64,
         mem: &dyn Memory,
     ) -> Vec<Task> {
-        self.cx.now = now;
-        if !self.running || self.failed.is_some() {
-            return Vec::new();
-        }
-        let out = self.queue.take_front_within(min, max, budget_ns);
-        self.queue.hungry = out.is_empty() && !self.term.is_done();
-        self.drive(mem);
-        out
+        self.take_with(now, true, mem, |q| q.take_front_within(min, max, budget_ns))
     }
 
     /// Up to `max` tasks of the kinds in `set` (a resource's variants; None: any) from the
@@ -752,15 +745,26 @@ impl Node {
         set: &crate::resources::KindSet,
         mem: &dyn Memory,
     ) -> Vec<Task> {
+        self.take_with(now, set.is_none(), mem, |q| q.take_front_of(max, set))
+    }
+
+    /// Takes what `take` takes from the queue for this rank's workers or resources, then
+    /// drives the node. Hungry: the workers found nothing at all (`any`: they could run
+    /// any kind) — not a resource that found nothing of its kinds while other work waits.
+    fn take_with(
+        &mut self,
+        now: Time,
+        any: bool,
+        mem: &dyn Memory,
+        take: impl FnOnce(&mut Queue) -> Vec<Task>,
+    ) -> Vec<Task> {
         self.cx.now = now;
         if !self.running || self.failed.is_some() {
             return Vec::new();
         }
-        let out = self.queue.take_front_of(max, set);
-        // Hungry: the workers found nothing at all — not a resource that found nothing of
-        // its kinds while other work waits.
+        let out = take(&mut self.queue);
         self.queue.hungry =
-            out.is_empty() && (set.is_none() || self.queue.is_empty()) && !self.term.is_done();
+            out.is_empty() && (any || self.queue.is_empty()) && !self.term.is_done();
         self.drive(mem);
         out
     }

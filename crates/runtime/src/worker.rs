@@ -115,6 +115,17 @@ impl Unreported {
         }
         self.since = None;
     }
+
+    /// Reports every held result under the node's lock and passes on what the node then
+    /// wants (as [`report_id`] does for one).
+    fn flush(&mut self, sh: &Shared) {
+        let mem = SegMem(&*sh.fabric);
+        let mut node = sh.lock_node();
+        self.report_into(sh, &mut node, &mem);
+        let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+        let wake = needs_driver(sh, &node, handed);
+        release(sh, node, wake);
+    }
 }
 
 /// Unlocks `node` after a worker drove it: wakes the progress thread where `wake`, and the
@@ -245,10 +256,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             // (Held results come with a task still to run; a switch to resources or an
             // error path may leave some: never go idle on them.)
             if !held.done.is_empty() {
-                let mem = SegMem(&*sh.fabric);
-                let mut node = sh.lock_node();
-                held.report_into(sh, &mut node, &mem);
-                release(sh, node, true);
+                held.flush(sh);
                 continue;
             }
             // Inline fabrics: while a steal's answer is awaited, watch for it a little
@@ -379,12 +387,7 @@ fn report_and_take(
             || held.done.len() >= GRAIN_MAX
             || ended.duration_since(since) >= grain
         {
-            let mem = SegMem(&*sh.fabric);
-            let mut node = sh.lock_node();
-            held.report_into(sh, &mut node, &mem);
-            let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-            let wake = needs_driver(sh, &node, handed);
-            release(sh, node, wake);
+            held.flush(sh);
         }
         return Some(next);
     }
