@@ -10,7 +10,7 @@ pub use titus_fabric::mem::available_memory;
 pub fn check_fits(what: &str, need: u64) -> Result<(), UsageError> {
     match available_memory() {
         Some(have) if need > have => Err(UsageError(format!(
-            "{what} needs about {:.1} GiB of memory; this machine has {:.1} GiB available",
+            "{what} needs about {:.1} GiB of memory; this process has {:.1} GiB available (free memory within its cgroup's limit)",
             need as f64 / f64::from(1u32 << 30),
             have as f64 / f64::from(1u32 << 30)
         ))),

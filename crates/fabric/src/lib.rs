@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod avail;
 pub mod backend;
 pub mod bootstrap;
 pub mod conformance;

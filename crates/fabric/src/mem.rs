@@ -26,12 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-/// Bytes of memory available now (`MemAvailable` in /proc/meminfo), if known.
+/// Bytes of memory available now to this process, if known: `MemAvailable` in
+/// /proc/meminfo, bounded by the limits of its control groups (a Slurm job's, a
+/// container's): limit − working set, the smallest over its groups and their ancestors.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    crate::avail::available()
 }
 
 /// Seeded delays: each operation takes effect after a uniform delay in `[0, max]`.
@@ -78,8 +77,9 @@ pub fn world(
     {
         let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
         return Err(FabricError::Unsupported(format!(
-            "{size} in-process ranks' segments need {:.1} GiB of memory; this machine has \
-             {:.1} GiB available (fewer ranks, or ranks as processes: titus launch)",
+            "{size} in-process ranks' segments need {:.1} GiB of memory; this process has \
+             {:.1} GiB available (free memory within its cgroup's limit; fewer ranks, or \
+             ranks as processes: titus launch)",
             gib(need),
             gib(have)
         )));

@@ -693,7 +693,8 @@ pub fn check_memory(plan: &Plan, held: Option<u32>) {
             2,
             &format!(
                 "{mine} tasks of {} B payload here need about {:.1} GiB of memory; this \
-                 machine has {:.1} GiB available (fewer tasks, smaller --payload, or more \
+                 process has {:.1} GiB available (free memory within its cgroup's limit; \
+                 fewer tasks, smaller --payload, or more \
                  ranks on more nodes)",
                 plan.payload,
                 gib(need),
