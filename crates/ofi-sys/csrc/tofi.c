@@ -203,6 +203,20 @@ static int reachable(const struct fi_info *fi) {
     return 1;
 }
 
+/* Whether `name` is one of the ", "-separated names in `names` (whole names: "eth1" is not
+ * listed by "eth10"). */
+static int listed(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *end = strstr(p, ", ");
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!end) break;
+        p = end + 2;
+    }
+    return 0;
+}
+
 /* The entry to open: the first on domain (interface) `iface` when one is named, else the
  * first that other hosts can reach, else the first (a machine with loopback only). NULL
  * when `iface` names no domain of the list; `names` then lists those there are. */
@@ -215,7 +229,7 @@ static struct fi_info *choose(struct fi_info *list, const char *iface, char *nam
             if (!strcmp(d, iface)) return cur;
             char key[80];
             snprintf(key, sizeof key, "%s%s", *names ? ", " : "", d);
-            if (!strstr(names, d) && strlen(names) + strlen(key) + 1 < len) strcat(names, key);
+            if (*d && !listed(names, d) && strlen(names) + strlen(key) + 1 < len) strcat(names, key);
         }
         return NULL;
     }
