@@ -717,11 +717,6 @@ impl Node {
         self.queue.len()
     }
 
-    /// Up to `max` tasks for this rank's workers (their private work).
-    pub fn take_tasks(&mut self, now: Time, max: usize, mem: &dyn Memory) -> Vec<Task> {
-        self.take_tasks_for(now, max, &None, mem)
-    }
-
     /// A worker's grain of tasks: `min` from the front, then more while their estimated
     /// costs sum within `budget_ns`, at most `max` (tasks of unknown cost one at a time
     /// beyond `min`: they may be long, and what a worker holds no other rank can steal).

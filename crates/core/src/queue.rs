@@ -618,6 +618,9 @@ mod tests {
         q.start((0..5).map(task).collect(), false);
         assert_eq!(idx(q.take_front_within(1, 64, 1_000)), [0]);
         assert_eq!(idx(q.take_front_within(3, 64, 1_000)), [1, 2, 3]);
+        // A zero budget (no grain): `min` tasks, as take_front.
+        q.start((0..5).map(|i| costed(i, 1)).collect(), false);
+        assert_eq!(idx(q.take_front_within(2, 64, 0)), [0, 1]);
     }
 
     #[test]

@@ -80,14 +80,12 @@ fn take_grain(
     w: &Worker<Task>,
     mem: &SegMem<'_>,
 ) -> Option<Task> {
+    // (A zero grain takes `worker_batch` tasks: the budget admits nothing beyond `min`.)
     let grain = sh.cfg.grain().as_nanos() as u64;
-    let tasks = if grain == 0 {
-        node.take_tasks(now, sh.cfg.worker_batch, mem)
-    } else {
-        let min = sh.cfg.worker_batch;
-        node.take_grain(now, min, GRAIN_MAX.max(min), grain, mem)
-    };
-    let mut tasks = tasks.into_iter();
+    let min = sh.cfg.worker_batch;
+    let mut tasks = node
+        .take_grain(now, min, GRAIN_MAX.max(min), grain, mem)
+        .into_iter();
     let first = tasks.next();
     for t in tasks {
         w.push(t);
@@ -376,11 +374,8 @@ fn report_and_take(
 ) -> Option<Task> {
     let id = (task.owner, task.index, task.kind);
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
+        // (A zero grain flushes at once: one task, one report.)
         let grain = sh.cfg.grain();
-        if grain.is_zero() {
-            report_id(sh, id, result, cost_ns);
-            return Some(next);
-        }
         held.done.push((id, result, cost_ns));
         let since = *held.since.get_or_insert(ended);
         if next.cost_ns >= DEAR_NS

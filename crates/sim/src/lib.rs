@@ -4,7 +4,7 @@
 //!
 //! The driver does what the runtime's progress thread and workers do: it hands the
 //! node's commands to the (simulated) fabric, feeds completions, signals and timers back,
-//! gives idle workers tasks through `take_tasks`, and reports results with `task_done`.
+//! gives idle workers tasks through `take_tasks_for`, and reports results with `task_done`.
 //! Nothing of the protocol lives here: if the simulator needed a path the runtime lacks,
 //! the boundary would be wrong.
 //!
