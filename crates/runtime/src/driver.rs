@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use titus_core::{Command, Op, OpFailure, Token};
 use titus_fabric::{Fabric, FabricError, Loc, OpId, Piece, SegmentId};
 
+/// How long a failed operation's peer is asked whether its process exited (see
+/// `failure_to`).
+const GONE_GRACE: Duration = Duration::from_millis(100);
 /// Longest block in the fabric: the bound on noticing shutdown.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Nap of a polling fabric while nobody needs this rank's progress soon.
@@ -125,7 +128,19 @@ fn failure(e: FabricError) -> OpFailure {
 /// A failed operation to `peer`: when its process is gone, say so in words (providers
 /// often report a bare EAGAIN, ENOENT or connection reset).
 fn failure_to(f: &dyn Fabric, peer: titus_core::Rank, e: FabricError) -> OpFailure {
-    match (&e, f.peer_gone(peer)) {
+    if matches!(e, FabricError::PeerDead { .. }) {
+        return failure(e);
+    }
+    // An exiting process closes its connections before the kernel marks it exited: an
+    // operation failed by that close may ask a moment too early. Ask again for a little
+    // while (a failed operation ends the epoch anyway; this only chooses its words).
+    let mut gone = f.peer_gone(peer);
+    let until = Instant::now() + GONE_GRACE;
+    while gone.is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+        gone = f.peer_gone(peer);
+    }
+    match (&e, gone) {
         (FabricError::PeerDead { .. }, _) | (_, None) => failure(e),
         (_, Some(why)) => OpFailure {
             peer_gone: true,
