@@ -304,6 +304,7 @@ fn simulate(
         max_events: u64::MAX,
         resources,
         mapper: None,
+        worker_grain_ns: None,
     };
     let t0 = Instant::now();
     let out = match run.args.repartition {

@@ -728,7 +728,11 @@ impl Node {
         budget_ns: u64,
         mem: &dyn Memory,
     ) -> Vec<Task> {
-        self.take_with(now, true, mem, |q| q.take_front_within(min, max, budget_ns))
+        let out = self.take_with(now, true, mem, |q| q.take_front_within(min, max, budget_ns));
+        if !out.is_empty() {
+            self.cx.stats.grains += 1;
+        }
+        out
     }
 
     /// Up to `max` tasks of the kinds in `set` (a resource's variants; None: any) from the

@@ -64,6 +64,9 @@ pub struct Stats {
     pub shares_retracted: u64,
     /// Remote operations issued.
     pub ops: u64,
+    /// Grains the workers took from the queue ([`crate::Node::take_grain`]; each one
+    /// lock of the rank's state in the runtime): tasks run / grains is the mean grain.
+    pub grains: u64,
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
     /// work from whom.
     pub steal_log: Vec<StealEvent>,

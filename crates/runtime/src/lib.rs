@@ -449,15 +449,11 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
 }
 
 impl RuntimeConfig {
-    /// A worker's grain ([`RuntimeConfig::worker_grain`]): by default 25 µs per worker of
-    /// the rank, at most 200 µs — the node's lock is shared by every worker, so the more
-    /// of them, the less often each may take it (measured on 16 cores: 2 ranks of 8
-    /// workers ran the chemistry example's steps ~1.4× faster with 200 µs than without;
-    /// one worker per rank the same at 50 µs, worse at 200 µs).
+    /// A worker's grain ([`RuntimeConfig::worker_grain`]): by default
+    /// [`titus_core::default_worker_grain`] of the rank's workers (the simulator's rule too).
     pub fn grain(&self) -> Duration {
-        self.worker_grain.unwrap_or_else(|| {
-            (Duration::from_micros(25) * self.workers.min(8) as u32).min(Duration::from_micros(200))
-        })
+        self.worker_grain
+            .unwrap_or_else(|| titus_core::default_worker_grain(self.workers))
     }
 
     /// Sets the overlay, routing, protocol and sharing that `balancing` needs in a job of
@@ -1059,6 +1055,7 @@ impl Runtime {
         let t_gather = Instant::now();
         let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
         let gather_time = t_gather.elapsed();
+        let t_plan = Instant::now();
         let all: Vec<EpochStart> = all
             .iter()
             .enumerate()
@@ -1112,6 +1109,7 @@ impl Runtime {
             }
         };
         let load = loads.get(self.rank as usize).copied().flatten();
+        let plan_time = t_plan.elapsed();
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
         sh.res_epoch.fetch_add(1, Ordering::AcqRel);
@@ -1198,10 +1196,11 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?}, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             prepare_time,
             gather_time,
+            plan_time,
             start_time,
             locked,
             session,
@@ -1215,6 +1214,7 @@ impl Runtime {
             core.pushed_ns / 1_000_000,
             core.predicted_ns / 1_000_000,
             Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed)),
+            core.grains,
             core.tasks_run_for_others,
             core.ops,
             core.chunks_sent,

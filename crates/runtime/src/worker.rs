@@ -69,7 +69,7 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
 }
 
 /// Most tasks a worker takes at once (its grain, `RuntimeConfig::worker_grain`).
-const GRAIN_MAX: usize = 64;
+const GRAIN_MAX: usize = titus_core::GRAIN_TASKS_MAX;
 
 /// Takes this worker's next grain from the locked `node`: the first task to run, the rest
 /// into its deque (where siblings may take them).
@@ -210,7 +210,7 @@ fn await_answer(sh: &Shared) -> bool {
 /// A task predicted to take at least this long is run with the progress thread serving
 /// signals (waking it costs microseconds; a request waiting for the task's end costs its
 /// whole length).
-const DEAR_NS: u64 = 200_000;
+const DEAR_NS: u64 = titus_core::DEAR_TASK_NS;
 
 /// How often a worker polls a fabric whose progress must poll, between tasks.
 const POLL_EVERY: Duration = Duration::from_micros(20);

@@ -318,6 +318,12 @@ fn draw_and_run(
     if let Some(k) = per_node {
         let node = Model::preset("node").map_err(|e| (format!("seed {seed}"), Violation(e)))?;
         model = model.with_nodes(k, node);
+        // A core per rank at least: the presets carry this 2-core machine's cores, and
+        // 170 ranks of 3 workers on 2 modelled cores ran every task ~250× slower, while
+        // the idle thieves polled every 200 µs until the event budget ran out (seed 3481).
+        if let Some(cpu) = model.cpu.as_mut() {
+            cpu.cores = cpu.cores.max(k);
+        }
     }
     let mut faults = Faults {
         jitter: if rng.chance(0.7) {
@@ -519,6 +525,15 @@ fn draw_and_run(
         ][rng.below(3) as usize];
         what += &format!(", mixed resources ({})", resources.dispatch.name());
     }
+    // Workers' grains: the runtime's default, one task at a time, or up to 0.5 ms.
+    let worker_grain_ns = match rng.below(3) {
+        0 => None,
+        1 => Some(0),
+        _ => Some(rng.below(500_000)),
+    };
+    if let Some(g) = worker_grain_ns {
+        what += &format!(", worker grain {g} ns");
+    }
     let job = Job {
         core,
         overlay,
@@ -536,6 +551,7 @@ fn draw_and_run(
         mapper: policy
             .is_some()
             .then_some(&make_mapper as &crate::MapperFactory),
+        worker_grain_ns,
     };
     match simulate(&job) {
         Ok(o) => {

@@ -4,7 +4,9 @@
 //!
 //! The driver does what the runtime's progress thread and workers do: it hands the
 //! node's commands to the (simulated) fabric, feeds completions, signals and timers back,
-//! gives idle workers tasks through `take_tasks_for`, and reports results with `task_done`.
+//! gives idle workers tasks — a grain at a time through `take_grain`, as the runtime's
+//! workers take them (a rank with resources: one at a time through `take_tasks_for`) —
+//! and reports results with `task_done`, a grain's together as the runtime's workers do.
 //! Nothing of the protocol lives here: if the simulator needed a path the runtime lacks,
 //! the boundary would be wrong.
 //!
@@ -43,7 +45,7 @@ pub use model::Model;
 use queue::EventQueue;
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::resources::{
@@ -116,6 +118,10 @@ pub struct Job<'a> {
     pub mapper: Option<&'a MapperFactory>,
     /// The ranks' resources beside their CPU workers (default: none).
     pub resources: SimResources,
+    /// A worker's grain, ns of estimated work it takes from its rank's queue at once (the
+    /// runtime's `worker_grain`); `None`: the runtime's default for [`Job::workers`]
+    /// ([`titus_core::default_worker_grain`]); 0: one task at a time.
+    pub worker_grain_ns: Option<u64>,
 }
 
 /// The ranks' resources beside their CPU workers (issue #16; `titus_core::resources`).
@@ -166,7 +172,14 @@ impl Job<'_> {
             max_events: 50_000_000,
             mapper: None,
             resources: SimResources::default(),
+            worker_grain_ns: None,
         }
+    }
+
+    /// A worker's grain in ns ([`Job::worker_grain_ns`]).
+    pub fn grain_ns(&self) -> u64 {
+        self.worker_grain_ns
+            .unwrap_or_else(|| titus_core::default_worker_grain(self.workers).as_nanos() as u64)
     }
 }
 
@@ -369,6 +382,13 @@ struct Sim<'a> {
     /// Per rank: a task taken while none of its capable resources had room (it goes first
     /// when one has).
     held: Vec<Option<titus_core::Task>>,
+    /// Per rank without resources: its workers' grains, tasks taken from the node and not
+    /// yet started (the runtime's workers' deques, which siblings may take from).
+    grain: Vec<VecDeque<titus_core::Task>>,
+    /// Per rank without resources: results its workers hold to report with their next
+    /// take from the node (the runtime's `Unreported`), and when the first of them ended.
+    unreported: Vec<Vec<Unreported>>,
+    unreported_since: Vec<Option<u64>>,
     /// Per rank: the resource types it has (bits of `Config::resource_types`; 0 where the
     /// job has none), and each resource's type bit.
     types_mine: Vec<u64>,
@@ -515,7 +535,24 @@ impl<'a> Sim<'a> {
                 )
             })
             .collect();
-        format!("{first}; holding work: [{}]", holding.join("; "))
+        // Work and results the workers hold (their grains).
+        let grains: Vec<String> = (0..self.nodes.len())
+            .filter(|&r| !self.grain[r].is_empty() || !self.unreported[r].is_empty())
+            .take(8)
+            .map(|r| {
+                format!(
+                    "rank {r}: {} tasks in grains, {} results held, {} idle workers",
+                    self.grain[r].len(),
+                    self.unreported[r].len(),
+                    self.idle[r]
+                )
+            })
+            .collect();
+        format!(
+            "{first}; holding work: [{}]; in workers' grains: [{}]",
+            holding.join("; "),
+            grains.join("; ")
+        )
     }
 
     /// Makes rank `node`'s marker stand for its earliest waiting event at time `t`.
@@ -712,9 +749,10 @@ impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.
     fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
         let i = n as usize;
-        // Idle workers take tasks (one each, as the runtime's workers do); on a rank with
-        // resources, every resource with room does (the runtime's workers and its resource
-        // thread), and a task none of its capable resources has room for waits.
+        // Idle workers take tasks (a grain from the node when their rank's grains are used
+        // up, as the runtime's workers do); on a rank with resources, every resource with
+        // room does, one task at a time (the runtime's workers and its resource thread),
+        // and a task none of its capable resources has room for waits.
         loop {
             let room = match &self.res[i] {
                 None => self.idle[i] > 0,
@@ -725,6 +763,27 @@ impl<'a> Sim<'a> {
             }
             let task = match self.held[i].take() {
                 Some(t) => t,
+                None if self.res[i].is_none() => match self.grain[i].pop_front() {
+                    Some(t) => t,
+                    None => {
+                        // What the workers hold is reported with their take from the node.
+                        self.flush(i, now);
+                        let mut got = self.nodes[i]
+                            .take_grain(
+                                Time(now),
+                                1,
+                                titus_core::GRAIN_TASKS_MAX,
+                                self.job.grain_ns(),
+                                &self.mems[i],
+                            )
+                            .into_iter();
+                        let Some(first) = got.next() else {
+                            break;
+                        };
+                        self.grain[i].extend(got);
+                        first
+                    }
+                },
                 None => {
                     // A task some resource with room can run; the others stay queued (for
                     // thieves that can run them).
@@ -997,7 +1056,27 @@ impl<'a> Sim<'a> {
                     }
                 }
                 let task = (owner, index, kind);
-                self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
+                match self.grain[i].front() {
+                    // More of the grains to run (no resources here): the result waits to
+                    // be reported with the next take from the node — or before a dear
+                    // task, or once the oldest held result is a grain old (the runtime's
+                    // `report_and_take`).
+                    Some(next) if res == 0 => {
+                        let dear = next.cost_ns >= titus_core::DEAR_TASK_NS;
+                        self.unreported[i].push((task, result, cost));
+                        let since = *self.unreported_since[i].get_or_insert(now);
+                        if dear
+                            || self.unreported[i].len() >= titus_core::GRAIN_TASKS_MAX
+                            || now - since >= self.job.grain_ns()
+                        {
+                            self.flush(i, now);
+                        }
+                    }
+                    _ => {
+                        self.flush(i, now);
+                        self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
+                    }
+                }
                 self.after(node, now)?;
             }
         }
@@ -1005,7 +1084,18 @@ impl<'a> Sim<'a> {
     }
 }
 
+/// A result a worker holds: the task (owner, index, kind), its result, its cost (ns).
+type Unreported = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
+
 impl Sim<'_> {
+    /// Reports every result rank `i`'s workers hold.
+    fn flush(&mut self, i: usize, now: u64) {
+        self.unreported_since[i] = None;
+        for (task, result, cost) in std::mem::take(&mut self.unreported[i]) {
+            self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
+        }
+    }
+
     /// Runs the epoch until every rank ended it; returns the time of its last event.
     fn run_epoch(&mut self, stall: Option<(u32, u64, u64)>) -> Result<u64, Violation> {
         let n = self.nodes.len();
@@ -1440,6 +1530,9 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         busy_by_owner: vec![BTreeMap::new(); n],
         dispatches: vec![Vec::new(); n],
         held: vec![None; n],
+        grain: vec![VecDeque::new(); n],
+        unreported: vec![Vec::new(); n],
+        unreported_since: vec![None; n],
         types_mine,
         types_of,
         fail_count: 0,
