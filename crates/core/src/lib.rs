@@ -81,6 +81,15 @@ pub const GRAIN_TASKS_MAX: usize = 64;
 /// progress thread serves them meanwhile.
 pub const DEAR_TASK_NS: u64 = 200_000;
 
+/// Whether a worker that finished a task of its grain and has `next` to run reports the
+/// `held` results it holds now (the oldest ended `held_for_ns` ago; `grain_ns` its grain)
+/// rather than with its next take from the queue: before a dear task, at
+/// [`GRAIN_TASKS_MAX`] results, or once the oldest is a grain old (a zero grain: at once).
+/// The runtime's workers and the simulator's follow it.
+pub fn report_held_now(next_cost_ns: u64, held: usize, held_for_ns: u64, grain_ns: u64) -> bool {
+    next_cost_ns >= DEAR_TASK_NS || held >= GRAIN_TASKS_MAX || held_for_ns >= grain_ns
+}
+
 /// A worker's grain by default with `workers` workers per rank: seconds of estimated work
 /// it takes from the rank's queue at once — 25 µs per worker (up to 8), at most 200 µs.
 /// The more workers share a rank's queue, the less often each may take it (measured on 16

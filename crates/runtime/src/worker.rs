@@ -68,9 +68,6 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     first
 }
 
-/// Most tasks a worker takes at once (its grain, `RuntimeConfig::worker_grain`).
-const GRAIN_MAX: usize = titus_core::GRAIN_TASKS_MAX;
-
 /// Takes this worker's next grain from the locked `node`: the first task to run, the rest
 /// into its deque (where siblings may take them).
 fn take_grain(
@@ -84,7 +81,7 @@ fn take_grain(
     let grain = sh.cfg.grain().as_nanos() as u64;
     let min = sh.cfg.worker_batch;
     let mut tasks = node
-        .take_grain(now, min, GRAIN_MAX.max(min), grain, mem)
+        .take_grain(now, min, titus_core::GRAIN_TASKS_MAX.max(min), grain, mem)
         .into_iter();
     let first = tasks.next();
     for t in tasks {
@@ -207,11 +204,6 @@ fn await_answer(sh: &Shared) -> bool {
     true
 }
 
-/// A task predicted to take at least this long is run with the progress thread serving
-/// signals (waking it costs microseconds; a request waiting for the task's end costs its
-/// whole length).
-const DEAR_NS: u64 = titus_core::DEAR_TASK_NS;
-
 /// How often a worker polls a fabric whose progress must poll, between tasks.
 const POLL_EVERY: Duration = Duration::from_micros(20);
 
@@ -316,7 +308,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // A task predicted dear keeps this worker from serving signals for long: the
         // progress thread serves them meanwhile (a thief's request would otherwise wait
         // for the task's end — milliseconds in a chemistry front).
-        let dear = sh.inline && task.cost_ns >= DEAR_NS;
+        // (Waking the progress thread costs microseconds; a request waiting for the
+        // task's end costs its whole length: `titus_core::DEAR_TASK_NS`.)
+        let dear = sh.inline && task.cost_ns >= titus_core::DEAR_TASK_NS;
         if dear {
             sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
             sh.fabric.set_workers_serve(false);
@@ -375,13 +369,14 @@ fn report_and_take(
     let id = (task.owner, task.index, task.kind);
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
         // (A zero grain flushes at once: one task, one report.)
-        let grain = sh.cfg.grain();
         held.done.push((id, result, cost_ns));
         let since = *held.since.get_or_insert(ended);
-        if next.cost_ns >= DEAR_NS
-            || held.done.len() >= GRAIN_MAX
-            || ended.duration_since(since) >= grain
-        {
+        if titus_core::report_held_now(
+            next.cost_ns,
+            held.done.len(),
+            ended.duration_since(since).as_nanos() as u64,
+            sh.cfg.grain().as_nanos() as u64,
+        ) {
             held.flush(sh);
         }
         return Some(next);

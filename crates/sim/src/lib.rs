@@ -1062,13 +1062,15 @@ impl<'a> Sim<'a> {
                     // task, or once the oldest held result is a grain old (the runtime's
                     // `report_and_take`).
                     Some(next) if res == 0 => {
-                        let dear = next.cost_ns >= titus_core::DEAR_TASK_NS;
+                        let next_cost = next.cost_ns;
                         self.unreported[i].push((task, result, cost));
                         let since = *self.unreported_since[i].get_or_insert(now);
-                        if dear
-                            || self.unreported[i].len() >= titus_core::GRAIN_TASKS_MAX
-                            || now - since >= self.job.grain_ns()
-                        {
+                        if titus_core::report_held_now(
+                            next_cost,
+                            self.unreported[i].len(),
+                            now - since,
+                            self.job.grain_ns(),
+                        ) {
                             self.flush(i, now);
                         }
                     }
