@@ -128,21 +128,20 @@ fn failure(e: FabricError) -> OpFailure {
 /// A failed operation to `peer`: when its process is gone, say so in words (providers
 /// often report a bare EAGAIN, ENOENT or connection reset).
 fn failure_to(f: &dyn Fabric, peer: titus_core::Rank, e: FabricError) -> OpFailure {
-    if matches!(e, FabricError::PeerDead { .. }) {
-        return failure(e);
-    }
-    // An exiting process closes its connections before the kernel marks it exited: an
-    // operation failed by that close may ask a moment too early. Ask again for a little
-    // while (a failed operation ends the epoch anyway; this only chooses its words).
+    // The provider's own "peer gone" (ENOTCONN, ECONNRESET) too: its words name no
+    // process. An exiting process closes its connections before the kernel marks it
+    // exited: an operation failed by that close may ask a moment too early. Ask again for
+    // a little while (a failed operation ends the epoch anyway; this only chooses its
+    // words).
     let mut gone = f.peer_gone(peer);
     let until = Instant::now() + GONE_GRACE;
     while gone.is_none() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
         gone = f.peer_gone(peer);
     }
-    match (&e, gone) {
-        (FabricError::PeerDead { .. }, _) | (_, None) => failure(e),
-        (_, Some(why)) => OpFailure {
+    match gone {
+        None => failure(e),
+        Some(why) => OpFailure {
             peer_gone: true,
             detail: format!("{why} ({e})"),
         },
