@@ -205,6 +205,17 @@ fn c_example_one_process_on_mem() {
             && text.contains("nominal_efficiency"),
         "{text}"
     );
+    for bad in ["0", "x", "1001"] {
+        let out = Command::new(b.dir.join("chemistry"))
+            .args(["--repeat", bad])
+            .output()
+            .unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            out.status.code() == Some(2) && text.contains("--repeat"),
+            "--repeat {bad}: {text}"
+        );
+    }
 }
 
 /// The JSON line of a chemistry run, with the figures every report carries.
@@ -237,11 +248,12 @@ fn c_example_three_processes_through_titus_launch() {
         return;
     }
     let b = built();
-    // Default options: each rank's workers are its share of this machine's cores.
+    // Default options: each rank's workers are its share of this machine's cores. Two
+    // repeats: a runtime is started and finalized three times per repeat.
     let out = run_ok(
         titus_launch(3, &b.dir.join("chemistry"))
             .args(C_ARGS)
-            .arg("--json")
+            .args(["--repeat", "2", "--json"])
             .env_remove("TITUS_OPTIONS"),
         "chemistry, titus launch -n 3",
     );
@@ -249,6 +261,23 @@ fn c_example_three_processes_through_titus_launch() {
     let v = chemistry_json(&out, "chemistry, titus launch -n 3");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     assert_eq!(v["workers"], 3 * (cores / 3).max(1), "{v}");
+    // The figures are the medians of the repeats (of two: their mean).
+    assert_eq!(v["repeat"], 2, "{v}");
+    let runs = |key: &str| -> Vec<f64> {
+        let a = v[key].as_array().unwrap_or_else(|| panic!("{key} in {v}"));
+        a.iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    let (nominal, speedup) = (runs("nominal_efficiency_runs"), runs("speedup_runs"));
+    assert_eq!((nominal.len(), speedup.len()), (2, 2), "{v}");
+    let mean = |x: &[f64]| (x[0] + x[1]) / 2.0;
+    let near = |key: &str, want: f64| {
+        let got = v[key].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-3, "{key} {got}, expected {want}: {v}");
+    };
+    near("nominal_efficiency", mean(&nominal));
+    near("speedup", mean(&speedup));
+    near("nominal_efficiency_min", nominal[0].min(nominal[1]));
+    near("nominal_efficiency_max", nominal[0].max(nominal[1]));
 }
 
 #[test]

@@ -36,6 +36,12 @@
  *   speed-up            T_none / T_titus (`speedup`).
  *   workers             the job's worker threads in the Titus run, summed over ranks.
  *
+ * --repeat R (default 1) runs the three R times, back to back (the order of the two Titus
+ * runs alternating), and reports each figure's median over the repeats (the JSON adds
+ * `repeat`, `nominal_efficiency_min`/`_max` and the per-repeat `nominal_efficiency_runs`
+ * and `speedup_runs`): each repeat's ratios compare runs close in time, on a machine whose
+ * speed drifts by ±8% between runs.
+ *
  * Build: cc -O2 chemistry.c $(pkg-config --cflags --libs titus) -lm
  *        mpicc -O2 -DTITUS_WITH_MPI chemistry.c $(pkg-config --cflags --libs titus) -lm
  * Run:   titus launch -n 2 -- ./chemistry        mpirun -n 2 ./chemistry-mpi
@@ -316,7 +322,7 @@ static double median(double *v, int n) {
 static void usage(const char *why) {
     fprintf(stderr,
             "chemistry: %s\nusage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
-            "[--ref-passes P] [--options \"titus options\"] [--json] [--stats]\n",
+            "[--ref-passes P] [--repeat R] [--options \"titus options\"] [--json] [--stats]\n",
             why);
     exit(2);
 }
@@ -332,66 +338,27 @@ static int positive(const char *flag, const char *v) {
     return (int)n;
 }
 
-int main(int argc, char **argv) {
-#ifdef TITUS_WITH_MPI
-    /* Titus starts threads (they never call MPI): FUNNELED. */
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-#endif
-    grid g = {.nx = 64, .ny = 32, .steps = 8, .dt = 300.0};
-    const char *options = "";
-    int json = 0, passes = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--nx")) g.nx = positive(a, v), i++;
-        else if (!strcmp(a, "--ny")) g.ny = positive(a, v), i++;
-        else if (!strcmp(a, "--steps")) g.steps = positive(a, v), i++;
-        else if (!strcmp(a, "--ref-passes")) passes = positive(a, v), i++;
-        else if (!strcmp(a, "--dt")) {
-            char *end;
-            g.dt = v ? strtod(v, &end) : 0.0;
-            if (!v || *end || !(g.dt > 0.0)) usage("--dt: expected a positive number");
-            i++;
-        } else if (!strcmp(a, "--options") && v) options = v, i++;
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--stats")) verbose = 1;
-        else {
-            char msg[160];
-            snprintf(msg, sizeof msg, "unknown argument '%s'", a);
-            usage(msg);
-        }
-    }
-    if ((long)g.nx * g.ny > (1L << 26)) usage("--nx x --ny: at most 2^26 cells");
-    /* A first runtime (no balancing) tells this rank who it is; its slab follows. It stays
-     * up through the reference, whose ranks take turns (its job stats are the barrier). */
-    int rank = 0, size = 1;
-    titus_t *first = NULL;
-#ifdef TITUS_WITH_MPI
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    (void)first;
-#else
-    CHECK(titus_init(&first, "workers=1,balancer=none"));
-    CHECK(titus_rank_size(first, &rank, &size));
-#endif
-    g.x0 = (int)((long)g.nx * rank / size);
-    g.x1 = (int)((long)g.nx * (rank + 1) / size);
-    int n = (g.x1 - g.x0) * g.ny;
-    size_t bytes = sizeof(double) * 3 * (n ? n : 1);
-    double *ref = malloc(bytes), *a = malloc(bytes), *b = malloc(bytes);
-    double *t_seq = calloc(g.steps, sizeof(double)), *t_none = calloc(g.steps, sizeof(double)),
-           *t_titus = calloc(g.steps, sizeof(double));
+/* One repeat's figures (rank 0's view of the job's). */
+typedef struct {
+    double seq, none, titus, eff_none, eff_titus, nom_none, nom_titus, speedup;
+    long workers;
+    int ok;
+} figures;
 
-    /* The reference: this rank's slab, sequentially, without Titus, timed while the other
-     * ranks wait (one rank after the other), so the time is the cells' cost on one core of
-     * an otherwise idle machine: their calibrated cost. */
+/* The reference: this rank's slab, sequentially, without Titus, timed while the other
+ * ranks wait (one rank after the other), so the time is the cells' cost on one core of an
+ * otherwise idle machine: their calibrated cost. `first` (a runtime with no balancing,
+ * kept up through the reference: its job stats are the barrier) is finalized here. */
+static long reference(const grid *g, int rank, int size, int passes, titus_t *first, double *ref,
+                      double *t_seq) {
+    int n = (g->x1 - g->x0) * g->ny;
     cell_in *in = malloc(sizeof(cell_in) * (n ? n : 1));
-    long ref_steps = 0;
-    initial(&g, ref);
-    for (int turn = 0; turn < rank; turn++) barrier(first);
     double *pass_s = malloc(sizeof(double) * (size_t)passes);
-    for (int s = 0; s < g.steps; s++) {
-        inputs(&g, s, ref, in);
+    long ref_steps = 0;
+    initial(g, ref);
+    for (int turn = 0; turn < rank; turn++) barrier(first);
+    for (int s = 0; s < g->steps; s++) {
+        inputs(g, s, ref, in);
         /* Each pass computes the same states from the same inputs; the step's calibrated
          * cost is the median pass (one pass alone moved nominal efficiency by ±0.1
          * between runs on a noisy machine). */
@@ -410,62 +377,200 @@ int main(int argc, char **argv) {
         }
         t_seq[s] = median(pass_s, passes);
     }
-    free(pass_s);
     for (int turn = rank; turn < size; turn++) barrier(first);
 #ifndef TITUS_WITH_MPI
     CHECK(titus_finalize(&first));
+#else
+    (void)first;
 #endif
+    free(pass_s);
     free(in);
+    return ref_steps;
+}
 
-    /* No balancing, then balancing, through Titus. */
+/* One repeat: the reference, then the time loop through Titus with no balancing and with
+ * the chosen options (in that order, or the other when `titus_first`), checked against the
+ * reference. */
+static figures one_repeat(const grid *g, int rank, int size, int passes, titus_t *first,
+                          const char *options, int titus_first, double *t_seq, double *t_none,
+                          double *t_titus) {
+    int n = (g->x1 - g->x0) * g->ny;
+    size_t bytes = sizeof(double) * 3 * (n ? n : 1);
+    double *ref = malloc(bytes), *a = malloc(bytes), *b = malloc(bytes);
+    long ref_steps = reference(g, rank, size, passes, first, ref, t_seq);
+
     char none_opts[512], titus_opts[512];
     snprintf(none_opts, sizeof none_opts, "%s%sbalancer=none", options, *options ? "," : "");
     snprintf(titus_opts, sizeof titus_opts, "%s", options);
-    double eff_none, eff_titus, nominal_none, nominal_titus;
-    long steps_none, steps_titus, workers_none = 0, workers_titus = 0;
+    figures f = {0};
+    double nominal_none, nominal_titus;
+    long steps_none, steps_titus, workers_none = 0;
     int r2, s2;
-    initial(&g, a);
-    run_titus(&g, none_opts, a, t_seq, t_none, &eff_none, &nominal_none, &workers_none,
-              &steps_none, &r2, &s2);
-    initial(&g, b);
-    run_titus(&g, titus_opts, b, t_seq, t_titus, &eff_titus, &nominal_titus, &workers_titus,
-              &steps_titus, &r2, &s2);
-
-    int ok = !memcmp(ref, a, sizeof(double) * 3 * n) && !memcmp(ref, b, sizeof(double) * 3 * n) &&
-             steps_none == ref_steps && steps_titus == ref_steps;
-    double sum_none = 0, sum_titus = 0;
-    for (int s = 0; s < g.steps; s++) sum_none += t_none[s], sum_titus += t_titus[s];
+    initial(g, a);
+    initial(g, b);
+    for (int turn = 0; turn < 2; turn++) {
+        if (turn == titus_first)
+            run_titus(g, none_opts, a, t_seq, t_none, &f.eff_none, &nominal_none, &workers_none,
+                      &steps_none, &r2, &s2);
+        else
+            run_titus(g, titus_opts, b, t_seq, t_titus, &f.eff_titus, &nominal_titus,
+                      &f.workers, &steps_titus, &r2, &s2);
+    }
+    f.ok = !memcmp(ref, a, sizeof(double) * 3 * n) && !memcmp(ref, b, sizeof(double) * 3 * n) &&
+           steps_none == ref_steps && steps_titus == ref_steps;
+    for (int s = 0; s < g->steps; s++) f.none += t_none[s], f.titus += t_titus[s];
     /* Both runs stated the same calibrated costs: the job's T_seq, against the cores their
      * workers had. */
-    double nom_none = sum_none > 0 ? nominal_none / ((double)workers_none * sum_none) : 0.0;
-    double nom_titus = sum_titus > 0 ? nominal_titus / ((double)workers_titus * sum_titus) : 0.0;
-    double speedup = sum_titus > 0 ? sum_none / sum_titus : 0.0;
+    f.seq = nominal_titus;
+    f.nom_none = f.none > 0 ? nominal_none / ((double)workers_none * f.none) : 0.0;
+    f.nom_titus = f.titus > 0 ? nominal_titus / ((double)f.workers * f.titus) : 0.0;
+    f.speedup = f.titus > 0 ? f.none / f.titus : 0.0;
+    if (!f.ok)
+        fprintf(stderr, "rank %d: RESULTS DIFFER FROM the sequential run (%d cells x %d steps)\n",
+                rank, n, g->steps);
+    free(ref), free(a), free(b);
+    return f;
+}
+
+/* The median over repeats of one figure (`at` picks it). */
+static double median_of(const figures *f, int n, double (*at)(const figures *)) {
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = at(&f[i]);
+    double m = median(v, n);
+    free(v);
+    return m;
+}
+#define FIGURE(name)                                                                       \
+    static double fig_##name(const figures *f) { return f->name; }
+FIGURE(seq)
+FIGURE(none)
+FIGURE(titus)
+FIGURE(eff_none)
+FIGURE(eff_titus)
+FIGURE(nom_none)
+FIGURE(nom_titus)
+FIGURE(speedup)
+
+int main(int argc, char **argv) {
+#ifdef TITUS_WITH_MPI
+    /* Titus starts threads (they never call MPI): FUNNELED. */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+#endif
+    grid g = {.nx = 64, .ny = 32, .steps = 8, .dt = 300.0};
+    const char *options = "";
+    int json = 0, passes = 3, repeats = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--nx")) g.nx = positive(a, v), i++;
+        else if (!strcmp(a, "--ny")) g.ny = positive(a, v), i++;
+        else if (!strcmp(a, "--steps")) g.steps = positive(a, v), i++;
+        else if (!strcmp(a, "--ref-passes")) passes = positive(a, v), i++;
+        else if (!strcmp(a, "--repeat")) repeats = positive(a, v), i++;
+        else if (!strcmp(a, "--dt")) {
+            char *end;
+            g.dt = v ? strtod(v, &end) : 0.0;
+            if (!v || *end || !(g.dt > 0.0)) usage("--dt: expected a positive number");
+            i++;
+        } else if (!strcmp(a, "--options") && v) options = v, i++;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--stats")) verbose = 1;
+        else {
+            char msg[160];
+            snprintf(msg, sizeof msg, "unknown argument '%s'", a);
+            usage(msg);
+        }
+    }
+    if ((long)g.nx * g.ny > (1L << 26)) usage("--nx x --ny: at most 2^26 cells");
+    if (repeats > 1000) usage("--repeat: at most 1000");
+    /* A first runtime (no balancing) tells this rank who it is; its slab follows. */
+    int rank = 0, size = 1;
+    titus_t *first = NULL;
+#ifdef TITUS_WITH_MPI
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+#else
+    CHECK(titus_init(&first, "workers=1,balancer=none"));
+    CHECK(titus_rank_size(first, &rank, &size));
+#endif
+    g.x0 = (int)((long)g.nx * rank / size);
+    g.x1 = (int)((long)g.nx * (rank + 1) / size);
+    int n = (g.x1 - g.x0) * g.ny;
+    double *t_seq = calloc(g.steps, sizeof(double)), *t_none = calloc(g.steps, sizeof(double)),
+           *t_titus = calloc(g.steps, sizeof(double));
+    figures *rep = calloc((size_t)repeats, sizeof(figures));
+
+    /* Each repeat: the reference, no balancing and balancing, back to back, so that each
+     * repeat's ratios compare runs close in time on a machine whose speed drifts; the order
+     * of the two Titus runs alternates between repeats. The figures are the medians. */
+    int ok = 1;
+    for (int r = 0; r < repeats; r++) {
+#ifndef TITUS_WITH_MPI
+        if (!first) CHECK(titus_init(&first, "workers=1,balancer=none"));
+#endif
+        rep[r] = one_repeat(&g, rank, size, passes, first, options, r % 2, t_seq, t_none,
+                            t_titus);
+        first = NULL;
+        ok &= rep[r].ok;
+        if (rank == 0 && !json && repeats > 1)
+            printf("repeat %d (%s first): sequential %.3f s, none %.3f s, titus %.3f s, nominal "
+                   "efficiency none %.3f titus %.3f, speed-up %.2fx\n",
+                   r, r % 2 ? "titus" : "none", rep[r].seq, rep[r].none, rep[r].titus,
+                   rep[r].nom_none, rep[r].nom_titus, rep[r].speedup);
+    }
+    figures m = {
+        .seq = median_of(rep, repeats, fig_seq),
+        .none = median_of(rep, repeats, fig_none),
+        .titus = median_of(rep, repeats, fig_titus),
+        .eff_none = median_of(rep, repeats, fig_eff_none),
+        .eff_titus = median_of(rep, repeats, fig_eff_titus),
+        .nom_none = median_of(rep, repeats, fig_nom_none),
+        .nom_titus = median_of(rep, repeats, fig_nom_titus),
+        .speedup = median_of(rep, repeats, fig_speedup),
+        .workers = rep[repeats - 1].workers,
+    };
+    double nom_lo = rep[0].nom_titus, nom_hi = rep[0].nom_titus;
+    for (int r = 1; r < repeats; r++) {
+        nom_lo = rep[r].nom_titus < nom_lo ? rep[r].nom_titus : nom_lo;
+        nom_hi = rep[r].nom_titus > nom_hi ? rep[r].nom_titus : nom_hi;
+    }
     if (rank == 0 && !json) {
         printf("chemistry: %dx%d cells, %d ranks, %ld workers in all, %d steps of dt %g, titus "
                "options \"%s\"\n",
-               g.nx, g.ny, size, workers_titus, g.steps, g.dt, options);
+               g.nx, g.ny, size, m.workers, g.steps, g.dt, options);
+        if (repeats > 1) printf("per step: the last repeat\n");
         printf("%5s %8s %12s %12s %12s\n", "step", "front_x", "seq_own_s", "none_s", "titus_s");
         for (int s = 0; s < g.steps; s++)
             printf("%5d %8.1f %12.4f %12.4f %12.4f\n", s, front(&g, s), t_seq[s], t_none[s],
                    t_titus[s]);
-        printf("total: sequential reference %.3f s (all ranks' cells, calibrated cost)\n",
-               nominal_titus);
+        if (repeats > 1) printf("medians of %d repeats:\n", repeats);
+        printf("total: sequential reference %.3f s (all ranks' cells, calibrated cost)\n", m.seq);
         printf("%-6s %10s %12s %20s\n", "run", "time_s", "efficiency", "nominal_efficiency");
-        printf("%-6s %10.3f %12.3f %20.3f\n", "none", sum_none, eff_none, nom_none);
-        printf("%-6s %10.3f %12.3f %20.3f\n", "titus", sum_titus, eff_titus, nom_titus);
-        printf("speed-up over none %.2fx\n", speedup);
+        printf("%-6s %10.3f %12.3f %20.3f\n", "none", m.none, m.eff_none, m.nom_none);
+        printf("%-6s %10.3f %12.3f %20.3f\n", "titus", m.titus, m.eff_titus, m.nom_titus);
+        if (repeats > 1)
+            printf("titus nominal efficiency over the repeats: %.3f to %.3f\n", nom_lo, nom_hi);
+        printf("speed-up over none %.2fx\n", m.speedup);
     }
-    if (rank == 0 && json)
-        printf("{\"nx\":%d,\"ny\":%d,\"ranks\":%d,\"workers\":%ld,\"steps\":%d,\"dt\":%g,\"seq_s\":%.6f,"
-               "\"none_s\":%.6f,\"titus_s\":%.6f,\"efficiency_none\":%.4f,"
+    if (rank == 0 && json) {
+        printf("{\"nx\":%d,\"ny\":%d,\"ranks\":%d,\"workers\":%ld,\"steps\":%d,\"dt\":%g,\"repeat\":%d,"
+               "\"seq_s\":%.6f,\"none_s\":%.6f,\"titus_s\":%.6f,\"efficiency_none\":%.4f,"
                "\"efficiency_titus\":%.4f,\"nominal_efficiency_none\":%.4f,"
-               "\"nominal_efficiency\":%.4f,\"speedup\":%.4f}\n",
-               g.nx, g.ny, size, workers_titus, g.steps, g.dt, nominal_titus, sum_none, sum_titus, eff_none,
-               eff_titus, nom_none, nom_titus, speedup);
+               "\"nominal_efficiency\":%.4f,\"speedup\":%.4f,"
+               "\"nominal_efficiency_min\":%.4f,\"nominal_efficiency_max\":%.4f,"
+               "\"nominal_efficiency_runs\":[",
+               g.nx, g.ny, size, m.workers, g.steps, g.dt, repeats, m.seq, m.none, m.titus,
+               m.eff_none, m.eff_titus, m.nom_none, m.nom_titus, m.speedup, nom_lo, nom_hi);
+        for (int r = 0; r < repeats; r++) printf("%s%.4f", r ? "," : "", rep[r].nom_titus);
+        printf("],\"speedup_runs\":[");
+        for (int r = 0; r < repeats; r++) printf("%s%.4f", r ? "," : "", rep[r].speedup);
+        printf("]}\n");
+    }
     fflush(stdout);
-    fprintf(stderr, "rank %d: %s the sequential run (%d cells x %d steps, %ld solver steps)\n",
-            rank, ok ? "results equal" : "RESULTS DIFFER FROM", n, g.steps, ref_steps);
-    free(ref), free(a), free(b), free(t_seq), free(t_none), free(t_titus);
+    if (ok)
+        fprintf(stderr, "rank %d: results equal the sequential run (%d cells x %d steps, %d repeats)\n",
+                rank, n, g.steps, repeats);
+    free(t_seq), free(t_none), free(t_titus), free(rep);
 #ifdef TITUS_WITH_MPI
     MPI_Finalize();
 #endif
