@@ -687,11 +687,13 @@ fn run_task(
             ));
         }
         *dirty = len.div_ceil(16).max(1);
-        Ok(result
-            .iter()
-            .flat_map(|w| w.to_ne_bytes())
-            .take(len)
-            .collect())
+        // Word by word (byte by byte through an iterator cost ~4% of µs-cells' time).
+        let mut out = Vec::with_capacity(len.next_multiple_of(16));
+        for w in &result[..len.div_ceil(16)] {
+            out.extend_from_slice(&w.to_ne_bytes());
+        }
+        out.truncate(len);
+        Ok(out)
     })
 }
 

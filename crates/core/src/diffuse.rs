@@ -445,6 +445,12 @@ pub(crate) fn string_plan(
             0,
         );
     };
+    let (dear_sends, cheap_sends) = (split.dear.sends(rank), split.cheap.sends(rank));
+    if dear_sends.is_empty() && cheap_sends.is_empty() {
+        // Nothing leaves: the tasks stay as they are (every rank a receiver, and every
+        // rank of a balanced step, does this: 3–6 ms at 65,536 tasks otherwise).
+        return (Vec::new(), 0);
+    }
     let dear_from = 1u64 << split.class;
     let (mut dear, mut cheap) = (Vec::new(), Vec::new());
     let (mut dear_c, mut cheap_c) = (Vec::new(), Vec::new());
@@ -457,31 +463,38 @@ pub(crate) fn string_plan(
             cheap_c.push(c);
         }
     }
-    let mut out = deal(
-        &mut dear,
-        &mut dear_c,
-        &split.dear.sends(rank),
-        max_record,
-        true,
-    );
+    let mut out = deal(&mut dear, &mut dear_c, &dear_sends, max_record, true);
     let dealt_dear: usize = out.iter().map(|x| x.1.len()).sum();
-    for (r, b) in deal(
-        &mut cheap,
-        &mut cheap_c,
-        &split.cheap.sends(rank),
-        max_record,
-        false,
-    ) {
+    for (r, b) in deal(&mut cheap, &mut cheap_c, &cheap_sends, max_record, false) {
         match out.iter_mut().find(|x| x.0 == r) {
             Some(x) => x.1.extend(b),
             None => out.push((r, b)),
         }
     }
-    // What stays, in task order (indices are unique).
-    tasks.extend(dear);
-    tasks.extend(cheap);
-    tasks.sort_unstable_by_key(|t| t.index);
+    // What stays, in task order: each list is in order but for what `deal` kept back at
+    // its end (a run that a stable sort merges in linear time), then the two merge.
+    for l in [&mut dear, &mut cheap] {
+        if !l.is_sorted_by_key(|t| t.index) {
+            l.sort_by_key(|t| t.index);
+        }
+    }
+    *tasks = merge_by_index(dear, cheap);
     (out, dealt_dear)
+}
+
+/// Two lists of tasks, each in increasing index order, as one.
+fn merge_by_index(a: Vec<Task>, b: Vec<Task>) -> Vec<Task> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.index < y.index,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
 }
 
 /// Tasks spread over `tasks` (as [`pick`] takes them, `costs` their filled predictions)

@@ -98,10 +98,17 @@ impl Measured {
     /// Of `(key, cost in ns)` pairs (any order, each key once).
     pub fn of<I: Iterator<Item = (u64, u64)> + Clone>(costs: I) -> Self {
         let mut all: Vec<(u64, u64)> = costs.collect();
-        let Some(&(lo, _)) = all.iter().min() else {
+        all.sort_unstable();
+        Self::of_sorted(&all)
+    }
+
+    /// Of `(key, cost in ns)` pairs in increasing key order (each key once): without a
+    /// copy (a history's measured costs are kept so).
+    pub fn of_sorted(all: &[(u64, u64)]) -> Self {
+        debug_assert!(all.is_sorted());
+        let Some(&(lo, _)) = all.first() else {
             return Self::default();
         };
-        all.sort_unstable();
         let mut m = Self {
             span: KeySpan {
                 lo,
@@ -110,7 +117,7 @@ impl Measured {
             },
             ..Self::default()
         };
-        for &(k, c) in &all {
+        for &(k, c) in all {
             let off = (k - lo) as f64;
             m.load = m.load.saturating_add(c);
             m.moment += c as f64 * off;
@@ -123,8 +130,10 @@ impl Measured {
         let mut cur = (lo, 0u64, 0u64);
         for (i, &(k, c)) in all.iter().enumerate() {
             if cur.1 > 0 {
-                let mean = cur.2 as f64 / cur.1 as f64;
-                let jump = c as f64 > 2.0 * mean || (c as f64) * 2.0 < mean;
+                // c against twice and half the part's mean (cur.2 / cur.1), without a
+                // division per key.
+                let (c2, n2, sum) = (u128::from(c), u128::from(cur.1), u128::from(cur.2));
+                let jump = c2 * n2 > 2 * sum || 2 * c2 * n2 < sum;
                 let left = n - i as u64;
                 let room = m.parts.len() as u64 + 1 + left.div_ceil(width) < PARTS_MAX as u64;
                 if (cur.1 >= width && m.parts.len() + 1 < PARTS_MAX) || (jump && room) {

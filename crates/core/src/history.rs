@@ -145,7 +145,7 @@ impl CostHistory {
     /// What the last epoch measured (what a rank tells the job for its front:
     /// [`crate::RankProfile`]).
     pub fn measured(&self) -> crate::Measured {
-        crate::Measured::of(self.last.0.iter().copied())
+        crate::Measured::of_sorted(&self.last.0)
     }
 
     /// Keys with a known cost.
@@ -166,7 +166,13 @@ fn centre(m: &ByKey, base: u64) -> Option<f64> {
     for &(k, c) in &m.0 {
         let c = (c - floor) as f64;
         w += c;
-        x += c * (k as i128 - base as i128) as f64;
+        // (k − base through u64: an i128's conversion to f64 is a library call per key.)
+        let off = if k >= base {
+            (k - base) as f64
+        } else {
+            -((base - k) as f64)
+        };
+        x += c * off;
     }
     (w > 0.0).then(|| x / w)
 }

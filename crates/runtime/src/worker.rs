@@ -219,6 +219,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let mut carried: Option<Task> = None;
     // Results of this worker's grain not yet reported.
     let mut held = Unreported::default();
+    // When the carried task became this worker's: the last task's end, where nothing but
+    // taking it from this worker's deque came between (one clock reading per task).
+    let mut carried_at: Option<Instant> = None;
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -316,7 +319,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             sh.fabric.set_workers_serve(false);
             sh.fabric.wake();
         }
-        let t = Instant::now();
+        // (Not across a dear task's wake-up of the progress thread.)
+        let t = match carried_at.take() {
+            Some(at) if !dear => at,
+            _ => Instant::now(),
+        };
         let result = execute(sh, &task);
         let end = Instant::now();
         if dear {
@@ -327,9 +334,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // Polled progress: serve the fabric between tasks, so the progress thread can nap
         // instead of waking on a core this worker needs (on a 2-core node its 10–200 µs
         // naps slowed the tasks by a fifth).
+        let mut served = false;
         if polled && end.duration_since(last_poll) >= POLL_EVERY {
             sh.fabric.poll();
             last_poll = end;
+            served = true;
         }
         sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
         if sh.timings {
@@ -339,7 +348,12 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             crate::resources::cpu_done(sh);
             report(sh, &task, result, cost_ns);
         } else {
-            carried = report_and_take(sh, &task, result, cost_ns, end, &mut held, me, &w, stealers);
+            let local;
+            (carried, local) =
+                report_and_take(sh, &task, result, cost_ns, end, &mut held, me, &w, stealers);
+            if local && !served && !sh.timings {
+                carried_at = Some(end);
+            }
         }
     }
 }
@@ -353,7 +367,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
 /// worker has more of its grain to run: reported with the next take from the node, or
 /// before a dear task, or once the oldest held result is a grain old — one lock of the
 /// node per grain. Nothing is lost: a worker takes from the node, and so reports,
-/// before it can go idle.
+/// before it can go idle. The flag: the next task came from the deques and nothing was
+/// reported (the next task's clock may start at this one's end: one reading per task).
 #[allow(clippy::too_many_arguments)]
 fn report_and_take(
     sh: &Shared,
@@ -365,7 +380,7 @@ fn report_and_take(
     me: usize,
     w: &Worker<Task>,
     stealers: &[Stealer<Task>],
-) -> Option<Task> {
+) -> (Option<Task>, bool) {
     let id = (task.owner, task.index, task.kind);
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
         // (A zero grain flushes at once: one task, one report.)
@@ -378,8 +393,9 @@ fn report_and_take(
             sh.cfg.grain().as_nanos() as u64,
         ) {
             held.flush(sh);
+            return (Some(next), false);
         }
-        return Some(next);
+        return (Some(next), true);
     }
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
@@ -393,7 +409,7 @@ fn report_and_take(
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);
-    next
+    (next, false)
 }
 
 /// Reports a task's result to the node and passes on what the node then wants.
