@@ -293,6 +293,8 @@ fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
     let c = dlb::config(run, ranks, plan);
     RuntimeConfig {
         workers: run.args.workers,
+        // (Checked with the other flags before any run.)
+        worker_grain: dlb::worker_grain(&run.args).unwrap_or(None),
         core: c.core,
         overlay: c.overlay,
         ..RuntimeConfig::default()

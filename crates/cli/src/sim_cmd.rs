@@ -304,7 +304,10 @@ fn simulate(
         max_events: u64::MAX,
         resources,
         mapper: None,
-        worker_grain_ns: None,
+        // (Checked with the other flags before any run.)
+        worker_grain_ns: dlb::worker_grain(&run.args)
+            .unwrap_or(None)
+            .map(|g| g.as_nanos() as u64),
     };
     let t0 = Instant::now();
     let out = match run.args.repartition {
@@ -506,6 +509,12 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                     }
                     o.insert("preset".into(), model.name.clone().into());
                     o.insert("node_model".into(), model.cpu.is_some().into());
+                    // The grain the simulated workers took (--worker-grain-us or the
+                    // runtime's default for the run's workers).
+                    let grain = dlb::worker_grain(&a.bench)
+                        .unwrap_or(None)
+                        .unwrap_or_else(|| titus_core::default_worker_grain(r.workers));
+                    o.insert("worker_grain_us".into(), (grain.as_nanos() as f64 / 1e3).into());
                     o.insert("sim_events".into(), s.events.into());
                     o.insert("sim_wall_s".into(), s.wall_s.into());
                     o.insert("events_per_s".into(), eps.into());

@@ -307,6 +307,8 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
             &["--repartition", "0"][..],
             "--repartition must be at least 1",
         ),
+        (&["--worker-grain-us", "-1"][..], "--worker-grain-us -1"),
+        (&["--worker-grain-us", "inf"][..], "--worker-grain-us inf"),
     ] {
         let mut all = vec!["sim"];
         all.extend_from_slice(args);
@@ -437,4 +439,36 @@ fn paired_shortcuts_bound_every_ranks_peers() {
     let out = titus(&["sim", "--shortcut-draw", "none"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shortcut-draw"));
+}
+
+/// `--worker-grain-us` sets the simulated workers' grain (the JSON says which ran; the
+/// default is the runtime's, 25 µs per worker): grains of one task against 200 µs change
+/// the run, never its results.
+#[test]
+fn the_worker_grain_is_a_flag_and_the_report_names_it() {
+    let run = |more: &[&str]| {
+        let mut a = vec![
+            "sim", "--profile", "chem", "--ranks", "2", "--epochs", "3", "--preset",
+            "tcp-loopback", "--json",
+        ];
+        a.extend_from_slice(more);
+        rows(&titus(&a))
+    };
+    let (default, one, wide) = (
+        run(&[]),
+        run(&["--worker-grain-us", "0"]),
+        run(&["--worker-grain-us", "200"]),
+    );
+    for (rows, grain) in [(&default, 25.0), (&one, 0.0), (&wide, 200.0)] {
+        for r in rows {
+            assert_eq!(r["worker_grain_us"], grain, "{r}");
+            assert_eq!(r["verified"], true, "{r}");
+            assert_eq!(r["results_digest"], default[0]["results_digest"], "{r}");
+        }
+    }
+    assert_ne!(
+        (&one[2]["efficiency"], &one[2]["steals_ok"]),
+        (&wide[2]["efficiency"], &wide[2]["steals_ok"]),
+        "a grain of one task and of 200 µs ran alike"
+    );
 }

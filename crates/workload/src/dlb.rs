@@ -305,6 +305,11 @@ pub struct BenchArgs {
     /// [default: the core's, 20].
     #[arg(long, allow_negative_numbers = true)]
     pub flush_delay_ms: Option<f64>,
+    /// Tuning: a worker's grain, µs of estimated work it takes from its rank's queue at
+    /// once and runs before it reports the results (0: one task at a time) [default: 25 ×
+    /// workers, at most 200]. The simulator's workers take the same grains.
+    #[arg(long, value_name = "US", allow_negative_numbers = true)]
+    pub worker_grain_us: Option<f64>,
 }
 
 /// A named workload: its per-rank shape and the defaults of the flags it sets.
@@ -994,6 +999,21 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     RunConfig { core, overlay }
 }
 
+/// `--worker-grain-us` as a duration (None: the runtime's default): 0 to 1 s (the
+/// runtime's own bound on `worker_grain`).
+pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, String> {
+    match args.worker_grain_us {
+        None => Ok(None),
+        Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => {
+            Ok(Some(std::time::Duration::from_nanos((us * 1e3).round() as u64)))
+        }
+        Some(us) => Err(format!(
+            "--worker-grain-us {}: expected microseconds in [0, 1000000]",
+            crate::show_number(us)
+        )),
+    }
+}
+
 /// The `--csv` header.
 pub const CSV_HEADER: &str = "efficiency,resolution_s,ideal_s,ranks,workers,balancer,protocol,seed,verified,profile,tasks,task_time_s,payload_bytes,cost,distribution,steals_ok,steals_empty,steals_locked,bytes_moved,result_hops_mean,group_size,epoch,nominal_efficiency,speedup,tasks_stolen,epochs,drift,diffusion";
 
@@ -1370,6 +1390,9 @@ pub fn check_args(args: &BenchArgs) {
         if let Err(e) = crate::check_millis(flag, value) {
             fail(2, &e);
         }
+    }
+    if let Err(e) = worker_grain(args) {
+        fail(2, &e);
     }
     if args.group_size == Some(0) {
         fail(2, "--group-size must be at least 1");
