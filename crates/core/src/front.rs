@@ -295,6 +295,29 @@ impl Density {
         (k <= hi).then_some(d)
     }
 
+    /// A lookup of [`Self::at`] for keys asked in increasing order: walks the spans once
+    /// instead of bisecting them for every key (8,192 keys a rank per step).
+    fn walker(&self) -> impl FnMut(i128) -> Option<f64> + '_ {
+        let mut i = 0usize;
+        move |k| {
+            let k = u64::try_from(k).ok()?;
+            while i + 1 < self.spans.len() && self.spans[i + 1].0 <= k {
+                i += 1;
+            }
+            let &(lo, hi, d) = self.spans.get(i)?;
+            (lo <= k && k <= hi).then_some(d)
+        }
+    }
+
+    /// [`Self::walker`] where `keys` increase, else [`Self::at`].
+    fn lookup(&self, sorted: bool) -> Box<dyn FnMut(i128) -> Option<f64> + '_> {
+        if sorted {
+            Box::new(self.walker())
+        } else {
+            Box::new(|k| self.at(k))
+        }
+    }
+
     /// The cost over keys `[lo, hi]` (inclusive, `count` keys spread evenly) moved by
     /// `shift`: the sum of each source span's density over the overlap, scaled to the
     /// count. `None` where no source span overlaps.
@@ -451,11 +474,9 @@ impl JobFront {
             return Vec::new();
         };
         let dear = (1u64 << class.min(63)) as f64;
+        let mut at = last.lookup(keys.is_sorted());
         keys.iter()
-            .map(|&k| {
-                last.at(i128::from(k) - i128::from(self.shift))
-                    .map(|d| d >= dear)
-            })
+            .map(|&k| at(i128::from(k) - i128::from(self.shift)).map(|d| d >= dear))
             .collect()
     }
 
@@ -463,14 +484,17 @@ impl JobFront {
     /// rank knows it, the job's density there otherwise. `None` without a shift.
     pub fn predict(&self, keys: &[u64], own: impl Fn(u64) -> Option<u64>) -> Option<Vec<u64>> {
         let last = self.last.as_ref().filter(|_| self.shift != 0)?;
+        let mut at = last.lookup(keys.is_sorted());
         Some(
             keys.iter()
                 .map(|&k| {
                     let j = i128::from(k) - i128::from(self.shift);
+                    // (Asked for every key, known here or not: the walk stays in order.)
+                    let job = at(j);
                     u64::try_from(j)
                         .ok()
                         .and_then(&own)
-                        .or_else(|| last.at(j).map(|d| d.round() as u64))
+                        .or_else(|| job.map(|d| d.round() as u64))
                         .unwrap_or(0)
                 })
                 .collect(),

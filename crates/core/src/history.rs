@@ -65,6 +65,11 @@ impl ByKey {
 
     fn get(&self, k: u64) -> Option<u64> {
         let first = self.0.first()?.0;
+        // Outside the keys (a shifted key past this rank's end, when shifts are scored):
+        // not there, without a bisection.
+        if k < first || k > self.0[self.0.len() - 1].0 {
+            return None;
+        }
         let at = k
             .checked_sub(first)
             .and_then(|i| usize::try_from(i).ok())
