@@ -133,7 +133,8 @@ impl Measured {
                 // c against twice and half the part's mean (cur.2 / cur.1), without a
                 // division per key.
                 let (c2, n2, sum) = (u128::from(c), u128::from(cur.1), u128::from(cur.2));
-                let jump = c2 * n2 > 2 * sum || 2 * c2 * n2 < sum;
+                let cn = c2.saturating_mul(n2);
+                let jump = cn > 2 * sum || cn.saturating_mul(2) < sum;
                 let left = n - i as u64;
                 let room = m.parts.len() as u64 + 1 + left.div_ceil(width) < PARTS_MAX as u64;
                 if (cur.1 >= width && m.parts.len() + 1 < PARTS_MAX) || (jump && room) {

@@ -351,7 +351,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             let local;
             (carried, local) =
                 report_and_take(sh, &task, result, cost_ns, end, &mut held, me, &w, stealers);
-            if local && !served && !sh.timings {
+            if local && !served {
                 carried_at = Some(end);
             }
         }
