@@ -272,7 +272,10 @@ fn c_example_three_processes_through_titus_launch() {
     let mean = |x: &[f64]| (x[0] + x[1]) / 2.0;
     let near = |key: &str, want: f64| {
         let got = v[key].as_f64().unwrap();
-        assert!((got - want).abs() < 1e-3, "{key} {got}, expected {want}: {v}");
+        assert!(
+            (got - want).abs() < 1e-3,
+            "{key} {got}, expected {want}: {v}"
+        );
     };
     near("nominal_efficiency", mean(&nominal));
     near("speedup", mean(&speedup));

@@ -514,7 +514,10 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                     let grain = dlb::worker_grain(&a.bench)
                         .unwrap_or(None)
                         .unwrap_or_else(|| titus_core::default_worker_grain(r.workers));
-                    o.insert("worker_grain_us".into(), (grain.as_nanos() as f64 / 1e3).into());
+                    o.insert(
+                        "worker_grain_us".into(),
+                        (grain.as_nanos() as f64 / 1e3).into(),
+                    );
                     o.insert("sim_events".into(), s.events.into());
                     o.insert("sim_wall_s".into(), s.wall_s.into());
                     o.insert("events_per_s".into(), eps.into());

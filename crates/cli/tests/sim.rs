@@ -448,8 +448,16 @@ fn paired_shortcuts_bound_every_ranks_peers() {
 fn the_worker_grain_is_a_flag_and_the_report_names_it() {
     let run = |more: &[&str]| {
         let mut a = vec![
-            "sim", "--profile", "chem", "--ranks", "2", "--epochs", "3", "--preset",
-            "tcp-loopback", "--json",
+            "sim",
+            "--profile",
+            "chem",
+            "--ranks",
+            "2",
+            "--epochs",
+            "3",
+            "--preset",
+            "tcp-loopback",
+            "--json",
         ];
         a.extend_from_slice(more);
         rows(&titus(&a))

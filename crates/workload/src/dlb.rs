@@ -1004,9 +1004,9 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
 pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, String> {
     match args.worker_grain_us {
         None => Ok(None),
-        Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => {
-            Ok(Some(std::time::Duration::from_nanos((us * 1e3).round() as u64)))
-        }
+        Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => Ok(Some(
+            std::time::Duration::from_nanos((us * 1e3).round() as u64),
+        )),
         Some(us) => Err(format!(
             "--worker-grain-us {}: expected microseconds in [0, 1000000]",
             crate::show_number(us)
