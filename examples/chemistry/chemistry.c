@@ -47,6 +47,7 @@
  * Run:   titus launch -n 2 -- ./chemistry        mpirun -n 2 ./chemistry-mpi
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,24 +433,15 @@ static figures one_repeat(const grid *g, int rank, int size, int passes, titus_t
     return f;
 }
 
-/* The median over repeats of one figure (`at` picks it). */
-static double median_of(const figures *f, int n, double (*at)(const figures *)) {
+/* The median over repeats of the figure at byte offset `off` of `figures`. */
+static double median_at(const figures *f, int n, size_t off) {
     double *v = malloc(sizeof(double) * (size_t)n);
-    for (int i = 0; i < n; i++) v[i] = at(&f[i]);
+    for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&f[i] + off);
     double m = median(v, n);
     free(v);
     return m;
 }
-#define FIGURE(name)                                                                       \
-    static double fig_##name(const figures *f) { return f->name; }
-FIGURE(seq)
-FIGURE(none)
-FIGURE(titus)
-FIGURE(eff_none)
-FIGURE(eff_titus)
-FIGURE(nom_none)
-FIGURE(nom_titus)
-FIGURE(speedup)
+#define MEDIAN(field) median_at(rep, repeats, offsetof(figures, field))
 
 int main(int argc, char **argv) {
 #ifdef TITUS_WITH_MPI
@@ -519,14 +511,14 @@ int main(int argc, char **argv) {
                    rep[r].nom_none, rep[r].nom_titus, rep[r].speedup);
     }
     figures m = {
-        .seq = median_of(rep, repeats, fig_seq),
-        .none = median_of(rep, repeats, fig_none),
-        .titus = median_of(rep, repeats, fig_titus),
-        .eff_none = median_of(rep, repeats, fig_eff_none),
-        .eff_titus = median_of(rep, repeats, fig_eff_titus),
-        .nom_none = median_of(rep, repeats, fig_nom_none),
-        .nom_titus = median_of(rep, repeats, fig_nom_titus),
-        .speedup = median_of(rep, repeats, fig_speedup),
+        .seq = MEDIAN(seq),
+        .none = MEDIAN(none),
+        .titus = MEDIAN(titus),
+        .eff_none = MEDIAN(eff_none),
+        .eff_titus = MEDIAN(eff_titus),
+        .nom_none = MEDIAN(nom_none),
+        .nom_titus = MEDIAN(nom_titus),
+        .speedup = MEDIAN(speedup),
         .workers = rep[repeats - 1].workers,
     };
     double nom_lo = rep[0].nom_titus, nom_hi = rep[0].nom_titus;

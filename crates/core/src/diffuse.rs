@@ -471,30 +471,12 @@ pub(crate) fn string_plan(
             None => out.push((r, b)),
         }
     }
-    // What stays, in task order: each list is in order but for what `deal` kept back at
-    // its end (a run that a stable sort merges in linear time), then the two merge.
-    for l in [&mut dear, &mut cheap] {
-        if !l.is_sorted_by_key(|t| t.index) {
-            l.sort_by_key(|t| t.index);
-        }
-    }
-    *tasks = merge_by_index(dear, cheap);
+    // What stays, in task order: a few runs already in order (each list, what `deal`
+    // kept back at its end), which the stable sort merges in linear time.
+    tasks.extend(dear);
+    tasks.extend(cheap);
+    tasks.sort_by_key(|t| t.index);
     (out, dealt_dear)
-}
-
-/// Two lists of tasks, each in increasing index order, as one.
-fn merge_by_index(a: Vec<Task>, b: Vec<Task>) -> Vec<Task> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.index < y.index,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return out,
-        };
-        out.extend(if take_a { a.next() } else { b.next() });
-    }
 }
 
 /// Tasks spread over `tasks` (as [`pick`] takes them, `costs` their filled predictions)

@@ -296,26 +296,21 @@ impl Density {
         (k <= hi).then_some(d)
     }
 
-    /// A lookup of [`Self::at`] for keys asked in increasing order: walks the spans once
-    /// instead of bisecting them for every key (8,192 keys a rank per step).
+    /// [`Self::at`] for a run of keys: walks on from the last key's span while keys
+    /// increase (8,192 keys a rank per step, each bisecting the spans before), bisects
+    /// where one goes back.
     fn walker(&self) -> impl FnMut(i128) -> Option<f64> + '_ {
         let mut i = 0usize;
         move |k| {
             let k = u64::try_from(k).ok()?;
+            if self.spans.get(i).is_some_and(|s| s.0 > k) {
+                i = self.spans.partition_point(|s| s.0 <= k).saturating_sub(1);
+            }
             while i + 1 < self.spans.len() && self.spans[i + 1].0 <= k {
                 i += 1;
             }
             let &(lo, hi, d) = self.spans.get(i)?;
             (lo <= k && k <= hi).then_some(d)
-        }
-    }
-
-    /// [`Self::walker`] where `keys` increase, else [`Self::at`].
-    fn lookup(&self, sorted: bool) -> Box<dyn FnMut(i128) -> Option<f64> + '_> {
-        if sorted {
-            Box::new(self.walker())
-        } else {
-            Box::new(|k| self.at(k))
         }
     }
 
@@ -475,7 +470,7 @@ impl JobFront {
             return Vec::new();
         };
         let dear = (1u64 << class.min(63)) as f64;
-        let mut at = last.lookup(keys.is_sorted());
+        let mut at = last.walker();
         keys.iter()
             .map(|&k| at(i128::from(k) - i128::from(self.shift)).map(|d| d >= dear))
             .collect()
@@ -485,17 +480,15 @@ impl JobFront {
     /// rank knows it, the job's density there otherwise. `None` without a shift.
     pub fn predict(&self, keys: &[u64], own: impl Fn(u64) -> Option<u64>) -> Option<Vec<u64>> {
         let last = self.last.as_ref().filter(|_| self.shift != 0)?;
-        let mut at = last.lookup(keys.is_sorted());
+        let mut at = last.walker();
         Some(
             keys.iter()
                 .map(|&k| {
                     let j = i128::from(k) - i128::from(self.shift);
-                    // (Asked for every key, known here or not: the walk stays in order.)
-                    let job = at(j);
                     u64::try_from(j)
                         .ok()
                         .and_then(&own)
-                        .or_else(|| job.map(|d| d.round() as u64))
+                        .or_else(|| at(j).map(|d| d.round() as u64))
                         .unwrap_or(0)
                 })
                 .collect(),
@@ -780,6 +773,11 @@ mod tests {
         assert_eq!(d.at(5), Some(10.0));
         assert_eq!(d.at(15), None);
         assert_eq!(d.at(-1), None);
+        // The walk finds what a bisection does, keys rising or going back.
+        let mut walk = d.walker();
+        for k in [-1, 0, 5, 9, 15, 20, 29, 30, 3, 25, 2, 40, 0] {
+            assert_eq!(walk(k), d.at(k), "key {k}");
+        }
         // Keys 5..=24 moved by 0: 5 keys at 10, 5 at 30 covered (gap 10..20 unknown): the
         // covered mean, 20 a key, over 20 keys.
         assert_eq!(d.over(span(5, 24, 20), 0), Some(400));

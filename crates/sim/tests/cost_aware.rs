@@ -4,9 +4,10 @@
 //! task ran exactly once, each result came home right) and terminates. And the end game:
 //! work cheaper to finish than to move stays with its owner.
 
+mod common;
+
 use std::time::Duration;
 use titus_core::{Balancing, Config, Protocol};
-use titus_overlay::OverlayParams;
 use titus_sim::{Faults, Job, Model, SimTask, simulate};
 
 const RANKS: u32 = 24;
@@ -44,18 +45,15 @@ fn bimodal(hint: Hint<'_>, base_ns: u64) -> Vec<Vec<SimTask>> {
 }
 
 fn job(protocol: Protocol, cost_aware: bool, tasks: Vec<Vec<SimTask>>) -> Job<'static> {
-    let mut core = Config {
-        protocol,
-        cost_aware,
-        ..Config::default()
-    };
-    let mut overlay = OverlayParams {
-        ranks: RANKS,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, RANKS, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(
+        Balancing::Smallworld,
+        Config {
+            protocol,
+            cost_aware,
+            ..Config::default()
+        },
+        RANKS,
+    );
     // At 24 ranks the overlay is the complete graph, whose ranks connect on first
     // contact: free here, so the end game alone decides what moves.
     let model = Model {

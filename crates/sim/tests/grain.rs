@@ -4,8 +4,9 @@
 //! results together; every run still verifies (each task once, each result home and
 //! right).
 
+mod common;
+
 use titus_core::{Balancing, Config, Protocol, Stats};
-use titus_overlay::OverlayParams;
 use titus_sim::{Job, Model, Outcome, SimTask, simulate};
 
 const RANKS: u32 = 4;
@@ -38,17 +39,14 @@ fn job(
     grain: Option<u64>,
     tasks: Vec<Vec<SimTask>>,
 ) -> Job<'static> {
-    let mut core = Config {
-        protocol,
-        ..Config::default()
-    };
-    let mut overlay = OverlayParams {
-        ranks: RANKS,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, RANKS, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(
+        Balancing::Smallworld,
+        Config {
+            protocol,
+            ..Config::default()
+        },
+        RANKS,
+    );
     Job {
         workers,
         worker_grain_ns: grain,

@@ -4,10 +4,11 @@
 //! every task. Every run verifies (each task
 //! ran once, each result came home right).
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use titus_core::mapper::{Profile, TaskInfo};
 use titus_core::{Balancing, Config, Mapper, Protocol};
-use titus_overlay::OverlayParams;
 use titus_sim::{Job, MapperFactory, Model, SimTask, simulate};
 
 const RANKS: u32 = 16;
@@ -34,18 +35,15 @@ fn tasks() -> Vec<Vec<SimTask>> {
 }
 
 fn job(protocol: Protocol, advertise: bool, mapper: Option<&MapperFactory>) -> Job<'_> {
-    let mut core = Config {
-        protocol,
-        advertise,
-        ..Config::default()
-    };
-    let mut overlay = OverlayParams {
-        ranks: RANKS,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, RANKS, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(
+        Balancing::Smallworld,
+        Config {
+            protocol,
+            advertise,
+            ..Config::default()
+        },
+        RANKS,
+    );
     Job {
         seed: 7,
         max_events: 10_000_000,

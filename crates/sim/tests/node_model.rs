@@ -3,8 +3,9 @@
 //! the progress threads' share stretch every task by their factor, which the cost that
 //! comes home carries; a sleeping worker wakes before its first task.
 
+mod common;
+
 use titus_core::{Balancing, Config};
-use titus_overlay::OverlayParams;
 use titus_sim::model::Cpu;
 use titus_sim::{Job, Model, Outcome, SimTask, simulate};
 
@@ -30,14 +31,7 @@ fn tasks() -> Vec<Vec<SimTask>> {
 }
 
 fn run(cpu: Option<Cpu>, ranks_per_node: Option<u32>) -> Outcome {
-    let mut core = Config::default();
-    let mut overlay = OverlayParams {
-        ranks: RANKS,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, RANKS, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), RANKS);
     let mut model = Model::preset("mem").unwrap();
     if let Some(k) = ranks_per_node {
         model = model.with_nodes(k, Model::preset("mem").unwrap());

@@ -6,8 +6,9 @@
 //! exactly once in every epoch with its number and drifted cost, tasks move only between
 //! string neighbours, and the largest per-rank owned work must shrink (to at most half).
 
+mod common;
+
 use titus_core::{Balancing, Config};
-use titus_overlay::OverlayParams;
 use titus_sim::{Between, Job, Model, SimTask, simulate, simulate_with};
 use titus_workload::{Cost, Distribution, Spec, TaskSpec, apply_plans, epoch_tasks, generate};
 
@@ -46,14 +47,7 @@ fn largest_owned(all: &[Vec<TaskSpec>]) -> u64 {
 }
 
 fn job(base: &[Vec<TaskSpec>]) -> Job<'static> {
-    let mut core = Config::default();
-    let mut overlay = OverlayParams {
-        ranks: RANKS,
-        ..OverlayParams::default()
-    };
-    Balancing::None
-        .apply(&mut core, &mut overlay, RANKS, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(Balancing::None, Config::default(), RANKS);
     Job {
         later_epochs: (1..EPOCHS)
             .map(|e| sim_tasks(&epoch_tasks(base, e, DRIFT)))

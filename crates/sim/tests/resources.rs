@@ -3,6 +3,8 @@
 //! kinds without an accelerator variant, tasks that complete out of order, every dispatch
 //! policy; a failing resource fails the run naming it; bad resources are refused.
 
+mod common;
+
 use titus_core::resources::{Dispatch, ResourceSpec, Variants, parse_description};
 use titus_core::{Balancing, Config, Protocol};
 use titus_overlay::OverlayParams;
@@ -154,18 +156,15 @@ fn bad_resources_are_refused() {
     };
     assert!(run(res, 1).unwrap_err().0.contains("33 ranks"));
     // Resource types are sorted kind sets without repeats, as resources state them.
-    let mut core = Config {
-        protocol: Protocol::Request,
-        resource_types: vec![None, Some(vec![2, 1])],
-        ..Config::default()
-    };
-    let mut overlay = OverlayParams {
-        ranks: 2,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, 2, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(
+        Balancing::Smallworld,
+        Config {
+            protocol: Protocol::Request,
+            resource_types: vec![None, Some(vec![2, 1])],
+            ..Config::default()
+        },
+        2,
+    );
     let job = Job::new(
         core,
         overlay,
@@ -200,19 +199,16 @@ fn seed_003_shares_the_accelerator_by_debt() {
     let b: Vec<SimTask> = (0..3000)
         .map(|i| task(2, i, if i % 3 == 2 { 2 } else { 0 }))
         .collect();
-    let mut core = Config {
-        protocol: Protocol::Request,
-        // Small batches: the shares are decided steal by steal.
-        shared_capacity: 2,
-        ..Config::default()
-    };
-    let mut overlay = OverlayParams {
-        ranks: 3,
-        ..OverlayParams::default()
-    };
-    Balancing::Smallworld
-        .apply(&mut core, &mut overlay, 3, None)
-        .unwrap();
+    let (core, overlay) = common::balanced(
+        Balancing::Smallworld,
+        Config {
+            protocol: Protocol::Request,
+            // Small batches: the shares are decided steal by steal.
+            shared_capacity: 2,
+            ..Config::default()
+        },
+        3,
+    );
     let mut per_rank = vec![Vec::new(); 3];
     per_rank[0].push(ResourceSpec {
         name: "gpu".into(),
