@@ -216,6 +216,18 @@ fn c_example_one_process_on_mem() {
             "--repeat {bad}: {text}"
         );
     }
+    // The GPU resource (gpu.cu) needs nvcc: a build without it says so.
+    for flag in ["--gpu", "--gpu-below"] {
+        let out = Command::new(b.dir.join("chemistry"))
+            .args([flag, "64"])
+            .output()
+            .unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            out.status.code() == Some(2) && text.contains(flag) && text.contains("no GPU"),
+            "{flag}: {text}"
+        );
+    }
 }
 
 /// The JSON line of a chemistry run, with the figures every report carries.

@@ -45,6 +45,10 @@
  * Build: cc -O2 chemistry.c $(pkg-config --cflags --libs titus) -lm
  *        mpicc -O2 -DTITUS_WITH_MPI chemistry.c $(pkg-config --cflags --libs titus) -lm
  * Run:   titus launch -n 2 -- ./chemistry        mpirun -n 2 ./chemistry-mpi
+ *
+ * With a CUDA GPU (gpu.cu: the cells below --gpu-below K, 1150 by default, also run on
+ * the GPU, a Titus resource of capacity --gpu CAP beside the workers; build and run as
+ * gpu.cu says). Without -DTITUS_WITH_CUDA, --gpu and --gpu-below exit 2.
  */
 #include <math.h>
 #include <stddef.h>
@@ -59,110 +63,15 @@
 #endif
 
 #include "titus.h"
+#include "cell.h"
 #ifdef TITUS_WITH_MPI
 #include "titus_mpi.h"
 #endif
-
-/* A task: one cell's state and conditions. */
-typedef struct {
-    double y[3]; /* concentrations */
-    double T;    /* temperature, K */
-    double dt;   /* chemistry time to integrate */
-    double pad;
-} cell_in;
-
-/* A result: the new state and the solver's step count. */
-typedef struct {
-    double y[3];
-    double steps;
-} cell_out;
-
-enum { KIND_CELL = 1 };
-
-static const double S = 77.27, Q = 8.375e-6, W = 0.161;   /* Oregonator */
-static const double T_COLD = 300.0, T_HOT = 2000.0, T_ACT = 8000.0;
-
-static void rhs(const double *y, double a, double *f) {
-    f[0] = a * S * (y[1] + y[0] * (1.0 - Q * y[0] - y[1]));
-    f[1] = a * (y[2] - (1.0 + y[0]) * y[1]) / S;
-    f[2] = a * W * (y[0] - y[2]);
-}
-
-static void jac(const double *y, double a, double J[3][3]) {
-    J[0][0] = a * S * (1.0 - 2.0 * Q * y[0] - y[1]);
-    J[0][1] = a * S * (1.0 - y[0]);
-    J[0][2] = 0.0;
-    J[1][0] = -a * y[1] / S;
-    J[1][1] = -a * (1.0 + y[0]) / S;
-    J[1][2] = a / S;
-    J[2][0] = a * W;
-    J[2][1] = 0.0;
-    J[2][2] = -a * W;
-}
-
-/* Solves M x = b (3×3, partial pivoting); M is overwritten. */
-static void solve3(double M[3][3], const double *b, double *x) {
-    int p[3] = {0, 1, 2};
-    double m[3][3], v[3];
-    memcpy(m, M, sizeof m);
-    for (int k = 0; k < 3; k++) {
-        int best = k;
-        for (int i = k + 1; i < 3; i++)
-            if (fabs(m[p[i]][k]) > fabs(m[p[best]][k])) best = i;
-        int t = p[k]; p[k] = p[best]; p[best] = t;
-        for (int i = k + 1; i < 3; i++) {
-            double l = m[p[i]][k] / m[p[k]][k];
-            m[p[i]][k] = l;
-            for (int j = k + 1; j < 3; j++) m[p[i]][j] -= l * m[p[k]][j];
-        }
-    }
-    for (int i = 0; i < 3; i++) {
-        v[i] = b[p[i]];
-        for (int j = 0; j < i; j++) v[i] -= m[p[i]][j] * v[j];
-    }
-    for (int i = 2; i >= 0; i--) {
-        x[i] = v[i];
-        for (int j = i + 1; j < 3; j++) x[i] -= m[p[i]][j] * x[j];
-        x[i] /= m[p[i]][i];
-    }
-}
-
-/* Integrates one cell over [0, dt] with ROS2 and error control; returns the step count. */
-static int integrate(double *y, double T, double dt) {
-    const double g = 1.0 + 1.0 / sqrt(2.0), rtol = 1e-4, atol = 1e-6;
-    const double a = exp(T_ACT * (1.0 / T_HOT - 1.0 / T));
-    double t = 0.0, h = dt < 1e-3 ? dt : 1e-3;
-    int steps = 0;
-    while (t < dt && steps < 1000000) {
-        if (t + h > dt) h = dt - t;
-        double J[3][3], M[3][3], f0[3], k1[3], k2[3], y1[3], f1[3], b[3], err = 0.0;
-        jac(y, a, J);
-        for (int i = 0; i < 3; i++)
-            for (int j = 0; j < 3; j++) M[i][j] = (i == j) - g * h * J[i][j];
-        rhs(y, a, f0);
-        solve3(M, f0, k1);
-        for (int i = 0; i < 3; i++) y1[i] = y[i] + h * k1[i];
-        rhs(y1, a, f1);
-        for (int i = 0; i < 3; i++) b[i] = f1[i] - 2.0 * k1[i];
-        solve3(M, b, k2);
-        double yn[3];
-        for (int i = 0; i < 3; i++) {
-            yn[i] = y[i] + 1.5 * h * k1[i] + 0.5 * h * k2[i];
-            double e = 0.5 * h * (k1[i] + k2[i]);
-            double sc = atol + rtol * fmax(fabs(y[i]), fabs(yn[i]));
-            err += (e / sc) * (e / sc);
-        }
-        err = sqrt(err / 3.0);
-        steps++;
-        if (err <= 1.0) {
-            t += h;
-            memcpy(y, yn, sizeof yn);
-        }
-        double fac = err > 0.0 ? 0.9 / sqrt(err) : 5.0;
-        h *= fac < 0.2 ? 0.2 : (fac > 5.0 ? 5.0 : fac);
-    }
-    return steps;
-}
+#ifdef TITUS_WITH_CUDA
+/* gpu.cu: the cells on a CUDA GPU, a resource beside the CPU workers. */
+int chem_gpu_add(titus_t *t, int rank, int capacity, double speed);
+void chem_gpu_counts(unsigned long long *batches, unsigned long long *cells);
+#endif
 
 /* The task function Titus runs (on any rank's worker threads: no shared state). */
 static int cell_task(const void *payload, size_t len, void *result, size_t cap, size_t *result_len,
@@ -172,7 +81,7 @@ static int cell_task(const void *payload, size_t len, void *result, size_t cap, 
     const cell_in *in = payload;
     cell_out *out = result;
     double y[3] = {in->y[0], in->y[1], in->y[2]};
-    int steps = integrate(y, in->T, in->dt);
+    int steps = cell_integrate(y, cell_rate(in->T), in->dt);
     memcpy(out->y, y, sizeof y);
     out->steps = steps;
     *result_len = sizeof(cell_out);
@@ -182,7 +91,7 @@ static int cell_task(const void *payload, size_t len, void *result, size_t cap, 
 /* The flame front: a hot band along y, wrinkled, at x = xf. */
 static double temperature(int x, int y, int ny, double xf) {
     double d = (x - xf - 2.0 * sin(2.0 * M_PI * y / ny)) / 2.0;
-    return T_COLD + (T_HOT - T_COLD) * exp(-d * d);
+    return CELL_T_COLD + (CELL_T_HOT - CELL_T_COLD) * exp(-d * d);
 }
 
 static double now(void) {
@@ -233,6 +142,10 @@ static void inputs(const grid *g, int step, const double *state, cell_in *in) {
 /* One pass of the time loop through Titus; fills per-step times, the job's efficiency and
  * its nominal work (Σ over steps and ranks of the calibrated costs `t_seq` stated). */
 static int verbose = 0;
+#ifdef TITUS_WITH_CUDA
+static int gpu_capacity = 0;     /* --gpu CAP: 0, none */
+static double gpu_below = 1150.0; /* --gpu-below K */
+#endif
 
 static void run_titus(const grid *g, const char *options, double *state, const double *t_seq,
                       double *times, double *eff, double *nominal, long *workers,
@@ -244,7 +157,11 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     CHECK(titus_init(&t, options));
 #endif
     CHECK(titus_register(t, KIND_CELL, cell_task, NULL));
+    CHECK(titus_register(t, KIND_COOL, cell_task, NULL));
     CHECK(titus_rank_size(t, rank_out, size_out));
+#ifdef TITUS_WITH_CUDA
+    if (gpu_capacity > 0 && chem_gpu_add(t, *rank_out, gpu_capacity, 1.0)) exit(2);
+#endif
     int n = (g->x1 - g->x0) * g->ny;
     cell_in *in = malloc(sizeof(cell_in) * (n ? n : 1));
     cell_out *out = malloc(sizeof(cell_out) * (n ? n : 1));
@@ -256,11 +173,33 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     double busy = 0.0, avail = 0.0;
     *solver_steps = 0;
     *nominal = 0.0;
+    /* With a GPU: the cells below --gpu-below go first, as KIND_COOL (the GPU's kind: a
+     * GPU thread runs a hot cell's thousands of stiff steps far slower than a core, and a
+     * batch lasts as long as its dearest cell), the others after them as KIND_CELL;
+     * `order[i]` is the cell of the i-th task handed over. */
+    int *order = malloc(sizeof(int) * (n ? n : 1));
+    cell_in *handed = malloc(sizeof(cell_in) * (n ? n : 1));
+    uint64_t *handed_keys = malloc(sizeof(uint64_t) * (n ? n : 1));
     for (int s = 0; s < g->steps; s++) {
         inputs(g, s, state, in);
+        int cool = 0;
+        for (int c = 0; c < n; c++) order[c] = c;
+#ifdef TITUS_WITH_CUDA
+        if (gpu_capacity > 0) {
+            int hot = 0;
+            for (int c = 0; c < n; c++)
+                if (in[c].T < gpu_below) order[cool++] = c;
+            for (int c = 0; c < n; c++)
+                if (!(in[c].T < gpu_below)) costs[hot++] = (uint64_t)c; /* scratch */
+            for (int h = 0; h < hot; h++) order[cool + h] = (int)costs[h];
+        }
+#endif
+        for (int i = 0; i < n; i++) handed[i] = in[order[i]], handed_keys[i] = keys[order[i]];
         double t0 = now();
-        CHECK(titus_tasks_fixed(t, KIND_CELL, in, sizeof(cell_in), n));
-        CHECK(titus_task_keys(t, keys, (size_t)n));
+        if (cool) CHECK(titus_tasks_fixed(t, KIND_COOL, handed, sizeof(cell_in), cool));
+        if (n > cool)
+            CHECK(titus_tasks_fixed(t, KIND_CELL, handed + cool, sizeof(cell_in), n - cool));
+        CHECK(titus_task_keys(t, handed_keys, (size_t)n));
         CHECK(titus_nominal_work(t, t_seq[s]));
         CHECK(titus_run(t));
         CHECK(titus_results_fixed(t, out, sizeof(cell_out), n));
@@ -268,9 +207,9 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         CHECK(titus_costs(t, costs, (size_t)n));
         uint64_t dearest = 0;
         for (int c = 0; c < n; c++) dearest = costs[c] > dearest ? costs[c] : dearest;
-        for (int c = 0; c < n; c++) {
-            memcpy(state + 3 * c, out[c].y, 3 * sizeof(double));
-            *solver_steps += (long)out[c].steps;
+        for (int i = 0; i < n; i++) {
+            memcpy(state + 3 * order[i], out[i].y, 3 * sizeof(double));
+            *solver_steps += (long)out[i].steps;
         }
         titus_stats js;
         CHECK(titus_job_stats(t, &js));
@@ -297,6 +236,9 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     free(out);
     free(keys);
     free(costs);
+    free(order);
+    free(handed);
+    free(handed_keys);
 }
 
 /* Every rank waits for every other: MPI's barrier, else the collective job stats. */
@@ -323,7 +265,8 @@ static double median(double *v, int n) {
 static void usage(const char *why) {
     fprintf(stderr,
             "chemistry: %s\nusage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
-            "[--ref-passes P] [--repeat R] [--options \"titus options\"] [--json] [--stats]\n",
+            "[--ref-passes P] [--repeat R] [--options \"titus options\"] [--json] [--stats] "
+            "[--gpu CAP [--gpu-below K]]\n",
             why);
     exit(2);
 }
@@ -467,6 +410,23 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--options") && v) options = v, i++;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--stats")) verbose = 1;
+        else if (!strcmp(a, "--gpu")) {
+#ifdef TITUS_WITH_CUDA
+            gpu_capacity = positive(a, v), i++;
+#else
+            usage("--gpu: this build has no GPU (build gpu.cu with nvcc and chemistry.c with "
+                  "-DTITUS_WITH_CUDA: see gpu.cu)");
+#endif
+        } else if (!strcmp(a, "--gpu-below")) {
+#ifdef TITUS_WITH_CUDA
+            char *end;
+            gpu_below = v ? strtod(v, &end) : 0.0;
+            if (!v || *end || !(gpu_below >= 0.0)) usage("--gpu-below: expected a temperature in K");
+            i++;
+#else
+            usage("--gpu-below: this build has no GPU (see gpu.cu)");
+#endif
+        }
         else {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown argument '%s'", a);
@@ -559,6 +519,14 @@ int main(int argc, char **argv) {
         printf("]}\n");
     }
     fflush(stdout);
+#ifdef TITUS_WITH_CUDA
+    if (gpu_capacity > 0) {
+        unsigned long long batches, cells;
+        chem_gpu_counts(&batches, &cells);
+        fprintf(stderr, "rank %d: the GPU ran %llu cells in %llu batches (both Titus runs, every repeat)\n",
+                rank, cells, batches);
+    }
+#endif
     if (ok)
         fprintf(stderr, "rank %d: results equal the sequential run (%d cells x %d steps, %d repeats)\n",
                 rank, n, g.steps, repeats);

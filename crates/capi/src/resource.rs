@@ -4,7 +4,7 @@
 
 use crate::exchange::UserPtr;
 use std::ffi::{c_int, c_void};
-use titus_runtime::{Completions, Executor};
+use titus_runtime::{Completions, Executor, Waker};
 
 /// The launch callback (`titus_launch_fn`).
 pub(crate) type Launch =
@@ -35,6 +35,8 @@ pub(crate) struct CExecutor {
     /// 16-byte aligned buffers for the payload and the result.
     input: Vec<u128>,
     result: Vec<u128>,
+    /// Wakes the resource thread (after a poll that stopped at POLL_MAX).
+    waker: Option<Waker>,
 }
 
 impl CExecutor {
@@ -47,6 +49,7 @@ impl CExecutor {
             cap,
             input: Vec::new(),
             result: vec![0; cap.div_ceil(16).max(1)],
+            waker: None,
         }
     }
 }
@@ -114,14 +117,18 @@ impl Executor for CExecutor {
                     self.cap
                 ))
             } else {
-                Ok(self
-                    .result
-                    .iter()
-                    .flat_map(|w| w.to_ne_bytes())
-                    .take(len)
-                    .collect())
+                Ok(crate::result_bytes(&self.result, len))
             };
             done.push((handle, r));
         }
+        // More may have finished (a GPU's batch of thousands): poll again at once rather
+        // than after the resource thread's millisecond.
+        if let Some(wake) = &self.waker {
+            wake();
+        }
+    }
+
+    fn set_waker(&mut self, wake: Waker) {
+        self.waker = Some(wake);
     }
 }

@@ -49,6 +49,42 @@ pub type KindFn = Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Syn
 /// A submission in flight: the task, when it was submitted, in which epoch.
 type Inflight = ((u32, u32, u16), Instant, u64);
 
+/// Hashes (resource, handle) keys with one multiplication each: a GPU's resource holds
+/// thousands of submissions and completes them thousands of times a step, where SipHash
+/// cost more than the table itself. Handles are the executor's own (not a remote peer's),
+/// so no one picks them to collide.
+#[derive(Clone, Copy, Default)]
+struct BuildHandleHasher;
+
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl std::hash::BuildHasher for BuildHandleHasher {
+    type Hasher = HandleHasher;
+    fn build_hasher(&self) -> HandleHasher {
+        HandleHasher(0)
+    }
+}
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // Fibonacci hashing: the high bits, which the table's control bytes use, mix all
+        // of the key's bits.
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
 /// A task a worker takes first: given to the CPU by the resource thread (`true`: counted
 /// as submitted to it already).
 pub(crate) type Ready = (Task, bool);
@@ -59,7 +95,7 @@ pub(crate) struct State {
     /// Resource i's executor at i − 1 (the CPU workers have none).
     pub(crate) executors: Vec<Box<dyn Executor>>,
     /// (resource, handle) → the task, when it was submitted, and in which epoch.
-    inflight: HashMap<(usize, u64), Inflight>,
+    inflight: HashMap<(usize, u64), Inflight, BuildHandleHasher>,
     /// Tasks for the workers, before their deques.
     pub(crate) ready: VecDeque<Ready>,
     /// With resource types: each resource's type bit (`type_bits`, set as resources are
@@ -73,7 +109,7 @@ impl State {
         Self {
             table,
             executors: Vec::new(),
-            inflight: HashMap::new(),
+            inflight: HashMap::default(),
             ready: VecDeque::new(),
             bits: Vec::new(),
             stated: (0, 0),
@@ -166,6 +202,7 @@ fn reap(sh: &Shared, done: &mut Completions) {
         let mut guard = lock(&sh.resources);
         let Some(st) = guard.as_mut() else { return };
         let epoch = sh.res_epoch.load(Ordering::Acquire);
+        let now = Instant::now();
         for i in 0..st.executors.len() {
             done.clear();
             st.executors[i].poll(done);
@@ -184,14 +221,19 @@ fn reap(sh: &Shared, done: &mut Completions) {
                 }
                 let name = &st.table.specs()[id].name;
                 let r = r.map_err(|why| format!("resource {name:?} failed the task: {why}"));
-                reports.push((task, r, (at.elapsed().as_nanos() as u64).max(1)));
+                let cost = now.saturating_duration_since(at).as_nanos() as u64;
+                reports.push((task, r, cost.max(1)));
             }
         }
     }
-    for ((owner, index, kind), r, cost) in reports {
-        crate::worker::report_id(sh, (owner, index, kind), r, cost);
+    if !reports.is_empty() {
+        crate::worker::Unreported::report_all(sh, reports);
     }
 }
+
+/// Most tasks the resource thread takes from the node at once for executors with room
+/// (one lock of the node for them all; a GPU that batches is fed thousands per step).
+const FILL_CHUNK: u32 = 64;
 
 /// Takes tasks from the node while an executor has room, dispatching each: with resource
 /// types, only tasks an executor with room can run, after telling the node which types
@@ -208,8 +250,20 @@ fn fill(sh: &Shared) {
         let (state, kinds, room) = {
             let mut g = lock(&sh.resources);
             let Some(st) = g.as_mut() else { return };
-            let room =
-                (1..st.table.specs().len()).any(|i| st.table.has_room(i)) && st.ready.is_empty();
+            // Up to FILL_CHUNK tasks for the executors' room (none while tasks wait for
+            // the workers).
+            let room = if st.ready.is_empty() {
+                (1..st.table.specs().len())
+                    .map(|i| {
+                        st.table.specs()[i]
+                            .capacity
+                            .saturating_sub(st.table.unfinished(i))
+                    })
+                    .fold(0u32, u32::saturating_add)
+                    .min(FILL_CHUNK) as usize
+            } else {
+                0
+            };
             let (mut state, mut kinds) = (None, None);
             if typed {
                 let now = (
@@ -235,45 +289,57 @@ fn fill(sh: &Shared) {
                 sh.fabric.wake();
             }
         }
-        if !room {
+        if room == 0 {
             return;
         }
-        let task = {
+        let tasks = {
             let mem = SegMem(&*sh.fabric);
             let mut node = sh.lock_node();
             let set = kinds;
-            let t = node
-                .take_tasks_for(sh.now(), 1, &set, &mem)
-                .into_iter()
-                .next();
+            let t = node.take_tasks_for(sh.now(), room, &set, &mem);
             let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
             let wake = handed || node.has_commands();
             crate::worker::release(sh, node, wake);
             t
         };
-        let Some(task) = task else { return };
-        let mut guard = lock(&sh.resources);
-        let Some(st) = guard.as_mut() else { return };
-        match st.table.select(task.kind) {
-            None => {
-                st.ready.push_back((task, false));
-                drop(guard);
-                sh.wake_workers();
-                return;
-            }
-            Some(0) => {
-                st.table.submit(0);
-                st.ready.push_back((task, true));
-                drop(guard);
-                sh.wake_workers();
-            }
-            Some(id) => {
-                st.table.submit(id);
-                if let Some((task, why)) = submit(sh, st, id, task) {
-                    drop(guard);
-                    crate::worker::report(sh, &task, Err(why), 1);
+        if tasks.is_empty() {
+            return;
+        }
+        // Each to where the policy sends it; once one goes to the workers (no executor
+        // with room runs it, or the policy picks the CPU), the rest follow it there, each
+        // dispatched again by the worker that takes it.
+        let (mut to_cpu, mut failed) = (false, Vec::new());
+        {
+            let mut guard = lock(&sh.resources);
+            let Some(st) = guard.as_mut() else { return };
+            for task in tasks {
+                if to_cpu {
+                    st.ready.push_back((task, false));
+                    continue;
+                }
+                match st.table.select(task.kind) {
+                    None => {
+                        st.ready.push_back((task, false));
+                        to_cpu = true;
+                    }
+                    Some(0) => {
+                        st.table.submit(0);
+                        st.ready.push_back((task, true));
+                        to_cpu = true;
+                    }
+                    Some(id) => {
+                        st.table.submit(id);
+                        failed.extend(submit(sh, st, id, task));
+                    }
                 }
             }
+        }
+        for (task, why) in failed {
+            crate::worker::report(sh, &task, Err(why), 1);
+        }
+        if to_cpu {
+            sh.wake_workers();
+            return;
         }
     }
 }

@@ -91,7 +91,7 @@ fn take_grain(
 }
 
 /// A task's identity (owner, index, kind), its result and its measured cost (ns).
-type Done = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
+pub(crate) type Done = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
 
 /// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`).
 #[derive(Default)]
@@ -102,6 +102,11 @@ pub(crate) struct Unreported {
 }
 
 impl Unreported {
+    /// Reports `done` (a resource's completions) under one lock of the node.
+    pub(crate) fn report_all(sh: &Shared, done: Vec<Done>) {
+        Self { done, since: None }.flush(sh);
+    }
+
     /// Hands every held result to the locked `node`.
     fn report_into(&mut self, sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
         let now = sh.now();
