@@ -11,10 +11,10 @@
  * the cells it holds, filling and running together.
  *
  * Build (the CUDA toolkit's nvcc; -fmad=false keeps the results bit-for-bit those of the
- * CPU, see cell.h):
- *   nvcc -O2 -fmad=false -c gpu.cu $(pkg-config --cflags titus) -o gpu.o
- *   gcc -O2 -DTITUS_WITH_CUDA chemistry.c gpu.o $(pkg-config --cflags --libs titus) \
- *       -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -o chemistry-gpu
+ * CPU, see cell.h; -arch for the GPU at hand, sm_90 for an H100):
+ *   nvcc -O2 -fmad=false -arch=sm_90 -c gpu.cu $(pkg-config --cflags titus) -o gpu.o
+ *   gcc -O2 -DTITUS_WITH_CUDA -c chemistry.c $(pkg-config --cflags titus) -o chemistry.o
+ *   nvcc -arch=sm_90 chemistry.o gpu.o $(pkg-config --libs titus) -lm -o chemistry-gpu
  * Run: titus launch -n 2 -- ./chemistry-gpu --gpu 4096 --options dispatch=fixed
  * (`fixed` gives the GPU every task it has room for; under `least-loaded` it would hold
  * about as many cells as the rank has workers, batches too small for a GPU). Only the
