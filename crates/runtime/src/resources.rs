@@ -49,15 +49,19 @@ pub type KindFn = Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Syn
 /// A submission in flight: the task, when it was submitted, in which epoch.
 type Inflight = ((u32, u32, u16), Instant, u64);
 
-/// Hashes (resource, handle) keys with one multiplication each: a GPU's resource holds
-/// thousands of submissions and completes them thousands of times a step, where SipHash
-/// cost more than the table itself. Handles are the executor's own (not a remote peer's),
-/// so no one picks them to collide.
+/// Hashes (resource, handle) keys cheaply and keeps consecutive handles (a GPU's
+/// resource numbers its thousands of submissions one after the other) in neighbouring
+/// slots: the low bits are the handle's (XOR the resource's mix), where the table picks a
+/// slot, and the top seven, which it compares first, mix every bit. SipHash and a
+/// multiplicative hash that scattered them cost a cache miss per insert and per removal.
+/// Handles are the executor's own (not a remote peer's): no one picks them to collide.
 #[derive(Clone, Copy, Default)]
 struct BuildHandleHasher;
 
 #[derive(Default)]
 struct HandleHasher(u64);
+
+const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl std::hash::BuildHasher for BuildHandleHasher {
     type Hasher = HandleHasher;
@@ -68,7 +72,8 @@ impl std::hash::BuildHasher for BuildHandleHasher {
 
 impl std::hash::Hasher for HandleHasher {
     fn finish(&self) -> u64 {
-        self.0
+        let top = self.0.wrapping_mul(HASH_MUL) & (0x7F << 57);
+        (self.0 & !(0x7F << 57)) | top
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -76,9 +81,7 @@ impl std::hash::Hasher for HandleHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        // Fibonacci hashing: the high bits, which the table's control bytes use, mix all
-        // of the key's bits.
-        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = self.0.wrapping_mul(HASH_MUL) ^ v;
     }
     fn write_usize(&mut self, v: usize) {
         self.write_u64(v as u64);
