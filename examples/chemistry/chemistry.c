@@ -143,9 +143,9 @@ static void inputs(const grid *g, int step, const double *state, cell_in *in) {
  * its nominal work (Σ over steps and ranks of the calibrated costs `t_seq` stated). */
 static int verbose = 0;
 #ifdef TITUS_WITH_CUDA
-static int gpu_capacity = 0;     /* --gpu CAP: 0, none */
-static double gpu_below = 1150.0; /* --gpu-below K */
+static int gpu_capacity = 0; /* --gpu CAP: 0, none */
 #endif
+static double gpu_below = 1150.0; /* --gpu-below K (with a GPU) */
 
 static void run_titus(const grid *g, const char *options, double *state, const double *t_seq,
                       double *times, double *eff, double *nominal, long *workers,
@@ -176,25 +176,27 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     /* With a GPU: the cells below --gpu-below go first, as KIND_COOL (the GPU's kind: a
      * GPU thread runs a hot cell's thousands of stiff steps far slower than a core, and a
      * batch lasts as long as its dearest cell), the others after them as KIND_CELL;
-     * `order[i]` is the cell of the i-th task handed over. */
-    int *order = malloc(sizeof(int) * (n ? n : 1));
-    cell_in *handed = malloc(sizeof(cell_in) * (n ? n : 1));
-    uint64_t *handed_keys = malloc(sizeof(uint64_t) * (n ? n : 1));
+     * `order[i]` is the cell of the i-th task handed over. Without, the cells in order. */
+    int *order = NULL;
+    cell_in *handed = in;
+    uint64_t *handed_keys = keys;
+#ifdef TITUS_WITH_CUDA
+    if (gpu_capacity > 0) {
+        order = malloc(sizeof(int) * (n ? n : 1));
+        handed = malloc(sizeof(cell_in) * (n ? n : 1));
+        handed_keys = malloc(sizeof(uint64_t) * (n ? n : 1));
+    }
+#endif
     for (int s = 0; s < g->steps; s++) {
         inputs(g, s, state, in);
         int cool = 0;
-        for (int c = 0; c < n; c++) order[c] = c;
-#ifdef TITUS_WITH_CUDA
-        if (gpu_capacity > 0) {
-            int hot = 0;
+        if (order) {
             for (int c = 0; c < n; c++)
                 if (in[c].T < gpu_below) order[cool++] = c;
-            for (int c = 0; c < n; c++)
-                if (!(in[c].T < gpu_below)) costs[hot++] = (uint64_t)c; /* scratch */
-            for (int h = 0; h < hot; h++) order[cool + h] = (int)costs[h];
+            for (int c = 0, i = cool; c < n; c++)
+                if (!(in[c].T < gpu_below)) order[i++] = c;
+            for (int i = 0; i < n; i++) handed[i] = in[order[i]], handed_keys[i] = keys[order[i]];
         }
-#endif
-        for (int i = 0; i < n; i++) handed[i] = in[order[i]], handed_keys[i] = keys[order[i]];
         double t0 = now();
         if (cool) CHECK(titus_tasks_fixed(t, KIND_COOL, handed, sizeof(cell_in), cool));
         if (n > cool)
@@ -208,7 +210,7 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         uint64_t dearest = 0;
         for (int c = 0; c < n; c++) dearest = costs[c] > dearest ? costs[c] : dearest;
         for (int i = 0; i < n; i++) {
-            memcpy(state + 3 * order[i], out[i].y, 3 * sizeof(double));
+            memcpy(state + 3 * (order ? order[i] : i), out[i].y, 3 * sizeof(double));
             *solver_steps += (long)out[i].steps;
         }
         titus_stats js;
@@ -236,9 +238,7 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     free(out);
     free(keys);
     free(costs);
-    free(order);
-    free(handed);
-    free(handed_keys);
+    if (order) free(order), free(handed), free(handed_keys);
 }
 
 /* Every rank waits for every other: MPI's barrier, else the collective job stats. */

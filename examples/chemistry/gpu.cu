@@ -135,7 +135,7 @@ int test_cell(uint64_t *handle, void *result, size_t cap, size_t *result_len, in
     return 0;
 }
 
-gpu *the_gpu = nullptr;
+gpu *the_gpu = nullptr; // one per process, handed to each runtime in turn
 
 } // namespace
 
@@ -143,7 +143,7 @@ gpu *the_gpu = nullptr;
  * KIND_COOL at the given speed hint and holds up to `capacity` cells. Returns 0, or 1
  * with a message on stderr. The resource lives until the process ends. */
 extern "C" int chem_gpu_add(titus_t *t, int rank, int capacity, double speed) {
-    static gpu *g = nullptr; // one per process, handed to each runtime in turn
+    gpu *&g = the_gpu;
     if (capacity < 1) {
         fprintf(stderr, "chemistry: --gpu: capacity below 1\n");
         return 1;
@@ -191,7 +191,6 @@ extern "C" int chem_gpu_add(titus_t *t, int rank, int capacity, double speed) {
         fprintf(stderr, "chemistry: titus_add_resource: %s (%s)\n", titus_strerror(rc), titus_last_error());
         return 1;
     }
-    the_gpu = g;
     return 0;
 }
 

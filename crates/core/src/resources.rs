@@ -248,7 +248,12 @@ impl Resources {
 
     /// Whether resource `id` has room for another submission.
     pub fn has_room(&self, id: usize) -> bool {
-        self.unfinished[id] < self.specs[id].capacity
+        self.room(id) > 0
+    }
+
+    /// How many more submissions resource `id` has room for.
+    pub fn room(&self, id: usize) -> u32 {
+        self.specs[id].capacity.saturating_sub(self.unfinished[id])
     }
 
     /// The type bits (`bits`, from [`type_bits`]) of the resources from index

@@ -257,11 +257,7 @@ fn fill(sh: &Shared) {
             // the workers).
             let room = if st.ready.is_empty() {
                 (1..st.table.specs().len())
-                    .map(|i| {
-                        st.table.specs()[i]
-                            .capacity
-                            .saturating_sub(st.table.unfinished(i))
-                    })
+                    .map(|i| st.table.room(i))
                     .fold(0u32, u32::saturating_add)
                     .min(FILL_CHUNK) as usize
             } else {
