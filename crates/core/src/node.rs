@@ -547,6 +547,14 @@ impl Node {
             || (self.term.is_done() && self.cx.in_flight() == 0 && !self.cx.has_commands())
     }
 
+    /// Whether this rank's subtree finished the running epoch (it sent UP) and it waits
+    /// only for DONE from its parent. A peer whose process exits now may have seen DONE
+    /// already (it travels down the tree, to other subtrees first): a driver gives DONE a
+    /// grace before it calls such a peer dead.
+    pub fn awaits_done(&self) -> bool {
+        self.running && self.term.awaits_done()
+    }
+
     /// Whether this rank learned that the epoch is over (DONE reached it, or it is the
     /// root and saw every rank complete); its last operations may still be in flight.
     pub fn termination_detected(&self) -> bool {

@@ -91,6 +91,12 @@ impl Termination {
         self.done
     }
 
+    /// Whether this rank sent UP and waits only for DONE: its subtree finished, and the
+    /// epoch's outcome is decided once every other subtree has too.
+    pub(crate) fn awaits_done(&self) -> bool {
+        self.sent_up && !self.done
+    }
+
     pub(crate) fn summary(&self) -> String {
         format!("children_up {} sent_up {}", self.children_up, self.sent_up)
     }
@@ -186,6 +192,7 @@ mod tests {
         let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 3, 4);
         let mut t = Termination::default();
         t.start();
+        assert!(!t.awaits_done());
         assert!(!t.step(&mut cx, false), "not complete: nothing");
         assert!(cx.poll_command().is_none());
         assert!(!t.step(&mut cx, true));
@@ -195,11 +202,13 @@ mod tests {
             "{up:?}"
         );
         assert_eq!(t.waiting_for(3, 4), Waiting::Done(1));
+        assert!(t.awaits_done(), "UP sent: only DONE is missing");
         assert!(!t.step(&mut cx, true), "UP is sent once");
         assert!(cx.poll_command().is_none());
         assert!(t.on_done(&mut cx, 2).is_err(), "DONE from a non-parent");
         assert!(t.on_done(&mut cx, 1).unwrap());
         assert!(t.is_done());
+        assert!(!t.awaits_done());
         assert!(
             cx.poll_command().is_none(),
             "a leaf forwards DONE to nobody"
@@ -219,6 +228,7 @@ mod tests {
         assert!(t.on_up(&cx, 1).is_ok());
         assert_eq!(t.waiting_for(0, 3), Waiting::Up(vec![]));
         assert!(t.step(&mut cx, true));
+        assert!(!t.awaits_done(), "the root never waits for DONE");
         assert_eq!(t.waiting_for(0, 3), Waiting::Nothing);
         let to: Vec<Rank> = std::iter::from_fn(|| cx.poll_command())
             .map(|c| match c.op {

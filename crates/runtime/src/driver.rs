@@ -212,21 +212,80 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
 /// An idle rank's liveness sweep: the first peer whose process is gone fails the epoch —
 /// unless what it sent before it went (the epoch's end, say) is still to be collected:
 /// signals are taken in and handled first.
-fn sweep_peers(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
+fn sweep_peers(
+    sh: &Shared,
+    node: &mut titus_core::Node,
+    mem: &SegMem<'_>,
+    watch: &mut GoneWatch,
+    now: Instant,
+) {
     let f = &*sh.fabric;
-    let Some((peer, why)) = sh
+    let gone = sh
         .peers
         .iter()
-        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)))
-    else {
-        return;
-    };
-    let mut late = Vec::new();
-    if f.progress(Duration::ZERO, &mut late).is_ok() {
-        feed(node, sh.now(), late, mem);
+        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)));
+    if gone.is_some() {
+        let mut late = Vec::new();
+        if f.progress(Duration::ZERO, &mut late).is_ok() {
+            feed(node, sh.now(), late, mem);
+        }
     }
-    if !node.is_done() {
+    if node.is_done() {
+        return;
+    }
+    if let Some((peer, why)) = watch.verdict(now, gone, node.awaits_done()) {
         node.fail_peer_gone(peer, why);
+    }
+}
+
+/// How long a rank whose subtree finished waits for DONE after it found a peer's process
+/// gone: DONE travels down the termination tree, so a rank of another subtree may have had
+/// it, ended its job and exited while this rank's DONE is still on its way (a relay
+/// descheduled on a busy node takes milliseconds). A peer that died before the epoch's end
+/// means no DONE ever comes: the epoch fails once this has passed.
+pub const DONE_GRACE: Duration = Duration::from_secs(2);
+
+/// What the liveness sweeps found: a gone peer fails the epoch at once, unless this rank
+/// waits only for DONE ([`titus_core::Node::awaits_done`]): then after [`DONE_GRACE`]
+/// without DONE.
+#[derive(Debug, Default)]
+pub(crate) struct GoneWatch {
+    /// The gone peer first seen while this rank awaited DONE, and when.
+    since: Option<(titus_core::Rank, Instant)>,
+}
+
+impl GoneWatch {
+    /// A sweep's finding (`gone`: a peer whose process is gone, and why) at `now`; the
+    /// peer to fail the epoch with, if it is time.
+    pub(crate) fn verdict(
+        &mut self,
+        now: Instant,
+        gone: Option<(titus_core::Rank, String)>,
+        awaits_done: bool,
+    ) -> Option<(titus_core::Rank, String)> {
+        let Some((peer, why)) = gone else {
+            self.since = None;
+            return None;
+        };
+        if !awaits_done {
+            self.since = None;
+            return Some((peer, why));
+        }
+        let (first, at) = *self.since.get_or_insert((peer, now));
+        (now.duration_since(at) >= DONE_GRACE).then(|| {
+            (
+                first,
+                format!(
+                    "{why}, and this rank's subtree had finished the epoch but DONE did not \
+                     come within {DONE_GRACE:?} (the job cannot end without that rank)"
+                ),
+            )
+        })
+    }
+
+    /// Between epochs: nothing carries over.
+    pub(crate) fn clear(&mut self) {
+        self.since = None;
     }
 }
 
@@ -246,8 +305,9 @@ pub(crate) fn run(sh: &Shared) {
     // thread's own).
     let mut foreign: Vec<OpId> = Vec::new();
     let mut short_naps = false;
-    // When the peers' liveness was last swept.
+    // When the peers' liveness was last swept, and a gone peer awaiting DONE's grace.
     let mut swept = Instant::now();
+    let mut watch = GoneWatch::default();
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
@@ -357,6 +417,9 @@ pub(crate) fn run(sh: &Shared) {
         if sweep {
             swept = now_i;
         }
+        if !sh.epoch_running.load(Ordering::Acquire) {
+            watch.clear();
+        }
         // 3. Feed the node; fire timers; decide how long to wait.
         let (wait, done, queued) = {
             let mut node = sh.lock_node();
@@ -366,7 +429,7 @@ pub(crate) fn run(sh: &Shared) {
             }
             feed(&mut node, now, signals.drain(..), &mem);
             if sweep && !node.is_done() {
-                sweep_peers(sh, &mut node, &mem);
+                sweep_peers(sh, &mut node, &mem, &mut watch, now_i);
             }
             let mut wait = node
                 .poll_timeout()
@@ -422,5 +485,52 @@ pub(crate) fn run(sh: &Shared) {
             sh.done_cv.notify_all();
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gone_peer_fails_at_once_unless_this_rank_awaits_done() {
+        let t0 = Instant::now();
+        let gone = || Some((3, "rank 3's process has exited".to_string()));
+        let mut w = GoneWatch::default();
+        assert_eq!(w.verdict(t0, None, false), None);
+        assert_eq!(w.verdict(t0, None, true), None);
+        // Working, or waiting for children: nothing can end the epoch without the peer.
+        let (peer, why) = w.verdict(t0, gone(), false).expect("at once");
+        assert_eq!((peer, why.as_str()), (3, "rank 3's process has exited"));
+        // Waiting only for DONE: the peer may have had it already; DONE gets its grace.
+        assert_eq!(w.verdict(t0, gone(), true), None);
+        let half = t0 + DONE_GRACE / 2;
+        assert_eq!(w.verdict(half, gone(), true), None);
+        // Another gone peer does not restart the grace; the first one is named.
+        assert_eq!(w.verdict(half, Some((5, "5".into())), true), None);
+        let (peer, why) = w
+            .verdict(t0 + DONE_GRACE, gone(), true)
+            .expect("grace over");
+        assert_eq!(peer, 3);
+        assert!(why.starts_with("rank 3's process has exited"), "{why}");
+        assert!(why.contains("DONE did not come within 2s"), "{why}");
+    }
+
+    #[test]
+    fn the_grace_starts_afresh_after_an_epoch_or_a_clean_sweep() {
+        let t0 = Instant::now();
+        let gone = || Some((1, "gone".to_string()));
+        let mut w = GoneWatch::default();
+        assert_eq!(w.verdict(t0, gone(), true), None);
+        w.clear();
+        let later = t0 + DONE_GRACE * 3;
+        assert_eq!(w.verdict(later, gone(), true), None, "a new epoch's grace");
+        assert_eq!(w.verdict(later + DONE_GRACE / 2, None, true), None);
+        assert_eq!(
+            w.verdict(later + DONE_GRACE, gone(), true),
+            None,
+            "a sweep that found every peer alive restarts the grace"
+        );
+        assert!(w.verdict(later + DONE_GRACE * 2, gone(), true).is_some());
     }
 }

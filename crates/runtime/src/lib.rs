@@ -39,6 +39,7 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_overlay::Overlay;
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
+pub use driver::DONE_GRACE;
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
@@ -737,6 +738,16 @@ impl Runtime {
     /// job-wide exchanges such as gathering statistics, not for the data path.
     pub fn all_gather(&self, blob: &[u8]) -> Result<Vec<Vec<u8>>, RuntimeError> {
         (self.gather)(blob).map_err(RuntimeError::Barrier)
+    }
+
+    /// Ends this rank's runtime collectively, as the C ABI's `titus_finalize` does: a
+    /// barrier first, so no rank's process leaves (and its memory goes away) while another
+    /// still finishes its last epoch or reads it. Dropping a runtime alone is not
+    /// collective: a rank that exits right after its last epoch may be seen gone by a peer
+    /// whose end of that epoch is still on its way (the peer waits [`DONE_GRACE`] for it
+    /// before it calls the epoch failed).
+    pub fn finalize(self) -> Result<(), RuntimeError> {
+        self.all_gather(&[]).map(drop)
     }
 
     /// Registers the function of task kind `kind` (every rank registers the same kinds:

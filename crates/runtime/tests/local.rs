@@ -193,6 +193,35 @@ fn a_single_rank_and_empty_epochs() {
 }
 
 #[test]
+fn finalize_is_collective_and_ends_each_rank() {
+    let rts = Runtime::local(3, config(Protocol::Claim, 4), MemOptions::default()).unwrap();
+    let ended: Vec<Result<u32, RuntimeError>> = std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .into_iter()
+            .map(|rt| {
+                s.spawn(move || {
+                    rt.register(0, checksum);
+                    let r = rt.rank();
+                    let tasks: Vec<_> = (0..40 * (r == 0) as u32).map(|i| task(r, i, 30)).collect();
+                    let out = rt.run_epoch(tasks.clone())?;
+                    assert_eq!(out.results.len(), tasks.len());
+                    // The last rank to finish its epoch releases the others' barrier.
+                    rt.finalize().map(|()| r)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("rank thread panicked"))
+            .collect()
+    });
+    let ranks: Vec<u32> = ended
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("finalize: {e}"));
+    assert_eq!(ranks, [0, 1, 2]);
+}
+
+#[test]
 fn failures_surface_on_every_rank() {
     // A panicking task on whichever rank runs it: every rank gets an error.
     let rts = Runtime::local(3, config(Protocol::Claim, 2), MemOptions::default()).unwrap();
