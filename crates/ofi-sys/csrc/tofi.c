@@ -187,20 +187,37 @@ static int reg(tofi *h, void *base, uint64_t len, uint64_t key, struct fid_mr **
     return 0;
 }
 
-/* Whether other hosts can reach an entry's source address: not loopback (127/8, ::1) and
- * not IPv6 link-local (fe80::/10, whose scope does not travel in a published address).
- * Entries without an IP source address (verbs' own formats, shm) count as reachable. */
-static int reachable(const struct fi_info *fi) {
-    if (!fi->src_addr) return 1;
-    if (fi->addr_format == FI_SOCKADDR_IN && fi->src_addrlen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *a = fi->src_addr;
-        return (ntohl(a->sin_addr.s_addr) >> 24) != 127;
+/* How far an IP address reaches (tofi_addr_reach): 0 this host only — loopback (127/8,
+ * ::1, ::ffff:127/104) and IPv6 link-local (fe80::/10, whose scope does not travel in a
+ * published address); 1 its link only — IPv4 link-local (169.254/16: a BMC's USB NIC, an
+ * unconfigured port), reachable by hosts on the same segment and nobody else; 2 routable.
+ * Anything that is not an IP address (verbs' own formats, shm) counts as routable. */
+int tofi_addr_reach(const void *addr, size_t len) {
+    if (!addr) return 2;
+    const struct sockaddr *sa = addr;
+    if (len >= sizeof(struct sockaddr_in) && sa->sa_family == AF_INET) {
+        uint32_t a = ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr);
+        if ((a >> 24) == 127) return 0;
+        return (a >> 16) == 0xa9fe ? 1 : 2;
     }
-    if (fi->addr_format == FI_SOCKADDR_IN6 && fi->src_addrlen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *a = fi->src_addr;
-        return !IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) && !IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr);
+    if (len >= sizeof(struct sockaddr_in6) && sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)addr)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a)) return 0;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            if (a->s6_addr[12] == 127) return 0;
+            if (a->s6_addr[12] == 169 && a->s6_addr[13] == 254) return 1;
+        }
+        return 2;
     }
-    return 1;
+    return 2;
+}
+
+/* How far an entry's source address reaches (tofi_addr_reach); entries without an IP
+ * source address count as routable. */
+static int reach(const struct fi_info *fi) {
+    if (!fi->src_addr) return 2;
+    if (fi->addr_format != FI_SOCKADDR_IN && fi->addr_format != FI_SOCKADDR_IN6) return 2;
+    return tofi_addr_reach(fi->src_addr, fi->src_addrlen);
 }
 
 /* Whether `name` is one of the ", "-separated names in `names` (whole names: "eth1" is not
@@ -233,8 +250,12 @@ static struct fi_info *choose(struct fi_info *list, const char *iface, char *nam
         }
         return NULL;
     }
-    for (cur = list; cur; cur = cur->next)
-        if (reachable(cur)) return cur;
+    /* The first entry that other hosts can route to, else the first on a link (a host
+     * whose only other interface is link-local), else the first: libfabric lists
+     * interfaces in the system's order, where a BMC's 169.254 port may come first. */
+    for (int want = 2; want > 0; want--)
+        for (cur = list; cur; cur = cur->next)
+            if (reach(cur) >= want) return cur;
     return list;
 }
 
@@ -296,7 +317,7 @@ int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *ba
     if (mode & FI_MR_LOCAL) h->caps |= TOFI_CAP_MR_LOCAL;
     if (fi->domain_attr->data_progress == FI_PROGRESS_MANUAL) h->caps |= TOFI_CAP_MANUAL_PROGRESS;
     if (fi->tx_attr->msg_order & FI_ORDER_SAW) h->caps |= TOFI_CAP_ORDERED_SAW;
-    if (!reachable(fi)) h->caps |= TOFI_CAP_LOOPBACK;
+    if (reach(fi) == 0) h->caps |= TOFI_CAP_LOOPBACK;
 
     if ((ret = fi_fabric(fi->fabric_attr, &h->fabric, NULL))) { msg(err, errlen, "fi_fabric", ret); goto fail; }
     if ((ret = fi_domain(h->fabric, fi, &h->domain, NULL))) { msg(err, errlen, "fi_domain", ret); goto fail; }

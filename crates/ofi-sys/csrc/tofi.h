@@ -51,6 +51,8 @@ int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *ba
 void tofi_close(tofi *h);
 const char *tofi_provider(const tofi *h);
 uint32_t tofi_caps(const tofi *h);
+/* How far an IP socket address reaches: 0 this host, 1 its link (169.254/16), 2 routable. */
+int tofi_addr_reach(const void *addr, size_t len);
 size_t tofi_iov_limit(const tofi *h);
 int tofi_getname(tofi *h, void *buf, size_t *len);
 /* Key and base address peers use for segment `seg`. */

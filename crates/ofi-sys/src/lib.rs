@@ -144,6 +144,7 @@ shim! {
     fn tofi_close(h: *mut tofi) -> ();
     fn tofi_provider(h: *const tofi) -> *const c_char;
     fn tofi_caps(h: *const tofi) -> u32;
+    fn tofi_addr_reach(addr: *const c_void, len: usize) -> c_int;
     fn tofi_iov_limit(h: *const tofi) -> usize;
     fn tofi_getname(h: *mut tofi, buf: *mut c_void, len: *mut usize) -> c_int;
     fn tofi_segment(h: *const tofi, seg: usize, key: *mut u64, base: *mut u64) -> ();
@@ -170,4 +171,64 @@ shim! {
     fn tofi_set_max_nap(h: *mut tofi, ns: u64) -> ();
     fn tofi_wake(h: *mut tofi) -> ();
     fn tofi_raw_latency(h: *mut tofi, kind: c_int, peer: u64, lseg: usize, len: u64, raddr: u64, rkey: u64, iters: usize, ns: *mut u64) -> c_int;
+}
+
+#[cfg(all(test, titus_ofi))]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn reach4(a: Ipv4Addr) -> c_int {
+        let sa = libc_sockaddr_in(a);
+        // SAFETY: `sa` is a valid sockaddr_in of the length passed, alive for the call.
+        unsafe { tofi_addr_reach(sa.as_ptr().cast(), sa.len()) }
+    }
+
+    fn reach6(a: Ipv6Addr) -> c_int {
+        let sa = libc_sockaddr_in6(a);
+        // SAFETY: as above, a sockaddr_in6.
+        unsafe { tofi_addr_reach(sa.as_ptr().cast(), sa.len()) }
+    }
+
+    /// struct sockaddr_in on Linux: family (u16, host order), port, address, 8 zero bytes.
+    fn libc_sockaddr_in(a: Ipv4Addr) -> Vec<u8> {
+        let mut v = Vec::with_capacity(16);
+        v.extend_from_slice(&2u16.to_ne_bytes()); // AF_INET
+        v.extend_from_slice(&0u16.to_be_bytes());
+        v.extend_from_slice(&a.octets());
+        v.extend_from_slice(&[0; 8]);
+        v
+    }
+
+    /// struct sockaddr_in6: family, port, flow info, address, scope id.
+    fn libc_sockaddr_in6(a: Ipv6Addr) -> Vec<u8> {
+        let mut v = Vec::with_capacity(28);
+        v.extend_from_slice(&10u16.to_ne_bytes()); // AF_INET6
+        v.extend_from_slice(&0u16.to_be_bytes());
+        v.extend_from_slice(&0u32.to_be_bytes());
+        v.extend_from_slice(&a.octets());
+        v.extend_from_slice(&0u32.to_ne_bytes());
+        v
+    }
+
+    #[test]
+    fn addresses_are_ranked_by_how_far_they_reach() {
+        assert_eq!(reach4(Ipv4Addr::new(127, 0, 0, 1)), 0);
+        assert_eq!(reach4(Ipv4Addr::new(127, 9, 8, 7)), 0);
+        assert_eq!(reach4(Ipv4Addr::new(169, 254, 0, 2)), 1, "a BMC's USB NIC");
+        assert_eq!(reach4(Ipv4Addr::new(169, 253, 0, 2)), 2);
+        assert_eq!(reach4(Ipv4Addr::new(10, 1, 2, 3)), 2);
+        assert_eq!(reach6(Ipv6Addr::LOCALHOST), 0);
+        assert_eq!(reach6("fe80::1".parse().unwrap()), 0);
+        assert_eq!(reach6("::ffff:127.0.0.1".parse().unwrap()), 0);
+        assert_eq!(reach6("::ffff:169.254.3.4".parse().unwrap()), 1);
+        assert_eq!(reach6("::ffff:10.0.0.1".parse().unwrap()), 2);
+        assert_eq!(reach6("2001:db8::1".parse().unwrap()), 2);
+        // Too short for its family, or another family: nothing to judge, routable.
+        let sa = libc_sockaddr_in(Ipv4Addr::new(127, 0, 0, 1));
+        // SAFETY: 8 readable bytes of `sa`.
+        assert_eq!(unsafe { tofi_addr_reach(sa.as_ptr().cast(), 8) }, 2);
+        // SAFETY: a null address is documented as "not an IP address".
+        assert_eq!(unsafe { tofi_addr_reach(std::ptr::null(), 0) }, 2);
+    }
 }

@@ -212,21 +212,28 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
 /// An idle rank's liveness sweep: the first peer whose process is gone fails the epoch —
 /// unless what it sent before it went (the epoch's end, say) is still to be collected:
 /// signals are taken in and handled first.
+/// A sweep's finding: the first peer whose process is gone, and why (asked of the fabric
+/// outside the node's lock: on one node it is a look at the kernel's view of each peer).
+fn gone_peer(sh: &Shared) -> Option<(titus_core::Rank, String)> {
+    let f = &*sh.fabric;
+    sh.peers
+        .iter()
+        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)))
+}
+
+/// Acts on a sweep's finding under the node's lock: the signals that arrived first (a
+/// peer that sent the end and exited is not a failure), then [`GoneWatch::verdict`].
 fn sweep_peers(
     sh: &Shared,
     node: &mut titus_core::Node,
     mem: &SegMem<'_>,
     watch: &mut GoneWatch,
     now: Instant,
+    gone: Option<(titus_core::Rank, String)>,
 ) {
-    let f = &*sh.fabric;
-    let gone = sh
-        .peers
-        .iter()
-        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)));
     if gone.is_some() {
         let mut late = Vec::new();
-        if f.progress(Duration::ZERO, &mut late).is_ok() {
+        if sh.fabric.progress(Duration::ZERO, &mut late).is_ok() {
             feed(node, sh.now(), late, mem);
         }
     }
@@ -420,6 +427,7 @@ pub(crate) fn run(sh: &Shared) {
         if !sh.epoch_running.load(Ordering::Acquire) {
             watch.clear();
         }
+        let gone = if sweep { gone_peer(sh) } else { None };
         // 3. Feed the node; fire timers; decide how long to wait.
         let (wait, done, queued) = {
             let mut node = sh.lock_node();
@@ -429,7 +437,7 @@ pub(crate) fn run(sh: &Shared) {
             }
             feed(&mut node, now, signals.drain(..), &mem);
             if sweep && !node.is_done() {
-                sweep_peers(sh, &mut node, &mem, &mut watch, now_i);
+                sweep_peers(sh, &mut node, &mem, &mut watch, now_i, gone);
             }
             let mut wait = node
                 .poll_timeout()
