@@ -285,3 +285,56 @@ fn a_timeout_beyond_a_year_is_refused_before_anything_starts() {
         );
     }
 }
+
+/// Ranks on several hosts: one that could open only on loopback says so in the address
+/// exchange, and every rank fails naming it (the others waited for its record before).
+/// Rank 0 plays a host of its own (a UTS namespace with another host name, loopback
+/// forced by TITUS_IFACE); where namespaces cannot be made (not root, no `unshare`) the
+/// test says so and checks nothing.
+#[test]
+fn a_rank_only_on_loopback_among_hosts_is_named_by_every_rank() {
+    let can = Command::new("unshare")
+        .args(["-u", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can || !titus_fabric_ofi::available() {
+        eprintln!("skipped: no UTS namespace here (not root, or no unshare) or no libfabric");
+        return;
+    }
+    // Rank 0 stays a while after its failure, so that the launcher does not stop rank 1
+    // before rank 1 fails on its own (before the refusal travelled, rank 1 waited for
+    // rank 0's record until the launcher's timeout).
+    let script = r#"if [ "$TITUS_RANK" = 0 ]; then
+  unshare -u sh -c 'hostname titus-test-rank0 && TITUS_IFACE=lo exec "$0" fabric-bench --iters 5' "$T"
+  sleep 20; exit 1
+fi
+exec "$T" fabric-bench --iters 5"#;
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_titus"))
+        .args([
+            "launch",
+            "-n",
+            "2",
+            "--provider",
+            "tcp;ofi_rxm",
+            "--timeout",
+            "60",
+        ])
+        .args(["--", "sh", "-c", script])
+        .env("T", env!("CARGO_BIN_EXE_titus"))
+        .output()
+        .expect("run titus");
+    assert!(t.elapsed() < Duration::from_secs(30), "the ranks waited");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let named = |r: u32| {
+        err.lines().any(|l| {
+            l.starts_with(&format!("[{r}]"))
+                && l.contains("rank 0 on host titus-test-rank0")
+                && l.contains("only a loopback or link-local address")
+        })
+    };
+    assert!(named(0), "rank 0 does not say why:\n{err}");
+    assert!(named(1), "rank 1 does not name rank 0:\n{err}");
+    assert!(err.contains("rank 1 exited with status"), "{err}");
+}

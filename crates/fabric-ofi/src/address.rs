@@ -166,6 +166,29 @@ pub(crate) fn encode(
     titus_fabric::versioned::encode(RECORD_MAGIC, &record)
 }
 
+/// What a rank publishes instead of its record when it cannot take part (every rank
+/// learns why in the same exchange, instead of waiting for a record that never comes).
+const REFUSAL_MAGIC: &[u8; 8] = b"TITUSRF1";
+
+/// Longest refusal kept from another rank (bytes).
+const REFUSAL_MAX: usize = 1024;
+
+/// A refusal to publish in place of this rank's record: why it cannot join.
+pub(crate) fn encode_refusal(why: &str) -> Vec<u8> {
+    titus_fabric::versioned::encode(REFUSAL_MAGIC, &why)
+}
+
+/// Another rank's refusal, if `blob` is one (cut to [`REFUSAL_MAX`] bytes; not trusted
+/// beyond being printed).
+pub(crate) fn refusal(blob: &[u8]) -> Option<String> {
+    let why: String = titus_fabric::versioned::decode(REFUSAL_MAGIC, blob).ok()?;
+    let mut cut = why.len().min(REFUSAL_MAX);
+    while !why.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(why[..cut].chars().filter(|c| !c.is_control()).collect())
+}
+
 /// Parses another rank's record; nothing in it is trusted (every length is bounded by the
 /// bytes that came, the address and the segment count by [`MAX_ADDRESS`] and
 /// [`MAX_SEGMENTS`], and the record must end where its bytes do).

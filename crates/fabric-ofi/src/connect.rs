@@ -1,7 +1,7 @@
 //! Opening one rank's endpoint, collectively: agree on a provider, register the segments,
 //! publish and learn addresses, and connect to the configured peers up front.
 
-use crate::address::{Liveness, Peer, Process, decode, encode};
+use crate::address::{Liveness, Peer, Process, decode, encode, encode_refusal, refusal};
 use crate::completion::State;
 use crate::handle::SLOTS;
 use crate::provider::{choose_provider, ensure_available, providers};
@@ -132,14 +132,16 @@ impl OfiFabric {
         }
         // Ranks on several hosts need addresses the others can reach: a rank that opened
         // on loopback (no other interface up when it started) would be reached by nobody,
-        // and its peers' first operations would fail with a bare EINVAL or refusal.
-        if !one_node && caps_bits & sys::TOFI_CAP_LOOPBACK != 0 {
-            return Err(FabricError::Unsupported(format!(
+        // and its peers' first operations would fail with a bare EINVAL or refusal. It
+        // says so in the exchange in place of its record, so every rank fails naming it
+        // (rather than waiting for a record that never comes).
+        let refused = (!one_node && caps_bits & sys::TOFI_CAP_LOOPBACK != 0).then(|| {
+            format!(
                 "rank {rank} on host {host}: provider {prov_name} offers only a loopback or \
                  link-local address here, which the job's other hosts cannot reach (is a \
                  network interface up? TITUS_IFACE names the one to use)"
-            )));
-        }
+            )
+        });
         // 3. Publish this rank's address and segments; learn everyone's.
         let addr = Self::name(&h)?;
         let descs: Vec<(u64, u64, u64, &Exposure)> = (0..segments.len())
@@ -158,11 +160,26 @@ impl OfiFabric {
                 port: l.port,
                 nonce: l.nonce,
             });
-        let blob = encode(&addr, &descs, me, &live);
+        let blob = match &refused {
+            Some(why) => encode_refusal(why),
+            None => encode(&addr, &descs, me, &live),
+        };
         let all = match rendezvous.as_mut() {
             Some(rv) => rv.all_gather(&blob)?,
             None => vec![blob],
         };
+        if let Some(why) = refused {
+            return Err(FabricError::Unsupported(why));
+        }
+        if let Some((r, why)) = all
+            .iter()
+            .enumerate()
+            .find_map(|(r, b)| refusal(b).map(|w| (r, w)))
+        {
+            return Err(FabricError::Unsupported(format!(
+                "rank {r} cannot join the job: {why}"
+            )));
+        }
         if all.len() != size as usize {
             return Err(FabricError::Unsupported(format!(
                 "{} address records for {size} ranks",
