@@ -322,13 +322,51 @@ fn fortran_example_one_process_launch_and_mpirun() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
+    // The flags of the C example: repeats alternate the runs, each figure a median.
     let out = run_ok(
-        titus_launch(2, &exe).args(F_ARGS).arg("--json"),
+        titus_launch(2, &exe)
+            .args(["--nx", "16", "--ny", "8", "--steps", "3"])
+            .args([
+                "--repeat",
+                "2",
+                "--ref-passes",
+                "2",
+                "--options",
+                "workers=1",
+                "--json",
+            ]),
         "chemistry-f, titus launch -n 2",
     );
     assert_all_ranks_match(&out, 2, "chemistry-f, titus launch -n 2");
     let v = chemistry_json(&out, "chemistry-f, titus launch -n 2");
-    assert_eq!(v["ranks"], 2, "{v}");
+    assert_eq!(
+        (&v["ranks"], &v["workers"], &v["repeat"]),
+        (&2.into(), &2.into(), &2.into()),
+        "{v}"
+    );
+    assert_eq!(
+        v["nominal_efficiency_runs"].as_array().map(Vec::len),
+        Some(2),
+        "{v}"
+    );
+    assert!(v["seq_s"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    for bad in [
+        &["--repeat", "0"][..],
+        &["--nx", "8x"],
+        &["--bogus"],
+        &["1", "2", "3", "4"],
+    ] {
+        let out = Command::new(&exe)
+            .args(bad)
+            .output()
+            .expect("run chemistry-f");
+        assert_eq!(out.status.code(), Some(2), "chemistry-f {bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("usage: chemistry-f"),
+            "chemistry-f {bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // Under mpirun with an explicit TITUS_BOOTSTRAP: Titus's own rendezvous (the job
     // secret comes from Open MPI's job id), not mpirun's PMIx server.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

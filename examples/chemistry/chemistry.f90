@@ -14,9 +14,15 @@
 ! wall time on rank 0; speed-up T_none / T_titus.
 ! `--json` prints them as one JSON object (keys as chemistry.c).
 !
+! Flags as chemistry.c's: --nx N --ny N --steps N (or the three positionally), --ref-passes
+! P (the reference's passes per step, their median the step's calibrated cost; 3),
+! --repeat R (the reference, no balancing and balancing R times back to back, the order of
+! the two Titus runs alternating; each figure the median over the repeats), --options
+! "titus options" (the balanced run's; the unbalanced one adds balancer=none), --json.
+!
 ! Task procedures are `recursive` (no static locals): workers call them concurrently.
 ! Build: gfortran -O2 chemistry.f90 $(pkg-config --cflags --libs titus)
-! Run:   titus launch -n 2 -- ./chemistry-f [nx ny steps] [--json]
+! Run:   titus launch -n 2 -- ./chemistry-f [--nx N --ny N --steps N] [--repeat R] [--json]
 module cells
   use, intrinsic :: iso_c_binding
   implicit none
@@ -131,42 +137,57 @@ program chemistry
   use titus
   use cells
   implicit none
-  integer :: nx = 64, ny = 32, steps = 8, rank, size, x0, x1, n, step, c, x, y, ierr
+  integer :: nx = 64, ny = 32, steps = 8, rank, size, x0, x1, n, ierr
+  integer :: passes = 3, repeats = 1, r, i, npos, nums(3)
   real(c_double), parameter :: dt = 300d0
   real(c_double), allocatable, target :: ref(:, :), st(:, :, :), tin(:, :), tout(:, :)
-  real(c_double) :: times(2), t0, t1, eff(2), busy, avail, nominal(2), nom(2), workers(2)
-  real(c_double), allocatable :: t_seq(:)
+  real(c_double), allocatable :: t_seq(:), pass_s(:)
+  ! Per repeat: seq_s, none_s, titus_s, efficiency none/titus, nominal none/titus, speed-up.
+  real(c_double), allocatable :: rep(:, :)
+  real(c_double) :: m(8)
   integer(c_int64_t), allocatable :: keys(:), hint_ns(:)
   integer(c_int), allocatable :: prio(:)
+  integer(c_int) :: workers
   type(c_ptr) :: t
-  type(titus_stats) :: js
-  character(len=32) :: arg
-  character(len=*), parameter :: opts(2) = [character(len=32) :: "balancer=none", ""]
-  integer :: pass, i, npos, nums(3)
+  character(len=512) :: arg, options
   logical :: ok, json
 
   json = .false.
+  options = ""
   npos = 0
   nums = [nx, ny, steps]
-  do i = 1, command_argument_count()
+  i = 1
+  do while (i <= command_argument_count())
     call get_command_argument(i, arg)
-    if (arg == "--json") then
+    select case (trim(arg))
+    case ("--json")
       json = .true.
-    else if (npos < 3) then
+    case ("--nx")
+      nums(1) = flag_value(i)
+    case ("--ny")
+      nums(2) = flag_value(i)
+    case ("--steps")
+      nums(3) = flag_value(i)
+    case ("--ref-passes")
+      passes = flag_value(i)
+    case ("--repeat")
+      repeats = flag_value(i)
+    case ("--options")
+      if (i == command_argument_count()) call usage("--options: expected titus options")
+      i = i + 1
+      call get_command_argument(i, options)
+    case default
+      if (arg(1:1) == "-" .or. npos >= 3) call usage("unknown argument '"//trim(arg)//"'")
       npos = npos + 1
-      read (arg, *, iostat=ierr) nums(npos)
-      if (ierr /= 0 .or. nums(npos) <= 0) then
-        write (0, '(a,a,a)') "chemistry: '", trim(arg), "': expected a positive integer"
-        stop 2
-      end if
-    else
-      write (0, '(a)') "usage: chemistry-f [nx ny steps] [--json]"
-      stop 2
-    end if
+      nums(npos) = positive(arg, "a positional argument")
+    end select
+    i = i + 1
   end do
   nx = nums(1)
   ny = nums(2)
   steps = nums(3)
+  if (int(nx, 8) * ny > 2_8**26) call usage("--nx x --ny: at most 2^26 cells")
+  if (repeats > 1000) call usage("--repeat: at most 1000")
   ! Who am I: a first runtime, without balancing.
   t = c_null_ptr
   call check(titus_init(t, "workers=1,balancer=none"//c_null_char), "titus_init")
@@ -175,107 +196,168 @@ program chemistry
   x1 = int(int(nx, 8) * (rank + 1) / size)
   n = (x1 - x0) * ny
   allocate(ref(3, max(n, 1)), st(3, max(n, 1), 2), tin(6, max(n, 1)), tout(4, max(n, 1)))
-  allocate(t_seq(0:steps - 1))
+  allocate(t_seq(0:steps - 1), pass_s(passes), rep(8, repeats))
   ! A cell's key is its global index: the same every step, so Titus predicts its cost
   ! from the last step's. Hints: cells in the flame (hot) get priority 1 — they run first
   ! and are shared last, so no dear cell is left for the end of a step; no cost hint (0:
   ! Titus's own measured prediction).
   allocate(keys(max(n, 1)), prio(max(n, 1)), hint_ns(max(n, 1)))
-  do c = 1, n
-    keys(c) = int(x0, c_int64_t) * ny + (c - 1)
+  do i = 1, n
+    keys(i) = int(x0, c_int64_t) * ny + (i - 1)
   end do
   hint_ns = 0
 
-  ! The sequential reference, timed per step while the other ranks wait (one rank after
-  ! the other; the first runtime's job stats are the barrier): the calibrated cost of this
-  ! rank's cells on one core of an otherwise idle machine.
-  ref(:, 1:n) = spread([1d0, 2d0, 3d0], 2, n)
-  do i = 1, rank
-    call check(titus_job_stats(t, js), "titus_job_stats")
-  end do
-  do step = 0, steps - 1
-    call inputs(ref, step)
-    call system_clock_s(t0)
-    do c = 1, n
-      ref(:, c) = tin(1:3, c)
-      ierr = integrate(ref(:, c), tin(4, c), tin(5, c))
-    end do
-    call system_clock_s(t1)
-    t_seq(step) = t1 - t0
-  end do
-  do i = rank, size - 1
-    call check(titus_job_stats(t, js), "titus_job_stats")
-  end do
-  call check(titus_finalize(t), "titus_finalize")
-
-  ! No balancing, then stealing.
-  do pass = 1, 2
+  ok = .true.
+  do r = 1, repeats
+    if (.not. c_associated(t)) call check(titus_init(t, "workers=1,balancer=none"//c_null_char), &
+        "titus_init")
+    call one_repeat(r, t)
     t = c_null_ptr
-    call check(titus_init(t, trim(opts(pass))//c_null_char), "titus_init")
-    call check(titus_register(t, 1_c_int, c_funloc(cell_task), c_null_ptr), "titus_register")
-    st(:, 1:n, pass) = spread([1d0, 2d0, 3d0], 2, n)
-    busy = 0d0
-    avail = 0d0
-    nominal(pass) = 0d0
-    times(pass) = 0d0
-    do step = 0, steps - 1
-      call inputs(st(:, :, pass), step)
-      call system_clock_s(t0)
-      call check(titus_tasks_fixed(t, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
-          "titus_tasks_fixed")
-      call check(titus_task_keys(t, keys, int(n, c_size_t)), "titus_task_keys")
-      prio(1:n) = merge(1, 0, tin(4, 1:n) > 0.5d0 * (t_cold + t_hot))
-      call check(titus_task_hints(t, prio, hint_ns, int(n, c_size_t)), "titus_task_hints")
-      call check(titus_nominal_work(t, t_seq(step)), "titus_nominal_work")
-      call check(titus_run(t), "titus_run")
-      call check(titus_results_fixed(t, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
-          "titus_results_fixed")
-      call system_clock_s(t1)
-      times(pass) = times(pass) + (t1 - t0)
-      st(:, 1:n, pass) = tout(1:3, 1:n)
-      call check(titus_job_stats(t, js), "titus_job_stats")
-      busy = busy + js%busy_s
-      avail = avail + js%session_s * js%workers
-      nominal(pass) = nominal(pass) + js%nominal_s
-      workers(pass) = real(js%workers, c_double)
-    end do
-    eff(pass) = busy / max(avail, 1d-300)
-    call check(titus_finalize(t), "titus_finalize")
+    if (rank == 0 .and. .not. json .and. repeats > 1) then
+      write (*, '(a,i0,*(a))') "repeat ", r - 1, " (", &
+          trim(merge("titus", "none ", mod(r - 1, 2) == 1)), " first): sequential ", &
+          num_text(rep(1, r), 3), " s, none ", num_text(rep(2, r), 3), " s, titus ", num_text(rep(3, r), 3), &
+          " s, nominal efficiency none ", num_text(rep(6, r), 3), " titus ", num_text(rep(7, r), 3), &
+          ", speed-up ", num_text(rep(8, r), 2), "x"
+    end if
+  end do
+  do i = 1, 8
+    m(i) = median(rep(i, :))
   end do
 
-  ok = all(st(:, 1:n, 1) == ref(:, 1:n)) .and. all(st(:, 1:n, 2) == ref(:, 1:n))
-  nom = nominal / (workers * max(times, 1d-300))
   if (rank == 0 .and. .not. json) then
-    write (*, '(a,i0,a,i0,a,i0,a,i0,a)') "chemistry (Fortran): ", nx, "x", ny, " cells, ", &
-        size, " ranks, ", steps, " steps"
-    write (*, '(a,f8.3,a)') "total: sequential reference ", nominal(2), &
+    write (*, '(a,i0,a,i0,a,i0,a,i0,a,i0,a,a,a)') "chemistry (Fortran): ", nx, "x", ny, " cells, ", &
+        size, " ranks, ", workers, " workers in all, ", steps, " steps, titus options """, &
+        trim(options), """"
+    if (repeats > 1) write (*, '(a,i0,a)') "medians of ", repeats, " repeats:"
+    write (*, '(a,f8.3,a)') "total: sequential reference ", m(1), &
         " s (all ranks' cells, calibrated cost)"
     write (*, '(a6,a11,a13,a21)') "run", "time_s", "efficiency", "nominal_efficiency"
-    write (*, '(a6,f11.3,f13.3,f21.3)') "none", times(1), eff(1), nom(1)
-    write (*, '(a6,f11.3,f13.3,f21.3)') "titus", times(2), eff(2), nom(2)
-    write (*, '(a,f5.2,a)') "speed-up over none ", times(1) / times(2), "x"
+    write (*, '(a6,f11.3,f13.3,f21.3)') "none", m(2), m(4), m(6)
+    write (*, '(a6,f11.3,f13.3,f21.3)') "titus", m(3), m(5), m(7)
+    if (repeats > 1) write (*, '(4a)') "titus nominal efficiency over the repeats: ", &
+        num_text(minval(rep(7, :)), 3), " to ", num_text(maxval(rep(7, :)), 3)
+    write (*, '(a,f5.2,a)') "speed-up over none ", m(8), "x"
   end if
   if (rank == 0 .and. json) then
-    write (*, '(a,i0,a,i0,a,i0,a,i0,17a)') &
-        '{"nx":', nx, ',"ny":', ny, ',"ranks":', size, ',"steps":', steps, &
-        ',"seq_s":', jnum(nominal(2)), ',"none_s":', jnum(times(1)), &
-        ',"titus_s":', jnum(times(2)), ',"efficiency_none":', jnum(eff(1)), &
-        ',"efficiency_titus":', jnum(eff(2)), ',"nominal_efficiency_none":', jnum(nom(1)), &
-        ',"nominal_efficiency":', jnum(nom(2)), ',"speedup":', jnum(times(1) / times(2)), '}'
+    write (*, '(a,i0,a,i0,a,i0,a,i0,a,i0,a,i0,19a)', advance='no') &
+        '{"nx":', nx, ',"ny":', ny, ',"ranks":', size, ',"workers":', workers, &
+        ',"steps":', steps, ',"repeat":', repeats, &
+        ',"seq_s":', jnum(m(1)), ',"none_s":', jnum(m(2)), &
+        ',"titus_s":', jnum(m(3)), ',"efficiency_none":', jnum(m(4)), &
+        ',"efficiency_titus":', jnum(m(5)), ',"nominal_efficiency_none":', jnum(m(6)), &
+        ',"nominal_efficiency":', jnum(m(7)), ',"speedup":', jnum(m(8)), &
+        ',"nominal_efficiency_min":', jnum(minval(rep(7, :))), ',"nominal_efficiency_max":'
+    write (*, '(a)', advance='no') jnum(maxval(rep(7, :)))//',"nominal_efficiency_runs":['
+    do r = 1, repeats
+      write (*, '(a)', advance='no') trim(merge(",", " ", r > 1))//jnum(rep(7, r))
+    end do
+    write (*, '(a)', advance='no') '],"speedup_runs":['
+    do r = 1, repeats
+      write (*, '(a)', advance='no') trim(merge(",", " ", r > 1))//jnum(rep(8, r))
+    end do
+    write (*, '(a)') ']}'
   end if
+  flush (6)
   if (ok) then
-    write (0, '(a,i0,a,i0,a)') "rank ", rank, ": results equal the sequential run (", n, " cells)"
+    write (0, '(a,i0,a,i0,a,i0,a,i0,a)') "rank ", rank, ": results equal the sequential run (", n, &
+        " cells x ", steps, " steps, ", repeats, " repeats)"
   else
     write (0, '(a,i0,a)') "rank ", rank, ": RESULTS DIFFER FROM the sequential run"
     stop 1
   end if
 
 contains
+  ! One repeat: the reference (on the first runtime `first`, which it finalizes), then the
+  ! time loop through Titus with no balancing and with the chosen options (in that order,
+  ! or the other on even repeats), checked against the reference; its figures in rep(:, r).
+  subroutine one_repeat(r, first)
+    integer, intent(in) :: r
+    type(c_ptr), intent(inout) :: first
+    type(titus_stats) :: js
+    real(c_double) :: times(2), eff(2), nominal(2), nwork(2), t0, t1, busy, avail
+    integer :: pass, turn, step, c, p, k
+    ! The sequential reference, timed per step while the other ranks wait (one rank after
+    ! the other; the first runtime's job stats are the barrier): the calibrated cost of
+    ! this rank's cells on one core of an otherwise idle machine, the median of `passes`.
+    do k = 1, rank
+      call check(titus_job_stats(first, js), "titus_job_stats")
+    end do
+    ref(:, 1:n) = spread([1d0, 2d0, 3d0], 2, n)
+    do step = 0, steps - 1
+      call inputs(ref, step)
+      do p = 1, passes
+        call system_clock_s(t0)
+        do c = 1, n
+          ref(:, c) = tin(1:3, c)
+          ierr = integrate(ref(:, c), tin(4, c), tin(5, c))
+        end do
+        call system_clock_s(t1)
+        pass_s(p) = t1 - t0
+      end do
+      t_seq(step) = median(pass_s)
+    end do
+    do k = rank, size - 1
+      call check(titus_job_stats(first, js), "titus_job_stats")
+    end do
+    call check(titus_finalize(first), "titus_finalize")
+
+    do turn = 1, 2
+      ! pass 1: no balancing, pass 2: the chosen options; the titus run first on even r.
+      pass = merge(3 - turn, turn, mod(r - 1, 2) == 1)
+      t = c_null_ptr
+      if (pass == 1) then
+        if (len_trim(options) > 0) then
+          call check(titus_init(t, trim(options)//",balancer=none"//c_null_char), "titus_init")
+        else
+          call check(titus_init(t, "balancer=none"//c_null_char), "titus_init")
+        end if
+      else
+        call check(titus_init(t, trim(options)//c_null_char), "titus_init")
+      end if
+      call check(titus_register(t, 1_c_int, c_funloc(cell_task), c_null_ptr), "titus_register")
+      st(:, 1:n, pass) = spread([1d0, 2d0, 3d0], 2, n)
+      busy = 0d0
+      avail = 0d0
+      nominal(pass) = 0d0
+      times(pass) = 0d0
+      do step = 0, steps - 1
+        call inputs(st(:, :, pass), step)
+        call system_clock_s(t0)
+        call check(titus_tasks_fixed(t, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
+            "titus_tasks_fixed")
+        call check(titus_task_keys(t, keys, int(n, c_size_t)), "titus_task_keys")
+        prio(1:n) = merge(1, 0, tin(4, 1:n) > 0.5d0 * (t_cold + t_hot))
+        call check(titus_task_hints(t, prio, hint_ns, int(n, c_size_t)), "titus_task_hints")
+        call check(titus_nominal_work(t, t_seq(step)), "titus_nominal_work")
+        call check(titus_run(t), "titus_run")
+        call check(titus_results_fixed(t, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
+            "titus_results_fixed")
+        call system_clock_s(t1)
+        times(pass) = times(pass) + (t1 - t0)
+        st(:, 1:n, pass) = tout(1:3, 1:n)
+        call check(titus_job_stats(t, js), "titus_job_stats")
+        busy = busy + js%busy_s
+        avail = avail + js%session_s * js%workers
+        nominal(pass) = nominal(pass) + js%nominal_s
+        nwork(pass) = real(js%workers, c_double)
+      end do
+      eff(pass) = busy / max(avail, 1d-300)
+      if (pass == 2) workers = int(js%workers, c_int)
+      call check(titus_finalize(t), "titus_finalize")
+    end do
+    ok = ok .and. all(st(:, 1:n, 1) == ref(:, 1:n)) .and. all(st(:, 1:n, 2) == ref(:, 1:n))
+    ! Both runs stated the same calibrated costs: the job's T_seq, against their cores.
+    rep(:, r) = [nominal(2), times(1), times(2), eff(1), eff(2), &
+        nominal(1) / (nwork(1) * max(times(1), 1d-300)), &
+        nominal(2) / (nwork(2) * max(times(2), 1d-300)), times(1) / max(times(2), 1d-300)]
+  end subroutine one_repeat
+
   subroutine inputs(state, step)
     real(c_double), intent(in) :: state(:, :)
     integer, intent(in) :: step
     real(c_double) :: xf
-    integer :: k
+    integer :: k, x, y
     xf = nx * (0.1d0 + 0.8d0 * step / max(steps - 1, 1))
     k = 0
     do x = x0, x1 - 1
@@ -289,17 +371,75 @@ contains
     end do
   end subroutine inputs
 
-  ! A number for JSON: six decimals, with the leading zero Fortran's f0 leaves out.
-  function jnum(v) result(str)
+  ! The median of `v` (the mean of the middle two for an even count; `size` is the
+  ! program's rank count here, so bounds say the length).
+  real(c_double) function median(v)
+    real(c_double), intent(in) :: v(:)
+    real(c_double) :: w(ubound(v, 1)), x
+    integer :: a, b
+    w = v
+    do a = 2, ubound(w, 1)
+      x = w(a)
+      b = a - 1
+      do while (b >= 1)
+        if (w(b) <= x) exit
+        w(b + 1) = w(b)
+        b = b - 1
+      end do
+      w(b + 1) = x
+    end do
+    b = ubound(w, 1)
+    median = 0.5d0 * (w((b + 1) / 2) + w(b / 2 + 1))
+  end function median
+
+  ! The positive integer after flag i (which moves past it); a usage error otherwise.
+  integer function flag_value(i) result(v)
+    integer, intent(inout) :: i
+    character(len=512) :: flag, val
+    call get_command_argument(i, flag)
+    if (i == command_argument_count()) call usage(trim(flag)//": expected a positive integer")
+    i = i + 1
+    call get_command_argument(i, val)
+    v = positive(val, trim(flag))
+  end function flag_value
+
+  integer function positive(text, what) result(v)
+    character(len=*), intent(in) :: text, what
+    integer :: e
+    read (text, *, iostat=e) v
+    if (e /= 0 .or. v <= 0 .or. verify(trim(text), "0123456789") /= 0) &
+        call usage(what//": '"//trim(text)//"': expected a positive integer")
+  end function positive
+
+  subroutine usage(why)
+    character(len=*), intent(in) :: why
+    write (0, '(a,a)') "chemistry-f: ", why
+    write (0, '(a)') "usage: chemistry-f [--nx N --ny N --steps N | nx ny steps] [--ref-passes P] " &
+        //"[--repeat R] [--options ""titus options""] [--json]"
+    stop 2
+  end subroutine usage
+
+  ! A number with `d` decimals and the leading zero Fortran's f0 leaves out.
+  function num_text(v, d) result(str)
     real(c_double), intent(in) :: v
+    integer, intent(in) :: d
     character(len=:), allocatable :: str
     character(len=40) :: buf
-    write (buf, '(f0.6)') v
+    character(len=8) :: f
+    write (f, '(a,i0,a)') '(f0.', d, ')'
+    write (buf, f) v
     str = trim(adjustl(buf))
     if (str(1:1) == '.') str = '0'//str
     if (len(str) > 1) then
       if (str(1:2) == '-.') str = '-0'//str(2:)
     end if
+  end function num_text
+
+  ! A number for JSON: six decimals.
+  function jnum(v) result(str)
+    real(c_double), intent(in) :: v
+    character(len=:), allocatable :: str
+    str = num_text(v, 6)
   end function jnum
 
   subroutine system_clock_s(v)
