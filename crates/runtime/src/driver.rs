@@ -22,6 +22,12 @@ const GONE_GRACE: Duration = Duration::from_millis(100);
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Nap of a polling fabric while nobody needs this rank's progress soon.
 const IDLE_NAP: Duration = Duration::from_millis(1);
+/// Nap of a polling fabric while every worker runs tasks and polls between them
+/// (`POLL_EVERY`): what arrives is served at the current task's end, so the progress thread
+/// only covers a task longer than this. Each of its wake-ups takes a busy core from a
+/// worker: at 1 ms, two ranks' progress threads on two cores took ~2,500 each in a 1.5 s
+/// run with no balancing at all (libfabric's shm).
+const BUSY_NAP: Duration = Duration::from_millis(10);
 /// An operation open this long makes the driver ask whether its peer still exists: far
 /// above any healthy operation (tens of µs to a few ms here, scheduling delays included),
 /// far below the operation timeout (30 s).
@@ -311,7 +317,8 @@ pub(crate) fn run(sh: &Shared) {
     // Operations handed over by workers: collected one by one (a drain takes only this
     // thread's own).
     let mut foreign: Vec<OpId> = Vec::new();
-    let mut short_naps = false;
+    // The nap last set (the fabric starts at its own, TITUS_PROGRESS_MAX_SLEEP_US for libfabric).
+    let mut nap_set = IDLE_NAP;
     // When the peers' liveness was last swept, and a gone peer awaiting DONE's grace.
     let mut swept = Instant::now();
     let mut watch = GoneWatch::default();
@@ -466,9 +473,16 @@ pub(crate) fn run(sh: &Shared) {
                 || node.awaits_remote()
                 || waiting
                 || !inflight.is_empty();
-            if short != short_naps {
-                short_naps = short;
-                fabric.set_progress_nap(if short { sh.cfg.epoch_nap } else { IDLE_NAP });
+            let nap = if short {
+                sh.cfg.epoch_nap
+            } else if workers_poll {
+                BUSY_NAP
+            } else {
+                IDLE_NAP
+            };
+            if nap != nap_set {
+                nap_set = nap;
+                fabric.set_progress_nap(nap);
             }
             // Inline fabrics: while every worker runs tasks, they serve signals and timers
             // between tasks; this thread need not be woken for each.
