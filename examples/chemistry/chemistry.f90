@@ -12,7 +12,7 @@
 ! slabs, timed one rank after the other: each rank states its own with titus_nominal_work and the job stats' nominal_s
 ! sums them), P the run's worker threads summed over ranks (a core each), T the run's
 ! wall time on rank 0; speed-up T_none / T_titus.
-! `--json` prints them as one JSON object (keys as chemistry.c).
+! `--json` prints them as one JSON object (keys as chemistry.c's, but for dt).
 !
 ! Flags as chemistry.c's: --nx N --ny N --steps N (or the three positionally), --ref-passes
 ! P (the reference's passes per step, their median the step's calibrated cost; 3),
@@ -275,6 +275,7 @@ contains
     integer, intent(in) :: r
     type(c_ptr), intent(inout) :: first
     type(titus_stats) :: js
+    type(c_ptr) :: h
     real(c_double) :: times(2), eff(2), nominal(2), nwork(2), t0, t1, busy, avail
     integer :: pass, turn, step, c, p, k
     ! The sequential reference, timed per step while the other ranks wait (one rank after
@@ -305,17 +306,17 @@ contains
     do turn = 1, 2
       ! pass 1: no balancing, pass 2: the chosen options; the titus run first on even r.
       pass = merge(3 - turn, turn, mod(r - 1, 2) == 1)
-      t = c_null_ptr
+      h = c_null_ptr
       if (pass == 1) then
         if (len_trim(options) > 0) then
-          call check(titus_init(t, trim(options)//",balancer=none"//c_null_char), "titus_init")
+          call check(titus_init(h, trim(options)//",balancer=none"//c_null_char), "titus_init")
         else
-          call check(titus_init(t, "balancer=none"//c_null_char), "titus_init")
+          call check(titus_init(h, "balancer=none"//c_null_char), "titus_init")
         end if
       else
-        call check(titus_init(t, trim(options)//c_null_char), "titus_init")
+        call check(titus_init(h, trim(options)//c_null_char), "titus_init")
       end if
-      call check(titus_register(t, 1_c_int, c_funloc(cell_task), c_null_ptr), "titus_register")
+      call check(titus_register(h, 1_c_int, c_funloc(cell_task), c_null_ptr), "titus_register")
       st(:, 1:n, pass) = spread([1d0, 2d0, 3d0], 2, n)
       busy = 0d0
       avail = 0d0
@@ -324,19 +325,19 @@ contains
       do step = 0, steps - 1
         call inputs(st(:, :, pass), step)
         call system_clock_s(t0)
-        call check(titus_tasks_fixed(t, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
+        call check(titus_tasks_fixed(h, 1_c_int, c_loc(tin), 48_c_size_t, int(n, c_size_t)), &
             "titus_tasks_fixed")
-        call check(titus_task_keys(t, keys, int(n, c_size_t)), "titus_task_keys")
+        call check(titus_task_keys(h, keys, int(n, c_size_t)), "titus_task_keys")
         prio(1:n) = merge(1, 0, tin(4, 1:n) > 0.5d0 * (t_cold + t_hot))
-        call check(titus_task_hints(t, prio, hint_ns, int(n, c_size_t)), "titus_task_hints")
-        call check(titus_nominal_work(t, t_seq(step)), "titus_nominal_work")
-        call check(titus_run(t), "titus_run")
-        call check(titus_results_fixed(t, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
+        call check(titus_task_hints(h, prio, hint_ns, int(n, c_size_t)), "titus_task_hints")
+        call check(titus_nominal_work(h, t_seq(step)), "titus_nominal_work")
+        call check(titus_run(h), "titus_run")
+        call check(titus_results_fixed(h, c_loc(tout), 32_c_size_t, int(n, c_size_t)), &
             "titus_results_fixed")
         call system_clock_s(t1)
         times(pass) = times(pass) + (t1 - t0)
         st(:, 1:n, pass) = tout(1:3, 1:n)
-        call check(titus_job_stats(t, js), "titus_job_stats")
+        call check(titus_job_stats(h, js), "titus_job_stats")
         busy = busy + js%busy_s
         avail = avail + js%session_s * js%workers
         nominal(pass) = nominal(pass) + js%nominal_s
@@ -407,8 +408,9 @@ contains
     character(len=*), intent(in) :: text, what
     integer :: e
     read (text, *, iostat=e) v
-    if (e /= 0 .or. v <= 0 .or. verify(trim(text), "0123456789") /= 0) &
-        call usage(what//": '"//trim(text)//"': expected a positive integer")
+    if (e /= 0 .or. verify(trim(text), "0123456789") /= 0) v = 0
+    if (v <= 0 .or. v > 2**20) &
+        call usage(what//": '"//trim(text)//"': expected a positive integer up to 2^20")
   end function positive
 
   subroutine usage(why)

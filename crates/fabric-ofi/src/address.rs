@@ -178,15 +178,27 @@ pub(crate) fn encode_refusal(why: &str) -> Vec<u8> {
     titus_fabric::versioned::encode(REFUSAL_MAGIC, &why)
 }
 
-/// Another rank's refusal, if `blob` is one (cut to [`REFUSAL_MAX`] bytes; not trusted
-/// beyond being printed).
+/// Another rank's refusal, if `blob` is one (cut to [`REFUSAL_MAX`] bytes, and anything
+/// but printable ASCII — ours is, host names are — shown as `?`: not trusted beyond being
+/// printed, and not able to reorder or hide the text around it).
 pub(crate) fn refusal(blob: &[u8]) -> Option<String> {
     let why: String = titus_fabric::versioned::decode(REFUSAL_MAGIC, blob).ok()?;
     let mut cut = why.len().min(REFUSAL_MAX);
     while !why.is_char_boundary(cut) {
         cut -= 1;
     }
-    Some(why[..cut].chars().filter(|c| !c.is_control()).collect())
+    Some(
+        why[..cut]
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Parses another rank's record; nothing in it is trusted (every length is bounded by the
@@ -341,6 +353,35 @@ mod fuzz {
             ),
         }
         Ok(())
+    }
+
+    #[test]
+    fn a_refusal_travels_bounded_and_printable() {
+        let why = "rank 0 on host h0: provider tcp offers only a loopback address";
+        assert_eq!(refusal(&encode_refusal(why)).as_deref(), Some(why));
+        // Text that could reorder or hide what is printed around it.
+        let odd = "rank 1\u{202e}txet\u{1b}[2J\u{200b}end\u{e9}";
+        assert_eq!(
+            refusal(&encode_refusal(odd)).as_deref(),
+            Some("rank 1?txet?[2J?end?")
+        );
+        let long = "x".repeat(5000);
+        assert_eq!(
+            refusal(&encode_refusal(&long)).map(|w| w.len()),
+            Some(REFUSAL_MAX)
+        );
+        // A record is not a refusal, nor is a refusal a record.
+        let rec = encoded(
+            &[1, 2],
+            &[],
+            Process {
+                node: 1,
+                pid: 2,
+                start: 3,
+            },
+        );
+        assert_eq!(refusal(&rec), None);
+        assert!(decode(0, 1, &encode_refusal(why)).is_err());
     }
 
     proptest! {

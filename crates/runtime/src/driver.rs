@@ -215,9 +215,6 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
     }
 }
 
-/// An idle rank's liveness sweep: the first peer whose process is gone fails the epoch —
-/// unless what it sent before it went (the epoch's end, say) is still to be collected:
-/// signals are taken in and handled first.
 /// A sweep's finding: the first peer whose process is gone, and why (asked of the fabric
 /// outside the node's lock: on one node it is a look at the kernel's view of each peer).
 fn gone_peer(sh: &Shared) -> Option<(titus_core::Rank, String)> {
@@ -243,7 +240,9 @@ fn sweep_peers(
             feed(node, sh.now(), late, mem);
         }
     }
-    if node.is_done() {
+    // DONE came (or this is the root and the job finished): the peer may have ended
+    // with it; what is left here is forwarding DONE and the last completions.
+    if node.is_done() || node.termination_detected() {
         return;
     }
     if let Some((peer, why)) = watch.verdict(now, gone, node.awaits_done()) {
@@ -263,8 +262,8 @@ pub const DONE_GRACE: Duration = Duration::from_secs(2);
 /// without DONE.
 #[derive(Debug, Default)]
 pub(crate) struct GoneWatch {
-    /// The gone peer first seen while this rank awaited DONE, and when.
-    since: Option<(titus_core::Rank, Instant)>,
+    /// The gone peer first seen while this rank awaited DONE, why, and when.
+    since: Option<(titus_core::Rank, String, Instant)>,
 }
 
 impl GoneWatch {
@@ -284,13 +283,13 @@ impl GoneWatch {
             self.since = None;
             return Some((peer, why));
         }
-        let (first, at) = *self.since.get_or_insert((peer, now));
-        (now.duration_since(at) >= DONE_GRACE).then(|| {
+        let (first, first_why, at) = self.since.get_or_insert((peer, why, now));
+        (now.duration_since(*at) >= DONE_GRACE).then(|| {
             (
-                first,
+                *first,
                 format!(
-                    "{why}, and this rank's subtree had finished the epoch but DONE did not \
-                     come within {DONE_GRACE:?} (the job cannot end without that rank)"
+                    "{first_why}, and this rank's subtree had finished the epoch but DONE did \
+                     not come within {DONE_GRACE:?} (the job cannot end without that rank)"
                 ),
             )
         })
@@ -528,10 +527,12 @@ mod tests {
         assert_eq!(w.verdict(t0, gone(), true), None);
         let half = t0 + DONE_GRACE / 2;
         assert_eq!(w.verdict(half, gone(), true), None);
-        // Another gone peer does not restart the grace; the first one is named.
-        assert_eq!(w.verdict(half, Some((5, "5".into())), true), None);
+        // Another gone peer does not restart the grace; the first one is named, with its
+        // own reason.
+        let other = || Some((5, "rank 5's process has exited".to_string()));
+        assert_eq!(w.verdict(half, other(), true), None);
         let (peer, why) = w
-            .verdict(t0 + DONE_GRACE, gone(), true)
+            .verdict(t0 + DONE_GRACE, other(), true)
             .expect("grace over");
         assert_eq!(peer, 3);
         assert!(why.starts_with("rank 3's process has exited"), "{why}");

@@ -195,18 +195,25 @@ fn a_single_rank_and_empty_epochs() {
 #[test]
 fn finalize_is_collective_and_ends_each_rank() {
     let rts = Runtime::local(3, config(Protocol::Claim, 4), MemOptions::default()).unwrap();
-    let ended: Vec<Result<u32, RuntimeError>> = std::thread::scope(|s| {
+    // Rank 2 comes late to finalize: nobody's returns before it came.
+    let late = std::time::Duration::from_millis(300);
+    let came: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let ended: Vec<Result<(u32, std::time::Instant), RuntimeError>> = std::thread::scope(|s| {
         let hs: Vec<_> = rts
             .into_iter()
             .map(|rt| {
+                let came = &came;
                 s.spawn(move || {
                     rt.register(0, checksum);
                     let r = rt.rank();
                     let tasks: Vec<_> = (0..40 * (r == 0) as u32).map(|i| task(r, i, 30)).collect();
                     let out = rt.run_epoch(tasks.clone())?;
                     assert_eq!(out.results.len(), tasks.len());
-                    // The last rank to finish its epoch releases the others' barrier.
-                    rt.finalize().map(|()| r)
+                    if r == 2 {
+                        std::thread::sleep(late);
+                        *came.lock().unwrap() = Some(std::time::Instant::now());
+                    }
+                    rt.finalize().map(|()| (r, std::time::Instant::now()))
                 })
             })
             .collect();
@@ -214,11 +221,17 @@ fn finalize_is_collective_and_ends_each_rank() {
             .map(|h| h.join().expect("rank thread panicked"))
             .collect()
     });
-    let ranks: Vec<u32> = ended
+    let ended: Vec<(u32, std::time::Instant)> = ended
         .into_iter()
         .collect::<Result<_, _>>()
         .unwrap_or_else(|e| panic!("finalize: {e}"));
-    assert_eq!(ranks, [0, 1, 2]);
+    let came = came.lock().unwrap().expect("rank 2 came");
+    for (r, at) in ended {
+        assert!(
+            at >= came,
+            "rank {r}'s finalize returned before rank 2 called it"
+        );
+    }
 }
 
 #[test]
