@@ -68,6 +68,7 @@ pub use mapper::{DefaultMapper, Mapper};
 pub use node::{EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
 pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
+pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
 
 use std::time::Duration;

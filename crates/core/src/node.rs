@@ -547,12 +547,19 @@ impl Node {
             || (self.term.is_done() && self.cx.in_flight() == 0 && !self.cx.has_commands())
     }
 
-    /// Whether this rank's subtree finished the running epoch (it sent UP) and it waits
-    /// only for DONE from its parent. A peer whose process exits now may have seen DONE
-    /// already (it travels down the tree, to other subtrees first): a driver gives DONE a
-    /// grace before it calls such a peer dead.
-    pub fn awaits_done(&self) -> bool {
-        self.running && self.term.awaits_done()
+    /// A liveness sweep's finding at `now` (`gone`: a peer whose process is gone, and
+    /// why; `None`: every peer alive), after the signals that arrived were fed (a peer
+    /// that sent the end and exited is not a failure). A rank that has DONE, or the root
+    /// that decided it, ignores it: what is left is forwarding DONE. One that waits only
+    /// for DONE gives it [`crate::DONE_GRACE`]: the peer may have had DONE already (it
+    /// travels down the tree, to other subtrees first). Any other fails the epoch now.
+    pub fn peers_swept(&mut self, now: Time, gone: Option<(Rank, String)>) {
+        if self.is_done() || self.termination_detected() {
+            return;
+        }
+        if let Some((peer, why)) = self.term.gone_verdict(now, gone) {
+            self.fail_peer_gone(peer, why);
+        }
     }
 
     /// Whether this rank learned that the epoch is over (DONE reached it, or it is the

@@ -13,7 +13,15 @@
 
 use crate::ctx::Ctx;
 use crate::layout::signal::Signal;
-use crate::{CoreError, Rank};
+use crate::{CoreError, Rank, Time};
+use std::time::Duration;
+
+/// How long a rank whose subtree finished waits for DONE after a liveness sweep found a
+/// peer's process gone: DONE travels down the tree, so a rank of another subtree may have
+/// had it, ended its job and exited while this rank's DONE is still on its way (a relay
+/// descheduled on a busy node takes milliseconds). A peer that died before the epoch's end
+/// means no DONE ever comes: the epoch fails once this has passed.
+pub const DONE_GRACE: Duration = Duration::from_secs(2);
 
 /// The tree parent of `r`.
 pub(crate) fn tree_parent(r: Rank) -> Option<Rank> {
@@ -63,6 +71,8 @@ pub(crate) struct Termination {
     up_from: Vec<Rank>,
     sent_up: bool,
     done: bool,
+    /// A gone peer first seen while this rank awaited DONE, why, and when.
+    gone_since: Option<(Rank, String, Time)>,
 }
 
 impl Default for Termination {
@@ -73,6 +83,7 @@ impl Default for Termination {
             up_from: Vec::new(),
             sent_up: false,
             done: true,
+            gone_since: None,
         }
     }
 }
@@ -84,6 +95,7 @@ impl Termination {
         self.children_up = 0;
         self.up_from.clear();
         self.sent_up = false;
+        self.gone_since = None;
     }
 
     /// Whether this rank learned that the epoch is over.
@@ -95,6 +107,36 @@ impl Termination {
     /// epoch's outcome is decided once every other subtree has too.
     pub(crate) fn awaits_done(&self) -> bool {
         self.sent_up && !self.done
+    }
+
+    /// A liveness sweep's finding at `now` (`gone`: a peer whose process is gone, and
+    /// why): the peer to fail the epoch with, if it is time — at once, unless this rank
+    /// waits only for DONE ([`Termination::awaits_done`]): then after [`DONE_GRACE`]
+    /// without DONE, naming the first gone peer. A sweep that finds every peer alive
+    /// starts the grace afresh.
+    pub(crate) fn gone_verdict(
+        &mut self,
+        now: Time,
+        gone: Option<(Rank, String)>,
+    ) -> Option<(Rank, String)> {
+        let Some((peer, why)) = gone else {
+            self.gone_since = None;
+            return None;
+        };
+        if !self.awaits_done() {
+            self.gone_since = None;
+            return Some((peer, why));
+        }
+        let (first, first_why, at) = self.gone_since.get_or_insert((peer, why, now));
+        (now.since(*at) >= DONE_GRACE).then(|| {
+            (
+                *first,
+                format!(
+                    "{first_why}, and this rank's subtree had finished the epoch but DONE did \
+                     not come within {DONE_GRACE:?} (the job cannot end without that rank)"
+                ),
+            )
+        })
     }
 
     pub(crate) fn summary(&self) -> String {
@@ -240,5 +282,64 @@ mod tests {
             })
             .collect();
         assert_eq!(to, [1, 2]);
+    }
+
+    /// A rank with UP sent (rank 3 of 4: a leaf) and one that has not.
+    fn awaiting_done() -> Termination {
+        let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 3, 4);
+        let mut t = Termination::default();
+        t.start();
+        assert!(!t.step(&mut cx, true));
+        assert!(t.awaits_done());
+        t
+    }
+
+    #[test]
+    fn a_gone_peer_fails_at_once_unless_this_rank_awaits_done() {
+        let t0 = Time(1_000);
+        let gone = || Some((3, "rank 3's process has exited".to_string()));
+        let mut working = Termination::default();
+        working.start();
+        assert_eq!(working.gone_verdict(t0, None), None);
+        // Working, or waiting for children: nothing can end the epoch without the peer.
+        let (peer, why) = working.gone_verdict(t0, gone()).expect("at once");
+        assert_eq!((peer, why.as_str()), (3, "rank 3's process has exited"));
+        // Waiting only for DONE: the peer may have had it already; DONE gets its grace.
+        let mut w = awaiting_done();
+        assert_eq!(w.gone_verdict(t0, None), None);
+        assert_eq!(w.gone_verdict(t0, gone()), None);
+        let half = t0.plus(DONE_GRACE / 2);
+        assert_eq!(w.gone_verdict(half, gone()), None);
+        // Another gone peer does not restart the grace; the first one is named, with its
+        // own reason.
+        let other = || Some((5, "rank 5's process has exited".to_string()));
+        assert_eq!(w.gone_verdict(half, other()), None);
+        let (peer, why) = w
+            .gone_verdict(t0.plus(DONE_GRACE), other())
+            .expect("grace over");
+        assert_eq!(peer, 3);
+        assert!(why.starts_with("rank 3's process has exited"), "{why}");
+        assert!(why.contains("DONE did not come within 2s"), "{why}");
+    }
+
+    #[test]
+    fn the_grace_starts_afresh_after_an_epoch_or_a_clean_sweep() {
+        let t0 = Time(1_000);
+        let gone = || Some((1, "gone".to_string()));
+        let mut w = awaiting_done();
+        assert_eq!(w.gone_verdict(t0, gone()), None);
+        // A new epoch, its subtree finished again.
+        let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 3, 4);
+        w.start();
+        assert!(!w.step(&mut cx, true));
+        let later = t0.plus(DONE_GRACE * 3);
+        assert_eq!(w.gone_verdict(later, gone()), None, "a new epoch's grace");
+        assert_eq!(w.gone_verdict(later.plus(DONE_GRACE / 2), None), None);
+        assert_eq!(
+            w.gone_verdict(later.plus(DONE_GRACE), gone()),
+            None,
+            "a sweep that found every peer alive restarts the grace"
+        );
+        assert!(w.gone_verdict(later.plus(DONE_GRACE * 2), gone()).is_some());
     }
 }

@@ -224,14 +224,12 @@ fn gone_peer(sh: &Shared) -> Option<(titus_core::Rank, String)> {
         .find_map(|&p| f.peer_gone(p).map(|w| (p, w)))
 }
 
-/// Acts on a sweep's finding under the node's lock: the signals that arrived first (a
-/// peer that sent the end and exited is not a failure), then [`GoneWatch::verdict`].
+/// Acts on a sweep's finding under the node's lock: the signals that arrived first, then
+/// the node's verdict (`Node::peers_swept`).
 fn sweep_peers(
     sh: &Shared,
     node: &mut titus_core::Node,
     mem: &SegMem<'_>,
-    watch: &mut GoneWatch,
-    now: Instant,
     gone: Option<(titus_core::Rank, String)>,
 ) {
     if gone.is_some() {
@@ -240,65 +238,7 @@ fn sweep_peers(
             feed(node, sh.now(), late, mem);
         }
     }
-    // DONE came (or this is the root and the job finished): the peer may have ended
-    // with it; what is left here is forwarding DONE and the last completions.
-    if node.is_done() || node.termination_detected() {
-        return;
-    }
-    if let Some((peer, why)) = watch.verdict(now, gone, node.awaits_done()) {
-        node.fail_peer_gone(peer, why);
-    }
-}
-
-/// How long a rank whose subtree finished waits for DONE after it found a peer's process
-/// gone: DONE travels down the termination tree, so a rank of another subtree may have had
-/// it, ended its job and exited while this rank's DONE is still on its way (a relay
-/// descheduled on a busy node takes milliseconds). A peer that died before the epoch's end
-/// means no DONE ever comes: the epoch fails once this has passed.
-pub const DONE_GRACE: Duration = Duration::from_secs(2);
-
-/// What the liveness sweeps found: a gone peer fails the epoch at once, unless this rank
-/// waits only for DONE ([`titus_core::Node::awaits_done`]): then after [`DONE_GRACE`]
-/// without DONE.
-#[derive(Debug, Default)]
-pub(crate) struct GoneWatch {
-    /// The gone peer first seen while this rank awaited DONE, why, and when.
-    since: Option<(titus_core::Rank, String, Instant)>,
-}
-
-impl GoneWatch {
-    /// A sweep's finding (`gone`: a peer whose process is gone, and why) at `now`; the
-    /// peer to fail the epoch with, if it is time.
-    pub(crate) fn verdict(
-        &mut self,
-        now: Instant,
-        gone: Option<(titus_core::Rank, String)>,
-        awaits_done: bool,
-    ) -> Option<(titus_core::Rank, String)> {
-        let Some((peer, why)) = gone else {
-            self.since = None;
-            return None;
-        };
-        if !awaits_done {
-            self.since = None;
-            return Some((peer, why));
-        }
-        let (first, first_why, at) = self.since.get_or_insert((peer, why, now));
-        (now.duration_since(*at) >= DONE_GRACE).then(|| {
-            (
-                *first,
-                format!(
-                    "{first_why}, and this rank's subtree had finished the epoch but DONE did \
-                     not come within {DONE_GRACE:?} (the job cannot end without that rank)"
-                ),
-            )
-        })
-    }
-
-    /// Between epochs: nothing carries over.
-    pub(crate) fn clear(&mut self) {
-        self.since = None;
-    }
+    node.peers_swept(sh.now(), gone);
 }
 
 pub(crate) fn run(sh: &Shared) {
@@ -318,9 +258,8 @@ pub(crate) fn run(sh: &Shared) {
     let mut foreign: Vec<OpId> = Vec::new();
     // The nap last set (the fabric starts at its own, TITUS_PROGRESS_MAX_SLEEP_US for libfabric).
     let mut nap_set = IDLE_NAP;
-    // When the peers' liveness was last swept, and a gone peer awaiting DONE's grace.
+    // When the peers' liveness was last swept.
     let mut swept = Instant::now();
-    let mut watch = GoneWatch::default();
     let polled = fabric.caps().polled_progress;
     while !sh.shutdown.load(Ordering::Acquire) {
         // 1. Commands out.
@@ -430,9 +369,6 @@ pub(crate) fn run(sh: &Shared) {
         if sweep {
             swept = now_i;
         }
-        if !sh.epoch_running.load(Ordering::Acquire) {
-            watch.clear();
-        }
         let gone = if sweep { gone_peer(sh) } else { None };
         // 3. Feed the node; fire timers; decide how long to wait.
         let (wait, done, queued) = {
@@ -443,7 +379,7 @@ pub(crate) fn run(sh: &Shared) {
             }
             feed(&mut node, now, signals.drain(..), &mem);
             if sweep && !node.is_done() {
-                sweep_peers(sh, &mut node, &mem, &mut watch, now_i, gone);
+                sweep_peers(sh, &mut node, &mem, gone);
             }
             let mut wait = node
                 .poll_timeout()
@@ -506,54 +442,5 @@ pub(crate) fn run(sh: &Shared) {
             sh.done_cv.notify_all();
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gone_peer_fails_at_once_unless_this_rank_awaits_done() {
-        let t0 = Instant::now();
-        let gone = || Some((3, "rank 3's process has exited".to_string()));
-        let mut w = GoneWatch::default();
-        assert_eq!(w.verdict(t0, None, false), None);
-        assert_eq!(w.verdict(t0, None, true), None);
-        // Working, or waiting for children: nothing can end the epoch without the peer.
-        let (peer, why) = w.verdict(t0, gone(), false).expect("at once");
-        assert_eq!((peer, why.as_str()), (3, "rank 3's process has exited"));
-        // Waiting only for DONE: the peer may have had it already; DONE gets its grace.
-        assert_eq!(w.verdict(t0, gone(), true), None);
-        let half = t0 + DONE_GRACE / 2;
-        assert_eq!(w.verdict(half, gone(), true), None);
-        // Another gone peer does not restart the grace; the first one is named, with its
-        // own reason.
-        let other = || Some((5, "rank 5's process has exited".to_string()));
-        assert_eq!(w.verdict(half, other(), true), None);
-        let (peer, why) = w
-            .verdict(t0 + DONE_GRACE, other(), true)
-            .expect("grace over");
-        assert_eq!(peer, 3);
-        assert!(why.starts_with("rank 3's process has exited"), "{why}");
-        assert!(why.contains("DONE did not come within 2s"), "{why}");
-    }
-
-    #[test]
-    fn the_grace_starts_afresh_after_an_epoch_or_a_clean_sweep() {
-        let t0 = Instant::now();
-        let gone = || Some((1, "gone".to_string()));
-        let mut w = GoneWatch::default();
-        assert_eq!(w.verdict(t0, gone(), true), None);
-        w.clear();
-        let later = t0 + DONE_GRACE * 3;
-        assert_eq!(w.verdict(later, gone(), true), None, "a new epoch's grace");
-        assert_eq!(w.verdict(later + DONE_GRACE / 2, None, true), None);
-        assert_eq!(
-            w.verdict(later + DONE_GRACE, gone(), true),
-            None,
-            "a sweep that found every peer alive restarts the grace"
-        );
-        assert!(w.verdict(later + DONE_GRACE * 2, gone(), true).is_some());
     }
 }

@@ -39,11 +39,10 @@ use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, Segme
 use titus_overlay::Overlay;
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
-pub use driver::DONE_GRACE;
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
-    Balancing, CoreError, CostHistory, DiffusionPlan, Protocol, Routing, Sharing,
+    Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, Protocol, Routing, Sharing,
     Stats as CoreStats, repartition::RepartitionPlan,
 };
 pub use titus_overlay::{OverlayParams, ShortcutDraw};

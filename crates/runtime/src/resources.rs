@@ -230,7 +230,7 @@ fn reap(sh: &Shared, done: &mut Completions) {
         }
     }
     if !reports.is_empty() {
-        crate::worker::Unreported::report_all(sh, reports);
+        crate::worker::report_all(sh, reports);
     }
 }
 
@@ -333,8 +333,13 @@ fn fill(sh: &Shared) {
                 }
             }
         }
-        for (task, why) in failed {
-            crate::worker::report(sh, &task, Err(why), 1);
+        if !failed.is_empty() {
+            crate::worker::report_all(
+                sh,
+                failed
+                    .into_iter()
+                    .map(|(t, why)| ((t.owner, t.index, t.kind), Err(why), 1)),
+            );
         }
         if to_cpu {
             sh.wake_workers();

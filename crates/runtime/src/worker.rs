@@ -102,11 +102,6 @@ pub(crate) struct Unreported {
 }
 
 impl Unreported {
-    /// Reports `done` (a resource's completions) under one lock of the node.
-    pub(crate) fn report_all(sh: &Shared, done: Vec<Done>) {
-        Self { done, since: None }.flush(sh);
-    }
-
     /// Hands every held result to the locked `node`.
     fn report_into(&mut self, sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
         let now = sh.now();
@@ -116,15 +111,10 @@ impl Unreported {
         self.since = None;
     }
 
-    /// Reports every held result under the node's lock and passes on what the node then
-    /// wants (as [`report_id`] does for one).
+    /// Reports every held result under one lock of the node ([`report_all`]).
     fn flush(&mut self, sh: &Shared) {
-        let mem = SegMem(&*sh.fabric);
-        let mut node = sh.lock_node();
-        self.report_into(sh, &mut node, &mem);
-        let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-        let wake = needs_driver(sh, &node, handed);
-        release(sh, node, wake);
+        report_all(sh, self.done.drain(..));
+        self.since = None;
     }
 }
 
@@ -419,19 +409,18 @@ fn report_and_take(
 
 /// Reports a task's result to the node and passes on what the node then wants.
 pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, cost_ns: u64) {
-    report_id(sh, (task.owner, task.index, task.kind), result, cost_ns);
+    report_all(sh, [((task.owner, task.index, task.kind), result, cost_ns)]);
 }
 
-/// [`report`] by the task's identity.
-pub(crate) fn report_id(
-    sh: &Shared,
-    id: (u32, u32, u16),
-    result: Result<Vec<u8>, String>,
-    cost_ns: u64,
-) {
+/// Reports results (a worker's grain, a resource's completions) under one lock of the
+/// node and passes on what the node then wants.
+pub(crate) fn report_all(sh: &Shared, done: impl IntoIterator<Item = Done>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    node.task_done(sh.now(), id, result, cost_ns, &mem);
+    let now = sh.now();
+    for (id, result, cost_ns) in done {
+        node.task_done(now, id, result, cost_ns, &mem);
+    }
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);
