@@ -534,6 +534,7 @@ impl Node {
             self.owner
                 .deadline(&self.queue, cfg, self.thief.push_hold(self.cx.now)),
             self.results.deadline(),
+            self.term.grace_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -908,6 +909,10 @@ impl Node {
         }
         let value = match result {
             Ok(v) => v,
+            Err(f) if f.peer_gone && self.gone_tolerated(&p, &f.detail, mem) => {
+                self.drive(mem);
+                return;
+            }
             Err(f) => {
                 let (op, peer) = self.describe(&p);
                 self.fail(CoreError::Remote {
@@ -982,6 +987,11 @@ impl Node {
     /// Timers: call when [`Node::poll_timeout`] has passed.
     pub fn handle_timeout(&mut self, now: Time, mem: &dyn Memory) {
         self.cx.now = now;
+        if self.failed.is_none()
+            && let Some((peer, why)) = self.term.grace_over(now)
+        {
+            self.fail_peer_gone(peer, why);
+        }
         self.drive(mem);
     }
 
@@ -1118,14 +1128,57 @@ impl Node {
     fn describe(&self, p: &Pending) -> (&'static str, Rank) {
         let me = self.cx.rank;
         match p {
-            Pending::Thief(t) => (t.name(), self.thief.peer(t, me)),
-            Pending::Owner(o) => (o.name(), me),
+            Pending::Thief(t) => (t.name(), self.thief.peer(t)),
+            Pending::Owner(o) => (o.name(), o.peer(me)),
             Pending::Share(s) => (s.name(), me),
             Pending::Out(o) => (o.name(), o.peer(&self.router.victims, me)),
             Pending::Inbox(i) => (i.name(), me),
             Pending::Term(t) => (t.name(), me),
             Pending::Abort => ("abort", me),
         }
+    }
+
+    /// Whether an operation that failed because its peer's process is gone (`detail`)
+    /// may leave the epoch standing. Once this rank learned the end (DONE, or the root's
+    /// decision: every result is home) nothing of the epoch needs the peer. While it
+    /// waits only for DONE, the thief it stole from, answered or advertised to, or the
+    /// rank of work sharing it reported to, may have had DONE already and exited (DONE
+    /// travels down the tree, other subtrees first; a program may return without a
+    /// collective end): a steal ends empty and its victim is asked no more, and DONE gets
+    /// [`crate::DONE_GRACE`] — if it does not come the epoch fails naming the peer. A
+    /// peer that died holding tasks or results never lets DONE come, so nothing is lost.
+    /// Any other failure (results on their way, UP to the parent: that peer cannot have
+    /// had DONE) fails the epoch now.
+    fn gone_tolerated(&mut self, p: &Pending, detail: &str, mem: &dyn Memory) -> bool {
+        if self.term.is_done() {
+            self.cx.stats.gone_tolerated += 1;
+            return true;
+        }
+        if !self.term.awaits_done() {
+            return false;
+        }
+        let (op, peer) = self.describe(p);
+        match p {
+            Pending::Thief(t) => self.thief.abandon(&mut self.cx, t),
+            Pending::Owner(owner::Pending::Reply { thief }) => {
+                // Its tasks, if any, are lost with the thief (then DONE cannot come):
+                // on to the next request.
+                let closed = self.closed();
+                let o = owner::Pending::Reply { thief: *thief };
+                if let Err(e) =
+                    self.owner
+                        .complete(&mut self.cx, o, 0, &mut self.queue, mem, closed)
+                {
+                    self.fail(e);
+                }
+            }
+            Pending::Owner(owner::Pending::Advert { .. }) | Pending::Share(_) => {}
+            _ => return false,
+        }
+        self.term
+            .op_gone(self.cx.now, peer, format!("{op} failed: {detail}"));
+        self.cx.stats.gone_tolerated += 1;
+        true
     }
 
     /// The epoch failed, ended here, or is not running: no new work to hand out.

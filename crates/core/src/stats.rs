@@ -62,6 +62,9 @@ pub struct Stats {
     /// after them (the queue in predicted order: the dear published ones would have run
     /// last).
     pub shares_retracted: u64,
+    /// Operations that failed because their peer's process was gone and left the epoch
+    /// standing: the end was known here, or a peer that may have had DONE (`DONE_GRACE`).
+    pub gone_tolerated: u64,
     /// Remote operations issued.
     pub ops: u64,
     /// Grains the workers took from the queue ([`crate::Node::take_grain`]; each one

@@ -16,11 +16,12 @@ use crate::layout::signal::Signal;
 use crate::{CoreError, Rank, Time};
 use std::time::Duration;
 
-/// How long a rank whose subtree finished waits for DONE after a liveness sweep found a
-/// peer's process gone: DONE travels down the tree, so a rank of another subtree may have
-/// had it, ended its job and exited while this rank's DONE is still on its way (a relay
-/// descheduled on a busy node takes milliseconds). A peer that died before the epoch's end
-/// means no DONE ever comes: the epoch fails once this has passed.
+/// How long a rank whose subtree finished waits for DONE after it found a peer's process
+/// gone (a liveness sweep, or a steal that failed): DONE travels down the tree, so a rank
+/// of another subtree may have had it, ended its job and exited while this rank's DONE is
+/// still on its way (a relay descheduled on a busy node takes milliseconds). A peer that
+/// died before the epoch's end means no DONE ever comes: the epoch fails once this has
+/// passed.
 pub const DONE_GRACE: Duration = Duration::from_secs(2);
 
 /// The tree parent of `r`.
@@ -73,6 +74,9 @@ pub(crate) struct Termination {
     done: bool,
     /// A gone peer first seen while this rank awaited DONE, why, and when.
     gone_since: Option<(Rank, String, Time)>,
+    /// That peer was reported by a failed operation ([`Termination::op_gone`]): a sweep
+    /// that finds no peer gone does not clear it (the sweep may not see that host).
+    gone_by_op: bool,
 }
 
 impl Default for Termination {
@@ -84,6 +88,7 @@ impl Default for Termination {
             sent_up: false,
             done: true,
             gone_since: None,
+            gone_by_op: false,
         }
     }
 }
@@ -96,6 +101,7 @@ impl Termination {
         self.up_from.clear();
         self.sent_up = false;
         self.gone_since = None;
+        self.gone_by_op = false;
     }
 
     /// Whether this rank learned that the epoch is over.
@@ -113,21 +119,50 @@ impl Termination {
     /// why): the peer to fail the epoch with, if it is time — at once, unless this rank
     /// waits only for DONE ([`Termination::awaits_done`]): then after [`DONE_GRACE`]
     /// without DONE, naming the first gone peer. A sweep that finds every peer alive
-    /// starts the grace afresh.
+    /// starts the grace afresh, unless a failed operation reported the peer
+    /// ([`Termination::op_gone`]).
     pub(crate) fn gone_verdict(
         &mut self,
         now: Time,
         gone: Option<(Rank, String)>,
     ) -> Option<(Rank, String)> {
         let Some((peer, why)) = gone else {
-            self.gone_since = None;
-            return None;
+            if !self.gone_by_op {
+                self.gone_since = None;
+            }
+            return self.grace_over(now);
         };
         if !self.awaits_done() {
             self.gone_since = None;
+            self.gone_by_op = false;
             return Some((peer, why));
         }
-        let (first, first_why, at) = self.gone_since.get_or_insert((peer, why, now));
+        self.gone_since.get_or_insert((peer, why, now));
+        self.grace_over(now)
+    }
+
+    /// An operation to `peer` failed at `now` because its process is gone (`why`),
+    /// while this rank waits only for DONE: the grace starts, as a sweep's finding
+    /// starts it, and lasts whatever later sweeps find.
+    pub(crate) fn op_gone(&mut self, now: Time, peer: Rank, why: String) {
+        if self.gone_since.is_none() {
+            self.gone_since = Some((peer, why, now));
+            self.gone_by_op = true;
+        }
+    }
+
+    /// When the grace ends, if one runs (a deadline for the node's timer: a driver
+    /// that never sweeps still ends the epoch).
+    pub(crate) fn grace_deadline(&self) -> Option<Time> {
+        self.gone_since
+            .as_ref()
+            .filter(|_| self.awaits_done())
+            .map(|(_, _, at)| at.plus(DONE_GRACE))
+    }
+
+    /// The gone peer to fail the epoch with, and why, once the grace is over at `now`.
+    pub(crate) fn grace_over(&self, now: Time) -> Option<(Rank, String)> {
+        let (first, first_why, at) = self.gone_since.as_ref().filter(|_| self.awaits_done())?;
         (now.since(*at) >= DONE_GRACE).then(|| {
             (
                 *first,
@@ -341,5 +376,37 @@ mod tests {
             "a sweep that found every peer alive restarts the grace"
         );
         assert!(w.gone_verdict(later.plus(DONE_GRACE * 2), gone()).is_some());
+    }
+
+    #[test]
+    fn a_failed_operation_starts_a_grace_that_sweeps_do_not_clear() {
+        let t0 = Time(1_000);
+        let mut w = awaiting_done();
+        assert_eq!(w.grace_deadline(), None);
+        w.op_gone(t0, 6, "steal lock (compare-swap) failed: gone".into());
+        assert_eq!(w.grace_deadline(), Some(t0.plus(DONE_GRACE)));
+        let half = t0.plus(DONE_GRACE / 2);
+        assert_eq!(w.gone_verdict(half, None), None);
+        assert_eq!(w.grace_over(half), None);
+        // A sweep that sees no gone peer (it may not see that host) keeps the grace; the
+        // node's timer at the deadline fails the epoch, naming the operation's peer.
+        let (peer, why) = w.grace_over(t0.plus(DONE_GRACE)).expect("grace over");
+        assert_eq!(peer, 6);
+        assert!(
+            why.starts_with("steal lock (compare-swap) failed: gone"),
+            "{why}"
+        );
+        assert!(w.gone_verdict(t0.plus(DONE_GRACE), None).is_some());
+        // A later failure does not move the deadline; DONE ends the grace.
+        w.op_gone(half, 7, "later".into());
+        assert_eq!(w.grace_deadline(), Some(t0.plus(DONE_GRACE)));
+        let mut cx: Ctx<Pending> = Ctx::new(Config::default(), 3, 4);
+        assert!(w.on_done(&mut cx, 1).expect("from the parent"));
+        assert_eq!(w.grace_deadline(), None);
+        assert_eq!(w.grace_over(t0.plus(DONE_GRACE * 2)), None);
+        // A new epoch forgets it.
+        w.start();
+        assert!(!w.step(&mut cx, true));
+        assert_eq!(w.grace_deadline(), None);
     }
 }

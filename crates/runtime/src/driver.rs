@@ -137,8 +137,8 @@ fn failure_to(f: &dyn Fabric, peer: titus_core::Rank, e: FabricError) -> OpFailu
     // The provider's own "peer gone" (ENOTCONN, ECONNRESET) too: its words name no
     // process. An exiting process closes its connections before the kernel marks it
     // exited: an operation failed by that close may ask a moment too early. Ask again for
-    // a little while (a failed operation ends the epoch anyway; this only chooses its
-    // words).
+    // a little while (this chooses the words, and whether the core may give a peer that
+    // had DONE and exited its grace: `Node::gone_tolerated`).
     let mut gone = f.peer_gone(peer);
     let until = Instant::now() + GONE_GRACE;
     while gone.is_none() && Instant::now() < until {

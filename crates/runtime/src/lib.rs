@@ -743,9 +743,9 @@ impl Runtime {
     /// barrier first, so no rank's process leaves (and its memory goes away) while another
     /// still finishes its last epoch or reads it. Dropping a runtime alone is not
     /// collective: a rank that exits right after its last epoch may be seen gone by a peer
-    /// whose end of that epoch is still on its way (the peer's liveness sweep waits
-    /// [`DONE_GRACE`] for it, but an operation of the peer's to this rank that fails
-    /// meanwhile fails the peer's epoch).
+    /// whose end of that epoch is still on its way (the peer waits [`DONE_GRACE`] for it,
+    /// whether its liveness sweep or a failed steal found this rank gone; a peer whose
+    /// end is delayed longer fails its epoch).
     pub fn finalize(self) -> Result<(), RuntimeError> {
         self.all_gather(&[]).map(drop)
     }

@@ -65,6 +65,8 @@ pub struct Exercised {
     pub pushed_dear: u64,
     /// `claim` generations taken back because cheaper tasks came after them.
     pub shares_retracted: u64,
+    /// Operations to a rank that had ended and exited which left the epoch standing.
+    pub gone_tolerated: u64,
 }
 
 impl Exercised {
@@ -79,6 +81,7 @@ impl Exercised {
         self.pushed_forwarded += other.pushed_forwarded;
         self.pushed_dear += other.pushed_dear;
         self.shares_retracted += other.shares_retracted;
+        self.gone_tolerated += other.gone_tolerated;
     }
 }
 
@@ -345,6 +348,9 @@ fn draw_and_run(
             100_000 + rng.below(5_000_000),
         ));
     }
+    // Half the jobs: ranks exit as soon as they ended the last epoch, with no collective
+    // end (drawn apart, so every other draw is as before).
+    faults.exit_after_end = Rng::from_keys(&[seed, key, 0x6578_6974]).chance(0.5); // "exit"
     let workers = 1 + rng.below(3) as usize;
     // The mapper's mechanisms, drawn apart too.
     let mut mech = Rng::from_keys(&[seed, key, 0x6d61_7070]); // "mapp"
@@ -376,6 +382,9 @@ fn draw_and_run(
         faults.slow.len(),
         faults.stall
     );
+    if faults.exit_after_end {
+        what += ", ranks exit after the end";
+    }
     what += &format!(
         ", advertisement {}, mapper {}",
         if core.advertise { "on" } else { "off" },
@@ -568,6 +577,7 @@ fn draw_and_run(
                     pushed_forwarded: st.tasks_forwarded,
                     pushed_dear: st.tasks_pushed_dear,
                     shares_retracted: st.shares_retracted,
+                    gone_tolerated: st.gone_tolerated,
                 });
             }
             Ok(Drawn {
@@ -653,16 +663,24 @@ mod tests {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(200);
-        let mut events = 0;
+        let (mut events, mut gone_tolerated) = (0, 0);
         for seed in first..first + seeds {
             match check_seed(seed) {
-                Ok(d) => events += d.events,
+                Ok(d) => {
+                    events += d.events;
+                    gone_tolerated += d.exercised.gone_tolerated;
+                }
                 Err((what, v)) => panic!(
                     "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1"
                 ),
             }
         }
         assert!(events > 0);
+        // Ranks that exit right after the end (half the jobs) were met by others' steals.
+        assert!(
+            seeds < 100 || gone_tolerated > 0,
+            "no operation to an exited rank in {seeds} seeds"
+        );
     }
 
     #[test]

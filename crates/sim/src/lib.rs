@@ -82,6 +82,10 @@ pub struct Faults {
     pub slow: Vec<(u32, f64)>,
     /// (rank, from ns, for ns): this rank's progress stops serving for a while.
     pub stall: Option<(u32, u64, u64)>,
+    /// Each rank's process exits as soon as it ended the last epoch (no collective end,
+    /// as a program that returns without `finalize`): an operation that reaches it
+    /// afterwards fails at its issuer as one to a gone process.
+    pub exit_after_end: bool,
 }
 
 /// A simulated job.
@@ -268,6 +272,12 @@ enum Ev {
         token: Token,
         value: u64,
     },
+    /// `node`'s operation `token` failed: its target's process is gone.
+    Failed {
+        node: u32,
+        token: Token,
+        peer: u32,
+    },
     Signal {
         node: u32,
         from: u32,
@@ -295,6 +305,7 @@ impl Ev {
             Ev::Arrive { .. } => None,
             Ev::Start { node }
             | Ev::Complete { node, .. }
+            | Ev::Failed { node, .. }
             | Ev::Signal { node, .. }
             | Ev::Timer { node }
             | Ev::TaskDone { node, .. } => Some(*node),
@@ -645,6 +656,24 @@ impl<'a> Sim<'a> {
                 "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
             )));
         }
+        if self.job.faults.exit_after_end
+            && self.epoch == self.job.later_epochs.len()
+            && peer != from
+            && self.end[peer as usize].is_some()
+        {
+            // The target's process exited: nothing happens there, the issuer learns it
+            // after a round trip.
+            let d = self.back(from, peer, false);
+            self.at(
+                now + d,
+                Ev::Failed {
+                    node: from,
+                    token,
+                    peer,
+                },
+            );
+            return Ok(());
+        }
         match op {
             Op::Read {
                 peer,
@@ -958,6 +987,7 @@ impl<'a> Sim<'a> {
             Ev::Start { node } => (1, *node as u64, 0),
             Ev::Arrive { from, token, .. } => (2, *from as u64, token.0),
             Ev::Complete { node, token, value } => (3, *node as u64, token.0 ^ value),
+            Ev::Failed { node, token, peer } => (7, *node as u64, token.0 ^ u64::from(*peer)),
             Ev::Signal { node, from, value } => (4, *node as u64, (*from as u64) << 32 ^ value),
             Ev::Timer { node } => (5, *node as u64, 0),
             Ev::TaskDone {
@@ -1003,6 +1033,15 @@ impl<'a> Sim<'a> {
             Ev::Complete { node, token, value } => {
                 let i = node as usize;
                 self.nodes[i].handle_completion(Time(now), token, Ok(value), &self.mems[i]);
+                self.after(node, now)?;
+            }
+            Ev::Failed { node, token, peer } => {
+                let i = node as usize;
+                let failure = titus_core::OpFailure {
+                    peer_gone: true,
+                    detail: format!("rank {peer}'s process exited"),
+                };
+                self.nodes[i].handle_completion(Time(now), token, Err(failure), &self.mems[i]);
                 self.after(node, now)?;
             }
             Ev::Signal { node, from, value } => {

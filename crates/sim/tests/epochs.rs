@@ -59,6 +59,7 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                 e.pushed_forwarded,
                 e.pushed_dear,
                 e.shares_retracted,
+                e.gone_tolerated,
             ]
         };
         assert!(

@@ -69,9 +69,14 @@ pub(crate) enum Pending {
         purpose: LockPurpose,
     },
     OwnUnlock,
-    Reply,
+    /// The answer to `thief`'s request.
+    Reply {
+        thief: Rank,
+    },
     /// ADVERT, to a thief that waits for work here.
-    Advert,
+    Advert {
+        thief: Rank,
+    },
 }
 
 impl Pending {
@@ -82,8 +87,16 @@ impl Pending {
             Self::OwnSwap { .. } => "generation swap",
             Self::OwnLock { .. } => "owner lock",
             Self::OwnUnlock => "owner unlock",
-            Self::Reply => "steal reply",
-            Self::Advert => "advertisement",
+            Self::Reply { .. } => "steal reply",
+            Self::Advert { .. } => "advertisement",
+        }
+    }
+
+    /// The rank the operation went to (`me`: this rank's own memory).
+    pub(crate) fn peer(&self, me: Rank) -> Rank {
+        match self {
+            Self::Reply { thief } | Self::Advert { thief } => *thief,
+            _ => me,
         }
     }
 }
@@ -221,7 +234,7 @@ impl Owner {
                     hops: 0,
                     tasks,
                 },
-                Pending::Advert,
+                Pending::Advert { thief },
             );
         }
     }
@@ -446,9 +459,9 @@ impl Owner {
             Pending::OwnUnlock => {
                 self.busy = false;
             }
-            Pending::Advert => {}
+            Pending::Advert { .. } => {}
             // ----- request -----------------------------------------------------------
-            Pending::Reply => {
+            Pending::Reply { .. } => {
                 self.serving = false;
                 self.serve_requests(cx, queue, mem, closed);
             }
@@ -676,7 +689,7 @@ impl Owner {
                     .pack(),
                 ),
             },
-            Pending::Reply,
+            Pending::Reply { thief },
         );
     }
 }

@@ -166,7 +166,9 @@ pub(crate) enum Pending {
         victim: usize,
     },
     /// REFILL, to the owner whose shared set this thief emptied.
-    RefillHint,
+    RefillHint {
+        victim: usize,
+    },
     /// WAIT, to a victim this thief found empty and blacklisted.
     WaitSent {
         victim: usize,
@@ -174,6 +176,22 @@ pub(crate) enum Pending {
 }
 
 impl Pending {
+    /// The target (index) the operation went to.
+    fn victim(&self) -> usize {
+        match self {
+            Self::ClaimTicket { victim }
+            | Self::ClaimRead { victim, .. }
+            | Self::ClaimDone { victim, .. }
+            | Self::LockAcquire { victim }
+            | Self::LockCount { victim }
+            | Self::LockRead { victim, .. }
+            | Self::LockRelease { victim, .. }
+            | Self::RequestSent { victim }
+            | Self::RefillHint { victim }
+            | Self::WaitSent { victim } => *victim,
+        }
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::ClaimTicket { .. } => "claim ticket (fetch-add)",
@@ -184,7 +202,7 @@ impl Pending {
             Self::LockRead { .. } => "shared tasks read",
             Self::LockRelease { .. } => "steal unlock (compare-swap)",
             Self::RequestSent { .. } => "steal request",
-            Self::RefillHint => "refill hint",
+            Self::RefillHint { .. } => "refill hint",
             Self::WaitSent { .. } => "wait for advertisement",
         }
     }
@@ -344,18 +362,30 @@ impl Thief {
     }
 
     /// The rank an operation went to.
-    pub(crate) fn peer(&self, p: &Pending, me: Rank) -> Rank {
-        match p {
-            Pending::ClaimTicket { victim }
-            | Pending::ClaimRead { victim, .. }
-            | Pending::ClaimDone { victim, .. }
-            | Pending::LockAcquire { victim }
-            | Pending::LockCount { victim }
-            | Pending::LockRead { victim, .. }
-            | Pending::LockRelease { victim, .. }
-            | Pending::RequestSent { victim }
-            | Pending::WaitSent { victim } => self.targets.at(*victim),
-            Pending::RefillHint => me,
+    pub(crate) fn peer(&self, p: &Pending) -> Rank {
+        self.targets.at(p.victim())
+    }
+
+    /// An operation of this thief failed because its peer's process is gone, and the
+    /// epoch may end without that peer (`Node::gone_tolerated`): the attempt on it ends
+    /// empty, and it is not asked again before the grace is over.
+    pub(crate) fn abandon<P>(&mut self, cx: &mut Ctx<P>, p: &Pending) {
+        let victim = p.victim();
+        let now = cx.now;
+        if let Some(a) = self.attempt.filter(|a| a.victim == victim) {
+            self.attempt = None;
+            cx.stats
+                .steal_latency_ns
+                .push(now.since(a.started).as_nanos() as u64);
+            cx.stats.steals_empty += 1;
+        }
+        if self.last_ok == Some(victim) {
+            self.last_ok = None;
+        }
+        let until = now.plus(crate::DONE_GRACE);
+        self.backoff.hold(victim, until, now);
+        for b in &mut self.typed.backoff {
+            b.hold(victim, until, now);
         }
     }
 
@@ -720,7 +750,7 @@ impl Thief {
                 // owner to publish the next one now rather than at its next check.
                 if last {
                     let peer = self.targets.at(victim);
-                    cx.signal(peer, Signal::Refill, Pending::RefillHint);
+                    cx.signal(peer, Signal::Refill, Pending::RefillHint { victim });
                 }
                 Ok(None)
             }
@@ -794,13 +824,13 @@ impl Thief {
                 if matches!(outcome, Outcome::Got(..)) {
                     // The shared set is gone and the lock says REFILL: tell the owner now.
                     let peer = self.targets.at(victim);
-                    cx.signal(peer, Signal::Refill, Pending::RefillHint);
+                    cx.signal(peer, Signal::Refill, Pending::RefillHint { victim });
                 }
                 self.end_attempt(cx, victim, outcome);
                 Ok(None)
             }
             // ----- request -----------------------------------------------------------
-            Pending::RequestSent { .. } | Pending::RefillHint | Pending::WaitSent { .. } => {
+            Pending::RequestSent { .. } | Pending::RefillHint { .. } | Pending::WaitSent { .. } => {
                 Ok(None)
             }
         }
