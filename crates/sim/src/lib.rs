@@ -320,6 +320,61 @@ fn mix(h: u64, x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Each rank's fabric peers, sorted, in one table (a rank's list is a slice of it), and
+/// which of them it operated on.
+struct Peers {
+    /// Rank r's peers are `list[at[r]..at[r + 1]]`.
+    at: Vec<usize>,
+    list: Vec<u32>,
+    /// Per entry of `list`: the rank operated on that peer.
+    used: Vec<bool>,
+}
+
+impl Peers {
+    fn new(lists: Vec<Vec<u32>>) -> Self {
+        let mut at = Vec::with_capacity(lists.len() + 1);
+        at.push(0);
+        let mut list = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        for l in lists {
+            list.extend_from_slice(&l);
+            at.push(list.len());
+        }
+        let used = vec![false; list.len()];
+        Self { at, list, used }
+    }
+
+    fn of(&self, r: u32) -> &[u32] {
+        &self.list[self.at[r as usize]..self.at[r as usize + 1]]
+    }
+
+    /// `from` operates on `peer`: false if `peer` is not its peer.
+    fn mark(&mut self, from: u32, peer: u32) -> bool {
+        match self.of(from).binary_search(&peer) {
+            Ok(i) => {
+                self.used[self.at[from as usize] + i] = true;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The ranks `r` exchanged operations with, either way (the lists are symmetric).
+    fn used(&self, r: u32) -> u32 {
+        let base = self.at[r as usize];
+        self.of(r)
+            .iter()
+            .enumerate()
+            .filter(|&(i, &p)| {
+                self.used[base + i]
+                    || self
+                        .of(p)
+                        .binary_search(&r)
+                        .is_ok_and(|j| self.used[self.at[p as usize] + j])
+            })
+            .count() as u32
+    }
+}
+
 struct Sim<'a> {
     job: &'a Job<'a>,
     nodes: Vec<Node>,
@@ -349,10 +404,11 @@ struct Sim<'a> {
     start: Vec<Option<u64>>,
     end: Vec<Option<u64>>,
     done_count: usize,
-    /// Each rank's fabric peers, sorted; `None` under the complete graph, where every
-    /// rank is every rank's peer (listing them would take N² entries).
-    peers: Option<Vec<Vec<u32>>>,
-    /// Each rank's ranks it exchanged operations with (either way), sorted.
+    /// Each rank's fabric peers; `None` under the complete graph, where every rank is
+    /// every rank's peer (listing them would take N² entries).
+    peers: Option<Peers>,
+    /// Under the complete graph: each rank's ranks it exchanged operations with (either
+    /// way), sorted (with fabric peers, [`Peers::used`] keeps it).
     contacts: Vec<Vec<u32>>,
     /// Connection time charged to each rank, ns.
     connect_ns: Vec<u64>,
@@ -606,7 +662,8 @@ impl<'a> Sim<'a> {
         (b / self.model(from, peer, false).bandwidth * 1e9) as u64
     }
 
-    /// Records that `a` and `b` exchange an operation; true the first time.
+    /// Records that `a` and `b` exchange an operation (complete graph); true the first
+    /// time.
     fn contact(&mut self, a: u32, b: u32) -> bool {
         let Err(i) = self.contacts[a as usize].binary_search(&b) else {
             return false;
@@ -619,17 +676,28 @@ impl<'a> Sim<'a> {
     }
 
     /// Issues `op` from `from` at `t`.
-    fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) {
+    fn issue(&mut self, from: u32, t: u64, token: Token, op: Op) -> Result<(), Violation> {
         self.activity += 1;
         let peer = target(&op);
         let mut t = t;
         if peer != from {
-            // Over the complete graph, the first operation between two ranks connects.
-            if self.contact(from, peer) && self.peers.is_none() {
-                let c = self.model(from, peer, false).connect_ns as u64;
-                t += c;
-                self.connect_ns[from as usize] += c;
-                self.connect_ns[peer as usize] += c;
+            match &mut self.peers {
+                Some(peers) => {
+                    if !peers.mark(from, peer) {
+                        return Err(Violation(format!(
+                            "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
+                        )));
+                    }
+                }
+                // Over the complete graph, the first operation between two ranks connects.
+                None => {
+                    if self.contact(from, peer) {
+                        let c = self.model(from, peer, false).connect_ns as u64;
+                        t += c;
+                        self.connect_ns[from as usize] += c;
+                        self.connect_ns[peer as usize] += c;
+                    }
+                }
             }
             t += self.latency(
                 from,
@@ -644,18 +712,11 @@ impl<'a> Sim<'a> {
             t += self.transfer(from, peer, bytes, remote.segment == seg::TASKS);
         }
         self.at(t, Ev::Arrive { from, token, op });
+        Ok(())
     }
 
     fn arrive(&mut self, now: u64, from: u32, token: Token, op: Op) -> Result<(), Violation> {
         let peer = target(&op);
-        if peer != from
-            && let Some(peers) = &self.peers
-            && peers[from as usize].binary_search(&peer).is_err()
-        {
-            return Err(Violation(format!(
-                "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
-            )));
-        }
         if self.job.faults.exit_after_end
             && self.epoch == self.job.later_epochs.len()
             && peer != from
@@ -938,7 +999,7 @@ impl<'a> Sim<'a> {
         }
         let issue_at = now + self.job.model.event_ns as u64;
         while let Some(c) = self.nodes[i].poll_command() {
-            self.issue(n, issue_at, c.token, c.op);
+            self.issue(n, issue_at, c.token, c.op)?;
         }
         self.cpu_free[i] = issue_at;
         if let Some(d) = self.nodes[i].poll_timeout() {
@@ -1276,9 +1337,9 @@ impl Sim<'_> {
                     "a result of rank {r} took {max_hops} hops in a job of {n}"
                 )));
             }
-            let held: &[u32] = match &self.peers {
-                Some(p) => &p[r],
-                None => &self.contacts[r],
+            let (held, contacts): (&[u32], u32) = match &self.peers {
+                Some(p) => (p.of(r as u32), p.used(r as u32)),
+                None => (&self.contacts[r], self.contacts[r].len() as u32),
             };
             out.push(RankOutcome {
                 stats,
@@ -1286,7 +1347,7 @@ impl Sim<'_> {
                 session_ns: self.end[r].unwrap_or(0) - self.start[r].unwrap_or(0),
                 results,
                 costs_ns,
-                peers: self.contacts[r].len() as u32,
+                peers: contacts,
                 connections: held.len() as u32,
                 connect_ns: self.connect_ns[r],
                 connection_bytes: held
@@ -1600,10 +1661,12 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             p.sort_unstable();
             p.dedup();
         }
+        let peers = Peers::new(peers);
         // Connected at open, each connection charged to both ends (the lists are
         // symmetric: each names the ranks naming it).
-        for (r, ps) in peers.iter().enumerate() {
-            sim.connect_ns[r] = ps
+        for r in 0..sim.nodes.len() {
+            sim.connect_ns[r] = peers
+                .of(r as u32)
                 .iter()
                 .map(|&p| sim.model(r as u32, p, false).connect_ns as u64)
                 .sum();
