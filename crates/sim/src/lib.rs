@@ -375,6 +375,51 @@ impl Peers {
     }
 }
 
+/// One rank's state in the simulator that (nearly) every event of the rank touches.
+#[derive(Default)]
+struct PerRank {
+    /// When its progress thread is free again.
+    cpu_free: u64,
+    /// Workers with nothing to run.
+    idle: u32,
+    /// Results of its own tasks home so far (this epoch).
+    home_seen: u32,
+    /// Its timer's deadline, when set.
+    timer_at: Option<u64>,
+    /// When it started and ended the epoch.
+    start: Option<u64>,
+    end: Option<u64>,
+    /// Events that arrived while its progress thread was busy, by sequence number, and
+    /// the key of the one queue entry (a *marker*, slot `MARKER | rank`) that stands for
+    /// the earliest of them. Re-queueing each waiting event at every busy end instead
+    /// cost O(backlog²) at a loaded rank (a master serving 10,000 ranks).
+    wake: Option<(u64, u64)>,
+    deferred: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Without resources: its workers' grains, tasks taken from the node and not yet
+    /// started (the runtime's workers' deques, which siblings may take from).
+    grain: VecDeque<titus_core::Task>,
+    /// A task taken while none of its capable resources had room (it goes first when
+    /// one has).
+    held: Option<titus_core::Task>,
+    /// Without resources: results its workers hold to report with their next take from
+    /// the node (the runtime's `Unreported`), and when the first of them ended.
+    unreported: Vec<Unreported>,
+    unreported_since: Option<u64>,
+    /// The resource types it has (bits of `Config::resource_types`; 0 where the job has
+    /// none).
+    types_mine: u64,
+    /// Timers in a row that did nothing and left its deadline at once (a rank that would
+    /// spin in the runtime, its progress thread burning a core).
+    idle_wakes: u32,
+    /// When its workers last came free from a task, and how many then (they take their
+    /// next task awake; any other worker sleeps and needs `Cpu::wake_ns`).
+    freed: (u64, u32),
+    /// When its memory's atomics are served again (one at a time).
+    atomic_free: u64,
+    /// Time its workers spent on tasks this epoch, ns.
+    busy: u64,
+}
+
 struct Sim<'a> {
     job: &'a Job<'a>,
     nodes: Vec<Node>,
@@ -383,26 +428,16 @@ struct Sim<'a> {
     queue: EventQueue,
     slab: Vec<Option<Ev>>,
     free: Vec<u32>,
-    /// Per rank: events that arrived while its progress thread was busy, by sequence
-    /// number, and the key of the one queue entry (a *marker*, slot `MARKER | rank`) that
-    /// stands for the earliest of them. Re-queueing each waiting event at every busy end
-    /// instead cost O(backlog²) at a loaded rank (a master serving 10,000 ranks).
-    deferred: Vec<BinaryHeap<Reverse<(u64, u32)>>>,
-    wake: Vec<Option<(u64, u64)>>,
+    /// Per rank: what each event touches, side by side (one rank's state in a few cache
+    /// lines, not one line in each of seventeen arrays: at 100,000 ranks they missed).
+    per: Vec<PerRank>,
     seq: u64,
     rng: Rng,
-    cpu_free: Vec<u64>,
-    atomic_free: Vec<u64>,
-    timer_at: Vec<Option<u64>>,
-    idle: Vec<u32>,
-    busy: Vec<u64>,
     /// The epoch running (0: the first), each rank's tasks in it (the job's, or what the
     /// driver gave between epochs) and their keys, and when each rank started it.
     epoch: usize,
     current: Cow<'a, [Vec<SimTask>]>,
     keys: Vec<Vec<u64>>,
-    start: Vec<Option<u64>>,
-    end: Vec<Option<u64>>,
     done_count: usize,
     /// Each rank's fabric peers; `None` under the complete graph, where every rank is
     /// every rank's peer (listing them would take N² entries).
@@ -415,16 +450,12 @@ struct Sim<'a> {
     runs: Vec<Vec<u8>>,
     home_total: u64,
     own_total: u64,
-    home_seen: Vec<u32>,
     slow: Vec<f64>,
     events: u64,
     trace: u64,
     /// Commands issued and tasks taken, all ranks: a timer that changed neither did
     /// nothing.
     activity: u64,
-    /// Per rank: timers in a row that did nothing and left the rank's deadline at once
-    /// (a rank that would spin in the runtime, its progress thread burning a core).
-    idle_wakes: Vec<u32>,
     lock_check: bool,
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
@@ -446,19 +477,7 @@ struct Sim<'a> {
     accel_busy: Vec<u64>,
     busy_by_owner: Vec<BTreeMap<(usize, u32), u64>>,
     dispatches: Vec<Vec<(u64, usize, u32, u64)>>,
-    /// Per rank: a task taken while none of its capable resources had room (it goes first
-    /// when one has).
-    held: Vec<Option<titus_core::Task>>,
-    /// Per rank without resources: its workers' grains, tasks taken from the node and not
-    /// yet started (the runtime's workers' deques, which siblings may take from).
-    grain: Vec<VecDeque<titus_core::Task>>,
-    /// Per rank without resources: results its workers hold to report with their next
-    /// take from the node (the runtime's `Unreported`), and when the first of them ended.
-    unreported: Vec<Vec<Unreported>>,
-    unreported_since: Vec<Option<u64>>,
-    /// Per rank: the resource types it has (bits of `Config::resource_types`; 0 where the
-    /// job has none), and each resource's type bit.
-    types_mine: Vec<u64>,
+    /// Per rank: each resource's type bit (its own types: [`PerRank::types_mine`]).
     types_of: Vec<Vec<u64>>,
     /// Submissions to the failing resource so far.
     fail_count: u64,
@@ -468,9 +487,6 @@ struct Sim<'a> {
     /// tasks.
     cpu_ranks: u32,
     node_busy: Vec<u32>,
-    /// Per rank: when its workers last came free from a task, and how many then (they take
-    /// their next task awake; any other worker sleeps and needs `Cpu::wake_ns`).
-    freed: Vec<(u64, u32)>,
 }
 
 /// The rank an operation acts on.
@@ -581,9 +597,9 @@ impl<'a> Sim<'a> {
     /// The state of the first rank not done, for a failed run's message.
     fn stuck(&self) -> String {
         let first = self
-            .end
+            .per
             .iter()
-            .position(Option::is_none)
+            .position(|p| p.end.is_none())
             .map(|r| self.nodes[r].debug_summary())
             .unwrap_or_default();
         // Where the work waits: ranks with queued tasks, and their resources' state.
@@ -597,21 +613,21 @@ impl<'a> Sim<'a> {
                 format!(
                     "rank {r}: {} queued, {} idle workers{room} [{}]",
                     self.nodes[r].queued(),
-                    self.idle[r],
+                    self.per[r].idle,
                     self.nodes[r].debug_summary()
                 )
             })
             .collect();
         // Work and results the workers hold (their grains).
         let grains: Vec<String> = (0..self.nodes.len())
-            .filter(|&r| !self.grain[r].is_empty() || !self.unreported[r].is_empty())
+            .filter(|&r| !self.per[r].grain.is_empty() || !self.per[r].unreported.is_empty())
             .take(8)
             .map(|r| {
                 format!(
                     "rank {r}: {} tasks in grains, {} results held, {} idle workers",
-                    self.grain[r].len(),
-                    self.unreported[r].len(),
-                    self.idle[r]
+                    self.per[r].grain.len(),
+                    self.per[r].unreported.len(),
+                    self.per[r].idle
                 )
             })
             .collect();
@@ -624,11 +640,11 @@ impl<'a> Sim<'a> {
 
     /// Makes rank `node`'s marker stand for its earliest waiting event at time `t`.
     fn mark(&mut self, node: u32, t: u64) {
-        let Some(&Reverse((seq, _))) = self.deferred[node as usize].peek() else {
+        let Some(&Reverse((seq, _))) = self.per[node as usize].deferred.peek() else {
             return;
         };
-        if self.wake[node as usize] != Some((t, seq)) {
-            self.wake[node as usize] = Some((t, seq));
+        if self.per[node as usize].wake != Some((t, seq)) {
+            self.per[node as usize].wake = Some((t, seq));
             self.queue.push(t, seq, MARKER | node);
         }
     }
@@ -720,7 +736,7 @@ impl<'a> Sim<'a> {
         if self.job.faults.exit_after_end
             && self.epoch == self.job.later_epochs.len()
             && peer != from
-            && self.end[peer as usize].is_some()
+            && self.per[peer as usize].end.is_some()
         {
             // The target's process exited: nothing happens there, the issuer learns it
             // after a round trip.
@@ -829,9 +845,9 @@ impl<'a> Sim<'a> {
     }
 
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
-        let start = now.max(self.atomic_free[peer as usize]);
+        let start = now.max(self.per[peer as usize].atomic_free);
         let served = start + self.job.model.atomic_ns as u64;
-        self.atomic_free[peer as usize] = served;
+        self.per[peer as usize].atomic_free = served;
         let d = self.back(from, peer, true);
         self.complete(served + d, from, token, value);
     }
@@ -845,15 +861,15 @@ impl<'a> Sim<'a> {
         // and a task none of its capable resources has room for waits.
         loop {
             let room = match &self.res[i] {
-                None => self.idle[i] > 0,
+                None => self.per[i].idle > 0,
                 Some(t) => t.any_room(),
             };
             if !room {
                 break;
             }
-            let task = match self.held[i].take() {
+            let task = match self.per[i].held.take() {
                 Some(t) => t,
-                None if self.res[i].is_none() => match self.grain[i].pop_front() {
+                None if self.res[i].is_none() => match self.per[i].grain.pop_front() {
                     Some(t) => t,
                     None => {
                         // What the workers hold is reported with their take from the node.
@@ -870,7 +886,7 @@ impl<'a> Sim<'a> {
                         let Some(first) = got.next() else {
                             break;
                         };
-                        self.grain[i].extend(got);
+                        self.per[i].grain.extend(got);
                         first
                     }
                 },
@@ -894,7 +910,7 @@ impl<'a> Sim<'a> {
                         task.kind
                     )));
                 }
-                self.held[i] = Some(task);
+                self.per[i].held = Some(task);
                 break;
             }
             let (o, x) = (task.owner as usize, task.index as usize);
@@ -935,9 +951,9 @@ impl<'a> Sim<'a> {
                     self.node_busy[k] += 1;
                     let on_node = (self.nodes.len() - k * self.cpu_ranks as usize)
                         .min(self.cpu_ranks as usize) as u32;
-                    let awake = self.freed[i].0 == now && self.freed[i].1 > 0;
+                    let awake = self.per[i].freed.0 == now && self.per[i].freed.1 > 0;
                     if awake {
-                        self.freed[i].1 -= 1;
+                        self.per[i].freed.1 -= 1;
                     }
                     // The worker's own time around the task delays its end, not its cost.
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
@@ -962,15 +978,15 @@ impl<'a> Sim<'a> {
                 }
             }
             if res == 0 {
-                self.idle[i] -= 1;
-                self.busy[i] += cost;
+                self.per[i].idle -= 1;
+                self.per[i].busy += cost;
             } else {
                 self.accel_busy[i] += cost;
             }
             if self.res[i].is_some() {
                 *self.busy_by_owner[i].entry((res, task.owner)).or_insert(0) += cost;
                 if self.job.resources.log_dispatches {
-                    let t0 = self.start[i].unwrap_or(now);
+                    let t0 = self.per[i].start.unwrap_or(now);
                     self.dispatches[i].push((now.saturating_sub(t0), res, task.owner, cost));
                 }
             }
@@ -987,49 +1003,54 @@ impl<'a> Sim<'a> {
                 },
             );
         }
-        if self.types_mine[i] != 0 {
+        if self.per[i].types_mine != 0 {
             // Which of its types have an idle instance: the node asks for their work when
             // its queue holds none they can run.
             let idle = match &self.res[i] {
-                None if self.idle[i] > 0 => self.types_mine[i],
+                None if self.per[i].idle > 0 => self.per[i].types_mine,
                 None => 0,
                 Some(t) => t.room_types(&self.types_of[i], 0),
             };
-            self.nodes[i].set_resource_types(Time(now), self.types_mine[i], idle, &self.mems[i]);
+            self.nodes[i].set_resource_types(
+                Time(now),
+                self.per[i].types_mine,
+                idle,
+                &self.mems[i],
+            );
         }
         let issue_at = now + self.job.model.event_ns as u64;
         while let Some(c) = self.nodes[i].poll_command() {
             self.issue(n, issue_at, c.token, c.op)?;
         }
-        self.cpu_free[i] = issue_at;
+        self.per[i].cpu_free = issue_at;
         if let Some(d) = self.nodes[i].poll_timeout() {
             let d = d.0.max(now);
-            if self.timer_at[i].is_none_or(|t| d < t) {
-                self.timer_at[i] = Some(d);
+            if self.per[i].timer_at.is_none_or(|t| d < t) {
+                self.per[i].timer_at = Some(d);
                 self.at(d, Ev::Timer { node: n });
             }
         }
         if let Some(e) = self.nodes[i].error() {
             return Err(Violation(format!("rank {n} failed: {e}")));
         }
-        if self.start[i].is_none() {
+        if self.per[i].start.is_none() {
             // Not in this epoch yet (a request of the next epoch's early starter, or one
             // left over from the last): nothing of the epoch to check.
             return Ok(());
         }
         let (home, _) = self.nodes[i].results_home();
-        self.home_total += u64::from(home - self.home_seen[i]);
-        self.home_seen[i] = home;
+        self.home_total += u64::from(home - self.per[i].home_seen);
+        self.per[i].home_seen = home;
         if self.nodes[i].termination_detected() && self.home_total != self.own_total {
             return Err(Violation(format!(
                 "rank {n} declared the end with {} of {} results home",
                 self.home_total, self.own_total
             )));
         }
-        if self.end[i].is_none() && self.nodes[i].is_done() {
+        if self.per[i].end.is_none() && self.nodes[i].is_done() {
             // As the runtime does: the epoch ends here now; later signals wait for the
             // next epoch.
-            self.end[i] = Some(now);
+            self.per[i].end = Some(now);
             self.done_count += 1;
             self.stats[i] = self.nodes[i].stats().clone();
             let out = self.nodes[i]
@@ -1087,8 +1108,8 @@ impl<'a> Sim<'a> {
                 self.nodes[i]
                     .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
-                self.start[i] = Some(now);
-                self.home_seen[i] = self.nodes[i].results_home().0;
+                self.per[i].start = Some(now);
+                self.per[i].home_seen = self.nodes[i].results_home().0;
                 self.after(node, now)?;
             }
             Ev::Complete { node, token, value } => {
@@ -1112,24 +1133,24 @@ impl<'a> Sim<'a> {
             }
             Ev::Timer { node } => {
                 let i = node as usize;
-                if self.timer_at[i] != Some(now) {
+                if self.per[i].timer_at != Some(now) {
                     return Ok(()); // Superseded.
                 }
-                self.timer_at[i] = None;
+                self.per[i].timer_at = None;
                 let before = self.activity;
                 self.nodes[i].handle_timeout(Time(now), &self.mems[i]);
                 self.after(node, now)?;
                 // `after` set the timer again: at `now` when the deadline is already due.
-                if self.activity == before && self.timer_at[i] == Some(now) {
-                    self.idle_wakes[i] += 1;
-                    if self.idle_wakes[i] > SPIN_MAX {
+                if self.activity == before && self.per[i].timer_at == Some(now) {
+                    self.per[i].idle_wakes += 1;
+                    if self.per[i].idle_wakes > SPIN_MAX {
                         return Err(Violation(format!(
                             "rank {node} spins: {} timers in a row did nothing and left its deadline at once",
-                            self.idle_wakes[i]
+                            self.per[i].idle_wakes
                         )));
                     }
                 } else {
-                    self.idle_wakes[i] = 0;
+                    self.per[i].idle_wakes = 0;
                 }
             }
             Ev::TaskDone {
@@ -1146,28 +1167,28 @@ impl<'a> Sim<'a> {
                     table.complete(res);
                 }
                 if res == 0 {
-                    self.idle[i] += 1;
+                    self.per[i].idle += 1;
                     if self.job.model.cpu.is_some() {
                         self.node_busy[i / self.cpu_ranks as usize] -= 1;
-                        self.freed[i] = match self.freed[i] {
+                        self.per[i].freed = match self.per[i].freed {
                             (t, c) if t == now => (t, c + 1),
                             _ => (now, 1),
                         };
                     }
                 }
                 let task = (owner, index, kind);
-                match self.grain[i].front() {
+                match self.per[i].grain.front() {
                     // More of the grains to run (no resources here): the result waits to
                     // be reported with the next take from the node — or before a dear
                     // task, or once the oldest held result is a grain old (the runtime's
                     // `report_and_take`).
                     Some(next) if res == 0 => {
                         let next_cost = next.cost_ns;
-                        self.unreported[i].push((task, result, cost));
-                        let since = *self.unreported_since[i].get_or_insert(now);
+                        self.per[i].unreported.push((task, result, cost));
+                        let since = *self.per[i].unreported_since.get_or_insert(now);
                         if titus_core::report_held_now(
                             next_cost,
-                            self.unreported[i].len(),
+                            self.per[i].unreported.len(),
                             now - since,
                             self.job.grain_ns(),
                         ) {
@@ -1192,8 +1213,8 @@ type Unreported = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
 impl Sim<'_> {
     /// Reports every result rank `i`'s workers hold.
     fn flush(&mut self, i: usize, now: u64) {
-        self.unreported_since[i] = None;
-        for (task, result, cost) in std::mem::take(&mut self.unreported[i]) {
+        self.per[i].unreported_since = None;
+        for (task, result, cost) in std::mem::take(&mut self.per[i].unreported) {
             self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
         }
     }
@@ -1215,11 +1236,12 @@ impl Sim<'_> {
             // (the same order as if the event itself had been queued again).
             let (seq, slot, marked) = if slot & MARKER != 0 {
                 let r = (slot & !MARKER) as usize;
-                if self.wake[r] != Some((t, seq)) {
+                if self.per[r].wake != Some((t, seq)) {
                     continue; // Superseded by a marker for an earlier waiting event.
                 }
-                self.wake[r] = None;
-                let Reverse((seq, slot)) = *self.deferred[r].peek().expect("a marker has events");
+                self.per[r].wake = None;
+                let Reverse((seq, slot)) =
+                    *self.per[r].deferred.peek().expect("a marker has events");
                 (seq, slot, true)
             } else {
                 (seq, slot, false)
@@ -1227,7 +1249,7 @@ impl Sim<'_> {
             let node = self.slab[slot as usize].as_ref().and_then(Ev::node);
             if let Some(node) = node {
                 // The rank's progress thread is busy, or stalled by a fault: later.
-                let mut ready = self.cpu_free[node as usize];
+                let mut ready = self.per[node as usize].cpu_free;
                 if let Some((r, from, len)) = stall
                     && r == node
                     && t >= from
@@ -1238,26 +1260,26 @@ impl Sim<'_> {
                 if ready > t {
                     if let Some(Ev::Timer { node }) = self.slab[slot as usize] {
                         // At most one live timer per rank: it waits in the queue itself.
-                        if self.timer_at[node as usize] == Some(t) {
-                            self.timer_at[node as usize] = Some(ready);
+                        if self.per[node as usize].timer_at == Some(t) {
+                            self.per[node as usize].timer_at = Some(ready);
                         }
                         self.queue.push(ready, seq, slot);
                     } else {
                         if !marked {
-                            self.deferred[node as usize].push(Reverse((seq, slot)));
+                            self.per[node as usize].deferred.push(Reverse((seq, slot)));
                         }
                         self.mark(node, ready);
                     }
                     continue;
                 }
                 if marked {
-                    self.deferred[node as usize].pop();
+                    self.per[node as usize].deferred.pop();
                 }
             }
             let ev = self.take(slot);
             self.handle(t, ev)?;
             if let Some(node) = node
-                && self.wake[node as usize].is_none()
+                && self.per[node as usize].wake.is_none()
             {
                 self.mark(node, t);
             }
@@ -1343,8 +1365,8 @@ impl Sim<'_> {
             };
             out.push(RankOutcome {
                 stats,
-                busy_ns: self.busy[r],
-                session_ns: self.end[r].unwrap_or(0) - self.start[r].unwrap_or(0),
+                busy_ns: self.per[r].busy,
+                session_ns: self.per[r].end.unwrap_or(0) - self.per[r].start.unwrap_or(0),
                 results,
                 costs_ns,
                 peers: contacts,
@@ -1408,14 +1430,14 @@ impl Sim<'_> {
         self.own_total = tasks.iter().map(|t| t.len() as u64).sum();
         self.home_total = 0;
         self.done_count = 0;
-        self.start.iter_mut().for_each(|s| *s = None);
-        self.end.iter_mut().for_each(|e| *e = None);
-        self.busy.iter_mut().for_each(|b| *b = 0);
+        self.per.iter_mut().for_each(|p| p.start = None);
+        self.per.iter_mut().for_each(|p| p.end = None);
+        self.per.iter_mut().for_each(|p| p.busy = 0);
         self.accel_busy.iter_mut().for_each(|b| *b = 0);
         self.busy_by_owner.iter_mut().for_each(BTreeMap::clear);
         self.dispatches.iter_mut().for_each(Vec::clear);
         // Timers of the last epoch are void (the nodes arm new ones).
-        self.timer_at.iter_mut().for_each(|t| *t = None);
+        self.per.iter_mut().for_each(|p| p.timer_at = None);
     }
 }
 
@@ -1591,20 +1613,20 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         queue: EventQueue::default(),
         slab: Vec::new(),
         free: Vec::new(),
-        deferred: vec![BinaryHeap::new(); n],
-        wake: vec![None; n],
+        per: types_mine
+            .iter()
+            .map(|&types_mine| PerRank {
+                idle: job.workers as u32,
+                types_mine,
+                freed: (u64::MAX, 0),
+                ..PerRank::default()
+            })
+            .collect(),
         seq: 0,
         rng: Rng::from_keys(&[job.seed, 0x5349_4d00]),
-        cpu_free: vec![0; n],
-        atomic_free: vec![0; n],
-        timer_at: vec![None; n],
-        idle: vec![job.workers as u32; n],
-        busy: vec![0; n],
         epoch: 0,
         current: Cow::Borrowed(&job.tasks),
         keys: vec![Vec::new(); n],
-        start: vec![None; n],
-        end: vec![None; n],
         done_count: 0,
         peers: None,
         contacts: vec![Vec::new(); n],
@@ -1612,11 +1634,9 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         home_total: 0,
         own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
-        home_seen: vec![0; n],
         slow,
         events: 0,
         activity: 0,
-        idle_wakes: vec![0; n],
         trace: job.seed,
         lock_check: job.core.protocol == Protocol::Lock && job.core.sharing.is_none(),
         stats: vec![Stats::default(); n],
@@ -1631,17 +1651,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
         dispatches: vec![Vec::new(); n],
-        held: vec![None; n],
-        grain: vec![VecDeque::new(); n],
-        unreported: vec![Vec::new(); n],
-        unreported_since: vec![None; n],
-        types_mine,
         types_of,
         fail_count: 0,
         ran_for: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         cpu_ranks,
         node_busy: vec![0; n.div_ceil(cpu_ranks as usize)],
-        freed: vec![(u64::MAX, 0); n],
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime
@@ -1685,7 +1699,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         } else {
             out.ranks = ranks;
         }
-        out.end_ns = sim.end.iter().flatten().copied().max().unwrap_or(0);
+        out.end_ns = sim.per.iter().filter_map(|p| p.end).max().unwrap_or(0);
         if epoch < job.later_epochs.len() {
             let tasks = between(&Between {
                 epoch,
