@@ -1,7 +1,8 @@
 //! Deterministic simulation testing: one seed draws a small job (ranks, balancer,
 //! protocol, sizes tight enough to force inbox overflows and empty steals, workload,
 //! fabric preset) and faults (jitter that reorders operations, slow ranks, a rank whose
-//! progress stalls), runs it, and checks every invariant of [`crate::simulate`].
+//! progress stalls, ranks that exit right after the end), runs it, and checks every
+//! invariant of [`crate::simulate`].
 //!
 //! Two families of seeds:
 //! - [`check_seed`] (`titus sim --check`): one epoch, every rank starting at once, the

@@ -15,7 +15,8 @@
 //! locked shared set only while it holds the lock, termination is declared only when
 //! every result is home, and the run ends (routes end, nothing stalls). Faults
 //! ([`Faults`]) — jittered (hence reordered) operations, slow ranks, a rank whose
-//! progress stops for a while — are drawn from the seed. The same seed gives the same
+//! progress stops for a while, ranks that exit as soon as they ended the last epoch —
+//! are drawn from the seed. The same seed gives the same
 //! event trace ([`Outcome::trace`]).
 //!
 //! A job may run several epochs ([`Job::later_epochs`]), each starting once every rank
