@@ -143,12 +143,11 @@ impl Termination {
 
     /// An operation to `peer` failed at `now` because its process is gone (`why`),
     /// while this rank waits only for DONE: the grace starts, as a sweep's finding
-    /// starts it, and lasts whatever later sweeps find.
+    /// starts it (one already running goes on, naming its first peer), and lasts
+    /// whatever later sweeps find.
     pub(crate) fn op_gone(&mut self, now: Time, peer: Rank, why: String) {
-        if self.gone_since.is_none() {
-            self.gone_since = Some((peer, why, now));
-            self.gone_by_op = true;
-        }
+        self.gone_since.get_or_insert((peer, why, now));
+        self.gone_by_op = true;
     }
 
     /// When the grace ends, if one runs (a deadline for the node's timer: a driver
@@ -408,5 +407,11 @@ mod tests {
         w.start();
         assert!(!w.step(&mut cx, true));
         assert_eq!(w.grace_deadline(), None);
+        // A failed operation during a sweep's grace makes that grace last too.
+        assert_eq!(w.gone_verdict(t0, Some((2, "swept".into()))), None);
+        w.op_gone(half, 6, "op".into());
+        assert_eq!(w.gone_verdict(half, None), None, "not cleared");
+        let (peer, why) = w.grace_over(t0.plus(DONE_GRACE)).expect("grace over");
+        assert_eq!((peer, why.starts_with("swept")), (2, true));
     }
 }
