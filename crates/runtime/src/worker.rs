@@ -62,9 +62,7 @@ fn from_node(sh: &Shared, w: &Worker<Task>) -> Option<Task> {
     let mut node = sh.lock_node();
     let now = sh.now();
     let first = take_grain(sh, &mut node, now, w, &mem);
-    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-    let wake = needs_driver(sh, &node, handed);
-    release(sh, node, wake);
+    pass_on(sh, node);
     first
 }
 
@@ -104,10 +102,7 @@ pub(crate) struct Unreported {
 impl Unreported {
     /// Hands every held result to the locked `node`.
     fn report_into(&mut self, sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
-        let now = sh.now();
-        for (id, result, cost_ns) in self.done.drain(..) {
-            node.task_done(now, id, result, cost_ns, mem);
-        }
+        hand(node, sh.now(), self.done.drain(..), mem);
         self.since = None;
     }
 
@@ -401,9 +396,7 @@ fn report_and_take(
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
         next = take_grain(sh, &mut node, now, w, &mem);
     }
-    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
-    let wake = needs_driver(sh, &node, handed);
-    release(sh, node, wake);
+    pass_on(sh, node);
     (next, false)
 }
 
@@ -417,10 +410,25 @@ pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, 
 pub(crate) fn report_all(sh: &Shared, done: impl IntoIterator<Item = Done>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let now = sh.now();
+    hand(&mut node, sh.now(), done, &mem);
+    pass_on(sh, node);
+}
+
+/// Hands results to the locked `node`.
+fn hand(
+    node: &mut titus_core::Node,
+    now: titus_core::Time,
+    done: impl IntoIterator<Item = Done>,
+    mem: &SegMem<'_>,
+) {
     for (id, result, cost_ns) in done {
-        node.task_done(now, id, result, cost_ns, &mem);
+        node.task_done(now, id, result, cost_ns, mem);
     }
+}
+
+/// Unlocks `node` after a worker's turn with it, passing on what the node then wants:
+/// driven inline where the fabric allows, else the progress thread woken if it must be.
+fn pass_on(sh: &Shared, mut node: std::sync::MutexGuard<'_, titus_core::Node>) {
     let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);
