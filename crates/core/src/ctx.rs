@@ -122,6 +122,13 @@ impl<P> Ctx<P> {
         );
     }
 
+    /// Loads what every input reads first: the operations in flight and the commands (a
+    /// cache hint, [`crate::Node::touch`]; the value means nothing).
+    pub(crate) fn touch(&self) -> usize {
+        let first = self.in_flight.slots.front().is_some_and(Option::is_some);
+        self.in_flight.len + usize::from(first) + self.commands.len() + self.now.0 as usize
+    }
+
     /// The next command for the driver.
     pub(crate) fn poll_command(&mut self) -> Option<Command> {
         self.commands.pop_front()

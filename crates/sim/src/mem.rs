@@ -16,6 +16,11 @@ pub(crate) struct SparseMem {
 }
 
 impl SparseMem {
+    /// Loads the page table's head (a hint for the cache: its pages are looked up next).
+    pub(crate) fn touch(&self) -> usize {
+        self.pages.borrow().len()
+    }
+
     /// The little-endian word at `loc`.
     pub(crate) fn word(&self, loc: Loc) -> u64 {
         let mut w = [0u8; 8];
