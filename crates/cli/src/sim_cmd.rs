@@ -454,8 +454,8 @@ const HUGE_PAGES_FROM: u32 = 10_000;
 /// puts its heap on transparent huge pages only when told at start-up
 /// (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, where the kernel's THP mode is `madvise`):
 /// unless the variable is set already, `titus sim` runs itself again with it (and
-/// [`HEAP_TUNABLES`]' other two), the same arguments, once. 31,623 ranks here: 315.6 → 281.7 s, the same events and results.
-/// Where it cannot, the run goes on as it is.
+/// [`HEAP_TUNABLES`]' other two), the same arguments, once. 31,623 ranks here: 315.6 →
+/// 281.7 s, the same events and results. Where it cannot, the run goes on as it is.
 fn huge_pages_for_the_heap() {
     use std::os::unix::process::CommandExt;
     if !cfg!(all(target_os = "linux", target_env = "gnu"))

@@ -356,8 +356,8 @@ impl Peers {
     }
 
     /// Rank `r`'s peers.
-    fn of(&self, r: u32) -> Vec<u32> {
-        self.entries(r).iter().map(|&p| p & !USED).collect()
+    fn of(&self, r: u32) -> impl Iterator<Item = u32> + '_ {
+        self.entries(r).iter().map(|&p| p & !USED)
     }
 
     /// Where `peer` is in `r`'s list.
@@ -680,6 +680,16 @@ impl<'a> Sim<'a> {
             self.per[node as usize].wake = Some((t, seq));
             self.queue.push(t, seq, MARKER | node, node);
         }
+    }
+
+    /// How many connections rank `r` holds to `peers`, and their bytes.
+    fn held(&self, r: usize, peers: impl Iterator<Item = u32>) -> (u32, f64) {
+        peers.fold((0, 0.0), |(n, bytes), p| {
+            (
+                n + 1,
+                bytes + self.model(r as u32, p, false).connection_bytes,
+            )
+        })
     }
 
     /// Rank `i`'s resource table, if it has one.
@@ -1439,10 +1449,11 @@ impl Sim<'_> {
                     "a result of rank {r} took {max_hops} hops in a job of {n}"
                 )));
             }
-            let (held, contacts): (Cow<'_, [u32]>, u32) = match &self.peers {
-                Some(p) => (p.of(r as u32).into(), p.used(r as u32)),
+            // Connections held (and their bytes), ranks exchanged operations with.
+            let ((connections, connection_bytes), contacts) = match &self.peers {
+                Some(p) => (self.held(r, p.of(r as u32)), p.used(r as u32)),
                 None => (
-                    self.contacts[r].as_slice().into(),
+                    self.held(r, self.contacts[r].iter().copied()),
                     self.contacts[r].len() as u32,
                 ),
             };
@@ -1453,12 +1464,9 @@ impl Sim<'_> {
                 results,
                 costs_ns,
                 peers: contacts,
-                connections: held.len() as u32,
+                connections,
                 connect_ns: self.connect_ns[r],
-                connection_bytes: held
-                    .iter()
-                    .map(|&p| self.model(r as u32, p, false).connection_bytes)
-                    .sum(),
+                connection_bytes,
                 resources: self.res(r).map(Resources::counts).unwrap_or_default(),
                 accel_busy_ns: self.accel_busy[r],
                 busy_by_owner: std::mem::take(&mut self.busy_by_owner[r]),
@@ -1764,8 +1772,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         for r in 0..sim.nodes.len() {
             sim.connect_ns[r] = peers
                 .of(r as u32)
-                .iter()
-                .map(|&p| sim.model(r as u32, p, false).connect_ns as u64)
+                .map(|p| sim.model(r as u32, p, false).connect_ns as u64)
                 .sum();
         }
         sim.peers = Some(peers);
