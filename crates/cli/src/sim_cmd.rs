@@ -311,7 +311,12 @@ fn simulate(
     };
     let t0 = Instant::now();
     let out = match run.args.repartition {
-        None => titus_sim::simulate(&job),
+        None => {
+            // (Each epoch's tasks are in `epochs`: the generated ones would only hold
+            // memory — 240 MB at 100,000 ranks.)
+            drop(base);
+            titus_sim::simulate(&job)
+        }
         Some(k) => {
             // As dlb-bench: after epoch e with e + 1 a multiple of K, every rank's plan
             // (keys: the tasks' numbers, string order) moves tasks for good; the following

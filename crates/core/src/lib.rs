@@ -213,6 +213,11 @@ pub trait Memory {
     fn read(&self, loc: Loc, buf: &mut [u8]);
     /// Copies `data` to `loc`.
     fn write(&self, loc: Loc, data: &[u8]);
+    /// The `len` bytes at `loc` are dead: this rank reads them again only after they are
+    /// written again (a result chunk once decoded). A hint for memory that costs what it
+    /// holds — the simulator's, where they then read as zero; registered segments ignore
+    /// it.
+    fn discard(&self, _loc: Loc, _len: u64) {}
 }
 
 /// Which steal protocol a run uses (every rank the same).

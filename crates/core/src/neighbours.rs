@@ -306,21 +306,34 @@ impl Backoff {
     }
 
     /// The `k`-th ready target in index order, k uniform below the number ready (one draw
-    /// from `below`), or `None` when none is ready. O(B log B) for B targets backed off.
+    /// from `below`), or `None` when none is ready. O(B log B) for B targets backed off;
+    /// no allocation up to [`BLOCKED_INLINE`] of them (a thief's every probe comes here).
     pub(crate) fn kth_ready(&self, now: Time, below: impl FnOnce(u64) -> u64) -> Option<usize> {
-        let mut blocked: Vec<u32> = self
+        let blocked = self
             .entries
             .iter()
             .filter(|(_, b)| b.0 > now)
-            .map(|(&i, _)| i)
-            .collect();
+            .map(|(&i, _)| i);
+        let mut inline = [0u32; BLOCKED_INLINE];
+        let mut spilled: Vec<u32>;
+        let blocked: &mut [u32] = if self.entries.len() <= BLOCKED_INLINE {
+            let mut n = 0;
+            for i in blocked {
+                inline[n] = i;
+                n += 1;
+            }
+            &mut inline[..n]
+        } else {
+            spilled = blocked.collect();
+            &mut spilled
+        };
         let ready = self.targets - blocked.len();
         if ready == 0 {
             return None;
         }
         blocked.sort_unstable();
         let mut i = below(ready as u64) as usize;
-        for &b in &blocked {
+        for &b in &*blocked {
             if b as usize <= i {
                 i += 1;
             } else {
@@ -330,6 +343,10 @@ impl Backoff {
         Some(i)
     }
 }
+
+/// Backed-off targets that [`Backoff::kth_ready`] sorts on the stack (an overlay row has
+/// ~60 targets).
+const BLOCKED_INLINE: usize = 128;
 
 #[cfg(test)]
 mod tests {

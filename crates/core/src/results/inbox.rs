@@ -158,7 +158,10 @@ impl Inbox {
             });
         }
         let mut buf = vec![0u8; len as usize];
-        mem.read(Loc::new(seg::INBOX, INBOX_DATA + offset), &mut buf);
+        let at = Loc::new(seg::INBOX, INBOX_DATA + offset);
+        mem.read(at, &mut buf);
+        // Read once: the bytes are dead until a later generation's chunk overwrites them.
+        mem.discard(at, len);
         let chunk =
             layout::decode_chunk(&buf, from, cx.size, cx.cfg.max_result, cx.cfg.max_payload)?;
         if self.resetting {

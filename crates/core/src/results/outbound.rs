@@ -307,7 +307,7 @@ impl Outbound {
         // most inputs find none or one).
         for &key in &self.active {
             let h = key as usize;
-            let peer = victims.at(h);
+            // (The hop's rank is looked up only to issue: most hops have nothing to send.)
             let o = self.hops.get_mut(&key).expect("active hops are in hops");
             match o.flight {
                 Some(
@@ -323,7 +323,7 @@ impl Outbound {
                         busy: true,
                         ..f
                     });
-                    reserve(cx, peer, h, f.len);
+                    reserve(cx, victims.at(h), h, f.len);
                     continue;
                 }
                 Some(_) => continue,
@@ -354,7 +354,7 @@ impl Outbound {
                     busy: true,
                     tasks: true,
                 });
-                reserve(cx, peer, h, len);
+                reserve(cx, victims.at(h), h, len);
                 continue;
             }
             if o.count == 0 {
@@ -390,7 +390,7 @@ impl Outbound {
                 tasks: false,
             });
             // Step 1: reserve room in the next hop's inbox.
-            reserve(cx, peer, h, len);
+            reserve(cx, victims.at(h), h, len);
         }
         // Keep the hops that still hold records or a chunk in flight (nothing is buffered
         // during the scan).
