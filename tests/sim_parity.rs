@@ -276,6 +276,11 @@ fn parity_bench_agrees_on_results_over_real_processes() {
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("digests agree in 4 of 4"), "{err}");
+    // Each rank's tasks at the speed they ran in the real `none` run.
+    assert!(
+        err.contains("tasks at their sustained speed, --slow 0:"),
+        "{err}"
+    );
     // The simulator ran on this machine's calibration, not the built-in preset.
     let preset: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("node.json")).unwrap()).unwrap();
@@ -294,6 +299,10 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
     for (args, needle) in [
         (["--providers", "verbs"], "no simulator preset for 'verbs'"),
         (["--jobs", "huge"], "unknown job 'huge'"),
+        (
+            ["--balancer", "smallworld"],
+            "--task-speed sustained needs none",
+        ),
         (
             ["--calibrate", "/proc/x"],
             "--calibrate: cannot create '/proc/x'",

@@ -98,6 +98,14 @@ struct Args {
     /// machine: what a parity run on any other machine needs.
     #[arg(long, value_name = "DIR")]
     calibrate: Option<PathBuf>,
+    /// How fast the simulated tasks run: `sustained` — each rank's tasks as much slower
+    /// than their start-up calibration as its own tasks ran in the real `none` run of the
+    /// same job (busy / owned work; `titus sim --slow RANK:FACTOR`), or `startup` — at
+    /// DLB_Bench's start-up calibration (best of five 10 ms rounds), which sustained
+    /// running misses by 2–10% on a shared machine. `sustained` needs `none` among the
+    /// balancers. Both (`sustained,startup`): side by side against the same real runs.
+    #[arg(long, value_delimiter = ',', default_value = "sustained", value_parser = ["sustained", "startup"])]
+    task_speed: Vec<String>,
 }
 
 /// The simulator's fabric model for a transport.
@@ -144,6 +152,7 @@ struct Row {
     ranks: u32,
     job: String,
     node_model: String,
+    task_speed: String,
     run: String,
     epoch: u64,
     real: (f64, f64),
@@ -198,8 +207,19 @@ fn compare(
         .first()
         .and_then(|r| r["calibration_s"].as_f64())
         .ok_or_else(|| format!("{what}: the real run reported no calibration"))?;
+    let slow = if args.task_speed.iter().any(|t| t == "sustained") {
+        let list = sustained(&real, ranks).map_err(|e| format!("{what}: {e}"))?;
+        eprintln!("parity-bench: {what}: tasks at their sustained speed, --slow {list}");
+        list
+    } else {
+        String::new()
+    };
     let mut out = Vec::new();
-    for node_model in &args.node_model {
+    for (node_model, speed) in args
+        .node_model
+        .iter()
+        .flat_map(|m| args.task_speed.iter().map(move |t| (m, t)))
+    {
         let mut sim_cmd = Command::new(sibling("titus"));
         sim_cmd
             .args(["sim", "--ranks", &ranks.to_string()])
@@ -211,12 +231,56 @@ fn compare(
         if args.real_tasks {
             sim_cmd.arg("--real-tasks");
         }
+        if speed == "sustained" {
+            sim_cmd.args(["--slow", &slow]);
+        }
         let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
         out.extend(pair_rows(
-            &what, provider, ranks, job, node_model, &real, &sim,
+            &what, provider, ranks, job, node_model, speed, &real, &sim,
         )?);
     }
     Ok(out)
+}
+
+/// Each rank's sustained task speed in the real `none` rows (every epoch): its busy time
+/// over the calibrated work it owned, as `titus sim --slow` takes it; a rank that owned
+/// nothing gets the job's (all busy over all owned).
+fn sustained(real: &[Value], ranks: u32) -> Result<String, String> {
+    let n = ranks as usize;
+    let (mut busy, mut owned) = (vec![0.0; n], vec![0.0; n]);
+    let mut rows = 0;
+    for r in real.iter().filter(|r| r["balancer"] == "none") {
+        let get = |k: &str| -> Result<Vec<f64>, String> {
+            let v: Option<Vec<f64>> = r[k]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect());
+            v.filter(|v| v.len() == n)
+                .ok_or_else(|| format!("the real none run reported no {k} for {n} ranks"))
+        };
+        for (i, (b, o)) in get("busy_s")?.into_iter().zip(get("owned_s")?).enumerate() {
+            busy[i] += b;
+            owned[i] += o;
+        }
+        rows += 1;
+    }
+    if rows == 0 {
+        return Err("--task-speed sustained needs none among the balancers".into());
+    }
+    let all = busy.iter().sum::<f64>() / owned.iter().sum::<f64>();
+    if !(all.is_finite() && all > 0.0) {
+        return Err("the real none run did no work".into());
+    }
+    let factor = |i: usize| {
+        if owned[i] > 0.0 && busy[i] > 0.0 {
+            busy[i] / owned[i]
+        } else {
+            all
+        }
+    };
+    Ok((0..n)
+        .map(|i| format!("{i}:{:.4}", factor(i)))
+        .collect::<Vec<_>>()
+        .join(","))
 }
 
 /// The real and simulated rows of one job, matched.
@@ -226,6 +290,7 @@ fn pair_rows(
     ranks: u32,
     job: &str,
     node_model: &str,
+    task_speed: &str,
     real: &[Value],
     sim: &[Value],
 ) -> Result<Vec<Row>, String> {
@@ -261,6 +326,7 @@ fn pair_rows(
                 ranks,
                 job: job.into(),
                 node_model: node_model.into(),
+                task_speed: task_speed.into(),
                 run: if b == "none" { b } else { format!("{b}/{p}") },
                 epoch,
                 real: pair(r),
@@ -289,6 +355,14 @@ fn main() {
         eprintln!(
             "parity-bench: --jobs: unknown job '{j}' (jobs: {})",
             names.join(", ")
+        );
+        std::process::exit(2);
+    }
+    if args.task_speed.iter().any(|t| t == "sustained")
+        && !args.balancer.split(',').any(|b| b.trim() == "none")
+    {
+        eprintln!(
+            "parity-bench: --task-speed sustained needs none among --balancer (its real run measures the tasks' speed), or --task-speed startup"
         );
         std::process::exit(2);
     }
@@ -327,11 +401,12 @@ fn main() {
     let mut failed = false;
     if !args.json {
         println!(
-            "{:<12} {:>5} {:<16} {:<5} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+            "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
             "provider",
             "ranks",
             "job",
             "node",
+            "speed",
             "run",
             "epoch",
             "eff_real",
@@ -353,7 +428,7 @@ fn main() {
                                     "{}",
                                     serde_json::json!({
                                         "provider": r.provider, "ranks": r.ranks, "job": r.job,
-                                        "node_model": r.node_model,
+                                        "node_model": r.node_model, "task_speed": r.task_speed,
                                         "run": r.run, "epoch": r.epoch,
                                         "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
                                         "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
@@ -362,11 +437,12 @@ fn main() {
                                 );
                             } else {
                                 println!(
-                                    "{:<12} {:>5} {:<16} {:<5} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
+                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
                                     r.provider,
                                     r.ranks,
                                     r.job,
                                     r.node_model,
+                                    r.task_speed,
                                     r.run,
                                     r.epoch,
                                     r.real.0,
@@ -388,8 +464,15 @@ fn main() {
             }
         }
     }
-    for m in &args.node_model {
-        let mine: Vec<&Row> = all.iter().filter(|r| &r.node_model == m).collect();
+    for (m, t) in args
+        .node_model
+        .iter()
+        .flat_map(|m| args.task_speed.iter().map(move |t| (m, t)))
+    {
+        let mine: Vec<&Row> = all
+            .iter()
+            .filter(|r| &r.node_model == m && &r.task_speed == t)
+            .collect();
         let within = mine.iter().filter(|r| r.within()).count();
         let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
         let b_within = balanced.iter().filter(|r| r.within()).count();
@@ -404,7 +487,7 @@ fn main() {
                 .collect(),
         );
         eprintln!(
-            "parity-bench: node model {m}: {within} of {} rows within ±0.02 efficiency and ±5% time \
+            "parity-bench: node model {m}, tasks at {t} speed: {within} of {} rows within ±0.02 efficiency and ±5% time \
              ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%{}",
             mine.len(),
             balanced.len(),
@@ -422,5 +505,39 @@ fn main() {
     }
     if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sustained_speed_is_each_ranks_busy_over_owned_in_the_none_rows() {
+        let real = [
+            json!({"balancer": "none", "busy_s": [1.10, 0.0], "owned_s": [1.0, 0.0]}),
+            json!({"balancer": "none", "busy_s": [1.30, 0.0], "owned_s": [1.0, 0.0]}),
+            // Balanced rows do not count: their busy time holds stolen work.
+            json!({"balancer": "smallworld", "busy_s": [0.6, 0.6], "owned_s": [1.0, 0.0]}),
+        ];
+        // Rank 1 owned nothing: the job's ratio.
+        assert_eq!(sustained(&real, 2).unwrap(), "0:1.2000,1:1.2000");
+        let both = [json!({"balancer": "none", "busy_s": [0.5, 2.2], "owned_s": [0.5, 2.0]})];
+        assert_eq!(sustained(&both, 2).unwrap(), "0:1.0000,1:1.1000");
+    }
+
+    #[test]
+    fn sustained_speed_needs_a_none_run_with_every_rank() {
+        let balanced = [json!({"balancer": "random", "busy_s": [1.0], "owned_s": [1.0]})];
+        assert!(sustained(&balanced, 1).unwrap_err().contains("needs none"));
+        let short = [json!({"balancer": "none", "busy_s": [1.0], "owned_s": [1.0]})];
+        assert!(
+            sustained(&short, 2)
+                .unwrap_err()
+                .contains("busy_s for 2 ranks")
+        );
+        let idle = [json!({"balancer": "none", "busy_s": [0.0, 0.0], "owned_s": [0.0, 0.0]})];
+        assert!(sustained(&idle, 2).unwrap_err().contains("no work"));
     }
 }
