@@ -257,6 +257,8 @@ fn parity_bench_agrees_on_results_over_real_processes() {
             "--balancer",
             "none,smallworld",
             "--real-tasks",
+            "--task-speed",
+            "sustained",
             "--json",
         ])
         .output()
@@ -300,10 +302,6 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
         (["--providers", "verbs"], "no simulator preset for 'verbs'"),
         (["--jobs", "huge"], "unknown job 'huge'"),
         (
-            ["--balancer", "smallworld"],
-            "--task-speed sustained needs none",
-        ),
-        (
             ["--calibrate", "/proc/x"],
             "--calibrate: cannot create '/proc/x'",
         ),
@@ -319,6 +317,13 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
             "{err}"
         );
     }
+    let out = Command::new(titus_tests::bin("parity-bench"))
+        .args(["--balancer", "smallworld", "--task-speed", "sustained"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--task-speed sustained needs none"), "{err}");
 }
 
 /// `titus sim --calibrate`: measures this machine over the node backend and writes a
