@@ -236,7 +236,13 @@ fn compare(
         }
         let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
         out.extend(pair_rows(
-            &what, provider, ranks, job, node_model, speed, &real, &sim,
+            &what,
+            provider,
+            ranks,
+            job,
+            (node_model, speed),
+            &real,
+            &sim,
         )?);
     }
     Ok(out)
@@ -282,14 +288,13 @@ fn sustained(real: &[Value], ranks: u32) -> Result<String, String> {
         .join(","))
 }
 
-/// The real and simulated rows of one job, matched.
+/// The real and simulated rows of one job, matched (`variant`: the node model, the tasks' speed).
 fn pair_rows(
     what: &str,
     provider: &str,
     ranks: u32,
     job: &str,
-    node_model: &str,
-    task_speed: &str,
+    variant: (&str, &str),
     real: &[Value],
     sim: &[Value],
 ) -> Result<Vec<Row>, String> {
@@ -324,8 +329,8 @@ fn pair_rows(
                 provider: provider.into(),
                 ranks,
                 job: job.into(),
-                node_model: node_model.into(),
-                task_speed: task_speed.into(),
+                node_model: variant.0.into(),
+                task_speed: variant.1.into(),
                 run: if b == "none" { b } else { format!("{b}/{p}") },
                 epoch,
                 real: pair(r),
