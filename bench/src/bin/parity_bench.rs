@@ -108,6 +108,13 @@ struct Args {
     task_speed: Vec<String>,
 }
 
+/// Each simulated variant of a job: (node model, tasks' speed).
+fn variants(args: &Args) -> impl Iterator<Item = (&String, &String)> {
+    args.node_model
+        .iter()
+        .flat_map(|m| args.task_speed.iter().map(move |t| (m, t)))
+}
+
 /// The simulator's fabric model for a transport.
 fn preset(provider: &str) -> Result<&'static str, String> {
     match provider {
@@ -215,11 +222,7 @@ fn compare(
         String::new()
     };
     let mut out = Vec::new();
-    for (node_model, speed) in args
-        .node_model
-        .iter()
-        .flat_map(|m| args.task_speed.iter().map(move |t| (m, t)))
-    {
+    for (node_model, speed) in variants(args) {
         let mut sim_cmd = Command::new(sibling("titus"));
         sim_cmd
             .args(["sim", "--ranks", &ranks.to_string()])
@@ -468,11 +471,7 @@ fn main() {
             }
         }
     }
-    for (m, t) in args
-        .node_model
-        .iter()
-        .flat_map(|m| args.task_speed.iter().map(move |t| (m, t)))
-    {
+    for (m, t) in variants(&args) {
         let mine: Vec<&Row> = all
             .iter()
             .filter(|r| &r.node_model == m && &r.task_speed == t)

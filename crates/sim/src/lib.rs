@@ -701,6 +701,11 @@ impl<'a> Sim<'a> {
         self.res.get(i).and_then(Option::as_ref)
     }
 
+    /// [`Sim::res`], to change.
+    fn res_mut(&mut self, i: usize) -> Option<&mut Resources> {
+        self.res.get_mut(i).and_then(Option::as_mut)
+    }
+
     /// When rank `node`'s progress thread can handle an event that is due at `t`: once
     /// it is free, and after a stall (a fault) that covers `t`.
     fn ready(&self, node: u32, t: u64, stall: Option<(u32, u64, u64)>) -> u64 {
@@ -1023,7 +1028,7 @@ impl<'a> Sim<'a> {
             let mut result = Ok((self.job.result)(&task.payload));
             // A rank with resources dispatches through the core's policy (the CPU workers,
             // resource 0, have room: a worker is idle); one without runs it on the worker.
-            let (res, f) = match self.res.get_mut(i).and_then(Option::as_mut) {
+            let (res, f) = match self.res_mut(i) {
                 None => (0, self.slow[i]),
                 Some(table) => {
                     let id = table.dispatch_task(task.kind).expect("selected above");
@@ -1252,7 +1257,7 @@ impl<'a> Sim<'a> {
                 res,
             } => {
                 let i = node as usize;
-                if let Some(table) = self.res.get_mut(i).and_then(Option::as_mut) {
+                if let Some(table) = self.res_mut(i) {
                     table.complete(res);
                 }
                 if res == 0 {
@@ -1480,7 +1485,7 @@ impl Sim<'_> {
                 busy_by_owner: std::mem::take(&mut self.busy_by_owner[r]),
                 dispatches: std::mem::take(&mut self.dispatches[r]),
             });
-            if let Some(t) = self.res.get_mut(r).and_then(Option::as_mut) {
+            if let Some(t) = self.res_mut(r) {
                 t.reset_counts();
             }
         }
