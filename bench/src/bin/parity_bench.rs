@@ -5,7 +5,10 @@
 //! tasks and costs), and prints both efficiencies and resolution times per balancer and
 //! epoch, their differences, and how many rows are within the goal (±0.02 efficiency, ±5%
 //! resolution time). `--real-tasks` runs the simulator on DLB_Bench's real tasks, so the
-//! results' digests must agree too (small jobs only: what CI runs).
+//! results' digests must agree too (small jobs only: what CI runs). `--repeat N` runs each
+//! job N times in real processes and compares the simulator with the median run, and says
+//! how far the real runs themselves stray from that median (this machine's noise: what
+//! bounds any model's agreement).
 #![forbid(unsafe_code)]
 
 use clap::Parser;
@@ -106,6 +109,11 @@ struct Args {
     /// `sustained` matches the `none` rows and not the balanced ones (docs/results.md).
     #[arg(long, value_delimiter = ',', default_value = "startup", value_parser = ["sustained", "startup"])]
     task_speed: Vec<String>,
+    /// Real runs of each job (1–20): the simulator is compared with their median row
+    /// (efficiency and resolution time each, with the median start-up calibration), and
+    /// each row says how far the real runs spread around it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
 }
 
 /// Each simulated variant of a job: (node model, tasks' speed).
@@ -164,13 +172,89 @@ struct Row {
     epoch: u64,
     real: (f64, f64),
     sim: (f64, f64),
+    /// Every real run's (efficiency, resolution time); `real` is their median.
+    runs: Vec<(f64, f64)>,
     digests_agree: bool,
+}
+
+/// The goal's tolerance: `b` within ±0.02 efficiency and ±5% time of `a`.
+fn close(a: (f64, f64), b: (f64, f64)) -> bool {
+    (b.0 - a.0).abs() <= 0.02 && (b.1 / a.1 - 1.0).abs() <= 0.05
 }
 
 impl Row {
     fn within(&self) -> bool {
-        (self.sim.0 - self.real.0).abs() <= 0.02 && (self.sim.1 / self.real.1 - 1.0).abs() <= 0.05
+        close(self.real, self.sim)
     }
+
+    /// Every real run lies within the goal's tolerance of their median.
+    fn runs_agree(&self) -> bool {
+        self.runs.iter().all(|&r| close(self.real, r))
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One row's (efficiency, resolution time) in each real run.
+type RunPairs = Vec<(f64, f64)>;
+
+/// The median of several real runs of one job, row by row (efficiency, resolution time
+/// and calibration each; the other keys are the first run's), and every run's pair per
+/// row. The runs must report the same rows.
+fn median_rows(runs: &[Vec<Value>]) -> Result<(Vec<Value>, Vec<RunPairs>), String> {
+    let first = runs.first().ok_or("no real run")?;
+    let key = |v: &Value| {
+        (
+            v["balancer"].clone(),
+            v["protocol"].clone(),
+            v["epoch"].clone(),
+        )
+    };
+    let mut rows = Vec::with_capacity(first.len());
+    let mut pairs = Vec::with_capacity(first.len());
+    for (i, row) in first.iter().enumerate() {
+        let mut each = Vec::with_capacity(runs.len());
+        let mut cal = Vec::with_capacity(runs.len());
+        for (k, run) in runs.iter().enumerate() {
+            let r = run.get(i).filter(|r| key(r) == key(row)).ok_or_else(|| {
+                format!(
+                    "real run {} reported other rows than the first ({} against {})",
+                    k + 1,
+                    run.len(),
+                    first.len()
+                )
+            })?;
+            each.push((
+                r["efficiency"].as_f64().unwrap_or(f64::NAN),
+                r["resolution_s"].as_f64().unwrap_or(f64::NAN),
+            ));
+            cal.extend(r["calibration_s"].as_f64());
+        }
+        let mut m = row.clone();
+        m["efficiency"] = median(each.iter().map(|p| p.0).collect()).into();
+        m["resolution_s"] = median(each.iter().map(|p| p.1).collect()).into();
+        if !cal.is_empty() {
+            m["calibration_s"] = median(cal).into();
+        }
+        rows.push(m);
+        pairs.push(each);
+    }
+    if let Some(k) = runs.iter().position(|r| r.len() != first.len()) {
+        return Err(format!(
+            "real run {} reported {} rows, the first {}",
+            k + 1,
+            runs[k].len(),
+            first.len()
+        ));
+    }
+    Ok((rows, pairs))
 }
 
 /// The flags of job `name`.
@@ -195,27 +279,31 @@ fn compare(
         ],
         None => vec!["--preset".into(), model.into()],
     };
-    let real = rows(
-        Command::new(sibling("titus"))
-            .args([
-                "launch",
-                "-n",
-                &ranks.to_string(),
-                "--provider",
-                provider,
-                "--",
-            ])
-            .arg(sibling("dlb-bench"))
-            .args(flags)
-            .args(["--balancer", &args.balancer, "--json", "--no-progress"]),
-        &format!("{what}: real processes"),
-    )?;
+    let mut runs = Vec::with_capacity(args.repeat as usize);
+    for k in 0..args.repeat {
+        runs.push(rows(
+            Command::new(sibling("titus"))
+                .args([
+                    "launch",
+                    "-n",
+                    &ranks.to_string(),
+                    "--provider",
+                    provider,
+                    "--",
+                ])
+                .arg(sibling("dlb-bench"))
+                .args(flags)
+                .args(["--balancer", &args.balancer, "--json", "--no-progress"]),
+            &format!("{what}: real processes (run {})", k + 1),
+        )?);
+    }
+    let (real, spread) = median_rows(&runs).map_err(|e| format!("{what}: {e}"))?;
     let calibration = real
         .first()
         .and_then(|r| r["calibration_s"].as_f64())
         .ok_or_else(|| format!("{what}: the real run reported no calibration"))?;
     let slow = if args.task_speed.iter().any(|t| t == "sustained") {
-        let list = sustained(&real, ranks).map_err(|e| format!("{what}: {e}"))?;
+        let list = sustained(&runs.concat(), ranks).map_err(|e| format!("{what}: {e}"))?;
         eprintln!("parity-bench: {what}: tasks at their sustained speed, --slow {list}");
         list
     } else {
@@ -238,7 +326,7 @@ fn compare(
             sim_cmd.args(["--slow", &slow]);
         }
         let sim = rows(&mut sim_cmd, &format!("{what}: simulator"))?;
-        out.extend(pair_rows(
+        let mut paired = pair_rows(
             &what,
             provider,
             ranks,
@@ -246,7 +334,11 @@ fn compare(
             (node_model, speed),
             &real,
             &sim,
-        )?);
+        )?;
+        for (row, each) in paired.iter_mut().zip(&spread) {
+            row.runs.clone_from(each);
+        }
+        out.extend(paired);
     }
     Ok(out)
 }
@@ -338,6 +430,7 @@ fn pair_rows(
                 epoch,
                 real: pair(r),
                 sim: pair(s),
+                runs: vec![pair(r)],
                 digests_agree: r["results_digest"] == s["results_digest"],
             })
         })
@@ -408,7 +501,7 @@ fn main() {
     let mut failed = false;
     if !args.json {
         println!(
-            "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+            "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}{}",
             "provider",
             "ranks",
             "job",
@@ -421,7 +514,12 @@ fn main() {
             "diff",
             "res_real_s",
             "res_sim_s",
-            "diff%"
+            "diff%",
+            if args.repeat > 1 {
+                "  real runs: eff range, time range%"
+            } else {
+                ""
+            }
         );
     }
     for (provider, model) in args.providers.iter().zip(&models) {
@@ -440,11 +538,27 @@ fn main() {
                                         "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
                                         "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
                                         "within": r.within(), "digests_agree": r.digests_agree,
+                                        "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
+                                        "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
+                                        "real_runs_agree": r.runs_agree(),
                                     })
                                 );
                             } else {
+                                let range = |f: fn(&(f64, f64)) -> f64| {
+                                    let v = r.runs.iter().map(f);
+                                    v.clone().fold(f64::MIN, f64::max) - v.fold(f64::MAX, f64::min)
+                                };
+                                let spread = if args.repeat > 1 {
+                                    format!(
+                                        "  {:.4}, {:.1}%",
+                                        range(|p| p.0),
+                                        100.0 * range(|p| p.1) / r.real.1
+                                    )
+                                } else {
+                                    String::new()
+                                };
                                 println!(
-                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
+                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}{spread}",
                                     r.provider,
                                     r.ranks,
                                     r.job,
@@ -479,10 +593,6 @@ fn main() {
         let within = mine.iter().filter(|r| r.within()).count();
         let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
         let b_within = balanced.iter().filter(|r| r.within()).count();
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
         let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
         let time = median(
             mine.iter()
@@ -504,6 +614,24 @@ fn main() {
             } else {
                 String::new()
             }
+        );
+    }
+    // The real runs are the same rows under every variant: the first variant's.
+    if args.repeat > 1
+        && let Some((m, t)) = variants(&args).next()
+    {
+        let mine: Vec<&Row> = all
+            .iter()
+            .filter(|r| &r.node_model == m && &r.task_speed == t)
+            .collect();
+        let agree = mine.iter().filter(|r| r.runs_agree()).count();
+        let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
+        let b_agree = balanced.iter().filter(|r| r.runs_agree()).count();
+        eprintln!(
+            "parity-bench: the {} real runs of a job: every one within ±0.02 efficiency and ±5% time of their median in {agree} of {} rows ({b_agree} of {} balanced ones)",
+            args.repeat,
+            mine.len(),
+            balanced.len()
         );
     }
     if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
@@ -533,6 +661,51 @@ mod tests {
             json!({"balancer": "none", "busy_s": [0.9, 2.0], "owned_s": [0.5, 2.0]}),
         ];
         assert_eq!(sustained(&epochs, 2).unwrap(), "0:1.0400,1:1.1000");
+    }
+
+    #[test]
+    fn repeated_real_runs_give_their_median_row_and_each_runs_pair() {
+        let row = |eff: f64, t: f64, cal: f64| {
+            json!({"balancer": "random", "protocol": "claim", "epoch": 0,
+                   "efficiency": eff, "resolution_s": t, "calibration_s": cal})
+        };
+        let runs = vec![
+            vec![row(0.90, 1.00, 3.0)],
+            vec![row(0.96, 1.20, 1.0)],
+            vec![row(0.94, 1.02, 2.0)],
+        ];
+        let (m, each) = median_rows(&runs).unwrap();
+        assert_eq!(m[0]["efficiency"], 0.94);
+        assert_eq!(m[0]["resolution_s"], 1.02);
+        assert_eq!(m[0]["calibration_s"], 2.0);
+        assert_eq!(each[0], vec![(0.90, 1.00), (0.96, 1.20), (0.94, 1.02)]);
+        // Even counts: the mean of the middle two.
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        // A run whose rows differ is refused, naming it.
+        let other = vec![
+            runs[0].clone(),
+            vec![json!({"balancer": "none", "protocol": "claim", "epoch": 0})],
+        ];
+        assert!(median_rows(&other).unwrap_err().contains("real run 2"));
+        let short = vec![runs[0].clone(), Vec::new()];
+        assert!(median_rows(&short).unwrap_err().contains("real run 2"));
+        // A row's real runs agree only when each lies within the goal of their median.
+        let mut r = Row {
+            provider: "shm".into(),
+            ranks: 2,
+            job: "quick".into(),
+            node_model: "on".into(),
+            task_speed: "startup".into(),
+            run: "random/claim".into(),
+            epoch: 0,
+            real: (0.94, 1.02),
+            sim: (0.95, 1.0),
+            runs: each[0].clone(),
+            digests_agree: true,
+        };
+        assert!(r.within() && !r.runs_agree());
+        r.runs = vec![(0.93, 1.0), (0.95, 1.05)];
+        assert!(r.runs_agree());
     }
 
     #[test]

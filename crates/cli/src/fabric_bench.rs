@@ -81,6 +81,9 @@ struct Report {
     rows: Vec<Row>,
     read_bandwidth_gbs: f64,
     raw_read_bandwidth_gbs: Option<f64>,
+    /// The backend's progress polls (libfabric's `shm`: no wait object): its software
+    /// atomics and signals are served only when the target's progress turns.
+    polled_progress: bool,
 }
 
 /// What [`measure`] gives: rows, read bandwidth, raw read bandwidth.
@@ -102,6 +105,7 @@ impl Report {
             rows,
             read_bandwidth_gbs: bw,
             raw_read_bandwidth_gbs: raw_bw,
+            polled_progress: fabric.caps().polled_progress,
         }
     }
 }

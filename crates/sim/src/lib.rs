@@ -517,6 +517,9 @@ struct Sim<'a> {
     /// tasks.
     cpu_ranks: u32,
     node_busy: Vec<u32>,
+    /// On a polled fabric with the node model ([`Model::polled`]): per rank, when each of
+    /// its workers' running tasks ends (empty otherwise).
+    task_ends: Vec<Vec<u64>>,
 }
 
 /// The rank an operation acts on.
@@ -936,9 +939,23 @@ impl<'a> Sim<'a> {
         self.at(t, Ev::Complete { node, token, value });
     }
 
+    /// An atomic's service at its target: one at a time, `atomic_ns` each (the measured
+    /// cost, an idle target's progress naps included). On a polled fabric a target whose
+    /// workers all run tasks serves it in the first worker's poll at its task's end (or
+    /// when its progress thread's nap ends), at the cost of handling an input.
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
-        let start = now.max(self.per[peer as usize].atomic_free);
-        let served = start + self.job.model.atomic_ns as u64;
+        let p = peer as usize;
+        let busy_until = match self.task_ends.get(p) {
+            Some(ends) if peer != from && self.per[p].idle == 0 => ends.iter().min().copied(),
+            _ => None,
+        };
+        let start = now.max(self.per[p].atomic_free);
+        let served = match busy_until {
+            Some(end) => {
+                start.max(end.min(now + crate::model::BUSY_NAP_NS)) + self.job.model.event_ns as u64
+            }
+            None => start + self.job.model.atomic_ns as u64,
+        };
         self.per[peer as usize].atomic_free = served;
         let d = self.back(from, peer, true);
         self.complete(served + d, from, token, value);
@@ -1083,6 +1100,11 @@ impl<'a> Sim<'a> {
                     let t0 = self.per[i].start.unwrap_or(now);
                     self.dispatches[i].push((now.saturating_sub(t0), res, task.owner, cost));
                 }
+            }
+            if res == 0
+                && let Some(ends) = self.task_ends.get_mut(i)
+            {
+                ends.push(now + delay + cost);
             }
             self.at(
                 now + delay + cost,
@@ -1262,6 +1284,11 @@ impl<'a> Sim<'a> {
                 }
                 if res == 0 {
                     self.per[i].idle += 1;
+                    if let Some(ends) = self.task_ends.get_mut(i)
+                        && let Some(k) = ends.iter().position(|&e| e == now)
+                    {
+                        ends.swap_remove(k);
+                    }
                     if self.job.model.cpu.is_some() {
                         self.node_busy[i / self.cpu_ranks as usize] -= 1;
                         self.per[i].freed = match self.per[i].freed {
@@ -1761,6 +1788,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         ran_for: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         cpu_ranks,
         node_busy: vec![0; n.div_ceil(cpu_ranks as usize)],
+        task_ends: if job.model.polled && job.model.cpu.is_some() {
+            vec![Vec::new(); n]
+        } else {
+            Vec::new()
+        },
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime

@@ -11,7 +11,9 @@
 //! latency plus size / bandwidth later.
 //! Atomics serialize at the target: each occupies the target's atomic unit for
 //! `atomic_ns` (software-emulated atomics on tcp and shm are the target's progress thread
-//! at work, hence their cost). A signal is seen by the target's progress `signal_ns` after
+//! at work, hence their cost); where that progress polls (shm, [`Model::polled`]) and the
+//! node model is on, a target whose workers all run tasks serves them at a task's end. A
+//! signal is seen by the target's progress `signal_ns` after
 //! its data. Every input a rank's progress thread handles costs it `event_ns` of its time,
 //! so a rank flooded with signals (a master) serves them one after the other.
 //!
@@ -47,7 +49,16 @@ pub struct Model {
     /// The node's cores and what sharing them costs (None: every worker has a core of
     /// its own, at full speed, awake at once).
     pub cpu: Option<Cpu>,
+    /// The target's progress polls (libfabric's `shm`): with the node model on, an atomic
+    /// that reaches a rank whose workers all run tasks is served when the first of those
+    /// tasks ends (the runtime's workers poll the fabric between tasks while the progress
+    /// thread naps `BUSY_NAP`), or when that nap ends, whichever comes first.
+    pub polled: bool,
 }
+
+/// The runtime's progress nap on a polled fabric while every worker runs tasks
+/// (`BUSY_NAP` in titus-runtime's driver), ns.
+pub const BUSY_NAP_NS: u64 = 10_000_000;
 
 /// A node's cores and what sharing them costs, measured by `titus sim --calibrate`.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +163,7 @@ impl Model {
                 connection_bytes: 64.0 * 1024.0,
                 node: None,
                 cpu: None,
+                polled: false,
             }),
             "tcp-loopback" => {
                 Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
@@ -173,7 +185,8 @@ impl Model {
     /// --connections --json` prints), a first contact's cost (its first read minus an
     /// established one) and the memory per connection (the fuller end's). Without one,
     /// connections are free. A `node` object (what `titus sim --calibrate` adds) gives
-    /// the node's cores ([`Cpu`]).
+    /// the node's cores ([`Cpu`]); `polled_progress` (fabric-bench's, false where absent),
+    /// [`Model::polled`].
     pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
         let v: Value = serde_json::from_str(json.trim())
             .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
@@ -223,6 +236,12 @@ impl Model {
             connection_bytes,
             node: None,
             cpu,
+            polled: match v.get("polled_progress") {
+                None => false,
+                Some(b) => b.as_bool().ok_or_else(|| {
+                    format!("preset '{name}': polled_progress is not true or false")
+                })?,
+            },
         })
     }
 }
@@ -247,6 +266,8 @@ mod tests {
         assert!(node.signal_ns < shm.signal_ns);
         // Software atomics on shm and tcp cost tens of µs; hardware ones well under one.
         assert!(shm.atomic_ns > 10_000.0 && ib.atomic_ns < 1_000.0);
+        // Only libfabric's shm polls: its targets serve atomics between tasks.
+        assert!(shm.polled && !tcp.polled && !node.polled && !ib.polled);
         assert!(
             Model::preset("carrier-pigeon")
                 .unwrap_err()

@@ -1,7 +1,8 @@
 //! The node model (`Model::cpu`): ranks share their node's cores. Four ranks of one worker
 //! on a node of two cores take twice as long as with a core each; a shared slowdown and
 //! the progress threads' share stretch every task by their factor, which the cost that
-//! comes home carries; a sleeping worker wakes before its first task.
+//! comes home carries; a sleeping worker wakes before its first task; a polled fabric's
+//! target serves atomics between its tasks.
 
 mod common;
 
@@ -113,4 +114,46 @@ fn a_sleeping_worker_wakes_before_its_first_task() {
         (190_000..400_000).contains(&extra),
         "{extra} ns more than without wake-ups"
     );
+}
+
+/// libfabric's shm serves software atomics only when its target's progress turns: while
+/// the victim's one worker runs a 2 ms task, a thief's ticket waits for that task's end
+/// (the worker polls between tasks); where progress does not poll, it is served at once.
+#[test]
+fn a_polled_target_serves_atomics_between_its_tasks() {
+    const LONG_NS: u64 = 2_000_000;
+    let steal = |polled: bool| {
+        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
+        let mut model = Model::preset("shm").unwrap();
+        model.cpu = Some(cpu(2, 1.0, 0.0, 0.0));
+        model.polled = polled;
+        let tasks = vec![
+            (0..40u64)
+                .map(|i| SimTask {
+                    kind: 0,
+                    key: i,
+                    cost_ns: LONG_NS,
+                    payload: i.to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
+                })
+                .collect(),
+            Vec::new(),
+        ];
+        let job = Job {
+            seed: 3,
+            ..Job::new(core, overlay, model, tasks)
+        };
+        let out = simulate(&job).unwrap_or_else(|v| panic!("polled {polled}: {v}"));
+        let first = out.ranks[1].stats.steal_latency_ns.first().copied();
+        (first.expect("the thief stole"), out.end_ns)
+    };
+    let (served_at_once, end_at_once) = steal(false);
+    let (served_between, end_between) = steal(true);
+    assert!(served_at_once < LONG_NS / 4, "{served_at_once} ns");
+    assert!(
+        (LONG_NS - LONG_NS / 20..2 * LONG_NS).contains(&served_between),
+        "{served_between} ns: the ticket waits for the victim's task to end"
+    );
+    assert!(end_between > end_at_once, "{end_between} / {end_at_once}");
 }
