@@ -424,7 +424,7 @@ fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> V
 fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
     let first = a.bench.seed;
     let t0 = Instant::now();
-    let mut events = 0u64;
+    let (mut events, mut failed) = (0u64, 0u64);
     // Every seed's trace hash folded in order: two builds that simulate identically print
     // the same digest (a refactoring's proof that behaviour did not change).
     let mut digest = 0xcbf2_9ce4_8422_2325u64;
@@ -432,6 +432,7 @@ fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
         match check::check_seed(seed) {
             Ok(d) => {
                 events += d.events;
+                failed += d.exercised.failed_everywhere;
                 digest = (digest ^ d.trace).wrapping_mul(0x100_0000_01b3);
             }
             Err((what, v)) => {
@@ -443,7 +444,7 @@ fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
     }
     let wall = t0.elapsed().as_secs_f64();
     println!(
-        "titus sim --check: {} seeds from {first}, every invariant held ({events} events, trace digest {digest:016x}, {:.1} s, {:.0} events/s)",
+        "titus sim --check: {} seeds from {first}, every invariant held ({events} events, trace digest {digest:016x}, {:.1} s, {:.0} events/s; {failed} runs stopped on every rank by an injected resource failure)",
         a.seeds,
         wall,
         events as f64 / wall.max(1e-9)

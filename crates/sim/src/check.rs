@@ -1,8 +1,9 @@
 //! Deterministic simulation testing: one seed draws a small job (ranks, balancer,
 //! protocol, sizes tight enough to force inbox overflows and empty steals, workload,
 //! fabric preset) and faults (jitter that reorders operations, slow ranks, a rank whose
-//! progress stalls, ranks that exit right after the end), runs it, and checks every
-//! invariant of [`crate::simulate`].
+//! progress stalls, ranks that exit right after the end, a resource that fails a
+//! submission), runs it, and checks every invariant of [`crate::simulate`]. A run whose
+//! injected failure stopped every rank with an error, no task run twice, passes.
 //!
 //! Two families of seeds:
 //! - [`check_seed`] (`titus sim --check`): one epoch, every rank starting at once, the
@@ -15,7 +16,7 @@
 //!   ranks predict their loads and diffusion pushes batches (on in most seeds); pushed
 //!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
-use crate::{Faults, Job, Model, SimTask, Violation, simulate};
+use crate::{FAILED_EVERYWHERE, Faults, Job, Model, SimTask, Violation, simulate};
 use rand::RngExt as _;
 use rand_distr::Exp1;
 use std::time::Duration;
@@ -37,7 +38,7 @@ pub fn check_result(payload: &[u8]) -> Vec<u8> {
 pub struct Drawn {
     /// One line describing the job.
     pub what: String,
-    /// Events the run took.
+    /// Events the run took (none counted where an injected failure stopped it).
     pub events: u64,
     /// The trace hash.
     pub trace: u64,
@@ -68,6 +69,8 @@ pub struct Exercised {
     pub shares_retracted: u64,
     /// Operations to a rank that had ended and exited which left the epoch standing.
     pub gone_tolerated: u64,
+    /// Runs whose injected resource failure stopped every rank with an error.
+    pub failed_everywhere: u64,
 }
 
 impl Exercised {
@@ -83,6 +86,7 @@ impl Exercised {
         self.pushed_dear += other.pushed_dear;
         self.shares_retracted += other.shares_retracted;
         self.gone_tolerated += other.gone_tolerated;
+        self.failed_everywhere += other.failed_everywhere;
     }
 }
 
@@ -534,6 +538,20 @@ fn draw_and_run(
             titus_core::resources::Dispatch::Fixed,
         ][rng.below(3) as usize];
         what += &format!(", mixed resources ({})", resources.dispatch.name());
+        // A quarter of these: one accelerator fails one of its submissions (drawn apart,
+        // so every other draw is as before); where it gets that many, the epoch must fail
+        // on every rank, nothing run twice.
+        let mut fail = Rng::from_keys(&[seed, key, 0x6661_696c]); // "fail"
+        let with: Vec<u32> = (0..ranks)
+            .filter(|&r| !resources.per_rank[r as usize].is_empty())
+            .collect();
+        if !with.is_empty() && fail.chance(0.25) {
+            let r = with[fail.below(with.len() as u64) as usize];
+            let res = 1 + fail.below(resources.per_rank[r as usize].len() as u64) as usize;
+            let nth = 1 + fail.below(8);
+            resources.fail = Some((r, res, nth));
+            what += &format!(", resource {res} of rank {r} fails its submission {nth}");
+        }
     }
     // Workers' grains: the runtime's default, one task at a time, or up to 0.5 ms.
     let worker_grain_ns = match rng.below(3) {
@@ -564,6 +582,25 @@ fn draw_and_run(
         worker_grain_ns,
     };
     match simulate(&job) {
+        // The injected failure, told to every rank (each stopped with an error) before any
+        // task ran twice: what the runtime promises.
+        Err(v)
+            if job.resources.fail.is_some()
+                && v.0.contains("(injected)")
+                && v.0.contains(FAILED_EVERYWHERE) =>
+        {
+            Ok(Drawn {
+                what,
+                events: 0,
+                trace: u64::from_le_bytes(
+                    check_result(v.0.as_bytes()).try_into().expect("8 bytes"),
+                ),
+                exercised: Exercised {
+                    failed_everywhere: 1,
+                    ..Exercised::default()
+                },
+            })
+        }
         Ok(o) => {
             let mut exercised = Exercised::default();
             for r in o.earlier.iter().flatten().chain(&o.ranks) {
@@ -579,6 +616,7 @@ fn draw_and_run(
                     pushed_dear: st.tasks_pushed_dear,
                     shares_retracted: st.shares_retracted,
                     gone_tolerated: st.gone_tolerated,
+                    failed_everywhere: 0,
                 });
             }
             Ok(Drawn {
@@ -664,12 +702,13 @@ mod tests {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(200);
-        let (mut events, mut gone_tolerated) = (0, 0);
+        let (mut events, mut gone_tolerated, mut failed) = (0, 0, 0);
         for seed in first..first + seeds {
             match check_seed(seed) {
                 Ok(d) => {
                     events += d.events;
                     gone_tolerated += d.exercised.gone_tolerated;
+                    failed += d.exercised.failed_everywhere;
                 }
                 Err((what, v)) => panic!(
                     "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1"
@@ -681,6 +720,11 @@ mod tests {
         assert!(
             seeds < 100 || gone_tolerated > 0,
             "no operation to an exited rank in {seeds} seeds"
+        );
+        // Resources that fail a submission (a sixteenth of the jobs) stopped every rank.
+        assert!(
+            seeds < 100 || failed > 0,
+            "no injected failure stopped a run in {seeds} seeds"
         );
     }
 

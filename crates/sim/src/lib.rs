@@ -520,7 +520,18 @@ struct Sim<'a> {
     /// On a polled fabric with the node model ([`Model::polled`]): per rank, when each of
     /// its workers' running tasks ends (empty otherwise).
     task_ends: Vec<Vec<u64>>,
+    /// Ranks whose epoch failed (a task's or resource's error, or the ABORT flood that
+    /// follows it), and the first failure, in words: the run goes on until every rank
+    /// has stopped with an error ([`FAILED_EVERYWHERE`]) — the runtime's promise — or
+    /// ends in a violation naming those that never learned.
+    failed: Vec<bool>,
+    failed_count: usize,
+    first_failure: Option<String>,
 }
+
+/// How a run that failed on every rank ends its violation's message: the failure was
+/// told to every rank, each stopped with an error, and no task ran twice up to then.
+pub const FAILED_EVERYWHERE: &str = "every rank stopped with an error";
 
 /// The rank an operation acts on.
 fn target(op: &Op) -> u32 {
@@ -632,6 +643,16 @@ impl<'a> Sim<'a> {
     /// The next event in time order.
     fn pop(&mut self) -> Option<(u64, u64, u32)> {
         self.queue.pop()
+    }
+
+    /// The ranks (up to 8) that did not stop after another's failure.
+    fn unfailed(&self) -> String {
+        let left: Vec<String> = (0..self.nodes.len())
+            .filter(|&r| !self.failed[r])
+            .take(8)
+            .map(|r| r.to_string())
+            .collect();
+        format!("rank {}", left.join(", "))
     }
 
     /// The state of the first rank not done, for a failed run's message.
@@ -1147,7 +1168,21 @@ impl<'a> Sim<'a> {
             }
         }
         if let Some(e) = self.nodes[i].error() {
-            return Err(Violation(format!("rank {n} failed: {e}")));
+            if !self.failed[i] {
+                self.failed[i] = true;
+                self.failed_count += 1;
+                if self.first_failure.is_none() {
+                    self.first_failure = Some(format!("rank {n} failed: {e}"));
+                }
+            }
+            if self.failed_count == self.nodes.len() {
+                return Err(Violation(format!(
+                    "{}; {FAILED_EVERYWHERE} by {:.3} ms",
+                    self.first_failure.as_deref().unwrap_or_default(),
+                    now as f64 / 1e6
+                )));
+            }
+            return Ok(());
         }
         if self.per[i].start.is_none() {
             // Not in this epoch yet (a request of the next epoch's early starter, or one
@@ -1346,6 +1381,13 @@ impl Sim<'_> {
         let mut last = 0;
         while self.done_count < n {
             let Some((t, seq, slot)) = self.pop() else {
+                if let Some(first) = &self.first_failure {
+                    return Err(Violation(format!(
+                        "{first}; but {} of {n} ranks never stopped: {}",
+                        n - self.failed_count,
+                        self.unfailed()
+                    )));
+                }
                 let stuck = self.stuck();
                 return Err(Violation(format!(
                     "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
@@ -1414,6 +1456,14 @@ impl Sim<'_> {
                 self.mark(node, ready);
             }
             if self.events > self.job.max_events {
+                if let Some(first) = &self.first_failure {
+                    return Err(Violation(format!(
+                        "{first}; but {} of {n} ranks had not stopped after {} events: {}",
+                        n - self.failed_count,
+                        self.events,
+                        self.unfailed()
+                    )));
+                }
                 let stuck = self.stuck();
                 return Err(Violation(format!(
                     "no end after {} events ({} of {n} ranks done); {stuck}",
@@ -1793,6 +1843,9 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         } else {
             Vec::new()
         },
+        failed: vec![false; n],
+        failed_count: 0,
+        first_failure: None,
     };
     // Each rank's fabric peers, as the runtime configures them (`Node::peers` with its
     // in-neighbours, which are the ranks naming it as a peer here): the runtime

@@ -135,6 +135,8 @@ fn a_failing_resource_fails_the_run_naming_it() {
         e.0.contains("resource 1 of rank 0 failed its submission 3"),
         "{e}"
     );
+    // The ABORT flood reached every rank: each stopped with an error.
+    assert!(e.0.contains(titus_sim::FAILED_EVERYWHERE), "{e}");
 }
 
 #[test]
