@@ -110,8 +110,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "startup", value_parser = ["sustained", "startup"])]
     task_speed: Vec<String>,
     /// Real runs of each job (1–20): the simulator is compared with their median row
-    /// (efficiency and resolution time each, with the median start-up calibration), and
-    /// each row says how far the real runs spread around it.
+    /// (efficiency and resolution time each; the first run's calibration), and each row
+    /// says how far the real runs spread around it.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     repeat: u32,
 }
@@ -205,9 +205,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// One row's (efficiency, resolution time) in each real run.
 type RunPairs = Vec<(f64, f64)>;
 
-/// The median of several real runs of one job, row by row (efficiency, resolution time
-/// and calibration each; the other keys are the first run's), and every run's pair per
-/// row. The runs must report the same rows.
+/// The median of several real runs of one job, row by row (efficiency and resolution
+/// time, apart: the median row need not be any one run's; the other keys — calibration,
+/// results digest — are the first run's: DLB_Bench's tasks compute as many rounds as its
+/// start-up calibration says, so each run's results differ), and every run's pair per
+/// row. The runs must report the same rows, each with both figures.
 fn median_rows(runs: &[Vec<Value>]) -> Result<(Vec<Value>, Vec<RunPairs>), String> {
     let first = runs.first().ok_or("no real run")?;
     let key = |v: &Value| {
@@ -221,7 +223,6 @@ fn median_rows(runs: &[Vec<Value>]) -> Result<(Vec<Value>, Vec<RunPairs>), Strin
     let mut pairs = Vec::with_capacity(first.len());
     for (i, row) in first.iter().enumerate() {
         let mut each = Vec::with_capacity(runs.len());
-        let mut cal = Vec::with_capacity(runs.len());
         for (k, run) in runs.iter().enumerate() {
             let r = run.get(i).filter(|r| key(r) == key(row)).ok_or_else(|| {
                 format!(
@@ -231,18 +232,17 @@ fn median_rows(runs: &[Vec<Value>]) -> Result<(Vec<Value>, Vec<RunPairs>), Strin
                     first.len()
                 )
             })?;
-            each.push((
-                r["efficiency"].as_f64().unwrap_or(f64::NAN),
-                r["resolution_s"].as_f64().unwrap_or(f64::NAN),
-            ));
-            cal.extend(r["calibration_s"].as_f64());
+            let figure = |key: &str| {
+                r[key]
+                    .as_f64()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| format!("real run {} reported no {key}", k + 1))
+            };
+            each.push((figure("efficiency")?, figure("resolution_s")?));
         }
         let mut m = row.clone();
         m["efficiency"] = median(each.iter().map(|p| p.0).collect()).into();
         m["resolution_s"] = median(each.iter().map(|p| p.1).collect()).into();
-        if !cal.is_empty() {
-            m["calibration_s"] = median(cal).into();
-        }
         rows.push(m);
         pairs.push(each);
     }
@@ -677,7 +677,7 @@ mod tests {
         let (m, each) = median_rows(&runs).unwrap();
         assert_eq!(m[0]["efficiency"], 0.94);
         assert_eq!(m[0]["resolution_s"], 1.02);
-        assert_eq!(m[0]["calibration_s"], 2.0);
+        assert_eq!(m[0]["calibration_s"], 3.0, "the first run's");
         assert_eq!(each[0], vec![(0.90, 1.00), (0.96, 1.20), (0.94, 1.02)]);
         // Even counts: the mean of the middle two.
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
@@ -689,6 +689,9 @@ mod tests {
         assert!(median_rows(&other).unwrap_err().contains("real run 2"));
         let short = vec![runs[0].clone(), Vec::new()];
         assert!(median_rows(&short).unwrap_err().contains("real run 2"));
+        let mut bad = runs.clone();
+        bad[1][0]["efficiency"] = Value::Null;
+        assert!(median_rows(&bad).unwrap_err().contains("no efficiency"));
         // A row's real runs agree only when each lies within the goal of their median.
         let mut r = Row {
             provider: "shm".into(),

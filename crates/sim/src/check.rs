@@ -38,7 +38,7 @@ pub fn check_result(payload: &[u8]) -> Vec<u8> {
 pub struct Drawn {
     /// One line describing the job.
     pub what: String,
-    /// Events the run took (none counted where an injected failure stopped it).
+    /// Events the run took.
     pub events: u64,
     /// The trace hash.
     pub trace: u64,
@@ -589,17 +589,23 @@ fn draw_and_run(
                 && v.0.contains("(injected)")
                 && v.0.contains(FAILED_EVERYWHERE) =>
         {
-            Ok(Drawn {
-                what,
-                events: 0,
-                trace: u64::from_le_bytes(
-                    check_result(v.0.as_bytes()).try_into().expect("8 bytes"),
-                ),
-                exercised: Exercised {
-                    failed_everywhere: 1,
-                    ..Exercised::default()
-                },
-            })
+            // "… (N events, trace T)" ends the message.
+            let tail = v.0.rsplit('(').next().unwrap_or_default();
+            let mut words = tail.trim_end_matches(')').split_whitespace();
+            let events = words.next().and_then(|w| w.parse().ok());
+            let trace = words.nth(2).and_then(|w| u64::from_str_radix(w, 16).ok());
+            match (events, trace) {
+                (Some(events), Some(trace)) => Ok(Drawn {
+                    what,
+                    events,
+                    trace,
+                    exercised: Exercised {
+                        failed_everywhere: 1,
+                        ..Exercised::default()
+                    },
+                }),
+                _ => Err((what, Violation(format!("unreadable failure: {}", v.0)))),
+            }
         }
         Ok(o) => {
             let mut exercised = Exercised::default();

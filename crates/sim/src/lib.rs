@@ -518,15 +518,17 @@ struct Sim<'a> {
     cpu_ranks: u32,
     node_busy: Vec<u32>,
     /// On a polled fabric with the node model ([`Model::polled`]): per rank, when each of
-    /// its workers' running tasks ends (empty otherwise).
-    task_ends: Vec<Vec<u64>>,
+    /// its workers' running tasks ends, and which task it is (owner, index) — its
+    /// `TaskDone` may be handled later, when the rank's progress is free (empty otherwise).
+    task_ends: Vec<Vec<(u64, u32, u32)>>,
     /// Ranks whose epoch failed (a task's or resource's error, or the ABORT flood that
     /// follows it), and the first failure, in words: the run goes on until every rank
     /// has stopped with an error ([`FAILED_EVERYWHERE`]) — the runtime's promise — or
     /// ends in a violation naming those that never learned.
     failed: Vec<bool>,
     failed_count: usize,
-    first_failure: Option<String>,
+    /// The first failure: its rank, its code, in words.
+    first_failure: Option<(u32, u32, String)>,
 }
 
 /// How a run that failed on every rank ends its violation's message: the failure was
@@ -649,10 +651,10 @@ impl<'a> Sim<'a> {
     fn unfailed(&self) -> String {
         let left: Vec<String> = (0..self.nodes.len())
             .filter(|&r| !self.failed[r])
-            .take(8)
             .map(|r| r.to_string())
             .collect();
-        format!("rank {}", left.join(", "))
+        let more = if left.len() > 8 { ", …" } else { "" };
+        format!("rank {}{more}", left[..left.len().min(8)].join(", "))
     }
 
     /// The state of the first rank not done, for a failed run's message.
@@ -962,19 +964,33 @@ impl<'a> Sim<'a> {
 
     /// An atomic's service at its target: one at a time, `atomic_ns` each (the measured
     /// cost, an idle target's progress naps included). On a polled fabric a target whose
-    /// workers all run tasks serves it in the first worker's poll at its task's end (or
-    /// when its progress thread's nap ends), at the cost of handling an input.
+    /// workers all run tasks, that steals nothing and has no operation of its own in
+    /// flight (its progress thread's long nap: the runtime's driver) serves it in the
+    /// first worker's poll at its task's end — or when that nap ends (`BUSY_NAP`, or
+    /// sooner at the rank's timer) —, at the cost of handling an input. (The runtime's
+    /// worker polls at a task's end only 20 µs after its last poll: tasks shorter than
+    /// that may hold the atomic one task longer than here.)
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
         let p = peer as usize;
         let busy_until = match self.task_ends.get(p) {
-            Some(ends) if peer != from && self.per[p].idle == 0 => ends.iter().min().copied(),
+            Some(ends)
+                if peer != from
+                    && self.per[p].idle == 0
+                    && !self.nodes[p].awaits_remote()
+                    && self.nodes[p].in_flight() == 0 =>
+            {
+                let nap = self.nodes[p]
+                    .poll_timeout()
+                    .map_or(now + crate::model::BUSY_NAP_NS, |t| {
+                        t.0.max(now).min(now + crate::model::BUSY_NAP_NS)
+                    });
+                ends.iter().map(|e| e.0).min().map(|end| end.min(nap))
+            }
             _ => None,
         };
         let start = now.max(self.per[p].atomic_free);
         let served = match busy_until {
-            Some(end) => {
-                start.max(end.min(now + crate::model::BUSY_NAP_NS)) + self.job.model.event_ns as u64
-            }
+            Some(end) => start.max(end) + self.job.model.event_ns as u64,
             None => start + self.job.model.atomic_ns as u64,
         };
         self.per[peer as usize].atomic_free = served;
@@ -1125,7 +1141,8 @@ impl<'a> Sim<'a> {
             if res == 0
                 && let Some(ends) = self.task_ends.get_mut(i)
             {
-                ends.push(now + delay + cost);
+                ends.push((now + delay + cost, task.owner, task.index));
+                debug_assert!(ends.len() <= self.job.workers, "rank {n}: {ends:?}");
             }
             self.at(
                 now + delay + cost,
@@ -1171,15 +1188,32 @@ impl<'a> Sim<'a> {
             if !self.failed[i] {
                 self.failed[i] = true;
                 self.failed_count += 1;
-                if self.first_failure.is_none() {
-                    self.first_failure = Some(format!("rank {n} failed: {e}"));
+                match &self.first_failure {
+                    None => {
+                        self.first_failure = Some((n, e.code(), format!("rank {n} failed: {e}")))
+                    }
+                    // Every other rank stops with the first failure, passed on by ABORT:
+                    // anything else is a second failure of its own.
+                    Some((origin, code, first)) => {
+                        let told = titus_core::CoreError::Aborted {
+                            rank: *origin,
+                            code: *code,
+                        };
+                        if *e != told {
+                            return Err(Violation(format!(
+                                "{first}; then rank {n} failed otherwise: {e}"
+                            )));
+                        }
+                    }
                 }
             }
             if self.failed_count == self.nodes.len() {
                 return Err(Violation(format!(
-                    "{}; {FAILED_EVERYWHERE} by {:.3} ms",
-                    self.first_failure.as_deref().unwrap_or_default(),
-                    now as f64 / 1e6
+                    "{}; {FAILED_EVERYWHERE} by {:.3} ms ({} events, trace {:016x})",
+                    self.first_failure.as_ref().map_or("", |f| f.2.as_str()),
+                    now as f64 / 1e6,
+                    self.events,
+                    self.trace
                 )));
             }
             return Ok(());
@@ -1233,6 +1267,11 @@ impl<'a> Sim<'a> {
             Ev::Arrive { from, token, op } => return self.arrive(now, from, token, op),
             Ev::Start { node } => {
                 let i = node as usize;
+                if self.nodes[i].error().is_some() {
+                    // Told of another rank's failure before it started: it stops with
+                    // that error (the runtime's start returns it).
+                    return self.after(node, now);
+                }
                 let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
                     .iter()
                     .map(|t| titus_core::NewTask {
@@ -1320,7 +1359,7 @@ impl<'a> Sim<'a> {
                 if res == 0 {
                     self.per[i].idle += 1;
                     if let Some(ends) = self.task_ends.get_mut(i)
-                        && let Some(k) = ends.iter().position(|&e| e == now)
+                        && let Some(k) = ends.iter().position(|e| (e.1, e.2) == (owner, index))
                     {
                         ends.swap_remove(k);
                     }
@@ -1381,7 +1420,7 @@ impl Sim<'_> {
         let mut last = 0;
         while self.done_count < n {
             let Some((t, seq, slot)) = self.pop() else {
-                if let Some(first) = &self.first_failure {
+                if let Some((_, _, first)) = &self.first_failure {
                     return Err(Violation(format!(
                         "{first}; but {} of {n} ranks never stopped: {}",
                         n - self.failed_count,
@@ -1456,7 +1495,7 @@ impl Sim<'_> {
                 self.mark(node, ready);
             }
             if self.events > self.job.max_events {
-                if let Some(first) = &self.first_failure {
+                if let Some((_, _, first)) = &self.first_failure {
                     return Err(Violation(format!(
                         "{first}; but {} of {n} ranks had not stopped after {} events: {}",
                         n - self.failed_count,

@@ -117,12 +117,13 @@ fn a_sleeping_worker_wakes_before_its_first_task() {
 }
 
 /// libfabric's shm serves software atomics only when its target's progress turns: while
-/// the victim's one worker runs a 2 ms task, a thief's ticket waits for that task's end
-/// (the worker polls between tasks); where progress does not poll, it is served at once.
+/// the victim's one worker runs a 2 ms task and it has no operation of its own in flight,
+/// a thief's ticket waits for that task's end (the worker polls between tasks); where
+/// progress does not poll, or the victim's own operation keeps its naps short, at once.
 #[test]
 fn a_polled_target_serves_atomics_between_its_tasks() {
     const LONG_NS: u64 = 2_000_000;
-    let steal = |polled: bool| {
+    let latencies = |polled: bool| {
         let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
         let mut model = Model::preset("shm").unwrap();
         model.cpu = Some(cpu(2, 1.0, 0.0, 0.0));
@@ -145,15 +146,16 @@ fn a_polled_target_serves_atomics_between_its_tasks() {
             ..Job::new(core, overlay, model, tasks)
         };
         let out = simulate(&job).unwrap_or_else(|v| panic!("polled {polled}: {v}"));
-        let first = out.ranks[1].stats.steal_latency_ns.first().copied();
-        (first.expect("the thief stole"), out.end_ns)
+        out.ranks[1].stats.steal_latency_ns.clone()
     };
-    let (served_at_once, end_at_once) = steal(false);
-    let (served_between, end_between) = steal(true);
-    assert!(served_at_once < LONG_NS / 4, "{served_at_once} ns");
-    assert!(
-        (LONG_NS - LONG_NS / 20..2 * LONG_NS).contains(&served_between),
-        "{served_between} ns: the ticket waits for the victim's task to end"
-    );
-    assert!(end_between > end_at_once, "{end_between} / {end_at_once}");
+    let at_once = latencies(false);
+    let between = latencies(true);
+    // The first attempts meet the owner's own operation in flight (it publishes and
+    // advertises): served at once either way; later ones wait up to a task when polled.
+    assert!(at_once.iter().all(|&l| l < LONG_NS / 10), "{at_once:?}");
+    let waited = between
+        .iter()
+        .filter(|&&l| (LONG_NS / 2..=LONG_NS).contains(&l))
+        .count();
+    assert!(waited >= 2, "{between:?}");
 }
