@@ -309,6 +309,19 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
         ),
         (&["--worker-grain-us", "-1"][..], "--worker-grain-us -1"),
         (&["--worker-grain-us", "inf"][..], "--worker-grain-us inf"),
+        // Resource descriptions (issue #16): a missing rank, a speed ≤ 0, no capacity.
+        (
+            &["--ranks", "4", "--resources", "ranks=0-4:accel=1"][..],
+            "names rank 4, but the job has 4 ranks",
+        ),
+        (
+            &["--resources", "ranks=0:accel=1:speed=-2"][..],
+            "has speed -2",
+        ),
+        (
+            &["--resources", "ranks=0:accel=1:capacity=0"][..],
+            "has capacity 0",
+        ),
     ] {
         let mut all = vec!["sim"];
         all.extend_from_slice(args);
