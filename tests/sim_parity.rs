@@ -239,7 +239,8 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
 /// backend, real processes under `titus launch` against the simulator on the same real
 /// tasks — the same rows and the same results' digests (timings only printed). It
 /// calibrates this machine first (`--calibrate`, what a parity run on another machine
-/// needs) and simulates on that preset.
+/// needs) and simulates on that preset. Two real runs (`--repeat 2`): the simulator is
+/// compared with their median, on the first run's calibration and results.
 #[test]
 fn parity_bench_agrees_on_results_over_real_processes() {
     if !titus_tests::libfabric_or_skip() {
@@ -259,6 +260,8 @@ fn parity_bench_agrees_on_results_over_real_processes() {
             "--real-tasks",
             "--task-speed",
             "sustained",
+            "--repeat",
+            "2",
             "--json",
         ])
         .output()
@@ -275,9 +278,24 @@ fn parity_bench_agrees_on_results_over_real_processes() {
         ] {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {r}");
         }
+        // Both real runs' figures; the compared one is their median (of two: the mean).
+        let runs: Vec<f64> = r["efficiency_real_runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(runs.len(), 2, "{r}");
+        let median = (runs[0] + runs[1]) / 2.0;
+        assert!(
+            (r["efficiency_real"].as_f64().unwrap() - median).abs() < 1e-9,
+            "{r}"
+        );
+        assert!(r["real_runs_agree"].is_boolean(), "{r}");
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("digests agree in 4 of 4"), "{err}");
+    assert!(err.contains("the 2 real runs of a job"), "{err}");
     // Each rank's tasks at the speed they ran in the real `none` run.
     assert!(
         err.contains("tasks at their sustained speed, --slow 0:"),

@@ -585,14 +585,23 @@ fn main() {
             }
         }
     }
-    for (m, t) in variants(&args) {
-        let mine: Vec<&Row> = all
-            .iter()
+    // One variant's rows; how many of them, and of the balanced ones, pass `test`.
+    let variant = |m: &String, t: &String| -> Vec<&Row> {
+        all.iter()
             .filter(|r| &r.node_model == m && &r.task_speed == t)
-            .collect();
-        let within = mine.iter().filter(|r| r.within()).count();
-        let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
-        let b_within = balanced.iter().filter(|r| r.within()).count();
+            .collect()
+    };
+    let tally = |mine: &[&Row], test: fn(&Row) -> bool| {
+        let balanced = mine.iter().filter(|r| r.run != "none");
+        (
+            mine.iter().filter(|r| test(r)).count(),
+            balanced.clone().filter(|r| test(r)).count(),
+            balanced.count(),
+        )
+    };
+    for (m, t) in variants(&args) {
+        let mine = variant(m, t);
+        let (within, b_within, balanced) = tally(&mine, Row::within);
         let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
         let time = median(
             mine.iter()
@@ -603,7 +612,7 @@ fn main() {
             "parity-bench: node model {m}, tasks at {t} speed: {within} of {} rows within ±0.02 efficiency and ±5% time \
              ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%{}",
             mine.len(),
-            balanced.len(),
+            balanced,
             100.0 * time,
             if args.real_tasks {
                 format!(
@@ -620,18 +629,13 @@ fn main() {
     if args.repeat > 1
         && let Some((m, t)) = variants(&args).next()
     {
-        let mine: Vec<&Row> = all
-            .iter()
-            .filter(|r| &r.node_model == m && &r.task_speed == t)
-            .collect();
-        let agree = mine.iter().filter(|r| r.runs_agree()).count();
-        let balanced: Vec<&&Row> = mine.iter().filter(|r| r.run != "none").collect();
-        let b_agree = balanced.iter().filter(|r| r.runs_agree()).count();
+        let mine = variant(m, t);
+        let (agree, b_agree, balanced) = tally(&mine, Row::runs_agree);
         eprintln!(
             "parity-bench: the {} real runs of a job: every one within ±0.02 efficiency and ±5% time of their median in {agree} of {} rows ({b_agree} of {} balanced ones)",
             args.repeat,
             mine.len(),
-            balanced.len()
+            balanced
         );
     }
     if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
