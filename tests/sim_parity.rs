@@ -323,6 +323,10 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
             ["--calibrate", "/proc/x"],
             "--calibrate: cannot create '/proc/x'",
         ),
+        (
+            ["--worker-grain-us", "2e6"],
+            "--worker-grain-us 2000000: expected microseconds",
+        ),
     ] {
         let out = Command::new(titus_tests::bin("parity-bench"))
             .args(args)

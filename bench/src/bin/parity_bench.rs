@@ -114,6 +114,22 @@ struct Args {
     /// says how far the real runs spread around it.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     repeat: u32,
+    /// A worker's grain, µs (0 to 1,000,000), for the real runs and the simulator alike
+    /// (`dlb-bench --worker-grain-us`, `titus sim --worker-grain-us`; default: the
+    /// runtime's rule).
+    #[arg(long, value_name = "US")]
+    worker_grain_us: Option<f64>,
+}
+
+impl Args {
+    /// The flags every real and simulated run of a job takes beyond the job's own.
+    fn common(&self) -> Vec<String> {
+        let mut v = vec!["--balancer".to_string(), self.balancer.clone()];
+        if let Some(g) = self.worker_grain_us {
+            v.extend(["--worker-grain-us".to_string(), g.to_string()]);
+        }
+        v
+    }
 }
 
 /// Each simulated variant of a job: (node model, tasks' speed).
@@ -293,7 +309,8 @@ fn compare(
                 ])
                 .arg(sibling("dlb-bench"))
                 .args(flags)
-                .args(["--balancer", &args.balancer, "--json", "--no-progress"]),
+                .args(args.common())
+                .args(["--json", "--no-progress"]),
             &format!("{what}: real processes (run {})", k + 1),
         )?);
     }
@@ -316,7 +333,8 @@ fn compare(
             .args(["sim", "--ranks", &ranks.to_string()])
             .args(&model_args)
             .args(flags)
-            .args(["--balancer", &args.balancer, "--json"])
+            .args(args.common())
+            .arg("--json")
             .args(["--calibration", &calibration.to_string()])
             .args(["--node-model", node_model]);
         if args.real_tasks {
@@ -450,6 +468,12 @@ fn main() {
             })
         })
         .collect();
+    if let Some(g) = args.worker_grain_us
+        && !(0.0..=1e6).contains(&g)
+    {
+        eprintln!("parity-bench: --worker-grain-us {g}: expected microseconds in [0, 1000000]");
+        std::process::exit(2);
+    }
     if let Some(j) = args.jobs.iter().find(|j| job_flags(j).is_none()) {
         let names: Vec<&str> = JOBS.iter().map(|(n, _)| *n).collect();
         eprintln!(
@@ -541,6 +565,7 @@ fn main() {
                                         "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
                                         "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
                                         "real_runs_agree": r.runs_agree(),
+                                        "worker_grain_us": args.worker_grain_us,
                                     })
                                 );
                             } else {
