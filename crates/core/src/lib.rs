@@ -82,6 +82,11 @@ pub const GRAIN_TASKS_MAX: usize = 64;
 /// progress thread serves them meanwhile.
 pub const DEAR_TASK_NS: u64 = 200_000;
 
+/// A polling fabric's progress-thread nap while every worker of its rank runs tasks and
+/// serves the fabric between them (`polled_progress`): what arrives meanwhile waits for a
+/// task's end or this nap's (the runtime's driver; the simulator's model of it), ns.
+pub const BUSY_NAP_NS: u64 = 10_000_000;
+
 /// Whether a worker that finished a task of its grain and has `next` to run reports the
 /// `held` results it holds now (the oldest ended `held_for_ns` ago; `grain_ns` its grain)
 /// rather than with its next take from the queue: before a dear task, at

@@ -27,7 +27,7 @@ const IDLE_NAP: Duration = Duration::from_millis(1);
 /// only covers a task longer than this. Each of its wake-ups takes a busy core from a
 /// worker: at 1 ms, two ranks' progress threads on two cores took ~2,500 each in a 1.5 s
 /// run with no balancing at all (libfabric's shm).
-const BUSY_NAP: Duration = Duration::from_millis(10);
+const BUSY_NAP: Duration = Duration::from_nanos(titus_core::BUSY_NAP_NS);
 /// An operation open this long makes the driver ask whether its peer still exists: far
 /// above any healthy operation (tens of µs to a few ms here, scheduling delays included),
 /// far below the operation timeout (30 s).

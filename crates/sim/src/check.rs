@@ -16,7 +16,7 @@
 //!   ranks predict their loads and diffusion pushes batches (on in most seeds); pushed
 //!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
-use crate::{FAILED_EVERYWHERE, Faults, Job, Model, SimTask, Violation, simulate};
+use crate::{Faults, Job, Model, SimTask, Violation, failed_everywhere, simulate};
 use rand::RngExt as _;
 use rand_distr::Exp1;
 use std::time::Duration;
@@ -584,18 +584,9 @@ fn draw_and_run(
     match simulate(&job) {
         // The injected failure, told to every rank (each stopped with an error) before any
         // task ran twice: what the runtime promises.
-        Err(v)
-            if job.resources.fail.is_some()
-                && v.0.contains("(injected)")
-                && v.0.contains(FAILED_EVERYWHERE) =>
-        {
-            // "… (N events, trace T)" ends the message.
-            let tail = v.0.rsplit('(').next().unwrap_or_default();
-            let mut words = tail.trim_end_matches(')').split_whitespace();
-            let events = words.next().and_then(|w| w.parse().ok());
-            let trace = words.nth(2).and_then(|w| u64::from_str_radix(w, 16).ok());
-            match (events, trace) {
-                (Some(events), Some(trace)) => Ok(Drawn {
+        Err(v) if job.resources.fail.is_some() && v.0.contains("(injected)") => {
+            match failed_everywhere(&v) {
+                Some((events, trace)) => Ok(Drawn {
                     what,
                     events,
                     trace,
@@ -604,7 +595,7 @@ fn draw_and_run(
                         ..Exercised::default()
                     },
                 }),
-                _ => Err((what, Violation(format!("unreadable failure: {}", v.0)))),
+                None => Err((what, v)),
             }
         }
         Ok(o) => {

@@ -535,6 +535,20 @@ struct Sim<'a> {
 /// told to every rank, each stopped with an error, and no task ran twice up to then.
 pub const FAILED_EVERYWHERE: &str = "every rank stopped with an error";
 
+/// A run that failed on every rank ([`FAILED_EVERYWHERE`]): the events it took and its
+/// trace hash, which its violation's message ends with; None for any other violation.
+pub fn failed_everywhere(v: &Violation) -> Option<(u64, u64)> {
+    if !v.0.contains(FAILED_EVERYWHERE) {
+        return None;
+    }
+    // "… (N events, trace T)"
+    let tail = v.0.rsplit('(').next()?;
+    let mut words = tail.trim_end_matches(')').split_whitespace();
+    let events = words.next()?.parse().ok()?;
+    let trace = u64::from_str_radix(words.nth(2)?, 16).ok()?;
+    Some((events, trace))
+}
+
 /// The rank an operation acts on.
 fn target(op: &Op) -> u32 {
     match op {
@@ -966,8 +980,9 @@ impl<'a> Sim<'a> {
     /// cost, an idle target's progress naps included). On a polled fabric a target whose
     /// workers all run tasks, that steals nothing and has no operation of its own in
     /// flight (its progress thread's long nap: the runtime's driver) serves it in the
-    /// first worker's poll at its task's end — or when that nap ends (`BUSY_NAP`, or
-    /// sooner at the rank's timer) —, at the cost of handling an input. (The runtime's
+    /// first worker's poll at its task's end — or when that nap ends
+    /// ([`titus_core::BUSY_NAP_NS`], or sooner at the rank's deadline) —, at the cost of
+    /// handling an input. (The runtime's
     /// worker polls at a task's end only 20 µs after its last poll: tasks shorter than
     /// that may hold the atomic one task longer than here.)
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
@@ -979,11 +994,10 @@ impl<'a> Sim<'a> {
                     && !self.nodes[p].awaits_remote()
                     && self.nodes[p].in_flight() == 0 =>
             {
+                let nap = now + titus_core::BUSY_NAP_NS;
                 let nap = self.nodes[p]
                     .poll_timeout()
-                    .map_or(now + crate::model::BUSY_NAP_NS, |t| {
-                        t.0.max(now).min(now + crate::model::BUSY_NAP_NS)
-                    });
+                    .map_or(nap, |t| t.0.max(now).min(nap));
                 ends.iter().map(|e| e.0).min().map(|end| end.min(nap))
             }
             _ => None,
@@ -993,7 +1007,7 @@ impl<'a> Sim<'a> {
             Some(end) => start.max(end) + self.job.model.event_ns as u64,
             None => start + self.job.model.atomic_ns as u64,
         };
-        self.per[peer as usize].atomic_free = served;
+        self.per[p].atomic_free = served;
         let d = self.back(from, peer, true);
         self.complete(served + d, from, token, value);
     }
@@ -1208,6 +1222,7 @@ impl<'a> Sim<'a> {
                 }
             }
             if self.failed_count == self.nodes.len() {
+                // Its tail is read back by `failed_everywhere`.
                 return Err(Violation(format!(
                     "{}; {FAILED_EVERYWHERE} by {:.3} ms ({} events, trace {:016x})",
                     self.first_failure.as_ref().map_or("", |f| f.2.as_str()),

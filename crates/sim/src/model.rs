@@ -52,13 +52,10 @@ pub struct Model {
     /// The target's progress polls (libfabric's `shm`): with the node model on, an atomic
     /// that reaches a rank whose workers all run tasks is served when the first of those
     /// tasks ends (the runtime's workers poll the fabric between tasks while the progress
-    /// thread naps `BUSY_NAP`), or when that nap ends, whichever comes first.
+    /// thread naps [`titus_core::BUSY_NAP_NS`]), or when that nap ends, whichever comes
+    /// first.
     pub polled: bool,
 }
-
-/// The runtime's progress nap on a polled fabric while every worker runs tasks
-/// (`BUSY_NAP` in titus-runtime's driver), ns.
-pub const BUSY_NAP_NS: u64 = 10_000_000;
 
 /// A node's cores and what sharing them costs, measured by `titus sim --calibrate`.
 #[derive(Debug, Clone, PartialEq)]
