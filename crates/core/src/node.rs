@@ -1049,6 +1049,9 @@ impl Node {
                         self.results.out.push_tasks(hop, std::slice::from_ref(&p));
                     }
                     if !mine.is_empty() {
+                        if cx.stats.tasks_pushed_in == 0 {
+                            cx.stats.pushed_in_at_ns = cx.now.since(cx.started).as_nanos() as u64;
+                        }
                         cx.stats.tasks_pushed_in += mine.len() as u64;
                         // Estimates read from another rank: summed without trusting them.
                         let ns = mine

@@ -49,11 +49,17 @@ pub struct Stats {
     pub tasks_pushed: u64,
     /// Their predicted cost, ns.
     pub pushed_ns: u64,
+    /// When the write of this rank's last chunk of pushed tasks completed, from the start
+    /// of the epoch on this rank (ns; 0: none).
+    pub pushed_out_at_ns: u64,
     /// Of the tasks pushed, those dealt along the dear string of a split string plan
     /// ([`crate::StringLoads::with_split`]).
     pub tasks_pushed_dear: u64,
     /// Tasks neighbours pushed to this rank.
     pub tasks_pushed_in: u64,
+    /// When the first of them arrived, from the start of the epoch on this rank (ns; 0:
+    /// none came).
+    pub pushed_in_at_ns: u64,
     /// Pushed tasks this rank passed on towards the rank they go to (the string plan).
     pub tasks_forwarded: u64,
     /// Bytes of pushed-task chunks sent.

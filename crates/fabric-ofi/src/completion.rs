@@ -293,7 +293,12 @@ impl OfiFabric {
             }
         }
         drop(st);
-        self.notify_waiters();
+        // While the workers serve (polled progress), what they poll is theirs: waking the
+        // napping progress thread would take a core from a worker (a `wait` elsewhere
+        // re-checks within its slice).
+        if !(self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire)) {
+            self.notify_waiters();
+        }
     }
 
     /// Posts the signals whose data was delivered (the caller holds the poller token).
@@ -367,11 +372,13 @@ impl OfiFabric {
     ) -> Result<(), FabricError> {
         let deadline = Instant::now() + timeout;
         let seen = lock(&self.state).completions;
+        // Workers serve between tasks (polled progress): arrivals are theirs; only a
+        // wake-up or the time ends this call.
+        let quiet = || self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire);
         loop {
             {
                 let mut st = lock(&self.state);
-                if !st.signals.is_empty()
-                    || st.completions != seen
+                if (!quiet() && (!st.signals.is_empty() || st.completions != seen))
                     || self.woken.swap(false, Ordering::AcqRel)
                 {
                     signals.extend(st.signals.drain(..));
@@ -384,8 +391,7 @@ impl OfiFabric {
             }
             let ms = (left.as_millis() as i32).clamp(1, 1000);
             let ready = |st: &State| {
-                !st.signals.is_empty()
-                    || st.completions != seen
+                (!quiet() && (!st.signals.is_empty() || st.completions != seen))
                     || self.woken.load(Ordering::Acquire)
             };
             match self.poller.try_lock() {
@@ -402,10 +408,13 @@ impl OfiFabric {
                         continue;
                     }
                     // Short caps (the driver expects news) and this rank's own operations
-                    // in flight: 10 µs doubling to the cap, since a burst's next message
-                    // comes soon. Long caps (idle, or the workers poll): the whole cap.
+                    // in flight (unless the workers collect them): 10 µs doubling to the
+                    // cap, since a burst's next message comes soon. Long caps (idle, or
+                    // the workers poll): the whole cap.
                     let cap = self.max_nap_ns.load(Ordering::Relaxed).max(1_000);
-                    let nap = if cap <= SHORT_NAP_NS || !lock(&self.state).inflight.is_empty() {
+                    let nap = if cap <= SHORT_NAP_NS
+                        || (!quiet() && !lock(&self.state).inflight.is_empty())
+                    {
                         let n = self.nap_ns.load(Ordering::Relaxed);
                         (if n < 10_000 {
                             10_000

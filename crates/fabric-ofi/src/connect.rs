@@ -257,6 +257,7 @@ impl OfiFabric {
             gate: titus_fabric::WakeGate::new(),
             has_deferred: std::sync::atomic::AtomicBool::new(false),
             woken: std::sync::atomic::AtomicBool::new(false),
+            workers_serve: std::sync::atomic::AtomicBool::new(false),
             poller: Mutex::new(()),
             nap_ns: AtomicU64::new(0),
             max_nap_ns: AtomicU64::new(max_nap_us * 1_000),

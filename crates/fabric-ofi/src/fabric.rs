@@ -37,6 +37,10 @@ pub struct OfiFabric {
     pub(crate) gate: titus_fabric::WakeGate,
     /// `wake` was called: `progress` returns.
     pub(crate) woken: std::sync::atomic::AtomicBool,
+    /// Polled progress: the workers collect signals and completions between tasks
+    /// ([`Fabric::set_workers_serve`]), so a `progress` call returns only when woken or
+    /// when its time is up (each arrival woke it onto a core a worker needed).
+    pub(crate) workers_serve: std::sync::atomic::AtomicBool,
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
     pub(crate) has_deferred: std::sync::atomic::AtomicBool,
     pub(crate) poller: Mutex<()>,
@@ -372,6 +376,21 @@ impl Fabric for OfiFabric {
             let _ = self.poll_once(0);
         }
         lock(&self.state).done.take_own(out);
+    }
+
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        // Signals are posted to the queue by whoever polled (a worker between tasks, the
+        // progress thread); a progress call's wake-up stays for it.
+        let mut st = lock(&self.state);
+        if st.signals.is_empty() {
+            return false;
+        }
+        signals.extend(st.signals.drain(..));
+        true
+    }
+
+    fn set_workers_serve(&self, on: bool) {
+        self.workers_serve.store(on, Ordering::Release);
     }
 
     fn poll(&self) {

@@ -455,9 +455,10 @@ pub trait Fabric: Send + Sync + fmt::Debug {
 
     /// Moves the signals that arrived into `signals` without blocking and without
     /// consuming a [`Fabric::wake`] meant for a progress call; returns whether any came.
-    /// Backends whose operations are [`Capabilities::immediate`] implement it, so a worker
-    /// can serve signals between tasks; others collect signals only in
-    /// [`Fabric::progress`] and return false.
+    /// Backends whose operations are [`Capabilities::immediate`] or whose progress polls
+    /// ([`Capabilities::polled_progress`]: a worker's [`Fabric::poll`] collects them)
+    /// implement it, so a worker can serve signals between tasks; others collect signals
+    /// only in [`Fabric::progress`] and return false.
     fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
         let _ = signals;
         false
@@ -465,9 +466,10 @@ pub trait Fabric: Send + Sync + fmt::Debug {
 
     /// A hint for backends whose workers collect signals between tasks
     /// ([`Fabric::take_signals`]): `on` while every worker runs tasks and does so, so a
-    /// [`Fabric::progress`] call need not be woken by each arriving signal — it naps
-    /// instead (10 ms at most) and leaves the signals to the workers; [`Fabric::wake`]
-    /// and a peer's [`Fabric::urge`] still wake it. Others ignore it.
+    /// [`Fabric::progress`] call need not be woken by each arriving signal (or, where
+    /// progress polls, each completion a worker's poll finds) — it naps instead (10 ms at
+    /// most) and leaves them to the workers; [`Fabric::wake`] and a peer's
+    /// [`Fabric::urge`] still wake it. Others ignore it.
     fn set_workers_serve(&self, on: bool) {
         let _ = on;
     }

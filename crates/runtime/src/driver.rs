@@ -40,21 +40,37 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(250);
 /// needs the peer — the epoch cannot end without it anyway.
 const LIVENESS_BUSY_EVERY: Duration = Duration::from_secs(1);
 
-/// An operation in flight: its fabric id, the node's token, when it was submitted, and
-/// the peer.
-pub(crate) type Open = (OpId, Token, Instant, titus_core::Rank);
+/// An operation in flight: the node's token, when it was submitted, the peer, and whether
+/// the progress thread submitted it (its drain collects those; others are tested one by
+/// one).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Open {
+    token: Token,
+    since: Instant,
+    peer: titus_core::Rank,
+    driver: bool,
+}
+
+/// The rank's operations in flight, by fabric id ([`Shared::open`]): whoever drives the
+/// node — the progress thread, or a worker between tasks — collects what completed, under
+/// this map's lock, so each completion is handed to the node once.
+pub(crate) type OpenOps = std::collections::HashMap<OpId, Open>;
 
 /// Most commands a worker drives inline at once before leaving the rest to the progress
 /// thread (a bound on the time a worker spends away from tasks).
 const INLINE_MAX: usize = 64;
 
-/// Where every operation completes inside its submitting call
-/// ([`titus_fabric::Capabilities::immediate`]: the node backend), the thread that made
-/// the node want something — an idle worker starting a steal, a worker routing a result
-/// — submits the node's commands itself and feeds their completions straight back, under
-/// the node's lock it already holds: a steal inside a node is then a few cache-line
-/// transfers, not two thread wake-ups. An operation that stays open (a signal waiting for
-/// room) is handed to the progress thread. Returns whether it handed any over.
+/// Where workers serve the node ([`Shared::serve`]), the thread that made the node want
+/// something — an idle worker starting a steal, a worker routing a result — submits the
+/// node's commands itself and feeds their completions back, under the node's lock it
+/// already holds. Where every operation completes inside its submitting call
+/// ([`titus_fabric::Capabilities::immediate`]: the node backend) a steal inside a node is
+/// then a few cache-line transfers, not two thread wake-ups. Where the fabric's progress
+/// polls (libfabric's shm) operations stay open: they join [`Shared::open`], and whoever
+/// drives next collects them — the next worker turn, or the progress thread — so that on
+/// a node whose cores all run workers nothing waits for the progress thread to be
+/// scheduled (measured on 2 cores: 0.5–2.5 ms per protocol step). Returns whether
+/// operations stayed open.
 pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     let f = &*sh.fabric;
     let mem = SegMem(f);
@@ -64,6 +80,9 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     let mut signals = Vec::new();
     f.take_signals(&mut signals);
     feed(node, sh.now(), signals, &mem);
+    if !sh.inline {
+        collect_open(sh, node, &mem);
+    }
     let mut handed = false;
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };
@@ -74,7 +93,15 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
             Ok(Err(id)) => match f.test(id) {
                 Some(r) => r.map_err(|e| failure_to(f, peer, e)),
                 None => {
-                    crate::lock(&sh.handoff).push((id, c.token, Instant::now(), peer));
+                    crate::lock(&sh.open).insert(
+                        id,
+                        Open {
+                            token: c.token,
+                            since: Instant::now(),
+                            peer,
+                            driver: false,
+                        },
+                    );
                     handed = true;
                     continue;
                 }
@@ -89,6 +116,31 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     // progress thread's turn.
     sh.wake_workers_for(node.queued());
     handed
+}
+
+/// Feeds `node` the operations in [`Shared::open`] that completed (a worker's turn: it
+/// tests each; the progress thread drains its own).
+fn collect_open(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
+    let f = &*sh.fabric;
+    let mut done = Vec::new();
+    {
+        let mut open = crate::lock(&sh.open);
+        if open.is_empty() {
+            return;
+        }
+        open.retain(|&id, o| match f.test(id) {
+            Some(r) => {
+                done.push((*o, r));
+                false
+            }
+            None => true,
+        });
+    }
+    for (o, r) in done {
+        let now = sh.now();
+        sh.contacts.completed(o.peer, now.0);
+        node.handle_completion(now, o.token, r.map_err(|e| failure_to(f, o.peer, e)), mem);
+    }
 }
 
 /// Hands arrived `signals` to the node, then fires its timers if due: what every thread
@@ -245,17 +297,12 @@ pub(crate) fn run(sh: &Shared) {
     let fabric = sh.fabric.clone();
     let mem = SegMem(&*fabric);
     let op_timeout = sh.cfg.op_timeout;
-    let mut inflight: std::collections::HashMap<OpId, (Token, Instant, titus_core::Rank)> =
-        Default::default();
     // When each peer's liveness was last asked.
     let mut asked: std::collections::HashMap<titus_core::Rank, Instant> = Default::default();
     let mut commands: Vec<Command> = Vec::new();
     let mut done: Vec<(OpId, Result<u64, FabricError>)> = Vec::new();
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
     let mut signals = Vec::new();
-    // Operations handed over by workers: collected one by one (a drain takes only this
-    // thread's own).
-    let mut foreign: Vec<OpId> = Vec::new();
     // The nap last set (the fabric starts at its own, TITUS_PROGRESS_MAX_SLEEP_US for libfabric).
     let mut nap_set = IDLE_NAP;
     // When the peers' liveness was last swept.
@@ -279,86 +326,112 @@ pub(crate) fn run(sh: &Shared) {
             match posted {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
-                    inflight.insert(id, (c.token, Instant::now(), peer));
+                    crate::lock(&sh.open).insert(
+                        id,
+                        Open {
+                            token: c.token,
+                            since: Instant::now(),
+                            peer,
+                            driver: true,
+                        },
+                    );
                     continue;
                 }
                 Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer, e)))),
             }
             sh.contacts.completed(peer, sh.now().0);
         }
-        // 2. Completions in; operations past their timeout fail.
-        for (id, token, t, peer) in crate::lock(&sh.handoff).drain(..) {
-            inflight.insert(id, (token, t, peer));
-            foreign.push(id);
-        }
-        fabric.drain_completions(&mut done);
-        foreign.retain(|&id| match fabric.test(id) {
-            Some(r) => {
-                done.push((id, r));
-                false
-            }
-            None => inflight.contains_key(&id),
-        });
-        for (id, r) in done.drain(..) {
-            if let Some((token, _, peer)) = inflight.remove(&id) {
-                sh.contacts.completed(peer, sh.now().0);
-                // A failed operation to a process that is gone: say so in words (the
-                // provider's error is often a bare EAGAIN or connection reset).
-                results.push((token, r.map_err(|e| failure_to(&*fabric, peer, e))));
-            }
-        }
+        // 2. Completions in; operations past their timeout fail. (Under the open map's
+        // lock: a worker collecting at the same time never tests an operation whose
+        // completion this thread drained.)
+        let mut completed = Vec::new();
+        let mut slow: Vec<titus_core::Rank> = Vec::new();
         let now_i = Instant::now();
+        let open_now = {
+            let mut open = crate::lock(&sh.open);
+            fabric.drain_completions(&mut done);
+            for (id, r) in done.drain(..) {
+                if let Some(o) = open.remove(&id) {
+                    completed.push((o, r));
+                }
+            }
+            // Others' operations (submitted by workers): one by one.
+            open.retain(|&id, o| {
+                if o.driver {
+                    return true;
+                }
+                match fabric.test(id) {
+                    Some(r) => {
+                        completed.push((*o, r));
+                        false
+                    }
+                    None => true,
+                }
+            });
+            for o in open.values() {
+                if now_i.duration_since(o.since) >= LIVENESS_AFTER && !slow.contains(&o.peer) {
+                    slow.push(o.peer);
+                }
+            }
+            open.len()
+        };
+        for (o, r) in completed {
+            sh.contacts.completed(o.peer, sh.now().0);
+            // A failed operation to a process that is gone: say so in words (the
+            // provider's error is often a bare EAGAIN or connection reset).
+            results.push((o.token, r.map_err(|e| failure_to(&*fabric, o.peer, e))));
+        }
         // Peers of slow operations whose process is gone (asked at most every
         // LIVENESS_EVERY per peer).
         let mut gone: Vec<(titus_core::Rank, String)> = Vec::new();
-        for (_, t, peer) in inflight.values() {
-            if now_i.duration_since(*t) < LIVENESS_AFTER || gone.iter().any(|(p, _)| p == peer) {
-                continue;
-            }
+        for peer in slow {
             if asked
-                .get(peer)
+                .get(&peer)
                 .is_some_and(|a| now_i.duration_since(*a) < LIVENESS_EVERY)
             {
                 continue;
             }
-            asked.insert(*peer, now_i);
-            if let Some(why) = fabric.peer_gone(*peer) {
-                gone.push((*peer, why));
+            asked.insert(peer, now_i);
+            if let Some(why) = fabric.peer_gone(peer) {
+                gone.push((peer, why));
             }
         }
-        inflight.retain(|_, (token, t, peer)| {
-            if let Some((_, why)) = gone.iter().find(|(p, _)| p == peer) {
-                results.push((
-                    *token,
-                    Err(OpFailure {
-                        peer_gone: true,
-                        detail: why.clone(),
-                    }),
-                ));
-                return false;
-            }
-            if now_i.duration_since(*t) > op_timeout {
-                results.push((
-                    *token,
-                    Err(OpFailure {
-                        peer_gone: true,
-                        detail: format!(
-                            "no completion within {op_timeout:?} (peer dead or not progressing)"
-                        ),
-                    }),
-                ));
-                false
-            } else {
-                true
-            }
-        });
+        if open_now > 0 {
+            crate::lock(&sh.open).retain(|_, o| {
+                if let Some((_, why)) = gone.iter().find(|(p, _)| *p == o.peer) {
+                    results.push((
+                        o.token,
+                        Err(OpFailure {
+                            peer_gone: true,
+                            detail: why.clone(),
+                        }),
+                    ));
+                    return false;
+                }
+                if now_i.duration_since(o.since) > op_timeout {
+                    results.push((
+                        o.token,
+                        Err(OpFailure {
+                            peer_gone: true,
+                            detail: format!(
+                                "no completion within {op_timeout:?} (peer dead or not progressing)"
+                            ),
+                        }),
+                    ));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        let open_now = crate::lock(&sh.open).len();
         // Every rank in an epoch asks whether its peers' processes still exist: an idle
         // one waiting on others (no task here, no operation in flight to time out) every
         // LIVENESS_EVERY — a peer that died after its last operation with this rank
         // completed would otherwise be waited for forever — a busy one every
         // LIVENESS_BUSY_EVERY, so that a dead peer is named within seconds whatever this
         // rank is doing.
-        let idle = inflight.is_empty() && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+        let idle = open_now == 0 && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
         let sweep = now_i.duration_since(swept)
             >= if idle {
                 LIVENESS_EVERY
@@ -387,7 +460,7 @@ pub(crate) fn run(sh: &Shared) {
                 .min(MAX_WAIT);
             if node.has_commands() {
                 wait = Duration::ZERO;
-            } else if !inflight.is_empty() {
+            } else if open_now > 0 {
                 // A completion dispatched just before the wait starts would not end it.
                 wait = wait.min(Duration::from_millis(1));
             }
@@ -400,14 +473,23 @@ pub(crate) fn run(sh: &Shared) {
             // A rank whose workers all wait during a running epoch is in the end game
             // (results coming home, the termination tree, an advertisement): others
             // operate on it and its own core is free, so its naps stay short too.
+            // Where workers serve the node between tasks (below), they also collect this
+            // rank's operations and answers: the long nap while they all run tasks.
+            // (By the busy count, which a worker lowers before it wakes this thread on
+            // going idle or starting a dear task: counted by the idle ones, a worker
+            // going idle still looked busy here and the nap was the long one — 10 ms
+            // tails at the ends of shm epochs.)
             let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
-            let idle = sh.idle_workers.load(Ordering::Acquire);
-            let workers_poll = polling_epoch && idle == 0;
-            let waiting = polling_epoch && idle >= sh.cfg.workers;
-            let short = (node.expects_remote_ops() && !workers_poll)
-                || node.awaits_remote()
-                || waiting
-                || !inflight.is_empty();
+            let busy = sh.busy_workers.load(Ordering::Acquire);
+            let serve =
+                sh.serve && sh.epoch_running.load(Ordering::Acquire) && busy >= sh.cfg.workers;
+            let workers_poll = polling_epoch && busy >= sh.cfg.workers;
+            let waiting = polling_epoch && busy == 0;
+            let short = !(serve && workers_poll)
+                && ((node.expects_remote_ops() && !workers_poll)
+                    || node.awaits_remote()
+                    || waiting
+                    || open_now > 0);
             let nap = if short {
                 sh.cfg.epoch_nap
             } else if workers_poll {
@@ -419,11 +501,8 @@ pub(crate) fn run(sh: &Shared) {
                 nap_set = nap;
                 fabric.set_progress_nap(nap);
             }
-            // Inline fabrics: while every worker runs tasks, they serve signals and timers
+            // While every worker runs tasks, they serve signals, timers and completions
             // between tasks; this thread need not be woken for each.
-            let serve = sh.inline
-                && sh.epoch_running.load(Ordering::Acquire)
-                && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers;
             // Every turn (a worker may have turned it off meanwhile: going idle, or
             // starting a dear task).
             fabric.set_workers_serve(serve);

@@ -319,11 +319,18 @@ pub(crate) struct Shared {
     /// When the progress thread's current wait ends (node time, ns): a worker that makes
     /// the node want something earlier wakes it.
     pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
-    /// Operations a worker submitted inline ([`driver::drive_inline`]) that did not
-    /// complete at once: the progress thread takes them over.
-    pub(crate) handoff: Mutex<Vec<driver::Open>>,
-    /// Workers drive the node's commands themselves (the fabric is `immediate`).
+    /// This rank's operations in flight: whoever drives the node (the progress thread,
+    /// a worker between tasks) collects their completions ([`driver::drive_inline`]).
+    pub(crate) open: Mutex<driver::OpenOps>,
+    /// The fabric completes operations inside their call (`immediate`).
     pub(crate) inline: bool,
+    /// Workers drive the node themselves between tasks — its commands, the signals that
+    /// arrived, its timers, its operations' completions — and the progress thread naps
+    /// while they all run tasks: where operations are immediate (the node backend), and
+    /// where the fabric's progress polls (libfabric's shm: the workers poll it between
+    /// tasks anyway, and a progress thread woken for each step waited 0.5–2.5 ms for a
+    /// core on a node whose cores all ran workers).
+    pub(crate) serve: bool,
     /// This rank's fabric peers: whose liveness an idle rank checks.
     pub(crate) peers: Vec<u32>,
     /// The ranks operated on, and their first contacts' cost.
@@ -676,8 +683,9 @@ impl Runtime {
             timings: tracing::enabled!(tracing::Level::DEBUG),
             epoch_running: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
-            handoff: Mutex::new(Vec::new()),
+            open: Mutex::new(Default::default()),
             inline: fabric.caps().immediate,
+            serve: fabric.caps().immediate || fabric.caps().polled_progress,
             contacts: contacts::Contacts::new(rank, size),
             lazy: lazy && fabric.connects_lazily(),
             fabric,
@@ -1207,7 +1215,7 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             prepare_time,
             gather_time,
@@ -1224,6 +1232,9 @@ impl Runtime {
             core.tasks_pushed,
             core.pushed_ns / 1_000_000,
             core.predicted_ns / 1_000_000,
+            core.pushed_out_at_ns as f64 / 1e6,
+            core.tasks_pushed_in,
+            core.pushed_in_at_ns as f64 / 1e6,
             Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed)),
             core.grains,
             core.tasks_run_for_others,

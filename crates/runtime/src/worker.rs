@@ -135,9 +135,15 @@ pub(crate) fn release(sh: &Shared, node: std::sync::MutexGuard<'_, titus_core::N
 /// task, or wakes the progress thread when it runs out of tasks (a wake-up per task cost
 /// the other rank's worker its core thousands of times a second).
 fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -> bool {
-    handed
-        || node.has_commands()
+    // Where the fabric's progress polls, workers that all run tasks collect what stayed
+    // open and fire the timers after their next task; a worker that goes idle or starts
+    // a dear task wakes the progress thread to take over.
+    let serving =
+        sh.serve && !sh.inline && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+    node.has_commands()
+        || (handed && !serving)
         || (!sh.inline
+            && !serving
             && node
                 .poll_timeout()
                 .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire)))
@@ -255,7 +261,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             if ran {
                 ran = false;
                 sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
-                if sh.inline {
+                if sh.serve {
                     sh.fabric.set_workers_serve(false);
                     sh.fabric.wake();
                 }
@@ -429,7 +435,7 @@ fn hand(
 /// Unlocks `node` after a worker's turn with it, passing on what the node then wants:
 /// driven inline where the fabric allows, else the progress thread woken if it must be.
 fn pass_on(sh: &Shared, mut node: std::sync::MutexGuard<'_, titus_core::Node>) {
-    let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
+    let handed = sh.serve && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);
 }

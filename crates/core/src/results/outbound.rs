@@ -470,6 +470,7 @@ impl Outbound {
                 self.free.push(f.slot);
                 if f.tasks {
                     cx.stats.bytes_pushed += f.len;
+                    cx.stats.pushed_out_at_ns = cx.now.since(cx.started).as_nanos() as u64;
                 } else {
                     cx.stats.chunks_sent += 1;
                     cx.stats.bytes_results += f.len;
