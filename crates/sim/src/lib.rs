@@ -978,22 +978,16 @@ impl<'a> Sim<'a> {
 
     /// An atomic's service at its target: one at a time, `atomic_ns` each (the measured
     /// cost, an idle target's progress naps included). On a polled fabric a target whose
-    /// workers all run tasks, that steals nothing and has no operation of its own in
-    /// flight (its progress thread's long nap: the runtime's driver) serves it in the
-    /// first worker's poll at its task's end — or when that nap ends
-    /// ([`titus_core::BUSY_NAP_NS`], or sooner at the rank's deadline) —, at the cost of
-    /// handling an input. (The runtime's
+    /// workers all run tasks (they serve its node between tasks while its progress thread
+    /// takes the long nap: the runtime's driver) serves it in the first worker's poll at
+    /// its task's end — or when that nap ends ([`titus_core::BUSY_NAP_NS`], or sooner at
+    /// the rank's deadline) —, at the cost of handling an input. (The runtime's
     /// worker polls at a task's end only 20 µs after its last poll: tasks shorter than
     /// that may hold the atomic one task longer than here.)
     fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
         let p = peer as usize;
         let busy_until = match self.task_ends.get(p) {
-            Some(ends)
-                if peer != from
-                    && self.per[p].idle == 0
-                    && !self.nodes[p].awaits_remote()
-                    && self.nodes[p].in_flight() == 0 =>
-            {
+            Some(ends) if peer != from && self.per[p].idle == 0 => {
                 let nap = now + titus_core::BUSY_NAP_NS;
                 let nap = self.nodes[p]
                     .poll_timeout()
