@@ -195,7 +195,7 @@ extern "C" {
 // must be NULL. `options`: NULL or `key=value` pairs separated by commas or spaces
 // (workers, worker_grain, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
-// check_interval, flush_delay, diffusion, diffusion_plan, repartition_plan, advertise,
+// check_interval, flush_delay, push_wait, diffusion, diffusion_plan, repartition_plan, advertise,
 // cost_aware, shortcuts, shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
