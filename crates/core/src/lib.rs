@@ -78,14 +78,20 @@ use std::time::Duration;
 pub const GRAIN_TASKS_MAX: usize = 64;
 
 /// A task predicted to take at least this long (ns) is "dear": a worker reports what it
-/// holds before running it, and on fabrics where workers serve signals between tasks the
-/// progress thread serves them meanwhile.
+/// holds before running it, and on the node backend (whose workers serve signals between
+/// tasks) the progress thread serves them meanwhile.
 pub const DEAR_TASK_NS: u64 = 200_000;
 
 /// A polling fabric's progress-thread nap while every worker of its rank runs tasks and
 /// serves the fabric between them (`polled_progress`): what arrives meanwhile waits for a
 /// task's end or this nap's (the runtime's driver; the simulator's model of it), ns.
 pub const BUSY_NAP_NS: u64 = 10_000_000;
+
+/// The longest wait of a rank's progress thread while operations of its own are in
+/// flight, ns: it then polls its fabric at least this often whatever else it waits for (a
+/// completion dispatched just before a wait starts would not end it). The runtime's
+/// driver; the simulator serves a polled target's atomics no later.
+pub const OPEN_OPS_WAIT_NS: u64 = 1_000_000;
 
 /// Whether a worker that finished a task of its grain and has `next` to run reports the
 /// `held` results it holds now (the oldest ended `held_for_ns` ago; `grain_ns` its grain)

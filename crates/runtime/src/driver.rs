@@ -61,16 +61,17 @@ pub(crate) type OpenOps = std::collections::HashMap<OpId, Open>;
 const INLINE_MAX: usize = 64;
 
 /// Where workers serve the node ([`Shared::serve`]), the thread that made the node want
-/// something — an idle worker starting a steal, a worker routing a result — submits the
-/// node's commands itself and feeds their completions back, under the node's lock it
-/// already holds. Where every operation completes inside its submitting call
-/// ([`titus_fabric::Capabilities::immediate`]: the node backend) a steal inside a node is
-/// then a few cache-line transfers, not two thread wake-ups. Where the fabric's progress
-/// polls (libfabric's shm) operations stay open: they join [`Shared::open`], and whoever
-/// drives next collects them — the next worker turn, or the progress thread — so that on
-/// a node whose cores all run workers nothing waits for the progress thread to be
-/// scheduled (measured on 2 cores: 0.5–2.5 ms per protocol step). Returns whether
-/// operations stayed open.
+/// something — an idle worker starting a steal, a worker routing a result — serves it
+/// under the node's lock it already holds: the signals that arrived, the due timers, and
+/// where every operation completes inside its submitting call
+/// ([`titus_fabric::Capabilities::immediate`]: the node backend) the node's commands,
+/// their completions fed straight back — a steal inside a node is then a few cache-line
+/// transfers, not two thread wake-ups (an operation that stays open joins
+/// [`Shared::open`]). Where the fabric's progress polls (libfabric's shm) it collects the
+/// completions of every open operation instead, so that on a node whose cores all run
+/// workers what arrived does not wait for the progress thread to be scheduled (measured
+/// on 2 cores: 0.5–2.5 ms per protocol step); submitting stays the progress thread's.
+/// Returns whether operations stayed open.
 pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     let f = &*sh.fabric;
     let mem = SegMem(f);
@@ -82,6 +83,10 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     feed(node, sh.now(), signals, &mem);
     if !sh.inline {
         collect_open(sh, node, &mem);
+        // Its commands stay for the progress thread: a provider call that never returns
+        // (shm spinning on a lock a dead peer held) must not hold the node's lock, which
+        // the epoch's watchdog needs (`Shared::stuck_in_fabric`) — the caller wakes it.
+        return false;
     }
     let mut handed = false;
     for _ in 0..INLINE_MAX {
@@ -287,6 +292,7 @@ fn sweep_peers(
     if gone.is_some() {
         let mut late = Vec::new();
         if sh.fabric.progress(Duration::ZERO, &mut late).is_ok() {
+            sh.fabric.take_signals(&mut late);
             feed(node, sh.now(), late, mem);
         }
     }
@@ -450,6 +456,9 @@ pub(crate) fn run(sh: &Shared) {
             for (t, r) in results.drain(..) {
                 node.handle_completion(now, t, r, &mem);
             }
+            // (While the workers serve, a progress call leaves arrivals queued for them:
+            // this turn takes what they have not.)
+            fabric.take_signals(&mut signals);
             feed(&mut node, now, signals.drain(..), &mem);
             if sweep && !node.is_done() {
                 sweep_peers(sh, &mut node, &mem, gone);
@@ -458,11 +467,19 @@ pub(crate) fn run(sh: &Shared) {
                 .poll_timeout()
                 .map_or(MAX_WAIT, |t| t.since(now))
                 .min(MAX_WAIT);
+            // While the workers serve, turn at least every busy nap: what arrived waits
+            // for a worker's task end or this.
+            if sh.serve
+                && sh.epoch_running.load(Ordering::Acquire)
+                && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers
+            {
+                wait = wait.min(BUSY_NAP);
+            }
             if node.has_commands() {
                 wait = Duration::ZERO;
             } else if open_now > 0 {
                 // A completion dispatched just before the wait starts would not end it.
-                wait = wait.min(Duration::from_millis(1));
+                wait = wait.min(Duration::from_nanos(titus_core::OPEN_OPS_WAIT_NS));
             }
             sh.driver_deadline
                 .store(now.plus(wait).0, Ordering::Release);

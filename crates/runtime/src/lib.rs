@@ -324,12 +324,12 @@ pub(crate) struct Shared {
     pub(crate) open: Mutex<driver::OpenOps>,
     /// The fabric completes operations inside their call (`immediate`).
     pub(crate) inline: bool,
-    /// Workers drive the node themselves between tasks — its commands, the signals that
-    /// arrived, its timers, its operations' completions — and the progress thread naps
-    /// while they all run tasks: where operations are immediate (the node backend), and
-    /// where the fabric's progress polls (libfabric's shm: the workers poll it between
-    /// tasks anyway, and a progress thread woken for each step waited 0.5–2.5 ms for a
-    /// core on a node whose cores all ran workers).
+    /// Workers drive the node themselves between tasks — the signals that arrived, its
+    /// timers, its operations' completions, and where operations are immediate (the node
+    /// backend) its commands — and the progress thread naps while they all run tasks:
+    /// on the node backend, and where libfabric's progress polls (shm: the workers poll
+    /// it between tasks anyway, and a progress thread woken for each step waited
+    /// 0.5–2.5 ms for a core on a node whose cores all ran workers).
     pub(crate) serve: bool,
     /// This rank's fabric peers: whose liveness an idle rank checks.
     pub(crate) peers: Vec<u32>,
@@ -685,7 +685,9 @@ impl Runtime {
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             open: Mutex::new(Default::default()),
             inline: fabric.caps().immediate,
-            serve: fabric.caps().immediate || fabric.caps().polled_progress,
+            // (libfabric's own fabric: the hybrid's passes polls on but not signals.)
+            serve: fabric.caps().immediate
+                || (fabric.caps().polled_progress && fabric.caps().backend == "ofi"),
             contacts: contacts::Contacts::new(rank, size),
             lazy: lazy && fabric.connects_lazily(),
             fabric,

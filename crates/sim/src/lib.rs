@@ -980,7 +980,8 @@ impl<'a> Sim<'a> {
     /// cost, an idle target's progress naps included). On a polled fabric a target whose
     /// workers all run tasks (they serve its node between tasks while its progress thread
     /// takes the long nap: the runtime's driver) serves it in the first worker's poll at
-    /// its task's end — or when that nap ends ([`titus_core::BUSY_NAP_NS`], or sooner at
+    /// its task's end — or when that nap ends ([`titus_core::BUSY_NAP_NS`];
+    /// [`titus_core::OPEN_OPS_WAIT_NS`] with operations of its own in flight; sooner at
     /// the rank's deadline) —, at the cost of handling an input. (The runtime's
     /// worker polls at a task's end only 20 µs after its last poll: tasks shorter than
     /// that may hold the atomic one task longer than here.)
@@ -988,7 +989,13 @@ impl<'a> Sim<'a> {
         let p = peer as usize;
         let busy_until = match self.task_ends.get(p) {
             Some(ends) if peer != from && self.per[p].idle == 0 => {
-                let nap = now + titus_core::BUSY_NAP_NS;
+                // With operations of its own in flight its progress thread turns sooner.
+                let nap = now
+                    + if self.nodes[p].in_flight() > 0 {
+                        titus_core::OPEN_OPS_WAIT_NS
+                    } else {
+                        titus_core::BUSY_NAP_NS
+                    };
                 let nap = self.nodes[p]
                     .poll_timeout()
                     .map_or(nap, |t| t.0.max(now).min(nap));
