@@ -98,15 +98,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
             Ok(Err(id)) => match f.test(id) {
                 Some(r) => r.map_err(|e| failure_to(f, peer, e)),
                 None => {
-                    crate::lock(&sh.open).insert(
-                        id,
-                        Open {
-                            token: c.token,
-                            since: Instant::now(),
-                            peer,
-                            driver: false,
-                        },
-                    );
+                    keep_open(sh, id, c.token, peer, false);
                     handed = true;
                     continue;
                 }
@@ -121,6 +113,21 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     // progress thread's turn.
     sh.wake_workers_for(node.queued());
     handed
+}
+
+/// Operation `id` (the node's `token`, to `peer`) is in flight from now; `driver`: the
+/// progress thread submitted it.
+fn keep_open(sh: &Shared, id: OpId, token: Token, peer: titus_core::Rank, driver: bool) {
+    let since = Instant::now();
+    crate::lock(&sh.open).insert(
+        id,
+        Open {
+            token,
+            since,
+            peer,
+            driver,
+        },
+    );
 }
 
 /// Feeds `node` the operations in [`Shared::open`] that completed (a worker's turn: it
@@ -332,15 +339,7 @@ pub(crate) fn run(sh: &Shared) {
             match posted {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
-                    crate::lock(&sh.open).insert(
-                        id,
-                        Open {
-                            token: c.token,
-                            since: Instant::now(),
-                            peer,
-                            driver: true,
-                        },
-                    );
+                    keep_open(sh, id, c.token, peer, true);
                     continue;
                 }
                 Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer, e)))),
