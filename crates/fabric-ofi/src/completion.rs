@@ -296,9 +296,15 @@ impl OfiFabric {
         // While the workers serve (polled progress), what they poll is theirs: waking the
         // napping progress thread would take a core from a worker (a `wait` elsewhere
         // re-checks within its slice).
-        if !(self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire)) {
+        if !self.quiet() {
             self.notify_waiters();
         }
+    }
+
+    /// Polled progress while the workers serve ([`titus_fabric::Fabric::set_workers_serve`]):
+    /// what they poll is theirs, and a progress call is not woken by it.
+    fn quiet(&self) -> bool {
+        self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire)
     }
 
     /// Posts the signals whose data was delivered (the caller holds the poller token).
@@ -372,13 +378,12 @@ impl OfiFabric {
     ) -> Result<(), FabricError> {
         let deadline = Instant::now() + timeout;
         let seen = lock(&self.state).completions;
-        // Workers serve between tasks (polled progress): arrivals are theirs; only a
-        // wake-up or the time ends this call.
-        let quiet = || self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire);
+        // Workers serve between tasks (`quiet`): arrivals are theirs; only a wake-up or
+        // the time ends this call.
         loop {
             {
                 let mut st = lock(&self.state);
-                if (!quiet() && (!st.signals.is_empty() || st.completions != seen))
+                if (!self.quiet() && (!st.signals.is_empty() || st.completions != seen))
                     || self.woken.swap(false, Ordering::AcqRel)
                 {
                     signals.extend(st.signals.drain(..));
@@ -391,7 +396,7 @@ impl OfiFabric {
             }
             let ms = (left.as_millis() as i32).clamp(1, 1000);
             let ready = |st: &State| {
-                (!quiet() && (!st.signals.is_empty() || st.completions != seen))
+                (!self.quiet() && (!st.signals.is_empty() || st.completions != seen))
                     || self.woken.load(Ordering::Acquire)
             };
             match self.poller.try_lock() {
@@ -413,7 +418,7 @@ impl OfiFabric {
                     // the workers poll): the whole cap.
                     let cap = self.max_nap_ns.load(Ordering::Relaxed).max(1_000);
                     let nap = if cap <= SHORT_NAP_NS
-                        || (!quiet() && !lock(&self.state).inflight.is_empty())
+                        || (!self.quiet() && !lock(&self.state).inflight.is_empty())
                     {
                         let n = self.nap_ns.load(Ordering::Relaxed);
                         (if n < 10_000 {

@@ -130,24 +130,34 @@ fn keep_open(sh: &Shared, id: OpId, token: Token, peer: titus_core::Rank, driver
     );
 }
 
-/// Feeds `node` the operations in [`Shared::open`] that completed (a worker's turn: it
-/// tests each; the progress thread drains its own).
-fn collect_open(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
-    let f = &*sh.fabric;
-    let mut done = Vec::new();
-    {
-        let mut open = crate::lock(&sh.open);
-        if open.is_empty() {
-            return;
+/// Moves the operations of `open` that completed into `done`, testing each — all of them,
+/// or (`others`) those the progress thread did not submit (its drain collects its own).
+fn test_open(
+    f: &dyn Fabric,
+    open: &mut OpenOps,
+    others: bool,
+    done: &mut Vec<(Open, Result<u64, FabricError>)>,
+) {
+    open.retain(|&id, o| {
+        if others && o.driver {
+            return true;
         }
-        open.retain(|&id, o| match f.test(id) {
+        match f.test(id) {
             Some(r) => {
                 done.push((*o, r));
                 false
             }
             None => true,
-        });
-    }
+        }
+    });
+}
+
+/// Feeds `node` the operations in [`Shared::open`] that completed (a worker's turn: it
+/// tests each; the progress thread drains its own).
+fn collect_open(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
+    let f = &*sh.fabric;
+    let mut done = Vec::new();
+    test_open(f, &mut crate::lock(&sh.open), false, &mut done);
     for (o, r) in done {
         let now = sh.now();
         sh.contacts.completed(o.peer, now.0);
@@ -352,7 +362,7 @@ pub(crate) fn run(sh: &Shared) {
         let mut completed = Vec::new();
         let mut slow: Vec<titus_core::Rank> = Vec::new();
         let now_i = Instant::now();
-        let open_now = {
+        {
             let mut open = crate::lock(&sh.open);
             fabric.drain_completions(&mut done);
             for (id, r) in done.drain(..) {
@@ -361,24 +371,12 @@ pub(crate) fn run(sh: &Shared) {
                 }
             }
             // Others' operations (submitted by workers): one by one.
-            open.retain(|&id, o| {
-                if o.driver {
-                    return true;
-                }
-                match fabric.test(id) {
-                    Some(r) => {
-                        completed.push((*o, r));
-                        false
-                    }
-                    None => true,
-                }
-            });
+            test_open(&*fabric, &mut open, true, &mut completed);
             for o in open.values() {
                 if now_i.duration_since(o.since) >= LIVENESS_AFTER && !slow.contains(&o.peer) {
                     slow.push(o.peer);
                 }
             }
-            open.len()
         };
         for (o, r) in completed {
             sh.contacts.completed(o.peer, sh.now().0);
@@ -401,8 +399,9 @@ pub(crate) fn run(sh: &Shared) {
                 gone.push((peer, why));
             }
         }
-        if open_now > 0 {
-            crate::lock(&sh.open).retain(|_, o| {
+        let open_now = {
+            let mut open = crate::lock(&sh.open);
+            open.retain(|_, o| {
                 if let Some((_, why)) = gone.iter().find(|(p, _)| *p == o.peer) {
                     results.push((
                         o.token,
@@ -428,8 +427,8 @@ pub(crate) fn run(sh: &Shared) {
                     true
                 }
             });
-        }
-        let open_now = crate::lock(&sh.open).len();
+            open.len()
+        };
         // Every rank in an epoch asks whether its peers' processes still exist: an idle
         // one waiting on others (no task here, no operation in flight to time out) every
         // LIVENESS_EVERY — a peer that died after its last operation with this rank
@@ -468,10 +467,8 @@ pub(crate) fn run(sh: &Shared) {
                 .min(MAX_WAIT);
             // While the workers serve, turn at least every busy nap: what arrived waits
             // for a worker's task end or this.
-            if sh.serve
-                && sh.epoch_running.load(Ordering::Acquire)
-                && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers
-            {
+            let serve = sh.workers_serving();
+            if serve {
                 wait = wait.min(BUSY_NAP);
             }
             if node.has_commands() {
@@ -497,8 +494,6 @@ pub(crate) fn run(sh: &Shared) {
             // tails at the ends of shm epochs.)
             let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
             let busy = sh.busy_workers.load(Ordering::Acquire);
-            let serve =
-                sh.serve && sh.epoch_running.load(Ordering::Acquire) && busy >= sh.cfg.workers;
             let workers_poll = polling_epoch && busy >= sh.cfg.workers;
             let waiting = polling_epoch && busy == 0;
             let short = !(serve && workers_poll)

@@ -366,6 +366,15 @@ impl Shared {
 }
 
 impl Shared {
+    /// Whether the workers serve the node now ([`Shared::serve`]): an epoch runs and
+    /// every worker runs tasks (one going idle lowers the count before it wakes the
+    /// progress thread).
+    pub(crate) fn workers_serving(&self) -> bool {
+        self.serve
+            && self.epoch_running.load(Ordering::Acquire)
+            && self.busy_workers.load(Ordering::Acquire) >= self.cfg.workers
+    }
+
     pub(crate) fn now(&self) -> Time {
         Time(self.origin.elapsed().as_nanos() as u64)
     }

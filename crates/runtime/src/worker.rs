@@ -144,8 +144,7 @@ fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -> bool {
     // Where the fabric's progress polls, workers that all run tasks collect what
     // completed and fire the timers after their next task (commands still wake the
     // progress thread); a worker that goes idle wakes it to take over.
-    let serving =
-        sh.serve && !sh.inline && sh.busy_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+    let serving = !sh.inline && sh.workers_serving();
     node.has_commands()
         || (handed && !serving)
         || (!sh.inline
