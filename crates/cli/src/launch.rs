@@ -5,7 +5,7 @@
 //! `TITUS_LOCAL_SIZE` (every rank runs on this machine: the same as rank and size, so each
 //! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
 //! `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
-//! the others are stopped and `launch` exits non-zero, naming the rank and its status.
+//! the others are stopped (after `FAILURE_GRACE` to stop on their own) and `launch` exits non-zero, naming the rank and its status.
 //!
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
 //! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
@@ -56,6 +56,11 @@ pub struct LaunchArgs {
 
 /// How long ranks have to end after a forwarded SIGTERM/SIGINT before SIGKILL.
 const TERMINATION_GRACE: Duration = Duration::from_secs(2);
+/// After a rank failed, how long the others have to stop on their own before they are
+/// killed: a rank that failed for a reason of its own (an address nobody can reach) tells
+/// the others first, then says why — killed at once, its words were lost when the others
+/// had already exited with theirs.
+const FAILURE_GRACE: Duration = Duration::from_millis(500);
 
 /// Ports a job's rendezvous may take: its program's k-th runtime serves on the first + k
 /// (`JobEnv::session`), so a block is checked free, not one port.
@@ -343,6 +348,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
     let start = Instant::now();
     let deadline = timeout.map(|t| start + t);
     let mut failure: Option<(u32, ExitStatus)> = None;
+    let mut failed_at: Option<Instant> = None;
     let mut timed_out = false;
     // A SIGTERM, SIGINT or SIGHUP to the launcher, and when it was forwarded.
     let mut terminated: Option<(rustix::process::Signal, Instant)> = None;
@@ -377,6 +383,7 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
                     if !status.success() && failure.is_none() && !timed_out && terminated.is_none()
                     {
                         failure = Some((r as u32, status));
+                        failed_at = Some(Instant::now());
                     }
                 }
                 Ok(None) => {}
@@ -386,7 +393,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         if deadline.is_some_and(|d| Instant::now() > d) {
             timed_out = true;
         }
-        if (failure.is_some() || timed_out) && running > 0 {
+        let failed = failed_at.is_some_and(|at| at.elapsed() >= FAILURE_GRACE);
+        if (failed || timed_out) && running > 0 {
             // Stop the others: a job with a dead rank cannot finish.
             for child in children.iter_mut().flatten() {
                 titus_proc::signal_group(child.id(), rustix::process::Signal::KILL);
