@@ -3,8 +3,9 @@
 //! Each rank gets `TITUS_RANK`, `TITUS_SIZE`, the rendezvous address `TITUS_BOOTSTRAP`
 //! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, `TITUS_LOCAL_RANK` and
 //! `TITUS_LOCAL_SIZE` (every rank runs on this machine: the same as rank and size, so each
-//! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
-//! `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
+//! rank's default worker count is its share of the cores), `TITUS_CPU_BIND` (`core` when
+//! `--bind` gave the rank cores of its own: its workers then take all of them), and
+//! `TITUS_PROVIDER` when `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
 //! the others are stopped (after `FAILURE_GRACE` to stop on their own) and `launch` exits non-zero, naming the rank and its status.
 //!
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
@@ -46,12 +47,78 @@ pub struct LaunchArgs {
     /// Stop every rank and fail after this many seconds.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     timeout: Option<f64>,
+    /// Bind each rank to cores of its own: `core` gives rank r the r-th of N equal
+    /// slices of the cores this launcher may use (its whole process: workers, progress
+    /// thread, the program's own threads); `none` leaves the scheduler free. [default:
+    /// core when the ranks fit the cores, else none]
+    #[arg(long, value_enum, value_name = "core|none")]
+    bind: Option<Bind>,
     /// Do not prefix output lines with the rank.
     #[arg(long)]
     no_prefix: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// `--bind`: where the ranks may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Bind {
+    /// Each rank on a slice of the cores of its own.
+    Core,
+    /// Wherever the scheduler puts them.
+    None,
+}
+
+/// The cores of each of `ranks` ranks under `bind` (None: unbound), from the `cores` this
+/// launcher may use: rank r gets `cores[r·C/N .. (r+1)·C/N]`, every core to one rank.
+/// Without `--bind` (`bind` None) ranks are bound when they fit the cores: oversubscribed,
+/// a rank pinned to a shared core could not move to one that another rank left idle.
+fn core_slices(
+    bind: Option<Bind>,
+    ranks: u32,
+    cores: &[usize],
+) -> Result<Option<Vec<Vec<usize>>>, UsageError> {
+    let (n, c) = (ranks as usize, cores.len());
+    match bind {
+        Some(Bind::None) => return Ok(None),
+        None if n > c || c == 0 => return Ok(None),
+        Some(Bind::Core) if n > c => {
+            return Err(UsageError(format!(
+                "--bind core needs a core for each rank: {n} ranks, {c} cores this launcher \
+                 may use (--bind none runs them unbound)"
+            )));
+        }
+        _ => {}
+    }
+    Ok(Some(
+        (0..n)
+            .map(|r| cores[r * c / n..(r + 1) * c / n].to_vec())
+            .collect(),
+    ))
+}
+
+/// The cores this process may run on (its affinity mask), in order.
+fn allowed_cores() -> Result<Vec<usize>, UsageError> {
+    let set = rustix::thread::sched_getaffinity(None)
+        .map_err(|e| UsageError(format!("cannot read this launcher's CPU affinity: {e}")))?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect())
+}
+
+fn spawn_error(command: &str, e: std::io::Error) -> UsageError {
+    UsageError(format!("cannot start '{command}': {e}"))
+}
+
+/// Sets this thread's CPU affinity to `cores`.
+fn set_affinity(cores: &[usize]) -> Result<(), UsageError> {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cores {
+        set.set(c);
+    }
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| UsageError(format!("cannot bind to cores {cores:?}: {e}")))
 }
 
 /// How long ranks have to end after a forwarded SIGTERM/SIGINT before SIGKILL.
@@ -289,6 +356,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         .map_err(|e| UsageError(format!("cannot catch SIGTERM/SIGINT: {e}")))?;
     let secret = secret()?;
     let n = args.ranks;
+    let mine = allowed_cores()?;
+    let slices = core_slices(args.bind, n, &mine)?;
     let width = (n - 1).to_string().len();
     let mut children: Vec<Option<Child>> = Vec::with_capacity(n as usize);
     let mut pipes = Vec::new();
@@ -305,6 +374,10 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             .env("TITUS_BOOTSTRAP", &bootstrap)
             .env("TITUS_JOB_SECRET", &secret)
             .env("TITUS_LAUNCHER", "titus")
+            .env(
+                "TITUS_CPU_BIND",
+                if slices.is_some() { "core" } else { "none" },
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -318,17 +391,23 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
                 cmd.env("FI_SOCKETS_PE_WAITTIME", "0");
             }
         }
-        let mut child = match cmd.spawn() {
+        // A child starts with its parent thread's affinity: this thread takes the rank's
+        // cores for the spawn, and its own back before anything else starts.
+        let spawned = match &slices {
+            None => cmd.spawn().map_err(|e| spawn_error(&args.command[0], e)),
+            Some(s) => set_affinity(&s[r as usize]).and_then(|()| {
+                let c = cmd.spawn().map_err(|e| spawn_error(&args.command[0], e));
+                set_affinity(&mine).and(c)
+            }),
+        };
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 for c in children.iter_mut().flatten() {
                     let _ = c.kill();
                     let _ = c.wait();
                 }
-                return Err(UsageError(format!(
-                    "cannot start '{}': {e}",
-                    args.command[0]
-                )));
+                return Err(e);
             }
         };
         let prefix = if args.no_prefix {

@@ -342,3 +342,95 @@ exec "$T" fabric-bench --iters 5"#;
     assert!(named(1), "rank 1 does not name rank 0:\n{err}");
     assert!(err.contains("rank 1 exited with status"), "{err}");
 }
+
+/// The CPUs of a `Cpus_allowed_list` line of /proc/PID/status ("0-3,8,10-11").
+fn cpu_list(line: &str) -> Vec<usize> {
+    let list = line.rsplit(':').next().expect("a list").trim();
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
+
+/// Each rank's `TITUS_CPU_BIND` and allowed CPUs under `titus launch -n N ARGS`.
+fn ranks_cpus(n: usize, args: &[&str]) -> Vec<(String, Vec<usize>)> {
+    let n_arg = n.to_string();
+    let mut a = vec!["launch", "-n", &n_arg];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&[
+        "--",
+        "sh",
+        "-c",
+        "echo \"bind=$TITUS_CPU_BIND $(grep Cpus_allowed_list /proc/self/status)\"",
+    ]);
+    let out = titus(&a);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut ranks = vec![None; n];
+    for line in text.lines() {
+        let (prefix, rest) = line.split_once("] ").expect("prefixed line");
+        let r: usize = prefix.trim_start_matches('[').trim().parse().unwrap();
+        let (bind, cpus) = rest.split_once(' ').expect("two fields");
+        ranks[r] = Some((bind.trim_start_matches("bind=").to_string(), cpu_list(cpus)));
+    }
+    ranks
+        .into_iter()
+        .map(|r| r.expect("every rank spoke"))
+        .collect()
+}
+
+#[test]
+fn ranks_that_fit_the_cores_are_bound_to_cores_of_their_own() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mine = cpu_list(
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap(),
+    );
+    let c = mine.len();
+    // The default: as many ranks as cores, every core to exactly one rank, in order.
+    let bound = ranks_cpus(c, &[]);
+    let mut all = Vec::new();
+    for (r, (bind, cpus)) in bound.iter().enumerate() {
+        assert_eq!(bind, "core", "rank {r}");
+        assert_eq!(cpus, &mine[r..=r], "rank {r}");
+        all.extend(cpus.iter().copied());
+    }
+    assert_eq!(all, mine);
+    // Fewer ranks than cores: equal slices.
+    if c >= 2 {
+        let two = ranks_cpus(2, &["--bind", "core"]);
+        assert_eq!(two[0].1, mine[..c / 2]);
+        assert_eq!(two[1].1, mine[c / 2..]);
+    }
+    // Unbound on request, and by default when the ranks outnumber the cores.
+    for (n, args) in [(2, &["--bind", "none"][..]), (c + 1, &[][..])] {
+        for (r, (bind, cpus)) in ranks_cpus(n, args).iter().enumerate() {
+            assert_eq!(bind, "none", "{n} ranks {args:?}, rank {r}");
+            assert_eq!(cpus, &mine, "{n} ranks {args:?}, rank {r}");
+        }
+    }
+    // Binding asked for more ranks than cores: refused before any rank starts.
+    let n = (c + 1).to_string();
+    let out = titus(&[
+        "launch", "-n", &n, "--bind", "core", "--", "sh", "-c", "echo ran",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "a rank started");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "--bind core needs a core for each rank: {n} ranks, {c} cores"
+        )),
+        "{err}"
+    );
+}

@@ -21,9 +21,27 @@ pub fn workers_for(cores: usize, local_ranks: u32) -> usize {
 }
 
 /// The default worker count of one of `local_ranks` ranks on this node:
-/// [`workers_for`]`(`[`available_cores`]`(), local_ranks)`.
-pub fn default_workers(local_ranks: u32) -> usize {
-    workers_for(available_cores(), local_ranks)
+/// [`workers_for`]`(`[`available_cores`]`(), local_ranks)` — or every core this process may
+/// use where the launcher bound it to cores of its own (`TITUS_CPU_BIND=core`, which
+/// `titus launch` sets when it binds): no other rank shares them.
+pub fn default_workers(local_ranks: u32) -> Result<usize, crate::RuntimeError> {
+    let own = cores_are_own(std::env::var("TITUS_CPU_BIND").ok().as_deref())?;
+    Ok(if own {
+        available_cores()
+    } else {
+        workers_for(available_cores(), local_ranks)
+    })
+}
+
+/// Whether `TITUS_CPU_BIND` (its value, if set) says this process's cores are its own.
+fn cores_are_own(var: Option<&str>) -> Result<bool, crate::RuntimeError> {
+    match var {
+        None | Some("" | "none") => Ok(false),
+        Some("core") => Ok(true),
+        Some(v) => Err(crate::RuntimeError::Config(format!(
+            "TITUS_CPU_BIND='{v}': expected core (this process's cores are its own) or none"
+        ))),
+    }
 }
 
 /// The ranks on this node that this process's environment reports (1 without a launcher
@@ -58,5 +76,15 @@ mod tests {
         assert_eq!(workers_for(64, 3), 21);
         assert_eq!(workers_for(4, 8), 1);
         assert_eq!(workers_for(8, 0), 8);
+    }
+
+    #[test]
+    fn the_launchers_binding_is_read_and_checked() {
+        assert!(!cores_are_own(None).unwrap());
+        assert!(!cores_are_own(Some("none")).unwrap());
+        assert!(!cores_are_own(Some("")).unwrap());
+        assert!(cores_are_own(Some("core")).unwrap());
+        let e = cores_are_own(Some("cores")).unwrap_err().to_string();
+        assert!(e.contains("TITUS_CPU_BIND='cores'"), "{e}");
     }
 }

@@ -521,7 +521,7 @@ impl Runtime {
     ) -> Result<Vec<Runtime>, RuntimeError> {
         validate(&cfg)?;
         if cfg.workers == 0 {
-            cfg.workers = cores::default_workers(ranks);
+            cfg.workers = cores::workers_for(cores::available_cores(), ranks);
         }
         // Each rank runs its workers and a progress thread in this process.
         let threads = u64::from(ranks) * (cfg.workers as u64 + 1);
@@ -586,7 +586,7 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
         if cfg.workers == 0 {
-            cfg.workers = cores::default_workers(env.ranks_on_node());
+            cfg.workers = cores::default_workers(env.ranks_on_node())?;
         }
         cfg.overlay.ranks = env.size;
         let (opener, provider) = match backend {
@@ -625,7 +625,7 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
         if cfg.workers == 0 {
-            cfg.workers = cores::default_workers(cores::ranks_on_node_from_env()?);
+            cfg.workers = cores::default_workers(cores::ranks_on_node_from_env()?)?;
         }
         let Backend::Fabric { name, provider } = backend else {
             return Err(RuntimeError::Config(
