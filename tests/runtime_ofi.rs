@@ -431,3 +431,54 @@ fn a_failed_rank_leaves_no_shared_memory_without_a_launcher() {
     assert!(text.contains("rank 1's process"), "{text}");
     assert!(left0.is_empty(), "rank 0 left {left0:?}");
 }
+
+/// The default worker count follows each rank's CPUs and node (`crates/runtime/src/cores.rs`):
+/// two ranks on one node share its cores, bound or not; a rank alone on its (played) node
+/// takes every core of its mask — where the launcher's count of ranks on the node (2
+/// here) would have halved it.
+#[test]
+fn default_workers_follow_each_ranks_cpus_and_node() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let workers = |bind: &str, two_nodes: bool| -> Vec<u64> {
+        let mut c = Command::new(titus_tests::bin("titus"));
+        c.args([
+            "launch",
+            "-n",
+            "2",
+            "--provider",
+            "tcp;ofi_rxm",
+            "--bind",
+            bind,
+        ])
+        .args(["--timeout", "120", "--"]);
+        if two_nodes {
+            c.args(["sh", "-c", titus_tests::TWO_NODES]);
+        }
+        let out = c.arg(titus_tests::bin("runtime-workers")).output().unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            out.status.success(),
+            "{bind}, two nodes {two_nodes}: {text}"
+        );
+        let mut w = vec![0; 2];
+        for l in text.lines().filter(|l| l.contains(" workers ")) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let r: usize = f[f.len() - 3].parse().unwrap();
+            w[r] = f[f.len() - 1].parse().unwrap();
+        }
+        w
+    };
+    let half = (cores / 2).max(1);
+    assert_eq!(workers("none", false), [half, half], "unbound on one node");
+    if cores >= 2 {
+        assert_eq!(workers("core", false), [half, cores - half], "a slice each");
+    }
+    assert_eq!(
+        workers("none", true),
+        [cores, cores],
+        "alone on its node, every core"
+    );
+}

@@ -3,9 +3,8 @@
 //! Each rank gets `TITUS_RANK`, `TITUS_SIZE`, the rendezvous address `TITUS_BOOTSTRAP`
 //! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, `TITUS_LOCAL_RANK` and
 //! `TITUS_LOCAL_SIZE` (every rank runs on this machine: the same as rank and size, so each
-//! rank's default worker count is its share of the cores), `TITUS_CPU_BIND` (`core` when
-//! `--bind` gave the rank cores of its own: its workers then take all of them), and
-//! `TITUS_PROVIDER` when `--provider` is given. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
+//! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
+//! `--provider` is given. With `--bind core` each rank runs on cores of its own. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
 //! the others are stopped (after `FAILURE_GRACE` to stop on their own) and `launch` exits non-zero, naming the rank and its status.
 //!
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
@@ -374,10 +373,6 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             .env("TITUS_BOOTSTRAP", &bootstrap)
             .env("TITUS_JOB_SECRET", &secret)
             .env("TITUS_LAUNCHER", "titus")
-            .env(
-                "TITUS_CPU_BIND",
-                if slices.is_some() { "core" } else { "none" },
-            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -356,17 +356,12 @@ fn cpu_list(line: &str) -> Vec<usize> {
     out
 }
 
-/// Each rank's `TITUS_CPU_BIND` and allowed CPUs under `titus launch -n N ARGS`.
-fn ranks_cpus(n: usize, args: &[&str]) -> Vec<(String, Vec<usize>)> {
+/// Each rank's allowed CPUs under `titus launch -n N ARGS`.
+fn ranks_cpus(n: usize, args: &[&str]) -> Vec<Vec<usize>> {
     let n_arg = n.to_string();
     let mut a = vec!["launch", "-n", &n_arg];
     a.extend_from_slice(args);
-    a.extend_from_slice(&[
-        "--",
-        "sh",
-        "-c",
-        "echo \"bind=$TITUS_CPU_BIND $(grep Cpus_allowed_list /proc/self/status)\"",
-    ]);
+    a.extend_from_slice(&["--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status"]);
     let out = titus(&a);
     assert!(
         out.status.success(),
@@ -378,8 +373,7 @@ fn ranks_cpus(n: usize, args: &[&str]) -> Vec<(String, Vec<usize>)> {
     for line in text.lines() {
         let (prefix, rest) = line.split_once("] ").expect("prefixed line");
         let r: usize = prefix.trim_start_matches('[').trim().parse().unwrap();
-        let (bind, cpus) = rest.split_once(' ').expect("two fields");
-        ranks[r] = Some((bind.trim_start_matches("bind=").to_string(), cpu_list(cpus)));
+        ranks[r] = Some(cpu_list(rest));
     }
     ranks
         .into_iter()
@@ -400,8 +394,7 @@ fn ranks_that_fit_the_cores_are_bound_to_cores_of_their_own() {
     // The default: as many ranks as cores, every core to exactly one rank, in order.
     let bound = ranks_cpus(c, &[]);
     let mut all = Vec::new();
-    for (r, (bind, cpus)) in bound.iter().enumerate() {
-        assert_eq!(bind, "core", "rank {r}");
+    for (r, cpus) in bound.iter().enumerate() {
         assert_eq!(cpus, &mine[r..=r], "rank {r}");
         all.extend(cpus.iter().copied());
     }
@@ -409,13 +402,12 @@ fn ranks_that_fit_the_cores_are_bound_to_cores_of_their_own() {
     // Fewer ranks than cores: equal slices.
     if c >= 2 {
         let two = ranks_cpus(2, &["--bind", "core"]);
-        assert_eq!(two[0].1, mine[..c / 2]);
-        assert_eq!(two[1].1, mine[c / 2..]);
+        assert_eq!(two[0], mine[..c / 2]);
+        assert_eq!(two[1], mine[c / 2..]);
     }
     // Unbound on request, and by default when the ranks outnumber the cores.
     for (n, args) in [(2, &["--bind", "none"][..]), (c + 1, &[][..])] {
-        for (r, (bind, cpus)) in ranks_cpus(n, args).iter().enumerate() {
-            assert_eq!(bind, "none", "{n} ranks {args:?}, rank {r}");
+        for (r, cpus) in ranks_cpus(n, args).iter().enumerate() {
             assert_eq!(cpus, &mine, "{n} ranks {args:?}, rank {r}");
         }
     }

@@ -585,9 +585,7 @@ impl Runtime {
         env: JobEnv,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
-        if cfg.workers == 0 {
-            cfg.workers = cores::default_workers(env.ranks_on_node())?;
-        }
+        let local_ranks = env.ranks_on_node();
         cfg.overlay.ranks = env.size;
         let (opener, provider) = match backend {
             Backend::Mem if env.size == 1 => {
@@ -609,6 +607,7 @@ impl Runtime {
             exchange,
             opener,
             provider.as_deref(),
+            local_ranks,
         )
     }
 
@@ -624,9 +623,7 @@ impl Runtime {
         exchange: Box<dyn Exchange>,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
-        if cfg.workers == 0 {
-            cfg.workers = cores::default_workers(cores::ranks_on_node_from_env()?)?;
-        }
+        let local_ranks = cores::ranks_on_node_from_env()?;
         let Backend::Fabric { name, provider } = backend else {
             return Err(RuntimeError::Config(
                 "the mem backend runs every rank in one process: an exchange joins ranks of separate processes".into(),
@@ -640,17 +637,28 @@ impl Runtime {
             )));
         }
         cfg.overlay.ranks = size;
-        Self::over_fabric(cfg, rank, size, Some(exchange), opener, provider.as_deref())
+        Self::over_fabric(
+            cfg,
+            rank,
+            size,
+            Some(exchange),
+            opener,
+            provider.as_deref(),
+            local_ranks,
+        )
     }
 
-    /// Opens this rank over a multi-process backend and starts it.
+    /// Opens this rank over a multi-process backend and starts it; `local_ranks`: the
+    /// ranks on this node as the launcher says, for the default worker count where the
+    /// CPU masks cannot be read ([`cores`]).
     fn over_fabric(
-        cfg: RuntimeConfig,
+        mut cfg: RuntimeConfig,
         rank: u32,
         size: u32,
         exchange: Option<Box<dyn Exchange>>,
         opener: &dyn Opener,
         provider: Option<&str>,
+        local_ranks: u32,
     ) -> Result<Runtime, RuntimeError> {
         let overlay =
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
@@ -658,6 +666,16 @@ impl Runtime {
         let fcfg = fabric_config(&node, &overlay, &cfg);
         let (peers, lazy) = (fcfg.peers.clone(), fcfg.lazy);
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
+        // Every rank's node and CPUs, for the default worker count: gathered whether or
+        // not this rank needs them (a collective: the ranks' options may differ).
+        let mine = cores::placement(
+            &titus_fabric::bootstrap::node_identity(),
+            &cores::affinity(),
+        );
+        let placements = all_gather(&mine).map_err(FabricError::from)?;
+        if cfg.workers == 0 {
+            cfg.workers = cores::workers_among(rank as usize, &placements, local_ranks)?;
+        }
         let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
         node.init_memory(&SegMem(&*fabric));
         Self::start(fabric, node, cfg, gather, true, peers, lazy)
