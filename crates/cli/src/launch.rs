@@ -4,8 +4,9 @@
 //! (rank 0 serves it), a fresh `TITUS_JOB_SECRET`, `TITUS_LOCAL_RANK` and
 //! `TITUS_LOCAL_SIZE` (every rank runs on this machine: the same as rank and size, so each
 //! rank's default worker count is its share of the cores), and `TITUS_PROVIDER` when
-//! `--provider` is given. With `--bind core` each rank runs on cores of its own. Output lines are prefixed with the rank. If a rank exits non-zero or dies,
-//! the others are stopped (after `FAILURE_GRACE` to stop on their own) and `launch` exits non-zero, naming the rank and its status.
+//! `--provider` is given. With `--bind core` (the default where the ranks fit the cores)
+//! each rank runs on cores of its own. Output lines are prefixed with the rank. If a rank
+//! exits non-zero or dies, the others are stopped (after `FAILURE_GRACE` to stop on their own) and `launch` exits non-zero, naming the rank and its status.
 //!
 //! Nothing outlives the launcher: every rank is started with a parent-death signal
 //! (SIGTERM when the launcher ends, however it ends: SIGKILL, SIGTERM, a panic), and the
@@ -392,7 +393,15 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
             None => cmd.spawn().map_err(|e| spawn_error(&args.command[0], e)),
             Some(s) => set_affinity(&s[r as usize]).and_then(|()| {
                 let c = cmd.spawn().map_err(|e| spawn_error(&args.command[0], e));
-                set_affinity(&mine).and(c)
+                match (set_affinity(&mine), c) {
+                    (Ok(()), c) => c,
+                    (Err(e), Ok(mut child)) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        Err(e)
+                    }
+                    (Err(e), Err(_)) => Err(e),
+                }
             }),
         };
         let mut child = match spawned {

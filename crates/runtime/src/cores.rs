@@ -43,52 +43,71 @@ pub fn affinity() -> Vec<u32> {
     })
 }
 
-/// Most CPUs a rank may announce (a remote blob with more is refused).
-const CPUS_MAX: usize = 1 << 16;
+/// Most runs of CPUs a rank may announce (a remote blob with more is refused).
+const RUNS_MAX: usize = 1 << 16;
 
-/// What a rank tells the others for the default worker count: its node and its CPUs.
+/// What a rank tells the others for the default worker count: its node (a 64-bit FNV-1a
+/// hash of [`titus_fabric::bootstrap::node_identity`]) and its CPUs as runs (first, count):
+/// 8 + 4 + 8 bytes for a contiguous mask, whatever the job's size.
 pub(crate) fn placement(node: &str, cpus: &[u32]) -> Vec<u8> {
-    let id = &node.as_bytes()[..node.len().min(u16::MAX as usize)];
-    let cpus = &cpus[..cpus.len().min(CPUS_MAX)];
-    let mut b = Vec::with_capacity(6 + id.len() + 4 * cpus.len());
-    b.extend_from_slice(&(id.len() as u16).to_le_bytes());
-    b.extend_from_slice(id);
-    b.extend_from_slice(&(cpus.len() as u32).to_le_bytes());
-    for c in cpus {
-        b.extend_from_slice(&c.to_le_bytes());
+    let hash = node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &c in cpus {
+        match runs.last_mut() {
+            Some((first, n)) if first.checked_add(*n) == Some(c) => *n += 1,
+            _ => runs.push((c, 1)),
+        }
+    }
+    runs.truncate(RUNS_MAX);
+    let mut b = Vec::with_capacity(12 + 8 * runs.len());
+    b.extend_from_slice(&hash.to_le_bytes());
+    b.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+    for (first, n) in runs {
+        b.extend_from_slice(&first.to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
     }
     b
 }
 
-/// A rank's [`placement`] (read from another rank: every length checked).
-pub(crate) fn decode_placement(b: &[u8]) -> Result<(&[u8], Vec<u32>), String> {
-    let take = |at: usize, n: usize| {
-        at.checked_add(n)
-            .and_then(|end| b.get(at..end))
-            .ok_or_else(|| format!("{} bytes, {n} wanted at {at}", b.len()))
+/// A rank's [`placement`]: its node's hash and its CPUs (read from another rank: every
+/// length checked).
+pub(crate) fn decode_placement(b: &[u8]) -> Result<(u64, Vec<u32>), String> {
+    let word = |at: usize| -> Result<u32, String> {
+        b.get(at..at + 4)
+            .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+            .ok_or_else(|| format!("{} bytes, cut at {at}", b.len()))
     };
-    let idlen = u16::from_le_bytes(take(0, 2)?.try_into().expect("2 bytes")) as usize;
-    let id = take(2, idlen)?;
-    let n = u32::from_le_bytes(take(2 + idlen, 4)?.try_into().expect("4 bytes")) as usize;
-    if n > CPUS_MAX {
-        return Err(format!("{n} CPUs (at most {CPUS_MAX})"));
+    let hash = b
+        .get(..8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .ok_or_else(|| format!("{} bytes, no node", b.len()))?;
+    let runs = word(8)? as usize;
+    if runs > RUNS_MAX {
+        return Err(format!("{runs} runs of CPUs (at most {RUNS_MAX})"));
     }
-    let at = 6 + idlen;
-    if b.len() != at + 4 * n {
-        return Err(format!("{} bytes for {n} CPUs", b.len()));
+    if b.len() != 12 + 8 * runs {
+        return Err(format!("{} bytes for {runs} runs of CPUs", b.len()));
     }
-    let cpus = take(at, 4 * n)?
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
-    Ok((id, cpus))
+    let mut cpus = Vec::new();
+    for i in 0..runs {
+        let (first, n) = (word(12 + 8 * i)?, word(16 + 8 * i)?);
+        if u64::from(first) + u64::from(n) > u64::from(u32::MAX)
+            || cpus.len() + n as usize > RUNS_MAX * 4
+        {
+            return Err(format!("CPUs {first} + {n} out of range"));
+        }
+        cpus.extend(first..first + n);
+    }
+    Ok((hash, cpus))
 }
 
 /// Rank `me`'s share of its node's cores, from every rank's [`placement`] (`all`, in rank
 /// order) and the cores its process may use (`available`: below the mask under a cgroup
 /// quota): Σ over its CPUs of 1 / the ranks of its node whose mask holds the CPU, scaled by
 /// `available` / its mask; at least 1. `None` where its own mask is unknown (empty).
-pub(crate) fn share(me: usize, all: &[(&[u8], Vec<u32>)], available: usize) -> Option<usize> {
+pub(crate) fn share(me: usize, all: &[(u64, Vec<u32>)], available: usize) -> Option<usize> {
     let (node, mine) = all.get(me)?;
     if mine.is_empty() {
         return None;
@@ -161,53 +180,69 @@ mod tests {
 
     #[test]
     fn a_share_counts_each_cpu_over_the_ranks_whose_mask_holds_it() {
-        let id = |s: &'static str| s.as_bytes();
+        let id = |s: &'static str| s.len() as u64;
         let full: Vec<u32> = (0..16).collect();
         // Nobody bound: 16 cores, 4 ranks on the node (and one on another node).
-        let mut all: Vec<(&[u8], Vec<u32>)> = vec![(id("a"), full.clone()); 4];
-        all.push((id("b"), full.clone()));
+        let mut all: Vec<(u64, Vec<u32>)> = vec![(id("a"), full.clone()); 4];
+        all.push((id("bb"), full.clone()));
         assert_eq!(share(0, &all, 16), Some(4));
         assert_eq!(share(4, &all, 16), Some(16), "alone on its node");
         // Bound to cores of their own: each rank all of its slice.
-        let all: Vec<(&[u8], Vec<u32>)> = (0..4)
+        let all: Vec<(u64, Vec<u32>)> = (0..4)
             .map(|r| (id("a"), (r * 4..r * 4 + 4).collect()))
             .collect();
         assert_eq!(share(2, &all, 4), Some(4));
         // Bound to sockets of 8 cores, two ranks each: half a socket.
-        let all: Vec<(&[u8], Vec<u32>)> = (0..4)
+        let all: Vec<(u64, Vec<u32>)> = (0..4)
             .map(|r| (id("a"), ((r / 2) * 8..(r / 2) * 8 + 8).collect()))
             .collect();
         assert_eq!(share(3, &all, 8), Some(4));
         // Two ranks on one core: at least one worker. A quota of 2 cores on a mask of 16.
-        let all: Vec<(&[u8], Vec<u32>)> = vec![(id("a"), vec![0]); 2];
+        let all: Vec<(u64, Vec<u32>)> = vec![(id("a"), vec![0]); 2];
         assert_eq!(share(1, &all, 1), Some(1));
-        let all: Vec<(&[u8], Vec<u32>)> = vec![(id("a"), full.clone()); 1];
+        let all: Vec<(u64, Vec<u32>)> = vec![(id("a"), full.clone()); 1];
         assert_eq!(share(0, &all, 2), Some(2));
         // An unknown mask gives way to the launcher's count.
-        let all: Vec<(&[u8], Vec<u32>)> = vec![(id("a"), Vec::new())];
+        let all: Vec<(u64, Vec<u32>)> = vec![(id("a"), Vec::new())];
         assert_eq!(share(0, &all, 2), None);
     }
 
     #[test]
     fn placements_round_trip_and_bad_ones_are_named() {
-        let b = placement("host|boot", &[0, 5, 7]);
-        let (id, cpus) = decode_placement(&b).unwrap();
-        assert_eq!((id, cpus), (&b"host|boot"[..], vec![0, 5, 7]));
+        let b = placement("host|boot", &[0, 1, 2, 5, 7, 8]);
+        assert_eq!(b.len(), 12 + 8 * 3, "three runs");
+        let (node, cpus) = decode_placement(&b).unwrap();
+        assert_eq!(cpus, [0, 1, 2, 5, 7, 8]);
+        assert_eq!(
+            node,
+            decode_placement(&placement("host|boot", &[])).unwrap().0
+        );
+        assert_ne!(
+            node,
+            decode_placement(&placement("host|boot2", &[])).unwrap().0
+        );
         assert!(decode_placement(&b[..b.len() - 1]).is_err());
-        assert!(decode_placement(&[]).is_err());
+        assert!(decode_placement(&[]).unwrap_err().contains("no node"));
         let mut long = b.clone();
         long.push(0);
         assert!(
             decode_placement(&long)
                 .unwrap_err()
-                .contains("bytes for 3 CPUs")
+                .contains("bytes for 3 runs")
         );
         let mut huge = placement("h", &[]);
-        huge[3..7].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(
             decode_placement(&huge)
                 .unwrap_err()
-                .contains("CPUs (at most")
+                .contains("runs of CPUs (at most")
+        );
+        let mut wide = placement("h", &[0]);
+        wide[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            decode_placement(&wide)
+                .unwrap_err()
+                .contains("out of range")
         );
         let blobs = vec![placement("h", &[0, 1]), b"\x05".to_vec()];
         let e = workers_among(0, &blobs, 1).unwrap_err().to_string();

@@ -521,7 +521,7 @@ impl Runtime {
     ) -> Result<Vec<Runtime>, RuntimeError> {
         validate(&cfg)?;
         if cfg.workers == 0 {
-            cfg.workers = cores::workers_for(cores::available_cores(), ranks);
+            cfg.workers = cores::default_workers(ranks);
         }
         // Each rank runs its workers and a progress thread in this process.
         let threads = u64::from(ranks) * (cfg.workers as u64 + 1);
