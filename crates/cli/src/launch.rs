@@ -77,8 +77,8 @@ pub enum Bind {
 fn core_slices(
     bind: Option<Bind>,
     ranks: u32,
-    cores: &[usize],
-) -> Result<Option<Vec<Vec<usize>>>, UsageError> {
+    cores: &[u32],
+) -> Result<Option<Vec<Vec<u32>>>, UsageError> {
     let (n, c) = (ranks as usize, cores.len());
     match bind {
         Some(Bind::None) => return Ok(None),
@@ -98,24 +98,15 @@ fn core_slices(
     ))
 }
 
-/// The cores this process may run on (its affinity mask), in order.
-fn allowed_cores() -> Result<Vec<usize>, UsageError> {
-    let set = rustix::thread::sched_getaffinity(None)
-        .map_err(|e| UsageError(format!("cannot read this launcher's CPU affinity: {e}")))?;
-    Ok((0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
-        .collect())
-}
-
 fn spawn_error(command: &str, e: std::io::Error) -> UsageError {
     UsageError(format!("cannot start '{command}': {e}"))
 }
 
 /// Sets this thread's CPU affinity to `cores`.
-fn set_affinity(cores: &[usize]) -> Result<(), UsageError> {
+fn set_affinity(cores: &[u32]) -> Result<(), UsageError> {
     let mut set = rustix::thread::CpuSet::new();
     for &c in cores {
-        set.set(c);
+        set.set(c as usize);
     }
     rustix::thread::sched_setaffinity(None, &set)
         .map_err(|e| UsageError(format!("cannot bind to cores {cores:?}: {e}")))
@@ -356,7 +347,8 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         .map_err(|e| UsageError(format!("cannot catch SIGTERM/SIGINT: {e}")))?;
     let secret = secret()?;
     let n = args.ranks;
-    let mine = allowed_cores()?;
+    let mine = titus_fabric::bootstrap::cpu_affinity()
+        .map_err(|e| UsageError(format!("cannot read this launcher's CPU affinity: {e}")))?;
     let slices = core_slices(args.bind, n, &mine)?;
     let width = (n - 1).to_string().len();
     let mut children: Vec<Option<Child>> = Vec::with_capacity(n as usize);

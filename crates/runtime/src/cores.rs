@@ -32,19 +32,10 @@ pub fn default_workers(local_ranks: u32) -> usize {
     workers_for(available_cores(), local_ranks)
 }
 
-/// The CPUs this process may run on (its affinity mask), ascending; empty where the
-/// platform cannot tell.
-pub fn affinity() -> Vec<u32> {
-    rustix::thread::sched_getaffinity(None).map_or(Vec::new(), |set| {
-        (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&c| set.is_set(c))
-            .map(|c| c as u32)
-            .collect()
-    })
-}
-
-/// Most runs of CPUs a rank may announce (a remote blob with more is refused).
+/// Most runs of CPUs a rank may announce, and most CPUs in all (a remote blob with more
+/// is refused).
 const RUNS_MAX: usize = 1 << 16;
+const CPUS_MAX: usize = 1 << 18;
 
 /// What a rank tells the others for the default worker count: its node (a 64-bit FNV-1a
 /// hash of [`titus_fabric::bootstrap::node_identity`]) and its CPUs as runs (first, count):
@@ -94,7 +85,7 @@ pub(crate) fn decode_placement(b: &[u8]) -> Result<(u64, Vec<u32>), String> {
     for i in 0..runs {
         let (first, n) = (word(12 + 8 * i)?, word(16 + 8 * i)?);
         if u64::from(first) + u64::from(n) > u64::from(u32::MAX)
-            || cpus.len() + n as usize > RUNS_MAX * 4
+            || cpus.len() + n as usize > CPUS_MAX
         {
             return Err(format!("CPUs {first} + {n} out of range"));
         }

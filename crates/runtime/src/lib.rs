@@ -563,7 +563,7 @@ impl Runtime {
             .map(|(node, fabric)| {
                 let (g, rank) = (gather.clone(), node.rank());
                 let gather: AllGatherFn = Box::new(move |blob| Ok(g.gather(rank, blob)));
-                Self::start(fabric, node, cfg.clone(), gather, false, Vec::new(), false)
+                Self::start(fabric, node, cfg.clone(), gather, Vec::new(), false)
             })
             .collect()
     }
@@ -666,29 +666,28 @@ impl Runtime {
         let fcfg = fabric_config(&node, &overlay, &cfg);
         let (peers, lazy) = (fcfg.peers.clone(), fcfg.lazy);
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
-        // Every rank's node and CPUs, for the default worker count: gathered whether or
-        // not this rank needs them (a collective: the ranks' options may differ).
+        let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
+        node.init_memory(&SegMem(&*fabric));
+        // The start-up barrier (every rank wrote its layout before anyone may touch it)
+        // carries every rank's node and CPUs, for the default worker count: gathered
+        // whether or not this rank needs them (the ranks' options may differ).
         let mine = cores::placement(
             &titus_fabric::bootstrap::node_identity(),
-            &cores::affinity(),
+            &titus_fabric::bootstrap::cpu_affinity().unwrap_or_default(),
         );
-        let placements = all_gather(&mine).map_err(FabricError::from)?;
+        let placements = gather(&mine).map_err(RuntimeError::Barrier)?;
         if cfg.workers == 0 {
             cfg.workers = cores::workers_among(rank as usize, &placements, local_ranks)?;
         }
-        let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
-        node.init_memory(&SegMem(&*fabric));
-        Self::start(fabric, node, cfg, gather, true, peers, lazy)
+        Self::start(fabric, node, cfg, gather, peers, lazy)
     }
 
-    /// Starts the threads; with `init_barrier`, waits until every rank got here (its layout
-    /// written) before returning.
+    /// Starts the threads (every rank's layout is written).
     fn start(
         fabric: Arc<dyn Fabric>,
         node: Node,
         cfg: RuntimeConfig,
         gather: AllGatherFn,
-        init_barrier: bool,
         peers: Vec<u32>,
         lazy: bool,
     ) -> Result<Runtime, RuntimeError> {
@@ -738,10 +737,6 @@ impl Runtime {
                 })?,
         );
         threads.extend(worker::spawn(&shared, cfg.workers, rank)?);
-        // Every rank wrote its layout before anyone may touch it.
-        if init_barrier {
-            gather(&[]).map_err(RuntimeError::Barrier)?;
-        }
         Ok(Runtime {
             shared,
             gather,

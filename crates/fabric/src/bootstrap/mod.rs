@@ -104,6 +104,17 @@ pub fn node_identity() -> String {
     )
 }
 
+/// The CPUs this process's calling thread may run on (its affinity mask), ascending: what
+/// `titus launch` slices among its ranks, and what a rank tells the others of its node
+/// for the default worker count.
+pub fn cpu_affinity() -> std::io::Result<Vec<u32>> {
+    let set = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .map(|c| c as u32)
+        .collect())
+}
+
 /// Why bootstrap failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BootstrapError {
