@@ -209,6 +209,66 @@ impl Row {
     }
 }
 
+/// A job's rows taken together (the chem job's epochs; a one-epoch job's row as it is):
+/// resolution times summed, efficiencies weighted by them — the job's busy time over its
+/// ranks' time —, on both sides and for each real run, the real side being the median of
+/// the real runs' own totals. `rows` come job by job, epoch by epoch (as `compare` gives
+/// them). Returns each job's row and its epoch count.
+fn jobs(rows: &[Row]) -> Vec<(Row, usize)> {
+    let key = |r: &Row| {
+        (
+            r.provider.clone(),
+            r.ranks,
+            r.job.clone(),
+            r.node_model.clone(),
+            r.task_speed.clone(),
+            r.run.clone(),
+        )
+    };
+    let total = |pairs: &mut dyn Iterator<Item = (f64, f64)>| {
+        let (busy, time) = pairs.fold((0.0, 0.0), |(b, t), (e, s)| (b + e * s, t + s));
+        (busy / time, time)
+    };
+    let mut out: Vec<(Row, usize)> = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let k = key(&rows[start]);
+        let end = start + rows[start..].iter().take_while(|r| key(r) == k).count();
+        let group = &rows[start..end];
+        let n_runs = group.iter().map(|r| r.runs.len()).min().unwrap_or(0);
+        let runs: Vec<(f64, f64)> = (0..n_runs)
+            .map(|i| total(&mut group.iter().map(|r| r.runs[i])))
+            .collect();
+        let real = if runs.is_empty() {
+            total(&mut group.iter().map(|r| r.real))
+        } else {
+            (
+                median(runs.iter().map(|p| p.0).collect()),
+                median(runs.iter().map(|p| p.1).collect()),
+            )
+        };
+        let first = &group[0];
+        out.push((
+            Row {
+                provider: first.provider.clone(),
+                ranks: first.ranks,
+                job: first.job.clone(),
+                node_model: first.node_model.clone(),
+                task_speed: first.task_speed.clone(),
+                run: first.run.clone(),
+                epoch: 0,
+                real,
+                sim: total(&mut group.iter().map(|r| r.sim)),
+                runs,
+                digests_agree: group.iter().all(|r| r.digests_agree),
+            },
+            group.len(),
+        ));
+        start = end;
+    }
+    out
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -566,6 +626,7 @@ fn main() {
                                         "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
                                         "real_runs_agree": r.runs_agree(),
                                         "worker_grain_us": args.worker_grain_us,
+                                        "level": "epoch",
                                     })
                                 );
                             } else {
@@ -600,6 +661,44 @@ fn main() {
                                 );
                             }
                         }
+                        // A job of several epochs, taken together.
+                        for (j, epochs) in jobs(&rs).iter().filter(|(_, n)| *n > 1) {
+                            if args.json {
+                                println!(
+                                    "{}",
+                                    serde_json::json!({
+                                        "provider": j.provider, "ranks": j.ranks, "job": j.job,
+                                        "node_model": j.node_model, "task_speed": j.task_speed,
+                                        "run": j.run, "epochs": epochs,
+                                        "efficiency_real": j.real.0, "efficiency_sim": j.sim.0,
+                                        "resolution_real_s": j.real.1, "resolution_sim_s": j.sim.1,
+                                        "within": j.within(), "digests_agree": j.digests_agree,
+                                        "efficiency_real_runs": j.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
+                                        "resolution_real_runs_s": j.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
+                                        "real_runs_agree": j.runs_agree(),
+                                        "worker_grain_us": args.worker_grain_us,
+                                        "level": "job",
+                                    })
+                                );
+                            } else {
+                                println!(
+                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
+                                    j.provider,
+                                    j.ranks,
+                                    j.job,
+                                    j.node_model,
+                                    j.task_speed,
+                                    j.run,
+                                    format!("0-{}", epochs - 1),
+                                    j.real.0,
+                                    j.sim.0,
+                                    j.sim.0 - j.real.0,
+                                    j.real.1,
+                                    j.sim.1,
+                                    100.0 * (j.sim.1 / j.real.1 - 1.0)
+                                );
+                            }
+                        }
                         all.extend(rs);
                     }
                     Err(e) => {
@@ -624,9 +723,16 @@ fn main() {
             balanced.count(),
         )
     };
+    let whole = jobs(&all);
     for (m, t) in variants(&args) {
         let mine = variant(m, t);
         let (within, b_within, balanced) = tally(&mine, Row::within);
+        let job_rows: Vec<&Row> = whole
+            .iter()
+            .map(|(j, _)| j)
+            .filter(|j| &j.node_model == m && &j.task_speed == t)
+            .collect();
+        let (j_within, j_b_within, j_balanced) = tally(&job_rows, Row::within);
         let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
         let time = median(
             mine.iter()
@@ -635,10 +741,12 @@ fn main() {
         );
         eprintln!(
             "parity-bench: node model {m}, tasks at {t} speed: {within} of {} rows within ±0.02 efficiency and ±5% time \
-             ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%{}",
+             ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%; \
+             jobs (a job's epochs together): {j_within} of {} within ({j_b_within} of {j_balanced} balanced){}",
             mine.len(),
             balanced,
             100.0 * time,
+            job_rows.len(),
             if args.real_tasks {
                 format!(
                     "; results' digests agree in {} of {}",
@@ -656,11 +764,18 @@ fn main() {
     {
         let mine = variant(m, t);
         let (agree, b_agree, balanced) = tally(&mine, Row::runs_agree);
+        let job_rows: Vec<&Row> = whole
+            .iter()
+            .map(|(j, _)| j)
+            .filter(|j| &j.node_model == m && &j.task_speed == t)
+            .collect();
+        let (j_agree, _, _) = tally(&job_rows, Row::runs_agree);
         eprintln!(
-            "parity-bench: the {} real runs of a job: every one within ±0.02 efficiency and ±5% time of their median in {agree} of {} rows ({b_agree} of {} balanced ones)",
+            "parity-bench: the {} real runs of a job: every one within ±0.02 efficiency and ±5% time of their median in {agree} of {} rows ({b_agree} of {} balanced ones), {j_agree} of {} jobs",
             args.repeat,
             mine.len(),
-            balanced
+            balanced,
+            job_rows.len()
         );
     }
     if failed || (args.real_tasks && all.iter().any(|r| !r.digests_agree)) {
@@ -738,6 +853,56 @@ mod tests {
         assert!(r.within() && !r.runs_agree());
         r.runs = vec![(0.93, 1.0), (0.95, 1.05)];
         assert!(r.runs_agree());
+    }
+
+    #[test]
+    fn a_jobs_epochs_together_sum_their_times_and_weight_their_efficiencies() {
+        let row = |run: &str, epoch, real, sim, runs: Vec<(f64, f64)>| Row {
+            provider: "node".into(),
+            ranks: 2,
+            job: "chem".into(),
+            node_model: "on".into(),
+            task_speed: "startup".into(),
+            run: run.into(),
+            epoch,
+            real,
+            sim,
+            runs,
+            digests_agree: true,
+        };
+        let rows = [
+            row("none", 0, (0.5, 2.0), (0.5, 2.0), vec![(0.5, 2.0)]),
+            row(
+                "random/claim",
+                0,
+                (0.9, 1.0),
+                (0.8, 1.0),
+                vec![(0.9, 1.0), (0.7, 1.0)],
+            ),
+            row(
+                "random/claim",
+                1,
+                (1.0, 3.0),
+                (1.0, 1.0),
+                vec![(1.0, 3.0), (0.9, 2.0)],
+            ),
+        ];
+        let j = jobs(&rows);
+        assert_eq!(j.len(), 2);
+        assert_eq!(
+            (j[0].1, j[0].0.real, j[0].0.sim),
+            (1, (0.5, 2.0), (0.5, 2.0))
+        );
+        let (both, epochs) = &j[1];
+        assert_eq!(*epochs, 2);
+        // Simulated: (0.8 + 1.0) / 2 s; real runs: (0.9 + 3.0) / 4 s and (0.7 + 1.8) / 3 s,
+        // their median the mean of the two.
+        assert!((both.sim.0 - 0.9).abs() < 1e-12 && (both.sim.1 - 2.0).abs() < 1e-12);
+        let (a, b) = (3.9 / 4.0, 2.5 / 3.0);
+        assert!((both.runs[0].0 - a).abs() < 1e-12 && (both.runs[1].0 - b).abs() < 1e-12);
+        assert!((both.real.0 - (a + b) / 2.0).abs() < 1e-12 && (both.real.1 - 3.5).abs() < 1e-12);
+        // Within: |0.9 − 0.904| ≤ 0.02 but the time is 43% short.
+        assert!(!both.within() && !both.runs_agree());
     }
 
     #[test]

@@ -58,6 +58,12 @@ pub struct FabricBenchArgs {
     /// `first_contact_us`, `contact_us` and `connection_kib` from it.
     #[arg(long)]
     connections: bool,
+    /// Measure against a busy target: rank 1 runs a spinning thread for each worker the
+    /// runtime would start there by default, so its progress thread must win a core from
+    /// them for every operation it serves (a victim whose workers all run tasks). `titus
+    /// sim --calibrate` measures both ways; the simulator draws the difference.
+    #[arg(long)]
+    busy_target: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,7 +76,14 @@ struct Row {
     raw_p99_us: Option<f64>,
     /// ours p50 / raw p50 − 1.
     overhead: Option<f64>,
+    /// Ours at each of [`QUANTILES`] (µs): the distribution the simulator draws from.
+    quantiles_us: Vec<f64>,
 }
+
+/// The quantiles each row reports in JSON.
+pub const QUANTILES: [f64; 13] = [
+    0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999,
+];
 
 #[derive(Debug, Serialize)]
 struct Report {
@@ -84,6 +97,8 @@ struct Report {
     /// The backend's progress polls (libfabric's `shm`: no wait object): its software
     /// atomics and signals are served only when the target's progress turns.
     polled_progress: bool,
+    /// Spinning threads on rank 1 while rank 0 measured (`--busy-target`; 0 without).
+    busy_target_threads: usize,
 }
 
 /// What [`measure`] gives: rows, read bandwidth, raw read bandwidth.
@@ -106,6 +121,7 @@ impl Report {
             read_bandwidth_gbs: bw,
             raw_read_bandwidth_gbs: raw_bw,
             polled_progress: fabric.caps().polled_progress,
+            busy_target_threads: 0,
         }
     }
 }
@@ -131,9 +147,11 @@ fn percentile(sorted: &[u64], q: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
-fn stats(mut ns: Vec<u64>) -> (f64, f64) {
+/// p50, p99 and [`QUANTILES`] of `ns`, µs.
+fn stats(mut ns: Vec<u64>) -> (f64, f64, Vec<f64>) {
     ns.sort_unstable();
-    (percentile(&ns, 0.5), percentile(&ns, 0.99))
+    let qs = QUANTILES.iter().map(|&q| percentile(&ns, q)).collect();
+    (percentile(&ns, 0.5), percentile(&ns, 0.99), qs)
 }
 
 fn bench_err(e: impl std::fmt::Display) -> UsageError {
@@ -186,9 +204,9 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
             }
             done += n;
         }
-        let (p50, p99) = stats(mine);
+        let (p50, p99, quantiles_us) = stats(mine);
         let (raw_p50, raw_p99) = if raw.is_some() {
-            let (a, b) = stats(theirs);
+            let (a, b, _) = stats(theirs);
             (Some(a), Some(b))
         } else {
             (None, None)
@@ -201,6 +219,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
             raw_p50_us: raw_p50,
             raw_p99_us: raw_p99,
             overhead: raw_p50.map(|r| p50 / r - 1.0),
+            quantiles_us,
         });
         Ok(())
     };
@@ -262,7 +281,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
         }
         f.wait(op, f.op_timeout()).map(drop).map_err(bench_err)
     })?;
-    let (p50, p99) = stats(ping);
+    let (p50, p99, quantiles_us) = stats(ping);
     rows.push(Row {
         op: "write-signal round trip",
         bytes: 8,
@@ -271,6 +290,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
         raw_p50_us: None,
         raw_p99_us: None,
         overhead: None,
+        quantiles_us,
     });
     // Read bandwidth at 1 MiB, ours and raw alternating in blocks of 10 reads.
     let n = (iters / 10).clamp(20, 500);
@@ -308,6 +328,54 @@ fn serve(f: Arc<dyn Fabric>) -> ProgressThread {
             let _ = g.write_gather(0, Loc::new(SEG, BUF), &[], Some(s.value));
         }
     })
+}
+
+/// Threads spinning on rank 1 (`--busy-target`) until dropped: as many as the workers
+/// the runtime would start there by default.
+struct Spinners {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Spinners {
+    /// The threads `--busy-target` runs on rank 1 of a 2-rank job on one node.
+    fn count() -> usize {
+        // The runtime's rule (`titus_runtime::cores::workers_for`): the cores this
+        // process may use over the ranks sharing them.
+        let local = bootstrap::local_size_from_vars(|k| std::env::var(k).ok())
+            .ok()
+            .flatten()
+            .unwrap_or(2);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / local.max(1) as usize).max(1)
+    }
+
+    fn start(on: bool) -> Spinners {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..if on { Self::count() } else { 0 })
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 1u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        for _ in 0..1_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) | 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Spinners { stop, threads }
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// What `--connections` prints.
@@ -421,7 +489,7 @@ fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result
         .iter()
         .filter_map(|b| Some(f64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
         .collect();
-    let (first, _) = stats(firsts.clone());
+    let (first, _, _) = stats(firsts.clone());
     let report = ConnectionReport {
         backend: if backend == Backend::Node {
             "node"
@@ -488,7 +556,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 mem::world(vec![config(), config()], MemOptions::default()).map_err(bench_err)?;
             let target: Arc<dyn Fabric> = fabrics[1].clone();
             let server = serve(target);
+            let spinners = Spinners::start(args.busy_target);
             let measured = measure(&*fabrics[0], args.iters, None)?;
+            drop(spinners);
             server.stop();
             Report::new("mem", &*fabrics[0], args.iters, Duration::ZERO, measured)
         }
@@ -500,7 +570,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             let mut exchange = exchange.ok_or_else(|| bench_err("no rendezvous"))?;
             if env.rank == 1 {
                 let server = serve(fabric.clone());
+                let spinners = Spinners::start(args.busy_target);
                 exchange.barrier().map_err(bench_err)?; // rank 0 is done measuring
+                drop(spinners);
                 server.stop();
                 return Ok(());
             }
@@ -558,7 +630,9 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             };
             if env.rank == 1 {
                 let server = serve(fabric.clone());
+                let spinners = Spinners::start(args.busy_target);
                 barrier(&fabric)?; // rank 0 is done measuring
+                drop(spinners);
                 server.stop();
                 return Ok(());
             }
@@ -579,13 +653,28 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             Report::new("ofi", &*fabric, args.iters, fabric.connect_time(), measured)
         }
     };
+    let mut report = report;
+    if args.busy_target {
+        report.busy_target_threads = Spinners::count();
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report).map_err(bench_err)?);
         return Ok(());
     }
     println!(
-        "fabric-bench: {} ({}), 2 ranks, {} timed operations each, connect {:.1} ms",
-        report.provider, report.backend, report.iters, report.connect_ms
+        "fabric-bench: {} ({}), 2 ranks, {} timed operations each, connect {:.1} ms{}",
+        report.provider,
+        report.backend,
+        report.iters,
+        report.connect_ms,
+        if args.busy_target {
+            format!(
+                ", rank 1 busy ({} spinning threads)",
+                report.busy_target_threads
+            )
+        } else {
+            String::new()
+        }
     );
     println!(
         "{:<24} {:>7} {:>9} {:>9} {:>10} {:>10} {:>9}",
