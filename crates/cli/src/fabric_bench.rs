@@ -262,6 +262,23 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
             }),
         )?;
     }
+    // A worker's poll between tasks (`Fabric::poll`, nothing waiting): what each costs a
+    // worker of a polled fabric (shm); nothing elsewhere.
+    let polls = time(iters.min(200), iters, |_| {
+        f.poll();
+        Ok(())
+    })?;
+    let (p50, p99, quantiles_us) = stats(polls);
+    rows.push(Row {
+        op: "poll",
+        bytes: 0,
+        p50_us: p50,
+        p99_us: p99,
+        raw_p50_us: None,
+        raw_p99_us: None,
+        overhead: None,
+        quantiles_us,
+    });
     // Write-then-signal, as a round trip: rank 1 answers each signal with one of its own.
     let mut sigs = Vec::new();
     let ping = time(iters.min(200), iters, |i| {

@@ -182,10 +182,41 @@ fn fabric_bench_on_mem_prints_every_figure() {
         "read",
         "write",
         "write-signal round trip",
+        "poll",
     ] {
         assert!(ops.contains(&op), "{op} missing: {ops:?}");
     }
     assert!(v["read_bandwidth_gbs"].as_f64().unwrap() > 0.0);
+    // Each row's quantiles, in order, around its p50.
+    for r in v["rows"].as_array().unwrap() {
+        let q: Vec<f64> = r["quantiles_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(q.len(), 13, "{r}");
+        assert!(q.windows(2).all(|w| w[0] <= w[1]), "{r}");
+        assert_eq!(q[5], r["p50_us"].as_f64().unwrap(), "{r}");
+    }
+    assert_eq!(v["busy_target_threads"], 0);
+    // A busy target: its spinning threads are counted, and stopped (the process ends).
+    let out = titus(&[
+        "fabric-bench",
+        "--backend",
+        "mem",
+        "--iters",
+        "20",
+        "--busy-target",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["busy_target_threads"].as_u64().unwrap() >= 1, "{v}");
 }
 
 /// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
