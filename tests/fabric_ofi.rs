@@ -231,7 +231,14 @@ fn fabric_bench_compares_with_raw_libfabric() {
         "\"raw_p50_us\":",
         "\"overhead\":",
         "\"raw_read_bandwidth_gbs\":",
+        "\"op\":\"compare-swap (self)\"",
     ] {
         assert!(line.contains(key), "{key} missing: {line}");
     }
+    // tcp's target serves every operation in software: its CPU per operation is measured.
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let cpu = v["target_cpu_us_per_op"]
+        .as_f64()
+        .expect("target CPU measured");
+    assert!(cpu > 0.0 && v["target_ops"].as_u64().unwrap() > 0, "{line}");
 }

@@ -99,10 +99,20 @@ struct Report {
     polled_progress: bool,
     /// Spinning threads on rank 1 while rank 0 measured (`--busy-target`; 0 without).
     busy_target_threads: usize,
+    /// Where the target's progress serves operations in software and blocks between them
+    /// (libfabric with manual progress and a wait object: tcp, sockets), without
+    /// `--busy-target`: rank 1's CPU time while rank 0 timed its small operations, over
+    /// those operations (ours, raw and warm-up ones; a round trip's answer counted with
+    /// it), µs. The simulator charges it to a target
+    /// whose node's cores all run tasks.
+    target_cpu_us_per_op: Option<f64>,
+    /// The small operations rank 0 issued to rank 1.
+    target_ops: u64,
 }
 
-/// What [`measure`] gives: rows, read bandwidth, raw read bandwidth.
-type Measured = (Vec<Row>, f64, Option<f64>);
+/// What [`measure`] gives: rows, read bandwidth, raw read bandwidth, operations issued to
+/// rank 1.
+type Measured = (Vec<Row>, f64, Option<f64>, u64);
 
 impl Report {
     fn new(
@@ -110,7 +120,7 @@ impl Report {
         fabric: &dyn Fabric,
         iters: u32,
         connect: Duration,
-        (rows, bw, raw_bw): Measured,
+        (rows, bw, raw_bw, ops): Measured,
     ) -> Self {
         Self {
             backend,
@@ -122,6 +132,8 @@ impl Report {
             raw_read_bandwidth_gbs: raw_bw,
             polled_progress: fabric.caps().polled_progress,
             busy_target_threads: 0,
+            target_cpu_us_per_op: None,
+            target_ops: ops,
         }
     }
 }
@@ -179,17 +191,28 @@ fn time(
 /// The raw libfabric loop: (kind, bytes, operations) to nanoseconds per operation.
 type RawLoop<'a> = dyn Fn(i32, u64, usize) -> Result<Vec<u64>, UsageError> + 'a;
 
-/// Rank 0's measurements. `raw` runs the shim's raw loop when the backend has one.
-fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Measured, UsageError> {
+/// Rank 0's measurements. `raw` runs the shim's raw loop when the backend has one;
+/// `between` runs after the small operations, before the bandwidth's 1 MiB reads (the
+/// operations counted are the small ones).
+fn measure(
+    f: &dyn Fabric,
+    iters: u32,
+    raw: Option<&RawLoop<'_>>,
+    between: &dyn Fn() -> Result<(), UsageError>,
+) -> Result<Measured, UsageError> {
     let word = Loc::new(SEG, WORD);
     let local = Loc::new(SEG, BUF);
     let mut rows = Vec::new();
+    // Operations issued to rank 1 (timed, warm-up and raw ones).
+    let mut ops = 0u64;
     // Ours and raw alternate in blocks of 100, so drift on a noisy machine hits both alike.
     let mut pair = |op: &'static str,
                     bytes: u64,
                     kind: i32,
                     mut ours: Box<dyn FnMut(u64) -> Result<(), UsageError> + '_>|
      -> Result<(), UsageError> {
+        // A negative kind: on rank 0's own memory, no raw loop and nothing served by rank 1.
+        let raw = raw.filter(|_| kind >= 0);
         let (mut mine, mut theirs) = (Vec::new(), Vec::new());
         let block = 100u32;
         let mut done = 0u32;
@@ -203,6 +226,9 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
                 theirs.extend(r(kind, bytes, n as usize)?);
             }
             done += n;
+        }
+        if kind >= 0 {
+            ops += u64::from(warmup) + (mine.len() + theirs.len()) as u64;
         }
         let (p50, p99, quantiles_us) = stats(mine);
         let (raw_p50, raw_p99) = if raw.is_some() {
@@ -239,6 +265,27 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
         8,
         1,
         Box::new(|_| f.fetch_add_sync(1, word, 1).map(drop).map_err(bench_err)),
+    )?;
+    // On this rank's own memory, through the fabric (the runtime's own atomics and reads
+    // where CPU atomics are not coherent with the fabric's).
+    pair(
+        "compare-swap (self)",
+        8,
+        -1,
+        Box::new(|i| {
+            f.compare_swap_sync(0, Loc::new(SEG, WORD + 8), i, i + 1)
+                .map(drop)
+                .map_err(bench_err)
+        }),
+    )?;
+    pair(
+        "read (self)",
+        8,
+        -1,
+        Box::new(|_| {
+            f.read_sync(0, Loc::new(SEG, BUF + 8), local, 8)
+                .map_err(bench_err)
+        }),
     )?;
     for bytes in [8, 4096, 65_536] {
         pair(
@@ -298,6 +345,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
         }
         f.wait(op, f.op_timeout()).map(drop).map_err(bench_err)
     })?;
+    ops += u64::from(iters.min(200)) + ping.len() as u64;
     let (p50, p99, quantiles_us) = stats(ping);
     rows.push(Row {
         op: "write-signal round trip",
@@ -309,6 +357,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
         overhead: None,
         quantiles_us,
     });
+    between()?;
     // Read bandwidth at 1 MiB, ours and raw alternating in blocks of 10 reads.
     let n = (iters / 10).clamp(20, 500);
     let (mut ours_ns, mut raw_ns) = (0u64, 0u64);
@@ -329,7 +378,7 @@ fn measure(f: &dyn Fabric, iters: u32, raw: Option<&RawLoop<'_>>) -> Result<Meas
     let gbs = |ns: u64| (u64::from(n) * MIB) as f64 / (ns as f64 / 1e9) / 1e9;
     let bw = gbs(ours_ns);
     let raw_bw = raw.map(|_| gbs(raw_ns));
-    Ok((rows, bw, raw_bw))
+    Ok((rows, bw, raw_bw, ops))
 }
 
 /// How often the target polls where its progress cannot block (shm): it serves every
@@ -394,6 +443,22 @@ impl Drop for Spinners {
         }
     }
 }
+
+/// This process's CPU time so far, ns: every thread's (`/proc/self/task/*/schedstat`);
+/// None where it cannot be read.
+fn process_cpu_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        // A thread that ended between the listing and the read counts for nothing.
+        if let Ok(s) = std::fs::read_to_string(t.ok()?.path().join("schedstat")) {
+            total += s.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
+}
+
+/// Where rank 1 leaves its CPU time for rank 0 to read (a word nobody else touches).
+const CPU_WORD: u64 = WORD + 40;
 
 /// What `--connections` prints.
 #[derive(Debug, Serialize)]
@@ -574,7 +639,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             let target: Arc<dyn Fabric> = fabrics[1].clone();
             let server = serve(target);
             let spinners = Spinners::start(args.busy_target);
-            let measured = measure(&*fabrics[0], args.iters, None)?;
+            let measured = measure(&*fabrics[0], args.iters, None, &|| Ok(()))?;
             drop(spinners);
             server.stop();
             Report::new("mem", &*fabrics[0], args.iters, Duration::ZERO, measured)
@@ -622,7 +687,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 }
                 Ok(out)
             };
-            let measured = measure(&*fabric, args.iters, Some(&raw))?;
+            let measured = measure(&*fabric, args.iters, Some(&raw), &|| Ok(()))?;
             exchange.barrier().map_err(bench_err)?;
             Report::new(
                 "node",
@@ -645,10 +710,31 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 f.with_rendezvous(|rv| rv.map_or(Ok(()), |rv| rv.barrier()))
                     .map_err(bench_err)
             };
+            // Rank 1's CPU per operation served, where its progress serves them.
+            let cpu_cost = fabric.caps().target_progress
+                && !fabric.caps().polled_progress
+                && !args.busy_target;
             if env.rank == 1 {
                 let server = serve(fabric.clone());
                 let spinners = Spinners::start(args.busy_target);
+                let cpu0 = process_cpu_ns();
+                let mut cpu1 = None;
+                if cpu_cost {
+                    barrier(&fabric)?; // rank 0's small operations are done
+                    cpu1 = process_cpu_ns();
+                }
                 barrier(&fabric)?; // rank 0 is done measuring
+                if cpu_cost {
+                    let spent = cpu0
+                        .zip(cpu1)
+                        .map_or(u64::MAX, |(a, b)| b.saturating_sub(a));
+                    fabric
+                        .segment(SEG)
+                        .and_then(|s| s.store(CPU_WORD, spent))
+                        .map_err(bench_err)?;
+                    barrier(&fabric)?; // the word is written
+                    barrier(&fabric)?; // rank 0 has read it
+                }
                 drop(spinners);
                 server.stop();
                 return Ok(());
@@ -665,9 +751,28 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                     )
                     .map_err(bench_err)
             };
-            let measured = measure(&*fabric, args.iters, Some(&raw))?;
+            let between = || if cpu_cost { barrier(&fabric) } else { Ok(()) };
+            let measured = measure(&*fabric, args.iters, Some(&raw), &between)?;
             barrier(&fabric)?;
-            Report::new("ofi", &*fabric, args.iters, fabric.connect_time(), measured)
+            let ops = measured.3;
+            let mut report =
+                Report::new("ofi", &*fabric, args.iters, fabric.connect_time(), measured);
+            if cpu_cost {
+                barrier(&fabric)?;
+                let local = Loc::new(SEG, BUF);
+                fabric
+                    .read_sync(1, Loc::new(SEG, CPU_WORD), local, 8)
+                    .map_err(bench_err)?;
+                let spent = fabric
+                    .segment(SEG)
+                    .and_then(|s| s.load(BUF))
+                    .map_err(bench_err)?;
+                barrier(&fabric)?;
+                // u64::MAX: rank 1 could not read its CPU time.
+                report.target_cpu_us_per_op =
+                    (spent != u64::MAX && ops > 0).then(|| spent as f64 / 1e3 / ops as f64);
+            }
+            report
         }
     };
     let mut report = report;
@@ -718,5 +823,11 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             .raw_read_bandwidth_gbs
             .map_or("-".to_string(), |b| format!("{b:.2} GB/s"))
     );
+    if let Some(c) = report.target_cpu_us_per_op {
+        println!(
+            "rank 1's CPU per operation it served: {c:.2} µs ({} operations)",
+            report.target_ops
+        );
+    }
     Ok(())
 }

@@ -183,6 +183,8 @@ fn fabric_bench_on_mem_prints_every_figure() {
         "write",
         "write-signal round trip",
         "poll",
+        "compare-swap (self)",
+        "read (self)",
     ] {
         assert!(ops.contains(&op), "{op} missing: {ops:?}");
     }
