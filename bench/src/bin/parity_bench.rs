@@ -515,6 +515,68 @@ fn pair_rows(
         .collect()
 }
 
+/// Prints one compared row: an epoch's (`epochs` None) or a job's of several epochs.
+fn print_row(args: &Args, r: &Row, epochs: Option<usize>) {
+    if args.json {
+        let mut v = serde_json::json!({
+            "provider": r.provider, "ranks": r.ranks, "job": r.job,
+            "node_model": r.node_model, "task_speed": r.task_speed, "run": r.run,
+            "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
+            "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
+            "within": r.within(), "digests_agree": r.digests_agree,
+            "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
+            "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
+            "real_runs_agree": r.runs_agree(),
+            "worker_grain_us": args.worker_grain_us,
+        });
+        match epochs {
+            None => {
+                v["epoch"] = r.epoch.into();
+                v["level"] = "epoch".into();
+            }
+            Some(n) => {
+                v["epochs"] = n.into();
+                v["level"] = "job".into();
+            }
+        }
+        println!("{v}");
+        return;
+    }
+    let range = |f: fn(&(f64, f64)) -> f64| {
+        let v = r.runs.iter().map(f);
+        v.clone().fold(f64::MIN, f64::max) - v.fold(f64::MAX, f64::min)
+    };
+    let spread = if args.repeat > 1 {
+        format!(
+            "  {:.4}, {:.1}%",
+            range(|p| p.0),
+            100.0 * range(|p| p.1) / r.real.1
+        )
+    } else {
+        String::new()
+    };
+    let epoch = match epochs {
+        None => r.epoch.to_string(),
+        Some(n) => format!("0-{}", n - 1),
+    };
+    println!(
+        "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}{spread}",
+        r.provider,
+        r.ranks,
+        r.job,
+        r.node_model,
+        r.task_speed,
+        r.run,
+        epoch,
+        r.real.0,
+        r.sim.0,
+        r.sim.0 - r.real.0,
+        r.real.1,
+        r.sim.1,
+        100.0 * (r.sim.1 / r.real.1 - 1.0)
+    );
+}
+
 fn main() {
     let args = Args::parse();
     // Bad input before anything runs (exit 2, one line).
@@ -612,92 +674,11 @@ fn main() {
                 match compare(&args, provider, model, ranks, job) {
                     Ok(rs) => {
                         for r in &rs {
-                            if args.json {
-                                println!(
-                                    "{}",
-                                    serde_json::json!({
-                                        "provider": r.provider, "ranks": r.ranks, "job": r.job,
-                                        "node_model": r.node_model, "task_speed": r.task_speed,
-                                        "run": r.run, "epoch": r.epoch,
-                                        "efficiency_real": r.real.0, "efficiency_sim": r.sim.0,
-                                        "resolution_real_s": r.real.1, "resolution_sim_s": r.sim.1,
-                                        "within": r.within(), "digests_agree": r.digests_agree,
-                                        "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
-                                        "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
-                                        "real_runs_agree": r.runs_agree(),
-                                        "worker_grain_us": args.worker_grain_us,
-                                        "level": "epoch",
-                                    })
-                                );
-                            } else {
-                                let range = |f: fn(&(f64, f64)) -> f64| {
-                                    let v = r.runs.iter().map(f);
-                                    v.clone().fold(f64::MIN, f64::max) - v.fold(f64::MAX, f64::min)
-                                };
-                                let spread = if args.repeat > 1 {
-                                    format!(
-                                        "  {:.4}, {:.1}%",
-                                        range(|p| p.0),
-                                        100.0 * range(|p| p.1) / r.real.1
-                                    )
-                                } else {
-                                    String::new()
-                                };
-                                println!(
-                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}{spread}",
-                                    r.provider,
-                                    r.ranks,
-                                    r.job,
-                                    r.node_model,
-                                    r.task_speed,
-                                    r.run,
-                                    r.epoch,
-                                    r.real.0,
-                                    r.sim.0,
-                                    r.sim.0 - r.real.0,
-                                    r.real.1,
-                                    r.sim.1,
-                                    100.0 * (r.sim.1 / r.real.1 - 1.0)
-                                );
-                            }
+                            print_row(&args, r, None);
                         }
                         // A job of several epochs, taken together.
                         for (j, epochs) in jobs(&rs).iter().filter(|(_, n)| *n > 1) {
-                            if args.json {
-                                println!(
-                                    "{}",
-                                    serde_json::json!({
-                                        "provider": j.provider, "ranks": j.ranks, "job": j.job,
-                                        "node_model": j.node_model, "task_speed": j.task_speed,
-                                        "run": j.run, "epochs": epochs,
-                                        "efficiency_real": j.real.0, "efficiency_sim": j.sim.0,
-                                        "resolution_real_s": j.real.1, "resolution_sim_s": j.sim.1,
-                                        "within": j.within(), "digests_agree": j.digests_agree,
-                                        "efficiency_real_runs": j.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
-                                        "resolution_real_runs_s": j.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
-                                        "real_runs_agree": j.runs_agree(),
-                                        "worker_grain_us": args.worker_grain_us,
-                                        "level": "job",
-                                    })
-                                );
-                            } else {
-                                println!(
-                                    "{:<12} {:>5} {:<16} {:<5} {:<9} {:<26} {:>5} {:>9.4} {:>9.4} {:>+7.4} {:>10.4} {:>10.4} {:>+7.1}",
-                                    j.provider,
-                                    j.ranks,
-                                    j.job,
-                                    j.node_model,
-                                    j.task_speed,
-                                    j.run,
-                                    format!("0-{}", epochs - 1),
-                                    j.real.0,
-                                    j.sim.0,
-                                    j.sim.0 - j.real.0,
-                                    j.real.1,
-                                    j.sim.1,
-                                    100.0 * (j.sim.1 / j.real.1 - 1.0)
-                                );
-                            }
+                            print_row(&args, j, Some(*epochs));
                         }
                         all.extend(rs);
                     }
@@ -724,14 +705,18 @@ fn main() {
         )
     };
     let whole = jobs(&all);
-    for (m, t) in variants(&args) {
-        let mine = variant(m, t);
-        let (within, b_within, balanced) = tally(&mine, Row::within);
-        let job_rows: Vec<&Row> = whole
+    // The same for whole jobs.
+    let job_variant = |m: &String, t: &String| -> Vec<&Row> {
+        whole
             .iter()
             .map(|(j, _)| j)
             .filter(|j| &j.node_model == m && &j.task_speed == t)
-            .collect();
+            .collect()
+    };
+    for (m, t) in variants(&args) {
+        let mine = variant(m, t);
+        let (within, b_within, balanced) = tally(&mine, Row::within);
+        let job_rows = job_variant(m, t);
         let (j_within, j_b_within, j_balanced) = tally(&job_rows, Row::within);
         let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
         let time = median(
@@ -764,11 +749,7 @@ fn main() {
     {
         let mine = variant(m, t);
         let (agree, b_agree, balanced) = tally(&mine, Row::runs_agree);
-        let job_rows: Vec<&Row> = whole
-            .iter()
-            .map(|(j, _)| j)
-            .filter(|j| &j.node_model == m && &j.task_speed == t)
-            .collect();
+        let job_rows = job_variant(m, t);
         let (j_agree, _, _) = tally(&job_rows, Row::runs_agree);
         eprintln!(
             "parity-bench: the {} real runs of a job: every one within ±0.02 efficiency and ±5% time of their median in {agree} of {} rows ({b_agree} of {} balanced ones), {j_agree} of {} jobs",
