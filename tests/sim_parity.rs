@@ -267,7 +267,25 @@ fn parity_bench_agrees_on_results_over_real_processes() {
         .output()
         .unwrap();
     let rows = json_lines(&out, "parity-bench");
-    assert_eq!(rows.len(), 4, "2 balancers × 2 epochs: {rows:?}");
+    // 2 balancers × 2 epochs, then each balancer's job taken together.
+    assert_eq!(rows.len(), 6, "2 balancers × 2 epochs + 2 jobs: {rows:?}");
+    let epochs: Vec<_> = rows.iter().filter(|r| r["level"] == "epoch").collect();
+    assert_eq!(epochs.len(), 4, "{rows:?}");
+    for job in rows.iter().filter(|r| r["level"] == "job") {
+        assert_eq!(job["epochs"], 2, "{job}");
+        let mine: Vec<_> = epochs.iter().filter(|r| r["run"] == job["run"]).collect();
+        assert_eq!(mine.len(), 2, "{job}");
+        let sum = |key: &str| mine.iter().map(|r| r[key].as_f64().unwrap()).sum::<f64>();
+        // Times summed, on both sides and in each real run.
+        assert!((job["resolution_sim_s"].as_f64().unwrap() - sum("resolution_sim_s")).abs() < 1e-9);
+        for k in 0..2 {
+            let total: f64 = mine
+                .iter()
+                .map(|r| r["resolution_real_runs_s"][k].as_f64().unwrap())
+                .sum();
+            assert!((job["resolution_real_runs_s"][k].as_f64().unwrap() - total).abs() < 1e-9);
+        }
+    }
     for r in &rows {
         assert_eq!(r["digests_agree"], true, "{r}");
         for key in [
