@@ -246,10 +246,11 @@ fn parity_bench_agrees_on_results_over_real_processes() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("titus-parity-{}", std::process::id()));
+    let scratch = titus_tests::ScratchDir::new("titus-parity");
+    let dir = &scratch.0;
     let out = Command::new(titus_tests::bin("parity-bench"))
         .arg("--calibrate")
-        .arg(&dir)
+        .arg(dir)
         .args([
             "--providers",
             "node",
@@ -322,7 +323,6 @@ fn parity_bench_agrees_on_results_over_real_processes() {
     // The simulator ran on this machine's calibration, not the built-in preset.
     let preset: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("node.json")).unwrap()).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     let cores = std::thread::available_parallelism().unwrap().get();
     assert_eq!(
         preset["node"]["cores"].as_u64(),
@@ -372,8 +372,9 @@ fn parity_bench_refuses_unknown_transports_and_jobs() {
 /// know is bad input.
 #[test]
 fn calibrate_writes_a_preset_the_simulator_reads() {
-    let dir = std::env::temp_dir().join(format!("titus-calibrate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = titus_tests::ScratchDir::new("titus-calibrate");
+    let dir = &scratch.0;
+    std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("node.json");
     let out = Command::new(titus_tests::bin("titus"))
         .args(["sim", "--calibrate", "node", "--out"])
@@ -404,7 +405,7 @@ fn calibrate_writes_a_preset_the_simulator_reads() {
         );
         assert_eq!(sim[0]["node_model"].as_bool(), Some(on), "{}", sim[0]);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(scratch);
     let bad = Command::new(titus_tests::bin("titus"))
         .args(["sim", "--calibrate", "carrier-pigeon"])
         .output()

@@ -148,3 +148,21 @@ pub fn node_objects() -> Vec<String> {
     let now = list();
     first.into_iter().filter(|n| now.contains(n)).collect()
 }
+
+/// A scratch directory under the system's temporary one, removed when dropped — also
+/// when the test that made it fails.
+#[derive(Debug)]
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    /// `<tmp>/<name>-<pid>` (not created).
+    pub fn new(name: &str) -> ScratchDir {
+        ScratchDir(std::env::temp_dir().join(format!("{name}-{}", std::process::id())))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
