@@ -644,6 +644,8 @@ fn main() {
         }
     }
     let mut all = Vec::new();
+    // Each job's rows taken together ([`jobs`]), as they were printed.
+    let mut whole: Vec<(Row, usize)> = Vec::new();
     let mut failed = false;
     if !args.json {
         println!(
@@ -677,9 +679,11 @@ fn main() {
                             print_row(&args, r, None);
                         }
                         // A job of several epochs, taken together.
-                        for (j, epochs) in jobs(&rs).iter().filter(|(_, n)| *n > 1) {
+                        let js = jobs(&rs);
+                        for (j, epochs) in js.iter().filter(|(_, n)| *n > 1) {
                             print_row(&args, j, Some(*epochs));
                         }
+                        whole.extend(js);
                         all.extend(rs);
                     }
                     Err(e) => {
@@ -704,7 +708,6 @@ fn main() {
             balanced.count(),
         )
     };
-    let whole = jobs(&all);
     // The same for whole jobs.
     let job_variant = |m: &String, t: &String| -> Vec<&Row> {
         whole

@@ -60,8 +60,7 @@ pub struct FabricBenchArgs {
     connections: bool,
     /// Measure against a busy target: rank 1 runs a spinning thread for each worker the
     /// runtime would start there by default, so its progress thread must win a core from
-    /// them for every operation it serves (a victim whose workers all run tasks). `titus
-    /// sim --calibrate` measures both ways; the simulator draws the difference.
+    /// them for every operation it serves (a victim whose workers all run tasks).
     #[arg(long)]
     busy_target: bool,
 }
@@ -76,7 +75,7 @@ struct Row {
     raw_p99_us: Option<f64>,
     /// ours p50 / raw p50 − 1.
     overhead: Option<f64>,
-    /// Ours at each of [`QUANTILES`] (µs): the distribution the simulator draws from.
+    /// Ours at each of [`QUANTILES`] (µs): the tail beside p50 and p99.
     quantiles_us: Vec<f64>,
 }
 
@@ -103,8 +102,7 @@ struct Report {
     /// (libfabric with manual progress and a wait object: tcp, sockets), without
     /// `--busy-target`: rank 1's CPU time while rank 0 timed its small operations, over
     /// those operations (ours, raw and warm-up ones; a round trip's answer counted with
-    /// it), µs. The simulator charges it to a target
-    /// whose node's cores all run tasks.
+    /// it), µs.
     target_cpu_us_per_op: Option<f64>,
     /// The small operations rank 0 issued to rank 1.
     target_ops: u64,
@@ -164,6 +162,21 @@ fn stats(mut ns: Vec<u64>) -> (f64, f64, Vec<f64>) {
     ns.sort_unstable();
     let qs = QUANTILES.iter().map(|&q| percentile(&ns, q)).collect();
     (percentile(&ns, 0.5), percentile(&ns, 0.99), qs)
+}
+
+/// A row of ours alone (no raw loop beside it) from its timings.
+fn row(op: &'static str, bytes: u64, ns: Vec<u64>) -> Row {
+    let (p50_us, p99_us, quantiles_us) = stats(ns);
+    Row {
+        op,
+        bytes,
+        p50_us,
+        p99_us,
+        raw_p50_us: None,
+        raw_p99_us: None,
+        overhead: None,
+        quantiles_us,
+    }
 }
 
 fn bench_err(e: impl std::fmt::Display) -> UsageError {
@@ -315,17 +328,7 @@ fn measure(
         f.poll();
         Ok(())
     })?;
-    let (p50, p99, quantiles_us) = stats(polls);
-    rows.push(Row {
-        op: "poll",
-        bytes: 0,
-        p50_us: p50,
-        p99_us: p99,
-        raw_p50_us: None,
-        raw_p99_us: None,
-        overhead: None,
-        quantiles_us,
-    });
+    rows.push(row("poll", 0, polls));
     // Write-then-signal, as a round trip: rank 1 answers each signal with one of its own.
     let mut sigs = Vec::new();
     let ping = time(iters.min(200), iters, |i| {
@@ -346,17 +349,7 @@ fn measure(
         f.wait(op, f.op_timeout()).map(drop).map_err(bench_err)
     })?;
     ops += u64::from(iters.min(200)) + ping.len() as u64;
-    let (p50, p99, quantiles_us) = stats(ping);
-    rows.push(Row {
-        op: "write-signal round trip",
-        bytes: 8,
-        p50_us: p50,
-        p99_us: p99,
-        raw_p50_us: None,
-        raw_p99_us: None,
-        overhead: None,
-        quantiles_us,
-    });
+    rows.push(row("write-signal round trip", 8, ping));
     between()?;
     // Read bandwidth at 1 MiB, ours and raw alternating in blocks of 10 reads.
     let n = (iters / 10).clamp(20, 500);
@@ -626,7 +619,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             env.size
         )));
     }
-    let report = match backend {
+    let mut report = match backend {
         Backend::Mem => {
             if env.launched() {
                 return Err(UsageError(
@@ -718,21 +711,18 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                 let server = serve(fabric.clone());
                 let spinners = Spinners::start(args.busy_target);
                 let cpu0 = process_cpu_ns();
-                let mut cpu1 = None;
                 if cpu_cost {
                     barrier(&fabric)?; // rank 0's small operations are done
-                    cpu1 = process_cpu_ns();
-                }
-                barrier(&fabric)?; // rank 0 is done measuring
-                if cpu_cost {
                     let spent = cpu0
-                        .zip(cpu1)
+                        .zip(process_cpu_ns())
                         .map_or(u64::MAX, |(a, b)| b.saturating_sub(a));
                     fabric
                         .segment(SEG)
                         .and_then(|s| s.store(CPU_WORD, spent))
                         .map_err(bench_err)?;
-                    barrier(&fabric)?; // the word is written
+                }
+                barrier(&fabric)?; // rank 0 is done measuring (and the word is written)
+                if cpu_cost {
                     barrier(&fabric)?; // rank 0 has read it
                 }
                 drop(spinners);
@@ -758,7 +748,6 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             let mut report =
                 Report::new("ofi", &*fabric, args.iters, fabric.connect_time(), measured);
             if cpu_cost {
-                barrier(&fabric)?;
                 let local = Loc::new(SEG, BUF);
                 fabric
                     .read_sync(1, Loc::new(SEG, CPU_WORD), local, 8)
@@ -767,7 +756,7 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
                     .segment(SEG)
                     .and_then(|s| s.load(BUF))
                     .map_err(bench_err)?;
-                barrier(&fabric)?;
+                barrier(&fabric)?; // read: rank 1 may go
                 // u64::MAX: rank 1 could not read its CPU time.
                 report.target_cpu_us_per_op =
                     (spent != u64::MAX && ops > 0).then(|| spent as f64 / 1e3 / ops as f64);
@@ -775,7 +764,6 @@ pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
             report
         }
     };
-    let mut report = report;
     if args.busy_target {
         report.busy_target_threads = Spinners::count();
     }
