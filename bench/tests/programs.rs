@@ -172,6 +172,22 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
         }
         assert_eq!(r["verified"], true);
         assert_eq!(r["ranks"], 3);
+        // Each rank's progress thread's CPU (Linux: measured, and it ran) and operations.
+        let per_rank = |key: &str| -> Vec<f64> {
+            let v = r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}"));
+            v.iter().map(|x| x.as_f64().unwrap()).collect()
+        };
+        let cpu = per_rank("progress_cpu_s");
+        assert_eq!(cpu.len(), 3, "{balancer}: {cpu:?}");
+        assert!(cpu.iter().all(|&c| (0.0..1.0).contains(&c)), "{cpu:?}");
+        if cfg!(target_os = "linux") {
+            assert!(cpu.iter().sum::<f64>() > 0.0, "{balancer}: {cpu:?}");
+        }
+        let ops = per_rank("ops");
+        assert_eq!(ops.len(), 3);
+        if balancer != "none" {
+            assert!(ops.iter().sum::<f64>() > 0.0, "{balancer}: {ops:?}");
+        }
         if balancer == "none" {
             assert_eq!(r["steals_ok"], 0);
             // Gaussian ownership piles the tasks onto the middle rank.

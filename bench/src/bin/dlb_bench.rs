@@ -177,12 +177,14 @@ fn epoch_main(
         session: st.session.as_secs_f64(),
         idle: st.idle.as_secs_f64(),
         steal: st.steal.as_secs_f64(),
+        progress_cpu: st.progress_cpu.as_secs_f64(),
         steals_ok: st.core.steals_ok,
         steals_empty: st.core.steals_empty,
         steals_locked: st.core.steals_locked,
         bytes: st.core.bytes_stolen + st.core.bytes_results,
         tasks_stolen: st.core.tasks_stolen,
         tasks_pushed: st.core.tasks_pushed,
+        ops: st.core.ops,
         hops: st
             .core
             .result_hops

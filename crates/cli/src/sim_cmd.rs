@@ -363,7 +363,8 @@ fn simulate(
             .map(|c| c.completed)
             .sum();
         hetero.push((work_ns / (capacity * makespan.max(1.0)), accel));
-        let figs = figures(outcome, w, scale, run.args.plot.is_some());
+        let share = model.cpu.as_ref().map_or(0.0, |c| c.progress_share);
+        let figs = figures(outcome, w, scale, share, run.args.plot.is_some());
         reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
     }
     Ok(Simulated {
@@ -375,8 +376,15 @@ fn simulate(
 }
 
 /// Each rank's figures of one simulated epoch (`w` workers per rank; task bytes charged
-/// `scale` times; the steal log kept for plots).
-fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> Vec<RankFigures> {
+/// `scale` times; each rank's progress thread taking `share` of a core, the node model's;
+/// the steal log kept for plots).
+fn figures(
+    ranks: &[titus_sim::RankOutcome],
+    w: f64,
+    scale: f64,
+    share: f64,
+    log: bool,
+) -> Vec<RankFigures> {
     ranks
         .iter()
         .map(|r| {
@@ -387,6 +395,7 @@ fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> V
                 busy,
                 session,
                 idle: (session * w - busy).max(0.0),
+                progress_cpu: share * session,
                 steal: st.steal_latency_ns.iter().sum::<u64>() as f64 * 1e-9,
                 steals_ok: st.steals_ok,
                 steals_empty: st.steals_empty,
@@ -394,6 +403,7 @@ fn figures(ranks: &[titus_sim::RankOutcome], w: f64, scale: f64, log: bool) -> V
                 bytes: (st.bytes_stolen as f64 * scale) as u64 + st.bytes_results,
                 tasks_stolen: st.tasks_stolen,
                 tasks_pushed: st.tasks_pushed,
+                ops: st.ops,
                 hops: st
                     .result_hops
                     .iter()

@@ -493,3 +493,43 @@ fn the_worker_grain_is_a_flag_and_the_report_names_it() {
         "a grain of one task and of 200 µs ran alike"
     );
 }
+
+/// Each rank's progress CPU in the report: the node model's share of a core over the
+/// rank's session, where the preset has a node model; none without one.
+#[test]
+fn the_progress_cpu_is_the_node_model_s_share() {
+    let run = |model: &str| {
+        let out = titus(&[
+            "sim",
+            "--ranks",
+            "2",
+            "--preset",
+            "tcp-loopback",
+            "--node-model",
+            model,
+            "--tasks",
+            "400",
+            "--task-time",
+            "0.0001",
+            "--json",
+        ]);
+        let r = rows(&out).remove(0);
+        let cpu: Vec<f64> = r["progress_cpu_s"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let ops = r["ops"].as_array().map_or(0, Vec::len);
+        (cpu, r["resolution_s"].as_f64().unwrap(), ops)
+    };
+    let (cpu, res, ops) = run("on");
+    assert_eq!((cpu.len(), ops), (2, 2));
+    // A few percent of a core (the preset's measured share), never more than the session.
+    assert!(
+        cpu.iter().all(|&c| c > 0.0 && c < 0.2 * res),
+        "{cpu:?} of {res} s"
+    );
+    let (cpu, _, _) = run("off");
+    assert_eq!(cpu, [0.0, 0.0]);
+}

@@ -317,6 +317,7 @@ fn sweep_peers(
 }
 
 pub(crate) fn run(sh: &Shared) {
+    let _ = sh.progress_cpu.set(crate::thread_cpu::ThreadCpu::current());
     let fabric = sh.fabric.clone();
     let mem = SegMem(&*fabric);
     let op_timeout = sh.cfg.op_timeout;

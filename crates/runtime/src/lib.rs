@@ -24,6 +24,7 @@ mod contacts;
 pub mod cores;
 mod driver;
 pub mod resources;
+mod thread_cpu;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,6 +183,10 @@ pub struct EpochStats {
     pub session: Duration,
     /// Time spent in steal attempts (first operation to outcome), summed.
     pub steal: Duration,
+    /// CPU time of the rank's progress thread during the epoch (Linux; zero elsewhere):
+    /// serving the fabric and driving the protocol. Where every core runs a worker, it
+    /// comes out of the tasks' time.
+    pub progress_cpu: Duration,
     /// Steal protocol in use.
     pub protocol: &'static str,
     /// Workers.
@@ -314,6 +319,8 @@ pub(crate) struct Shared {
     /// nanoseconds), kept only with `timings`: the debug log names the longest.
     pub(crate) idle_spans: Mutex<Vec<(u64, u64)>>,
     pub(crate) timings: bool,
+    /// Where the progress thread's CPU time is read (set as it starts).
+    pub(crate) progress_cpu: std::sync::OnceLock<thread_cpu::ThreadCpu>,
     /// An epoch runs: workers may take tasks from the node.
     pub(crate) epoch_running: AtomicBool,
     /// When the progress thread's current wait ends (node time, ns): a worker that makes
@@ -707,6 +714,7 @@ impl Runtime {
             last_task_end: std::sync::atomic::AtomicU64::new(0),
             idle_spans: Mutex::new(Vec::new()),
             timings: tracing::enabled!(tracing::Level::DEBUG),
+            progress_cpu: std::sync::OnceLock::new(),
             epoch_running: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             open: Mutex::new(Default::default()),
@@ -1163,6 +1171,8 @@ impl Runtime {
         }
         let start = Instant::now();
         let start_now = sh.now();
+        let progress_cpu = || sh.progress_cpu.get().and_then(thread_cpu::ThreadCpu::ns);
+        let cpu_start = progress_cpu();
         let locked;
         {
             let mut node = sh.lock_node();
@@ -1218,6 +1228,11 @@ impl Runtime {
         }
         sh.epoch_running.store(false, Ordering::Release);
         let session = start.elapsed();
+        let progress_cpu = Duration::from_nanos(
+            cpu_start
+                .zip(progress_cpu())
+                .map_or(0, |(a, b)| b.saturating_sub(a)),
+        );
         let core = node.stats().clone();
         let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
         let out = node.take_epoch_results()?;
@@ -1239,7 +1254,7 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             prepare_time,
             gather_time,
@@ -1282,6 +1297,7 @@ impl Runtime {
                 idle: (session * workers as u32).saturating_sub(busy),
                 session,
                 steal,
+                progress_cpu,
                 protocol: sh.cfg.core.protocol.name(),
                 workers,
                 resources,

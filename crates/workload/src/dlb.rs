@@ -456,6 +456,11 @@ pub struct Report {
     pub busy_s: Vec<f64>,
     pub idle_s: Vec<f64>,
     pub steal_s: Vec<f64>,
+    /// Each rank's progress thread's CPU time (s; the simulator: its node model's share).
+    pub progress_cpu_s: Vec<f64>,
+    /// Remote operations each rank issued (reads, writes, atomics; each costs its target's
+    /// progress thread where the target serves them in software).
+    pub ops: Vec<u64>,
     /// Seconds of work each rank owned at the start (its busy time without balancing).
     pub owned_s: Vec<f64>,
     /// With `--resources` (dlb-bench): tasks each resource completed this epoch over every
@@ -1463,6 +1468,11 @@ pub struct RankFigures {
     pub idle: f64,
     /// Time in steal attempts (s).
     pub steal: f64,
+    /// The progress thread's CPU time (s): the runtime's measurement (0 where the OS does
+    /// not say); the simulator's node model's share of a core over the session.
+    pub progress_cpu: f64,
+    /// Remote operations this rank issued.
+    pub ops: u64,
     /// Steal outcomes.
     pub steals_ok: u64,
     /// Steals that found nothing.
@@ -1606,6 +1616,8 @@ impl RankFigures {
             (self.digest & 0xffff_ffff) as f64,
             self.tasks_stolen as f64,
             self.tasks_pushed as f64,
+            self.progress_cpu,
+            self.ops as f64,
         ])
     }
 
@@ -1628,6 +1640,8 @@ impl RankFigures {
             digest: (g(11) as u64) << 32 | g(12) as u64,
             tasks_stolen: g(13) as u64,
             tasks_pushed: g(14) as u64,
+            progress_cpu: g(15),
+            ops: g(16) as u64,
             steal_log: Vec::new(),
             links: Links::default(),
         }
@@ -1755,6 +1769,8 @@ pub fn report(
         busy_s: busy,
         idle_s: figs.iter().map(|f| f.idle).collect(),
         steal_s: figs.iter().map(|f| f.steal).collect(),
+        progress_cpu_s: figs.iter().map(|f| f.progress_cpu).collect(),
+        ops: figs.iter().map(|f| f.ops).collect(),
         owned_s: all
             .iter()
             .map(|ts| ts.iter().map(|t| t.cost).fold(0.0, |a, c| a + c))
