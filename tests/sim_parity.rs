@@ -388,7 +388,13 @@ fn calibrate_writes_a_preset_the_simulator_reads() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let node = &preset["node"];
     assert_eq!(node["cores"].as_u64(), Some(cores as u64), "{preset}");
-    for k in ["busy_slowdown", "wake_us", "progress_share"] {
+    for k in [
+        "busy_slowdown",
+        "wake_us",
+        "progress_share",
+        "op_serve_us",
+        "op_issue_us",
+    ] {
         assert!(node[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {node}");
     }
     assert!(preset["rows"].as_array().is_some_and(|r| !r.is_empty()));

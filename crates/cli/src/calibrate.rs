@@ -15,7 +15,10 @@
 //!   each, every core busy; the median of 3 runs) runs its tasks slower than calibrated
 //!   by the shared slowdown times the time-sharing of C workers and C ranks' progress
 //!   threads over C cores: `measured / calibrated = busy_slowdown × (C + C s) / C` gives
-//!   s, each rank's progress and provider threads' share of a core.
+//!   s, each rank's progress and provider threads' share of a core;
+//! - `op_serve_us` and `op_issue_us`: the progress thread's CPU per operation served and
+//!   per operation issued, from DLB_Bench's `progress_cpu_s` and `ops` on two ranks,
+//!   every task on rank 0, without balancing and with it (median of 3 runs each).
 //!
 //! Nothing is tuned by hand: rerun it where the numbers should come from.
 
@@ -56,6 +59,13 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         return Err(UsageError(format!(
             "--calibrate needs runtime-bench next to titus ({}): cargo build --release --workspace",
             bench.display()
+        )));
+    }
+    let dlb = titus.with_file_name("dlb-bench");
+    if !dlb.is_file() {
+        return Err(UsageError(format!(
+            "--calibrate needs dlb-bench next to titus ({}): cargo build --release --workspace",
+            dlb.display()
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -151,12 +161,33 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     let overhead_us = overheads[1];
     // One one-worker rank per core: measured / calibrated = busy_slowdown × (1 + s).
     let share = (measured / slowdown - 1.0).clamp(0.0, 4.0);
+    eprintln!(
+        "titus sim --calibrate: the progress thread's CPU per operation (dlb-bench, 2 ranks, 3 runs) …"
+    );
+    let (mut serves, mut issues) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        match op_cpu_us(&titus, &dlb, provider) {
+            Ok((s, i)) => {
+                serves.push(s);
+                issues.push(i);
+            }
+            Err(e) => {
+                eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
+                return Ok(1);
+            }
+        }
+    }
+    serves.sort_by(f64::total_cmp);
+    issues.sort_by(f64::total_cmp);
+    let (op_serve, op_issue) = (serves[1], issues[1]);
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
         "wake_us": wake_us,
         "progress_share": share,
         "task_overhead_us": overhead_us,
+        "op_serve_us": op_serve,
+        "op_issue_us": op_issue,
         "task_slowdown_two_ranks": measured,
         "calibrated_by": format!("titus sim --calibrate '{provider}'"),
     });
@@ -172,9 +203,86 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
-         {overhead_us:.2} µs a task around it"
+         {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued"
     );
     Ok(0)
+}
+
+/// The progress thread's CPU per operation served and per operation issued, µs:
+/// DLB_Bench on two ranks over `provider`, every task on rank 0, without balancing (its
+/// progress CPU per second of session, `a`: next to no operations) and with it (rank 1
+/// steals: many). In the balanced run each rank's progress CPU is `a · resolution +
+/// serve · served + issue · issued`, where a rank serves what the other issued: two
+/// ranks, two equations — apart as long as one rank issues more than the other (the
+/// thief: about twice the owner's).
+fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), String> {
+    let args = [
+        "--distribution",
+        "one",
+        "--tasks",
+        "4000",
+        "--task-time",
+        "0.0001",
+        "--balancer",
+        "none,smallworld",
+        "--json",
+    ];
+    let out = Command::new(titus)
+        .args(["launch", "-n", "2", "--provider", provider])
+        .args(["--timeout", "300", "--"])
+        .arg(dlb)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot start titus launch: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rfind(|l| !l.starts_with("libfabric"));
+        return Err(format!("{} ({})", out.status, last.unwrap_or("no message")));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Value> = stdout
+        .lines()
+        .filter_map(titus_workload::launched_line)
+        .filter(|(rank, rest)| *rank == 0 && rest.starts_with('{'))
+        .filter_map(|(_, rest)| serde_json::from_str(rest).ok())
+        .collect();
+    // (resolution s, each rank's progress CPU s, each rank's operations) of each run.
+    let figures = |r: &Value| -> Option<(f64, [f64; 2], [f64; 2])> {
+        let two = |k: &str| -> Option<[f64; 2]> {
+            match r[k].as_array()?.as_slice() {
+                [a, b] => Some([a.as_f64()?, b.as_f64()?]),
+                _ => None,
+            }
+        };
+        Some((
+            r["resolution_s"].as_f64()?,
+            two("progress_cpu_s")?,
+            two("ops")?,
+        ))
+    };
+    let runs: Option<Vec<_>> = rows.iter().map(figures).collect();
+    let [(t0, x0, _), (t1, x, o)] = match runs.as_deref() {
+        Some(&[a, b]) => [a, b],
+        _ => {
+            return Err(format!(
+                "rank 0 printed no two runs with progress_cpu_s and ops: {stdout}"
+            ));
+        }
+    };
+    // Without balancing: CPU per second of each rank's session.
+    let a = (x0[0] + x0[1]) / (2.0 * t0.max(1e-9));
+    let (y0, y1) = (x[0] - a * t1, x[1] - a * t1);
+    // Rank r: y_r = serve · o[1 − r] + issue · o[r].
+    let det = o[1] * o[1] - o[0] * o[0];
+    if det.abs() < 0.1 * o[1].max(o[0]).powi(2) {
+        return Err(format!(
+            "the two ranks issued {} and {} operations: too close to tell serving from issuing",
+            o[0], o[1]
+        ));
+    }
+    let serve = (y0 * o[1] - y1 * o[0]) / det;
+    let issue = (y1 * o[1] - y0 * o[0]) / det;
+    Ok(((serve * 1e6).max(0.0), (issue * 1e6).max(0.0)))
 }
 
 /// Runs `program` on two ranks over `provider` under `titus launch` and returns the JSON

@@ -395,7 +395,7 @@ fn figures(
                 busy,
                 session,
                 idle: (session * w - busy).max(0.0),
-                progress_cpu: share * session,
+                progress_cpu: share * session + r.op_cpu_ns as f64 * 1e-9,
                 steal: st.steal_latency_ns.iter().sum::<u64>() as f64 * 1e-9,
                 steals_ok: st.steals_ok,
                 steals_empty: st.steals_empty,

@@ -205,6 +205,9 @@ pub struct RankOutcome {
     pub stats: Stats,
     /// Worker time running tasks, ns.
     pub busy_ns: u64,
+    /// Its progress thread's CPU for operations this epoch, issued and served, ns (the
+    /// node model's `op_serve_ns` and `op_issue_ns`; 0 without).
+    pub op_cpu_ns: u64,
     /// From the start to this rank's end of the epoch, ns.
     pub session_ns: u64,
     /// This rank's results, in task order.
@@ -446,6 +449,11 @@ struct PerRank {
     atomic_free: u64,
     /// Time its workers spent on tasks this epoch, ns.
     busy: u64,
+    /// The node model's CPU per operation served and issued ([`model::Cpu::op_serve_ns`]):
+    /// charged to it this epoch, and owed by its next task (charged while its workers all
+    /// ran tasks).
+    op_cpu: u64,
+    op_debt: u64,
 }
 
 struct Sim<'a> {
@@ -883,6 +891,9 @@ impl<'a> Sim<'a> {
             );
             return Ok(());
         }
+        // The target's progress serves it (an operation on a rank's own memory too: over
+        // libfabric it goes through the provider, and the calibration counts it so).
+        self.op_cpu(peer, |c| c.op_serve_ns);
         match op {
             Op::Read {
                 peer,
@@ -960,6 +971,20 @@ impl<'a> Sim<'a> {
             }
         }
         Ok(())
+    }
+
+    /// An operation's CPU on `rank`'s progress thread (the node model's `op_serve_ns` or
+    /// `op_issue_ns`), owed by its next task while its workers all run tasks (their cores
+    /// are taken: the runtime binds a rank's threads to its cores).
+    fn op_cpu(&mut self, rank: u32, ns: fn(&model::Cpu) -> f64) {
+        let Some(ns) = self.job.model.cpu.as_ref().map(|c| ns(c) as u64) else {
+            return;
+        };
+        let p = &mut self.per[rank as usize];
+        p.op_cpu += ns;
+        if p.idle == 0 {
+            p.op_debt += ns;
+        }
     }
 
     /// The time a completion takes back to the issuer: none on its own memory.
@@ -1127,7 +1152,16 @@ impl<'a> Sim<'a> {
                 }
                 _ => (f, 0),
             };
+            // What its progress thread took from the core while every worker ran tasks —
+            // at most as much again as the task (the scheduler shares a core between
+            // the two: what the progress thread wants beyond that waits, unmodelled).
             let cost = (drawn as f64 * f) as u64;
+            let owed = if res == 0 {
+                std::mem::take(&mut self.per[i].op_debt).min(cost)
+            } else {
+                0
+            };
+            let cost = cost + owed;
             self.ran_for[o][x] = cost;
             if let Some((fr, fres, nth)) = self.job.resources.fail
                 && fr == n
@@ -1320,6 +1354,8 @@ impl<'a> Sim<'a> {
             }
             Ev::Complete { node, token, value } => {
                 let i = node as usize;
+                // The issuer's progress thread wakes for the completion.
+                self.op_cpu(node, |c| c.op_issue_ns);
                 self.nodes[i].handle_completion(Time(now), token, Ok(value), &self.mems[i]);
                 self.after(node, now)?;
             }
@@ -1605,6 +1641,7 @@ impl Sim<'_> {
             out.push(RankOutcome {
                 stats,
                 busy_ns: self.per[r].busy,
+                op_cpu_ns: self.per[r].op_cpu,
                 session_ns: self.per[r].end.unwrap_or(0) - self.per[r].start.unwrap_or(0),
                 results,
                 costs_ns,
@@ -1665,7 +1702,11 @@ impl Sim<'_> {
         self.done_count = 0;
         self.per.iter_mut().for_each(|p| p.start = None);
         self.per.iter_mut().for_each(|p| p.end = None);
-        self.per.iter_mut().for_each(|p| p.busy = 0);
+        self.per.iter_mut().for_each(|p| {
+            p.busy = 0;
+            p.op_cpu = 0;
+            p.op_debt = 0;
+        });
         self.accel_busy.iter_mut().for_each(|b| *b = 0);
         self.busy_by_owner.iter_mut().for_each(BTreeMap::clear);
         self.dispatches.iter_mut().for_each(Vec::clear);

@@ -73,6 +73,12 @@ pub struct Cpu {
     /// A worker's time per task outside the task (taking it, reporting its result and
     /// cost, the clock reads), ns.
     pub task_overhead_ns: f64,
+    /// The progress thread's CPU per operation served (its target's), ns.
+    pub op_serve_ns: f64,
+    /// The progress thread's CPU per operation issued (its issuer's: posting it, waking
+    /// for its completion), ns. Both: a rank whose workers all run tasks pays them out of
+    /// its next task.
+    pub op_issue_ns: f64,
 }
 
 impl Cpu {
@@ -110,6 +116,14 @@ impl Cpu {
             task_overhead_ns: match v.get("task_overhead_us") {
                 None => 0.0,
                 Some(_) => f("task_overhead_us", 0.0, 1e6)? * 1e3,
+            },
+            op_serve_ns: match v.get("op_serve_us") {
+                None => 0.0,
+                Some(_) => f("op_serve_us", 0.0, 1e6)? * 1e3,
+            },
+            op_issue_ns: match v.get("op_issue_us") {
+                None => 0.0,
+                Some(_) => f("op_issue_us", 0.0, 1e6)? * 1e3,
             },
         })
     }

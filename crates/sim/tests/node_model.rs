@@ -52,6 +52,8 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         wake_ns,
         progress_share,
         task_overhead_ns: 0.0,
+        op_serve_ns: 0.0,
+        op_issue_ns: 0.0,
     }
 }
 
@@ -158,4 +160,39 @@ fn a_polled_target_serves_atomics_between_its_tasks() {
         .filter(|&&l| (LONG_NS / 2..=LONG_NS).contains(&l))
         .count();
     assert!(waited >= 2, "{between:?}");
+}
+
+/// The progress thread's CPU per operation: every operation charges its target on
+/// arrival and its issuer on completion (a rank's report counts both), and what was
+/// charged while a rank's workers all ran tasks lengthens its next task — at most
+/// doubling it.
+#[test]
+fn operations_cost_their_ranks_progress_cpu_and_lengthen_busy_ranks_tasks() {
+    let plain = run(Some(cpu(2, 1.0, 0.0, 0.0)), None);
+    let mut c = cpu(2, 1.0, 0.0, 0.0);
+    c.op_serve_ns = 30_000.0;
+    c.op_issue_ns = 50_000.0;
+    let charged = run(Some(c), None);
+    let ops: u64 = charged.ranks.iter().map(|o| o.stats.ops).sum();
+    let cpu: u64 = charged.ranks.iter().map(|o| o.op_cpu_ns).sum();
+    assert!(ops > 0);
+    // Every operation arrived; all but those still completing at the end came back.
+    assert!(
+        cpu <= ops * 80_000 && cpu >= ops * 30_000 + (ops * 50_000) * 9 / 10,
+        "{cpu} ns for {ops} operations"
+    );
+    assert!(plain.ranks.iter().all(|o| o.op_cpu_ns == 0));
+    // The owners' own operations (their shared sets' checks) come while their workers
+    // run tasks: tasks lengthen, never beyond twice their cost.
+    let costs: Vec<u64> = charged
+        .ranks
+        .iter()
+        .flat_map(|o| o.costs_ns.clone())
+        .collect();
+    assert!(costs.iter().all(|&c| (TASK_NS..=2 * TASK_NS).contains(&c)));
+    assert!(
+        costs.iter().any(|&c| c > TASK_NS),
+        "no task paid for an operation"
+    );
+    assert!(charged.end_ns > plain.end_ns);
 }
