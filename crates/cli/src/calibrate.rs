@@ -216,30 +216,28 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
 /// ranks, two equations — apart as long as one rank issues more than the other (the
 /// thief: about twice the owner's).
 fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), String> {
-    let args = [
-        "--distribution",
-        "one",
-        "--tasks",
-        "4000",
-        "--task-time",
-        "0.0001",
-        "--balancer",
-        "none,smallworld",
-        "--json",
-    ];
-    let out = Command::new(titus)
-        .args(["launch", "-n", "2", "--provider", provider])
-        .args(["--timeout", "300", "--"])
-        .arg(dlb)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot start titus launch: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last = stderr.lines().rfind(|l| !l.starts_with("libfabric"));
-        return Err(format!("{} ({})", out.status, last.unwrap_or("no message")));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
+        .chain(
+            [
+                "--distribution",
+                "one",
+                "--tasks",
+                "4000",
+                "--task-time",
+                "0.0001",
+                "--balancer",
+                "none,smallworld",
+                "--json",
+            ]
+            .map(PathBuf::from),
+        )
+        .collect();
+    op_cpu_fit(&launched(titus, provider, 2, &program)?)
+}
+
+/// [`op_cpu_us`]'s arithmetic on the launcher's output: rank 0's two JSON lines, the run
+/// without balancing and the balanced one.
+fn op_cpu_fit(stdout: &str) -> Result<(f64, f64), String> {
     let rows: Vec<Value> = stdout
         .lines()
         .filter_map(titus_workload::launched_line)
@@ -285,26 +283,37 @@ fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), Str
     Ok(((serve * 1e6).max(0.0), (issue * 1e6).max(0.0)))
 }
 
-/// Runs `program` on two ranks over `provider` under `titus launch` and returns the JSON
-/// object rank 0 printed.
-fn rank0_json(
+/// Runs `program` on `ranks` ranks over `provider` under `titus launch` and returns its
+/// standard output (the launcher's last words where it fails).
+fn launched(
     titus: &Path,
     provider: &str,
     ranks: usize,
     program: &[PathBuf],
-) -> Result<Value, String> {
+) -> Result<String, String> {
     let out = Command::new(titus)
         .args(["launch", "-n", &ranks.to_string(), "--provider", provider])
         .args(["--timeout", "300", "--"])
         .args(program)
         .output()
         .map_err(|e| format!("cannot start titus launch: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rfind(|l| !l.starts_with("libfabric"));
         return Err(format!("{} ({})", out.status, last.unwrap_or("no message")));
     }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `program` on `ranks` ranks over `provider` under `titus launch` and returns the
+/// JSON object rank 0 printed.
+fn rank0_json(
+    titus: &Path,
+    provider: &str,
+    ranks: usize,
+    program: &[PathBuf],
+) -> Result<Value, String> {
+    let stdout = launched(titus, provider, ranks, program)?;
     rank0_line(&stdout)
         .ok_or_else(|| "rank 0 printed no JSON".to_string())
         .and_then(|j| serde_json::from_str(j).map_err(|e| format!("rank 0's JSON: {e}")))
@@ -395,7 +404,31 @@ fn wake_latency_us() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::rank0_line;
+    use super::{op_cpu_fit, rank0_line};
+
+    #[test]
+    fn the_operation_fit_finds_what_serving_and_issuing_cost() {
+        // Without balancing: 1 ms of progress CPU per second of each rank's session. Then
+        // rank 0 issued 100 operations and served rank 1's 200, at 20 µs served and 30 µs
+        // issued, over 0.2 s.
+        let none = r#"{"resolution_s":0.4,"progress_cpu_s":[0.0004,0.0004],"ops":[1,1]}"#;
+        let y0 = 0.0002 + 200.0 * 20e-6 + 100.0 * 30e-6;
+        let y1 = 0.0002 + 100.0 * 20e-6 + 200.0 * 30e-6;
+        let balanced =
+            format!(r#"{{"resolution_s":0.2,"progress_cpu_s":[{y0},{y1}],"ops":[100,200]}}"#);
+        let out = format!("[1] {{}}\n[0] {none}\n[0] {balanced}\n");
+        let (serve, issue) = op_cpu_fit(&out).unwrap();
+        assert!(
+            (serve - 20.0).abs() < 1e-6 && (issue - 30.0).abs() < 1e-6,
+            "{serve} {issue}"
+        );
+        // Ranks that issued alike cannot tell the two apart; a missing run is no fit.
+        let even = balanced.replace("[100,200]", "[150,151]");
+        let err = op_cpu_fit(&format!("[0] {none}\n[0] {even}\n")).unwrap_err();
+        assert!(err.contains("too close"), "{err}");
+        let err = op_cpu_fit(&format!("[0] {none}\n")).unwrap_err();
+        assert!(err.contains("no two runs"), "{err}");
+    }
 
     #[test]
     fn finds_rank_0_behind_a_padded_prefix() {

@@ -891,8 +891,9 @@ impl<'a> Sim<'a> {
             );
             return Ok(());
         }
-        // The target's progress serves it (an operation on a rank's own memory too: over
-        // libfabric it goes through the provider, and the calibration counts it so).
+        // The target's progress serves it — an operation on a rank's own memory too: over
+        // libfabric it goes through the provider. (The calibration, on two ranks, cannot
+        // tell those apart: it counts each of a rank's operations as the other's to serve.)
         self.op_cpu(peer, |c| c.op_serve_ns);
         match op {
             Op::Read {

@@ -19,7 +19,9 @@
 //!
 //! The node's cores ([`Cpu`], where the preset has them: `titus sim --calibrate` measures
 //! them): ranks share a node's cores with their progress and provider threads, a task runs
-//! slower while other cores run tasks too, and a worker asleep needs time to wake.
+//! slower while other cores run tasks too, a worker asleep needs time to wake, and each
+//! operation costs its target's and its issuer's progress thread CPU that a rank whose
+//! workers all run tasks takes from its next task.
 
 use serde_json::Value;
 
