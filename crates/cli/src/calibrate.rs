@@ -238,11 +238,8 @@ fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), Str
 /// [`op_cpu_us`]'s arithmetic on the launcher's output: rank 0's two JSON lines, the run
 /// without balancing and the balanced one.
 fn op_cpu_fit(stdout: &str) -> Result<(f64, f64), String> {
-    let rows: Vec<Value> = stdout
-        .lines()
-        .filter_map(titus_workload::launched_line)
-        .filter(|(rank, rest)| *rank == 0 && rest.starts_with('{'))
-        .filter_map(|(_, rest)| serde_json::from_str(rest).ok())
+    let rows: Vec<Value> = rank0_lines(stdout)
+        .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     // (resolution s, each rank's progress CPU s, each rank's operations) of each run.
     let figures = |r: &Value| -> Option<(f64, [f64; 2], [f64; 2])> {
@@ -319,12 +316,17 @@ fn rank0_json(
         .and_then(|j| serde_json::from_str(j).map_err(|e| format!("rank 0's JSON: {e}")))
 }
 
-/// Rank 0's JSON line in a launcher's output (its prefix padded from 10 ranks on).
+/// Rank 0's first JSON line in a launcher's output (its prefix padded from 10 ranks on).
 fn rank0_line(stdout: &str) -> Option<&str> {
+    rank0_lines(stdout).next()
+}
+
+/// Rank 0's JSON lines in a launcher's output, in order.
+fn rank0_lines(stdout: &str) -> impl Iterator<Item = &str> {
     stdout
         .lines()
         .filter_map(titus_workload::launched_line)
-        .find_map(|(rank, rest)| (rank == 0 && rest.starts_with('{')).then_some(rest))
+        .filter_map(|(rank, rest)| (rank == 0 && rest.starts_with('{')).then_some(rest))
 }
 
 /// DLB_Bench's task kernel: its time on every core at once over its time alone — the

@@ -351,6 +351,7 @@ fn simulate(
     .map_err(|v| format!("{}: {v}", run.label()))?;
     let wall_s = t0.elapsed().as_secs_f64();
     let w = run.args.workers as f64;
+    let share = model.cpu.as_ref().map_or(0.0, |c| c.progress_share);
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
     let mut reports = Vec::new();
     let mut hetero = Vec::new();
@@ -363,7 +364,6 @@ fn simulate(
             .map(|c| c.completed)
             .sum();
         hetero.push((work_ns / (capacity * makespan.max(1.0)), accel));
-        let share = model.cpu.as_ref().map_or(0.0, |c| c.progress_share);
         let figs = figures(outcome, w, scale, share, run.args.plot.is_some());
         reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
     }

@@ -156,20 +156,17 @@ fn a_bad_provider_is_refused_before_any_rank_starts() {
 
 #[test]
 fn fabric_bench_on_mem_prints_every_figure() {
-    let out = titus(&[
-        "fabric-bench",
-        "--backend",
-        "mem",
-        "--iters",
-        "50",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bench = |extra: &[&str]| -> serde_json::Value {
+        let args = [&["fabric-bench", "--backend", "mem", "--json"][..], extra].concat();
+        let out = titus(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = bench(&["--iters", "50"]);
     let ops: Vec<&str> = v["rows"]
         .as_array()
         .unwrap()
@@ -203,21 +200,7 @@ fn fabric_bench_on_mem_prints_every_figure() {
     }
     assert_eq!(v["busy_target_threads"], 0);
     // A busy target: its spinning threads are counted, and stopped (the process ends).
-    let out = titus(&[
-        "fabric-bench",
-        "--backend",
-        "mem",
-        "--iters",
-        "20",
-        "--busy-target",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = bench(&["--iters", "20", "--busy-target"]);
     assert!(v["busy_target_threads"].as_u64().unwrap() >= 1, "{v}");
 }
 

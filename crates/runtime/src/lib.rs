@@ -1171,8 +1171,8 @@ impl Runtime {
         }
         let start = Instant::now();
         let start_now = sh.now();
-        let progress_cpu = || sh.progress_cpu.get().and_then(thread_cpu::ThreadCpu::ns);
-        let cpu_start = progress_cpu();
+        let read_progress_cpu = || sh.progress_cpu.get().and_then(thread_cpu::ThreadCpu::ns);
+        let cpu_start = read_progress_cpu();
         let locked;
         {
             let mut node = sh.lock_node();
@@ -1230,7 +1230,7 @@ impl Runtime {
         let session = start.elapsed();
         let progress_cpu = Duration::from_nanos(
             cpu_start
-                .zip(progress_cpu())
+                .zip(read_progress_cpu())
                 .map_or(0, |(a, b)| b.saturating_sub(a)),
         );
         let core = node.stats().clone();
