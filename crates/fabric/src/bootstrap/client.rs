@@ -164,7 +164,11 @@ impl Rendezvous {
     /// the bootstrap timeout for the slowest rank.
     pub fn all_gather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
         send(&mut self.stream, &round(blob)).map_err(|e| io_fail("send to the rendezvous", e))?;
-        let _ = self.stream.set_read_timeout(Some(self.timeout));
+        // The coordinator's own deadline (counted from when rank 0 opened it) ends first
+        // and its answer names the absent ranks and what was refused: wait a grace beyond
+        // it, so that a loaded machine does not turn that answer into this generic one.
+        let grace = (self.timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
+        let _ = self.stream.set_read_timeout(Some(self.timeout + grace));
         let reply = recv(&mut self.stream).map_err(|e| {
             if matches!(
                 e.kind(),
@@ -172,7 +176,7 @@ impl Rendezvous {
             ) {
                 BootstrapError::Failed(format!(
                     "no all-gather result within {:?} (a rank is late or dead)",
-                    self.timeout
+                    self.timeout + grace
                 ))
             } else {
                 io_fail("read from the rendezvous", e)
