@@ -185,6 +185,7 @@ fn epoch_main(
         tasks_stolen: st.core.tasks_stolen,
         tasks_pushed: st.core.tasks_pushed,
         ops: st.core.ops,
+        op_latency: st.core.op_latency,
         hops: st
             .core
             .result_hops

@@ -18,7 +18,12 @@
 //!   s, each rank's progress and provider threads' share of a core;
 //! - `op_serve_us` and `op_issue_us`: the progress thread's CPU per operation served and
 //!   per operation issued, from DLB_Bench's `progress_cpu_s` and `ops` on two ranks,
-//!   every task on rank 0, without balancing and with it (median of 3 runs each).
+//!   every task on rank 0, without balancing and with it (median of 3 runs each);
+//! - `busy_op_us` and `own_op_us`, from the same balanced runs' `op_latency`: what the
+//!   thief's reads, writes and atomics on the busy owner took beyond the fabric's model of
+//!   them (its idle figures above), count-weighted; 0 on a polled fabric, whose model
+//!   serves a busy target's atomics between its tasks instead. And the two ranks'
+//!   operations on their own memory, issue to completion (count-weighted mean).
 //!
 //! Nothing is tuned by hand: rerun it where the numbers should come from.
 
@@ -164,12 +169,24 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: the progress thread's CPU per operation (dlb-bench, 2 ranks, 3 runs) …"
     );
-    let (mut serves, mut issues) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        match op_cpu_us(&titus, &dlb, provider) {
-            Ok((s, i)) => {
-                serves.push(s);
-                issues.push(i);
+    let fabric_model =
+        titus_sim::Model::from_fabric_bench(&preset.to_string(), provider).map_err(UsageError)?;
+    let (mut serves, mut issues, mut busies, mut owns) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Three runs that can be fitted, of at most six: a run whose two ranks happened to
+    // issue alike tells nothing (the steals' order is the machine's).
+    let mut unfit = Vec::new();
+    while serves.len() < 3 && serves.len() + unfit.len() < 6 {
+        match op_cpu_us(&titus, &dlb, provider, &fabric_model) {
+            Ok(Ok(f)) => {
+                serves.push(f.serve_us);
+                issues.push(f.issue_us);
+                busies.push(f.busy_op_us);
+                owns.push(f.own_op_us);
+            }
+            Ok(Err(why)) => {
+                eprintln!("titus sim --calibrate: a run that cannot be fitted ({why}); another …");
+                unfit.push(why);
             }
             Err(e) => {
                 eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
@@ -177,9 +194,18 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
             }
         }
     }
-    serves.sort_by(f64::total_cmp);
-    issues.sort_by(f64::total_cmp);
-    let (op_serve, op_issue) = (serves[1], issues[1]);
+    if serves.len() < 3 {
+        eprintln!(
+            "titus sim: error: dlb-bench over {provider}: {} of 6 runs could not be fitted: {}",
+            unfit.len(),
+            unfit.join("; ")
+        );
+        return Ok(1);
+    }
+    for v in [&mut serves, &mut issues, &mut busies, &mut owns] {
+        v.sort_by(f64::total_cmp);
+    }
+    let (op_serve, op_issue, busy_op, own_op) = (serves[1], issues[1], busies[1], owns[1]);
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
@@ -188,6 +214,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "task_overhead_us": overhead_us,
         "op_serve_us": op_serve,
         "op_issue_us": op_issue,
+        "busy_op_us": busy_op,
+        "own_op_us": own_op,
         "task_slowdown_two_ranks": measured,
         "calibrated_by": format!("titus sim --calibrate '{provider}'"),
     });
@@ -203,7 +231,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
-         {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued"
+         {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
+         {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory"
     );
     Ok(0)
 }
@@ -214,8 +243,14 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
 /// steals: many). In the balanced run each rank's progress CPU is `a · resolution +
 /// serve · served + issue · issued`, where a rank serves what the other issued: two
 /// ranks, two equations — apart as long as one rank issues more than the other (the
-/// thief: about twice the owner's).
-fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), String> {
+/// thief: about twice the owner's). With [`op_wait_fit`]'s figures from the same run.
+/// Err: the run failed; Ok(Err): it ran, but cannot be fitted.
+fn op_cpu_us(
+    titus: &Path,
+    dlb: &Path,
+    provider: &str,
+    model: &titus_sim::Model,
+) -> Result<Result<OpFit, String>, String> {
     let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
         .chain(
             [
@@ -232,7 +267,78 @@ fn op_cpu_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64), Str
             .map(PathBuf::from),
         )
         .collect();
-    op_cpu_fit(&launched(titus, provider, 2, &program)?)
+    let out = launched(titus, provider, 2, &program)?;
+    Ok(op_cpu_fit(&out).and_then(|(serve_us, issue_us)| {
+        let (busy_op_us, own_op_us) = op_wait_fit(&out, model)?;
+        Ok(OpFit {
+            serve_us,
+            issue_us,
+            busy_op_us,
+            own_op_us,
+        })
+    }))
+}
+
+/// What one balanced calibration run tells of operations, µs.
+struct OpFit {
+    serve_us: f64,
+    issue_us: f64,
+    busy_op_us: f64,
+    own_op_us: f64,
+}
+
+/// From the balanced run's `op_latency` (rank 0's last JSON line): what the thief's
+/// (rank 1's) reads, writes and atomics on the busy owner took beyond `model`'s idle
+/// figures for them (a read or write: two latencies; an atomic: two and the atomic's
+/// time at the target), count-weighted and at least 0 — 0 where the model's target
+/// polls (its busy wait is modelled apart) —, and both ranks' operations on their own
+/// memory (count-weighted mean; 0 where none completed).
+fn op_wait_fit(stdout: &str, model: &titus_sim::Model) -> Result<(f64, f64), String> {
+    let last = rank0_lines(stdout)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .last()
+        .ok_or_else(|| format!("rank 0 printed no JSON: {stdout}"))?;
+    let ranks = last["op_latency"]
+        .as_array()
+        .filter(|a| a.len() == 2)
+        .ok_or_else(|| format!("the balanced run printed no op_latency of two ranks: {last}"))?;
+    let kind = |r: usize, k: &str| -> (f64, f64) {
+        let o = &ranks[r][k];
+        match (o["count"].as_f64(), o["mean_us"].as_f64()) {
+            (Some(n), Some(m)) if n > 0.0 && m.is_finite() && m >= 0.0 => (n, m),
+            _ => (0.0, 0.0),
+        }
+    };
+    let two_way = 2.0 * model.latency_ns * 1e-3;
+    let atomic = two_way + model.atomic_ns * 1e-3;
+    let (mut n, mut extra) = (0.0, 0.0);
+    for (k, idle) in [
+        ("read", two_way),
+        ("write", two_way),
+        ("cas", atomic),
+        ("fetch-add", atomic),
+    ] {
+        let (c, m) = kind(1, k);
+        n += c;
+        extra += c * (m - idle);
+    }
+    if n == 0.0 {
+        return Err(format!(
+            "the thief (rank 1) completed no reads, writes or atomics on the owner: {last}"
+        ));
+    }
+    let busy = if model.polled {
+        0.0
+    } else {
+        (extra / n).max(0.0)
+    };
+    let ((c0, m0), (c1, m1)) = (kind(0, "own"), kind(1, "own"));
+    let own = if c0 + c1 > 0.0 {
+        (c0 * m0 + c1 * m1) / (c0 + c1)
+    } else {
+        0.0
+    };
+    Ok((busy, own))
 }
 
 /// [`op_cpu_us`]'s arithmetic on the launcher's output: rank 0's two JSON lines, the run
@@ -406,7 +512,7 @@ fn wake_latency_us() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{op_cpu_fit, rank0_line};
+    use super::{op_cpu_fit, op_wait_fit, rank0_line};
 
     #[test]
     fn the_operation_fit_finds_what_serving_and_issuing_cost() {
@@ -430,6 +536,36 @@ mod tests {
         assert!(err.contains("too close"), "{err}");
         let err = op_cpu_fit(&format!("[0] {none}\n")).unwrap_err();
         assert!(err.contains("no two runs"), "{err}");
+    }
+
+    #[test]
+    fn the_wait_fit_finds_a_busy_target_s_extra_and_own_memory_s_time() {
+        // The model: 20 µs one way, atomics 10 µs at the target. The thief's 10 reads
+        // took 70 µs (30 more than idle) and its 30 fetch-adds 90 (40 more): 37.5 µs
+        // count-weighted. Own memory: 10 at 5 µs and 30 at 25: 20 µs.
+        let mut model = titus_sim::Model::preset("mem").unwrap();
+        model.latency_ns = 20_000.0;
+        model.atomic_ns = 10_000.0;
+        model.polled = false;
+        let run = r#"{"op_latency":[{"own":{"count":10,"mean_us":5}},{"read":{"count":10,"mean_us":70},"fetch-add":{"count":30,"mean_us":90},"own":{"count":30,"mean_us":25}}]}"#;
+        let out = format!("[0] {{\"first\":1}}\n[1] {{}}\n[0] {run}\n");
+        let (busy, own) = op_wait_fit(&out, &model).unwrap();
+        assert!(
+            (busy - 37.5).abs() < 1e-9 && (own - 20.0).abs() < 1e-9,
+            "{busy} {own}"
+        );
+        // A polled target's wait is modelled apart; faster than idle is no extra.
+        model.polled = true;
+        assert_eq!(op_wait_fit(&out, &model).unwrap().0, 0.0);
+        model.polled = false;
+        model.latency_ns = 100_000.0;
+        assert_eq!(op_wait_fit(&out, &model).unwrap().0, 0.0);
+        // A thief that completed nothing on the owner, or no figures: no fit.
+        let idle = r#"[0] {"op_latency":[{},{"own":{"count":1,"mean_us":1}}]}"#;
+        let err = op_wait_fit(idle, &model).unwrap_err();
+        assert!(err.contains("completed no reads"), "{err}");
+        let err = op_wait_fit("[0] {\"ops\":[1,2]}\n", &model).unwrap_err();
+        assert!(err.contains("no op_latency"), "{err}");
     }
 
     #[test]

@@ -160,10 +160,16 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
     })
     .and_then(|mut m| {
         if let Some(p) = &a.node_preset {
-            m.cpu =
-                Some(Model::preset(p).map_err(UsageError)?.cpu.ok_or_else(|| {
-                    UsageError(format!("--node-preset {p}: it has no node model"))
-                })?);
+            let mut cpu = Model::preset(p)
+                .map_err(UsageError)?
+                .cpu
+                .ok_or_else(|| UsageError(format!("--node-preset {p}: it has no node model")))?;
+            // The per-core costs travel; what an operation waits on a busy target and one
+            // on the issuer's own memory take are that preset's provider's (measured
+            // through it), not this fabric's.
+            cpu.busy_op_ns = 0.0;
+            cpu.own_op_ns = 100.0;
+            m.cpu = Some(cpu);
         }
         if let Some(c) = a.node_cores {
             let cpu = m.cpu.as_mut().ok_or_else(|| {
@@ -404,6 +410,7 @@ fn figures(
                 tasks_stolen: st.tasks_stolen,
                 tasks_pushed: st.tasks_pushed,
                 ops: st.ops,
+                op_latency: st.op_latency,
                 hops: st
                     .result_hops
                     .iter()

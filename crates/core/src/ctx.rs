@@ -79,7 +79,8 @@ pub(crate) struct Ctx<P> {
     /// This epoch's figures.
     pub(crate) stats: Stats,
     commands: VecDeque<Command>,
-    in_flight: InFlight<P>,
+    /// Each operation's tag, when it was issued and its kind ([`crate::stats::OP_KINDS`]).
+    in_flight: InFlight<(P, Time, u8)>,
     next_token: u64,
 }
 
@@ -103,7 +104,9 @@ impl<P> Ctx<P> {
     pub(crate) fn issue(&mut self, op: Op, pending: impl Into<P>) -> Token {
         let token = Token(self.next_token);
         self.next_token += 1;
-        self.in_flight.push(token.0, pending.into());
+        let kind = crate::stats::op_kind(&op, self.rank) as u8;
+        self.in_flight
+            .push(token.0, (pending.into(), self.now, kind));
         self.commands.push_back(Command { token, op });
         self.stats.ops += 1;
         token
@@ -146,7 +149,11 @@ impl<P> Ctx<P> {
 
     /// The tag of `token`'s operation, which has completed; `None` if it is not in flight.
     pub(crate) fn complete(&mut self, token: Token) -> Option<P> {
-        self.in_flight.remove(token.0)
+        let (p, issued, kind) = self.in_flight.remove(token.0)?;
+        let l = &mut self.stats.op_latency[usize::from(kind)];
+        l.count += 1;
+        l.ns += self.now.0.saturating_sub(issued.0);
+        Some(p)
     }
 
     /// Operations in flight.
@@ -156,7 +163,7 @@ impl<P> Ctx<P> {
 
     /// Tags of the operations in flight, oldest first.
     pub(crate) fn pending(&self) -> impl Iterator<Item = &P> {
-        self.in_flight.slots.iter().flatten()
+        self.in_flight.slots.iter().flatten().map(|(p, _, _)| p)
     }
 }
 
@@ -182,10 +189,33 @@ mod tests {
         assert_eq!(cx.complete(b), None, "a token completes once");
         assert_eq!(cx.in_flight(), 2);
         assert_eq!(cx.pending().copied().collect::<Vec<_>>(), ["a", "c"]);
+        cx.now = Time(5_000);
         assert_eq!(cx.complete(a), Some("a"));
         cx.drop_commands();
         assert!(!cx.has_commands());
         assert_eq!(cx.in_flight(), 1, "dropped commands stay in flight");
+        // Each kind counts its completions and their time since issue (a at 0, b too).
+        let read = crate::OP_KINDS.iter().position(|&k| k == "read").unwrap();
+        assert_eq!(cx.stats.op_latency[read].count, 2);
+        assert_eq!(cx.stats.op_latency[read].mean_ns(), 2_500.0);
+        cx.issue(
+            Op::FetchAdd {
+                peer: 0,
+                remote: Loc::new(0, 0),
+                delta: 1,
+            },
+            "own",
+        );
+        let d = cx.poll_command().unwrap().token;
+        cx.now = Time(5_700);
+        cx.complete(d);
+        let own = crate::OP_KINDS.iter().position(|&k| k == "own").unwrap();
+        assert_eq!(
+            (cx.stats.op_latency[own].count, cx.stats.op_latency[own].ns),
+            (1, 700)
+        );
+        let signal = crate::OP_KINDS.iter().position(|&k| k == "signal").unwrap();
+        assert_eq!(cx.stats.op_latency[signal].count, 0, "c is still in flight");
     }
 }
 

@@ -67,7 +67,7 @@ pub use layout::{ResultRecord, Task};
 pub use mapper::{DefaultMapper, Mapper};
 pub use node::{EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
-pub use stats::{STEAL_LOG_MAX, Stats, StealEvent};
+pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent};
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
 

@@ -73,12 +73,54 @@ pub struct Stats {
     pub gone_tolerated: u64,
     /// Remote operations issued.
     pub ops: u64,
+    /// Completed operations by kind ([`OP_KINDS`]): how many, and their time from issue
+    /// to completion — what each kind costs this rank's protocols on this fabric, the same
+    /// figure in the runtime and the simulator.
+    pub op_latency: [OpLatency; OP_KINDS.len()],
     /// Grains the workers took from the queue ([`crate::Node::take_grain`]; each one
     /// lock of the rank's state in the runtime): tasks run / grains is the mean grain.
     pub grains: u64,
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
     /// work from whom.
     pub steal_log: Vec<StealEvent>,
+}
+
+/// The kinds of [`Stats::op_latency`], in its order: reads, writes that carry data,
+/// signals (writes of nothing), compare-and-swaps, fetch-adds (all on other ranks), and
+/// any operation on this rank's own memory.
+pub const OP_KINDS: [&str; 6] = ["read", "write", "signal", "cas", "fetch-add", "own"];
+
+/// Completed operations of one kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpLatency {
+    /// How many completed.
+    pub count: u64,
+    /// Their issue-to-completion times, summed (ns).
+    pub ns: u64,
+}
+
+impl OpLatency {
+    /// The mean issue-to-completion time (ns; 0 when none completed).
+    pub fn mean_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.ns as f64 / self.count as f64
+        }
+    }
+}
+
+/// The index of `op`'s kind in [`OP_KINDS`], issued by `rank`.
+pub(crate) fn op_kind(op: &crate::Op, rank: Rank) -> usize {
+    use crate::Op;
+    let (peer, kind) = match op {
+        Op::Read { peer, .. } => (*peer, 0),
+        Op::Write { peer, pieces, .. } if pieces.is_empty() => (*peer, 2),
+        Op::Write { peer, .. } => (*peer, 1),
+        Op::Cas { peer, .. } => (*peer, 3),
+        Op::FetchAdd { peer, .. } => (*peer, 4),
+    };
+    if peer == rank { 5 } else { kind }
 }
 
 /// The most steals a rank logs per epoch.

@@ -806,6 +806,9 @@ impl<'a> Sim<'a> {
     }
 
     fn transfer(&self, from: u32, peer: u32, bytes: u64, tasks_segment: bool) -> u64 {
+        if from == peer && self.job.model.cpu.is_some() {
+            return 0; // The node model's own_op_ns is an operation on its own memory whole.
+        }
         let b = if tasks_segment {
             bytes as f64 * self.job.task_bytes_scale
         } else {
@@ -861,7 +864,15 @@ impl<'a> Sim<'a> {
                 matches!(op, Op::Cas { .. } | Op::FetchAdd { .. }),
             );
         } else {
-            t += 100; // CPU atomics and copies on this rank's own memory.
+            // CPU atomics and copies on this rank's own memory, or the node model's
+            // measured time through the provider (an atomic's service and a copy's bytes
+            // included: `transfer`, `atomic_done`).
+            t += self
+                .job
+                .model
+                .cpu
+                .as_ref()
+                .map_or(100, |c| c.own_op_ns as u64);
         }
         if let Op::Write { remote, pieces, .. } = &op {
             let bytes: u64 = pieces.iter().map(|p| p.1).sum();
@@ -895,6 +906,11 @@ impl<'a> Sim<'a> {
         // libfabric it goes through the provider. (The calibration, on two ranks, cannot
         // tell those apart: it counts each of a rank's operations as the other's to serve.)
         self.op_cpu(peer, |c| c.op_serve_ns);
+        let late = self.busy_op_ns(
+            from,
+            peer,
+            matches!(op, Op::Cas { .. } | Op::FetchAdd { .. }),
+        );
         match op {
             Op::Read {
                 peer,
@@ -920,7 +936,7 @@ impl<'a> Sim<'a> {
                 self.mems[from as usize].write(local, &buf);
                 let d = self.back(from, peer, false)
                     + self.transfer(from, peer, len, remote.segment == seg::TASKS);
-                self.complete(now + d, from, token, 0);
+                self.complete(now + late + d, from, token, 0);
             }
             Op::Write {
                 peer,
@@ -947,7 +963,7 @@ impl<'a> Sim<'a> {
                     );
                 }
                 let d = self.back(from, peer, false);
-                self.complete(now + d, from, token, 0);
+                self.complete(now + late + d, from, token, 0);
             }
             Op::Cas {
                 peer,
@@ -959,7 +975,7 @@ impl<'a> Sim<'a> {
                 if old == expected {
                     self.mems[peer as usize].write(remote, &desired.to_le_bytes());
                 }
-                self.atomic_done(now, from, peer, token, old);
+                self.atomic_done(now, late, from, peer, token, old);
             }
             Op::FetchAdd {
                 peer,
@@ -968,7 +984,7 @@ impl<'a> Sim<'a> {
             } => {
                 let old = self.mems[peer as usize].word(remote);
                 self.mems[peer as usize].write(remote, &old.wrapping_add(delta).to_le_bytes());
-                self.atomic_done(now, from, peer, token, old);
+                self.atomic_done(now, late, from, peer, token, old);
             }
         }
         Ok(())
@@ -985,6 +1001,25 @@ impl<'a> Sim<'a> {
         p.op_cpu += ns;
         if p.idle == 0 {
             p.op_debt += ns;
+        }
+    }
+
+    /// What an operation from `from` waits at `peer` beyond the fabric's cost, with the
+    /// node model on: the [`model::Cpu::busy_op_ns`] of the fabric between them where
+    /// `peer`'s workers all run tasks and its progress does not poll (a polled target's
+    /// wait is [`Self::atomic_done`]'s).
+    fn busy_op_ns(&self, from: u32, peer: u32, atomic: bool) -> u64 {
+        let m = self.model(from, peer, atomic);
+        match &m.cpu {
+            Some(c)
+                if self.job.model.cpu.is_some()
+                    && peer != from
+                    && !m.polled
+                    && self.per[peer as usize].idle == 0 =>
+            {
+                c.busy_op_ns as u64
+            }
+            _ => 0,
         }
     }
 
@@ -1008,10 +1043,11 @@ impl<'a> Sim<'a> {
     /// takes the long nap: the runtime's driver) serves it in the first worker's poll at
     /// its task's end — or when that nap ends ([`titus_core::BUSY_NAP_NS`];
     /// [`titus_core::OPEN_OPS_WAIT_NS`] with operations of its own in flight; sooner at
-    /// the rank's deadline) —, at the cost of handling an input. (The runtime's
+    /// the rank's deadline) —, at the cost of handling an input; `late`
+    /// ([`Self::busy_op_ns`]) delays its completion, not the unit. (The runtime's
     /// worker polls at a task's end only 20 µs after its last poll: tasks shorter than
     /// that may hold the atomic one task longer than here.)
-    fn atomic_done(&mut self, now: u64, from: u32, peer: u32, token: Token, value: u64) {
+    fn atomic_done(&mut self, now: u64, late: u64, from: u32, peer: u32, token: Token, value: u64) {
         let p = peer as usize;
         let busy_until = match self.task_ends.get(p) {
             Some(ends) if peer != from && self.per[p].idle == 0 => {
@@ -1032,11 +1068,13 @@ impl<'a> Sim<'a> {
         let start = now.max(self.per[p].atomic_free);
         let served = match busy_until {
             Some(end) => start.max(end) + self.job.model.event_ns as u64,
+            // The node model's own_op_ns is an atomic on the issuer's own memory whole.
+            None if peer == from && self.job.model.cpu.is_some() => start,
             None => start + self.job.model.atomic_ns as u64,
         };
         self.per[p].atomic_free = served;
         let d = self.back(from, peer, true);
-        self.complete(served + d, from, token, value);
+        self.complete(served + late + d, from, token, value);
     }
 
     /// After `node` handled an input at `now`: workers, commands, timer, checks.

@@ -21,7 +21,9 @@
 //! them): ranks share a node's cores with their progress and provider threads, a task runs
 //! slower while other cores run tasks too, a worker asleep needs time to wake, and each
 //! operation costs its target's and its issuer's progress thread CPU that a rank whose
-//! workers all run tasks takes from its next task.
+//! workers all run tasks takes from its next task; where the target's progress does not
+//! poll, an operation on a rank whose workers all run tasks waits for that thread to get
+//! a core, and one on the issuer's own memory takes the provider's time.
 
 use serde_json::Value;
 
@@ -81,6 +83,13 @@ pub struct Cpu {
     /// for its completion), ns. Both: a rank whose workers all run tasks pays them out of
     /// its next task.
     pub op_issue_ns: f64,
+    /// What a read, write or atomic takes longer, on a fabric whose target's progress
+    /// does not poll, when every worker of its target runs a task: the target's progress
+    /// (and provider) thread waits for a core before it serves it, ns.
+    pub busy_op_ns: f64,
+    /// An operation on the issuer's own memory, issued to completion, ns (through
+    /// libfabric it goes through the provider like any other).
+    pub own_op_ns: f64,
 }
 
 impl Cpu {
@@ -126,6 +135,15 @@ impl Cpu {
             op_issue_ns: match v.get("op_issue_us") {
                 None => 0.0,
                 Some(_) => f("op_issue_us", 0.0, 1e6)? * 1e3,
+            },
+            busy_op_ns: match v.get("busy_op_us") {
+                None => 0.0,
+                Some(_) => f("busy_op_us", 0.0, 1e6)? * 1e3,
+            },
+            // Older presets: CPU atomics and copies, 0.1 µs.
+            own_op_ns: match v.get("own_op_us") {
+                None => 100.0,
+                Some(_) => f("own_op_us", 0.0, 1e6)? * 1e3,
             },
         })
     }

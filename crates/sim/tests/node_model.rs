@@ -54,6 +54,8 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         task_overhead_ns: 0.0,
         op_serve_ns: 0.0,
         op_issue_ns: 0.0,
+        busy_op_ns: 0.0,
+        own_op_ns: 100.0,
     }
 }
 
@@ -195,4 +197,61 @@ fn operations_cost_their_ranks_progress_cpu_and_lengthen_busy_ranks_tasks() {
         "no task paid for an operation"
     );
     assert!(charged.end_ns > plain.end_ns);
+}
+
+/// Where the target's progress does not poll, an operation on a rank whose workers all
+/// run tasks waits `busy_op_ns` more (its progress thread waits for a core), and one on
+/// the issuer's own memory takes `own_op_ns`: the thief's atomics on the busy owner and
+/// each rank's own operations show it in their per-kind latencies.
+#[test]
+fn a_busy_target_serves_later_and_own_memory_takes_its_time() {
+    const LONG_NS: u64 = 2_000_000;
+    let run = |busy_op_ns: f64, own_op_ns: f64| {
+        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
+        let mut model = Model::preset("tcp-loopback").unwrap();
+        let mut c = cpu(2, 1.0, 0.0, 0.0);
+        c.busy_op_ns = busy_op_ns;
+        c.own_op_ns = own_op_ns;
+        model.cpu = Some(c);
+        let tasks = vec![
+            (0..40u64)
+                .map(|i| SimTask {
+                    kind: 0,
+                    key: i,
+                    cost_ns: LONG_NS,
+                    payload: i.to_le_bytes().to_vec(),
+                    hint_ns: 0,
+                    priority: 0,
+                })
+                .collect(),
+            Vec::new(),
+        ];
+        let job = Job {
+            seed: 3,
+            ..Job::new(core, overlay, model, tasks)
+        };
+        simulate(&job).unwrap_or_else(|v| panic!("busy {busy_op_ns}: {v}"))
+    };
+    let kind = |k: &str| titus_core::OP_KINDS.iter().position(|x| *x == k).unwrap();
+    let (fa, own) = (kind("fetch-add"), kind("own"));
+    let plain = run(0.0, 100.0);
+    let late = run(300_000.0, 40_000.0);
+    let mean = |o: &Outcome, r: usize, k: usize| {
+        let l = o.ranks[r].stats.op_latency[k];
+        assert!(
+            l.count > 0,
+            "rank {r} completed no {}",
+            titus_core::OP_KINDS[k]
+        );
+        l.mean_ns()
+    };
+    // The thief's fetch-adds meet the owner busy (one worker, every task 2 ms): most of
+    // them wait the 300 µs more.
+    let extra = mean(&late, 1, fa) - mean(&plain, 1, fa);
+    assert!((200_000.0..=320_000.0).contains(&extra), "{extra} ns more");
+    // Own memory: 0.1 µs, then 40 µs (an atomic may wait behind the thief's at the
+    // atomic unit).
+    let (before, after) = (mean(&plain, 0, own), mean(&late, 0, own));
+    assert!(before < 5_000.0, "{before} ns");
+    assert!((40_000.0..45_000.0).contains(&after), "{after} ns");
 }

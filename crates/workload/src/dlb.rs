@@ -461,6 +461,10 @@ pub struct Report {
     /// Remote operations each rank issued (reads, writes, atomics; each costs its target's
     /// progress thread where the target serves them in software).
     pub ops: Vec<u64>,
+    /// Each rank's completed operations by kind (`read`, `write`, `signal`, `cas`,
+    /// `fetch-add` on other ranks; `own`: on its own memory): how many, and their mean
+    /// time from issue to completion (µs). Kinds it did not issue are left out.
+    pub op_latency: Vec<std::collections::BTreeMap<String, OpFigure>>,
     /// Seconds of work each rank owned at the start (its busy time without balancing).
     pub owned_s: Vec<f64>,
     /// With `--resources` (dlb-bench): tasks each resource completed this epoch over every
@@ -1473,6 +1477,8 @@ pub struct RankFigures {
     pub progress_cpu: f64,
     /// Remote operations this rank issued.
     pub ops: u64,
+    /// Its completed operations by kind ([`titus_core::OP_KINDS`]).
+    pub op_latency: [titus_core::OpLatency; titus_core::OP_KINDS.len()],
     /// Steal outcomes.
     pub steals_ok: u64,
     /// Steals that found nothing.
@@ -1497,6 +1503,31 @@ pub struct RankFigures {
     pub steal_log: Vec<(f64, u32, u32)>,
     /// Connections so far ([`connection_figures`] where they come from a real job).
     pub links: Links,
+}
+
+/// Completed operations of one kind on one rank (a report's `op_latency`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct OpFigure {
+    /// How many completed.
+    pub count: u64,
+    /// Their mean time from issue to completion, µs.
+    pub mean_us: f64,
+}
+
+/// `f`'s operations by kind, those it issued.
+fn op_figures(f: &RankFigures) -> std::collections::BTreeMap<String, OpFigure> {
+    titus_core::OP_KINDS
+        .iter()
+        .zip(&f.op_latency)
+        .filter(|(_, l)| l.count > 0)
+        .map(|(k, l)| {
+            let fig = OpFigure {
+                count: l.count,
+                mean_us: l.mean_ns() * 1e-3,
+            };
+            (k.to_string(), fig)
+        })
+        .collect()
 }
 
 /// One rank's connections and their price, since the job began.
@@ -1600,7 +1631,7 @@ pub fn connection_figures(all: &[RankConnections]) -> Vec<Links> {
 impl RankFigures {
     /// As numbers, for a job-wide all-gather (the steal log travels separately).
     pub fn encode(&self) -> Vec<u8> {
-        encode_f64s(&[
+        let mut v = vec![
             self.busy,
             self.session,
             self.idle,
@@ -1618,7 +1649,11 @@ impl RankFigures {
             self.tasks_pushed as f64,
             self.progress_cpu,
             self.ops as f64,
-        ])
+        ];
+        for l in &self.op_latency {
+            v.extend([l.count as f64, l.ns as f64]);
+        }
+        encode_f64s(&v)
     }
 
     /// Decodes [`RankFigures::encode`] (missing numbers read as 0).
@@ -1642,6 +1677,10 @@ impl RankFigures {
             tasks_pushed: g(14) as u64,
             progress_cpu: g(15),
             ops: g(16) as u64,
+            op_latency: std::array::from_fn(|k| titus_core::OpLatency {
+                count: g(17 + 2 * k) as u64,
+                ns: g(18 + 2 * k) as u64,
+            }),
             steal_log: Vec::new(),
             links: Links::default(),
         }
@@ -1771,6 +1810,7 @@ pub fn report(
         steal_s: figs.iter().map(|f| f.steal).collect(),
         progress_cpu_s: figs.iter().map(|f| f.progress_cpu).collect(),
         ops: figs.iter().map(|f| f.ops).collect(),
+        op_latency: figs.iter().map(op_figures).collect(),
         owned_s: all
             .iter()
             .map(|ts| ts.iter().map(|t| t.cost).fold(0.0, |a, c| a + c))
@@ -1923,5 +1963,44 @@ mod tests {
         let mut bad = all[0].clone();
         bad.contacted = vec![1, 99];
         assert_eq!(RankConnections::decode(&bad.encode(), 4).contacted, [1]);
+    }
+
+    #[test]
+    fn a_rank_s_operations_by_kind_travel_and_reach_the_report() {
+        let mut f = RankFigures {
+            busy: 1.0,
+            session: 1.0,
+            ops: 7,
+            ..RankFigures::default()
+        };
+        f.op_latency[0] = titus_core::OpLatency {
+            count: 4,
+            ns: 100_000,
+        };
+        f.op_latency[4] = titus_core::OpLatency {
+            count: 3,
+            ns: 90_000,
+        };
+        let back = RankFigures::decode(&f.encode());
+        assert_eq!((back.ops, back.op_latency), (7, f.op_latency));
+        // A blob of an older encoding (no kinds) reads as none completed.
+        let old = encode_f64s(&decode_f64s(&f.encode())[..17]);
+        assert_eq!(
+            RankFigures::decode(&old).op_latency,
+            [titus_core::OpLatency::default(); 6]
+        );
+        let run = runs(&args(&[]))[0].clone();
+        let plan = plan(&run.args, 2);
+        let all = crate::generate(&plan.spec).unwrap();
+        let r = report(&run, &plan, 0, &all, &[back, RankFigures::default()], 0.0);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["op_latency"][0]["read"]["count"], 4);
+        assert_eq!(v["op_latency"][0]["read"]["mean_us"], 25.0);
+        assert_eq!(v["op_latency"][0]["fetch-add"]["mean_us"], 30.0);
+        assert!(
+            v["op_latency"][0].get("cas").is_none(),
+            "kinds not issued are left out"
+        );
+        assert_eq!(v["op_latency"][1], serde_json::json!({}));
     }
 }
