@@ -188,6 +188,32 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
         if balancer != "none" {
             assert!(ops.iter().sum::<f64>() > 0.0, "{balancer}: {ops:?}");
         }
+        // Each rank's completed operations by kind: no more than it issued, each kind's
+        // mean time a real one.
+        let kinds = r["op_latency"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{balancer}: no op_latency: {r}"));
+        assert_eq!(kinds.len(), 3);
+        for (rank, k) in kinds.iter().enumerate() {
+            let k = k.as_object().unwrap();
+            let done: u64 = k.values().map(|f| f["count"].as_u64().unwrap()).sum();
+            assert!(done as f64 <= ops[rank], "{balancer}: rank {rank}: {k:?}");
+            for (kind, f) in k {
+                assert!(
+                    ["read", "write", "signal", "cas", "fetch-add", "own"].contains(&kind.as_str())
+                );
+                let mean = f["mean_us"].as_f64().unwrap();
+                assert!(mean.is_finite() && mean >= 0.0, "{kind}: {f}");
+            }
+        }
+        if balancer != "none" {
+            let completed: u64 = kinds
+                .iter()
+                .flat_map(|k| k.as_object().unwrap().values())
+                .map(|f| f["count"].as_u64().unwrap())
+                .sum();
+            assert!(completed > 0, "{balancer}: {kinds:?}");
+        }
         if balancer == "none" {
             assert_eq!(r["steals_ok"], 0);
             // Gaussian ownership piles the tasks onto the middle rank.

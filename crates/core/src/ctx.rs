@@ -150,9 +150,12 @@ impl<P> Ctx<P> {
     /// The tag of `token`'s operation, which has completed; `None` if it is not in flight.
     pub(crate) fn complete(&mut self, token: Token) -> Option<P> {
         let (p, issued, kind) = self.in_flight.remove(token.0)?;
-        let l = &mut self.stats.op_latency[usize::from(kind)];
-        l.count += 1;
-        l.ns += self.now.0.saturating_sub(issued.0);
+        // This epoch's figures: an operation issued in the last one counted there.
+        if issued >= self.started {
+            let l = &mut self.stats.op_latency[usize::from(kind)];
+            l.count += 1;
+            l.ns += self.now.0.saturating_sub(issued.0);
+        }
         Some(p)
     }
 
@@ -216,6 +219,11 @@ mod tests {
         );
         let signal = crate::OP_KINDS.iter().position(|&k| k == "signal").unwrap();
         assert_eq!(cx.stats.op_latency[signal].count, 0, "c is still in flight");
+        // A new epoch: c, issued in the last one, completes without counting in this one.
+        cx.started = Time(6_000);
+        cx.now = Time(6_500);
+        assert_eq!(cx.complete(Token(3)), Some("c"), "a, b, then c's token");
+        assert_eq!(cx.stats.op_latency[signal].count, 0);
     }
 }
 
