@@ -118,33 +118,22 @@ impl Cpu {
                 .filter(|x| x.is_finite() && (lo..=hi).contains(x))
                 .ok_or_else(|| format!("preset '{name}': node.{k} missing or not in [{lo}, {hi}]"))
         };
+        let us = |k: &str, absent: f64| match v.get(k) {
+            None => Ok(absent),
+            Some(_) => f(k, 0.0, 1e6).map(|x| x * 1e3),
+        };
         Ok(Cpu {
             cores: f("cores", 1.0, 65_536.0)? as u32,
             busy_slowdown: f("busy_slowdown", 0.5, 10.0)?,
             wake_ns: f("wake_us", 0.0, 1e6)? * 1e3,
             progress_share: f("progress_share", 0.0, 4.0)?,
-            // Older presets have none.
-            task_overhead_ns: match v.get("task_overhead_us") {
-                None => 0.0,
-                Some(_) => f("task_overhead_us", 0.0, 1e6)? * 1e3,
-            },
-            op_serve_ns: match v.get("op_serve_us") {
-                None => 0.0,
-                Some(_) => f("op_serve_us", 0.0, 1e6)? * 1e3,
-            },
-            op_issue_ns: match v.get("op_issue_us") {
-                None => 0.0,
-                Some(_) => f("op_issue_us", 0.0, 1e6)? * 1e3,
-            },
-            busy_op_ns: match v.get("busy_op_us") {
-                None => 0.0,
-                Some(_) => f("busy_op_us", 0.0, 1e6)? * 1e3,
-            },
-            // Older presets: CPU atomics and copies, 0.1 µs.
-            own_op_ns: match v.get("own_op_us") {
-                None => 100.0,
-                Some(_) => f("own_op_us", 0.0, 1e6)? * 1e3,
-            },
+            // Older presets have none of these µs figures: ns, or `absent` ns without.
+            task_overhead_ns: us("task_overhead_us", 0.0)?,
+            op_serve_ns: us("op_serve_us", 0.0)?,
+            op_issue_ns: us("op_issue_us", 0.0)?,
+            busy_op_ns: us("busy_op_us", 0.0)?,
+            // CPU atomics and copies, 0.1 µs.
+            own_op_ns: us("own_op_us", 100.0)?,
         })
     }
 }
@@ -318,5 +307,22 @@ mod tests {
         assert!(ib.cpu.is_none());
         let v: Value = serde_json::from_str(r#"{"cores": 0, "busy_slowdown": 1}"#).unwrap();
         assert!(Cpu::from_json(&v, "x").unwrap_err().contains("node.cores"));
+        // The optional µs figures: checked where present, their default where absent.
+        let v: Value = serde_json::from_str(
+            r#"{"cores": 2, "busy_slowdown": 1, "wake_us": 1, "progress_share": 0}"#,
+        )
+        .unwrap();
+        let cpu = Cpu::from_json(&v, "x").unwrap();
+        assert_eq!((cpu.busy_op_ns, cpu.own_op_ns), (0.0, 100.0));
+        let mut bad = v.clone();
+        bad["own_op_us"] = (-1.0).into();
+        assert!(
+            Cpu::from_json(&bad, "x")
+                .unwrap_err()
+                .contains("node.own_op_us")
+        );
+        // This machine's tcp: a busy target's wait; shm's model has its own rule for it.
+        assert!(tcp.cpu.as_ref().unwrap().busy_op_ns > 0.0);
+        assert_eq!(shm.cpu.as_ref().unwrap().busy_op_ns, 0.0);
     }
 }

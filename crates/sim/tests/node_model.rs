@@ -120,36 +120,43 @@ fn a_sleeping_worker_wakes_before_its_first_task() {
     );
 }
 
+/// Two ranks, 40 tasks of [`LONG_NS`] on rank 0, rank 1 with none (it steals), on
+/// `model`.
+fn one_owner(model: Model, what: &str) -> Outcome {
+    let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
+    let tasks = vec![
+        (0..40u64)
+            .map(|i| SimTask {
+                kind: 0,
+                key: i,
+                cost_ns: LONG_NS,
+                payload: i.to_le_bytes().to_vec(),
+                hint_ns: 0,
+                priority: 0,
+            })
+            .collect(),
+        Vec::new(),
+    ];
+    let job = Job {
+        seed: 3,
+        ..Job::new(core, overlay, model, tasks)
+    };
+    simulate(&job).unwrap_or_else(|v| panic!("{what}: {v}"))
+}
+
+const LONG_NS: u64 = 2_000_000;
+
 /// libfabric's shm serves software atomics only when its target's progress turns: while
 /// the victim's one worker runs a 2 ms task and it has no operation of its own in flight,
 /// a thief's ticket waits for that task's end (the worker polls between tasks); where
 /// progress does not poll, or the victim's own operation keeps its naps short, at once.
 #[test]
 fn a_polled_target_serves_atomics_between_its_tasks() {
-    const LONG_NS: u64 = 2_000_000;
     let latencies = |polled: bool| {
-        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
         let mut model = Model::preset("shm").unwrap();
         model.cpu = Some(cpu(2, 1.0, 0.0, 0.0));
         model.polled = polled;
-        let tasks = vec![
-            (0..40u64)
-                .map(|i| SimTask {
-                    kind: 0,
-                    key: i,
-                    cost_ns: LONG_NS,
-                    payload: i.to_le_bytes().to_vec(),
-                    hint_ns: 0,
-                    priority: 0,
-                })
-                .collect(),
-            Vec::new(),
-        ];
-        let job = Job {
-            seed: 3,
-            ..Job::new(core, overlay, model, tasks)
-        };
-        let out = simulate(&job).unwrap_or_else(|v| panic!("polled {polled}: {v}"));
+        let out = one_owner(model, &format!("polled {polled}"));
         out.ranks[1].stats.steal_latency_ns.clone()
     };
     let at_once = latencies(false);
@@ -205,32 +212,13 @@ fn operations_cost_their_ranks_progress_cpu_and_lengthen_busy_ranks_tasks() {
 /// each rank's own operations show it in their per-kind latencies.
 #[test]
 fn a_busy_target_serves_later_and_own_memory_takes_its_time() {
-    const LONG_NS: u64 = 2_000_000;
     let run = |busy_op_ns: f64, own_op_ns: f64| {
-        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
         let mut model = Model::preset("tcp-loopback").unwrap();
         let mut c = cpu(2, 1.0, 0.0, 0.0);
         c.busy_op_ns = busy_op_ns;
         c.own_op_ns = own_op_ns;
         model.cpu = Some(c);
-        let tasks = vec![
-            (0..40u64)
-                .map(|i| SimTask {
-                    kind: 0,
-                    key: i,
-                    cost_ns: LONG_NS,
-                    payload: i.to_le_bytes().to_vec(),
-                    hint_ns: 0,
-                    priority: 0,
-                })
-                .collect(),
-            Vec::new(),
-        ];
-        let job = Job {
-            seed: 3,
-            ..Job::new(core, overlay, model, tasks)
-        };
-        simulate(&job).unwrap_or_else(|v| panic!("busy {busy_op_ns}: {v}"))
+        one_owner(model, &format!("busy {busy_op_ns}"))
     };
     let kind = |k: &str| titus_core::OP_KINDS.iter().position(|x| *x == k).unwrap();
     let (fa, own) = (kind("fetch-add"), kind("own"));
