@@ -267,9 +267,9 @@ fn op_cpu_us(
             .map(PathBuf::from),
         )
         .collect();
-    let out = launched(titus, provider, 2, &program)?;
-    Ok(op_cpu_fit(&out).and_then(|(serve_us, issue_us)| {
-        let (busy_op_us, own_op_us) = op_wait_fit(&out, model)?;
+    let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
+    Ok(op_cpu_fit(&rows).and_then(|(serve_us, issue_us)| {
+        let (busy_op_us, own_op_us) = op_wait_fit(&rows, model)?;
         Ok(OpFit {
             serve_us,
             issue_us,
@@ -287,17 +287,14 @@ struct OpFit {
     own_op_us: f64,
 }
 
-/// From the balanced run's `op_latency` (rank 0's last JSON line): what the thief's
+/// From the balanced run's `op_latency` (rank 0's last JSON line, [`rank0_rows`]): what the thief's
 /// (rank 1's) reads, writes and atomics on the busy owner took beyond `model`'s idle
 /// figures for them (a read or write: two latencies; an atomic: two and the atomic's
 /// time at the target), count-weighted and at least 0 — 0 where the model's target
 /// polls (its busy wait is modelled apart) —, and both ranks' operations on their own
 /// memory (count-weighted mean; 0 where none completed).
-fn op_wait_fit(stdout: &str, model: &titus_sim::Model) -> Result<(f64, f64), String> {
-    let last = rank0_lines(stdout)
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .last()
-        .ok_or_else(|| format!("rank 0 printed no JSON: {stdout}"))?;
+fn op_wait_fit(rows: &[Value], model: &titus_sim::Model) -> Result<(f64, f64), String> {
+    let last = rows.last().ok_or("rank 0 printed no JSON")?;
     let ranks = last["op_latency"]
         .as_array()
         .filter(|a| a.len() == 2)
@@ -341,12 +338,9 @@ fn op_wait_fit(stdout: &str, model: &titus_sim::Model) -> Result<(f64, f64), Str
     Ok((busy, own))
 }
 
-/// [`op_cpu_us`]'s arithmetic on the launcher's output: rank 0's two JSON lines, the run
+/// [`op_cpu_us`]'s arithmetic on rank 0's two JSON lines ([`rank0_rows`]), the run
 /// without balancing and the balanced one.
-fn op_cpu_fit(stdout: &str) -> Result<(f64, f64), String> {
-    let rows: Vec<Value> = rank0_lines(stdout)
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+fn op_cpu_fit(rows: &[Value]) -> Result<(f64, f64), String> {
     // (resolution s, each rank's progress CPU s, each rank's operations) of each run.
     let figures = |r: &Value| -> Option<(f64, [f64; 2], [f64; 2])> {
         let two = |k: &str| -> Option<[f64; 2]> {
@@ -366,7 +360,7 @@ fn op_cpu_fit(stdout: &str) -> Result<(f64, f64), String> {
         Some(&[a, b]) => [a, b],
         _ => {
             return Err(format!(
-                "rank 0 printed no two runs with progress_cpu_s and ops: {stdout}"
+                "rank 0 printed no two runs with progress_cpu_s and ops: {rows:?}"
             ));
         }
     };
@@ -425,6 +419,13 @@ fn rank0_json(
 /// Rank 0's first JSON line in a launcher's output (its prefix padded from 10 ranks on).
 fn rank0_line(stdout: &str) -> Option<&str> {
     rank0_lines(stdout).next()
+}
+
+/// Rank 0's JSON lines in a launcher's output, parsed, in order.
+fn rank0_rows(stdout: &str) -> Vec<Value> {
+    rank0_lines(stdout)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 /// Rank 0's JSON lines in a launcher's output, in order.
@@ -512,7 +513,7 @@ fn wake_latency_us() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{op_cpu_fit, op_wait_fit, rank0_line};
+    use super::{op_cpu_fit, op_wait_fit, rank0_line, rank0_rows};
 
     #[test]
     fn the_operation_fit_finds_what_serving_and_issuing_cost() {
@@ -525,16 +526,16 @@ mod tests {
         let balanced =
             format!(r#"{{"resolution_s":0.2,"progress_cpu_s":[{y0},{y1}],"ops":[100,200]}}"#);
         let out = format!("[1] {{}}\n[0] {none}\n[0] {balanced}\n");
-        let (serve, issue) = op_cpu_fit(&out).unwrap();
+        let (serve, issue) = op_cpu_fit(&rank0_rows(&out)).unwrap();
         assert!(
             (serve - 20.0).abs() < 1e-6 && (issue - 30.0).abs() < 1e-6,
             "{serve} {issue}"
         );
         // Ranks that issued alike cannot tell the two apart; a missing run is no fit.
         let even = balanced.replace("[100,200]", "[150,151]");
-        let err = op_cpu_fit(&format!("[0] {none}\n[0] {even}\n")).unwrap_err();
+        let err = op_cpu_fit(&rank0_rows(&format!("[0] {none}\n[0] {even}\n"))).unwrap_err();
         assert!(err.contains("too close"), "{err}");
-        let err = op_cpu_fit(&format!("[0] {none}\n")).unwrap_err();
+        let err = op_cpu_fit(&rank0_rows(&format!("[0] {none}\n"))).unwrap_err();
         assert!(err.contains("no two runs"), "{err}");
     }
 
@@ -549,22 +550,23 @@ mod tests {
         model.polled = false;
         let run = r#"{"op_latency":[{"own":{"count":10,"mean_us":5}},{"read":{"count":10,"mean_us":70},"fetch-add":{"count":30,"mean_us":90},"own":{"count":30,"mean_us":25}}]}"#;
         let out = format!("[0] {{\"first\":1}}\n[1] {{}}\n[0] {run}\n");
-        let (busy, own) = op_wait_fit(&out, &model).unwrap();
+        let rows = rank0_rows(&out);
+        let (busy, own) = op_wait_fit(&rows, &model).unwrap();
         assert!(
             (busy - 37.5).abs() < 1e-9 && (own - 20.0).abs() < 1e-9,
             "{busy} {own}"
         );
         // A polled target's wait is modelled apart; faster than idle is no extra.
         model.polled = true;
-        assert_eq!(op_wait_fit(&out, &model).unwrap().0, 0.0);
+        assert_eq!(op_wait_fit(&rows, &model).unwrap().0, 0.0);
         model.polled = false;
         model.latency_ns = 100_000.0;
-        assert_eq!(op_wait_fit(&out, &model).unwrap().0, 0.0);
+        assert_eq!(op_wait_fit(&rows, &model).unwrap().0, 0.0);
         // A thief that completed nothing on the owner, or no figures: no fit.
         let idle = r#"[0] {"op_latency":[{},{"own":{"count":1,"mean_us":1}}]}"#;
-        let err = op_wait_fit(idle, &model).unwrap_err();
+        let err = op_wait_fit(&rank0_rows(idle), &model).unwrap_err();
         assert!(err.contains("completed no reads"), "{err}");
-        let err = op_wait_fit("[0] {\"ops\":[1,2]}\n", &model).unwrap_err();
+        let err = op_wait_fit(&rank0_rows("[0] {\"ops\":[1,2]}\n"), &model).unwrap_err();
         assert!(err.contains("no op_latency"), "{err}");
     }
 

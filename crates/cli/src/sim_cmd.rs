@@ -168,7 +168,7 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
             // on the issuer's own memory take are that preset's provider's (measured
             // through it), not this fabric's.
             cpu.busy_op_ns = 0.0;
-            cpu.own_op_ns = 100.0;
+            cpu.own_op_ns = titus_sim::model::OWN_OP_NS;
             m.cpu = Some(cpu);
         }
         if let Some(c) = a.node_cores {

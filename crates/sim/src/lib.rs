@@ -806,8 +806,8 @@ impl<'a> Sim<'a> {
     }
 
     fn transfer(&self, from: u32, peer: u32, bytes: u64, tasks_segment: bool) -> u64 {
-        if from == peer && self.job.model.cpu.is_some() {
-            return 0; // The node model's own_op_ns is an operation on its own memory whole.
+        if self.own_whole(from, peer) {
+            return 0;
         }
         let b = if tasks_segment {
             bytes as f64 * self.job.task_bytes_scale
@@ -865,14 +865,13 @@ impl<'a> Sim<'a> {
             );
         } else {
             // CPU atomics and copies on this rank's own memory, or the node model's
-            // measured time through the provider (an atomic's service and a copy's bytes
-            // included: `transfer`, `atomic_done`).
+            // measured time through the provider ([`Self::own_whole`]).
             t += self
                 .job
                 .model
                 .cpu
                 .as_ref()
-                .map_or(100, |c| c.own_op_ns as u64);
+                .map_or(model::OWN_OP_NS, |c| c.own_op_ns) as u64;
         }
         if let Op::Write { remote, pieces, .. } = &op {
             let bytes: u64 = pieces.iter().map(|p| p.1).sum();
@@ -1004,6 +1003,13 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether an operation from `from` on `peer` is on the issuer's own memory and the
+    /// node model's measured [`model::Cpu::own_op_ns`], charged at issue, is its whole
+    /// time: no atomic's service and no bytes' transfer on top.
+    fn own_whole(&self, from: u32, peer: u32) -> bool {
+        from == peer && self.job.model.cpu.is_some()
+    }
+
     /// What an operation from `from` waits at `peer` beyond the fabric's cost, with the
     /// node model on: the [`model::Cpu::busy_op_ns`] of the fabric between them where
     /// `peer`'s workers all run tasks and its progress does not poll (a polled target's
@@ -1068,8 +1074,7 @@ impl<'a> Sim<'a> {
         let start = now.max(self.per[p].atomic_free);
         let served = match busy_until {
             Some(end) => start.max(end) + self.job.model.event_ns as u64,
-            // The node model's own_op_ns is an atomic on the issuer's own memory whole.
-            None if peer == from && self.job.model.cpu.is_some() => start,
+            None if self.own_whole(from, peer) => start,
             None => start + self.job.model.atomic_ns as u64,
         };
         self.per[p].atomic_free = served;

@@ -61,6 +61,10 @@ pub struct Model {
     pub polled: bool,
 }
 
+/// An operation on a rank's own memory where no measured [`Cpu::own_op_ns`] says
+/// otherwise (CPU atomics and copies), ns.
+pub const OWN_OP_NS: f64 = 100.0;
+
 /// A node's cores and what sharing them costs, measured by `titus sim --calibrate`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cpu {
@@ -132,8 +136,7 @@ impl Cpu {
             op_serve_ns: us("op_serve_us", 0.0)?,
             op_issue_ns: us("op_issue_us", 0.0)?,
             busy_op_ns: us("busy_op_us", 0.0)?,
-            // CPU atomics and copies, 0.1 µs.
-            own_op_ns: us("own_op_us", 100.0)?,
+            own_op_ns: us("own_op_us", OWN_OP_NS)?,
         })
     }
 }

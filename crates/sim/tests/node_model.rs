@@ -55,7 +55,7 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         op_serve_ns: 0.0,
         op_issue_ns: 0.0,
         busy_op_ns: 0.0,
-        own_op_ns: 100.0,
+        own_op_ns: titus_sim::model::OWN_OP_NS,
     }
 }
 
