@@ -68,13 +68,14 @@ impl TaskArea {
 
     /// Writes `tasks` into `region` (this rank's memory).
     pub(crate) fn write(&self, mem: &dyn Memory, region: usize, tasks: &[Task]) {
-        let mut buf = vec![0u8; self.slot as usize];
-        let base = self.region(region);
-        for (i, t) in tasks.iter().enumerate() {
-            buf.fill(0);
-            layout::encode_task(t, &mut buf);
-            mem.write(Loc::new(seg::TASKS, base + i as u64 * self.slot), &buf);
+        // One write of the slots back to back (a write per slot looked up the segment
+        // each time).
+        let slot = self.slot as usize;
+        let mut buf = vec![0u8; tasks.len() * slot];
+        for (t, s) in tasks.iter().zip(buf.chunks_exact_mut(slot)) {
+            layout::encode_task(t, s);
         }
+        mem.write(Loc::new(seg::TASKS, self.region(region)), &buf);
     }
 
     /// Writes `tasks` packed into `region` (this rank's memory): each task's slot header

@@ -167,16 +167,29 @@ impl Segment {
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), FabricError> {
         self.check(offset, buf.len() as u64)?;
-        let mut pos = 0usize;
-        let mut off = offset;
-        while pos < buf.len() {
-            let w = (off / 8) as usize;
-            let skip = (off % 8) as usize;
-            let take = (8 - skip).min(buf.len() - pos);
-            let bytes = self.w()[w].load(Ordering::Acquire).to_ne_bytes();
-            buf[pos..pos + take].copy_from_slice(&bytes[skip..skip + take]);
-            pos += take;
-            off += take as u64;
+        // (The words once, not per word: a mapping's are behind a trait object, and a
+        // 1,024-task batch is 100,000 words — 1 ms per copy with the look-up per word.)
+        let words = self.w();
+        let mut w = (offset / 8) as usize;
+        let skip = (offset % 8) as usize;
+        let mut rest = buf;
+        if skip != 0 && !rest.is_empty() {
+            let take = (8 - skip).min(rest.len());
+            let bytes = words[w].load(Ordering::Acquire).to_ne_bytes();
+            let (head, tail) = rest.split_at_mut(take);
+            head.copy_from_slice(&bytes[skip..skip + take]);
+            rest = tail;
+            w += 1;
+        }
+        let whole = rest.len() / 8;
+        let (body, tail) = rest.split_at_mut(whole * 8);
+        for (c, word) in body.chunks_exact_mut(8).zip(&words[w..w + whole]) {
+            c.copy_from_slice(&word.load(Ordering::Acquire).to_ne_bytes());
+        }
+        if !tail.is_empty() {
+            let bytes = words[w + whole].load(Ordering::Acquire).to_ne_bytes();
+            let n = tail.len();
+            tail.copy_from_slice(&bytes[..n]);
         }
         Ok(())
     }
@@ -186,34 +199,25 @@ impl Segment {
     /// byte ranges never clobber each other.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), FabricError> {
         self.check(offset, data.len() as u64)?;
-        let mut pos = 0usize;
-        let mut off = offset;
-        while pos < data.len() {
-            let w = &self.w()[(off / 8) as usize];
-            let skip = (off % 8) as usize;
-            let take = (8 - skip).min(data.len() - pos);
-            if take == 8 {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&data[pos..pos + 8]);
-                w.store(u64::from_ne_bytes(b), Ordering::Release);
-            } else {
-                let mut cur = w.load(Ordering::Acquire);
-                loop {
-                    let mut b = cur.to_ne_bytes();
-                    b[skip..skip + take].copy_from_slice(&data[pos..pos + take]);
-                    match w.compare_exchange_weak(
-                        cur,
-                        u64::from_ne_bytes(b),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => break,
-                        Err(now) => cur = now,
-                    }
-                }
-            }
-            pos += take;
-            off += take as u64;
+        let words = self.w();
+        let mut w = (offset / 8) as usize;
+        let skip = (offset % 8) as usize;
+        let mut data = data;
+        if skip != 0 && !data.is_empty() {
+            let take = (8 - skip).min(data.len());
+            merge(&words[w], skip, &data[..take]);
+            data = &data[take..];
+            w += 1;
+        }
+        let whole = data.len() / 8;
+        let (body, tail) = data.split_at(whole * 8);
+        for (c, word) in body.chunks_exact(8).zip(&words[w..w + whole]) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            word.store(u64::from_ne_bytes(b), Ordering::Release);
+        }
+        if !tail.is_empty() {
+            merge(&words[w + whole], 0, tail);
         }
         Ok(())
     }
@@ -313,6 +317,25 @@ mod loom_tests {
     }
 }
 
+/// Stores `bytes` at byte `skip` of `w`, keeping its other bytes: a compare-and-swap
+/// loop, so that concurrent writers of the word's other bytes are not clobbered.
+fn merge(w: &AtomicU64, skip: usize, bytes: &[u8]) {
+    let mut cur = w.load(Ordering::Acquire);
+    loop {
+        let mut b = cur.to_ne_bytes();
+        b[skip..skip + bytes.len()].copy_from_slice(bytes);
+        match w.compare_exchange_weak(
+            cur,
+            u64::from_ne_bytes(b),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +367,33 @@ mod tests {
         assert_eq!(s.fetch_add(16, 5).unwrap(), 7);
         assert_eq!(s.compare_exchange(16, 12, 1).unwrap(), 12);
         assert_eq!(s.load(16).unwrap(), 1);
+    }
+
+    proptest::proptest! {
+        /// Writes and reads at any offset and length agree with a byte array: the head
+        /// and tail words merged, the whole words between stored.
+        #[test]
+        fn byte_ranges_agree_with_a_byte_array(
+            ops in proptest::collection::vec(
+                (0u64..80, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+                1..12,
+            ),
+            at in 0u64..80,
+            len in 0usize..40,
+        ) {
+            let s = Segment::new("t", 120);
+            let mut model = vec![0u8; 120];
+            for (off, data) in &ops {
+                s.write(*off, data).unwrap();
+                model[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+            }
+            let mut all = vec![0u8; 120];
+            s.read(0, &mut all).unwrap();
+            proptest::prop_assert_eq!(&all, &model);
+            let mut part = vec![0u8; len];
+            s.read(at, &mut part).unwrap();
+            proptest::prop_assert_eq!(&part[..], &model[at as usize..at as usize + len]);
+        }
     }
 
     #[derive(Debug)]
