@@ -168,7 +168,8 @@ impl Segment {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), FabricError> {
         self.check(offset, buf.len() as u64)?;
         // (The words once, not per word: a mapping's are behind a trait object, and a
-        // 1,024-task batch is 100,000 words — 1 ms per copy with the look-up per word.)
+        // batch of 1,024 tasks of 680 bytes is ~90,000 words: ~1 ms per copy, looked up
+        // per word.)
         let words = self.w();
         let mut w = (offset / 8) as usize;
         let skip = (offset % 8) as usize;
