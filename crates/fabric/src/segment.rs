@@ -171,26 +171,20 @@ impl Segment {
         // batch of 1,024 tasks of 680 bytes is ~90,000 words: ~1 ms per copy, looked up
         // per word.)
         let words = self.w();
-        let mut w = (offset / 8) as usize;
-        let skip = (offset % 8) as usize;
-        let mut rest = buf;
-        if skip != 0 && !rest.is_empty() {
-            let take = (8 - skip).min(rest.len());
-            let bytes = words[w].load(Ordering::Acquire).to_ne_bytes();
-            let (head, tail) = rest.split_at_mut(take);
-            head.copy_from_slice(&bytes[skip..skip + take]);
-            rest = tail;
-            w += 1;
+        let sp = Span::of(offset, buf.len());
+        let (head, rest) = buf.split_at_mut(sp.head);
+        let (body, tail) = rest.split_at_mut(sp.whole * 8);
+        if sp.head > 0 {
+            let bytes = words[sp.first].load(Ordering::Acquire).to_ne_bytes();
+            head.copy_from_slice(&bytes[sp.skip..sp.skip + sp.head]);
         }
-        let whole = rest.len() / 8;
-        let (body, tail) = rest.split_at_mut(whole * 8);
-        for (c, word) in body.chunks_exact_mut(8).zip(&words[w..w + whole]) {
+        let b = sp.body();
+        for (c, word) in body.chunks_exact_mut(8).zip(&words[b..b + sp.whole]) {
             c.copy_from_slice(&word.load(Ordering::Acquire).to_ne_bytes());
         }
         if !tail.is_empty() {
-            let bytes = words[w + whole].load(Ordering::Acquire).to_ne_bytes();
-            let n = tail.len();
-            tail.copy_from_slice(&bytes[..n]);
+            let bytes = words[b + sp.whole].load(Ordering::Acquire).to_ne_bytes();
+            tail.copy_from_slice(&bytes[..tail.len()]);
         }
         Ok(())
     }
@@ -201,24 +195,20 @@ impl Segment {
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), FabricError> {
         self.check(offset, data.len() as u64)?;
         let words = self.w();
-        let mut w = (offset / 8) as usize;
-        let skip = (offset % 8) as usize;
-        let mut data = data;
-        if skip != 0 && !data.is_empty() {
-            let take = (8 - skip).min(data.len());
-            merge(&words[w], skip, &data[..take]);
-            data = &data[take..];
-            w += 1;
+        let sp = Span::of(offset, data.len());
+        let (head, rest) = data.split_at(sp.head);
+        let (body, tail) = rest.split_at(sp.whole * 8);
+        if sp.head > 0 {
+            merge(&words[sp.first], sp.skip, head);
         }
-        let whole = data.len() / 8;
-        let (body, tail) = data.split_at(whole * 8);
-        for (c, word) in body.chunks_exact(8).zip(&words[w..w + whole]) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            word.store(u64::from_ne_bytes(b), Ordering::Release);
+        let b = sp.body();
+        for (c, word) in body.chunks_exact(8).zip(&words[b..b + sp.whole]) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            word.store(u64::from_ne_bytes(w), Ordering::Release);
         }
         if !tail.is_empty() {
-            merge(&words[w + whole], 0, tail);
+            merge(&words[b + sp.whole], 0, tail);
         }
         Ok(())
     }
@@ -268,6 +258,53 @@ impl Segment {
 }
 
 /// Model checks (loom): every interleaving of the operations below.
+/// A byte range over words: `head` bytes from byte `skip` of word `first` (none when the
+/// range starts on a word boundary), then `whole` words, then the rest, from the start of
+/// the word after them.
+struct Span {
+    first: usize,
+    skip: usize,
+    head: usize,
+    whole: usize,
+}
+
+impl Span {
+    fn of(offset: u64, len: usize) -> Self {
+        let skip = (offset % 8) as usize;
+        let head = if skip == 0 { 0 } else { (8 - skip).min(len) };
+        Self {
+            first: (offset / 8) as usize,
+            skip,
+            head,
+            whole: (len - head) / 8,
+        }
+    }
+
+    /// The first whole word.
+    fn body(&self) -> usize {
+        self.first + usize::from(self.head > 0)
+    }
+}
+
+/// Stores `bytes` at byte `skip` of `w`, keeping its other bytes: a compare-and-swap
+/// loop, so that concurrent writers of the word's other bytes are not clobbered.
+fn merge(w: &AtomicU64, skip: usize, bytes: &[u8]) {
+    let mut cur = w.load(Ordering::Acquire);
+    loop {
+        let mut b = cur.to_ne_bytes();
+        b[skip..skip + bytes.len()].copy_from_slice(bytes);
+        match w.compare_exchange_weak(
+            cur,
+            u64::from_ne_bytes(b),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}
+
 #[cfg(loom)]
 mod loom_tests {
     use super::*;
@@ -315,25 +352,6 @@ mod loom_tests {
             t.join().unwrap();
             assert_eq!(s.load(0).unwrap(), 2);
         });
-    }
-}
-
-/// Stores `bytes` at byte `skip` of `w`, keeping its other bytes: a compare-and-swap
-/// loop, so that concurrent writers of the word's other bytes are not clobbered.
-fn merge(w: &AtomicU64, skip: usize, bytes: &[u8]) {
-    let mut cur = w.load(Ordering::Acquire);
-    loop {
-        let mut b = cur.to_ne_bytes();
-        b[skip..skip + bytes.len()].copy_from_slice(bytes);
-        match w.compare_exchange_weak(
-            cur,
-            u64::from_ne_bytes(b),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return,
-            Err(now) => cur = now,
-        }
     }
 }
 
