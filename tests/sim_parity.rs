@@ -211,6 +211,25 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
             "--node-cores 0: expected 1..=65536",
         ),
         (&["--node-model", "maybe"][..], "--node-model"),
+        (
+            &["--node-ranks", "4"][..],
+            "--node-ranks: preset ib-hdr has no node model",
+        ),
+        (
+            &["--preset", "node", "--node-ranks", "0"][..],
+            "--node-ranks 0: expected 1..=1048576",
+        ),
+        (
+            &[
+                "--preset",
+                "node",
+                "--node-ranks",
+                "4",
+                "--ranks-per-node",
+                "2",
+            ][..],
+            "--node-ranks and --ranks-per-node both say which ranks share a node",
+        ),
     ] {
         let out = Command::new(titus_tests::bin("titus"))
             .arg("sim")

@@ -408,6 +408,10 @@ fn compare(
             .arg("--json")
             .args(["--calibration", &calibration.to_string()])
             .args(["--node-model", node_model]);
+        if node_model == "on" {
+            // Every process of the real run shared this machine's cores.
+            sim_cmd.args(["--node-ranks", &ranks.to_string()]);
+        }
         if args.real_tasks {
             sim_cmd.arg("--real-tasks");
         }

@@ -71,6 +71,11 @@ pub struct SimArgs {
     /// Cores per node of the node model [default: the preset's].
     #[arg(long, value_name = "C")]
     node_cores: Option<u32>,
+    /// Ranks per node of the node model, sharing its cores: e.g. every rank of a job that
+    /// ran on one machine, more processes than cores included [default: as many as the
+    /// cores hold at --workers each].
+    #[arg(long, value_name = "K")]
+    node_ranks: Option<u32>,
     /// Measure this machine over PROVIDER (node, shm, tcp;ofi_rxm, sockets, verbs;ofi_rxm)
     /// and write a preset file for --preset-file: the fabric's costs (fabric-bench) and
     /// the node's cores (a task's slowdown with every core busy, wake-up latency, the
@@ -182,6 +187,26 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
                 return Err(UsageError(format!("--node-cores {c}: expected 1..=65536")));
             }
             cpu.cores = c;
+        }
+        if let Some(k) = a.node_ranks {
+            if a.ranks_per_node.is_some() {
+                return Err(UsageError(
+                    "--node-ranks and --ranks-per-node both say which ranks share a node: give one"
+                        .into(),
+                ));
+            }
+            let cpu = m.cpu.as_mut().ok_or_else(|| {
+                UsageError(format!(
+                    "--node-ranks: preset {} has no node model (add --node-preset)",
+                    m.name
+                ))
+            })?;
+            if k == 0 || k > 1 << 20 {
+                return Err(UsageError(format!(
+                    "--node-ranks {k}: expected 1..=1048576"
+                )));
+            }
+            cpu.ranks = Some(k);
         }
         if a.node_model == "off" {
             m.cpu = None;

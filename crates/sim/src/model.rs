@@ -94,6 +94,11 @@ pub struct Cpu {
     /// An operation on the issuer's own memory, issued to completion, ns (through
     /// libfabric it goes through the provider like any other).
     pub own_op_ns: f64,
+    /// Ranks on one node, sharing its cores (None: as many as the cores hold at the job's
+    /// workers, one worker per core — a cluster's placement). All of a job's ranks where
+    /// they ran on one machine, as the parity suite's real runs do (`titus sim
+    /// --node-ranks`).
+    pub ranks: Option<u32>,
 }
 
 impl Cpu {
@@ -109,10 +114,12 @@ impl Cpu {
         shared * (demand / c).max(1.0)
     }
 
-    /// Ranks per node where the job does not say: as many as the cores hold at
-    /// `workers` workers each (a launcher's placement of one worker per core), at least 1.
+    /// Ranks per node: [`Cpu::ranks`], else as many as the cores hold at `workers`
+    /// workers each (a launcher's placement of one worker per core), at least 1.
     pub fn ranks_per_node(&self, workers: usize) -> u32 {
-        (self.cores / (workers.max(1) as u32).max(1)).max(1)
+        self.ranks
+            .unwrap_or((self.cores / (workers.max(1) as u32).max(1)).max(1))
+            .max(1)
     }
 
     /// The `node` object of a preset file.
@@ -137,6 +144,7 @@ impl Cpu {
             op_issue_ns: us("op_issue_us", 0.0)?,
             busy_op_ns: us("busy_op_us", 0.0)?,
             own_op_ns: us("own_op_us", OWN_OP_NS)?,
+            ranks: None,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! The node model (`Model::cpu`): ranks share their node's cores. Four ranks of one worker
-//! on a node of two cores take twice as long as with a core each; a shared slowdown and
+//! on a node of two cores (a hybrid's node, or `Cpu::ranks`) take twice as long as with a
+//! core each; a shared slowdown and
 //! the progress threads' share stretch every task by their factor, which the cost that
 //! comes home carries; a sleeping worker wakes before its first task; a polled fabric's
 //! target serves atomics between its tasks.
@@ -56,6 +57,7 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         op_issue_ns: 0.0,
         busy_op_ns: 0.0,
         own_op_ns: titus_sim::model::OWN_OP_NS,
+        ranks: None,
     }
 }
 
@@ -88,6 +90,17 @@ fn ranks_share_their_node_s_cores() {
     // of two ranks here, each rank with a core.
     let placed = run(Some(cpu(2, 1.0, 0.0, 0.0)), None);
     assert_eq!(placed.end_ns, alone);
+    // Unless the model says how many ranks share a node (`titus sim --node-ranks`: every
+    // process of a job run on one machine): the four on one node of two cores again, over
+    // the fabric's own costs, as long as the hybrid's.
+    let one_node = run(
+        Some(Cpu {
+            ranks: Some(4),
+            ..cpu(2, 1.0, 0.0, 0.0)
+        }),
+        None,
+    );
+    assert_eq!(one_node.end_ns, shared.end_ns);
 }
 
 #[test]
