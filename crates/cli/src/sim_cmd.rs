@@ -177,16 +177,10 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
             m.cpu = Some(cpu);
         }
         if let Some(c) = a.node_cores {
-            let cpu = m.cpu.as_mut().ok_or_else(|| {
-                UsageError(format!(
-                    "--node-cores: preset {} has no node model (add --node-preset)",
-                    m.name
-                ))
-            })?;
             if c == 0 || c > 65_536 {
                 return Err(UsageError(format!("--node-cores {c}: expected 1..=65536")));
             }
-            cpu.cores = c;
+            node_model(&mut m, "--node-cores")?.cores = c;
         }
         if let Some(k) = a.node_ranks {
             if a.ranks_per_node.is_some() {
@@ -195,18 +189,12 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
                         .into(),
                 ));
             }
-            let cpu = m.cpu.as_mut().ok_or_else(|| {
-                UsageError(format!(
-                    "--node-ranks: preset {} has no node model (add --node-preset)",
-                    m.name
-                ))
-            })?;
             if k == 0 || k > 1 << 20 {
                 return Err(UsageError(format!(
                     "--node-ranks {k}: expected 1..=1048576"
                 )));
             }
-            cpu.ranks = Some(k);
+            node_model(&mut m, "--node-ranks")?.ranks = Some(k);
         }
         if a.node_model == "off" {
             m.cpu = None;
@@ -220,6 +208,19 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
             k,
             Model::preset("node").expect("the node preset is built in"),
         )),
+    })
+}
+
+/// The node model that `flag` changes: the preset must have one.
+fn node_model<'m>(
+    m: &'m mut Model,
+    flag: &str,
+) -> Result<&'m mut titus_sim::model::Cpu, UsageError> {
+    m.cpu.as_mut().ok_or_else(|| {
+        UsageError(format!(
+            "{flag}: preset {} has no node model (add --node-preset)",
+            m.name
+        ))
     })
 }
 
