@@ -257,7 +257,6 @@ impl Segment {
     }
 }
 
-/// Model checks (loom): every interleaving of the operations below.
 /// A byte range over words: `head` bytes from byte `skip` of word `first` (none when the
 /// range starts on a word boundary), then `whole` words, then the rest, from the start of
 /// the word after them.
@@ -305,6 +304,7 @@ fn merge(w: &AtomicU64, skip: usize, bytes: &[u8]) {
     }
 }
 
+/// Model checks (loom): every interleaving of the operations below.
 #[cfg(loom)]
 mod loom_tests {
     use super::*;

@@ -97,7 +97,7 @@ pub struct Cpu {
     /// Ranks on one node, sharing its cores (None: as many as the cores hold at the job's
     /// workers, one worker per core — a cluster's placement). All of a job's ranks where
     /// they ran on one machine, as the parity suite's real runs do (`titus sim
-    /// --node-ranks`).
+    /// --node-ranks`). A hybrid job's nodes ([`Model::node`]) take precedence.
     pub ranks: Option<u32>,
 }
 
@@ -118,7 +118,7 @@ impl Cpu {
     /// workers each (a launcher's placement of one worker per core), at least 1.
     pub fn ranks_per_node(&self, workers: usize) -> u32 {
         self.ranks
-            .unwrap_or((self.cores / (workers.max(1) as u32).max(1)).max(1))
+            .unwrap_or(self.cores / (workers.max(1) as u32).max(1))
             .max(1)
     }
 
