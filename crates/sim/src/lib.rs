@@ -1187,12 +1187,11 @@ impl<'a> Sim<'a> {
                     if awake {
                         self.per[i].freed.1 -= 1;
                     }
-                    // The worker's own time around the task delays its end, not its cost.
+                    // The worker's own time around the task delays its end, not its cost;
+                    // it is CPU work like the task, so time-sharing stretches it alike.
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
-                    (
-                        f * cpu.factor(self.node_busy[k], on_node),
-                        wake + cpu.task_overhead_ns as u64,
-                    )
+                    let shared = cpu.factor(self.node_busy[k], on_node);
+                    (f * shared, wake + (cpu.task_overhead_ns * shared) as u64)
                 }
                 _ => (f, 0),
             };

@@ -79,7 +79,8 @@ pub struct Cpu {
     /// epoch (polling, serving operations, the runtime's own bookkeeping).
     pub progress_share: f64,
     /// A worker's time per task outside the task (taking it, reporting its result and
-    /// cost, the clock reads), ns.
+    /// cost, the clock reads), ns, measured with a core to itself: the simulator
+    /// stretches it by [`Cpu::factor`] as it does the task.
     pub task_overhead_ns: f64,
     /// The progress thread's CPU per operation served (its target's), ns.
     pub op_serve_ns: f64,

@@ -1,7 +1,8 @@
 //! The node model (`Model::cpu`): ranks share their node's cores. Four ranks of one worker
 //! on a node of two cores (a hybrid's node, or `Cpu::ranks`) take twice as long as with a
 //! core each; a shared slowdown and the progress threads' share stretch every task by
-//! their factor, which the cost that comes home carries; a sleeping worker wakes before
+//! their factor, which the cost that comes home carries, and the worker's time around each
+//! task with them; a sleeping worker wakes before
 //! its first task; a polled fabric's target serves atomics between its tasks.
 
 mod common;
@@ -116,6 +117,41 @@ fn a_shared_slowdown_and_the_progress_threads_stretch_every_task() {
     assert!(
         (c.factor(4, 2) - 2.2).abs() < 1e-12,
         "time-shared beyond the cores"
+    );
+}
+
+#[test]
+fn time_sharing_stretches_a_worker_s_time_around_its_tasks_like_the_tasks() {
+    // 0.1 ms around each of a rank's 50 tasks: 5 ms more with a core each; four ranks on
+    // one node of two cores share the cores for it too, so twice that.
+    let around = |ranks: Option<u32>| {
+        run(
+            Some(Cpu {
+                task_overhead_ns: 100_000.0,
+                ranks,
+                ..cpu(2, 1.0, 0.0, 0.0)
+            }),
+            None,
+        )
+        .end_ns
+    };
+    let own_core = around(None) - run(None, None).end_ns;
+    assert!(
+        (4_900_000..5_200_000).contains(&own_core),
+        "{own_core} ns around the tasks with a core each"
+    );
+    let bare = run(
+        Some(Cpu {
+            ranks: Some(4),
+            ..cpu(2, 1.0, 0.0, 0.0)
+        }),
+        None,
+    )
+    .end_ns;
+    let shared = around(Some(4)) - bare;
+    assert!(
+        (9_500_000..10_500_000).contains(&shared),
+        "{shared} ns around the tasks on shared cores"
     );
 }
 
