@@ -336,6 +336,13 @@ impl NodeFabric {
         n
     }
 
+    /// Whether a signal's sender wakes this rank's progress call (some call announced
+    /// itself, or a worker runs a long task): what [`NodeFabric::nudge`] reads.
+    #[cfg(test)]
+    pub(crate) fn senders_wake(&self) -> bool {
+        self.own().map.words()[W_WAITERS].load(Ordering::SeqCst) > 0
+    }
+
     fn signal_waits(&self) -> bool {
         layout::ready(self.own().map.words(), *lock(&self.head))
     }
@@ -538,6 +545,17 @@ impl Fabric for NodeFabric {
 
     fn set_workers_serve(&self, on: bool) {
         self.quiet.store(on, Ordering::Release);
+    }
+
+    fn long_task(&self, running: bool) {
+        // While any worker runs one, signal senders wake this rank's progress even in a
+        // nap (unannounced while the workers serve): announced on its behalf, not woken.
+        let waiters = &self.own().map.words()[W_WAITERS];
+        if running {
+            waiters.fetch_add(1, Ordering::SeqCst);
+        } else {
+            waiters.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     fn urge(&self, peer: Rank) {

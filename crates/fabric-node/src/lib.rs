@@ -142,6 +142,26 @@ mod tests {
         f.progress(Duration::from_secs(1), &mut got).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].from, got[0].value), (0, 77));
+        // While workers serve, the progress call naps unannounced: senders do not wake it.
+        // A worker's long task asks them to (each of two workers' until both end), without
+        // waking it now (`Fabric::long_task`).
+        assert!(!f.senders_wake());
+        f.set_workers_serve(true);
+        f.long_task(true);
+        assert!(f.senders_wake());
+        f.long_task(true);
+        f.long_task(false);
+        assert!(f.senders_wake(), "the other worker's task still runs");
+        f.long_task(false);
+        assert!(!f.senders_wake());
+        // And a signal meanwhile reaches the napping progress call.
+        f.long_task(true);
+        let op = f.write_gather(0, s, &[], Some(78)).unwrap();
+        f.wait(op, Duration::from_secs(1)).unwrap();
+        got.clear();
+        f.progress(Duration::from_secs(1), &mut got).unwrap();
+        f.long_task(false);
+        assert_eq!(got.iter().map(|g| g.value).collect::<Vec<_>>(), [78]);
         // More ranks need a rendezvous.
         assert!(open(0, 2, None, config).is_err());
     }

@@ -474,6 +474,21 @@ pub trait Fabric: Send + Sync + fmt::Debug {
         let _ = on;
     }
 
+    /// A worker starts (`running`) or ends a task that keeps it from serving signals for
+    /// long (the runtime's dear tasks, `titus_core::DEAR_TASK_NS`); meanwhile the progress
+    /// call serves what arrives. By default the start turns the workers' serving off
+    /// ([`Fabric::set_workers_serve`]) and wakes the progress call ([`Fabric::wake`]), so
+    /// that it blocks where senders wake it; the end does nothing (the progress thread
+    /// turns serving back on). A backend whose senders can wake a napping progress call
+    /// asks them to instead, and spares the wake-up: on a shared core that hands the
+    /// worker's core away before every such task.
+    fn long_task(&self, running: bool) {
+        if running {
+            self.set_workers_serve(false);
+            self.wake();
+        }
+    }
+
     /// Asks `peer`'s progress to serve the signals already sent to it now, even where
     /// its workers serve them between tasks (a thief waits for the answer, and a task
     /// may run for milliseconds). Transports whose target progress needs no asking

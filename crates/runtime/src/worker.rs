@@ -317,8 +317,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let dear = sh.inline && task.cost_ns >= titus_core::DEAR_TASK_NS;
         if dear {
             sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
-            sh.fabric.set_workers_serve(false);
-            sh.fabric.wake();
+            sh.fabric.long_task(true);
         }
         // (Not across a dear task's wake-up of the progress thread.)
         let t = match carried_at.take() {
@@ -328,6 +327,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let result = execute(sh, &task);
         let end = Instant::now();
         if dear {
+            sh.fabric.long_task(false);
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);
         }
         // The task's measured cost: it travels home with the result.
