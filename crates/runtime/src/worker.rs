@@ -311,15 +311,16 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         }
         // A task predicted dear keeps this worker from serving signals for long: the
         // progress thread serves them meanwhile (a thief's request would otherwise wait
-        // for the task's end — milliseconds in a chemistry front).
-        // (Waking the progress thread costs microseconds; a request waiting for the
-        // task's end costs its whole length: `titus_core::DEAR_TASK_NS`.)
+        // for the task's end — milliseconds in a chemistry front), woken by their
+        // senders where the fabric can (`Fabric::long_task`), not by this worker: on a
+        // shared core that wake-up handed the core away before every dear task.
+        // (`titus_core::DEAR_TASK_NS`.)
         let dear = sh.inline && task.cost_ns >= titus_core::DEAR_TASK_NS;
         if dear {
             sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
             sh.fabric.long_task(true);
         }
-        // (Not across a dear task's wake-up of the progress thread.)
+        // (Not across a dear task's hand-over to the progress thread.)
         let t = match carried_at.take() {
             Some(at) if !dear => at,
             _ => Instant::now(),

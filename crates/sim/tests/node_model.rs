@@ -1,9 +1,9 @@
 //! The node model (`Model::cpu`): ranks share their node's cores. Four ranks of one worker
 //! on a node of two cores (a hybrid's node, or `Cpu::ranks`) take twice as long as with a
 //! core each; a shared slowdown and the progress threads' share stretch every task by
-//! their factor, which the cost that comes home carries, and the worker's time around each
-//! task with them; a sleeping worker wakes before
-//! its first task; a polled fabric's target serves atomics between its tasks.
+//! their factor, which the cost that comes home carries, and the worker's time around
+//! each task with it; a sleeping worker wakes before its first task; a polled fabric's
+//! target serves atomics between its tasks.
 
 mod common;
 
