@@ -39,8 +39,11 @@ fn main() {
         return;
     }
     watch_install_dirs(&[]);
+    // Headers only: the shim loads libfabric when first used (csrc/tofi.c), so nothing
+    // links it.
     match pkg_config::Config::new()
         .atleast_version("1.9")
+        .cargo_metadata(false)
         .probe("libfabric")
     {
         Ok(lib) => {
@@ -49,7 +52,24 @@ fn main() {
             {
                 println!("cargo::rerun-if-changed={}", dir.display());
             }
-            cc::Build::new()
+            let mut build = cc::Build::new();
+            // Where this libfabric lives (outside the loader's search path), tried first: a
+            // path a C string literal holds as it is.
+            if let Some(dir) = lib
+                .link_paths
+                .iter()
+                .filter(|d| d.join("libfabric.so.1").exists())
+                .filter_map(|d| d.to_str())
+                .find(|d| {
+                    d.chars()
+                        .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\')
+                })
+            {
+                build.define("TOFI_LIBDIR", format!("\"{dir}\"").as_str());
+            }
+            // dlopen and dladdr (in libc itself from glibc 2.34; libdl before).
+            println!("cargo::rustc-link-lib=dl");
+            build
                 .file("csrc/tofi.c")
                 .includes(&lib.include_paths)
                 .flag_if_supported("-Wall")

@@ -2,6 +2,23 @@
 #define _GNU_SOURCE
 #include "tofi.h"
 
+/* libfabric is loaded on first use (dlopen), not with the program. Debian's libfabric.so.1
+ * links its psm providers' libraries, and libinfinipath's constructor alone sleeps ~0.2 s
+ * (usleep(125), ~940 times) in every process that loads it: every titus command, rank and
+ * C client paid that at start-up, though the node backend and the simulator need nothing
+ * of libfabric. The five functions libfabric exports that this shim calls (the rest of its
+ * API is inline in the headers, through the objects' operation tables) are renamed here
+ * before the headers are read, and resolved from the loaded library by `lf_ready`: the
+ * shim neither defines nor references a `fi_` symbol, so it cannot interpose on a
+ * libfabric that the application (its MPI) links itself. The newest versions of the
+ * symbols are taken, as a link against this libfabric would; `fi_info` structures are
+ * allocated and read through them alone, and libfabric only appends to them. */
+#define fi_getinfo tofi_lf_getinfo
+#define fi_freeinfo tofi_lf_freeinfo
+#define fi_dupinfo tofi_lf_dupinfo
+#define fi_fabric tofi_lf_fabric
+#define fi_strerror tofi_lf_strerror
+
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -21,6 +38,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <time.h>
+#include <pthread.h>
 
 /* Crash handlers that are not ours.
  *
@@ -54,6 +72,78 @@ static void restore_crash_signals(void) {
 }
 
 __attribute__((constructor)) static void tofi_load(void) { restore_crash_signals(); }
+
+/* libfabric's exported functions, once loaded (all of them or none: `lf.ok`). */
+static struct {
+    int ok;
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+    const char *(*strerror)(int);
+} lf;
+static pthread_once_t lf_once = PTHREAD_ONCE_INIT;
+static char lf_error[640] = "libfabric not loaded";
+
+static void lf_load(void) {
+    void *h = NULL;
+    char first[400] = "";
+#ifdef TOFI_LIBDIR
+    /* The libfabric this shim was built against (pkg-config's libdir), then the loader's
+     * search path (LD_LIBRARY_PATH, the system's). */
+    h = dlopen(TOFI_LIBDIR "/libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) snprintf(first, sizeof first, "%s; ", dlerror());
+#endif
+    if (!h) h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(lf_error, sizeof lf_error, "cannot load libfabric: %s%s", first, dlerror());
+        return;
+    }
+    /* Its psm libraries' constructors just ran: their crash handlers go (see above). */
+    restore_crash_signals();
+    static const char *const names[] = {"fi_getinfo", "fi_freeinfo", "fi_dupinfo", "fi_fabric", "fi_strerror"};
+    void *syms[5];
+    for (size_t i = 0; i < 5; i++) {
+        syms[i] = dlsym(h, names[i]);
+        if (!syms[i]) {
+            snprintf(lf_error, sizeof lf_error, "the loaded libfabric.so.1 has no %s", names[i]);
+            return;
+        }
+    }
+    /* (POSIX: a dlsym result converts to a function pointer.) */
+    memcpy(&lf.getinfo, &syms[0], sizeof syms[0]);
+    memcpy(&lf.freeinfo, &syms[1], sizeof syms[1]);
+    memcpy(&lf.dupinfo, &syms[2], sizeof syms[2]);
+    memcpy(&lf.fabric, &syms[3], sizeof syms[3]);
+    memcpy(&lf.strerror, &syms[4], sizeof syms[4]);
+    lf.ok = 1;
+}
+
+/* Loads libfabric on the first call; whether it is loaded (else `lf_error` says why). */
+static int lf_ready(void) {
+    pthread_once(&lf_once, lf_load);
+    return lf.ok;
+}
+
+int tofi_lf_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                    const struct fi_info *hints, struct fi_info **info) {
+    if (!lf_ready()) return -FI_ENOSYS;
+    return lf.getinfo(version, node, service, flags, hints, info);
+}
+
+void tofi_lf_freeinfo(struct fi_info *info) {
+    if (info && lf_ready()) lf.freeinfo(info);
+}
+
+struct fi_info *tofi_lf_dupinfo(const struct fi_info *info) { return lf_ready() ? lf.dupinfo(info) : NULL; }
+
+int tofi_lf_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context) {
+    if (!lf_ready()) return -FI_ENOSYS;
+    return lf.fabric(attr, fabric, context);
+}
+
+const char *tofi_lf_strerror(int errnum) { return lf_ready() ? lf.strerror(errnum) : lf_error; }
+
 
 uint64_t tofi_foreign_crash_handlers(void) {
     uint64_t bits = 0;
@@ -138,6 +228,8 @@ static struct fi_info *hints_for(const char *prov) {
 }
 
 int tofi_providers(char *buf, size_t len) {
+    if (len) buf[0] = 0;
+    if (!lf_ready()) return -FI_ENOSYS; /* tofi_strerror says why */
     struct fi_info *hints = hints_for(NULL), *info = NULL, *cur;
     if (!hints) return -FI_ENOMEM;
     if (len) buf[0] = 0;
@@ -279,6 +371,10 @@ static void unlink_own_shm(void) {
 int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *bases, const uint64_t *lens,
               size_t nslots, size_t nrecv, tofi **out, char *err, size_t errlen) {
     int ret;
+    if (!lf_ready()) {
+        if (err && errlen) snprintf(err, errlen, "%s", lf_error);
+        return -FI_ENOSYS;
+    }
     tofi *h = calloc(1, sizeof *h);
     if (!h) return -FI_ENOMEM;
     struct fi_info *hints = hints_for(prov);
