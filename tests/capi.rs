@@ -462,6 +462,11 @@ fn cmake_project_links_titus_with_find_package() {
         !String::from_utf8_lossy(&ldd.stdout).contains("libtitus.so"),
         "chemistry-static links libtitus.so"
     );
+    // Nor libfabric: the library loads it when a libfabric provider is first used.
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("libfabric"),
+        "chemistry-static links libfabric"
+    );
     let out = run_ok(
         Command::new(build.join("chemistry-static"))
             .args(C_ARGS)

@@ -62,11 +62,11 @@ else
   echo "install.sh: no Fortran compiler ($fc): the Fortran module is not built (set FC)" >&2
 fi
 
-# What the static library needs (rustc's native-static-libs on Linux), libfabric and
-# libpmix shared (libpmix only where the build found it: without it, nothing refers to it).
-fabric_libs="$(pkg-config --libs libfabric 2>/dev/null || echo -lfabric)"
+# What the static library needs (rustc's native-static-libs on Linux) and libpmix shared
+# (only where the build found it: without it, nothing refers to it). Not libfabric: the
+# library loads it when a libfabric provider is first used (dlopen: -ldl).
 pmix_libs="$(pkg-config --libs pmix 2>/dev/null || true)"
-static_libs="$fabric_libs $pmix_libs -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+static_libs="$pmix_libs -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@STATIC_LIBS@|$static_libs|" \
     -e "s|-ltitus$|${fortran}-ltitus|" \
     "$here/titus.pc.in" > "$prefix/lib/pkgconfig/titus.pc"
