@@ -46,14 +46,15 @@
  * installs handlers for SIGINT, SIGILL, SIGABRT, SIGBUS, SIGSEGV and SIGTERM that write
  * `<prog>.80s-<pid>,<host>.btr` into the working directory and exit with status 1 (it
  * honours IPATH_NO_BACKTRACE, but its constructor runs before any code of ours could set
- * it). A segmentation fault then never shows as one, and Ctrl-C or a launcher's SIGTERM
- * leaves a file behind. So:
- * 1. when this shim is loaded (its constructor runs after those of the libraries it
- *    depends on), and after every fi_getinfo (a provider may initialise its library then),
- * 2. every such signal whose handler's code lies in libinfinipath or libpsm (dladdr) gets
- *    its default disposition back; a handler the application installed is left alone.
- * Rust's runtime installs its stack-overflow handler for SIGSEGV/SIGBUS only where the
- * disposition is the default, which it now is when `main` starts. */
+ * it), replacing any handler installed before. A segmentation fault then never shows as
+ * one, and Ctrl-C or a launcher's SIGTERM leaves a file behind. So every such signal whose
+ * handler's code lies in libinfinipath or libpsm (dladdr) gets back
+ * 1. around loading libfabric (`lf_load`, on first use) and every fi_getinfo (a provider
+ *    may initialise its library then): the disposition it had before — the application's
+ *    handler, Rust's stack-overflow handler for SIGSEGV/SIGBUS, or the default;
+ * 2. when this shim is loaded (its constructor, for a program that links those libraries
+ *    itself): the default, so that Rust's runtime, which installs its handler only over
+ *    the default, installs it when `main` starts. */
 static const int crash_signals[] = {SIGINT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGTERM};
 
 static int handler_is_foreign(int sig) {
@@ -73,6 +74,22 @@ static void restore_crash_signals(void) {
 
 __attribute__((constructor)) static void tofi_load(void) { restore_crash_signals(); }
 
+/* The crash signals' dispositions, saved before a call that may run those libraries'
+ * constructors or initialisers (loading libfabric, fi_getinfo), and given back after it
+ * wherever one of them took a signal over: libinfinipath replaces whatever handler was
+ * installed, the application's own too. */
+typedef struct sigaction crash_dispositions[sizeof crash_signals / sizeof *crash_signals];
+
+static void save_crash_signals(crash_dispositions saved) {
+    for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+        if (sigaction(crash_signals[i], NULL, &saved[i]) != 0) saved[i].sa_handler = SIG_DFL;
+}
+
+static void give_back_crash_signals(crash_dispositions saved) {
+    for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+        if (handler_is_foreign(crash_signals[i])) sigaction(crash_signals[i], &saved[i], NULL);
+}
+
 /* libfabric's exported functions, once loaded (all of them or none: `lf.ok`). */
 static struct {
     int ok;
@@ -84,8 +101,17 @@ static struct {
 } lf;
 static pthread_once_t lf_once = PTHREAD_ONCE_INIT;
 static char lf_error[640] = "libfabric not loaded";
+static void lf_open(void);
 
 static void lf_load(void) {
+    crash_dispositions saved;
+    save_crash_signals(saved);
+    lf_open();
+    /* Its psm libraries' constructors just ran: the handlers they installed go. */
+    give_back_crash_signals(saved);
+}
+
+static void lf_open(void) {
     void *h = NULL;
     char first[400] = "";
 #ifdef TOFI_LIBDIR
@@ -99,8 +125,6 @@ static void lf_load(void) {
         snprintf(lf_error, sizeof lf_error, "cannot load libfabric: %s%s", first, dlerror());
         return;
     }
-    /* Its psm libraries' constructors just ran: their crash handlers go (see above). */
-    restore_crash_signals();
     static const char *const names[] = {"fi_getinfo", "fi_freeinfo", "fi_dupinfo", "fi_fabric", "fi_strerror"};
     void *syms[5];
     for (size_t i = 0; i < 5; i++) {
@@ -128,7 +152,12 @@ static int lf_ready(void) {
 int tofi_lf_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
                     const struct fi_info *hints, struct fi_info **info) {
     if (!lf_ready()) return -FI_ENOSYS;
-    return lf.getinfo(version, node, service, flags, hints, info);
+    /* A provider may initialise its library now (see above). */
+    crash_dispositions saved;
+    save_crash_signals(saved);
+    int ret = lf.getinfo(version, node, service, flags, hints, info);
+    give_back_crash_signals(saved);
+    return ret;
 }
 
 void tofi_lf_freeinfo(struct fi_info *info) {
@@ -234,7 +263,6 @@ int tofi_providers(char *buf, size_t len) {
     if (!hints) return -FI_ENOMEM;
     if (len) buf[0] = 0;
     int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
-    restore_crash_signals();
     fi_freeinfo(hints);
     if (ret == -FI_ENODATA) return 0;
     if (ret) return ret;
@@ -383,7 +411,6 @@ int tofi_open(const char *prov, const char *iface, size_t nsegs, void *const *ba
         return -FI_ENOMEM;
     }
     ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &h->info);
-    restore_crash_signals();
     fi_freeinfo(hints);
     if (ret) {
         msg(err, errlen, "fi_getinfo (no provider offers RDM endpoints with RMA and atomics)", ret);
