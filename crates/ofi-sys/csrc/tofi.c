@@ -131,6 +131,7 @@ static void lf_open(void) {
         syms[i] = dlsym(h, names[i]);
         if (!syms[i]) {
             snprintf(lf_error, sizeof lf_error, "the loaded libfabric.so.1 has no %s", names[i]);
+            dlclose(h);
             return;
         }
     }
