@@ -29,8 +29,9 @@ pub fn available() -> bool {
 
 /// Crash signals (bit `1 << signal`) whose handler belongs to a library libfabric loads for
 /// its psm providers (libinfinipath, libpsm), which would turn a crash or a SIGTERM into a
-/// `.btr` file and exit status 1. The shim gives them back their default disposition when
-/// it is loaded and after every provider query, so this is 0 in a Titus process.
+/// `.btr` file and exit status 1. The shim gives them back the disposition they had before
+/// it loaded libfabric (on first use) and before every provider query, so this is 0 in a
+/// Titus process.
 pub fn foreign_crash_handlers() -> u64 {
     // SAFETY: the shim function takes no arguments and only reads signal dispositions.
     unsafe { sys::tofi_foreign_crash_handlers() }
