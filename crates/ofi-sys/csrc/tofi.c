@@ -101,15 +101,6 @@ static struct {
 } lf;
 static pthread_once_t lf_once = PTHREAD_ONCE_INIT;
 static char lf_error[640] = "libfabric not loaded";
-static void lf_open(void);
-
-static void lf_load(void) {
-    crash_dispositions saved;
-    save_crash_signals(saved);
-    lf_open();
-    /* Its psm libraries' constructors just ran: the handlers they installed go. */
-    give_back_crash_signals(saved);
-}
 
 static void lf_open(void) {
     void *h = NULL;
@@ -144,6 +135,14 @@ static void lf_open(void) {
     lf.ok = 1;
 }
 
+static void lf_load(void) {
+    crash_dispositions saved;
+    save_crash_signals(saved);
+    lf_open();
+    /* Its psm libraries' constructors just ran: the handlers they installed go. */
+    give_back_crash_signals(saved);
+}
+
 /* Loads libfabric on the first call; whether it is loaded (else `lf_error` says why). */
 static int lf_ready(void) {
     pthread_once(&lf_once, lf_load);
@@ -173,7 +172,6 @@ int tofi_lf_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void
 }
 
 const char *tofi_lf_strerror(int errnum) { return lf_ready() ? lf.strerror(errnum) : lf_error; }
-
 
 uint64_t tofi_foreign_crash_handlers(void) {
     uint64_t bits = 0;
@@ -262,7 +260,6 @@ int tofi_providers(char *buf, size_t len) {
     if (!lf_ready()) return -FI_ENOSYS; /* tofi_strerror says why */
     struct fi_info *hints = hints_for(NULL), *info = NULL, *cur;
     if (!hints) return -FI_ENOMEM;
-    if (len) buf[0] = 0;
     int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
     fi_freeinfo(hints);
     if (ret == -FI_ENODATA) return 0;
