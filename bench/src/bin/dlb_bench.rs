@@ -151,6 +151,11 @@ fn epoch_main(
     let out = rt
         .run_epoch_keyed(keyed)
         .map_err(|e| format!("rank {rank}, epoch {epoch}: {e}"))?;
+    // Every rank's epoch ends before any rank verifies: a rank that recomputed its tasks
+    // while others still forwarded the end would hold a core they need where ranks share
+    // cores (their sessions then ended milliseconds later, and the report's efficiency
+    // counted the harness's work).
+    rt.all_gather(&[]).map_err(|e| e.to_string())?;
     // Verification: every result against a sequential recomputation (not timed).
     let mut bad = None;
     if out.results.len() != tasks.len() {
