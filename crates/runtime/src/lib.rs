@@ -400,20 +400,86 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// An all-gather across the job's ranks (a barrier when the blobs are empty).
 pub type AllGatherFn = Box<dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>, String> + Send + Sync>;
 
-/// All-gather among the in-process ranks of one world.
+/// All-gather among the in-process ranks of one world. A rank whose runtime is dropped
+/// has left it ([`LocalMember`]): a round that waits for it fails, naming it, where it
+/// would otherwise wait forever (the rendezvous's ranks fail the same way when a process
+/// goes).
 struct LocalGather {
-    barrier: std::sync::Barrier,
-    slots: Mutex<Vec<Vec<u8>>>,
+    state: Mutex<GatherState>,
+    cv: Condvar,
+    size: usize,
+}
+
+struct GatherState {
+    /// Rounds completed.
+    round: u64,
+    /// Ranks that gave their blob to the round under way.
+    arrived: usize,
+    slots: Vec<Vec<u8>>,
+    /// The last completed round's blobs (a rank woken late still finds its round's).
+    last: Arc<Vec<Vec<u8>>>,
+    /// The first rank that left.
+    left: Option<u32>,
 }
 
 impl LocalGather {
-    fn gather(&self, rank: u32, blob: &[u8]) -> Vec<Vec<u8>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())[rank as usize] = blob.to_vec();
-        self.barrier.wait();
-        let all = self.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        // Nobody writes the next round's slot before everyone copied this one.
-        self.barrier.wait();
-        all
+    fn new(size: usize) -> Self {
+        Self {
+            state: Mutex::new(GatherState {
+                round: 0,
+                arrived: 0,
+                slots: vec![Vec::new(); size],
+                last: Arc::new(Vec::new()),
+                left: None,
+            }),
+            cv: Condvar::new(),
+            size,
+        }
+    }
+
+    fn gather(&self, rank: u32, blob: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        let gone = |r: u32| format!("rank {r} left the job (its runtime was dropped)");
+        let mut st = lock(&self.state);
+        if let Some(r) = st.left {
+            return Err(gone(r));
+        }
+        st.slots[rank as usize] = blob.to_vec();
+        st.arrived += 1;
+        if st.arrived == self.size {
+            let all = std::mem::replace(&mut st.slots, vec![Vec::new(); self.size]);
+            st.last = Arc::new(all);
+            st.arrived = 0;
+            st.round += 1;
+            self.cv.notify_all();
+            return Ok(st.last.to_vec());
+        }
+        // The next round cannot complete without this rank: `last` stays this round's.
+        let mine = st.round;
+        while st.round == mine && st.left.is_none() {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        match st.left {
+            Some(r) if st.round == mine => Err(gone(r)),
+            _ => Ok(st.last.to_vec()),
+        }
+    }
+
+    fn leave(&self, rank: u32) {
+        lock(&self.state).left.get_or_insert(rank);
+        self.cv.notify_all();
+    }
+}
+
+/// A rank's membership of its in-process world's all-gather, held by its runtime: the
+/// rank leaves when the runtime is dropped.
+struct LocalMember {
+    gather: Arc<LocalGather>,
+    rank: u32,
+}
+
+impl Drop for LocalMember {
+    fn drop(&mut self) {
+        self.gather.leave(self.rank);
     }
 }
 
@@ -556,10 +622,7 @@ impl Runtime {
             .map(|n| fabric_config(n, &overlay, &cfg))
             .collect();
         let fabrics = mem::world(configs, options)?;
-        let gather = Arc::new(LocalGather {
-            barrier: std::sync::Barrier::new(ranks as usize),
-            slots: Mutex::new(vec![Vec::new(); ranks as usize]),
-        });
+        let gather = Arc::new(LocalGather::new(ranks as usize));
         // Every rank's layout is written before any rank starts (no barrier needed here).
         for (node, fabric) in nodes.iter().zip(&fabrics) {
             node.init_memory(&SegMem(&**fabric));
@@ -568,8 +631,12 @@ impl Runtime {
             .into_iter()
             .zip(fabrics)
             .map(|(node, fabric)| {
-                let (g, rank) = (gather.clone(), node.rank());
-                let gather: AllGatherFn = Box::new(move |blob| Ok(g.gather(rank, blob)));
+                let member = LocalMember {
+                    gather: gather.clone(),
+                    rank: node.rank(),
+                };
+                let gather: AllGatherFn =
+                    Box::new(move |blob| member.gather.gather(member.rank, blob));
                 Self::start(fabric, node, cfg.clone(), gather, Vec::new(), false)
             })
             .collect()

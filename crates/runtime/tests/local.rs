@@ -327,3 +327,43 @@ fn a_provider_call_that_never_returns_fails_the_epoch_naming_the_peer() {
         start.elapsed()
     );
 }
+
+/// A rank whose runtime is gone (its thread returned an error, or panicked) has left the
+/// in-process job: the others' all-gathers (and so their epochs) fail naming it, at once,
+/// instead of waiting for it forever. A round that it completed before it left still
+/// returns to the ranks that wait on it.
+#[test]
+fn a_rank_that_leaves_fails_the_others_gathers_instead_of_hanging_them() {
+    let mut rts = Runtime::local(3, config(Protocol::Claim, 3), MemOptions::default()).unwrap();
+    // A full round first, rank 2 leaving right after its part of it.
+    let r2 = rts.pop().unwrap();
+    let mut waiting = Vec::new();
+    for rt in rts {
+        waiting.push(std::thread::spawn(move || {
+            let first = rt.all_gather(&[rt.rank() as u8]);
+            let second = rt.all_gather(b"again");
+            (first, second)
+        }));
+    }
+    assert_eq!(
+        r2.all_gather(&[2]).unwrap(),
+        [vec![0u8], vec![1], vec![2]],
+        "rank 2's round"
+    );
+    drop(r2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for w in waiting {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(w.join().unwrap());
+        });
+    }
+    for _ in 0..2 {
+        let (first, second) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a gather waited for a rank that left the job");
+        assert_eq!(first.unwrap(), [vec![0u8], vec![1], vec![2]]);
+        let e = second.unwrap_err().to_string();
+        assert!(e.contains("rank 2") && e.contains("left"), "{e}");
+    }
+}
