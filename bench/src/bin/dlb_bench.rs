@@ -454,13 +454,15 @@ fn main() {
                     Some(plan.spec.tasks),
                 );
                 let results: Vec<Result<Option<Vec<Report>>, String>> = std::thread::scope(|s| {
+                    // Each rank's thread owns its runtime: one that fails drops it on
+                    // return, and the others' next all-gather fails naming it.
                     let hs: Vec<_> = rts
-                        .iter()
+                        .into_iter()
                         .map(|rt| {
                             rt.register(0, counted_task);
-                            add_resources(rt, run, ranks);
+                            add_resources(&rt, run, ranks);
                             let plan = &plan;
-                            s.spawn(move || rank_main(rt, run, plan))
+                            s.spawn(move || rank_main(&rt, run, plan))
                         })
                         .collect();
                     hs.into_iter()

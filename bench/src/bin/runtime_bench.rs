@@ -541,12 +541,14 @@ fn main() {
                 }
             };
             let reports: Vec<Result<Option<Report>, String>> = std::thread::scope(|s| {
+                // Each rank's thread owns its runtime: one that fails drops it on
+                // return, and the others' next all-gather fails naming it.
                 let hs: Vec<_> = rts
-                    .iter()
+                    .into_iter()
                     .map(|rt| {
                         rt.register(0, work);
                         let args = &args;
-                        s.spawn(move || rank_main(rt, args, p, iters_per_ms, "mem"))
+                        s.spawn(move || rank_main(&rt, args, p, iters_per_ms, "mem"))
                     })
                     .collect();
                 hs.into_iter()
