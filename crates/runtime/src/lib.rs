@@ -407,7 +407,6 @@ pub type AllGatherFn = Box<dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>, String> + Send 
 struct LocalGather {
     state: Mutex<GatherState>,
     cv: Condvar,
-    size: usize,
 }
 
 struct GatherState {
@@ -415,9 +414,10 @@ struct GatherState {
     round: u64,
     /// Ranks that gave their blob to the round under way.
     arrived: usize,
+    /// One per rank: the world's size.
     slots: Vec<Vec<u8>>,
     /// The last completed round's blobs (a rank woken late still finds its round's).
-    last: Arc<Vec<Vec<u8>>>,
+    last: Vec<Vec<u8>>,
     /// The first rank that left.
     left: Option<u32>,
 }
@@ -429,11 +429,10 @@ impl LocalGather {
                 round: 0,
                 arrived: 0,
                 slots: vec![Vec::new(); size],
-                last: Arc::new(Vec::new()),
+                last: Vec::new(),
                 left: None,
             }),
             cv: Condvar::new(),
-            size,
         }
     }
 
@@ -445,13 +444,13 @@ impl LocalGather {
         }
         st.slots[rank as usize] = blob.to_vec();
         st.arrived += 1;
-        if st.arrived == self.size {
-            let all = std::mem::replace(&mut st.slots, vec![Vec::new(); self.size]);
-            st.last = Arc::new(all);
+        let size = st.slots.len();
+        if st.arrived == size {
+            st.last = std::mem::replace(&mut st.slots, vec![Vec::new(); size]);
             st.arrived = 0;
             st.round += 1;
             self.cv.notify_all();
-            return Ok(st.last.to_vec());
+            return Ok(st.last.clone());
         }
         // The next round cannot complete without this rank: `last` stays this round's.
         let mine = st.round;
@@ -460,7 +459,7 @@ impl LocalGather {
         }
         match st.left {
             Some(r) if st.round == mine => Err(gone(r)),
-            _ => Ok(st.last.to_vec()),
+            _ => Ok(st.last.clone()),
         }
     }
 
