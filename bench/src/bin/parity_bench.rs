@@ -13,7 +13,7 @@
 
 use clap::Parser;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A job of the suite: its name and DLB_Bench flags.
@@ -291,6 +291,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One row's (efficiency, resolution time) in each real run.
 type RunPairs = Vec<(f64, f64)>;
+
+/// What a calibration (`file`) saw of the machine's own drift (`speed_windows`), said
+/// against the ±5% time goal; None where it has no such figure.
+fn drift_line(file: &Path) -> Option<String> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
+    let w = v["node"]["speed_windows"].as_array()?;
+    let (least, greatest) = (w.first()?.as_f64()?, w.get(1)?.as_f64()?);
+    let within = least >= 0.95 && greatest <= 1.05;
+    Some(format!(
+        "while it calibrated, every core busy, the cores ran at {least:.2}–{greatest:.2}× their median speed in 50 ms windows{}",
+        if within {
+            ""
+        } else {
+            ": the tasks' speed itself moves by more than the ±5% time goal here"
+        }
+    ))
+}
 
 /// The median of several real runs of one job, row by row (efficiency and resolution
 /// time, apart: the median row need not be any one run's; the other keys — calibration,
@@ -643,10 +660,15 @@ fn main() {
                 .stdout(std::process::Stdio::null())
                 .status();
             match status {
-                Ok(s) if s.success() => eprintln!(
-                    "parity-bench: calibrated {provider} into {}",
-                    file.display()
-                ),
+                Ok(s) if s.success() => {
+                    eprintln!(
+                        "parity-bench: calibrated {provider} into {}",
+                        file.display()
+                    );
+                    if let Some(line) = drift_line(&file) {
+                        eprintln!("parity-bench: {line}");
+                    }
+                }
                 Ok(s) => {
                     eprintln!("parity-bench: calibrating {provider} failed ({s})");
                     std::process::exit(1);

@@ -8,6 +8,10 @@
 //!   alone (best of several ~20 ms tasks each way);
 //! - `wake_us`: a condition variable's notification to the sleeping thread running
 //!   (median of 2,000 ping-pongs);
+//! - `core_speeds`, `speed_windows`: not a term of the model but the machine's own drift,
+//!   against which a predicted time is judged: the task kernel on every core at once, a
+//!   thread pinned to each, in 40 windows of 50 ms; each core's median window and the
+//!   slowest and fastest window of any, relative to the median of all;
 //! - `task_overhead_us`: a worker's time per task outside it (taking it, reporting its
 //!   result): one rank in process (`runtime-bench --ranks 1`, one worker) running 20,000
 //!   tasks of 10 µs, `(1 / efficiency − 1) × 10 µs` (median of 3 runs);
@@ -86,6 +90,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!("titus sim --calibrate: the cores (task kernel alone and on every core, wake-ups) …");
     let slowdown = busy_slowdown(cores);
     let wake_us = wake_latency_us();
+    let speeds = core_speeds();
     eprintln!("titus sim --calibrate: a rank per core over {provider} (runtime-bench, 3 runs) …");
     let mut ratios = Vec::new();
     for _ in 0..3 {
@@ -217,6 +222,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "busy_op_us": busy_op,
         "own_op_us": own_op,
         "task_slowdown_two_ranks": measured,
+        "core_speeds": speeds.cores,
+        "speed_windows": [speeds.least, speeds.greatest],
         "calibrated_by": format!("titus sim --calibrate '{provider}'"),
     });
     preset["node"] = node;
@@ -232,7 +239,16 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
          {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
-         {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory"
+         {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory; \
+         every core busy, the cores ran at {:.2}–{:.2}× their median speed in 50 ms windows (each core's median: {})",
+        speeds.least,
+        speeds.greatest,
+        speeds
+            .cores
+            .iter()
+            .map(|c| format!("{c:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(0)
 }
@@ -471,6 +487,86 @@ fn busy_slowdown_once(cores: usize) -> f64 {
     (together[together.len() / 2] / alone).max(1.0)
 }
 
+/// This machine's own drift: each core's speed at DLB_Bench's task kernel while every
+/// core runs it (a thread pinned to each), in [`SPEED_WINDOWS`] windows of 50 ms,
+/// relative to the median window of all cores. No model of the machine follows it: a
+/// resolution time predicted from a calibration is as good as the speed holds.
+#[derive(Debug, Clone, PartialEq)]
+struct CoreSpeeds {
+    /// Each core's median window.
+    cores: Vec<f64>,
+    /// The slowest and the fastest window of any core.
+    least: f64,
+    greatest: f64,
+}
+
+/// Windows of [`core_speeds`]: 2 s in all.
+const SPEED_WINDOWS: usize = 40;
+
+fn core_speeds() -> CoreSpeeds {
+    const WINDOW: Duration = Duration::from_millis(50);
+    let cpus = titus_fabric::bootstrap::cpu_affinity()
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| vec![0]);
+    // A task of ~20 µs, so a window holds thousands.
+    const DATA: usize = 4096;
+    let per_round = task::seconds_per_round(DATA);
+    let p = Arc::new(task::payload(task::rounds_for(20e-6, per_round), 13, DATA));
+    let start = Arc::new(Barrier::new(cpus.len()));
+    let windows: Vec<Vec<f64>> = cpus
+        .iter()
+        .map(|&cpu| {
+            let (p, start) = (p.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(cpu as usize);
+                // Unpinned where the mask cannot be set: the windows still tell the drift.
+                let _ = rustix::thread::sched_setaffinity(None, &set);
+                start.wait();
+                let t0 = Instant::now();
+                (1..=SPEED_WINDOWS as u32)
+                    .map(|w| {
+                        let (end, mut runs) = (t0 + WINDOW * w, 0u64);
+                        let from = Instant::now();
+                        while Instant::now() < end {
+                            std::hint::black_box(task::run(&p));
+                            runs += 1;
+                        }
+                        runs as f64 / from.elapsed().as_secs_f64()
+                    })
+                    .collect()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .filter_map(|h| h.join().ok())
+        .collect();
+    speeds_of(&windows)
+}
+
+/// [`CoreSpeeds`] from each core's runs per second in each window.
+fn speeds_of(windows: &[Vec<f64>]) -> CoreSpeeds {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let all: Vec<f64> = windows.iter().flatten().copied().collect();
+    let mid = median(all.clone());
+    if mid.is_nan() || mid <= 0.0 {
+        return CoreSpeeds {
+            cores: vec![1.0; windows.len()],
+            least: 1.0,
+            greatest: 1.0,
+        };
+    }
+    CoreSpeeds {
+        cores: windows.iter().map(|w| median(w.clone()) / mid).collect(),
+        least: all.iter().copied().fold(f64::INFINITY, f64::min) / mid,
+        greatest: all.iter().copied().fold(0.0, f64::max) / mid,
+    }
+}
+
 /// A sleeping thread's wake-up after a condition variable's notification, µs (median).
 fn wake_latency_us() -> f64 {
     const ROUNDS: usize = 2000;
@@ -513,7 +609,24 @@ fn wake_latency_us() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{op_cpu_fit, op_wait_fit, rank0_line, rank0_rows};
+    use super::{CoreSpeeds, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows, speeds_of};
+
+    #[test]
+    fn core_speeds_are_relative_to_the_median_window_of_all_cores() {
+        // Core 1 runs at half core 0's speed but for one burst at twice it.
+        let w = [vec![100.0, 100.0, 100.0], vec![50.0, 50.0, 200.0]];
+        assert_eq!(
+            speeds_of(&w),
+            CoreSpeeds {
+                cores: vec![1.0, 0.5],
+                least: 0.5,
+                greatest: 2.0
+            }
+        );
+        // Nothing measured: no drift claimed.
+        let s = speeds_of(&[vec![], vec![]]);
+        assert_eq!((s.cores, s.least, s.greatest), (vec![1.0, 1.0], 1.0, 1.0));
+    }
 
     #[test]
     fn the_operation_fit_finds_what_serving_and_issuing_cost() {
