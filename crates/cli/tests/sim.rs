@@ -56,6 +56,10 @@ fn epochs_give_a_row_each_with_nominal_efficiency_and_speedup() {
         for key in ["preset", "sim_events", "tasks_stolen", "bytes_moved"] {
             assert!(r.get(key).is_some(), "{key} missing: {r}");
         }
+        // What each rank computes from the epoch-start all-gather, measured here: some
+        // time in every epoch (the front and the plan's loads are computed each one).
+        let front = r["front_s"].as_f64().expect("front_s");
+        assert!(front > 0.0 && front < 60.0, "{r}");
         // A simulated task runs for its drawn cost: both efficiencies are one figure.
         let (e, n) = (
             r["efficiency"].as_f64().unwrap(),

@@ -249,6 +249,11 @@ pub struct Outcome {
     pub end_ns: u64,
     /// A hash of every event handled, in order (same seed, same trace).
     pub trace: u64,
+    /// Per epoch: the wall time, on this machine, of what each rank computes from the
+    /// epoch-start all-gather before its tasks start (the job's front, the string plan's
+    /// loads, its predictions), ns; measured while simulating, not part of virtual time
+    /// (nor of the trace).
+    pub front_ns: Vec<u64>,
 }
 
 /// An invariant that did not hold, or a run that did not end.
@@ -507,6 +512,11 @@ struct Sim<'a> {
     /// The job's front: one table, as every rank of the runtime builds it from the
     /// epoch-start all-gather.
     front: titus_core::JobFront,
+    /// The wall time, here, of what each rank computes from the all-gather at the
+    /// epoch's start (the job's front, the string plan's loads, its predictions), ns:
+    /// the simulator computes it once for all; a real rank computes it every epoch
+    /// before its tasks start. Measured, not simulated (it stays out of virtual time).
+    front_ns: u64,
     /// Per rank: its resource table, where it has resources beside its workers; empty
     /// where no rank has any, so that the common job's events do not touch it (a cache
     /// miss each at 100,000 ranks).
@@ -595,6 +605,7 @@ impl<'a> Sim<'a> {
                 self.nodes.len()
             )));
         }
+        let predicting = std::time::Instant::now();
         for r in 0..self.nodes.len() {
             let keys: Vec<u64> = self.current[r].iter().map(|t| t.key).collect();
             CostHistory::check_keys(&keys)
@@ -606,6 +617,8 @@ impl<'a> Sim<'a> {
         }
         // The job's front: where the costs moved across ranks, every rank's load and its
         // tasks' costs follow it.
+        let own_predict = predicting.elapsed();
+        let clock = std::time::Instant::now();
         let profiles: Vec<titus_core::RankProfile> = (0..self.nodes.len())
             .map(|r| titus_core::RankProfile {
                 now: titus_core::KeySpan::of(&self.keys[r]),
@@ -615,17 +628,22 @@ impl<'a> Sim<'a> {
         self.front.update(&profiles);
         // The string plan's loads: one, shared by every node (the runtime builds its own
         // from the same all-gather: each rank's own load and cost classes).
+        let classing = std::time::Instant::now();
         let classes: Vec<titus_core::LoadClasses> = self
             .predicted
             .iter()
             .map(|p| titus_core::LoadClasses::of(p))
             .collect();
+        let own_classes = classing.elapsed();
         self.string = Some(std::sync::Arc::new(self.front.string_loads(
             &profiles,
             &self.loads,
             &classes,
         )));
-        if let Some(loads) = self.front.plan_loads(&profiles, &self.loads) {
+        let plan = self.front.plan_loads(&profiles, &self.loads);
+        let shared = clock.elapsed() - own_classes;
+        let predicting = std::time::Instant::now();
+        if let Some(loads) = plan {
             for r in 0..self.nodes.len() {
                 let h = &self.history[r];
                 if let Some(p) = self.front.predict(&self.keys[r], |k| h.last_cost(k)) {
@@ -634,6 +652,11 @@ impl<'a> Sim<'a> {
             }
             self.loads = loads;
         }
+        // Every rank computes the front, the string plan's loads and the plan's loads in
+        // full; its own predictions and cost classes, one rank's share of all here.
+        let own =
+            (own_predict + own_classes + predicting.elapsed()) / self.nodes.len().max(1) as u32;
+        self.front_ns = (shared + own).as_nanos() as u64;
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -1968,6 +1991,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         loads: vec![None; n],
         string: None,
         front: titus_core::JobFront::default(),
+        front_ns: 0,
         res,
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
@@ -2020,6 +2044,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let mut now = 0;
     for epoch in 0..=job.later_epochs.len() {
         sim.start_epoch(now)?;
+        out.front_ns.push(sim.front_ns);
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
         if epoch > 0 {
