@@ -615,10 +615,10 @@ impl<'a> Sim<'a> {
             self.predicted[r] = p;
             self.keys[r] = keys;
         }
-        // The job's front: where the costs moved across ranks, every rank's load and its
-        // tasks' costs follow it.
         let own_predict = predicting.elapsed();
         let clock = std::time::Instant::now();
+        // The job's front: where the costs moved across ranks, every rank's load and its
+        // tasks' costs follow it.
         let profiles: Vec<titus_core::RankProfile> = (0..self.nodes.len())
             .map(|r| titus_core::RankProfile {
                 now: titus_core::KeySpan::of(&self.keys[r]),
