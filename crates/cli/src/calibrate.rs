@@ -519,10 +519,8 @@ fn core_speeds() -> CoreSpeeds {
         .map(|&cpu| {
             let (p, start) = (p.clone(), start.clone());
             std::thread::spawn(move || {
-                let mut set = rustix::thread::CpuSet::new();
-                set.set(cpu as usize);
                 // Unpinned where the mask cannot be set: the windows still tell the drift.
-                let _ = rustix::thread::sched_setaffinity(None, &set);
+                let _ = crate::launch::set_affinity(&[cpu]);
                 start.wait();
                 let t0 = Instant::now();
                 (1..=SPEED_WINDOWS as u32)

@@ -103,7 +103,7 @@ fn spawn_error(command: &str, e: std::io::Error) -> UsageError {
 }
 
 /// Sets this thread's CPU affinity to `cores`.
-fn set_affinity(cores: &[u32]) -> Result<(), UsageError> {
+pub(crate) fn set_affinity(cores: &[u32]) -> Result<(), UsageError> {
     let mut set = rustix::thread::CpuSet::new();
     for &c in cores {
         set.set(c as usize);

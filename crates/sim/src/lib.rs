@@ -512,11 +512,6 @@ struct Sim<'a> {
     /// The job's front: one table, as every rank of the runtime builds it from the
     /// epoch-start all-gather.
     front: titus_core::JobFront,
-    /// The wall time, here, of what each rank computes from the all-gather at the
-    /// epoch's start (the job's front, the string plan's loads, its predictions), ns:
-    /// the simulator computes it once for all; a real rank computes it every epoch
-    /// before its tasks start. Measured, not simulated (it stays out of virtual time).
-    front_ns: u64,
     /// Per rank: its resource table, where it has resources beside its workers; empty
     /// where no rank has any, so that the common job's events do not touch it (a cache
     /// miss each at 100,000 ranks).
@@ -595,8 +590,10 @@ impl<'a> Sim<'a> {
 
     /// Each rank starts the epoch at `now` plus its skew, with its predictions from its
     /// history (what the runtime's epoch-start barrier gathers). A rank given one key
-    /// twice fails the run, as it fails the runtime's epoch.
-    fn start_epoch(&mut self, now: u64) -> Result<(), Violation> {
+    /// twice fails the run, as it fails the runtime's epoch. Returns the wall time, here,
+    /// of what each rank computes from the all-gather before its tasks start
+    /// ([`Outcome::front_ns`]): measured, not simulated (it stays out of virtual time).
+    fn start_epoch(&mut self, now: u64) -> Result<u64, Violation> {
         if self.current.len() != self.nodes.len() {
             return Err(Violation(format!(
                 "epoch {}: {} task lists for {} ranks",
@@ -656,7 +653,7 @@ impl<'a> Sim<'a> {
         // full; its own predictions and cost classes, one rank's share of all here.
         let own =
             (own_predict + own_classes + predicting.elapsed()) / self.nodes.len().max(1) as u32;
-        self.front_ns = (shared + own).as_nanos() as u64;
+        let front_ns = (shared + own).as_nanos() as u64;
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -664,7 +661,7 @@ impl<'a> Sim<'a> {
             };
             self.at(now + skew, Ev::Start { node: r });
         }
-        Ok(())
+        Ok(front_ns)
     }
 
     fn at(&mut self, t: u64, ev: Ev) {
@@ -1991,7 +1988,6 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         loads: vec![None; n],
         string: None,
         front: titus_core::JobFront::default(),
-        front_ns: 0,
         res,
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
@@ -2043,8 +2039,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let mut out = Outcome::default();
     let mut now = 0;
     for epoch in 0..=job.later_epochs.len() {
-        sim.start_epoch(now)?;
-        out.front_ns.push(sim.front_ns);
+        out.front_ns.push(sim.start_epoch(now)?);
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
         if epoch > 0 {
