@@ -8,6 +8,9 @@
 //!   alone (best of several ~20 ms tasks each way);
 //! - `wake_us`: a condition variable's notification to the sleeping thread running
 //!   (median of 2,000 ping-pongs);
+//! - `byte_ns`: the core's CPU per byte through a rank's own segments: the shared set's
+//!   1,024 slots of 655-byte payloads encoded into a fabric segment and decoded back, as
+//!   an owner publishes and a thief or a take-back decodes them (median of 31 rounds);
 //! - `core_speeds`, `speed_windows`: not a term of the model but the machine's own drift,
 //!   against which a predicted time is judged: the task kernel on every core at once, a
 //!   thread pinned to each, in 40 windows of 50 ms; each core's median window and the
@@ -90,6 +93,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!("titus sim --calibrate: the cores (task kernel alone and on every core, wake-ups) …");
     let slowdown = busy_slowdown(cores);
     let wake_us = wake_latency_us();
+    let byte = byte_ns();
     let speeds = core_speeds();
     eprintln!("titus sim --calibrate: a rank per core over {provider} (runtime-bench, 3 runs) …");
     let mut ratios = Vec::new();
@@ -221,6 +225,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "op_issue_us": op_issue,
         "busy_op_us": busy_op,
         "own_op_us": own_op,
+        "byte_ns": byte,
         "task_slowdown_two_ranks": measured,
         "core_speeds": speeds.cores,
         "speed_windows": [speeds.least, speeds.greatest],
@@ -239,7 +244,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
          {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
-         {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory; \
+         {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory, {byte:.2} ns per byte through its segments; \
          every core busy, the cores ran at {:.2}–{:.2}× their median speed in 50 ms windows (each core's median: {})",
         speeds.least,
         speeds.greatest,
@@ -563,6 +568,89 @@ fn speeds_of(windows: &[Vec<f64>]) -> CoreSpeeds {
         least: all.iter().copied().fold(f64::INFINITY, f64::min) / mid,
         greatest: all.iter().copied().fold(0.0, f64::max) / mid,
     }
+}
+
+/// A segment as the core sees its memory (the runtime's: one segment here, TASKS).
+struct OneSegment(titus_fabric::Segment);
+
+impl titus_core::Memory for OneSegment {
+    fn read(&self, loc: titus_core::Loc, buf: &mut [u8]) {
+        self.0
+            .read(loc.offset, buf)
+            .expect("the calibration reads inside its segment");
+    }
+    fn write(&self, loc: titus_core::Loc, data: &[u8]) {
+        self.0
+            .write(loc.offset, data)
+            .expect("the calibration writes inside its segment");
+    }
+}
+
+/// Tasks of a [`byte_ns`] round, and their payload: the 655-byte payloads (in 696-byte
+/// slots) of DLB_Bench's tasks.
+const BYTE_ROUND_TASKS: u32 = 1024;
+const BYTE_PAYLOAD: usize = 655;
+/// Task sets [`byte_ns`] cycles through: 8 × 1,024 payloads, 5.4 MB, more than a core's
+/// cache holds, as a queue's tasks are.
+const BYTE_SETS: usize = 8;
+
+/// The core's CPU per byte through a rank's own segments, ns: the shared set's slots
+/// written as the owner publishes them ([`titus_core::TaskArea::write`], encoding 1,024
+/// tasks) and read back as a take-back or a stolen batch decodes them
+/// ([`titus_core::TaskArea::read`]), over a fabric segment of this process; the time per
+/// byte the core moved through its memory, the median of 31 rounds. The tasks are as a
+/// queue holds them: payloads allocated among other allocations, in no order, more of
+/// them than a cache holds (seeded: the same layout each time).
+fn byte_ns() -> f64 {
+    let cfg = titus_core::Config {
+        max_payload: 672,
+        shared_capacity: BYTE_ROUND_TASKS,
+        ..titus_core::Config::default()
+    };
+    let area = titus_core::TaskArea::new(&cfg, 2);
+    let mem = OneSegment(titus_fabric::Segment::new("tasks", area.bytes()));
+    let mut rng = titus_overlay::rng::Rng::seeded(0x6279_7465);
+    let mut others = Vec::new();
+    let mut sets: Vec<Vec<titus_core::Task>> = (0..BYTE_SETS)
+        .map(|s| {
+            (0..BYTE_ROUND_TASKS)
+                .map(|i| {
+                    // Something else the process allocated meanwhile.
+                    others.push(vec![1u8; 16 + rng.below(2048) as usize]);
+                    titus_core::Task {
+                        owner: 0,
+                        index: s as u32 * BYTE_ROUND_TASKS + i,
+                        kind: 0,
+                        priority: 0,
+                        cost_ns: 0,
+                        payload: (0..BYTE_PAYLOAD).map(|b| (b as u32 ^ i) as u8).collect(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    for set in &mut sets {
+        for k in (1..set.len()).rev() {
+            set.swap(k, rng.below(k as u64 + 1) as usize);
+        }
+    }
+    // Each round writes a region's slots and reads them back.
+    let moved = 2.0 * (area.region(1) - area.region(0)) as f64;
+    let mut rounds: Vec<f64> = (0..31)
+        .map(|r| {
+            let (set, region) = (&sets[r % BYTE_SETS], r % 2);
+            let t0 = Instant::now();
+            area.write(&mem, region, set);
+            let back = area
+                .read(&mem, area.region(region), u64::from(BYTE_ROUND_TASKS), 0)
+                .expect("the calibration's slots decode");
+            std::hint::black_box(back);
+            t0.elapsed().as_nanos() as f64 / moved
+        })
+        .collect();
+    std::hint::black_box(others);
+    rounds.sort_by(f64::total_cmp);
+    rounds[rounds.len() / 2]
 }
 
 /// A sleeping thread's wake-up after a condition variable's notification, µs (median).

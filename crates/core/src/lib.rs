@@ -68,6 +68,7 @@ pub use mapper::{DefaultMapper, Mapper};
 pub use node::{EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
 pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent};
+pub use steal::TaskArea;
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
 

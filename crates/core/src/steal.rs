@@ -28,9 +28,11 @@ use crate::layout::{self, Task, seg, tasks};
 use crate::{Config, CoreError, Loc, Memory, Rank};
 
 /// The TASKS segment's geometry: the header, regions 0 and 1 (the shared set's
-/// generations), and region 2, the staging area where a thief's reads land.
+/// generations), and region 2, the staging area where a thief's reads land. Public for
+/// `titus sim --calibrate`, which times its slot encoding and decoding on this machine's
+/// segments.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TaskArea {
+pub struct TaskArea {
     /// Bytes of a task slot.
     pub(crate) slot: u64,
     /// Slots per region (the shared capacity).
@@ -42,7 +44,8 @@ pub(crate) struct TaskArea {
 }
 
 impl TaskArea {
-    pub(crate) fn new(cfg: &Config, size: u32) -> Self {
+    /// The geometry of `cfg`'s TASKS segment in a job of `size` ranks.
+    pub fn new(cfg: &Config, size: u32) -> Self {
         Self {
             slot: layout::slot_size(cfg.max_payload),
             capacity: u64::from(cfg.shared_capacity),
@@ -52,12 +55,12 @@ impl TaskArea {
     }
 
     /// Bytes of the segment.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         tasks::HEADER + 3 * self.capacity * self.slot
     }
 
     /// Where region `region` (0, 1, or 2 for staging) starts.
-    pub(crate) fn region(&self, region: usize) -> u64 {
+    pub fn region(&self, region: usize) -> u64 {
         tasks::HEADER + region as u64 * self.capacity * self.slot
     }
 
@@ -67,7 +70,7 @@ impl TaskArea {
     }
 
     /// Writes `tasks` into `region` (this rank's memory).
-    pub(crate) fn write(&self, mem: &dyn Memory, region: usize, tasks: &[Task]) {
+    pub fn write(&self, mem: &dyn Memory, region: usize, tasks: &[Task]) {
         // One write of the slots back to back (a write per slot looked up the segment
         // each time).
         let slot = self.slot as usize;
@@ -146,7 +149,7 @@ impl TaskArea {
     }
 
     /// Decodes `n` slots at `offset` of this rank's TASKS, written by `from`.
-    pub(crate) fn read(
+    pub fn read(
         &self,
         mem: &dyn Memory,
         offset: u64,

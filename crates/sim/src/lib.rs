@@ -52,7 +52,7 @@ use titus_core::layout::{self, seg, tasks};
 use titus_core::resources::{
     Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_bits, type_table,
 };
-use titus_core::{Config, CostHistory, Memory, Node, Op, Prediction, Protocol, Stats, Time, Token};
+use titus_core::{Config, CostHistory, Node, Op, Prediction, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
 
@@ -939,7 +939,7 @@ impl<'a> Sim<'a> {
             } => {
                 if self.lock_check && peer != from && remote.segment == seg::TASKS {
                     let mut w = [0u8; 8];
-                    self.mems[peer as usize].read(layout_loc(tasks::LOCK), &mut w);
+                    self.mems[peer as usize].copy_out(layout_loc(tasks::LOCK), &mut w);
                     if remote.offset >= tasks::COUNT
                         && u64::from_le_bytes(w) != layout::lock::held_by(from)
                     {
@@ -951,8 +951,8 @@ impl<'a> Sim<'a> {
                     }
                 }
                 let mut buf = vec![0u8; len as usize];
-                self.mems[peer as usize].read(remote, &mut buf);
-                self.mems[from as usize].write(local, &buf);
+                self.mems[peer as usize].copy_out(remote, &mut buf);
+                self.mems[from as usize].copy_in(local, &buf);
                 let d = self.back(from, peer, false)
                     + self.transfer(from, peer, len, remote.segment == seg::TASKS);
                 self.complete(now + late + d, from, token, 0);
@@ -966,8 +966,9 @@ impl<'a> Sim<'a> {
                 let mut at = remote.offset;
                 for (l, len) in pieces {
                     let mut buf = vec![0u8; len as usize];
-                    self.mems[from as usize].read(l, &mut buf);
-                    self.mems[peer as usize].write(titus_core::Loc::new(remote.segment, at), &buf);
+                    self.mems[from as usize].copy_out(l, &mut buf);
+                    self.mems[peer as usize]
+                        .copy_in(titus_core::Loc::new(remote.segment, at), &buf);
                     at += len;
                 }
                 if let Some(value) = signal {
@@ -992,7 +993,7 @@ impl<'a> Sim<'a> {
             } => {
                 let old = self.mems[peer as usize].word(remote);
                 if old == expected {
-                    self.mems[peer as usize].write(remote, &desired.to_le_bytes());
+                    self.mems[peer as usize].copy_in(remote, &desired.to_le_bytes());
                 }
                 self.atomic_done(now, late, from, peer, token, old);
             }
@@ -1002,7 +1003,7 @@ impl<'a> Sim<'a> {
                 delta,
             } => {
                 let old = self.mems[peer as usize].word(remote);
-                self.mems[peer as usize].write(remote, &old.wrapping_add(delta).to_le_bytes());
+                self.mems[peer as usize].copy_in(remote, &old.wrapping_add(delta).to_le_bytes());
                 self.atomic_done(now, late, from, peer, token, old);
             }
         }
@@ -1020,6 +1021,26 @@ impl<'a> Sim<'a> {
         p.op_cpu += ns;
         if p.idle == 0 {
             p.op_debt += ns;
+        }
+    }
+
+    /// The node model's CPU for the bytes rank `i`'s node moved through its segments since
+    /// the last call ([`model::Cpu::byte_ns`]): owed by its next task while its workers
+    /// all run tasks (the progress thread takes it from one), else returned: the thread
+    /// that drives the node does it before the node's next commands and tasks start.
+    fn byte_cpu(&mut self, i: usize) -> u64 {
+        let (slots, other) = self.mems[i].take_moved();
+        let Some(c) = self.job.model.cpu.as_ref() else {
+            return 0;
+        };
+        let bytes = slots as f64 * self.job.task_bytes_scale + other as f64;
+        let ns = (bytes * c.byte_ns) as u64;
+        let p = &mut self.per[i];
+        if p.idle == 0 {
+            p.op_debt += ns;
+            0
+        } else {
+            ns
         }
     }
 
@@ -1105,6 +1126,9 @@ impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.
     fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
         let i = n as usize;
+        // The bytes the handler moved through the rank's segments: the thread that drove
+        // it did that first.
+        let lag = self.byte_cpu(i);
         // Idle workers take tasks (a grain from the node when their rank's grains are used
         // up, as the runtime's workers do); on a rank with resources, every resource with
         // room does, one task at a time (the runtime's workers and its resource thread),
@@ -1211,7 +1235,10 @@ impl<'a> Sim<'a> {
                     // it is CPU work like the task, so time-sharing stretches it alike.
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
                     let shared = cpu.factor(self.node_busy[k], on_node);
-                    (f * shared, wake + (cpu.task_overhead_ns * shared) as u64)
+                    (
+                        f * shared,
+                        lag + wake + (cpu.task_overhead_ns * shared) as u64,
+                    )
                 }
                 _ => (f, 0),
             };
@@ -1284,7 +1311,8 @@ impl<'a> Sim<'a> {
                 &self.mems[i],
             );
         }
-        let issue_at = now + self.job.model.event_ns as u64;
+        let lag = lag + self.byte_cpu(i);
+        let issue_at = now + lag + self.job.model.event_ns as u64;
         while let Some(c) = self.nodes[i].poll_command() {
             self.issue(n, issue_at, c.token, c.op)?;
         }
@@ -1930,6 +1958,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         }
         let m = SparseMem::default();
         n.init_memory(&m);
+        // Setting the segments up is not the epoch's work.
+        m.take_moved();
         nodes.push(n);
         mems.push(m);
     }

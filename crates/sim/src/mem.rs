@@ -1,7 +1,7 @@
 //! Segment memory that costs only what is touched: 100,000 simulated ranks cannot each
 //! hold megabytes of inbox and shared set.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
 use titus_core::fasthash::IntMap;
 use titus_core::{Loc, Memory};
@@ -11,9 +11,16 @@ const PAGE: u64 = 512;
 type Page = Box<[u8; PAGE as usize]>;
 
 /// Pages of 512 bytes, allocated on first write; unwritten bytes read as zero.
+///
+/// It counts the bytes its rank's node reads and writes through [`Memory`] (encoding
+/// tasks and results into its segments, decoding what arrived: CPU work in the runtime,
+/// [`crate::model::Cpu::byte_ns`]), not the fabric's ([`SparseMem::copy_out`],
+/// [`SparseMem::copy_in`]: the simulated NIC's).
 #[derive(Debug, Default)]
 pub(crate) struct SparseMem {
     pages: RefCell<IntMap<(u16, u64), Page>>,
+    /// Bytes through [`Memory`]: in the TASKS segment, in the others.
+    moved: Cell<(u64, u64)>,
 }
 
 impl SparseMem {
@@ -22,16 +29,32 @@ impl SparseMem {
         self.pages.borrow().len()
     }
 
-    /// The little-endian word at `loc`.
+    /// The little-endian word at `loc` (the fabric's: not counted).
     pub(crate) fn word(&self, loc: Loc) -> u64 {
         let mut w = [0u8; 8];
-        self.read(loc, &mut w);
+        self.copy_out(loc, &mut w);
         u64::from_le_bytes(w)
     }
-}
 
-impl Memory for SparseMem {
-    fn read(&self, loc: Loc, buf: &mut [u8]) {
+    /// The bytes the node moved through [`Memory`] since the last call: in the TASKS
+    /// segment (its slots: a simulation at scale charges them at a nominal payload's
+    /// size, [`crate::Job::task_bytes_scale`]), and in the others.
+    pub(crate) fn take_moved(&self) -> (u64, u64) {
+        self.moved.take()
+    }
+
+    fn count(&self, loc: Loc, len: usize) {
+        let (t, o) = self.moved.get();
+        self.moved
+            .set(if loc.segment == titus_core::layout::seg::TASKS {
+                (t + len as u64, o)
+            } else {
+                (t, o + len as u64)
+            });
+    }
+
+    /// Copies `buf.len()` bytes at `loc` into `buf` for the fabric (not counted).
+    pub(crate) fn copy_out(&self, loc: Loc, buf: &mut [u8]) {
         let pages = self.pages.borrow();
         let mut off = loc.offset;
         let mut done = 0;
@@ -47,7 +70,8 @@ impl Memory for SparseMem {
         }
     }
 
-    fn write(&self, loc: Loc, data: &[u8]) {
+    /// Copies `data` to `loc` for the fabric (not counted).
+    pub(crate) fn copy_in(&self, loc: Loc, data: &[u8]) {
         let mut pages = self.pages.borrow_mut();
         let mut off = loc.offset;
         let mut done = 0;
@@ -61,6 +85,18 @@ impl Memory for SparseMem {
             done += n;
             off += n as u64;
         }
+    }
+}
+
+impl Memory for SparseMem {
+    fn read(&self, loc: Loc, buf: &mut [u8]) {
+        self.count(loc, buf.len());
+        self.copy_out(loc, buf);
+    }
+
+    fn write(&self, loc: Loc, data: &[u8]) {
+        self.count(loc, data.len());
+        self.copy_in(loc, data);
     }
 
     /// Dead bytes read as zero from now on; a page that holds nothing else is freed (at
@@ -104,6 +140,14 @@ mod tests {
         assert_eq!(z, [0u8; 16]);
         m.write(Loc::new(0, 8), &42u64.to_le_bytes());
         assert_eq!(m.word(Loc::new(0, 8)), 42);
+        // The node's bytes through `Memory` are counted, the fabric's are not.
+        let tasks = titus_core::layout::seg::TASKS;
+        m.write(Loc::new(tasks, 0), &data[..100]);
+        // (Segment 0 is TASKS: the word above is one of its bytes' eight.)
+        assert_eq!(m.take_moved(), (8 + 100, 1500 + 1500 + 16));
+        m.copy_in(Loc::new(1, 0), &data);
+        m.copy_out(Loc::new(1, 0), &mut back);
+        assert_eq!(m.take_moved(), (0, 0));
     }
 
     #[test]

@@ -23,7 +23,9 @@
 //! operation costs its target's and its issuer's progress thread CPU that a rank whose
 //! workers all run tasks takes from its next task; where the target's progress does not
 //! poll, an operation on a rank whose workers all run tasks waits for that thread to get
-//! a core, and one on the issuer's own memory takes the provider's time.
+//! a core, and one on the issuer's own memory takes the provider's time. Each byte a
+//! rank's node moves through its own segments (tasks encoded into slots, slots decoded)
+//! costs that rank's CPU as well ([`Cpu::byte_ns`]).
 
 use serde_json::Value;
 
@@ -95,6 +97,12 @@ pub struct Cpu {
     /// An operation on the issuer's own memory, issued to completion, ns (through
     /// libfabric it goes through the provider like any other).
     pub own_op_ns: f64,
+    /// A rank's CPU per byte its node moves through its own segments, ns: tasks encoded
+    /// into slots as they are shared, the slots of a stolen batch or a take-back decoded,
+    /// results written and read. Charged to the thread that drives the node: owed by the
+    /// next task while the rank's workers all run tasks, else before what the node does
+    /// next starts.
+    pub byte_ns: f64,
     /// Ranks on one node, sharing its cores (None: as many as the cores hold at the job's
     /// workers, one worker per core — a cluster's placement). All of a job's ranks where
     /// they ran on one machine, as the parity suite's real runs do (`titus sim
@@ -145,6 +153,10 @@ impl Cpu {
             op_issue_ns: us("op_issue_us", 0.0)?,
             busy_op_ns: us("busy_op_us", 0.0)?,
             own_op_ns: us("own_op_us", OWN_OP_NS)?,
+            byte_ns: match v.get("byte_ns") {
+                None => 0.0,
+                Some(_) => f("byte_ns", 0.0, 1e3)?,
+            },
             ranks: None,
         })
     }
@@ -325,8 +337,19 @@ mod tests {
         )
         .unwrap();
         let cpu = Cpu::from_json(&v, "x").unwrap();
-        assert_eq!((cpu.busy_op_ns, cpu.own_op_ns), (0.0, 100.0));
+        assert_eq!(
+            (cpu.busy_op_ns, cpu.own_op_ns, cpu.byte_ns),
+            (0.0, 100.0, 0.0)
+        );
         let mut bad = v.clone();
+        bad["byte_ns"] = "0.4".into();
+        assert!(
+            Cpu::from_json(&bad, "x")
+                .unwrap_err()
+                .contains("node.byte_ns")
+        );
+        bad["byte_ns"] = 0.4.into();
+        assert_eq!(Cpu::from_json(&bad, "x").unwrap().byte_ns, 0.4);
         bad["own_op_us"] = (-1.0).into();
         assert!(
             Cpu::from_json(&bad, "x")

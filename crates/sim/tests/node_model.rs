@@ -3,7 +3,8 @@
 //! core each; a shared slowdown and the progress threads' share stretch every task by
 //! their factor, which the cost that comes home carries, and the worker's time around
 //! each task with it; a sleeping worker wakes before its first task; a polled fabric's
-//! target serves atomics between its tasks.
+//! target serves atomics between its tasks; the bytes a rank moves through its own
+//! segments cost its CPU.
 
 mod common;
 
@@ -57,6 +58,7 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         op_issue_ns: 0.0,
         busy_op_ns: 0.0,
         own_op_ns: titus_sim::model::OWN_OP_NS,
+        byte_ns: 0.0,
         ranks: None,
     }
 }
@@ -290,4 +292,40 @@ fn a_busy_target_serves_later_and_own_memory_takes_its_time() {
     let (before, after) = (mean(&plain, 0, own), mean(&late, 0, own));
     assert!(before < 5_000.0, "{before} ns");
     assert!((40_000.0..45_000.0).contains(&after), "{after} ns");
+}
+
+/// The bytes a rank's node moves through its own segments (slots encoded as the owner
+/// shares tasks, decoded as the thief takes them) cost that rank `byte_ns` each: the
+/// thread that drives the node does it before the node's next commands and tasks, or
+/// the next task pays it while the rank's workers all run tasks. The same tasks run,
+/// later.
+#[test]
+fn the_bytes_through_a_rank_s_segments_cost_its_cpu() {
+    let run = |byte_ns: f64| {
+        let mut model = Model::preset("tcp-loopback").unwrap();
+        let mut c = cpu(2, 1.0, 0.0, 0.0);
+        c.byte_ns = byte_ns;
+        model.cpu = Some(c);
+        one_owner(model, &format!("{byte_ns} ns a byte"))
+    };
+    let (plain, some, more) = (run(0.0), run(20.0), run(200.0));
+    assert!(
+        plain.end_ns < some.end_ns && some.end_ns < more.end_ns,
+        "{} {} {} ns",
+        plain.end_ns,
+        some.end_ns,
+        more.end_ns
+    );
+    // What the owner's tasks paid while its worker ran them (its publications and
+    // take-backs): nothing without the term, ten times as much at ten times the price —
+    // each at most doubling its task.
+    let paid =
+        |o: &Outcome| -> Vec<u64> { o.ranks[0].costs_ns.iter().map(|&c| c - LONG_NS).collect() };
+    assert!(paid(&plain).iter().all(|&c| c == 0));
+    let (a, b): (u64, u64) = (paid(&some).iter().sum(), paid(&more).iter().sum());
+    assert!(
+        a > 0 && (5 * a..=15 * a).contains(&b),
+        "{a} ns, then {b} ns"
+    );
+    assert!(paid(&more).iter().all(|&c| c <= LONG_NS));
 }
