@@ -183,6 +183,18 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
         if cfg!(target_os = "linux") {
             assert!(cpu.iter().sum::<f64>() > 0.0, "{balancer}: {cpu:?}");
         }
+        // Each rank's time between tasks: far less than a task; some where workers went
+        // to the node for their next task (a task taken from a worker's own grain
+        // starts its clock at the last one's end: 0 there).
+        let between = per_rank("between_tasks_us");
+        assert_eq!(between.len(), 3, "{balancer}: {between:?}");
+        assert!(
+            between.iter().all(|&b| (0.0..2000.0).contains(&b)),
+            "{balancer}: {between:?}"
+        );
+        if balancer == "none" {
+            assert!(between.iter().sum::<f64>() > 0.0, "{between:?}");
+        }
         let ops = per_rank("ops");
         assert_eq!(ops.len(), 3);
         if balancer != "none" {

@@ -191,6 +191,8 @@ fn epoch_main(
         tasks_pushed: st.core.tasks_pushed,
         ops: st.core.ops,
         op_latency: st.core.op_latency,
+        between: st.between.as_secs_f64(),
+        betweens: st.betweens,
         hops: st
             .core
             .result_hops

@@ -15,9 +15,11 @@
 //!   against which a predicted time is judged: the task kernel on every core at once, a
 //!   thread pinned to each, in 40 windows of 50 ms; each core's median window and the
 //!   slowest and fastest window of any, relative to the median of all;
-//! - `task_overhead_us`: a worker's time per task outside it (taking it, reporting its
-//!   result): one rank in process (`runtime-bench --ranks 1`, one worker) running 20,000
-//!   tasks of 10 µs, `(1 / efficiency − 1) × 10 µs` (median of 3 runs);
+//! - `task_overhead_us` and `foreign_task_us`: a worker's time per task outside it
+//!   (taking it, reporting its result, serving the node between tasks) and what a task
+//!   run for another rank adds (its result sent home), from DLB_Bench's
+//!   `between_tasks_us` in the runs below: the owner's without balancing, and the
+//!   thief's in the balanced run beyond that (median of 3 runs each);
 //! - `progress_share`: one rank per core over PROVIDER (`runtime-bench`, one worker
 //!   each, every core busy; the median of 3 runs) runs its tasks slower than calibrated
 //!   by the shared slowdown times the time-sharing of C workers and C ranks' progress
@@ -137,42 +139,6 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     }
     ratios.sort_by(f64::total_cmp);
     let measured = ratios[1];
-    eprintln!(
-        "titus sim --calibrate: a worker's time per task (runtime-bench in process, 3 runs) …"
-    );
-    let mut overheads = Vec::new();
-    for _ in 0..3 {
-        let out = Command::new(&bench)
-            .args([
-                "--ranks",
-                "1",
-                "--workers",
-                "1",
-                "--tasks",
-                "20000",
-                "--task-ms",
-                "0.01",
-            ])
-            .args(["--protocol", "claim", "--json"])
-            .output();
-        let eff = out
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .find_map(|l| serde_json::from_str::<Value>(l).ok())
-            })
-            .and_then(|v| v["efficiency"].as_f64())
-            .filter(|e| *e > 0.0 && *e <= 1.0);
-        let Some(eff) = eff else {
-            eprintln!("titus sim: error: runtime-bench --ranks 1 printed no efficiency");
-            return Ok(1);
-        };
-        overheads.push((1.0 / eff - 1.0) * 10.0);
-    }
-    overheads.sort_by(f64::total_cmp);
-    let overhead_us = overheads[1];
     // One one-worker rank per core: measured / calibrated = busy_slowdown × (1 + s).
     let share = (measured / slowdown - 1.0).clamp(0.0, 4.0);
     eprintln!(
@@ -182,6 +148,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         titus_sim::Model::from_fabric_bench(&preset.to_string(), provider).map_err(UsageError)?;
     let (mut serves, mut issues, mut busies, mut owns) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut overheads, mut foreigns) = (Vec::new(), Vec::new());
     // Three runs that can be fitted, of at most six: a run whose two ranks happened to
     // issue alike tells nothing (the steals' order is the machine's).
     let mut unfit = Vec::new();
@@ -192,6 +159,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
                 issues.push(f.issue_us);
                 busies.push(f.busy_op_us);
                 owns.push(f.own_op_us);
+                overheads.push(f.overhead_us);
+                foreigns.push(f.foreign_us);
             }
             Ok(Err(why)) => {
                 eprintln!("titus sim --calibrate: a run that cannot be fitted ({why}); another …");
@@ -211,16 +180,25 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         );
         return Ok(1);
     }
-    for v in [&mut serves, &mut issues, &mut busies, &mut owns] {
+    for v in [
+        &mut serves,
+        &mut issues,
+        &mut busies,
+        &mut owns,
+        &mut overheads,
+        &mut foreigns,
+    ] {
         v.sort_by(f64::total_cmp);
     }
     let (op_serve, op_issue, busy_op, own_op) = (serves[1], issues[1], busies[1], owns[1]);
+    let (overhead_us, foreign_us) = (overheads[1], foreigns[1]);
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
         "wake_us": wake_us,
         "progress_share": share,
         "task_overhead_us": overhead_us,
+        "foreign_task_us": foreign_us,
         "op_serve_us": op_serve,
         "op_issue_us": op_issue,
         "busy_op_us": busy_op,
@@ -243,7 +221,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
-         {overhead_us:.2} µs a task around it, progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
+         {overhead_us:.2} µs a task around it ({foreign_us:.2} more for another rank's), progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
          {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory, {byte:.2} ns per byte through its segments; \
          every core busy, the cores ran at {:.2}–{:.2}× their median speed in 50 ms windows (each core's median: {})",
         speeds.least,
@@ -291,11 +269,14 @@ fn op_cpu_us(
     let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
     Ok(op_cpu_fit(&rows).and_then(|(serve_us, issue_us)| {
         let (busy_op_us, own_op_us) = op_wait_fit(&rows, model)?;
+        let (overhead_us, foreign_us) = between_fit(&rows)?;
         Ok(OpFit {
             serve_us,
             issue_us,
             busy_op_us,
             own_op_us,
+            overhead_us,
+            foreign_us,
         })
     }))
 }
@@ -306,6 +287,34 @@ struct OpFit {
     issue_us: f64,
     busy_op_us: f64,
     own_op_us: f64,
+    overhead_us: f64,
+    foreign_us: f64,
+}
+
+/// A worker's time per task around it, and what a task run for another rank adds, µs,
+/// from the two runs' `between_tasks_us` (rank 0's JSON lines, [`rank0_rows`]): the
+/// owner's without balancing (its fabric open, no protocol at work: taking each task,
+/// reporting it), and the thief's in the balanced run — every task it runs is the
+/// owner's — beyond that, at least 0.
+fn between_fit(rows: &[Value]) -> Result<(f64, f64), String> {
+    let between = |r: &Value, rank: usize| -> Option<f64> {
+        r["between_tasks_us"]
+            .get(rank)?
+            .as_f64()
+            .filter(|x| x.is_finite() && *x > 0.0)
+    };
+    match rows {
+        [none, balanced] => {
+            let own = between(none, 0).ok_or_else(|| {
+                format!("the run without balancing printed no between_tasks_us of rank 0: {none}")
+            })?;
+            let foreign = between(balanced, 1).ok_or_else(|| {
+                format!("the balanced run printed no between_tasks_us of rank 1: {balanced}")
+            })?;
+            Ok((own, (foreign - own).max(0.0)))
+        }
+        _ => Err(format!("rank 0 printed {} runs, not 2", rows.len())),
+    }
 }
 
 /// From the balanced run's `op_latency` (rank 0's last JSON line, [`rank0_rows`]): what the thief's
@@ -695,7 +704,10 @@ fn wake_latency_us() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{CoreSpeeds, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows, speeds_of};
+    use super::{
+        CoreSpeeds, between_fit, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows, speeds_of,
+    };
+    use serde_json::Value;
 
     #[test]
     fn core_speeds_are_relative_to_the_median_window_of_all_cores() {
@@ -736,6 +748,26 @@ mod tests {
         assert!(err.contains("too close"), "{err}");
         let err = op_cpu_fit(&rank0_rows(&format!("[0] {none}\n"))).unwrap_err();
         assert!(err.contains("no two runs"), "{err}");
+    }
+
+    #[test]
+    fn the_time_between_tasks_is_the_owner_s_alone_and_the_thief_s_extra() {
+        let row = |b: &str| serde_json::from_str::<Value>(b).unwrap();
+        let none = row(r#"{"between_tasks_us":[0.9,0.0]}"#);
+        let balanced = row(r#"{"between_tasks_us":[2.3,1.7]}"#);
+        let (own, foreign) = between_fit(&[none.clone(), balanced]).unwrap();
+        assert!((own - 0.9).abs() < 1e-12 && (foreign - 0.8).abs() < 1e-12);
+        // A thief faster between tasks than the owner alone adds nothing.
+        let quick = row(r#"{"between_tasks_us":[2.3,0.5]}"#);
+        assert_eq!(between_fit(&[none.clone(), quick]).unwrap(), (0.9, 0.0));
+        // An older dlb-bench without the key, or one run only: named.
+        let old = row(r#"{"resolution_s":1.0}"#);
+        assert!(
+            between_fit(&[old.clone(), old.clone()])
+                .unwrap_err()
+                .contains("between_tasks_us of rank 0")
+        );
+        assert!(between_fit(&[none]).unwrap_err().contains("1 runs, not 2"));
     }
 
     #[test]

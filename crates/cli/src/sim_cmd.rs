@@ -441,6 +441,8 @@ fn figures(
                 tasks_pushed: st.tasks_pushed,
                 ops: st.ops,
                 op_latency: st.op_latency,
+                between: r.between.0 as f64 * 1e-9,
+                betweens: r.between.1,
                 hops: st
                     .result_hops
                     .iter()

@@ -525,16 +525,35 @@ fn the_progress_cpu_is_the_node_model_s_share() {
             .map(|v| v.as_f64().unwrap())
             .collect();
         let ops = r["ops"].as_array().map_or(0, Vec::len);
-        (cpu, r["resolution_s"].as_f64().unwrap(), ops)
+        let between: Vec<f64> = r["between_tasks_us"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        (cpu, r["resolution_s"].as_f64().unwrap(), ops, between)
     };
-    let (cpu, res, ops) = run("on");
+    let (cpu, res, ops, between) = run("on");
     assert_eq!((cpu.len(), ops), (2, 2));
+    // The preset's time around each task, between tasks run back to back (the rank's
+    // CPU for what its node did meanwhile on top).
+    let around = titus_sim::Model::preset("tcp-loopback")
+        .unwrap()
+        .cpu
+        .unwrap()
+        .task_overhead_ns
+        * 1e-3;
+    assert!(
+        between.iter().all(|&b| b >= around * 0.999 && b < 1000.0),
+        "{between:?} µs, the preset's {around} µs"
+    );
     // Some of a core (the preset's measured share and its operations' cost), never more
     // than the session.
     assert!(
         cpu.iter().all(|&c| c > 0.0 && c < res),
         "{cpu:?} of {res} s"
     );
-    let (cpu, _, _) = run("off");
+    let (cpu, _, _, between) = run("off");
     assert_eq!(cpu, [0.0, 0.0]);
+    assert_eq!(between, [0.0, 0.0]);
 }

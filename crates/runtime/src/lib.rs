@@ -179,6 +179,12 @@ pub struct EpochStats {
     pub busy: Duration,
     /// Worker time not spent running tasks: session × workers − busy.
     pub idle: Duration,
+    /// Of it, the workers' time from a task's end to their next task's start where they
+    /// went straight on (reporting the result, taking the next task, serving the node
+    /// between tasks), summed, and how many such gaps: the runtime's own time per task.
+    pub between: Duration,
+    /// Gaps counted in [`EpochStats::between`].
+    pub betweens: u64,
     /// Time from start_epoch to this rank's end of the epoch.
     pub session: Duration,
     /// Time spent in steal attempts (first operation to outcome), summed.
@@ -311,6 +317,10 @@ pub(crate) struct Shared {
     pub(crate) cfg: RuntimeConfig,
     /// Nanoseconds workers spent in tasks this epoch.
     pub(crate) busy_ns: std::sync::atomic::AtomicU64,
+    /// Nanoseconds workers spent from a task's end to their next task's start where they
+    /// went straight on, and how many times ([`EpochStats::between`]).
+    pub(crate) between_ns: std::sync::atomic::AtomicU64,
+    pub(crate) betweens: std::sync::atomic::AtomicU64,
     /// When this rank's last task of the epoch ended ([`Shared::now`], ns): the log's
     /// epoch timings show what the epoch's end waited for after it. Kept only while the
     /// debug log is on (`timings`): one more shared atomic per task otherwise.
@@ -777,6 +787,8 @@ impl Runtime {
             shutdown: AtomicBool::new(false),
             cfg: cfg.clone(),
             busy_ns: std::sync::atomic::AtomicU64::new(0),
+            between_ns: std::sync::atomic::AtomicU64::new(0),
+            betweens: std::sync::atomic::AtomicU64::new(0),
             last_task_end: std::sync::atomic::AtomicU64::new(0),
             idle_spans: Mutex::new(Vec::new()),
             timings: tracing::enabled!(tracing::Level::DEBUG),
@@ -1229,6 +1241,8 @@ impl Runtime {
         let plan_time = t_plan.elapsed();
         let sh = &self.shared;
         sh.busy_ns.store(0, Ordering::Relaxed);
+        sh.between_ns.store(0, Ordering::Relaxed);
+        sh.betweens.store(0, Ordering::Relaxed);
         sh.res_epoch.fetch_add(1, Ordering::AcqRel);
         if let Some(st) = lock(&sh.resources).as_mut() {
             // What a failed epoch left behind is void.
@@ -1361,6 +1375,8 @@ impl Runtime {
                 core,
                 busy,
                 idle: (session * workers as u32).saturating_sub(busy),
+                between: Duration::from_nanos(sh.between_ns.load(Ordering::Relaxed)),
+                betweens: sh.betweens.load(Ordering::Relaxed),
                 session,
                 steal,
                 progress_cpu,

@@ -223,6 +223,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     // When the carried task became this worker's: the last task's end, where nothing but
     // taking it from this worker's deque came between (one clock reading per task).
     let mut carried_at: Option<Instant> = None;
+    // The last task's end while this worker has gone straight on since (the time between
+    // tasks, `EpochStats::between`).
+    let mut last_end: Option<Instant> = None;
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -247,6 +250,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             t => t,
         };
         let Some(task) = task else {
+            // Waiting for work is idle time, not time between tasks.
+            last_end = None;
             // (Held results come with a task still to run; a switch to resources or an
             // error path may leave some: never go idle on them.)
             if !held.done.is_empty() {
@@ -325,8 +330,14 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             Some(at) if !dear => at,
             _ => Instant::now(),
         };
+        if let Some(e) = last_end.take() {
+            let gap = t.saturating_duration_since(e).as_nanos() as u64;
+            sh.between_ns.fetch_add(gap, Ordering::Relaxed);
+            sh.betweens.fetch_add(1, Ordering::Relaxed);
+        }
         let result = execute(sh, &task);
         let end = Instant::now();
+        last_end = Some(end);
         if dear {
             sh.fabric.long_task(false);
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);

@@ -208,6 +208,10 @@ pub struct RankOutcome {
     /// Its progress thread's CPU for operations this epoch, issued and served, ns (the
     /// node model's `op_serve_ns` and `op_issue_ns`; 0 without).
     pub op_cpu_ns: u64,
+    /// Its workers' time from a task's end to their next task's start where they went
+    /// straight on, ns, and how many such gaps (the node model's time around each task;
+    /// none without it): the runtime's `EpochStats::between`.
+    pub between: (u64, u64),
     /// From the start to this rank's end of the epoch, ns.
     pub session_ns: u64,
     /// This rank's results, in task order.
@@ -459,6 +463,9 @@ struct PerRank {
     /// ran tasks).
     op_cpu: u64,
     op_debt: u64,
+    /// Its workers' time from a task's end to their next task's start where they went
+    /// straight on (the node model's time around a task), ns, and how many such gaps.
+    between: (u64, u64),
 }
 
 struct Sim<'a> {
@@ -1235,10 +1242,16 @@ impl<'a> Sim<'a> {
                     // it is CPU work like the task, so time-sharing stretches it alike.
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
                     let shared = cpu.factor(self.node_busy[k], on_node);
-                    (
-                        f * shared,
-                        lag + wake + (cpu.task_overhead_ns * shared) as u64,
-                    )
+                    let mut own = cpu.task_overhead_ns;
+                    if task.owner != n {
+                        own += cpu.foreign_task_ns;
+                    }
+                    let around = lag + (own * shared) as u64;
+                    if awake {
+                        let b = &mut self.per[i].between;
+                        *b = (b.0 + around, b.1 + 1);
+                    }
+                    (f * shared, wake + around)
                 }
                 _ => (f, 0),
             };
@@ -1733,6 +1746,7 @@ impl Sim<'_> {
                 stats,
                 busy_ns: self.per[r].busy,
                 op_cpu_ns: self.per[r].op_cpu,
+                between: self.per[r].between,
                 session_ns: self.per[r].end.unwrap_or(0) - self.per[r].start.unwrap_or(0),
                 results,
                 costs_ns,
@@ -1797,6 +1811,7 @@ impl Sim<'_> {
             p.busy = 0;
             p.op_cpu = 0;
             p.op_debt = 0;
+            p.between = (0, 0);
         });
         self.accel_busy.iter_mut().for_each(|b| *b = 0);
         self.busy_by_owner.iter_mut().for_each(BTreeMap::clear);

@@ -81,9 +81,12 @@ pub struct Cpu {
     /// epoch (polling, serving operations, the runtime's own bookkeeping).
     pub progress_share: f64,
     /// A worker's time per task outside the task (taking it, reporting its result and
-    /// cost, the clock reads), ns, measured with a core to itself: the simulator
+    /// cost, the clock reads, serving the node between tasks), ns: the simulator
     /// stretches it by [`Cpu::factor`] as it does the task.
     pub task_overhead_ns: f64,
+    /// What a task run for another rank adds to that (its result encoded and sent home
+    /// through the overlay, the thief's side of the protocol between its tasks), ns.
+    pub foreign_task_ns: f64,
     /// The progress thread's CPU per operation served (its target's), ns.
     pub op_serve_ns: f64,
     /// The progress thread's CPU per operation issued (its issuer's: posting it, waking
@@ -149,6 +152,7 @@ impl Cpu {
             progress_share: f("progress_share", 0.0, 4.0)?,
             // Older presets have none of these µs figures: ns, or `absent` ns without.
             task_overhead_ns: us("task_overhead_us", 0.0)?,
+            foreign_task_ns: us("foreign_task_us", 0.0)?,
             op_serve_ns: us("op_serve_us", 0.0)?,
             op_issue_ns: us("op_issue_us", 0.0)?,
             busy_op_ns: us("busy_op_us", 0.0)?,

@@ -54,6 +54,7 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         wake_ns,
         progress_share,
         task_overhead_ns: 0.0,
+        foreign_task_ns: 0.0,
         op_serve_ns: 0.0,
         op_issue_ns: 0.0,
         busy_op_ns: 0.0,

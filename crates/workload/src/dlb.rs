@@ -458,6 +458,12 @@ pub struct Report {
     pub steal_s: Vec<f64>,
     /// Each rank's progress thread's CPU time (s; the simulator: its node model's share).
     pub progress_cpu_s: Vec<f64>,
+    /// Each rank's mean time between tasks, µs: from a worker's task's end to its next
+    /// task's start where it went straight on (reporting, taking, serving the node; a
+    /// task taken from the worker's own grain with nothing reported starts its clock at
+    /// the last one's end and counts 0); the simulator: its node model's time around a
+    /// task. 0 where no worker went straight on.
+    pub between_tasks_us: Vec<f64>,
     /// Remote operations each rank issued (reads, writes, atomics; each costs its target's
     /// progress thread where the target serves them in software).
     pub ops: Vec<u64>,
@@ -1479,6 +1485,11 @@ pub struct RankFigures {
     pub ops: u64,
     /// Its completed operations by kind ([`titus_core::OP_KINDS`]).
     pub op_latency: [titus_core::OpLatency; titus_core::OP_KINDS.len()],
+    /// Its workers' time between tasks where they went straight on (s), and how many
+    /// such gaps (`titus_runtime::EpochStats::between`).
+    pub between: f64,
+    /// Gaps counted in [`RankFigures::between`].
+    pub betweens: u64,
     /// Steal outcomes.
     pub steals_ok: u64,
     /// Steals that found nothing.
@@ -1653,6 +1664,7 @@ impl RankFigures {
         for l in &self.op_latency {
             v.extend([l.count as f64, l.ns as f64]);
         }
+        v.extend([self.between, self.betweens as f64]);
         encode_f64s(&v)
     }
 
@@ -1681,6 +1693,8 @@ impl RankFigures {
                 count: g(17 + 2 * k) as u64,
                 ns: g(18 + 2 * k) as u64,
             }),
+            between: g(17 + 2 * titus_core::OP_KINDS.len()),
+            betweens: g(18 + 2 * titus_core::OP_KINDS.len()) as u64,
             steal_log: Vec::new(),
             links: Links::default(),
         }
@@ -1809,6 +1823,10 @@ pub fn report(
         idle_s: figs.iter().map(|f| f.idle).collect(),
         steal_s: figs.iter().map(|f| f.steal).collect(),
         progress_cpu_s: figs.iter().map(|f| f.progress_cpu).collect(),
+        between_tasks_us: figs
+            .iter()
+            .map(|f| f.between * 1e6 / (f.betweens.max(1) as f64))
+            .collect(),
         ops: figs.iter().map(|f| f.ops).collect(),
         op_latency: figs.iter().map(op_figures).collect(),
         owned_s: all
