@@ -191,6 +191,9 @@ struct Row {
     /// Every real run's (efficiency, resolution time); `real` is their median.
     runs: Vec<(f64, f64)>,
     digests_agree: bool,
+    /// The ranks' mean time between tasks (DLB_Bench's `between_tasks_us`, over the
+    /// ranks that had any), µs: real (the runs' median, rank by rank), simulated.
+    between: (f64, f64),
 }
 
 /// The goal's tolerance: `b` within ±0.02 efficiency and ±5% time of `a`.
@@ -272,6 +275,10 @@ fn jobs(rows: &[Row]) -> Vec<(Row, usize)> {
                 sim: total(&mut group.iter().map(|r| r.sim)),
                 runs,
                 digests_agree: group.iter().all(|r| r.digests_agree),
+                between: (
+                    group.iter().map(|r| r.between.0).sum::<f64>() / group.len() as f64,
+                    group.iter().map(|r| r.between.1).sum::<f64>() / group.len() as f64,
+                ),
             },
             group.len(),
         ));
@@ -345,6 +352,18 @@ fn median_rows(runs: &[Vec<Value>]) -> Result<(Vec<Value>, Vec<RunPairs>), Strin
             each.push((figure("efficiency")?, figure("resolution_s")?));
         }
         let mut m = row.clone();
+        // Each rank's time between tasks: its median over the runs.
+        let ranks = row["between_tasks_us"].as_array().map_or(0, Vec::len);
+        m["between_tasks_us"] = (0..ranks)
+            .map(|k| {
+                median(
+                    runs.iter()
+                        .filter_map(|run| run[i]["between_tasks_us"].get(k)?.as_f64())
+                        .collect(),
+                )
+            })
+            .collect::<Vec<f64>>()
+            .into();
         m["efficiency"] = median(each.iter().map(|p| p.0).collect()).into();
         m["resolution_s"] = median(each.iter().map(|p| p.1).collect()).into();
         rows.push(m);
@@ -542,9 +561,24 @@ fn pair_rows(
                 sim: pair(s),
                 runs: Vec::new(), // Each real run's: the caller's.
                 digests_agree: r["results_digest"] == s["results_digest"],
+                between: (between(r), between(s)),
             })
         })
         .collect()
+}
+
+/// A report row's mean `between_tasks_us` over the ranks that had any (NaN: none did).
+fn between(v: &Value) -> f64 {
+    let b: Vec<f64> = v["between_tasks_us"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_f64)
+                .filter(|x| *x > 0.0)
+                .collect()
+        })
+        .unwrap_or_default();
+    b.iter().sum::<f64>() / b.len() as f64
 }
 
 /// Prints one compared row: an epoch's (`epochs` None) or a job's of several epochs.
@@ -559,6 +593,7 @@ fn print_row(args: &Args, r: &Row, epochs: Option<usize>) {
             "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
             "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
             "real_runs_agree": r.runs_agree(),
+            "between_real_us": r.between.0, "between_sim_us": r.between.1,
             "worker_grain_us": args.worker_grain_us,
         });
         match epochs {
@@ -872,6 +907,7 @@ mod tests {
             sim: (0.95, 1.0),
             runs: each[0].clone(),
             digests_agree: true,
+            between: (1.0, 1.0),
         };
         assert!(r.within() && !r.runs_agree());
         r.runs = vec![(0.93, 1.0), (0.95, 1.05)];
@@ -892,6 +928,7 @@ mod tests {
             sim,
             runs,
             digests_agree: true,
+            between: (1.0, 1.0),
         };
         let rows = [
             row("none", 0, (0.5, 2.0), (0.5, 2.0), vec![(0.5, 2.0)]),
