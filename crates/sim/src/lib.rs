@@ -1148,11 +1148,13 @@ impl<'a> Sim<'a> {
             if !room {
                 break;
             }
-            let task = match self.per[i].held.take() {
-                Some(t) => t,
+            // `local`: the next task of the worker's grain, taken from its own deque (the
+            // runtime starts its clock at the last task's end: no time between them).
+            let (task, local) = match self.per[i].held.take() {
+                Some(t) => (t, false),
                 None if self.res(i).is_none() => {
                     match self.per[i].grain.pop_front() {
-                        Some(t) => t,
+                        Some(t) => (t, true),
                         None => {
                             // What the workers hold is reported with their take from the node.
                             self.flush(i, now);
@@ -1169,7 +1171,7 @@ impl<'a> Sim<'a> {
                                 break;
                             };
                             self.per[i].grain.extend(got);
-                            first
+                            (first, false)
                         }
                     }
                 }
@@ -1181,7 +1183,7 @@ impl<'a> Sim<'a> {
                     let Some(task) = got.into_iter().next() else {
                         break;
                     };
-                    task
+                    (task, false)
                 }
             };
             if let Some(t) = self.res(i)
@@ -1242,10 +1244,13 @@ impl<'a> Sim<'a> {
                     // it is CPU work like the task, so time-sharing stretches it alike.
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
                     let shared = cpu.factor(self.node_busy[k], on_node);
-                    let mut own = cpu.task_overhead_ns;
-                    if task.owner != n {
-                        own += cpu.foreign_task_ns;
-                    }
+                    // A take from the node: the worker's time around a task (another rank's
+                    // costs more: its result goes home); a task of its grain: none.
+                    let own = match (local, task.owner != n) {
+                        (true, _) => 0.0,
+                        (false, false) => cpu.task_overhead_ns,
+                        (false, true) => cpu.task_overhead_ns + cpu.foreign_task_ns,
+                    };
                     let around = lag + (own * shared) as u64;
                     if awake {
                         let b = &mut self.per[i].between;

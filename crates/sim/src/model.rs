@@ -80,9 +80,11 @@ pub struct Cpu {
     /// The share of a core each rank's progress and provider threads take during an
     /// epoch (polling, serving operations, the runtime's own bookkeeping).
     pub progress_share: f64,
-    /// A worker's time per task outside the task (taking it, reporting its result and
-    /// cost, the clock reads, serving the node between tasks), ns: the simulator
-    /// stretches it by [`Cpu::factor`] as it does the task.
+    /// A worker's time per task it takes from the node, outside the task (taking it,
+    /// reporting the results it held, the clock reads, serving the node between tasks),
+    /// ns: the simulator stretches it by [`Cpu::factor`] as it does the task. The next
+    /// task of a worker's grain, taken from its own deque, adds none (the runtime's clock
+    /// for it starts at the last task's end).
     pub task_overhead_ns: f64,
     /// What a task run for another rank adds to that (its result encoded and sent home
     /// through the overlay, the thief's side of the protocol between its tasks), ns.

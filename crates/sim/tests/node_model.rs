@@ -330,3 +330,56 @@ fn the_bytes_through_a_rank_s_segments_cost_its_cpu() {
     );
     assert!(paid(&more).iter().all(|&c| c <= LONG_NS));
 }
+
+/// A worker's time around a task is paid per task it takes from the node: the next task
+/// of its grain, taken from its own deque, adds none (the runtime starts its clock at the
+/// last one's end). Two ranks of 200 tasks of 10 µs each, nothing to steal.
+#[test]
+fn a_grain_pays_the_time_around_a_task_once() {
+    const OVERHEAD_NS: f64 = 2_000.0;
+    let run = |grain_ns: u64| {
+        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
+        let mut model = Model::preset("mem").unwrap();
+        let mut c = cpu(2, 1.0, 0.0, 0.0);
+        c.task_overhead_ns = OVERHEAD_NS;
+        model.cpu = Some(c);
+        let tasks = (0..2u64)
+            .map(|r| {
+                (0..200u64)
+                    .map(|i| SimTask {
+                        kind: 0,
+                        key: i,
+                        cost_ns: 10_000,
+                        payload: (r << 32 | i).to_le_bytes().to_vec(),
+                        // (A grain holds tasks of known cost.)
+                        hint_ns: 10_000,
+                        priority: 0,
+                    })
+                    .collect()
+            })
+            .collect();
+        let job = Job {
+            seed: 9,
+            worker_grain_ns: Some(grain_ns),
+            ..Job::new(core, overlay, model, tasks)
+        };
+        simulate(&job).unwrap_or_else(|v| panic!("grain {grain_ns}: {v}"))
+    };
+    let (single, grain) = (run(0), run(100_000));
+    for (r, o) in single.ranks.iter().enumerate() {
+        // One at a time: every task after the first came straight from the node.
+        let (ns, gaps) = o.between;
+        assert_eq!(gaps, 199, "rank {r}");
+        assert_eq!(ns, 199 * OVERHEAD_NS as u64, "rank {r}");
+    }
+    for (r, o) in grain.ranks.iter().enumerate() {
+        // Grains of ~10 tasks: the same gaps, a take from the node in about one of ten.
+        let (ns, gaps) = o.between;
+        assert_eq!(gaps, 199, "rank {r}");
+        assert!(
+            ns > 0 && ns <= 199 * OVERHEAD_NS as u64 / 5,
+            "rank {r}: {ns} ns"
+        );
+    }
+    assert!(grain.end_ns < single.end_ns);
+}
