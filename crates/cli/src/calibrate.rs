@@ -10,16 +10,18 @@
 //!   (median of 2,000 ping-pongs);
 //! - `byte_ns`: the core's CPU per byte through a rank's own segments: the shared set's
 //!   1,024 slots of 655-byte payloads encoded into a fabric segment and decoded back, as
-//!   an owner publishes and a thief or a take-back decodes them (median of 31 rounds);
+//!   an owner publishes and a thief or a take-back decodes them, eight such task sets in
+//!   turn, allocated among other allocations, in no order (median of 31 rounds);
 //! - `core_speeds`, `speed_windows`: not a term of the model but the machine's own drift,
 //!   against which a predicted time is judged: the task kernel on every core at once, a
 //!   thread pinned to each, in 40 windows of 50 ms; each core's median window and the
 //!   slowest and fastest window of any, relative to the median of all;
-//! - `task_overhead_us` and `foreign_task_us`: a worker's time per task outside it
-//!   (taking it, reporting its result, serving the node between tasks) and what a task
-//!   run for another rank adds (its result sent home), from DLB_Bench's
-//!   `between_tasks_us` in the runs below: the owner's without balancing, and the
-//!   thief's in the balanced run beyond that (median of 3 runs each);
+//! - `task_overhead_us` and `foreign_task_us`: a worker's time per task it takes from
+//!   the node, outside it (taking it, reporting its result, serving the node between
+//!   tasks), and what a task run for another rank adds (its result sent home), from
+//!   DLB_Bench's `between_tasks_us` in the runs below (tasks of 0.1 ms: a grain of one):
+//!   the owner's without balancing, and the thief's in the balanced run beyond that
+//!   (median of 3 runs each);
 //! - `progress_share`: one rank per core over PROVIDER (`runtime-bench`, one worker
 //!   each, every core busy; the median of 3 runs) runs its tasks slower than calibrated
 //!   by the shared slowdown times the time-sharing of C workers and C ranks' progress
