@@ -1999,8 +1999,11 @@ mod tests {
             count: 3,
             ns: 90_000,
         };
+        f.between = 0.004;
+        f.betweens = 2_000;
         let back = RankFigures::decode(&f.encode());
         assert_eq!((back.ops, back.op_latency), (7, f.op_latency));
+        assert_eq!((back.between, back.betweens), (0.004, 2_000));
         // A blob of an older encoding (no kinds) reads as none completed.
         let old = encode_f64s(&decode_f64s(&f.encode())[..17]);
         assert_eq!(
@@ -2020,5 +2023,7 @@ mod tests {
             "kinds not issued are left out"
         );
         assert_eq!(v["op_latency"][1], serde_json::json!({}));
+        // The time between tasks: 4 ms over 2,000 gaps; none where no gap was counted.
+        assert_eq!(v["between_tasks_us"], serde_json::json!([2.0, 0.0]));
     }
 }
