@@ -518,20 +518,21 @@ fn the_progress_cpu_is_the_node_model_s_share() {
             "--json",
         ]);
         let r = rows(&out).remove(0);
-        let cpu: Vec<f64> = r["progress_cpu_s"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{r}"))
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+        let per_rank = |key: &str| -> Vec<f64> {
+            r[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{key}: {r}"))
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        };
         let ops = r["ops"].as_array().map_or(0, Vec::len);
-        let between: Vec<f64> = r["between_tasks_us"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{r}"))
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
-        (cpu, r["resolution_s"].as_f64().unwrap(), ops, between)
+        (
+            per_rank("progress_cpu_s"),
+            r["resolution_s"].as_f64().unwrap(),
+            ops,
+            per_rank("between_tasks_us"),
+        )
     };
     let (cpu, res, ops, between) = run("on");
     assert_eq!((cpu.len(), ops), (2, 2));
