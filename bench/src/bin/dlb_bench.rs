@@ -193,6 +193,7 @@ fn epoch_main(
         op_latency: st.core.op_latency,
         between: st.between.as_secs_f64(),
         betweens: st.betweens,
+        grains: st.core.grains,
         hops: st
             .core
             .result_hops

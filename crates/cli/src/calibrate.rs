@@ -16,12 +16,17 @@
 //!   against which a predicted time is judged: the task kernel on every core at once, a
 //!   thread pinned to each, in 40 windows of 50 ms; each core's median window and the
 //!   slowest and fastest window of any, relative to the median of all;
-//! - `task_overhead_us` and `foreign_task_us`: a worker's time per task it takes from
-//!   the node, outside it (taking it, reporting its result, serving the node between
-//!   tasks), and what a task run for another rank adds (its result sent home), from
+//! - `task_overhead_us`, `balanced_take_us` and `foreign_task_us`: a worker's time per
+//!   take from the node, outside its task (taking it, reporting its result, serving the
+//!   node between tasks), what a take adds while the rank balances (the protocol it
+//!   drives), and what a task run for another rank adds (its result sent home), from
 //!   DLB_Bench's `between_tasks_us` in the runs below (tasks of 0.1 ms: a grain of one):
-//!   the owner's without balancing, and the thief's in the balanced run beyond that
-//!   (median of 3 runs each);
+//!   the owner's without balancing, the owner's in the balanced run beyond that, and the
+//!   thief's there beyond the owner's (median of 3 runs each);
+//! - `grain_task_us`: what each task of a take beyond its first adds to it, from a run of
+//!   20,000 tasks of 5 µs on rank 0 without balancing (grains of 5): its gaps between
+//!   tasks less the takes' `task_overhead_us`, over the tasks beyond a take's first
+//!   (its `grains` say how many takes; median of 3 runs);
 //! - `progress_share`: one rank per core over PROVIDER (`runtime-bench`, one worker
 //!   each, every core busy; the median of 3 runs) runs its tasks slower than calibrated
 //!   by the shared slowdown times the time-sharing of C workers and C ranks' progress
@@ -150,7 +155,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         titus_sim::Model::from_fabric_bench(&preset.to_string(), provider).map_err(UsageError)?;
     let (mut serves, mut issues, mut busies, mut owns) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut overheads, mut foreigns) = (Vec::new(), Vec::new());
+    let (mut overheads, mut balanceds, mut foreigns) = (Vec::new(), Vec::new(), Vec::new());
     // Three runs that can be fitted, of at most six: a run whose two ranks happened to
     // issue alike tells nothing (the steals' order is the machine's).
     let mut unfit = Vec::new();
@@ -162,6 +167,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
                 busies.push(f.busy_op_us);
                 owns.push(f.own_op_us);
                 overheads.push(f.overhead_us);
+                balanceds.push(f.balanced_us);
                 foreigns.push(f.foreign_us);
             }
             Ok(Err(why)) => {
@@ -188,12 +194,28 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         &mut busies,
         &mut owns,
         &mut overheads,
+        &mut balanceds,
         &mut foreigns,
     ] {
         v.sort_by(f64::total_cmp);
     }
     let (op_serve, op_issue, busy_op, own_op) = (serves[1], issues[1], busies[1], owns[1]);
-    let (overhead_us, foreign_us) = (overheads[1], foreigns[1]);
+    let (overhead_us, balanced_us, foreign_us) = (overheads[1], balanceds[1], foreigns[1]);
+    eprintln!(
+        "titus sim --calibrate: a worker's takes of several tasks (dlb-bench, 2 ranks, 3 runs) …"
+    );
+    let mut grains = Vec::new();
+    for _ in 0..3 {
+        match grain_task_us(&titus, &dlb, provider, overhead_us) {
+            Ok(g) => grains.push(g),
+            Err(e) => {
+                eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
+                return Ok(1);
+            }
+        }
+    }
+    grains.sort_by(f64::total_cmp);
+    let grain_us = grains[1];
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
@@ -201,6 +223,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "progress_share": share,
         "task_overhead_us": overhead_us,
         "foreign_task_us": foreign_us,
+        "balanced_take_us": balanced_us,
+        "grain_task_us": grain_us,
         "op_serve_us": op_serve,
         "op_issue_us": op_issue,
         "busy_op_us": busy_op,
@@ -223,7 +247,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: cores {cores}, busy slowdown {slowdown:.3}, wake-up {wake_us:.1} µs, \
          a rank per core: tasks {measured:.3}× calibrated → progress share {share:.3}, \
-         {overhead_us:.2} µs a task around it ({foreign_us:.2} more for another rank's), progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
+         {overhead_us:.2} µs a take around its task ({balanced_us:.2} more while balancing, {foreign_us:.2} more for another rank's task, {grain_us:.2} per task of a grain beyond the first), progress CPU {op_serve:.1} µs per operation served, {op_issue:.1} µs per operation issued, \
          {busy_op:.1} µs more on a busy target, {own_op:.1} µs on its own memory, {byte:.2} ns per byte through its segments; \
          every core busy, the cores ran at {:.2}–{:.2}× their median speed in 50 ms windows (each core's median: {})",
         speeds.least,
@@ -271,13 +295,14 @@ fn op_cpu_us(
     let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
     Ok(op_cpu_fit(&rows).and_then(|(serve_us, issue_us)| {
         let (busy_op_us, own_op_us) = op_wait_fit(&rows, model)?;
-        let (overhead_us, foreign_us) = between_fit(&rows)?;
+        let (overhead_us, balanced_us, foreign_us) = between_fit(&rows)?;
         Ok(OpFit {
             serve_us,
             issue_us,
             busy_op_us,
             own_op_us,
             overhead_us,
+            balanced_us,
             foreign_us,
         })
     }))
@@ -290,15 +315,18 @@ struct OpFit {
     busy_op_us: f64,
     own_op_us: f64,
     overhead_us: f64,
+    balanced_us: f64,
     foreign_us: f64,
 }
 
-/// A worker's time per task around it, and what a task run for another rank adds, µs,
-/// from the two runs' `between_tasks_us` (rank 0's JSON lines, [`rank0_rows`]): the
-/// owner's without balancing (its fabric open, no protocol at work: taking each task,
-/// reporting it), and the thief's in the balanced run — every task it runs is the
-/// owner's — beyond that, at least 0.
-fn between_fit(rows: &[Value]) -> Result<(f64, f64), String> {
+/// A worker's time per take from the node, what a take adds while its rank balances, and
+/// what a task run for another rank adds, µs, from the two runs' `between_tasks_us`
+/// (rank 0's JSON lines, [`rank0_rows`]; tasks of 0.1 ms, a grain of one): the owner's
+/// without balancing (its fabric open, no protocol at work: taking each task, reporting
+/// it); the owner's in the balanced run beyond that (the protocol each take drives: its
+/// share kept published, the thief's signals served); and the thief's there — every
+/// task it runs is the owner's — beyond the owner's. Each at least 0.
+fn between_fit(rows: &[Value]) -> Result<(f64, f64, f64), String> {
     let between = |r: &Value, rank: usize| -> Option<f64> {
         r["between_tasks_us"]
             .get(rank)?
@@ -310,12 +338,79 @@ fn between_fit(rows: &[Value]) -> Result<(f64, f64), String> {
             let own = between(none, 0).ok_or_else(|| {
                 format!("the run without balancing printed no between_tasks_us of rank 0: {none}")
             })?;
-            let foreign = between(balanced, 1).ok_or_else(|| {
-                format!("the balanced run printed no between_tasks_us of rank 1: {balanced}")
-            })?;
-            Ok((own, (foreign - own).max(0.0)))
+            let (owner, thief) =
+                between(balanced, 0)
+                    .zip(between(balanced, 1))
+                    .ok_or_else(|| {
+                        format!(
+                            "the balanced run printed no between_tasks_us of both ranks: {balanced}"
+                        )
+                    })?;
+            let owner = owner.max(own);
+            Ok((own, owner - own, (thief - owner).max(0.0)))
         }
         _ => Err(format!("rank 0 printed {} runs, not 2", rows.len())),
+    }
+}
+
+/// What each task of a take beyond its first adds to it, µs: DLB_Bench on two ranks over
+/// `provider`, [`GRAIN_TASKS`] tasks of [`GRAIN_TASK_S`] on rank 0 without balancing
+/// (grains of several), through [`grain_fit`].
+fn grain_task_us(
+    titus: &Path,
+    dlb: &Path,
+    provider: &str,
+    overhead_us: f64,
+) -> Result<f64, String> {
+    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
+        .chain(
+            [
+                "--distribution",
+                "one",
+                "--tasks",
+                &GRAIN_TASKS.to_string(),
+                "--task-time",
+                &GRAIN_TASK_S.to_string(),
+                "--balancer",
+                "none",
+                "--json",
+            ]
+            .map(PathBuf::from),
+        )
+        .collect();
+    let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
+    grain_fit(&rows, overhead_us)
+}
+
+/// The grain run's tasks, and their time (s): a default grain (25 µs) holds 5.
+const GRAIN_TASKS: u64 = 20_000;
+const GRAIN_TASK_S: f64 = 5e-6;
+
+/// From the grain run (rank 0's JSON line): rank 0 ran `tasks` tasks in `grains` takes,
+/// one worker going straight on (`tasks − 1` gaps of mean `between_tasks_us`); every take
+/// but the first cost `overhead_us` and its tasks beyond the first `g` each:
+/// `between · (tasks − 1) = overhead · (grains − 1) + g · (tasks − grains)`. At least 0.
+fn grain_fit(rows: &[Value], overhead_us: f64) -> Result<f64, String> {
+    let row = match rows {
+        [row] => row,
+        _ => return Err(format!("rank 0 printed {} runs, not 1", rows.len())),
+    };
+    let between = row["between_tasks_us"][0]
+        .as_f64()
+        .filter(|x| x.is_finite() && *x >= 0.0);
+    let grains = row["grains"][0].as_u64();
+    let tasks = row["tasks"].as_u64();
+    match (between, grains, tasks) {
+        (Some(b), Some(g), Some(n)) if g > 0 && g < n => {
+            let (g, n) = (g as f64, n as f64);
+            Ok(((b * (n - 1.0) - overhead_us * (g - 1.0)) / (n - g)).max(0.0))
+        }
+        (Some(_), Some(g), Some(n)) => Err(format!(
+            "the grain run took {n} tasks in {g} takes: no grain of several"
+        )),
+        _ => Err(format!(
+            "the grain run printed no between_tasks_us, grains and tasks of rank 0: {row}"
+        )),
     }
 }
 
@@ -707,7 +802,8 @@ fn wake_latency_us() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::{
-        CoreSpeeds, between_fit, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows, speeds_of,
+        CoreSpeeds, between_fit, grain_fit, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows,
+        speeds_of,
     };
     use serde_json::Value;
 
@@ -753,15 +849,27 @@ mod tests {
     }
 
     #[test]
-    fn the_time_between_tasks_is_the_owner_s_alone_and_the_thief_s_extra() {
+    fn the_time_between_tasks_is_the_owner_s_alone_the_balanced_owner_s_and_the_thief_s_extra() {
         let row = |b: &str| serde_json::from_str::<Value>(b).unwrap();
+        let close = |a: (f64, f64, f64), b: (f64, f64, f64)| {
+            assert!(
+                (a.0 - b.0).abs() < 1e-12 && (a.1 - b.1).abs() < 1e-12 && (a.2 - b.2).abs() < 1e-12,
+                "{a:?} against {b:?}"
+            );
+        };
         let none = row(r#"{"between_tasks_us":[0.9,0.0]}"#);
-        let balanced = row(r#"{"between_tasks_us":[2.3,1.7]}"#);
-        let (own, foreign) = between_fit(&[none.clone(), balanced]).unwrap();
-        assert!((own - 0.9).abs() < 1e-12 && (foreign - 0.8).abs() < 1e-12);
-        // A thief faster between tasks than the owner alone adds nothing.
-        let quick = row(r#"{"between_tasks_us":[2.3,0.5]}"#);
-        assert_eq!(between_fit(&[none.clone(), quick]).unwrap(), (0.9, 0.0));
+        let balanced = row(r#"{"between_tasks_us":[1.5,2.3]}"#);
+        close(
+            between_fit(&[none.clone(), balanced]).unwrap(),
+            (0.9, 0.6, 0.8),
+        );
+        // A thief faster between tasks than the owner adds nothing; an owner faster
+        // balanced than alone, nothing either.
+        let quick = row(r#"{"between_tasks_us":[0.7,0.5]}"#);
+        close(
+            between_fit(&[none.clone(), quick]).unwrap(),
+            (0.9, 0.0, 0.0),
+        );
         // An older dlb-bench without the key, or one run only: named.
         let old = row(r#"{"resolution_s":1.0}"#);
         assert!(
@@ -769,7 +877,43 @@ mod tests {
                 .unwrap_err()
                 .contains("between_tasks_us of rank 0")
         );
+        let one_rank = row(r#"{"between_tasks_us":[1.5]}"#);
+        assert!(
+            between_fit(&[none.clone(), one_rank])
+                .unwrap_err()
+                .contains("of both ranks")
+        );
         assert!(between_fit(&[none]).unwrap_err().contains("1 runs, not 2"));
+    }
+
+    #[test]
+    fn a_grain_s_tasks_beyond_the_first_are_what_the_takes_do_not_explain() {
+        let row = |b: &str| serde_json::from_str::<Value>(b).unwrap();
+        // 10,001 tasks in 2,001 takes of 5: 10,000 gaps of 0.3 µs = 3,000 µs; 2,000 takes
+        // after a task at 1 µs = 2,000 µs; 8,000 tasks beyond a take's first: 0.125 µs.
+        let run = row(r#"{"between_tasks_us":[0.3,0.0],"grains":[2001,0],"tasks":10001}"#);
+        assert!((grain_fit(&[run], 1.0).unwrap() - 0.125).abs() < 1e-12);
+        // Takes dearer than the gaps: 0, not less.
+        let cheap = row(r#"{"between_tasks_us":[0.1,0.0],"grains":[2001,0],"tasks":10001}"#);
+        assert_eq!(grain_fit(&[cheap], 1.0).unwrap(), 0.0);
+        // One task a take, no grains figure, or two runs: named.
+        let single = row(r#"{"between_tasks_us":[1.0,0.0],"grains":[100,0],"tasks":100}"#);
+        assert!(
+            grain_fit(&[single], 1.0)
+                .unwrap_err()
+                .contains("no grain of several")
+        );
+        let old = row(r#"{"between_tasks_us":[1.0,0.0],"tasks":100}"#);
+        assert!(
+            grain_fit(std::slice::from_ref(&old), 1.0)
+                .unwrap_err()
+                .contains("grains")
+        );
+        assert!(
+            grain_fit(&[old.clone(), old], 1.0)
+                .unwrap_err()
+                .contains("2 runs, not 1")
+        );
     }
 
     #[test]

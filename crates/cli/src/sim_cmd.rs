@@ -443,6 +443,7 @@ fn figures(
                 op_latency: st.op_latency,
                 between: r.between.0 as f64 * 1e-9,
                 betweens: r.between.1,
+                grains: st.grains,
                 hops: st
                     .result_hops
                     .iter()

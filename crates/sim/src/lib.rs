@@ -1149,7 +1149,9 @@ impl<'a> Sim<'a> {
                 break;
             }
             // `local`: the next task of the worker's grain, taken from its own deque (the
-            // runtime starts its clock at the last task's end: no time between them).
+            // runtime starts its clock at the last task's end: no time between them);
+            // `took`: the tasks of the take from the node that gave it (1 where none).
+            let mut took = 1;
             let (task, local) = match self.per[i].held.take() {
                 Some(t) => (t, false),
                 None if self.res(i).is_none() => {
@@ -1170,6 +1172,7 @@ impl<'a> Sim<'a> {
                             let Some(first) = got.next() else {
                                 break;
                             };
+                            took = 1 + got.len();
                             self.per[i].grain.extend(got);
                             (first, false)
                         }
@@ -1232,6 +1235,9 @@ impl<'a> Sim<'a> {
             // finish a task sleeps and wakes first.
             let (f, delay) = match (&self.job.model.cpu, res) {
                 (Some(cpu), 0) => {
+                    // (Without balancing a rank shares nothing and steals nothing.)
+                    let balancing =
+                        self.job.core.steal_below > 0 || self.job.core.sharing.is_some();
                     let k = i / self.cpu_ranks as usize;
                     self.node_busy[k] += 1;
                     let on_node = (self.nodes.len() - k * self.cpu_ranks as usize)
@@ -1245,11 +1251,16 @@ impl<'a> Sim<'a> {
                     let wake = if awake { 0 } else { cpu.wake_ns as u64 };
                     let shared = cpu.factor(self.node_busy[k], on_node);
                     // A take from the node: the worker's time around a task (another rank's
-                    // costs more: its result goes home); a task of its grain: none.
+                    // costs more: its result goes home), and its grain's other tasks' share
+                    // of it; a task of its grain: none.
                     let own = match (local, task.owner != n) {
                         (true, _) => 0.0,
-                        (false, false) => cpu.task_overhead_ns,
-                        (false, true) => cpu.task_overhead_ns + cpu.foreign_task_ns,
+                        (false, foreign) => {
+                            cpu.task_overhead_ns
+                                + if foreign { cpu.foreign_task_ns } else { 0.0 }
+                                + if balancing { cpu.balanced_take_ns } else { 0.0 }
+                                + (took - 1) as f64 * cpu.grain_task_ns
+                        }
                     };
                     let around = lag + (own * shared) as u64;
                     if awake {

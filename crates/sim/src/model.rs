@@ -89,6 +89,12 @@ pub struct Cpu {
     /// What a task run for another rank adds to that (its result encoded and sent home
     /// through the overlay, the thief's side of the protocol between its tasks), ns.
     pub foreign_task_ns: f64,
+    /// What a take adds while its rank balances (the protocol the take drives: its
+    /// share of tasks kept published, its own steals, the thieves' signals served), ns.
+    pub balanced_take_ns: f64,
+    /// What each task of a take beyond its first adds to it: taken from the queue into
+    /// the worker's deque, its result held and reported with the grain's, ns.
+    pub grain_task_ns: f64,
     /// The progress thread's CPU per operation served (its target's), ns.
     pub op_serve_ns: f64,
     /// The progress thread's CPU per operation issued (its issuer's: posting it, waking
@@ -155,6 +161,8 @@ impl Cpu {
             // Older presets have none of these µs figures: ns, or `absent` ns without.
             task_overhead_ns: us("task_overhead_us", 0.0)?,
             foreign_task_ns: us("foreign_task_us", 0.0)?,
+            grain_task_ns: us("grain_task_us", 0.0)?,
+            balanced_take_ns: us("balanced_take_us", 0.0)?,
             op_serve_ns: us("op_serve_us", 0.0)?,
             op_issue_ns: us("op_issue_us", 0.0)?,
             busy_op_ns: us("busy_op_us", 0.0)?,

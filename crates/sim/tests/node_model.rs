@@ -4,7 +4,9 @@
 //! their factor, which the cost that comes home carries, and the worker's time around
 //! each task with it; a sleeping worker wakes before its first task; a polled fabric's
 //! target serves atomics between its tasks; the bytes a rank moves through its own
-//! segments cost its CPU.
+//! segments cost its CPU; a take from the node pays the time around a task once for its
+//! grain, more for each task of the grain beyond the first, and more while its rank
+//! balances.
 
 mod common;
 
@@ -55,6 +57,8 @@ fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu
         progress_share,
         task_overhead_ns: 0.0,
         foreign_task_ns: 0.0,
+        grain_task_ns: 0.0,
+        balanced_take_ns: 0.0,
         op_serve_ns: 0.0,
         op_issue_ns: 0.0,
         busy_op_ns: 0.0,
@@ -336,35 +340,7 @@ fn the_bytes_through_a_rank_s_segments_cost_its_cpu() {
 /// last one's end). Two ranks of 200 tasks of 10 µs each, nothing to steal.
 #[test]
 fn a_grain_pays_the_time_around_a_task_once() {
-    const OVERHEAD_NS: f64 = 2_000.0;
-    let run = |grain_ns: u64| {
-        let (core, overlay) = common::balanced(Balancing::Smallworld, Config::default(), 2);
-        let mut model = Model::preset("mem").unwrap();
-        let mut c = cpu(2, 1.0, 0.0, 0.0);
-        c.task_overhead_ns = OVERHEAD_NS;
-        model.cpu = Some(c);
-        let tasks = (0..2u64)
-            .map(|r| {
-                (0..200u64)
-                    .map(|i| SimTask {
-                        kind: 0,
-                        key: i,
-                        cost_ns: 10_000,
-                        payload: (r << 32 | i).to_le_bytes().to_vec(),
-                        // (A grain holds tasks of known cost.)
-                        hint_ns: 10_000,
-                        priority: 0,
-                    })
-                    .collect()
-            })
-            .collect();
-        let job = Job {
-            seed: 9,
-            worker_grain_ns: Some(grain_ns),
-            ..Job::new(core, overlay, model, tasks)
-        };
-        simulate(&job).unwrap_or_else(|v| panic!("grain {grain_ns}: {v}"))
-    };
+    let run = |grain_ns| grain_run(Balancing::Smallworld, grain_ns, |_| {});
     let (single, grain) = (run(0), run(100_000));
     for (r, o) in single.ranks.iter().enumerate() {
         // One at a time: every task after the first came straight from the node.
@@ -382,4 +358,96 @@ fn a_grain_pays_the_time_around_a_task_once() {
         );
     }
     assert!(grain.end_ns < single.end_ns);
+}
+
+#[test]
+fn a_take_pays_for_each_task_of_its_grain_beyond_the_first() {
+    const GRAIN_TASK_NS: f64 = 300.0;
+    // Without balancing, 200 tasks of 10 µs a rank in grains of 100 µs: takes of up to
+    // 10 tasks; the two runs go alike but for the time around the tasks.
+    let plain = grain_run(Balancing::None, 100_000, |_| {});
+    let dear = grain_run(Balancing::None, 100_000, |c| {
+        c.grain_task_ns = GRAIN_TASK_NS
+    });
+    for (r, (p, d)) in plain.ranks.iter().zip(&dear.ranks).enumerate() {
+        let takes = p.stats.grains;
+        assert_eq!(d.stats.grains, takes, "rank {r}");
+        assert!((20..40).contains(&takes), "rank {r}: {takes} takes");
+        // Takes that came straight after a task (not the first) paid the time around a
+        // task once each, and now the grain's other tasks' share with it.
+        let counted = p.between.0 / OVERHEAD_NS as u64;
+        assert_eq!(p.between.0, counted * OVERHEAD_NS as u64, "rank {r}");
+        assert!(
+            counted < takes && counted + 3 >= takes,
+            "rank {r}: {counted}"
+        );
+        let extra = d.between.0 - p.between.0;
+        assert_eq!(extra % GRAIN_TASK_NS as u64, 0, "rank {r}: {extra} ns");
+        let tasks = extra / GRAIN_TASK_NS as u64;
+        let beyond = 200 - takes;
+        let uncounted = takes - counted;
+        assert!(
+            tasks <= beyond - uncounted && tasks + 9 * uncounted >= beyond,
+            "rank {r}: {tasks} tasks paid for, {beyond} beyond a take's first"
+        );
+        assert_eq!(d.between.1, p.between.1, "rank {r}");
+    }
+    // One at a time, a take holds no more than its task.
+    let single = grain_run(Balancing::None, 0, |_| {});
+    let single_dear = grain_run(Balancing::None, 0, |c| c.grain_task_ns = GRAIN_TASK_NS);
+    for (p, d) in single.ranks.iter().zip(&single_dear.ranks) {
+        assert_eq!(p.stats.grains, 200);
+        assert_eq!(d.between, p.between);
+    }
+}
+
+#[test]
+fn a_take_pays_more_while_its_rank_balances() {
+    const BALANCED_NS: f64 = 700.0;
+    let balanced = |c: &mut Cpu| c.balanced_take_ns = BALANCED_NS;
+    // One task a take: every gap is a take, balanced or not.
+    let plain = grain_run(Balancing::None, 0, balanced);
+    let stealing = grain_run(Balancing::Smallworld, 0, balanced);
+    for (p, s) in plain.ranks.iter().zip(&stealing.ranks) {
+        assert_eq!(p.between.0, p.between.1 * OVERHEAD_NS as u64);
+        assert_eq!(
+            s.between.0,
+            s.between.1 * (OVERHEAD_NS + BALANCED_NS) as u64
+        );
+    }
+}
+
+/// The worker's time around a task in the last three tests, ns.
+const OVERHEAD_NS: f64 = 2_000.0;
+
+/// Two ranks of 200 tasks of 10 µs (hinted) under `balancing`, workers taking grains of
+/// `grain_ns`; each take from the node costs [`OVERHEAD_NS`] and what `terms` adds.
+fn grain_run(balancing: Balancing, grain_ns: u64, terms: impl Fn(&mut Cpu)) -> Outcome {
+    let (core, overlay) = common::balanced(balancing, Config::default(), 2);
+    let mut model = Model::preset("mem").unwrap();
+    let mut c = cpu(2, 1.0, 0.0, 0.0);
+    c.task_overhead_ns = OVERHEAD_NS;
+    terms(&mut c);
+    model.cpu = Some(c);
+    let tasks = (0..2u64)
+        .map(|r| {
+            (0..200u64)
+                .map(|i| SimTask {
+                    kind: 0,
+                    key: i,
+                    cost_ns: 10_000,
+                    payload: (r << 32 | i).to_le_bytes().to_vec(),
+                    // (A grain holds tasks of known cost.)
+                    hint_ns: 10_000,
+                    priority: 0,
+                })
+                .collect()
+        })
+        .collect();
+    let job = Job {
+        seed: 9,
+        worker_grain_ns: Some(grain_ns),
+        ..Job::new(core, overlay, model, tasks)
+    };
+    simulate(&job).unwrap_or_else(|v| panic!("grain {grain_ns}: {v}"))
 }

@@ -464,6 +464,9 @@ pub struct Report {
     /// the last one's end and counts 0); the simulator: its node model's time around a
     /// task. 0 where no worker went straight on.
     pub between_tasks_us: Vec<f64>,
+    /// Each rank's takes from its queue by its workers (a grain of tasks each): tasks
+    /// run over grains is the mean grain.
+    pub grains: Vec<u64>,
     /// Remote operations each rank issued (reads, writes, atomics; each costs its target's
     /// progress thread where the target serves them in software).
     pub ops: Vec<u64>,
@@ -1490,6 +1493,8 @@ pub struct RankFigures {
     pub between: f64,
     /// Gaps counted in [`RankFigures::between`].
     pub betweens: u64,
+    /// Its workers' takes from its queue (`titus_core::CoreStats::grains`).
+    pub grains: u64,
     /// Steal outcomes.
     pub steals_ok: u64,
     /// Steals that found nothing.
@@ -1664,7 +1669,7 @@ impl RankFigures {
         for l in &self.op_latency {
             v.extend([l.count as f64, l.ns as f64]);
         }
-        v.extend([self.between, self.betweens as f64]);
+        v.extend([self.between, self.betweens as f64, self.grains as f64]);
         encode_f64s(&v)
     }
 
@@ -1695,6 +1700,7 @@ impl RankFigures {
             }),
             between: g(17 + 2 * titus_core::OP_KINDS.len()),
             betweens: g(18 + 2 * titus_core::OP_KINDS.len()) as u64,
+            grains: g(19 + 2 * titus_core::OP_KINDS.len()) as u64,
             steal_log: Vec::new(),
             links: Links::default(),
         }
@@ -1827,6 +1833,7 @@ pub fn report(
             .iter()
             .map(|f| f.between * 1e6 / (f.betweens.max(1) as f64))
             .collect(),
+        grains: figs.iter().map(|f| f.grains).collect(),
         ops: figs.iter().map(|f| f.ops).collect(),
         op_latency: figs.iter().map(op_figures).collect(),
         owned_s: all
@@ -2001,9 +2008,13 @@ mod tests {
         };
         f.between = 0.004;
         f.betweens = 2_000;
+        f.grains = 700;
         let back = RankFigures::decode(&f.encode());
         assert_eq!((back.ops, back.op_latency), (7, f.op_latency));
-        assert_eq!((back.between, back.betweens), (0.004, 2_000));
+        assert_eq!(
+            (back.between, back.betweens, back.grains),
+            (0.004, 2_000, 700)
+        );
         // A blob of an older encoding (no kinds) reads as none completed.
         let old = encode_f64s(&decode_f64s(&f.encode())[..17]);
         assert_eq!(
@@ -2025,5 +2036,6 @@ mod tests {
         assert_eq!(v["op_latency"][1], serde_json::json!({}));
         // The time between tasks: 4 ms over 2,000 gaps; none where no gap was counted.
         assert_eq!(v["between_tasks_us"], serde_json::json!([2.0, 0.0]));
+        assert_eq!(v["grains"], serde_json::json!([700, 0]));
     }
 }
