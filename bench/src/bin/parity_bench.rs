@@ -95,7 +95,7 @@ struct Args {
     /// or both side by side against the same real runs.
     #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
     node_model: Vec<String>,
-    /// Calibrate every provider on this machine first (`titus sim --calibrate`, ~15 s each),
+    /// Calibrate every provider on this machine first (`titus sim --calibrate`, ~30 s each),
     /// write the presets into DIR (node.json, tcp-loopback.json, shm.json) and simulate on
     /// them instead of the built-in presets, which were measured on the 2-core development
     /// machine: what a parity run on any other machine needs.

@@ -20,9 +20,9 @@
 //!   take from the node, outside its task (taking it, reporting its result, serving the
 //!   node between tasks), what a take adds while the rank balances (the protocol it
 //!   drives), and what a task run for another rank adds (its result sent home), from
-//!   DLB_Bench's `between_tasks_us` in the runs below (tasks of 0.1 ms: a grain of one):
-//!   the owner's without balancing, the owner's in the balanced run beyond that, and the
-//!   thief's there beyond the owner's (median of 3 runs each);
+//!   DLB_Bench's `between_tasks_us` on two ranks, 20,000 tasks of 0.1 ms (a grain of one)
+//!   on rank 0: the owner's without balancing, the owner's in the balanced run beyond
+//!   that, and the thief's there beyond the owner's (median of 3 runs each way);
 //! - `grain_task_us`: what each task of a take beyond its first adds to it, from a run of
 //!   20,000 tasks of 5 µs on rank 0 without balancing (grains of 5): its gaps between
 //!   tasks less the takes' `task_overhead_us`, over the tasks beyond a take's first
@@ -155,7 +155,6 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         titus_sim::Model::from_fabric_bench(&preset.to_string(), provider).map_err(UsageError)?;
     let (mut serves, mut issues, mut busies, mut owns) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut overheads, mut balanceds, mut foreigns) = (Vec::new(), Vec::new(), Vec::new());
     // Three runs that can be fitted, of at most six: a run whose two ranks happened to
     // issue alike tells nothing (the steals' order is the machine's).
     let mut unfit = Vec::new();
@@ -166,9 +165,6 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
                 issues.push(f.issue_us);
                 busies.push(f.busy_op_us);
                 owns.push(f.own_op_us);
-                overheads.push(f.overhead_us);
-                balanceds.push(f.balanced_us);
-                foreigns.push(f.foreign_us);
             }
             Ok(Err(why)) => {
                 eprintln!("titus sim --calibrate: a run that cannot be fitted ({why}); another …");
@@ -188,22 +184,31 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         );
         return Ok(1);
     }
-    for v in [
-        &mut serves,
-        &mut issues,
-        &mut busies,
-        &mut owns,
-        &mut overheads,
-        &mut balanceds,
-        &mut foreigns,
-    ] {
+    for v in [&mut serves, &mut issues, &mut busies, &mut owns] {
         v.sort_by(f64::total_cmp);
     }
     let (op_serve, op_issue, busy_op, own_op) = (serves[1], issues[1], busies[1], owns[1]);
-    let (overhead_us, balanced_us, foreign_us) = (overheads[1], balanceds[1], foreigns[1]);
     eprintln!(
-        "titus sim --calibrate: a worker's takes of several tasks (dlb-bench, 2 ranks, 3 runs) …"
+        "titus sim --calibrate: a worker's time between tasks (dlb-bench, 2 ranks, 3 runs each way) …"
     );
+    let (mut overheads, mut balanceds, mut foreigns) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        match between_us(&titus, &dlb, provider) {
+            Ok((o, b, f)) => {
+                overheads.push(o);
+                balanceds.push(b);
+                foreigns.push(f);
+            }
+            Err(e) => {
+                eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
+                return Ok(1);
+            }
+        }
+    }
+    for v in [&mut overheads, &mut balanceds, &mut foreigns] {
+        v.sort_by(f64::total_cmp);
+    }
+    let (overhead_us, balanced_us, foreign_us) = (overheads[1], balanceds[1], foreigns[1]);
     let mut grains = Vec::new();
     for _ in 0..3 {
         match grain_task_us(&titus, &dlb, provider, overhead_us) {
@@ -295,15 +300,11 @@ fn op_cpu_us(
     let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
     Ok(op_cpu_fit(&rows).and_then(|(serve_us, issue_us)| {
         let (busy_op_us, own_op_us) = op_wait_fit(&rows, model)?;
-        let (overhead_us, balanced_us, foreign_us) = between_fit(&rows)?;
         Ok(OpFit {
             serve_us,
             issue_us,
             busy_op_us,
             own_op_us,
-            overhead_us,
-            balanced_us,
-            foreign_us,
         })
     }))
 }
@@ -314,14 +315,38 @@ struct OpFit {
     issue_us: f64,
     busy_op_us: f64,
     own_op_us: f64,
-    overhead_us: f64,
-    balanced_us: f64,
-    foreign_us: f64,
 }
 
 /// A worker's time per take from the node, what a take adds while its rank balances, and
-/// what a task run for another rank adds, µs, from the two runs' `between_tasks_us`
-/// (rank 0's JSON lines, [`rank0_rows`]; tasks of 0.1 ms, a grain of one): the owner's
+/// what a task run for another rank adds, µs: DLB_Bench on two ranks over `provider`,
+/// [`BETWEEN_TASKS`] tasks of 0.1 ms (a grain of one) on rank 0, without balancing and
+/// with it, through [`between_fit`]. Longer than the operations' runs: in a run of 4,000
+/// the owner's balanced gaps read 1.4–2.5 µs above its own, in one of 20,000 0.5–1.5 (the
+/// parity suite's job has 50,000).
+fn between_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64, f64), String> {
+    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
+        .chain(
+            [
+                "--distribution",
+                "one",
+                "--tasks",
+                &BETWEEN_TASKS.to_string(),
+                "--task-time",
+                "0.0001",
+                "--balancer",
+                "none,smallworld",
+                "--json",
+            ]
+            .map(PathBuf::from),
+        )
+        .collect();
+    between_fit(&rank0_rows(&launched(titus, provider, 2, &program)?))
+}
+
+/// The tasks of [`between_us`]'s runs.
+const BETWEEN_TASKS: u64 = 20_000;
+
+/// From the two runs' `between_tasks_us` (rank 0's JSON lines, [`rank0_rows`]): the owner's
 /// without balancing (its fabric open, no protocol at work: taking each task, reporting
 /// it); the owner's in the balanced run beyond that (the protocol each take drives: its
 /// share kept published, the thief's signals served); and the thief's there — every
