@@ -413,6 +413,11 @@ fn calibrate_writes_a_preset_the_simulator_reads() {
         "progress_share",
         "op_serve_us",
         "op_issue_us",
+        "task_overhead_us",
+        "balanced_take_us",
+        "foreign_task_us",
+        "grain_task_us",
+        "byte_ns",
     ] {
         assert!(node[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {node}");
     }

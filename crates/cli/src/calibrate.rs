@@ -320,9 +320,9 @@ struct OpFit {
 /// A worker's time per take from the node, what a take adds while its rank balances, and
 /// what a task run for another rank adds, µs: DLB_Bench on two ranks over `provider`,
 /// [`BETWEEN_TASKS`] tasks of 0.1 ms (a grain of one) on rank 0, without balancing and
-/// with it, through [`between_fit`]. Longer than the operations' runs: in a run of 4,000
-/// the owner's balanced gaps read 1.4–2.5 µs above its own, in one of 20,000 0.5–1.5 (the
-/// parity suite's job has 50,000).
+/// with it, through [`between_fit`]. Longer than the operations' runs: in runs of 4,000
+/// the owner's balanced gaps stood 1.2–2.5 µs above its own, in runs of 20,000 0.5–1.7
+/// (the parity suite's job has 50,000).
 fn between_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64, f64), String> {
     let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
         .chain(
