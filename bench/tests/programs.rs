@@ -195,6 +195,13 @@ fn dlb_bench_verifies_and_shows_the_imbalance() {
         if balancer == "none" {
             assert!(between.iter().sum::<f64>() > 0.0, "{between:?}");
         }
+        // Each rank's takes from its queue: some (without balancing only the owner's).
+        let grains = per_rank("grains");
+        assert_eq!(grains.len(), 3, "{balancer}: {grains:?}");
+        assert!(grains.iter().sum::<f64>() >= 1.0, "{balancer}: {grains:?}");
+        if balancer == "none" {
+            assert_eq!(grains.iter().filter(|&&g| g > 0.0).count(), 1, "{grains:?}");
+        }
         let ops = per_rank("ops");
         assert_eq!(ops.len(), 3);
         if balancer != "none" {

@@ -281,23 +281,7 @@ fn op_cpu_us(
     provider: &str,
     model: &titus_sim::Model,
 ) -> Result<Result<OpFit, String>, String> {
-    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
-        .chain(
-            [
-                "--distribution",
-                "one",
-                "--tasks",
-                "4000",
-                "--task-time",
-                "0.0001",
-                "--balancer",
-                "none,smallworld",
-                "--json",
-            ]
-            .map(PathBuf::from),
-        )
-        .collect();
-    let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
+    let rows = one_owner_rows(titus, dlb, provider, 4000, 1e-4, "none,smallworld")?;
     Ok(op_cpu_fit(&rows).and_then(|(serve_us, issue_us)| {
         let (busy_op_us, own_op_us) = op_wait_fit(&rows, model)?;
         Ok(OpFit {
@@ -307,6 +291,34 @@ fn op_cpu_us(
             own_op_us,
         })
     }))
+}
+
+/// DLB_Bench on two ranks over `provider` under `titus launch`, `tasks` tasks of
+/// `task_s` seconds all on rank 0, under each of `balancers`: rank 0's JSON rows.
+fn one_owner_rows(
+    titus: &Path,
+    dlb: &Path,
+    provider: &str,
+    tasks: u64,
+    task_s: f64,
+    balancers: &str,
+) -> Result<Vec<Value>, String> {
+    let (tasks, task_s) = (tasks.to_string(), task_s.to_string());
+    let args = [
+        "--distribution",
+        "one",
+        "--tasks",
+        &tasks,
+        "--task-time",
+        &task_s,
+        "--balancer",
+        balancers,
+        "--json",
+    ];
+    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
+        .chain(args.map(PathBuf::from))
+        .collect();
+    Ok(rank0_rows(&launched(titus, provider, 2, &program)?))
 }
 
 /// What one balanced calibration run tells of operations, µs.
@@ -324,23 +336,14 @@ struct OpFit {
 /// the owner's balanced gaps stood 1.2–2.5 µs above its own, in runs of 20,000 0.5–1.7
 /// (the parity suite's job has 50,000).
 fn between_us(titus: &Path, dlb: &Path, provider: &str) -> Result<(f64, f64, f64), String> {
-    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
-        .chain(
-            [
-                "--distribution",
-                "one",
-                "--tasks",
-                &BETWEEN_TASKS.to_string(),
-                "--task-time",
-                "0.0001",
-                "--balancer",
-                "none,smallworld",
-                "--json",
-            ]
-            .map(PathBuf::from),
-        )
-        .collect();
-    between_fit(&rank0_rows(&launched(titus, provider, 2, &program)?))
+    between_fit(&one_owner_rows(
+        titus,
+        dlb,
+        provider,
+        BETWEEN_TASKS,
+        1e-4,
+        "none,smallworld",
+    )?)
 }
 
 /// The tasks of [`between_us`]'s runs.
@@ -387,23 +390,7 @@ fn grain_task_us(
     provider: &str,
     overhead_us: f64,
 ) -> Result<f64, String> {
-    let program: Vec<PathBuf> = std::iter::once(dlb.to_path_buf())
-        .chain(
-            [
-                "--distribution",
-                "one",
-                "--tasks",
-                &GRAIN_TASKS.to_string(),
-                "--task-time",
-                &GRAIN_TASK_S.to_string(),
-                "--balancer",
-                "none",
-                "--json",
-            ]
-            .map(PathBuf::from),
-        )
-        .collect();
-    let rows = rank0_rows(&launched(titus, provider, 2, &program)?);
+    let rows = one_owner_rows(titus, dlb, provider, GRAIN_TASKS, GRAIN_TASK_S, "none")?;
     grain_fit(&rows, overhead_us)
 }
 
