@@ -80,17 +80,18 @@ pub struct Cpu {
     /// The share of a core each rank's progress and provider threads take during an
     /// epoch (polling, serving operations, the runtime's own bookkeeping).
     pub progress_share: f64,
-    /// A worker's time per task it takes from the node, outside the task (taking it,
+    /// A worker's time per take from the node, outside its tasks (taking them,
     /// reporting the results it held, the clock reads, serving the node between tasks),
     /// ns: the simulator stretches it by [`Cpu::factor`] as it does the task. The next
     /// task of a worker's grain, taken from its own deque, adds none (the runtime's clock
-    /// for it starts at the last task's end).
+    /// for it starts at the last task's end): [`Cpu::grain_task_ns`] charges the take.
     pub task_overhead_ns: f64,
-    /// What a task run for another rank adds to that (its result encoded and sent home
-    /// through the overlay, the thief's side of the protocol between its tasks), ns.
+    /// What a task run for another rank adds to that and to [`Cpu::balanced_take_ns`]
+    /// (its result encoded and sent home through the overlay), ns.
     pub foreign_task_ns: f64,
-    /// What a take adds while its rank balances (the protocol the take drives: its
-    /// share of tasks kept published, its own steals, the thieves' signals served), ns.
+    /// What a take adds while its rank balances, steals or shares (the protocol the take
+    /// drives: its share of tasks kept published, its own steals, the thieves' signals
+    /// served), ns.
     pub balanced_take_ns: f64,
     /// What each task of a take beyond its first adds to it: taken from the queue into
     /// the worker's deque, its result held and reported with the grain's, ns.
