@@ -191,36 +191,19 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: a worker's time between tasks (dlb-bench, 2 ranks, 3 runs each way) …"
     );
-    let (mut overheads, mut balanceds, mut foreigns) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        match between_us(&titus, &dlb, provider) {
-            Ok((o, b, f)) => {
-                overheads.push(o);
-                balanceds.push(b);
-                foreigns.push(f);
-            }
-            Err(e) => {
-                eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
-                return Ok(1);
-            }
+    let times = (|| -> Result<_, String> {
+        let [overhead, balanced, foreign] =
+            median_of_3(|| between_us(&titus, &dlb, provider).map(|(o, b, f)| [o, b, f]))?;
+        let [grain] = median_of_3(|| grain_task_us(&titus, &dlb, provider, overhead).map(|g| [g]))?;
+        Ok((overhead, balanced, foreign, grain))
+    })();
+    let (overhead_us, balanced_us, foreign_us, grain_us) = match times {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
+            return Ok(1);
         }
-    }
-    for v in [&mut overheads, &mut balanceds, &mut foreigns] {
-        v.sort_by(f64::total_cmp);
-    }
-    let (overhead_us, balanced_us, foreign_us) = (overheads[1], balanceds[1], foreigns[1]);
-    let mut grains = Vec::new();
-    for _ in 0..3 {
-        match grain_task_us(&titus, &dlb, provider, overhead_us) {
-            Ok(g) => grains.push(g),
-            Err(e) => {
-                eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
-                return Ok(1);
-            }
-        }
-    }
-    grains.sort_by(f64::total_cmp);
-    let grain_us = grains[1];
+    };
     let node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
@@ -319,6 +302,18 @@ fn one_owner_rows(
         .chain(args.map(PathBuf::from))
         .collect();
     Ok(rank0_rows(&launched(titus, provider, 2, &program)?))
+}
+
+/// Runs `run` three times: the median of each of its figures, or its first error.
+fn median_of_3<const N: usize>(
+    mut run: impl FnMut() -> Result<[f64; N], String>,
+) -> Result<[f64; N], String> {
+    let runs = [run()?, run()?, run()?];
+    Ok(std::array::from_fn(|k| {
+        let mut v = runs.map(|r| r[k]);
+        v.sort_by(f64::total_cmp);
+        v[1]
+    }))
 }
 
 /// What one balanced calibration run tells of operations, µs.

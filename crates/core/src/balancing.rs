@@ -199,6 +199,15 @@ mod tests {
     }
 
     #[test]
+    fn every_balancer_but_none_leaves_a_configuration_that_balances() {
+        for b in Balancing::ALL {
+            let (mut core, mut overlay) = (Config::default(), OverlayParams::default());
+            b.apply(&mut core, &mut overlay, 8, None).unwrap();
+            assert_eq!(core.balances(), b != Balancing::None, "{b}");
+        }
+    }
+
+    #[test]
     fn group_size_defaults_to_the_ceiling_of_the_square_root() {
         assert_eq!(default_group_size(0), 1);
         assert_eq!(default_group_size(1), 1);

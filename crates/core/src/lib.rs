@@ -436,3 +436,11 @@ impl Default for Config {
         }
     }
 }
+
+impl Config {
+    /// Whether ranks balance at all: steal (`steal_below` > 0) or share through masters.
+    /// `Balancing::None` sets neither.
+    pub fn balances(&self) -> bool {
+        self.steal_below > 0 || self.sharing.is_some()
+    }
+}

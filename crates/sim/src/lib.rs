@@ -1235,9 +1235,6 @@ impl<'a> Sim<'a> {
             // finish a task sleeps and wakes first.
             let (f, delay) = match (&self.job.model.cpu, res) {
                 (Some(cpu), 0) => {
-                    // (Without balancing a rank shares nothing and steals nothing.)
-                    let balancing =
-                        self.job.core.steal_below > 0 || self.job.core.sharing.is_some();
                     let k = i / self.cpu_ranks as usize;
                     self.node_busy[k] += 1;
                     let on_node = (self.nodes.len() - k * self.cpu_ranks as usize)
@@ -1258,7 +1255,11 @@ impl<'a> Sim<'a> {
                         (false, foreign) => {
                             cpu.task_overhead_ns
                                 + if foreign { cpu.foreign_task_ns } else { 0.0 }
-                                + if balancing { cpu.balanced_take_ns } else { 0.0 }
+                                + if self.job.core.balances() {
+                                    cpu.balanced_take_ns
+                                } else {
+                                    0.0
+                                }
                                 + (took - 1) as f64 * cpu.grain_task_ns
                         }
                     };
