@@ -21,8 +21,10 @@
 //!   node between tasks), what a take adds while the rank balances (the protocol it
 //!   drives), and what a task run for another rank adds (its result sent home), from
 //!   DLB_Bench's `between_tasks_us` on two ranks, 20,000 tasks of 0.1 ms (a grain of one)
-//!   on rank 0: the owner's without balancing, the owner's in the balanced run beyond
-//!   that, and the thief's there beyond the owner's (median of 3 runs each way);
+//!   on rank 0 (median of 3 runs each way): the owner's without balancing; and the
+//!   owner's and the thief's in the balanced run, less what the simulator with the rest
+//!   of the preset already charges there when it simulates that run (the node's byte
+//!   work, where workers serve the node: `between_real_us` keeps the two real gaps);
 //! - `grain_task_us`: what each task of a take beyond its first adds to it, from a run of
 //!   20,000 tasks of 5 µs on rank 0 without balancing (grains of 5): its gaps between
 //!   tasks less the takes' `task_overhead_us`, over the tasks beyond a take's first
@@ -192,26 +194,26 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "titus sim --calibrate: a worker's time between tasks (dlb-bench, 2 ranks, 3 runs each way) …"
     );
     let times = (|| -> Result<_, String> {
-        let [overhead, balanced, foreign] =
+        let [overhead, owner, thief] =
             median_of_3(|| between_us(&titus, &dlb, provider).map(|(o, b, f)| [o, b, f]))?;
         let [grain] = median_of_3(|| grain_task_us(&titus, &dlb, provider, overhead).map(|g| [g]))?;
-        Ok((overhead, balanced, foreign, grain))
+        Ok((overhead, owner, thief, grain))
     })();
-    let (overhead_us, balanced_us, foreign_us, grain_us) = match times {
+    let (overhead_us, owner_us, thief_us, grain_us) = match times {
         Ok(t) => t,
         Err(e) => {
             eprintln!("titus sim: error: dlb-bench over {provider}: {e}");
             return Ok(1);
         }
     };
-    let node = serde_json::json!({
+    let mut node = serde_json::json!({
         "cores": cores,
         "busy_slowdown": slowdown,
         "wake_us": wake_us,
         "progress_share": share,
         "task_overhead_us": overhead_us,
-        "foreign_task_us": foreign_us,
-        "balanced_take_us": balanced_us,
+        "foreign_task_us": 0.0,
+        "balanced_take_us": 0.0,
         "grain_task_us": grain_us,
         "op_serve_us": op_serve,
         "op_issue_us": op_issue,
@@ -223,6 +225,19 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
         "speed_windows": [speeds.least, speeds.greatest],
         "calibrated_by": format!("titus sim --calibrate '{provider}'"),
     });
+    eprintln!(
+        "titus sim --calibrate: what the simulator leaves of the balanced run's gaps (4 simulations) …"
+    );
+    let (balanced_us, foreign_us) = match take_terms(&preset, &node, provider, owner_us, thief_us) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("titus sim: error: simulating the calibration's balanced run: {e}");
+            return Ok(1);
+        }
+    };
+    node["balanced_take_us"] = balanced_us.into();
+    node["foreign_task_us"] = foreign_us.into();
+    node["between_real_us"] = serde_json::json!([owner_us, thief_us]);
     preset["node"] = node;
     let text = serde_json::to_string_pretty(&preset).map_err(|e| UsageError(e.to_string()))?;
     // The preset must read back as one.
@@ -324,8 +339,7 @@ struct OpFit {
     own_op_us: f64,
 }
 
-/// A worker's time per take from the node, what a take adds while its rank balances, and
-/// what a task run for another rank adds, µs: DLB_Bench on two ranks over `provider`,
+/// A worker's time between tasks, µs: DLB_Bench on two ranks over `provider`,
 /// [`BETWEEN_TASKS`] tasks of 0.1 ms (a grain of one) on rank 0, without balancing and
 /// with it, through [`between_fit`]. Longer than the operations' runs: in runs of 4,000
 /// the owner's balanced gaps stood 1.2–2.5 µs above its own, in runs of 20,000 0.5–1.7
@@ -346,9 +360,10 @@ const BETWEEN_TASKS: u64 = 20_000;
 
 /// From the two runs' `between_tasks_us` (rank 0's JSON lines, [`rank0_rows`]): the owner's
 /// without balancing (its fabric open, no protocol at work: taking each task, reporting
-/// it); the owner's in the balanced run beyond that (the protocol each take drives: its
-/// share kept published, the thief's signals served); and the thief's there — every
-/// task it runs is the owner's — beyond the owner's. Each at least 0.
+/// it: `task_overhead_us`); the owner's in the balanced run (the protocol each take
+/// drives as well: its share kept published, the thief's signals served), at least the
+/// first; and the thief's there (every task it runs is the owner's). [`take_terms`]
+/// fits the model's terms to the last two.
 fn between_fit(rows: &[Value]) -> Result<(f64, f64, f64), String> {
     let between = |r: &Value, rank: usize| -> Option<f64> {
         r["between_tasks_us"]
@@ -369,10 +384,71 @@ fn between_fit(rows: &[Value]) -> Result<(f64, f64, f64), String> {
                             "the balanced run printed no between_tasks_us of both ranks: {balanced}"
                         )
                     })?;
-            let owner = owner.max(own);
-            Ok((own, owner - own, (thief - owner).max(0.0)))
+            Ok((own, owner.max(own), thief))
         }
         _ => Err(format!("rank 0 printed {} runs, not 2", rows.len())),
+    }
+}
+
+/// `balanced_take_us` and `foreign_task_us`: what the simulator, with the rest of the
+/// preset (`preset` and its `node` object, both terms 0), leaves of the balanced
+/// calibration run's gaps — the owner's `owner_us`, the thief's `thief_us` — when it
+/// simulates that run (two ranks sharing this machine's cores, `titus sim --node-ranks
+/// 2`). Its own gaps already hold what the model charges there (the take's time, the
+/// bytes the protocol moves where workers serve the node); each term is the rest, in the
+/// model's units ([`residual`]: each simulated with the term at 0 and at 1 µs, the
+/// thief's with the owner's term fitted).
+fn take_terms(
+    preset: &Value,
+    node: &Value,
+    provider: &str,
+    owner_us: f64,
+    thief_us: f64,
+) -> Result<(f64, f64), String> {
+    let tasks = BETWEEN_TASKS.to_string();
+    let gaps = |balanced: f64, foreign: f64| -> Result<(f64, f64), String> {
+        let mut p = preset.clone();
+        p["node"] = node.clone();
+        p["node"]["balanced_take_us"] = balanced.into();
+        p["node"]["foreign_task_us"] = foreign.into();
+        let mut model = titus_sim::Model::from_fabric_bench(&p.to_string(), provider)?;
+        if let Some(c) = model.cpu.as_mut() {
+            c.ranks = Some(2);
+        }
+        let flags = [
+            "--ranks",
+            "2",
+            "--distribution",
+            "one",
+            "--tasks",
+            &tasks,
+            "--task-time",
+            "0.0001",
+            "--balancer",
+            "smallworld",
+        ];
+        let reports = crate::sim_cmd::reports(&flags, &model)?;
+        match reports.first().map(|r| &r.between_tasks_us[..]) {
+            Some(&[owner, thief, ..]) => Ok((owner, thief)),
+            _ => Err("the simulated run reported no time between tasks of two ranks".into()),
+        }
+    };
+    let (owner0, _) = gaps(0.0, 0.0)?;
+    let (owner1, _) = gaps(1.0, 0.0)?;
+    let balanced = residual(owner_us, owner0, owner1);
+    let (_, thief0) = gaps(balanced, 0.0)?;
+    let (_, thief1) = gaps(balanced, 1.0)?;
+    Ok((balanced, residual(thief_us, thief0, thief1)))
+}
+
+/// A term's value, µs, where a simulated gap read `at0` with the term at 0 and `at1` at
+/// 1 µs and the real one `real` (a gap grows linearly with the term: it is charged per
+/// take, stretched as the take is); at least 0, and 0 where the term moved nothing.
+fn residual(real: f64, at0: f64, at1: f64) -> f64 {
+    if at1 > at0 {
+        ((real - at0) / (at1 - at0)).max(0.0)
+    } else {
+        0.0
     }
 }
 
@@ -810,7 +886,7 @@ fn wake_latency_us() -> f64 {
 mod tests {
     use super::{
         CoreSpeeds, between_fit, grain_fit, op_cpu_fit, op_wait_fit, rank0_line, rank0_rows,
-        speeds_of,
+        residual, speeds_of, take_terms,
     };
     use serde_json::Value;
 
@@ -856,7 +932,7 @@ mod tests {
     }
 
     #[test]
-    fn the_time_between_tasks_is_the_owner_s_alone_the_balanced_owner_s_and_the_thief_s_extra() {
+    fn the_time_between_tasks_is_the_owner_s_alone_the_balanced_owner_s_and_the_thief_s() {
         let row = |b: &str| serde_json::from_str::<Value>(b).unwrap();
         let close = |a: (f64, f64, f64), b: (f64, f64, f64)| {
             assert!(
@@ -868,14 +944,13 @@ mod tests {
         let balanced = row(r#"{"between_tasks_us":[1.5,2.3]}"#);
         close(
             between_fit(&[none.clone(), balanced]).unwrap(),
-            (0.9, 0.6, 0.8),
+            (0.9, 1.5, 2.3),
         );
-        // A thief faster between tasks than the owner adds nothing; an owner faster
-        // balanced than alone, nothing either.
+        // An owner faster balanced than alone is read as alone.
         let quick = row(r#"{"between_tasks_us":[0.7,0.5]}"#);
         close(
             between_fit(&[none.clone(), quick]).unwrap(),
-            (0.9, 0.0, 0.0),
+            (0.9, 0.9, 0.5),
         );
         // An older dlb-bench without the key, or one run only: named.
         let old = row(r#"{"resolution_s":1.0}"#);
@@ -891,6 +966,34 @@ mod tests {
                 .contains("of both ranks")
         );
         assert!(between_fit(&[none]).unwrap_err().contains("1 runs, not 2"));
+    }
+
+    #[test]
+    fn a_term_is_what_the_simulated_gap_leaves_of_the_real_one_in_the_term_s_units() {
+        // Simulated 1.0 µs at 0, 2.1 at 1 µs (the take stretched 1.1×); real 1.55: 0.5 µs.
+        assert!((residual(1.55, 1.0, 2.1) - 0.5).abs() < 1e-12);
+        // The model already explains more than the real gap: 0, not less.
+        assert_eq!(residual(0.8, 1.0, 2.1), 0.0);
+        // A term that moved nothing (no such take in the run) is 0.
+        assert_eq!(residual(3.0, 1.0, 1.0), 0.0);
+    }
+
+    /// The calibration's balanced run, simulated over a preset whose `node` object has
+    /// its take terms at 0: the owner's simulated gap is the fit's origin, so a real gap
+    /// equal to it fits 0, and one a µs longer fits about a µs (stretched by the shared
+    /// cores).
+    #[test]
+    fn the_take_terms_fit_the_simulated_calibration_run_to_the_real_one() {
+        let preset: Value =
+            serde_json::from_str(include_str!("../../sim/presets/node.json")).unwrap();
+        let mut node = preset["node"].clone();
+        node["balanced_take_us"] = 0.0.into();
+        node["foreign_task_us"] = 0.0.into();
+        let (b0, f0) = take_terms(&preset, &node, "node", 0.0, 0.0).unwrap();
+        assert_eq!((b0, f0), (0.0, 0.0));
+        let (b, f) = take_terms(&preset, &node, "node", 50.0, 60.0).unwrap();
+        assert!(b > 40.0 && b < 55.0, "{b}");
+        assert!(f > 0.0 && f < 15.0, "{f}");
     }
 
     #[test]

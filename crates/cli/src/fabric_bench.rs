@@ -96,6 +96,10 @@ struct Report {
     /// The backend's progress polls (libfabric's `shm`: no wait object): its software
     /// atomics and signals are served only when the target's progress turns.
     polled_progress: bool,
+    /// The rank's workers drive its node between tasks
+    /// ([`titus_fabric::Capabilities::workers_serve`]: the node backend, shm): what
+    /// handling an input costs is a worker's time between tasks.
+    workers_serve: bool,
     /// Spinning threads on rank 1 while rank 0 measured (`--busy-target`; 0 without).
     busy_target_threads: usize,
     /// Where the target's progress serves operations in software and blocks between them
@@ -129,6 +133,7 @@ impl Report {
             read_bandwidth_gbs: bw,
             raw_read_bandwidth_gbs: raw_bw,
             polled_progress: fabric.caps().polled_progress,
+            workers_serve: fabric.caps().workers_serve(),
             busy_target_threads: 0,
             target_cpu_us_per_op: None,
             target_ops: ops,

@@ -411,6 +411,28 @@ fn simulate(
     })
 }
 
+/// The simulator's DLB_Bench runs of `flags` (dlb-bench's and `titus sim`'s, as on the
+/// command line) over `model` as it is given (`--preset` and the node flags are not
+/// read): every run's reports, one per epoch. For `titus sim --calibrate`, which fits
+/// what the model leaves of a real run.
+pub(crate) fn reports(flags: &[&str], model: &Model) -> Result<Vec<Report>, String> {
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        a: SimArgs,
+    }
+    use clap::Parser;
+    let a = Cmd::try_parse_from(std::iter::once("titus sim").chain(flags.iter().copied()))
+        .map_err(|e| format!("titus sim {}: {e}", flags.join(" ")))?
+        .a;
+    let mut out = Vec::new();
+    for run in dlb::runs(&a.bench) {
+        let plan = dlb::plan(&run.args, run.args.ranks);
+        out.extend(simulate(&a, &run, &plan, model, &Faults::default())?.reports);
+    }
+    Ok(out)
+}
+
 /// Each rank's figures of one simulated epoch (`w` workers per rank; task bytes charged
 /// `scale` times; each rank's progress thread taking `share` of a core, the node model's;
 /// the steal log kept for plots).

@@ -274,6 +274,20 @@ pub struct Capabilities {
     pub keys: KeyMode,
 }
 
+impl Capabilities {
+    /// Whether a rank's workers drive its node themselves between tasks — the signals
+    /// that arrived, its timers, its operations' completions, and on
+    /// [`Capabilities::immediate`] backends its commands — while its progress thread naps
+    /// as long as they all run tasks: on immediate backends, and on libfabric's where
+    /// progress polls (shm: the workers poll it between tasks anyway). Whatever handling
+    /// an input costs is then a worker's time between two tasks, not the progress
+    /// thread's taken from one (the simulator's node model follows this).
+    pub fn workers_serve(&self) -> bool {
+        // (libfabric's own fabric: the hybrid's passes polls on but not signals.)
+        self.immediate || (self.polled_progress && self.backend == "ofi")
+    }
+}
+
 /// An operation in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpId(pub u64);

@@ -797,9 +797,7 @@ impl Runtime {
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             open: Mutex::new(Default::default()),
             inline: fabric.caps().immediate,
-            // (libfabric's own fabric: the hybrid's passes polls on but not signals.)
-            serve: fabric.caps().immediate
-                || (fabric.caps().polled_progress && fabric.caps().backend == "ofi"),
+            serve: fabric.caps().workers_serve(),
             contacts: contacts::Contacts::new(rank, size),
             lazy: lazy && fabric.connects_lazily(),
             fabric,

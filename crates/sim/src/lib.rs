@@ -463,6 +463,10 @@ struct PerRank {
     /// ran tasks).
     op_cpu: u64,
     op_debt: u64,
+    /// Where its workers serve its node ([`Model::workers_serve`]): the CPU for the bytes
+    /// its handlers moved while every worker ran a task, which the next task's worker
+    /// spends before it starts, ns.
+    serve_debt: u64,
     /// Its workers' time from a task's end to their next task's start where they went
     /// straight on (the node model's time around a task), ns, and how many such gaps.
     between: (u64, u64),
@@ -1032,9 +1036,11 @@ impl<'a> Sim<'a> {
     }
 
     /// The node model's CPU for the bytes rank `i`'s node moved through its segments since
-    /// the last call ([`model::Cpu::byte_ns`]): owed by its next task while its workers
-    /// all run tasks (the progress thread takes it from one), else returned: the thread
-    /// that drives the node does it before the node's next commands and tasks start.
+    /// the last call ([`model::Cpu::byte_ns`]): while its workers all run tasks, owed by
+    /// its next task (the progress thread takes it from one) — or, where the workers serve
+    /// the node ([`Model::workers_serve`]), spent by the next task's worker before that
+    /// task starts —; else returned: the thread that drives the node does it before the
+    /// node's next commands and tasks start.
     fn byte_cpu(&mut self, i: usize) -> u64 {
         let (slots, other) = self.mems[i].take_moved();
         let Some(c) = self.job.model.cpu.as_ref() else {
@@ -1043,11 +1049,14 @@ impl<'a> Sim<'a> {
         let bytes = slots as f64 * self.job.task_bytes_scale + other as f64;
         let ns = (bytes * c.byte_ns) as u64;
         let p = &mut self.per[i];
-        if p.idle == 0 {
-            p.op_debt += ns;
+        if p.idle > 0 {
+            ns
+        } else if self.job.model.workers_serve {
+            p.serve_debt += ns;
             0
         } else {
-            ns
+            p.op_debt += ns;
+            0
         }
     }
 
@@ -1263,7 +1272,10 @@ impl<'a> Sim<'a> {
                                 + (took - 1) as f64 * cpu.grain_task_ns
                         }
                     };
-                    let around = lag + (own * shared) as u64;
+                    // (What its handlers moved while it ran its last task, where workers
+                    // serve the node: done before this one.)
+                    let served = std::mem::take(&mut self.per[i].serve_debt);
+                    let around = lag + served + (own * shared) as u64;
                     if awake {
                         let b = &mut self.per[i].between;
                         *b = (b.0 + around, b.1 + 1);
@@ -1828,6 +1840,7 @@ impl Sim<'_> {
             p.busy = 0;
             p.op_cpu = 0;
             p.op_debt = 0;
+            p.serve_debt = 0;
             p.between = (0, 0);
         });
         self.accel_busy.iter_mut().for_each(|b| *b = 0);

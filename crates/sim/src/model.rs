@@ -61,6 +61,12 @@ pub struct Model {
     /// thread naps [`titus_core::BUSY_NAP_NS`]), or when that nap ends, whichever comes
     /// first.
     pub polled: bool,
+    /// A rank's workers drive its node between tasks while its progress thread naps (the
+    /// node backend, libfabric's shm: fabric-bench's `workers_serve`, false where
+    /// absent): with the node model on, the CPU for the bytes a handler moves while every
+    /// worker runs a task ([`Cpu::byte_ns`]) is a worker's time before its next task, not
+    /// the progress thread's taken out of that task.
+    pub workers_serve: bool,
 }
 
 /// An operation on a rank's own memory where no measured [`Cpu::own_op_ns`] says
@@ -223,6 +229,7 @@ impl Model {
                 node: None,
                 cpu: None,
                 polled: false,
+                workers_serve: false,
             }),
             "tcp-loopback" => {
                 Self::from_fabric_bench(include_str!("../presets/tcp-loopback.json"), name)
@@ -244,8 +251,8 @@ impl Model {
     /// --connections --json` prints), a first contact's cost (its first read minus an
     /// established one) and the memory per connection (the fuller end's). Without one,
     /// connections are free. A `node` object (what `titus sim --calibrate` adds) gives
-    /// the node's cores ([`Cpu`]); `polled_progress` (fabric-bench's, false where absent),
-    /// [`Model::polled`].
+    /// the node's cores ([`Cpu`]); `polled_progress` and `workers_serve` (fabric-bench's,
+    /// false where absent), [`Model::polled`] and [`Model::workers_serve`].
     pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
         let v: Value = serde_json::from_str(json.trim())
             .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
@@ -280,6 +287,12 @@ impl Model {
                 ((first - then).max(0.0) * 1e3, kib * 1024.0)
             }
         };
+        let flag = |key: &str| match v.get(key) {
+            None => Ok(false),
+            Some(b) => b
+                .as_bool()
+                .ok_or_else(|| format!("preset '{name}': {key} is not true or false")),
+        };
         let cpu = match v.get("node") {
             None => None,
             Some(n) => Some(Cpu::from_json(n, name)?),
@@ -295,12 +308,8 @@ impl Model {
             connection_bytes,
             node: None,
             cpu,
-            polled: match v.get("polled_progress") {
-                None => false,
-                Some(b) => b.as_bool().ok_or_else(|| {
-                    format!("preset '{name}': polled_progress is not true or false")
-                })?,
-            },
+            polled: flag("polled_progress")?,
+            workers_serve: flag("workers_serve")?,
         })
     }
 }
@@ -327,6 +336,8 @@ mod tests {
         assert!(shm.atomic_ns > 10_000.0 && ib.atomic_ns < 1_000.0);
         // Only libfabric's shm polls: its targets serve atomics between tasks.
         assert!(shm.polled && !tcp.polled && !node.polled && !ib.polled);
+        // Workers serve their node where operations are immediate or progress polls.
+        assert!(node.workers_serve && shm.workers_serve && !tcp.workers_serve && !ib.workers_serve);
         assert!(
             Model::preset("carrier-pigeon")
                 .unwrap_err()

@@ -4,7 +4,8 @@
 //! their factor, which the cost that comes home carries, and the worker's time around
 //! each task with it; a sleeping worker wakes before its first task; a polled fabric's
 //! target serves atomics between its tasks; the bytes a rank moves through its own
-//! segments cost its CPU; a take from the node pays the time around a task once for its
+//! segments cost its CPU (a worker's time before its next task where workers serve the
+//! node); a take from the node pays the time around a task once for its
 //! grain, more for each task of the grain beyond the first, and more while its rank
 //! balances.
 
@@ -333,6 +334,36 @@ fn the_bytes_through_a_rank_s_segments_cost_its_cpu() {
         "{a} ns, then {b} ns"
     );
     assert!(paid(&more).iter().all(|&c| c <= LONG_NS));
+}
+
+/// Where a rank's workers serve its node between tasks (the node backend, shm:
+/// `Model::workers_serve`), what its handlers moved while every worker ran a task is
+/// that worker's time before its next task, not the task's: the owner's tasks pay
+/// nothing, its time between tasks holds it, and the job ends about as late.
+#[test]
+fn where_workers_serve_the_node_its_bytes_are_time_between_tasks() {
+    let run = |serve: bool| {
+        let mut model = Model::preset("tcp-loopback").unwrap();
+        let mut c = cpu(2, 1.0, 0.0, 0.0);
+        c.byte_ns = 200.0;
+        model.cpu = Some(c);
+        model.workers_serve = serve;
+        one_owner(model, &format!("workers serve: {serve}"))
+    };
+    let (debt, served) = (run(false), run(true));
+    let paid = |o: &Outcome| -> u64 { o.ranks[0].costs_ns.iter().map(|&c| c - LONG_NS).sum() };
+    assert!(paid(&debt) > 0, "the progress thread's debt: nothing paid");
+    assert_eq!(paid(&served), 0, "a served node's tasks paid for bytes");
+    // The owner's gaps hold what its tasks paid before (no other term here).
+    let (before, after) = (debt.ranks[0].between.0, served.ranks[0].between.0);
+    assert_eq!(before, 0, "no time between tasks without the bytes");
+    let owed = paid(&debt);
+    assert!(
+        after * 2 >= owed && after <= owed * 2,
+        "between {after} ns against {owed} ns paid by tasks"
+    );
+    let ratio = served.end_ns as f64 / debt.end_ns as f64;
+    assert!((0.97..1.03).contains(&ratio), "{ratio}");
 }
 
 /// A worker's time around a task is paid per task it takes from the node: the next task
