@@ -425,7 +425,10 @@ fn calibrate_writes_a_preset_the_simulator_reads() {
     // their node (the simulator charges its byte work between tasks).
     let gaps = node["between_real_us"].as_array().expect("between_real_us");
     assert_eq!(gaps.len(), 2, "{node}");
-    assert!(gaps.iter().all(|g| g.as_f64().is_some_and(|x| x > 0.0)), "{node}");
+    assert!(
+        gaps.iter().all(|g| g.as_f64().is_some_and(|x| x > 0.0)),
+        "{node}"
+    );
     assert_eq!(preset["workers_serve"].as_bool(), Some(true), "{preset}");
     assert!(preset["rows"].as_array().is_some_and(|r| !r.is_empty()));
     for (flag, on) in [("on", true), ("off", false)] {

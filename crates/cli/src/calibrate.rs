@@ -23,8 +23,9 @@
 //!   DLB_Bench's `between_tasks_us` on two ranks, 20,000 tasks of 0.1 ms (a grain of one)
 //!   on rank 0 (median of 3 runs each way): the owner's without balancing; and the
 //!   owner's and the thief's in the balanced run, less what the simulator with the rest
-//!   of the preset already charges there when it simulates that run (the node's byte
-//!   work, where workers serve the node: `between_real_us` keeps the two real gaps);
+//!   of the preset already charges there when it simulates that run (above all the
+//!   node's byte work where workers serve the node); `between_real_us` keeps the two
+//!   real gaps;
 //! - `grain_task_us`: what each task of a take beyond its first adds to it, from a run of
 //!   20,000 tasks of 5 µs on rank 0 without balancing (grains of 5): its gaps between
 //!   tasks less the takes' `task_overhead_us`, over the tasks beyond a take's first
