@@ -192,6 +192,9 @@ impl Model {
     pub fn with_nodes(mut self, per_node: u32, node: Model) -> Model {
         self.name = format!("{}+{}", node.name, self.name);
         self.node = Some((per_node.max(1), Box::new(node)));
+        // The hybrid's workers do not serve its node (it is neither immediate nor
+        // libfabric's own fabric: `Capabilities::workers_serve`).
+        self.workers_serve = false;
         self
     }
 
@@ -336,8 +339,10 @@ mod tests {
         assert!(shm.atomic_ns > 10_000.0 && ib.atomic_ns < 1_000.0);
         // Only libfabric's shm polls: its targets serve atomics between tasks.
         assert!(shm.polled && !tcp.polled && !node.polled && !ib.polled);
-        // Workers serve their node where operations are immediate or progress polls.
+        // Workers serve their node where operations are immediate or progress polls; not
+        // in a hybrid, even over shm.
         assert!(node.workers_serve && shm.workers_serve && !tcp.workers_serve && !ib.workers_serve);
+        assert!(!shm.clone().with_nodes(2, node.clone()).workers_serve);
         assert!(
             Model::preset("carrier-pigeon")
                 .unwrap_err()
