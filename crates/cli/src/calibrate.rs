@@ -392,7 +392,7 @@ fn between_fit(rows: &[Value]) -> Result<(f64, f64, f64), String> {
 }
 
 /// `balanced_take_us` and `foreign_task_us`: what the simulator, with the rest of the
-/// preset (`preset` and its `node` object, both terms 0), leaves of the balanced
+/// preset (`preset` with `node` as its node object; both terms are set here), leaves of the balanced
 /// calibration run's gaps — the owner's `owner_us`, the thief's `thief_us` — when it
 /// simulates that run (two ranks sharing this machine's cores, `titus sim --node-ranks
 /// 2`). Its own gaps already hold what the model charges there (the take's time, the
@@ -407,15 +407,18 @@ fn take_terms(
     thief_us: f64,
 ) -> Result<(f64, f64), String> {
     let tasks = BETWEEN_TASKS.to_string();
-    let gaps = |balanced: f64, foreign: f64| -> Result<(f64, f64), String> {
-        let mut p = preset.clone();
-        p["node"] = node.clone();
-        p["node"]["balanced_take_us"] = balanced.into();
-        p["node"]["foreign_task_us"] = foreign.into();
-        let mut model = titus_sim::Model::from_fabric_bench(&p.to_string(), provider)?;
-        if let Some(c) = model.cpu.as_mut() {
-            c.ranks = Some(2);
-        }
+    let mut p = preset.clone();
+    p["node"] = node.clone();
+    let base = titus_sim::Model::from_fabric_bench(&p.to_string(), provider)?;
+    let gaps = |balanced_us: f64, foreign_us: f64| -> Result<(f64, f64), String> {
+        let mut model = base.clone();
+        let c = model
+            .cpu
+            .as_mut()
+            .ok_or("the preset has no node object to simulate")?;
+        c.ranks = Some(2);
+        c.balanced_take_ns = balanced_us * 1e3;
+        c.foreign_task_ns = foreign_us * 1e3;
         let flags = [
             "--ranks",
             "2",

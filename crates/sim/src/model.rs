@@ -117,9 +117,10 @@ pub struct Cpu {
     pub own_op_ns: f64,
     /// A rank's CPU per byte its node moves through its own segments, ns: tasks encoded
     /// into slots as they are shared, the slots of a stolen batch or a take-back decoded,
-    /// results written and read. Charged to the thread that drives the node: owed by the
-    /// next task while the rank's workers all run tasks, else before what the node does
-    /// next starts.
+    /// results written and read. Charged to the thread that drives the node: while the
+    /// rank's workers all run tasks, owed by the next task — or, where the workers serve
+    /// the node ([`Model::workers_serve`]), spent by that task's worker before it starts
+    /// —, else before what the node does next starts.
     pub byte_ns: f64,
     /// Ranks on one node, sharing its cores (None: as many as the cores hold at the job's
     /// workers, one worker per core — a cluster's placement). All of a job's ranks where
