@@ -8,7 +8,8 @@
 //! results' digests must agree too (small jobs only: what CI runs). `--repeat N` runs each
 //! job N times in real processes and compares the simulator with the median run, and says
 //! how far the real runs themselves stray from that median (this machine's noise: what
-//! bounds any model's agreement).
+//! bounds any model's agreement), and whether the simulated time falls within ±5% of the
+//! real runs' own range.
 #![forbid(unsafe_code)]
 
 use clap::Parser;
@@ -220,6 +221,28 @@ impl Row {
     /// Every real run lies within the goal's tolerance of their median.
     fn runs_agree(&self) -> bool {
         self.runs.iter().all(|&r| close(self.real, r))
+    }
+
+    /// The simulated time within ±5% of the real runs' own range (from 5% below the
+    /// fastest to 5% above the slowest; one run: ±5% of it). Where three runs of one job
+    /// spread by more than the goal, the median alone asks the simulator to predict which
+    /// of them the machine's drift picked.
+    fn time_in_spread(&self) -> bool {
+        let times = self.runs.iter().map(|r| r.1);
+        let (lo, hi) = if self.runs.is_empty() {
+            (self.real.1, self.real.1)
+        } else {
+            (
+                times.clone().fold(f64::INFINITY, f64::min),
+                times.fold(f64::NEG_INFINITY, f64::max),
+            )
+        };
+        self.sim.1 >= 0.95 * lo && self.sim.1 <= 1.05 * hi
+    }
+
+    /// The efficiency half, and the time within the real runs' spread ([`Self::time_in_spread`]).
+    fn within_spread(&self) -> bool {
+        self.efficiency_within() && self.time_in_spread()
     }
 }
 
@@ -593,6 +616,7 @@ fn print_row(args: &Args, r: &Row, epochs: Option<usize>) {
             "efficiency_real_runs": r.runs.iter().map(|p| p.0).collect::<Vec<_>>(),
             "resolution_real_runs_s": r.runs.iter().map(|p| p.1).collect::<Vec<_>>(),
             "real_runs_agree": r.runs_agree(),
+            "time_in_real_spread": r.time_in_spread(),
             "between_real_us": r.between.0, "between_sim_us": r.between.1,
             "worker_grain_us": args.worker_grain_us,
         });
@@ -794,6 +818,9 @@ fn main() {
         let job_rows = job_variant(m, t);
         let (j_within, j_b_within, j_balanced) = tally(&job_rows, Row::within);
         let (j_eff, j_b_eff, _) = tally(&job_rows, Row::efficiency_within);
+        let (spread, _, _) = tally(&mine, Row::time_in_spread);
+        let (j_spread, _, _) = tally(&job_rows, Row::time_in_spread);
+        let (j_both, j_b_both, _) = tally(&job_rows, Row::within_spread);
         let eff = median(mine.iter().map(|r| (r.sim.0 - r.real.0).abs()).collect());
         let time = median(
             mine.iter()
@@ -804,10 +831,14 @@ fn main() {
             "parity-bench: node model {m}, tasks at {t} speed: {within} of {} rows within ±0.02 efficiency and ±5% time \
              ({b_within} of {} balanced ones); median |Δ efficiency| {eff:.4}, |Δ time| {:.1}%; \
              jobs (a job's epochs together): {j_within} of {} within ({j_b_within} of {j_balanced} balanced), \
-             {j_eff} within ±0.02 efficiency alone ({j_b_eff} balanced){}",
+             {j_eff} within ±0.02 efficiency alone ({j_b_eff} balanced); \
+             time within ±5% of the real runs' own range: {spread} of {} rows, {j_spread} of {} jobs, \
+             {j_both} jobs with the efficiency half ({j_b_both} balanced){}",
             mine.len(),
             balanced,
             100.0 * time,
+            job_rows.len(),
+            mine.len(),
             job_rows.len(),
             if args.real_tasks {
                 format!(
@@ -912,6 +943,29 @@ mod tests {
         assert!(r.within() && !r.runs_agree());
         r.runs = vec![(0.93, 1.0), (0.95, 1.05)];
         assert!(r.runs_agree());
+        // The time's spread check: from 5% below the fastest run to 5% above the slowest.
+        r.runs = vec![(0.94, 1.2), (0.94, 1.5), (0.94, 1.3)];
+        r.real = (0.94, 1.3);
+        for (sim, inside) in [
+            (1.13, false),
+            (1.15, true),
+            (1.0, false),
+            (1.57, true),
+            (1.58, false),
+        ] {
+            r.sim.1 = sim;
+            assert_eq!(r.time_in_spread(), inside, "simulated {sim} s");
+            assert_eq!(r.within_spread(), inside, "simulated {sim} s");
+        }
+        // The efficiency half still counts.
+        r.sim = (0.97, 1.3);
+        assert!(r.time_in_spread() && !r.within_spread());
+        // One run: ±5% of it.
+        r.runs = vec![(0.94, 1.0)];
+        r.sim = (0.94, 1.049);
+        assert!(r.time_in_spread());
+        r.sim.1 = 0.949;
+        assert!(!r.time_in_spread());
     }
 
     #[test]
