@@ -330,9 +330,25 @@ fn parity_bench_agrees_on_results_over_real_processes() {
             "{r}"
         );
         assert!(r["real_runs_agree"].is_boolean(), "{r}");
+        // The simulated time against the real runs' own range, widened by 5% each way
+        // (a job's row: against its runs' totals).
+        let times: Vec<f64> = r["resolution_real_runs_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let (lo, hi) = (times[0].min(times[1]), times[0].max(times[1]));
+        let sim = r["resolution_sim_s"].as_f64().unwrap();
+        assert_eq!(
+            r["time_in_real_spread"],
+            sim >= 0.95 * lo && sim <= 1.05 * hi,
+            "{r}"
+        );
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("digests agree in 4 of 4"), "{err}");
+    assert!(err.contains("of the real runs' own range"), "{err}");
     assert!(err.contains("the 2 real runs of a job"), "{err}");
     // Each rank's tasks at the speed they ran in the real `none` run.
     assert!(
