@@ -317,12 +317,15 @@ fn parity_bench_agrees_on_results_over_real_processes() {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {r}");
         }
         // Both real runs' figures; the compared one is their median (of two: the mean).
-        let runs: Vec<f64> = r["efficiency_real_runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
+        let real_runs = |key: &str| -> Vec<f64> {
+            r[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        };
+        let runs = real_runs("efficiency_real_runs");
         assert_eq!(runs.len(), 2, "{r}");
         let median = (runs[0] + runs[1]) / 2.0;
         assert!(
@@ -332,12 +335,7 @@ fn parity_bench_agrees_on_results_over_real_processes() {
         assert!(r["real_runs_agree"].is_boolean(), "{r}");
         // The simulated time against the real runs' own range, widened by 5% each way
         // (a job's row: against its runs' totals).
-        let times: Vec<f64> = r["resolution_real_runs_s"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
+        let times = real_runs("resolution_real_runs_s");
         let (lo, hi) = (times[0].min(times[1]), times[0].max(times[1]));
         let sim = r["resolution_sim_s"].as_f64().unwrap();
         assert_eq!(
