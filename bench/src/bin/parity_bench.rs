@@ -197,9 +197,12 @@ struct Row {
     between: (f64, f64),
 }
 
+/// The goal's time tolerance: ±5%.
+const TIME_TOLERANCE: f64 = 0.05;
+
 /// The goal's tolerance: `b` within ±0.02 efficiency and ±5% time of `a`.
 fn close(a: (f64, f64), b: (f64, f64)) -> bool {
-    efficiency_close(a, b) && (b.1 / a.1 - 1.0).abs() <= 0.05
+    efficiency_close(a, b) && (b.1 / a.1 - 1.0).abs() <= TIME_TOLERANCE
 }
 
 /// The goal's efficiency half: `b` within ±0.02 efficiency of `a`.
@@ -237,7 +240,7 @@ impl Row {
                 times.fold(f64::NEG_INFINITY, f64::max),
             )
         };
-        self.sim.1 >= 0.95 * lo && self.sim.1 <= 1.05 * hi
+        self.sim.1 >= (1.0 - TIME_TOLERANCE) * lo && self.sim.1 <= (1.0 + TIME_TOLERANCE) * hi
     }
 
     /// The efficiency half, and the time within the real runs' spread ([`Self::time_in_spread`]).
