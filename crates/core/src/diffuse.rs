@@ -300,14 +300,20 @@ fn class_of(c: u64) -> u8 {
 /// greatest cost (2^(top + 1)) per rank, so every rank's cheap tail can take up a dear
 /// task's overshoot. `None` (one string) where no class qualifies.
 pub fn split_class(classes: &[LoadClasses], ranks: usize) -> Option<u8> {
-    if ranks == 0 {
-        return None;
-    }
     let mut by = [0u128; 64];
     for c in classes {
         for &(b, l) in &c.0 {
             by[usize::from(b.min(63))] += u128::from(l);
         }
+    }
+    split_class_of_totals(&by, ranks)
+}
+
+/// [`split_class`] from the job's load per class, summed over the `ranks` that
+/// predicted (what the epoch start's reduce brings every rank).
+pub(crate) fn split_class_of_totals(by: &[u128; 64], ranks: usize) -> Option<u8> {
+    if ranks == 0 {
+        return None;
     }
     let n = ranks as u128;
     let top = (0..64u8).rev().find(|&b| by[b as usize] > 0)?;
@@ -404,6 +410,24 @@ impl StringLoads {
             j += 1;
         }
         out
+    }
+
+    /// What `rank` does in this plan: its sends and what it receives (what the epoch
+    /// start's collectives give it, `crate::start::string`).
+    pub fn rank_string(&self, rank: Rank) -> crate::start::string::RankString {
+        use crate::start::string::{RankSplit, RankString};
+        RankString {
+            sends: match self.split {
+                Some(_) => Vec::new(),
+                None => self.sends(rank),
+            },
+            receives: self.receives(rank),
+            split: self.split.as_ref().map(|s| RankSplit {
+                class: s.class,
+                dear_sends: s.dear.sends(rank),
+                cheap_sends: s.cheap.sends(rank),
+            }),
+        }
     }
 
     /// What `rank` receives, ns of predicted work (its deficit, as far as the excesses

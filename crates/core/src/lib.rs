@@ -54,6 +54,7 @@ pub mod resources;
 mod results;
 mod router;
 mod share;
+pub mod start;
 mod stats;
 mod steal;
 mod termination;

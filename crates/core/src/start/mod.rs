@@ -1,0 +1,87 @@
+//! The start of an epoch at scale: what every rank must know of the others before its
+//! tasks start, carried by collectives over the job's own fabric in O(k + log N) bytes
+//! and messages a rank, where k is its overlay degree — never by gathering every rank's
+//! record everywhere.
+//!
+//! What a rank needs, and the collective that brings it:
+//! 1. **The job's facts** ([`JobFacts`]): whether any rank refused its tasks (a key
+//!    given twice: the lowest such rank is named), whether every rank is empty, how many
+//!    ranks predicted a load and their summed load, and the load per cost class (the
+//!    string plan's split). One reduce-and-broadcast over the termination tree
+//!    ([`TreeReduce`]): 2 · ⌊log₂ N⌋ rounds, at most three messages in and three out a
+//!    rank.
+//! 2. **Where its string intervals begin** ([`string::Prefix`]): the excesses and
+//!    deficits of the ranks before it along the rank string, by an exclusive scan
+//!    ([`ExclusiveScan`], recursive doubling): ⌈log₂ N⌉ rounds, one message in and one
+//!    out a round.
+//! 3. **Whom a giver sends to** ([`string::ReceiverSearch`]): a binary search over the
+//!    deficit intervals the ranks publish in their own segments, by one-sided reads.
+//! 4. **Its diffusion neighbours' loads**: one read of each neighbour's published load,
+//!    k reads.
+//!
+//! Every part is sans-IO, as the steal protocol is: messages come in through
+//! `handle_message` with the receiver's epoch checked, records through `handle_record`,
+//! and what to send or read leaves through `poll_send` and `poll_read`. The runtime and
+//! the simulator drive the same parts; neither computes a plan of its own.
+//!
+//! The messages' format is [`wire`]; every field another rank sent is checked, and a
+//! message that fails names its sender and the field ([`StartError`]).
+
+mod collective;
+mod facts;
+pub mod string;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use collective::{
+    Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, scan_rounds, tree_depth,
+};
+pub use facts::JobFacts;
+
+use crate::Rank;
+
+/// Why a start message was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// The bytes do not decode, or a field is out of its range.
+    #[error("rank {from} sent a malformed start message ({field}): {detail}")]
+    Malformed {
+        /// The sender.
+        from: Rank,
+        /// The field that is wrong.
+        field: &'static str,
+        /// Why.
+        detail: String,
+    },
+    /// A well-formed message that the protocol does not allow here: a rank that is not a
+    /// tree neighbour or the scan's partner of that round, or a part sent twice.
+    #[error("rank {from} sent a start message ({step}) out of turn: {detail}")]
+    Unexpected {
+        /// The sender.
+        from: Rank,
+        /// The message's step.
+        step: &'static str,
+        /// Why it is out of turn.
+        detail: String,
+    },
+}
+
+impl StartError {
+    /// The rank that sent it.
+    pub fn sender(&self) -> Rank {
+        match self {
+            Self::Malformed { from, .. } | Self::Unexpected { from, .. } => *from,
+        }
+    }
+}
+
+impl From<StartError> for crate::CoreError {
+    fn from(e: StartError) -> Self {
+        crate::CoreError::Malformed {
+            from: e.sender(),
+            what: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The start's messages on the wire: a fixed header, then the body of one collective's
+//! value. Little-endian plain integers, as every layout in the core.
+//!
+//! | bytes | field      | checked against                                        |
+//! |-------|------------|--------------------------------------------------------|
+//! | 0–1   | magic      | [`MAGIC`] ("TS")                                        |
+//! | 2     | version    | [`VERSION`]                                             |
+//! | 3     | step       | one the receiver runs ([`Step`])                        |
+//! | 4     | round      | the step's: a child's place, or a scan's round          |
+//! | 5–7   | zero       | 0                                                       |
+//! | 8–11  | epoch      | the receiver's epoch, modulo 2^32                       |
+//! | 12–15 | sender     | the rank the signal came from                           |
+//! | 16–19 | length     | the body's bytes: what follows, at most the slot's room |
+//!
+//! The bytes come from another rank, so [`Message::decode`] trusts nothing: every
+//! mismatch is a [`StartError`] naming the sender and the field.
+
+use super::StartError;
+use crate::Rank;
+
+/// "TS": a Titus start message.
+pub const MAGIC: u16 = 0x5354;
+/// The format's version (a rank running another one is named, not misread).
+pub const VERSION: u8 = 1;
+/// Header bytes.
+pub const HEADER: usize = 20;
+
+/// Which part of the start a message belongs to, and so which slot it lands in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// The job's facts, up the termination tree (`round`: the child's place, 0 or 1).
+    FactsUp,
+    /// The job's facts, down the tree from the root.
+    FactsDown,
+    /// The string plan's prefix sums (`round`: the scan's round).
+    StringScan,
+}
+
+impl Step {
+    fn code(self) -> u8 {
+        match self {
+            Self::FactsUp => 1,
+            Self::FactsDown => 2,
+            Self::StringScan => 3,
+        }
+    }
+
+    fn of(code: u8) -> Option<Self> {
+        Some(match code {
+            1 => Self::FactsUp,
+            2 => Self::FactsDown,
+            3 => Self::StringScan,
+            _ => return None,
+        })
+    }
+
+    /// A short name for errors and the debug log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FactsUp => "facts up",
+            Self::FactsDown => "facts down",
+            Self::StringScan => "string scan",
+        }
+    }
+}
+
+/// A decoded header and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// The step.
+    pub step: Step,
+    /// The child's place or the scan's round.
+    pub round: u8,
+    /// The sender's epoch, modulo 2^32.
+    pub epoch: u32,
+    /// The sender, as it says.
+    pub sender: Rank,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+impl Message<'_> {
+    /// The header for a body of `len` bytes, then the body, as one buffer.
+    pub fn encode(step: Step, round: u8, epoch: u64, sender: Rank, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + body.len());
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.push(VERSION);
+        out.push(step.code());
+        out.push(round);
+        out.extend_from_slice(&[0; 3]);
+        out.extend_from_slice(&(epoch as u32).to_le_bytes());
+        out.extend_from_slice(&sender.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+}
+
+impl<'a> Message<'a> {
+    /// Decodes what rank `from` wrote (`bytes`: the slot's bytes as far as its signal
+    /// said), checking the header against the receiver's `epoch` and the sender.
+    pub fn decode(from: Rank, epoch: u64, bytes: &'a [u8]) -> Result<Self, StartError> {
+        let bad = |field: &'static str, detail: String| StartError::Malformed {
+            from,
+            field,
+            detail,
+        };
+        if bytes.len() < HEADER {
+            return Err(bad(
+                "length",
+                format!("{} bytes, under the {HEADER}-byte header", bytes.len()),
+            ));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        let magic = u16::from_le_bytes([bytes[0], bytes[1]]);
+        if magic != MAGIC {
+            return Err(bad("tag", format!("{magic:#06x}, not a start message")));
+        }
+        if bytes[2] != VERSION {
+            return Err(bad(
+                "version",
+                format!("version {} (this rank runs {VERSION})", bytes[2]),
+            ));
+        }
+        let step = Step::of(bytes[3]).ok_or_else(|| bad("step", format!("step {}", bytes[3])))?;
+        if bytes[5..8] != [0; 3] {
+            return Err(bad("reserved", "bits set in the reserved bytes".into()));
+        }
+        let sent_epoch = u32_at(8);
+        if sent_epoch != epoch as u32 {
+            return Err(bad(
+                "epoch",
+                format!("epoch {sent_epoch}, this rank starts {}", epoch as u32),
+            ));
+        }
+        let sender = u32_at(12);
+        if sender != from {
+            return Err(bad("sender", format!("it names rank {sender}")));
+        }
+        let len = u32_at(16) as usize;
+        if len != bytes.len() - HEADER {
+            return Err(bad(
+                "length",
+                format!(
+                    "a body of {len} bytes in a message of {} after the header",
+                    bytes.len() - HEADER
+                ),
+            ));
+        }
+        Ok(Self {
+            step,
+            round: bytes[4],
+            epoch: sent_epoch,
+            sender,
+            body: &bytes[HEADER..],
+        })
+    }
+}
+
+/// Writes a body: plain little-endian words.
+#[derive(Debug, Default)]
+pub struct BodyWriter(pub Vec<u8>);
+
+impl BodyWriter {
+    /// A byte.
+    pub fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    /// A 32-bit word.
+    pub fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A 64-bit word.
+    pub fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A 128-bit word.
+    pub fn u128(&mut self, v: u128) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Reads a body, refusing to run past its end: each read names the field it wanted.
+#[derive(Debug)]
+pub struct BodyReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+/// What a body's read found wrong: the field, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field.
+    pub field: &'static str,
+    /// Why.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// `field` is wrong: `detail`.
+    pub fn new(field: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            field,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl<'a> BodyReader<'a> {
+    /// Reads `bytes` from the start.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, at: 0 }
+    }
+
+    fn take<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], FieldError> {
+        let end = self.at + N;
+        let b = self.bytes.get(self.at..end).ok_or_else(|| {
+            FieldError::new(
+                field,
+                format!("the body ends at byte {} before it", self.bytes.len()),
+            )
+        })?;
+        self.at = end;
+        Ok(b.try_into().expect("N bytes"))
+    }
+
+    /// A byte.
+    pub fn u8(&mut self, field: &'static str) -> Result<u8, FieldError> {
+        Ok(self.take::<1>(field)?[0])
+    }
+    /// A 32-bit word.
+    pub fn u32(&mut self, field: &'static str) -> Result<u32, FieldError> {
+        Ok(u32::from_le_bytes(self.take(field)?))
+    }
+    /// A 64-bit word.
+    pub fn u64(&mut self, field: &'static str) -> Result<u64, FieldError> {
+        Ok(u64::from_le_bytes(self.take(field)?))
+    }
+    /// A 128-bit word.
+    pub fn u128(&mut self, field: &'static str) -> Result<u128, FieldError> {
+        Ok(u128::from_le_bytes(self.take(field)?))
+    }
+
+    /// The body was read to its end (bytes left over are an error: another format).
+    pub fn finish(self) -> Result<(), FieldError> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            n => Err(FieldError::new(
+                "length",
+                format!("{n} bytes left after the last field"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_round_trips_and_every_header_field_is_checked() {
+        let m = Message::encode(Step::StringScan, 3, 7, 5, &[1, 2, 3]);
+        let d = Message::decode(5, 7, &m).expect("decodes");
+        assert_eq!(
+            (d.step, d.round, d.epoch, d.sender, d.body),
+            (Step::StringScan, 3, 7, 5, &[1u8, 2, 3][..])
+        );
+        let field = |bytes: &[u8], from: Rank, epoch: u64| match Message::decode(from, epoch, bytes)
+        {
+            Err(StartError::Malformed { field, from: f, .. }) => {
+                assert_eq!(f, from, "names the sender");
+                field
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(&m[..10], 5, 7), "length");
+        let mut bad = m.clone();
+        bad[0] ^= 1;
+        assert_eq!(field(&bad, 5, 7), "tag");
+        let mut bad = m.clone();
+        bad[2] = 9;
+        assert_eq!(field(&bad, 5, 7), "version");
+        let mut bad = m.clone();
+        bad[3] = 77;
+        assert_eq!(field(&bad, 5, 7), "step");
+        let mut bad = m.clone();
+        bad[6] = 1;
+        assert_eq!(field(&bad, 5, 7), "reserved");
+        assert_eq!(field(&m, 5, 8), "epoch");
+        assert_eq!(field(&m, 4, 7), "sender");
+        let mut bad = m.clone();
+        bad.push(0);
+        assert_eq!(field(&bad, 5, 7), "length");
+    }
+
+    #[test]
+    fn a_body_refuses_to_read_past_its_end_or_stop_short() {
+        let mut w = BodyWriter::default();
+        w.u64(9);
+        w.u8(1);
+        let mut r = BodyReader::new(&w.0);
+        assert_eq!(r.u64("load"), Ok(9));
+        assert_eq!(r.u32("count").unwrap_err().field, "count");
+        let mut r = BodyReader::new(&w.0);
+        r.u64("load").unwrap();
+        assert_eq!(r.finish().unwrap_err().field, "length");
+    }
+}
