@@ -1,5 +1,5 @@
 //! The two collectives the start is made of, each a sans-IO state machine over
-//! messages: a reduce-and-broadcast up and down the termination tree ([`TreeReduce`]),
+//! messages: a reduce-and-broadcast up and down a binomial tree ([`TreeReduce`]),
 //! and an exclusive scan along the rank string by recursive doubling ([`ExclusiveScan`]).
 //!
 //! Both are driven alike: a driver hands each message that arrived to `handle_message`
@@ -10,12 +10,10 @@
 use super::StartError;
 use super::wire::{BodyReader, BodyWriter, FieldError, Message, Step};
 use crate::Rank;
-use crate::termination::{tree_children, tree_parent};
 use std::collections::VecDeque;
 
-/// A value a collective combines. `combine` must be associative; a [`TreeReduce`] also
-/// needs it commutative (a subtree is not a run of consecutive ranks), an
-/// [`ExclusiveScan`] does not (it always combines the lower ranks' part on the left).
+/// A value a collective combines. `combine` must be associative, and need not be
+/// commutative: both collectives combine the lower ranks' part on the left.
 pub trait Combine: Clone + std::fmt::Debug {
     /// `self` becomes `self ⊕ right`, `right` covering ranks after `self`'s.
     fn combine(&mut self, right: &Self);
@@ -100,14 +98,27 @@ fn unexpected(m: &Message<'_>, detail: String) -> StartError {
     }
 }
 
-/// Depth of the termination tree of `size` ranks: the edges from the root to the
-/// deepest rank (0 for one rank).
+/// Depth of the binomial tree of `size` ranks: the edges from the root to the deepest
+/// rank, ⌈log₂ size⌉ (0 for one rank).
 pub fn tree_depth(size: u32) -> u32 {
-    if size <= 1 {
-        0
-    } else {
-        (u32::BITS - 1) - size.leading_zeros()
-    }
+    scan_rounds(size)
+}
+
+/// The binomial tree's parent of `r`: `r` without its lowest set bit.
+fn binomial_parent(r: Rank) -> Option<Rank> {
+    (r > 0).then(|| r & (r - 1))
+}
+
+/// The binomial tree's children of `r` in a job of `size`, by place j: r + 2^j for every
+/// j below `r`'s lowest set bit (every j for the root). Child j's subtree is the ranks
+/// r + 2^j to r + 2^(j+1) − 1, so a rank's subtree is a run of consecutive ranks.
+fn binomial_children(r: Rank, size: u32) -> Vec<Rank> {
+    let below = if r == 0 { 32 } else { r.trailing_zeros() };
+    (0..below)
+        .map(|j| u64::from(r) + (1u64 << j))
+        .take_while(|&c| c < u64::from(size))
+        .map(|c| c as Rank)
+        .collect()
 }
 
 /// Rounds of an exclusive scan over `size` ranks: ⌈log₂ size⌉.
@@ -119,14 +130,17 @@ pub fn scan_rounds(size: u32) -> u32 {
     }
 }
 
-/// A reduce-and-broadcast over the termination tree (parent of r: (r − 1)/2): each rank
-/// combines its own value with its children's and sends the sum up; the root's sum, the
-/// whole job's, comes back down to every rank. 2 · depth rounds on the longest chain; a
-/// rank sends at most three messages (one up, two down) and receives at most three.
+/// A reduce-and-broadcast over a binomial tree (parent of r: r without its lowest set
+/// bit): each rank combines its own value with its children's and sends the sum up; the
+/// root's sum, the whole job's, comes back down to every rank. 2 · ⌈log₂ N⌉ rounds on the
+/// longest chain; a rank sends and receives at most ⌈log₂ N⌉ + 1 messages.
 ///
-/// The combination order is fixed (own, then the children by place) whatever order the
-/// messages come in, and every rank ends with the root's one value: floating-point sums
-/// are the same on every rank.
+/// Not the termination tree's heap order, because a binomial subtree is a run of
+/// consecutive ranks: combined own value first, then the children by place, a subtree's
+/// sum is its ranks' in rank order, so a value that is not commutative (whether the
+/// ranks' key spans rise along the string) reduces as well as a sum. The order is fixed
+/// whatever order the messages come in, and every rank ends with the root's one value:
+/// floating-point sums are the same on every rank.
 #[derive(Debug)]
 pub struct TreeReduce<V> {
     up: Step,
@@ -136,7 +150,7 @@ pub struct TreeReduce<V> {
     epoch: u64,
     own: V,
     children: Vec<Rank>,
-    from_children: [Option<V>; 2],
+    from_children: Vec<Option<V>>,
     sent_up: bool,
     result: Option<V>,
     out: VecDeque<Outgoing>,
@@ -147,6 +161,7 @@ impl<V: Combine> TreeReduce<V> {
     /// Rank `rank` of `size` joins with `own`, in `epoch`; `up` and `down` name its
     /// messages' steps.
     pub fn new(up: Step, down: Step, rank: Rank, size: u32, epoch: u64, own: V) -> Self {
+        let children = binomial_children(rank, size);
         let mut t = Self {
             up,
             down,
@@ -154,8 +169,8 @@ impl<V: Combine> TreeReduce<V> {
             size,
             epoch,
             own,
-            children: tree_children(rank, size).collect(),
-            from_children: [None, None],
+            from_children: vec![None; children.len()],
+            children,
             sent_up: false,
             result: None,
             out: VecDeque::new(),
@@ -187,7 +202,7 @@ impl<V: Combine> TreeReduce<V> {
             }
             self.from_children[place] = Some(decode_value(m, self.size)?);
         } else if m.step == self.down {
-            if tree_parent(self.rank) != Some(m.sender) {
+            if binomial_parent(self.rank) != Some(m.sender) {
                 return Err(unexpected(
                     m,
                     format!("it is not the tree parent of rank {}", self.rank),
@@ -210,11 +225,7 @@ impl<V: Combine> TreeReduce<V> {
     }
 
     fn advance(&mut self) {
-        if self.sent_up
-            || self.from_children[..self.children.len()]
-                .iter()
-                .any(Option::is_none)
-        {
+        if self.sent_up || self.from_children.iter().any(Option::is_none) {
             return;
         }
         let mut sum = self.own.clone();
@@ -222,25 +233,16 @@ impl<V: Combine> TreeReduce<V> {
             sum.combine(c);
         }
         self.sent_up = true;
-        match tree_parent(self.rank) {
-            Some(p) => self.send(encode_value(
-                self.up,
-                self.place(),
-                self.epoch,
-                self.rank,
-                p,
-                &sum,
-            )),
+        match binomial_parent(self.rank) {
+            Some(p) => {
+                let place = (self.rank - p).trailing_zeros() as u8;
+                self.send(encode_value(self.up, place, self.epoch, self.rank, p, &sum));
+            }
             None => {
                 self.broadcast(&sum);
                 self.result = Some(sum);
             }
         }
-    }
-
-    /// This rank's place among its parent's children.
-    fn place(&self) -> u8 {
-        if self.rank % 2 == 1 { 0 } else { 1 }
     }
 
     fn broadcast(&mut self, v: &V) {
@@ -277,13 +279,18 @@ impl<V: Combine> TreeReduce<V> {
         2 * tree_depth(self.size)
     }
 
+    /// The rank's parent in the tree.
+    pub fn parent(&self) -> Option<Rank> {
+        binomial_parent(self.rank)
+    }
+
     /// Whom this rank still waits for, for a stall's message.
     pub fn waiting_for(&self) -> Vec<Rank> {
         if self.result.is_some() {
             return Vec::new();
         }
         if self.sent_up {
-            return tree_parent(self.rank).into_iter().collect();
+            return binomial_parent(self.rank).into_iter().collect();
         }
         self.children
             .iter()

@@ -108,11 +108,13 @@ fn the_tree_reduce_brings_every_rank_the_jobs_sum() {
                 });
                 assert_eq!(got.sum, want, "seed {s} size {size} rank {r}");
                 assert_eq!(got, &first, "one value on every rank (the root's)");
-                let mut all = got.ranks.clone();
-                all.sort_unstable();
-                assert_eq!(all, (0..size).collect::<Vec<_>>(), "every rank once");
+                assert_eq!(got.ranks, (0..size).collect::<Vec<_>>(), "every rank once, in order");
                 let t = p.traffic();
-                assert!(t.messages <= 3, "rank {r} sent {} messages", t.messages);
+                assert!(
+                    t.messages <= u64::from(scan_rounds(size)) + 1,
+                    "rank {r} sent {} messages",
+                    t.messages
+                );
                 assert!(p.waiting_for().is_empty());
             }
         }
@@ -172,13 +174,13 @@ fn rounds_are_logarithmic() {
     );
     assert_eq!(
         [1, 2, 3, 4, 7, 8, 17].map(tree_depth),
-        [0, 1, 1, 2, 2, 3, 4]
+        [0, 1, 2, 2, 3, 3, 5]
     );
 }
 
 #[test]
 fn a_message_out_of_turn_is_refused_naming_its_sender() {
-    // Rank 0 of 4 hears from rank 3, which is not its child.
+    // Rank 0 of 4 (children 1 and 2) hears from rank 3, which is not its child.
     let mut t = TreeReduce::new(Step::FactsUp, Step::FactsDown, 0, 4, 1, JobFacts::default());
     let body = {
         let mut w = BodyWriter::default();
@@ -189,7 +191,7 @@ fn a_message_out_of_turn_is_refused_naming_its_sender() {
     let m = Message::decode(3, 1, &bytes).unwrap();
     let e = t.handle_message(&m).unwrap_err();
     assert!(matches!(e, StartError::Unexpected { from: 3, .. }), "{e}");
-    // Its child 1 at the wrong place, then twice.
+    // Its child 1 (place 0) at the wrong place, then twice.
     let bytes = Message::encode(Step::FactsUp, 1, 1, 1, &body);
     let e = t
         .handle_message(&Message::decode(1, 1, &bytes).unwrap())
