@@ -12,11 +12,8 @@ use super::wire::{BodyReader, BodyWriter, FieldError, Message, Step};
 use crate::Rank;
 use std::collections::VecDeque;
 
-/// A value a collective combines. `combine` must be associative, and need not be
-/// commutative: both collectives combine the lower ranks' part on the left.
-pub trait Combine: Clone + std::fmt::Debug {
-    /// `self` becomes `self ⊕ right`, `right` covering ranks after `self`'s.
-    fn combine(&mut self, right: &Self);
+/// A value a collective carries: its body on the wire.
+pub trait Wire: Clone + std::fmt::Debug {
     /// The value's body.
     fn encode(&self, w: &mut BodyWriter);
     /// A body another rank sent, with every field's range checked.
@@ -25,6 +22,13 @@ pub trait Combine: Clone + std::fmt::Debug {
     fn check(&self, _size: u32) -> Result<(), FieldError> {
         Ok(())
     }
+}
+
+/// A value a collective combines. `combine` must be associative, and need not be
+/// commutative: both collectives combine the lower ranks' part on the left.
+pub trait Combine: Wire {
+    /// `self` becomes `self ⊕ right`, `right` covering ranks after `self`'s.
+    fn combine(&mut self, right: &Self);
 }
 
 /// A message to send: to whom, the step and round (so the slot it lands in), the bytes.
@@ -60,7 +64,7 @@ impl Traffic {
     }
 }
 
-fn encode_value<V: Combine>(
+fn encode_value<V: Wire>(
     step: Step,
     round: u8,
     epoch: u64,
@@ -78,7 +82,7 @@ fn encode_value<V: Combine>(
     }
 }
 
-fn decode_value<V: Combine>(m: &Message<'_>, size: u32) -> Result<V, StartError> {
+fn decode_value<V: Wire>(m: &Message<'_>, size: u32) -> Result<V, StartError> {
     let mut r = BodyReader::new(m.body);
     let v = V::decode(&mut r)
         .and_then(|v| r.finish().map(|()| v))
@@ -131,8 +135,10 @@ pub fn scan_rounds(size: u32) -> u32 {
 }
 
 /// A reduce-and-broadcast over a binomial tree (parent of r: r without its lowest set
-/// bit): each rank combines its own value with its children's and sends the sum up; the
-/// root's sum, the whole job's, comes back down to every rank. 2 · ⌈log₂ N⌉ rounds on the
+/// bit): each rank combines its own value with its children's and sends the sum up; at
+/// the root the whole job's sum is the driver's ([`Self::take_sum`]), and what the root
+/// makes of it ([`Self::broadcast`]: the sum itself, or a decision taken from it) comes
+/// back down to every rank. 2 · ⌈log₂ N⌉ rounds on the
 /// longest chain; a rank sends and receives at most ⌈log₂ N⌉ + 1 messages.
 ///
 /// Not the termination tree's heap order, because a binomial subtree is a run of
@@ -142,7 +148,7 @@ pub fn scan_rounds(size: u32) -> u32 {
 /// whatever order the messages come in, and every rank ends with the root's one value:
 /// floating-point sums are the same on every rank.
 #[derive(Debug)]
-pub struct TreeReduce<V> {
+pub struct TreeReduce<V, D = V> {
     up: Step,
     down: Step,
     rank: Rank,
@@ -152,12 +158,14 @@ pub struct TreeReduce<V> {
     children: Vec<Rank>,
     from_children: Vec<Option<V>>,
     sent_up: bool,
-    result: Option<V>,
+    /// The job's sum, at the root, until the driver takes it.
+    sum: Option<V>,
+    result: Option<D>,
     out: VecDeque<Outgoing>,
     traffic: Traffic,
 }
 
-impl<V: Combine> TreeReduce<V> {
+impl<V: Combine, D: Wire> TreeReduce<V, D> {
     /// Rank `rank` of `size` joins with `own`, in `epoch`; `up` and `down` name its
     /// messages' steps.
     pub fn new(up: Step, down: Step, rank: Rank, size: u32, epoch: u64, own: V) -> Self {
@@ -172,12 +180,25 @@ impl<V: Combine> TreeReduce<V> {
             from_children: vec![None; children.len()],
             children,
             sent_up: false,
+            sum: None,
             result: None,
             out: VecDeque::new(),
             traffic: Traffic::default(),
         };
         t.advance();
         t
+    }
+
+    /// At the root, once every rank's part is in: the job's sum (once).
+    pub fn take_sum(&mut self) -> Option<V> {
+        self.sum.take()
+    }
+
+    /// At the root: sends `d` down to every rank (this one's result too).
+    pub fn broadcast(&mut self, d: D) {
+        debug_assert!(self.parent().is_none() && self.sent_up && self.result.is_none());
+        self.send_down(&d);
+        self.result = Some(d);
     }
 
     /// A message of this reduce's steps, from `m.sender` (already checked against the
@@ -214,9 +235,9 @@ impl<V: Combine> TreeReduce<V> {
                     "the job's sum came before this rank sent its part".into(),
                 ));
             }
-            let v: V = decode_value(m, self.size)?;
-            self.broadcast(&v);
-            self.result = Some(v);
+            let d: D = decode_value(m, self.size)?;
+            self.send_down(&d);
+            self.result = Some(d);
         } else {
             return Err(unexpected(m, "not a step of this reduce".into()));
         }
@@ -238,14 +259,11 @@ impl<V: Combine> TreeReduce<V> {
                 let place = (self.rank - p).trailing_zeros() as u8;
                 self.send(encode_value(self.up, place, self.epoch, self.rank, p, &sum));
             }
-            None => {
-                self.broadcast(&sum);
-                self.result = Some(sum);
-            }
+            None => self.sum = Some(sum),
         }
     }
 
-    fn broadcast(&mut self, v: &V) {
+    fn send_down(&mut self, v: &D) {
         for i in 0..self.children.len() {
             let c = self.children[i];
             let o = encode_value(self.down, 0, self.epoch, self.rank, c, v);
@@ -264,8 +282,8 @@ impl<V: Combine> TreeReduce<V> {
         self.out.pop_front()
     }
 
-    /// The job's sum, once it is here.
-    pub fn result(&self) -> Option<&V> {
+    /// What the root sent down, once it is here.
+    pub fn result(&self) -> Option<&D> {
         self.result.as_ref()
     }
 

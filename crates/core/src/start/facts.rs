@@ -1,7 +1,7 @@
 //! The job's facts at an epoch's start: what one reduce-and-broadcast tells every rank.
 
-use super::Combine;
 use super::wire::{BodyReader, BodyWriter, FieldError};
+use super::{Combine, Wire};
 use crate::Rank;
 
 /// Cost classes (class b: tasks predicted at [2^b, 2^(b+1)) ns), as
@@ -113,7 +113,9 @@ impl Combine for JobFacts {
             *a = a.saturating_add(b);
         }
     }
+}
 
+impl Wire for JobFacts {
     fn encode(&self, w: &mut BodyWriter) {
         w.u64(self.tasks);
         w.u32(self.refused_by.map_or(u32::MAX, |r| r));

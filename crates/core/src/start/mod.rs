@@ -36,7 +36,7 @@ pub mod wire;
 mod tests;
 
 pub use collective::{
-    Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, scan_rounds, tree_depth,
+    Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, Wire, scan_rounds, tree_depth,
 };
 pub use facts::JobFacts;
 

@@ -20,8 +20,8 @@
 //! [`crate::StringLoads`] in the tests), in O(log N) messages and reads a rank, plus
 //! O(log N) reads per receiver a giver sends to.
 
-use super::Combine;
 use super::wire::{BodyReader, BodyWriter, FieldError};
+use super::{Combine, Wire};
 use crate::Rank;
 
 /// The strings of a plan: one (the whole load), or two when split (dear, cheap).
@@ -62,7 +62,9 @@ impl Combine for Prefix {
             a.1 = a.1.saturating_add(b.1);
         }
     }
+}
 
+impl Wire for Prefix {
     fn encode(&self, w: &mut BodyWriter) {
         for (e, d) in self.strings {
             w.u128(e);

@@ -32,6 +32,9 @@ impl Combine for Runs {
         self.sum += right.sum;
         self.ranks.extend_from_slice(&right.ranks);
     }
+}
+
+impl Wire for Runs {
     fn encode(&self, w: &mut BodyWriter) {
         w.u64(self.sum);
         w.u32(self.ranks.len() as u32);
@@ -77,6 +80,26 @@ fn run<P>(
     }
 }
 
+/// A reduce's input, and at the root the sum broadcast as it is (an all-reduce).
+fn handle_and_broadcast<V: Combine>(
+    t: &mut TreeReduce<V>,
+    m: &Message<'_>,
+) -> Result<(), StartError> {
+    t.handle_message(m)?;
+    if let Some(sum) = t.take_sum() {
+        t.broadcast(sum);
+    }
+    Ok(())
+}
+
+/// A reduce of one rank: the root from the start.
+fn lone_root<V: Combine>(mut t: TreeReduce<V>) -> TreeReduce<V> {
+    if let Some(sum) = t.take_sum() {
+        t.broadcast(sum);
+    }
+    t
+}
+
 #[test]
 fn the_tree_reduce_brings_every_rank_the_jobs_sum() {
     let s = seed(11);
@@ -90,7 +113,14 @@ fn the_tree_reduce_brings_every_rank_the_jobs_sum() {
                         sum: values[r as usize],
                         ranks: vec![r],
                     };
-                    TreeReduce::new(Step::FactsUp, Step::FactsDown, r, size, 3, v)
+                    lone_root(TreeReduce::new(
+                        Step::FactsUp,
+                        Step::FactsDown,
+                        r,
+                        size,
+                        3,
+                        v,
+                    ))
                 })
                 .collect();
             run(
@@ -98,7 +128,7 @@ fn the_tree_reduce_brings_every_rank_the_jobs_sum() {
                 &mut rng,
                 3,
                 TreeReduce::poll_send,
-                TreeReduce::handle_message,
+                handle_and_broadcast,
             );
             let want: u64 = values.iter().sum();
             let first = parts[0].result().cloned().expect("the root has it");
@@ -108,7 +138,11 @@ fn the_tree_reduce_brings_every_rank_the_jobs_sum() {
                 });
                 assert_eq!(got.sum, want, "seed {s} size {size} rank {r}");
                 assert_eq!(got, &first, "one value on every rank (the root's)");
-                assert_eq!(got.ranks, (0..size).collect::<Vec<_>>(), "every rank once, in order");
+                assert_eq!(
+                    got.ranks,
+                    (0..size).collect::<Vec<_>>(),
+                    "every rank once, in order"
+                );
                 let t = p.traffic();
                 assert!(
                     t.messages <= u64::from(scan_rounds(size)) + 1,
@@ -181,7 +215,8 @@ fn rounds_are_logarithmic() {
 #[test]
 fn a_message_out_of_turn_is_refused_naming_its_sender() {
     // Rank 0 of 4 (children 1 and 2) hears from rank 3, which is not its child.
-    let mut t = TreeReduce::new(Step::FactsUp, Step::FactsDown, 0, 4, 1, JobFacts::default());
+    let mut t: TreeReduce<JobFacts> =
+        TreeReduce::new(Step::FactsUp, Step::FactsDown, 0, 4, 1, JobFacts::default());
     let body = {
         let mut w = BodyWriter::default();
         JobFacts::default().encode(&mut w);
@@ -284,7 +319,14 @@ fn string_by_protocol(
     let mut facts: Vec<TreeReduce<JobFacts>> = (0..size)
         .map(|r| {
             let f = JobFacts::of(r, 1, false, loads[r as usize], &classes[r as usize]);
-            TreeReduce::new(Step::FactsUp, Step::FactsDown, r, size, epoch, f)
+            lone_root(TreeReduce::new(
+                Step::FactsUp,
+                Step::FactsDown,
+                r,
+                size,
+                epoch,
+                f,
+            ))
         })
         .collect();
     run(
@@ -292,7 +334,7 @@ fn string_by_protocol(
         rng,
         epoch,
         TreeReduce::poll_send,
-        TreeReduce::handle_message,
+        handle_and_broadcast,
     );
     let job: Vec<JobFacts> = facts.iter().map(|t| t.result().cloned().unwrap()).collect();
     let split = job[0].split_class();
