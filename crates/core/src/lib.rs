@@ -62,7 +62,9 @@ mod termination;
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
 pub use diffuse::{LoadClasses, StringLoads, predicted_load, split_class};
 pub use error::{CoreError, error_code};
-pub use front::{JobFront, KeySpan, Measured, RankProfile};
+pub use front::{
+    FrontView, FrontWindow, JobFront, KeySpan, Measured, Movement, Period, RankProfile,
+};
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task};
 pub use mapper::{DefaultMapper, Mapper};

@@ -179,8 +179,6 @@ impl Period {
     }
 }
 
-/// The translation of the job's costs between the last two epochs, as every rank sees it.
-
 impl CostField for Density {
     fn at(&self, k: i128) -> Option<f64> {
         Density::at(self, k)

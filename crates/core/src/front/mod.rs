@@ -35,8 +35,8 @@ mod tests;
 pub(crate) use density::Density;
 pub use density::Period;
 pub use movement::Movement;
-pub(crate) use movement::{CostField, SAMPLES, sample_key};
-pub use profile::{KEYS_PER_PART, KeySpan, Measured, PARTS_MAX, RankProfile};
+pub(crate) use movement::{CostField, SAMPLES, movement as movement_between, sample_key};
+pub use profile::{KeySpan, Measured, PARTS_MAX, RankProfile};
 
 /// The translation of the job's costs between the last two epochs, as every rank sees it
 /// where every rank's profile is at hand: the reference the epoch start's bounded
@@ -133,6 +133,21 @@ impl JobFront {
     /// The predicted cost of each of `keys` ([`FrontView::predict`]).
     pub fn predict(&self, keys: &[u64], own: impl Fn(u64) -> Option<u64>) -> Option<Vec<u64>> {
         self.view().predict(keys, own)
+    }
+}
+
+/// The last epoch's densities over a rank's sources, as it read them from the ranks that
+/// measured them (`crate::start::front::WindowSearch`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FrontWindow(pub(crate) Option<Density>);
+
+impl FrontWindow {
+    /// The rank's view with the job's `movement`.
+    pub fn view(&self, movement: Movement) -> FrontView<'_> {
+        FrontView {
+            last: self.0.as_ref(),
+            movement,
+        }
     }
 }
 

@@ -29,9 +29,12 @@
 
 mod collective;
 mod facts;
+pub mod front;
 pub mod string;
 pub mod wire;
 
+#[cfg(test)]
+mod front_tests;
 #[cfg(test)]
 mod tests;
 

@@ -12,7 +12,7 @@ use titus_overlay::rng::Rng;
 const SIZES: [u32; 9] = [1, 2, 3, 4, 5, 8, 17, 31, 64];
 
 /// The seed of a randomized test: `TITUS_SEED` where set, else `default`.
-fn seed(default: u64) -> u64 {
+pub(super) fn seed(default: u64) -> u64 {
     std::env::var("TITUS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -52,7 +52,7 @@ impl Wire for Runs {
 
 /// Delivers every message of `parts` (one collective a rank) in a random order until
 /// none is left; `send` takes one message out of a part, `handle` feeds one in.
-fn run<P>(
+pub(super) fn run<P>(
     parts: &mut [P],
     rng: &mut Rng,
     epoch: u64,
