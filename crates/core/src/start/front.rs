@@ -28,6 +28,7 @@
 //! along the string (a permuted decomposition) give no front here: the ranks predict
 //! alone, as where spans overlap.
 
+use super::search::Gallop;
 use super::wire::{BodyReader, BodyWriter, FieldError};
 use super::{Combine, Wire};
 use crate::Rank;
@@ -590,16 +591,16 @@ pub enum WindowRead {
 pub const WINDOW_RANKS_MAX: u32 = 32;
 
 /// A rank's search for the parts its keys' sources lie in: for each run of source keys,
-/// a binary search over the ranks' [`SpanRecord`]s for the first rank whose reach meets
-/// it, then the ranks after it while their spans start inside it.
+/// a search from the rank's own place over the ranks' [`SpanRecord`]s for the first rank
+/// whose reach meets the run ([`Gallop`]), then the ranks after it while their spans start
+/// inside it.
 #[derive(Debug, Clone)]
 pub struct WindowSearch {
     size: u32,
+    me: Rank,
     runs: Vec<(i128, i128)>,
     run: usize,
-    /// The binary search's window (`hi`: the first rank known to reach the run).
-    lo: u32,
-    hi: u32,
+    search: Gallop,
     /// Walking on from this rank (the search done).
     walk: Option<u32>,
     /// A record read whose parts are wanted next.
@@ -611,8 +612,9 @@ pub struct WindowSearch {
 }
 
 impl WindowSearch {
-    /// The search for the source runs of `movement` for keys `now`, in a job of `size`.
-    pub fn new(size: u32, now: KeySpan, movement: Movement) -> Self {
+    /// Rank `me`'s search for the source runs of `movement` for its keys `now`, in a job
+    /// of `size`.
+    pub fn new(size: u32, me: Rank, now: KeySpan, movement: Movement) -> Self {
         let runs: Vec<(i128, i128)> = match now.count {
             0 => Vec::new(),
             _ => movement
@@ -623,10 +625,10 @@ impl WindowSearch {
         };
         Self {
             size,
+            me,
             runs,
             run: 0,
-            lo: 0,
-            hi: size,
+            search: Gallop::new(size, 0, me),
             walk: None,
             wanted: None,
             found: Vec::new(),
@@ -644,16 +646,15 @@ impl WindowSearch {
         if self.run >= self.runs.len() || self.gave_up {
             return None;
         }
-        Some(WindowRead::Record(match self.walk {
-            Some(j) => j,
-            None => self.lo + (self.hi - self.lo) / 2,
-        }))
+        match self.walk {
+            Some(j) => Some(WindowRead::Record(j)),
+            None => self.search.poll_probe().map(WindowRead::Record),
+        }
     }
 
     fn next_run(&mut self) {
         self.run += 1;
-        self.lo = 0;
-        self.hi = self.size;
+        self.search = Gallop::new(self.size, 0, self.me);
         self.walk = None;
     }
 
@@ -663,19 +664,13 @@ impl WindowSearch {
         let (a, b) = self.runs[self.run];
         match self.walk {
             None => {
-                if rec.reach.is_some_and(|h| i128::from(h) >= a) {
-                    self.hi = rank;
-                } else {
-                    self.lo = rank + 1;
+                self.search
+                    .handle_probe(rank, rec.reach.is_some_and(|h| i128::from(h) >= a));
+                match self.search.found() {
+                    None => {}
+                    Some(None) => self.next_run(),
+                    Some(Some(first)) => self.walk = Some(first),
                 }
-                if self.lo < self.hi {
-                    return;
-                }
-                if self.hi >= self.size {
-                    self.next_run();
-                    return;
-                }
-                self.walk = Some(self.hi);
             }
             Some(j) => {
                 let s = rec.span;

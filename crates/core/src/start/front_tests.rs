@@ -156,7 +156,7 @@ fn start(
     let mut most = reduce.iter().map(|t| t.traffic().bytes).max().unwrap_or(0);
     let windows = (0..size as usize)
         .map(|r| {
-            let mut w = WindowSearch::new(size, profiles[r].now, decision.movement);
+            let mut w = WindowSearch::new(size, r as u32, profiles[r].now, decision.movement);
             let mut bytes = 0;
             while let Some(read) = w.poll_read() {
                 match read {

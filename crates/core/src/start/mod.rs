@@ -30,6 +30,7 @@
 mod collective;
 mod facts;
 pub mod front;
+mod search;
 pub mod string;
 pub mod wire;
 

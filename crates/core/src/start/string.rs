@@ -20,6 +20,7 @@
 //! [`crate::StringLoads`] in the tests), in O(log N) messages and reads a rank, plus
 //! O(log N) reads per receiver a giver sends to.
 
+use super::search::Gallop;
 use super::wire::{BodyReader, BodyWriter, FieldError};
 use super::{Combine, Wire};
 use crate::Rank;
@@ -170,19 +171,18 @@ impl RankString {
     }
 }
 
-/// The receivers one giver's excess interval `[a, b)` meets on one string, found by
-/// binary search over the ranks' published records. Sans-IO: [`Self::poll_read`] names
-/// the rank whose record it needs next, [`Self::handle_record`] takes it.
+/// The receivers one giver's excess interval `[a, b)` meets on one string, found over
+/// the ranks' published records by a search from the giver's own place
+/// ([`Gallop`]). Sans-IO: [`Self::poll_read`] names the rank whose record it needs
+/// next, [`Self::handle_record`] takes it.
 #[derive(Debug, Clone)]
 pub struct ReceiverSearch {
     string: usize,
     size: u32,
     a: u128,
     b: u128,
-    /// The binary search's window: the answer lies in `lo..=hi` (`hi` = size: none).
-    lo: u32,
-    hi: u32,
-    /// The record of `hi`, once read.
+    search: Gallop,
+    /// The record of the first rank known to satisfy the search, once read.
     hi_record: Option<Published>,
     /// The end of the last receiver's interval.
     last_end: Option<u128>,
@@ -192,15 +192,15 @@ pub struct ReceiverSearch {
 }
 
 impl ReceiverSearch {
-    /// A search on string `string` of a job of `size` ranks for the interval `[a, b)`.
-    pub fn new(string: usize, size: u32, a: u128, b: u128) -> Self {
+    /// A search by rank `me` on string `string` of a job of `size` ranks for its interval
+    /// `[a, b)`.
+    pub fn new(string: usize, size: u32, me: Rank, a: u128, b: u128) -> Self {
         Self {
             string,
             size,
             a,
             b,
-            lo: 0,
-            hi: size,
+            search: Gallop::new(size, 0, me),
             hi_record: None,
             last_end: None,
             sends: Vec::new(),
@@ -211,43 +211,42 @@ impl ReceiverSearch {
 
     /// The rank whose record the search needs next (`None`: done).
     pub fn poll_read(&self) -> Option<Rank> {
-        (!self.done).then(|| self.lo + (self.hi - self.lo) / 2)
+        if self.done {
+            return None;
+        }
+        self.search.poll_probe()
     }
 
     /// The record of `rank`, the one [`Self::poll_read`] named.
     pub fn handle_record(&mut self, rank: Rank, p: &Published) {
-        debug_assert_eq!(Some(rank), self.poll_read());
         self.reads += 1;
         // The first rank whose deficit interval ends after `from` (the interval's start,
         // then the end of the receiver found last): the ends only grow along the string.
         let from = self.last_end.unwrap_or(self.a);
-        if p.end(self.string) > from {
-            self.hi = rank;
+        let holds = p.end(self.string) > from;
+        if holds {
             self.hi_record = Some(*p);
-        } else {
-            self.lo = rank + 1;
         }
-        if self.lo < self.hi {
+        self.search.handle_probe(rank, holds);
+        let Some(found) = self.search.found() else {
             return;
-        }
-        let Some(found) = self.hi_record.take().filter(|_| self.hi < self.size) else {
+        };
+        let (Some(j), Some(rec)) = (found, self.hi_record.take()) else {
             // No rank's interval ends after it: the excess beyond the job's deficit stays.
             self.done = true;
             return;
         };
-        let (before, own) = found.deficit[self.string];
+        let (before, own) = rec.deficit[self.string];
         let x = self.b.min(before + own) - self.a.max(before);
         if x > 0 {
-            self.sends
-                .push((self.hi, x.min(u128::from(u64::MAX)) as u64));
+            self.sends.push((j, x.min(u128::from(u64::MAX)) as u64));
         }
-        if before + own >= self.b || self.hi + 1 >= self.size {
+        if before + own >= self.b || j + 1 >= self.size {
             self.done = true;
             return;
         }
         self.last_end = Some(before + own);
-        self.lo = self.hi + 1;
-        self.hi = self.size;
+        self.search = Gallop::new(self.size, j + 1, j + 1);
     }
 
     /// The receivers found, in rank order, once done.

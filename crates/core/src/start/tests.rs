@@ -393,7 +393,7 @@ fn string_by_protocol(
         .map(|r| {
             let search = |s: usize| {
                 let a = before[r].strings[s].0;
-                let mut q = ReceiverSearch::new(s, size, a, a + mine[r].strings[s].0);
+                let mut q = ReceiverSearch::new(s, size, r as u32, a, a + mine[r].strings[s].0);
                 while let Some(j) = q.poll_read() {
                     q.handle_record(j, &published[j as usize]);
                 }

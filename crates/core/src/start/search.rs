@@ -1,0 +1,124 @@
+//! A search over ranks for the first that satisfies a predicate which, along the rank
+//! string, is false and then true (the prefix sums the start's records hold only grow):
+//! galloping out from the searching rank's own place, then bisecting the bracket found.
+//!
+//! Why gallop rather than bisect 0..N: a plain bisection makes every rank's first probe
+//! rank N/2, so one rank would serve the whole job's reads each start. From its own
+//! place a rank probes ranks at distances 1, 2, 4, … and then inside the last step: the
+//! probes spread over the job like a hypercube's edges, and a target d ranks away costs
+//! O(log d) reads (a front that moved a few ranks, a receiver next door).
+
+use crate::Rank;
+
+/// The search's state (sans-IO: [`Self::poll_probe`] names the next rank to read,
+/// [`Self::handle_probe`] takes the predicate's value there).
+#[derive(Debug, Clone)]
+pub struct Gallop {
+    size: u32,
+    /// Every rank below `lo` is false.
+    lo: u32,
+    /// Every rank from `hi` is true (`size`: none known).
+    hi: u32,
+    /// Where the search started, and the next distance from it (while galloping).
+    start: u32,
+    step: Option<u64>,
+    /// Galloping up (the start was false) or down (true).
+    up: bool,
+    probes: u64,
+}
+
+impl Gallop {
+    /// A search over ranks `lo..size` of a job of `size`, from `start`.
+    pub fn new(size: u32, lo: u32, start: u32) -> Self {
+        let start = start.clamp(lo, size.saturating_sub(1).max(lo));
+        Self {
+            size,
+            lo,
+            hi: size,
+            start,
+            step: Some(0),
+            up: true,
+            probes: 0,
+        }
+    }
+
+    /// The rank to read next; `None`: done.
+    pub fn poll_probe(&self) -> Option<Rank> {
+        if self.lo >= self.hi {
+            return None;
+        }
+        match self.step {
+            Some(0) => Some(self.start),
+            Some(d) => {
+                let at = match self.up {
+                    true => u64::from(self.start) + d,
+                    false => u64::from(self.start).saturating_sub(d),
+                };
+                Some(at.clamp(u64::from(self.lo), u64::from(self.hi) - 1) as Rank)
+            }
+            None => Some(self.lo + (self.hi - self.lo) / 2),
+        }
+    }
+
+    /// The predicate's value at `rank`, the rank [`Self::poll_probe`] named.
+    pub fn handle_probe(&mut self, rank: Rank, holds: bool) {
+        debug_assert_eq!(Some(rank), self.poll_probe());
+        self.probes += 1;
+        if holds {
+            self.hi = self.hi.min(rank);
+        } else {
+            self.lo = self.lo.max(rank + 1);
+        }
+        self.step = match self.step {
+            Some(0) => {
+                self.up = !holds;
+                Some(1)
+            }
+            // Galloping on while the bracket is open on the far side.
+            Some(d) if self.up && !holds && self.hi == self.size => Some(2 * d),
+            Some(d) if !self.up && holds && self.lo > 0 && rank > self.lo => Some(2 * d),
+            _ => None,
+        };
+    }
+
+    /// Once done: the first rank that satisfies the predicate (`None`: none does).
+    pub fn found(&self) -> Option<Option<Rank>> {
+        (self.lo >= self.hi).then(|| (self.hi < self.size).then_some(self.hi))
+    }
+
+    /// Ranks read so far.
+    pub fn probes(&self) -> u64 {
+        self.probes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use titus_overlay::rng::Rng;
+
+    #[test]
+    fn finds_the_first_true_rank_in_logarithmic_reads_of_its_distance() {
+        let mut rng = Rng::from_keys(&[crate::start::tests::seed(31)]);
+        for _ in 0..5_000 {
+            let size = 1 + rng.below(5_000) as u32;
+            let first = rng.below(u64::from(size) + 1) as u32; // size: none
+            let lo = rng.below(u64::from(first) + 1) as u32;
+            let start = lo + rng.below(u64::from(size - lo).max(1)) as u32;
+            let mut g = Gallop::new(size, lo, start);
+            while let Some(j) = g.poll_probe() {
+                assert!(j >= lo && j < size, "probe {j} outside {lo}..{size}");
+                g.handle_probe(j, j >= first);
+            }
+            let want = (first < size).then_some(first);
+            assert_eq!(g.found(), Some(want), "size {size} lo {lo} start {start}");
+            let d = u64::from(start.abs_diff(first)) + 2;
+            let bound = 2 * (64 - d.leading_zeros()) as u64 + 2;
+            assert!(
+                g.probes() <= bound,
+                "{} probes for distance {d}",
+                g.probes()
+            );
+        }
+    }
+}
