@@ -87,6 +87,7 @@ impl Gallop {
     }
 
     /// Ranks read so far.
+    #[cfg(test)]
     pub fn probes(&self) -> u64 {
         self.probes
     }
