@@ -78,22 +78,26 @@ impl JobFacts {
     /// `class` up and below it, over the ranks that predicted.
     pub fn split_means(&self, class: u8) -> (u64, u64) {
         let n = u128::from(self.predicting);
-        let (dear, cheap) =
-            self.classes
-                .iter()
-                .enumerate()
-                .fold((0u128, 0u128), |(d, c), (b, &l)| {
-                    if b >= usize::from(class) {
-                        (d + l, c)
-                    } else {
-                        (d, c + l)
-                    }
-                });
+        let (dear, cheap) = self.split_sums(class);
         let m = |x: u128| {
             x.checked_div(n)
                 .map_or(0, |m| m.min(u128::from(u64::MAX)) as u64)
         };
         (m(dear), m(cheap))
+    }
+
+    /// The job's (dear, cheap) load of a split at `class`.
+    pub fn split_sums(&self, class: u8) -> (u128, u128) {
+        self.classes
+            .iter()
+            .enumerate()
+            .fold((0u128, 0u128), |(d, c), (b, &l)| {
+                if b >= usize::from(class) {
+                    (d.saturating_add(l), c)
+                } else {
+                    (d, c.saturating_add(l))
+                }
+            })
     }
 }
 

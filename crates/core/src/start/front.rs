@@ -489,6 +489,8 @@ pub struct SpanRecord {
 
 /// [`SpanRecord`]'s bytes.
 pub const SPAN_RECORD_BYTES: usize = 48;
+/// The most parts' bytes a span record announces.
+pub const PARTS_BYTES_MAX: usize = PARTS_MAX * PART_BYTES;
 /// A part's bytes: least key, keys, cost.
 pub const PART_BYTES: usize = 24;
 
@@ -711,6 +713,11 @@ impl WindowSearch {
     /// Reads so far.
     pub fn reads(&self) -> u64 {
         self.reads
+    }
+
+    /// The record whose parts the search reads next.
+    pub fn wanted(&self) -> Option<SpanRecord> {
+        self.wanted
     }
 
     /// The densities over the sources, once done; `None` where the sources span more

@@ -30,6 +30,7 @@
 mod collective;
 mod facts;
 pub mod front;
+mod protocol;
 mod search;
 pub mod string;
 pub mod wire;
@@ -37,12 +38,18 @@ pub mod wire;
 #[cfg(test)]
 mod front_tests;
 #[cfg(test)]
+mod protocol_tests;
+#[cfg(test)]
 mod tests;
 
 pub use collective::{
     Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, Wire, scan_rounds, tree_depth,
 };
 pub use facts::JobFacts;
+pub use protocol::{
+    Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, Record, StartCarry, StartFigures,
+    StartInput, StartOutcome,
+};
 
 use crate::Rank;
 
@@ -58,6 +65,16 @@ pub enum StartError {
         field: &'static str,
         /// Why.
         detail: String,
+    },
+    /// Peers that did not answer within the start's deadline: dead, frozen, or slow.
+    #[error("the epoch start ({phase}) waited {waited:?} for rank{} {}", if peers.len() == 1 { "" } else { "s" }, peers.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", "))]
+    Silent {
+        /// Whom it waits for.
+        peers: Vec<Rank>,
+        /// Where it is.
+        phase: &'static str,
+        /// How long it waited.
+        waited: std::time::Duration,
     },
     /// A well-formed message that the protocol does not allow here: a rank that is not a
     /// tree neighbour or the scan's partner of that round, or a part sent twice.
@@ -77,15 +94,23 @@ impl StartError {
     pub fn sender(&self) -> Rank {
         match self {
             Self::Malformed { from, .. } | Self::Unexpected { from, .. } => *from,
+            Self::Silent { peers, .. } => peers.first().copied().unwrap_or(0),
         }
     }
 }
 
 impl From<StartError> for crate::CoreError {
     fn from(e: StartError) -> Self {
-        crate::CoreError::Malformed {
-            from: e.sender(),
-            what: e.to_string(),
+        match e {
+            StartError::Silent { .. } => crate::CoreError::Remote {
+                op: "epoch start",
+                peer: e.sender(),
+                detail: e.to_string(),
+            },
+            _ => crate::CoreError::Malformed {
+                from: e.sender(),
+                what: e.to_string(),
+            },
         }
     }
 }

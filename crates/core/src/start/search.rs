@@ -76,7 +76,7 @@ impl Gallop {
             }
             // Galloping on while the bracket is open on the far side.
             Some(d) if self.up && !holds && self.hi == self.size => Some(2 * d),
-            Some(d) if !self.up && holds && self.lo > 0 && rank > self.lo => Some(2 * d),
+            Some(d) if !self.up && holds && rank > self.lo => Some(2 * d),
             _ => None,
         };
     }
@@ -117,7 +117,7 @@ mod tests {
             let bound = 2 * (64 - d.leading_zeros()) as u64 + 2;
             assert!(
                 g.probes() <= bound,
-                "{} probes for distance {d}",
+                "{} probes for distance {d}: size {size} lo {lo} start {start} first {first}",
                 g.probes()
             );
         }

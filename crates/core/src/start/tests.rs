@@ -456,7 +456,7 @@ fn the_string_plan_by_collectives_is_the_global_plan_exactly() {
                 "seed {s} round {round} rank {r} of {n}"
             );
         }
-        let bound = (64 - (n as u64).leading_zeros()) as u64 + 1;
+        let bound = 2 * (64 - (n as u64).leading_zeros()) as u64 + 2;
         let most_sends = got.iter().map(|g| g.sends.len() as u64).max().unwrap_or(0);
         assert!(
             reads <= bound * (most_sends + 1),

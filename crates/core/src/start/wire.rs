@@ -8,7 +8,7 @@
 //! | 3     | step       | one the receiver runs ([`Step`])                        |
 //! | 4     | round      | the step's: a child's place, or a scan's round          |
 //! | 5–7   | zero       | 0                                                       |
-//! | 8–11  | epoch      | the receiver's epoch, modulo 2^32                       |
+//! | 8–11  | start      | the receiver's start number, modulo 2^32                |
 //! | 12–15 | sender     | the rank the signal came from                           |
 //! | 16–19 | length     | the body's bytes: what follows, at most the slot's room |
 //!
@@ -28,37 +28,56 @@ pub const HEADER: usize = 20;
 /// Which part of the start a message belongs to, and so which slot it lands in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Step {
-    /// The job's facts, up the termination tree (`round`: the child's place, 0 or 1).
+    /// The greatest key measured before each rank (`round`: the scan's round).
+    SpanScan,
+    /// The job's facts and the front's sums, up the tree (`round`: the child's place).
     FactsUp,
-    /// The job's facts, down the tree from the root.
+    /// The job's facts and the front's movement, down the tree from the root.
     FactsDown,
+    /// The job's loads after the front, up the tree (`round`: the child's place).
+    LoadsUp,
+    /// The job's loads after the front, down the tree.
+    LoadsDown,
     /// The string plan's prefix sums (`round`: the scan's round).
     StringScan,
 }
 
+/// Every step, in the order a start runs them.
+pub const STEPS: [Step; 6] = [
+    Step::SpanScan,
+    Step::FactsUp,
+    Step::FactsDown,
+    Step::LoadsUp,
+    Step::LoadsDown,
+    Step::StringScan,
+];
+
 impl Step {
-    fn code(self) -> u8 {
+    /// Its code on the wire (and its place in [`STEPS`], from 1).
+    pub fn code(self) -> u8 {
         match self {
-            Self::FactsUp => 1,
-            Self::FactsDown => 2,
-            Self::StringScan => 3,
+            Self::SpanScan => 1,
+            Self::FactsUp => 2,
+            Self::FactsDown => 3,
+            Self::LoadsUp => 4,
+            Self::LoadsDown => 5,
+            Self::StringScan => 6,
         }
     }
 
-    fn of(code: u8) -> Option<Self> {
-        Some(match code {
-            1 => Self::FactsUp,
-            2 => Self::FactsDown,
-            3 => Self::StringScan,
-            _ => return None,
-        })
+    /// The step of a code.
+    pub fn of(code: u8) -> Option<Self> {
+        STEPS.get(usize::from(code).checked_sub(1)?).copied()
     }
 
     /// A short name for errors and the debug log.
     pub fn name(self) -> &'static str {
         match self {
+            Self::SpanScan => "span scan",
             Self::FactsUp => "facts up",
             Self::FactsDown => "facts down",
+            Self::LoadsUp => "loads up",
+            Self::LoadsDown => "loads down",
             Self::StringScan => "string scan",
         }
     }

@@ -1,0 +1,979 @@
+//! One rank's epoch start, end to end: the phases in order, each a collective or a
+//! search from this module's parts, and what they hand the epoch.
+//!
+//! 1. **Span scan** ([`Step::SpanScan`], ⌈log₂ N⌉ rounds): the greatest key the ranks
+//!    before this one measured. The rank then publishes its span record and parts (for
+//!    others' front windows) and knows whether its span rises.
+//! 2. **Facts** ([`Step::FactsUp`] / [`Step::FactsDown`], 2·⌈log₂ N⌉ rounds): the job's
+//!    facts and the front's summary reduce to rank 0, which decides the front's movement
+//!    and sends both down. A refusal or an empty job ends the start here, alike on
+//!    every rank.
+//! 3. **Window** (reads, only where the costs moved): the parts the rank's sources lie in;
+//!    its load (and split) follow the front.
+//! 4. **Loads** ([`Step::LoadsUp`] / [`Step::LoadsDown`], only where the costs moved and
+//!    the string plan runs): the job's loads after the front, for the string's means.
+//! 5. **String** ([`Step::StringScan`] and reads): the prefix scan, the rank's deficit
+//!    record published, and a giver's receivers found.
+//! 6. **Neighbours** (reads, the neighbours' diffusion plan): each diffusion neighbour's
+//!    published load.
+//!
+//! Sans-IO: messages in through [`EpochStart::handle_message`], reads' bytes through
+//! [`EpochStart::handle_read`], time through [`EpochStart::handle_timeout`]; what to
+//! send, publish or read out through [`EpochStart::poll_action`]. A record read before
+//! its owner published it (another start's) is read again a little later; a start not
+//! done within its input's timeout fails naming the ranks it waits for.
+
+use super::front::{
+    FrontDecision, FrontRoot, FrontSums, Grid, PART_BYTES, SPAN_RECORD_BYTES, SpanOrder,
+    SpanRecord, WindowRead, WindowSearch, decode_measured, encode_parts,
+};
+use super::string::{
+    PUBLISHED_BYTES, Prefix, Published, RankSplit, RankString, ReceiverSearch, STRINGS,
+};
+use super::wire::{BodyReader, BodyWriter, FieldError, Message, Step};
+use super::{Combine, ExclusiveScan, JobFacts, Outgoing, StartError, TreeReduce, Wire};
+use crate::{FrontWindow, LoadClasses, Movement, Rank, RankProfile, Time};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The first wait before a record read too early is read again; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_micros(20);
+const RETRY_MAX: Duration = Duration::from_millis(2);
+
+/// What a rank brings to its start.
+#[derive(Debug, Clone, Default)]
+pub struct StartInput {
+    /// Its tasks.
+    pub tasks: usize,
+    /// It refused them (a key given twice).
+    pub refused: bool,
+    /// Its predicted load from its own history (`None`: none).
+    pub load: Option<u64>,
+    /// Its predicted load per cost class.
+    pub classes: LoadClasses,
+    /// Its keys now, and what it measured in the epoch before.
+    pub profile: RankProfile,
+    /// The string plan runs (diffusion on, `DiffusionPlan::String`).
+    pub string_plan: bool,
+    /// Its diffusion neighbours, for the neighbours' plan (empty: none wanted).
+    pub neighbours: Vec<Rank>,
+    /// How long the start may wait for its peers before it fails naming them (`None`:
+    /// as long as they live; the driver's liveness sweeps name a dead one).
+    pub timeout: Option<Duration>,
+}
+
+/// What a rank keeps from one start to the next: the grid the next summary samples on,
+/// and at rank 0 the front's summary of the epoch before.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartCarry {
+    grid: Option<Grid>,
+    root: FrontRoot,
+}
+
+/// A start's figures (the JSON keys `start_bytes`, `start_messages`, `start_rounds`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartFigures {
+    /// Bytes sent, received and read.
+    pub bytes: u64,
+    /// Messages sent and records read.
+    pub messages: u64,
+    /// Rounds on this rank's longest chain: the collectives' rounds and its reads one
+    /// after another.
+    pub rounds: u64,
+}
+
+/// What a start hands the epoch.
+#[derive(Debug, Clone, Default)]
+pub struct StartOutcome {
+    /// The job's facts (from the ranks' own predictions).
+    pub facts: JobFacts,
+    /// How the job's costs moved.
+    pub movement: Movement,
+    /// The last densities over this rank's sources, where the costs moved.
+    pub window: Option<FrontWindow>,
+    /// This rank's predicted load after the front.
+    pub load: Option<u64>,
+    /// Its part of the string plan.
+    pub string: Option<RankString>,
+    /// Its diffusion neighbours' loads (those that predicted one).
+    pub neighbour_loads: Vec<(Rank, u64)>,
+    /// The figures.
+    pub figures: StartFigures,
+}
+
+/// A record a rank publishes in its own segment for others to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Record {
+    /// Its span record ([`SpanRecord`]).
+    Span,
+    /// Its parts, after the span record.
+    Parts,
+    /// Its deficit intervals ([`Published`]).
+    String,
+    /// Its predicted load ([`LoadRecord`]).
+    Load,
+}
+
+/// What the start asks its driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write this message to its receiver's slot and signal it.
+    Send(Outgoing),
+    /// Write these bytes to this rank's own record.
+    Publish(Record, Vec<u8>),
+    /// Read `len` bytes of `peer`'s record; hand them back with
+    /// [`EpochStart::handle_read`].
+    Read {
+        /// Whose.
+        peer: Rank,
+        /// Which.
+        record: Record,
+        /// How many bytes.
+        len: u64,
+    },
+}
+
+/// A rank's predicted load, published for its diffusion neighbours.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadRecord {
+    /// The start's number, modulo 2^32.
+    pub seq: u32,
+    /// Its load (`None`: none predicted).
+    pub load: Option<u64>,
+}
+
+/// [`LoadRecord`]'s bytes.
+pub const LOAD_RECORD_BYTES: usize = 16;
+
+impl LoadRecord {
+    /// Its bytes.
+    pub fn encode(&self) -> [u8; LOAD_RECORD_BYTES] {
+        let mut b = [0u8; LOAD_RECORD_BYTES];
+        b[..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4] = u8::from(self.load.is_some());
+        b[8..].copy_from_slice(&self.load.unwrap_or(0).to_le_bytes());
+        b
+    }
+
+    /// A record read from another rank, checked.
+    pub fn decode(b: &[u8]) -> Result<Self, FieldError> {
+        let mut r = BodyReader::new(b);
+        let seq = r.u32("start")?;
+        let flag = r.u32("load")?;
+        let load = r.u64("load")?;
+        r.finish()?;
+        match flag {
+            0 if load == 0 => Ok(Self { seq, load: None }),
+            1 => Ok(Self {
+                seq,
+                load: Some(load),
+            }),
+            _ => Err(FieldError::new("load", format!("flag {flag}, {load} ns"))),
+        }
+    }
+}
+
+/// The facts' reduce value: the job's facts and the front's sums.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactsUp {
+    facts: JobFacts,
+    front: FrontSums,
+}
+
+impl Combine for FactsUp {
+    fn combine(&mut self, r: &Self) {
+        self.facts.combine(&r.facts);
+        self.front.combine(&r.front);
+    }
+}
+
+impl Wire for FactsUp {
+    fn encode(&self, w: &mut BodyWriter) {
+        self.facts.encode(w);
+        self.front.encode(w);
+    }
+    fn decode(r: &mut BodyReader<'_>) -> Result<Self, FieldError> {
+        Ok(Self {
+            facts: JobFacts::decode(r)?,
+            front: FrontSums::decode(r)?,
+        })
+    }
+    fn check(&self, size: u32) -> Result<(), FieldError> {
+        self.facts.check(size)
+    }
+}
+
+/// What comes down with the facts: the job's facts and the root's front decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactsDown {
+    facts: JobFacts,
+    front: FrontDecision,
+}
+
+impl Wire for FactsDown {
+    fn encode(&self, w: &mut BodyWriter) {
+        self.facts.encode(w);
+        self.front.encode(w);
+    }
+    fn decode(r: &mut BodyReader<'_>) -> Result<Self, FieldError> {
+        Ok(Self {
+            facts: JobFacts::decode(r)?,
+            front: FrontDecision::decode(r)?,
+        })
+    }
+    fn check(&self, size: u32) -> Result<(), FieldError> {
+        self.facts.check(size)
+    }
+}
+
+/// The loads' reduce after the front: ranks that predicted, and their loads per string.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StringSums {
+    /// Ranks that predicted.
+    pub predicting: u64,
+    /// Their loads: the whole, then (dear, cheap) where split.
+    pub loads: [u128; 3],
+}
+
+impl Combine for StringSums {
+    fn combine(&mut self, r: &Self) {
+        self.predicting += r.predicting;
+        for (a, b) in self.loads.iter_mut().zip(r.loads) {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
+impl Wire for StringSums {
+    fn encode(&self, w: &mut BodyWriter) {
+        w.u64(self.predicting);
+        for l in self.loads {
+            w.u128(l);
+        }
+    }
+    fn decode(r: &mut BodyReader<'_>) -> Result<Self, FieldError> {
+        let predicting = r.u64("predicting ranks")?;
+        let mut loads = [0u128; 3];
+        for l in &mut loads {
+            *l = r.u128("load")?;
+            if *l > 1 << 96 {
+                return Err(FieldError::new("load", format!("{l} ns, over 2^96")));
+            }
+        }
+        Ok(Self { predicting, loads })
+    }
+    fn check(&self, size: u32) -> Result<(), FieldError> {
+        match self.predicting <= u64::from(size) {
+            true => Ok(()),
+            false => Err(FieldError::new(
+                "predicting ranks",
+                format!("{} of {size}", self.predicting),
+            )),
+        }
+    }
+}
+
+/// Where a start is.
+#[derive(Debug)]
+enum Phase {
+    SpanScan(ExclusiveScan<SpanOrder>),
+    Facts(Box<TreeReduce<FactsUp, FactsDown>>),
+    Window(WindowSearch),
+    Loads(TreeReduce<StringSums>),
+    StringScan(ExclusiveScan<Prefix>),
+    Receivers {
+        searches: Vec<ReceiverSearch>,
+        at: usize,
+    },
+    Neighbours {
+        waiting: Vec<Rank>,
+    },
+    Done,
+}
+
+/// One rank's start (module docs).
+#[derive(Debug)]
+pub struct EpochStart {
+    rank: Rank,
+    size: u32,
+    seq: u64,
+    input: StartInput,
+    carry: StartCarry,
+    phase: Phase,
+    began: Time,
+    out: VecDeque<Action>,
+    /// Messages that came for a later phase.
+    early: Vec<(Rank, Vec<u8>)>,
+    /// Reads to issue again at the time given.
+    retry: Vec<(Time, Rank, Record, u64)>,
+    backoff: Duration,
+    // What the phases found.
+    reach_before: SpanOrder,
+    facts: Option<JobFacts>,
+    movement: Movement,
+    window: Option<FrontWindow>,
+    load: Option<u64>,
+    split: Option<(u8, Option<(u64, u64)>)>,
+    means: [u64; STRINGS],
+    own_prefix: Prefix,
+    string: Option<RankString>,
+    neighbour_loads: Vec<(Rank, u64)>,
+    figures: StartFigures,
+    /// Reads one after another in the current search.
+    chain: u64,
+    /// Reads issued and not yet back.
+    reads_out: u32,
+    error: Option<StartError>,
+}
+
+impl EpochStart {
+    /// Rank `rank` of `size` begins its `seq`-th start at `now` with `input`, carrying
+    /// `carry` from the start before.
+    pub fn new(
+        now: Time,
+        rank: Rank,
+        size: u32,
+        seq: u64,
+        input: StartInput,
+        carry: StartCarry,
+    ) -> Self {
+        let last = &input.profile.last.span;
+        let own_reach = SpanOrder {
+            reach: (last.count > 0).then_some(last.hi),
+        };
+        let mut s = Self {
+            rank,
+            size,
+            seq,
+            phase: Phase::SpanScan(ExclusiveScan::new(
+                Step::SpanScan,
+                rank,
+                size,
+                seq,
+                own_reach,
+            )),
+            input,
+            carry,
+            began: now,
+            out: VecDeque::new(),
+            early: Vec::new(),
+            retry: Vec::new(),
+            backoff: RETRY_FIRST,
+            reach_before: SpanOrder::default(),
+            facts: None,
+            movement: Movement::default(),
+            window: None,
+            load: None,
+            split: None,
+            means: [0; STRINGS],
+            own_prefix: Prefix::default(),
+            string: None,
+            neighbour_loads: Vec::new(),
+            figures: StartFigures::default(),
+            chain: 0,
+            reads_out: 0,
+            error: None,
+        };
+        s.pump();
+        s
+    }
+
+    /// The next thing for the driver to do.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.out.pop_front()
+    }
+
+    /// Whether the start is over (done or failed).
+    pub fn is_over(&self) -> bool {
+        self.error.is_some() || matches!(self.phase, Phase::Done)
+    }
+
+    /// The outcome, once over; the carry goes back to the driver with it.
+    pub fn finish(self) -> (Result<StartOutcome, StartError>, StartCarry) {
+        if let Some(e) = self.error {
+            return (Err(e), self.carry);
+        }
+        let out = StartOutcome {
+            facts: self.facts.unwrap_or_default(),
+            movement: self.movement,
+            window: self.window,
+            load: self.load,
+            string: self.string,
+            neighbour_loads: self.neighbour_loads,
+            figures: self.figures,
+        };
+        (Ok(out), self.carry)
+    }
+
+    /// When [`Self::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        if self.is_over() {
+            return None;
+        }
+        let deadline = self.input.timeout.map(|t| self.began.plus(t));
+        self.retry.iter().map(|r| r.0).chain(deadline).min()
+    }
+
+    /// The time is `now`: records read too early are read again, and a start past its
+    /// deadline fails naming whom it waits for.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if self.is_over() {
+            return;
+        }
+        if self
+            .input
+            .timeout
+            .is_some_and(|t| now >= self.began.plus(t))
+        {
+            self.error = Some(StartError::Silent {
+                peers: self.waiting_for(),
+                phase: self.phase_name(),
+                waited: now.since(self.began),
+            });
+            return;
+        }
+        let (due, later): (Vec<_>, Vec<_>) = self.retry.drain(..).partition(|r| r.0 <= now);
+        self.retry = later;
+        for (_, peer, record, len) in due {
+            self.read(peer, record, len);
+        }
+    }
+
+    /// A message `bytes` from `from` arrived (its slot's bytes, as far as its signal
+    /// said).
+    pub fn handle_message(&mut self, from: Rank, bytes: &[u8]) {
+        if self.is_over() {
+            return;
+        }
+        if let Err(e) = self.message(from, bytes) {
+            self.error = Some(e);
+            return;
+        }
+        self.pump();
+    }
+
+    fn message(&mut self, from: Rank, bytes: &[u8]) -> Result<(), StartError> {
+        let m = Message::decode(from, self.seq, bytes)?;
+        if self.phase_steps().contains(&m.step) {
+            self.figures.bytes += bytes.len() as u64;
+            return self.feed(&m);
+        }
+        if m.step.code() >= self.phase_order() {
+            self.early.push((from, bytes.to_vec()));
+            return Ok(());
+        }
+        Err(StartError::Unexpected {
+            from,
+            step: m.step.name(),
+            detail: format!(
+                "it came after this rank finished that step (now in {})",
+                self.phase_name()
+            ),
+        })
+    }
+
+    fn feed(&mut self, m: &Message<'_>) -> Result<(), StartError> {
+        match &mut self.phase {
+            Phase::SpanScan(x) => x.handle_message(m),
+            Phase::Facts(x) => x.handle_message(m),
+            Phase::Loads(x) => x.handle_message(m),
+            Phase::StringScan(x) => x.handle_message(m),
+            _ => unreachable!("a phase without messages has no steps"),
+        }
+    }
+
+    /// The bytes of `peer`'s `record` that a [`Action::Read`] asked for.
+    pub fn handle_read(&mut self, now: Time, peer: Rank, record: Record, bytes: &[u8]) {
+        if self.is_over() {
+            return;
+        }
+        self.figures.bytes += bytes.len() as u64;
+        self.reads_out = self.reads_out.saturating_sub(1);
+        if let Err(e) = self.read_arrived(now, peer, record, bytes) {
+            self.error = Some(e);
+            return;
+        }
+        self.pump();
+    }
+
+    fn read_arrived(
+        &mut self,
+        now: Time,
+        peer: Rank,
+        record: Record,
+        bytes: &[u8],
+    ) -> Result<(), StartError> {
+        let bad = |e: FieldError| StartError::Malformed {
+            from: peer,
+            field: e.field,
+            detail: format!("{} (its published {record:?} record)", e.detail),
+        };
+        let seq = self.seq as u32;
+        match (&mut self.phase, record) {
+            (Phase::Window(w), Record::Span) => {
+                let rec = SpanRecord::decode(bytes).map_err(bad)?;
+                if rec.epoch != seq {
+                    return Err(bad(FieldError::new(
+                        "start",
+                        format!("start {} in a record read in start {seq}", rec.epoch),
+                    )));
+                }
+                w.handle_record(peer, &rec);
+            }
+            (Phase::Window(w), Record::Parts) => {
+                let rec = w.wanted().expect("parts are read after their record");
+                let m = decode_measured(&rec, bytes).map_err(bad)?;
+                w.handle_parts(peer, m);
+            }
+            (Phase::Receivers { searches, at }, Record::String) => {
+                let p = Published::decode(bytes).map_err(bad)?;
+                if p.epoch != seq {
+                    self.read_later(now, peer, record, bytes.len() as u64);
+                    return Ok(());
+                }
+                searches[*at].handle_record(peer, &p);
+            }
+            (Phase::Neighbours { waiting }, Record::Load) => {
+                let l = LoadRecord::decode(bytes).map_err(bad)?;
+                if l.seq != seq {
+                    self.read_later(now, peer, record, bytes.len() as u64);
+                    return Ok(());
+                }
+                waiting.retain(|&r| r != peer);
+                if let Some(load) = l.load {
+                    self.neighbour_loads.push((peer, load));
+                }
+            }
+            (_, record) => {
+                return Err(StartError::Unexpected {
+                    from: peer,
+                    step: "a read",
+                    detail: format!("its {record:?} record came in {}", self.phase_name()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn read_later(&mut self, now: Time, peer: Rank, record: Record, len: u64) {
+        self.retry.push((now.plus(self.backoff), peer, record, len));
+        self.backoff = (self.backoff * 2).min(RETRY_MAX);
+    }
+
+    fn read(&mut self, peer: Rank, record: Record, len: u64) {
+        self.figures.messages += 1;
+        self.reads_out += 1;
+        self.chain += 1;
+        self.out.push_back(Action::Read { peer, record, len });
+    }
+
+    /// The steps whose messages the current phase takes.
+    fn phase_steps(&self) -> &'static [Step] {
+        match self.phase {
+            Phase::SpanScan(_) => &[Step::SpanScan],
+            Phase::Facts(_) => &[Step::FactsUp, Step::FactsDown],
+            Phase::Loads(_) => &[Step::LoadsUp, Step::LoadsDown],
+            Phase::StringScan(_) => &[Step::StringScan],
+            // Reads: messages of the loads and the string scan may come early.
+            Phase::Window(_) => &[],
+            _ => &[],
+        }
+    }
+
+    /// The code of the first step this phase or a later one takes messages for: a
+    /// message of a step after it came early.
+    fn phase_order(&self) -> u8 {
+        match self.phase {
+            Phase::SpanScan(_) => Step::SpanScan.code(),
+            Phase::Facts(_) => Step::FactsUp.code(),
+            Phase::Window(_) | Phase::Loads(_) => Step::LoadsUp.code(),
+            Phase::StringScan(_) => Step::StringScan.code(),
+            Phase::Receivers { .. } | Phase::Neighbours { .. } | Phase::Done => u8::MAX,
+        }
+    }
+
+    fn phase_name(&self) -> &'static str {
+        match self.phase {
+            Phase::SpanScan(_) => "the span scan",
+            Phase::Facts(_) => "the job's facts",
+            Phase::Window(_) => "the front's window",
+            Phase::Loads(_) => "the loads after the front",
+            Phase::StringScan(_) => "the string scan",
+            Phase::Receivers { .. } => "the string's receivers",
+            Phase::Neighbours { .. } => "the neighbours' loads",
+            Phase::Done => "done",
+        }
+    }
+
+    /// One line for a stall's message: the phase and whom it waits for.
+    pub fn describe(&self) -> String {
+        format!(
+            "rank {}: start {} in {}, waiting for {:?} ({} reads out, {} retries, {} early){}",
+            self.rank,
+            self.seq,
+            self.phase_name(),
+            self.waiting_for(),
+            self.reads_out,
+            self.retry.len(),
+            self.early.len(),
+            self.error
+                .as_ref()
+                .map_or(String::new(), |e| format!("; failed: {e}"))
+        )
+    }
+
+    /// Whom the start waits for now.
+    pub fn waiting_for(&self) -> Vec<Rank> {
+        match &self.phase {
+            Phase::SpanScan(x) => x.waiting_for(),
+            Phase::Facts(x) => x.waiting_for(),
+            Phase::Loads(x) => x.waiting_for(),
+            Phase::StringScan(x) => x.waiting_for(),
+            Phase::Window(_) | Phase::Receivers { .. } => {
+                let mut r: Vec<Rank> = self.retry.iter().map(|r| r.1).collect();
+                r.extend(self.out.iter().filter_map(|a| match a {
+                    Action::Read { peer, .. } => Some(*peer),
+                    _ => None,
+                }));
+                r
+            }
+            Phase::Neighbours { waiting } => waiting.clone(),
+            Phase::Done => Vec::new(),
+        }
+    }
+
+    /// Moves what the current phase sends out, and on to the next phase while one is
+    /// done.
+    fn pump(&mut self) {
+        while self.error.is_none() {
+            self.drain_sends();
+            if !self.advance() {
+                return;
+            }
+            // Messages that came early for the new phase.
+            let steps = self.phase_steps();
+            let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.early)
+                .into_iter()
+                .partition(|(_, b)| {
+                    b.get(3)
+                        .and_then(|&c| Step::of(c))
+                        .is_some_and(|s| steps.contains(&s))
+                });
+            self.early = later;
+            for (from, bytes) in now {
+                if let Err(e) = self.message(from, &bytes) {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn drain_sends(&mut self) {
+        let mut sent = Vec::new();
+        match &mut self.phase {
+            Phase::SpanScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
+            Phase::Facts(x) => {
+                if let Some(sum) = x.take_sum() {
+                    let movement = self.carry.root.decide(&sum.front, self.carry.grid);
+                    let grid = sum.front.now_range.map(|(lo, hi)| Grid { lo, hi });
+                    x.broadcast(FactsDown {
+                        facts: sum.facts,
+                        front: FrontDecision { movement, grid },
+                    });
+                }
+                sent.extend(std::iter::from_fn(|| x.poll_send()));
+            }
+            Phase::Loads(x) => {
+                if let Some(sum) = x.take_sum() {
+                    x.broadcast(sum);
+                }
+                sent.extend(std::iter::from_fn(|| x.poll_send()));
+            }
+            Phase::StringScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
+            _ => {}
+        }
+        for o in sent {
+            self.figures.messages += 1;
+            self.figures.bytes += o.bytes.len() as u64;
+            self.out.push_back(Action::Send(o));
+        }
+    }
+
+    /// Ends the current phase where it is done and begins the next; whether it did.
+    fn advance(&mut self) -> bool {
+        let phase = std::mem::replace(&mut self.phase, Phase::Done);
+        let (next, moved) = match phase {
+            Phase::SpanScan(x) if x.is_done() => {
+                self.figures.rounds += u64::from(x.rounds());
+                self.reach_before = x.result().flatten().copied().unwrap_or_default();
+                (self.after_span_scan(), true)
+            }
+            Phase::Facts(x) if x.result().is_some() => {
+                self.figures.rounds += u64::from(x.rounds());
+                let down = x.result().cloned().expect("checked");
+                (self.after_facts(down), true)
+            }
+            Phase::Window(w) if w.poll_read().is_none() && !self.awaiting_read() => {
+                self.figures.rounds += self.chain;
+                self.chain = 0;
+                self.window = w.window();
+                (self.after_window(), true)
+            }
+            Phase::Window(w) => {
+                let next = w.poll_read();
+                let again = Phase::Window(w);
+                if let Some(read) = next.filter(|_| !self.awaiting_read()) {
+                    let (peer, record, len) = match read {
+                        WindowRead::Record(j) => (j, Record::Span, SPAN_RECORD_BYTES as u64),
+                        WindowRead::Parts(j, n) => {
+                            (j, Record::Parts, u64::from(n) * PART_BYTES as u64)
+                        }
+                    };
+                    self.read(peer, record, len);
+                }
+                (again, false)
+            }
+            Phase::Loads(x) if x.result().is_some() => {
+                self.figures.rounds += u64::from(x.rounds());
+                let sums = *x.result().expect("checked");
+                (self.string_scan(sums), true)
+            }
+            Phase::StringScan(x) if x.is_done() => {
+                self.figures.rounds += u64::from(x.rounds());
+                let before = x.result().flatten().copied().unwrap_or_default();
+                (self.after_string_scan(before), true)
+            }
+            Phase::Receivers { searches, at } => self.receivers(searches, at),
+            Phase::Neighbours { waiting } if waiting.is_empty() && self.retry.is_empty() => {
+                self.neighbour_loads.sort_unstable();
+                self.figures.rounds += 1;
+                (Phase::Done, true)
+            }
+            other => (other, false),
+        };
+        self.phase = next;
+        moved
+    }
+
+    /// Whether a read this start issued has not come back yet.
+    fn awaiting_read(&self) -> bool {
+        self.reads_out > 0
+    }
+
+    fn after_span_scan(&mut self) -> Phase {
+        let p = &self.input.profile;
+        let span = p.last.span;
+        let mut reach = self.reach_before;
+        reach.combine(&SpanOrder {
+            reach: (span.count > 0).then_some(span.hi),
+        });
+        let rec = SpanRecord {
+            epoch: self.seq as u32,
+            span,
+            reach: reach.reach,
+            parts: p.last.parts.len() as u32,
+        };
+        self.out
+            .push_back(Action::Publish(Record::Span, rec.encode().to_vec()));
+        self.out
+            .push_back(Action::Publish(Record::Parts, encode_parts(&p.last.parts)));
+        let rising = span.count == 0 || self.reach_before.reach.is_none_or(|h| span.lo > h);
+        let up = FactsUp {
+            facts: JobFacts::of(
+                self.rank,
+                self.input.tasks,
+                self.input.refused,
+                self.input.load,
+                &self.input.classes,
+            ),
+            front: FrontSums::of(p.now, &p.last, rising, self.carry.grid),
+        };
+        Phase::Facts(Box::new(TreeReduce::new(
+            Step::FactsUp,
+            Step::FactsDown,
+            self.rank,
+            self.size,
+            self.seq,
+            up,
+        )))
+    }
+
+    fn after_facts(&mut self, down: FactsDown) -> Phase {
+        self.movement = down.front.movement;
+        self.carry.grid = down.front.grid;
+        let nothing = down.facts.refused_by.is_some() || down.facts.tasks == 0;
+        self.facts = Some(down.facts);
+        self.load = self.input.load;
+        if nothing {
+            return Phase::Done;
+        }
+        if self.movement.shift != 0 {
+            return Phase::Window(WindowSearch::new(
+                self.size,
+                self.rank,
+                self.input.profile.now,
+                self.movement,
+            ));
+        }
+        self.after_window()
+    }
+
+    fn after_window(&mut self) -> Phase {
+        let facts = self.facts.clone().expect("after the facts");
+        let now = self.input.profile.now;
+        let view = self.window.as_ref().map(|w| w.view(self.movement));
+        self.load = view.and_then(|v| v.load(now)).or(self.input.load);
+        let predicted = self.input.load.is_some();
+        self.split = facts.split_class().map(|c| {
+            let s = match view {
+                Some(v) => v.split(now, predicted, &self.input.classes, c),
+                None => predicted.then(|| self.input.classes.split(c)),
+            };
+            (c, s)
+        });
+        let rec = LoadRecord {
+            seq: self.seq as u32,
+            load: self.load,
+        };
+        self.out
+            .push_back(Action::Publish(Record::Load, rec.encode().to_vec()));
+        if self.input.string_plan {
+            if self.movement.shift != 0 {
+                let (d, c) = match self.split {
+                    Some((_, s)) => s.unwrap_or_default(),
+                    None => (0, 0),
+                };
+                let own = StringSums {
+                    predicting: u64::from(self.load.is_some()),
+                    loads: [
+                        self.load.map_or(0, u128::from),
+                        u128::from(d),
+                        u128::from(c),
+                    ],
+                };
+                let t = TreeReduce::new(
+                    Step::LoadsUp,
+                    Step::LoadsDown,
+                    self.rank,
+                    self.size,
+                    self.seq,
+                    own,
+                );
+                return Phase::Loads(t);
+            }
+            let sums = StringSums {
+                predicting: facts.predicting,
+                loads: match facts.split_class() {
+                    None => [facts.load, 0, 0],
+                    Some(c) => {
+                        let (d, ch) = facts.split_sums(c);
+                        [facts.load, d, ch]
+                    }
+                },
+            };
+            return self.string_scan(sums);
+        }
+        self.neighbours()
+    }
+
+    /// The string scan, from the job's loads per string.
+    fn string_scan(&mut self, sums: StringSums) -> Phase {
+        let n = u128::from(sums.predicting);
+        let mean = |x: u128| {
+            x.checked_div(n)
+                .map_or(0, |m| m.min(u128::from(u64::MAX)) as u64)
+        };
+        let (own, means) = match self.split {
+            None => ([self.load, None], [mean(sums.loads[0]), 0]),
+            Some((_, s)) => (
+                [s.map(|x| x.0), s.map(|x| x.1)],
+                [mean(sums.loads[1]), mean(sums.loads[2])],
+            ),
+        };
+        self.means = means;
+        self.own_prefix = Prefix::of(own, means);
+        Phase::StringScan(ExclusiveScan::new(
+            Step::StringScan,
+            self.rank,
+            self.size,
+            self.seq,
+            self.own_prefix,
+        ))
+    }
+
+    fn after_string_scan(&mut self, before: Prefix) -> Phase {
+        let mine = self.own_prefix;
+        let mut p = Published {
+            epoch: self.seq as u32,
+            ..Published::default()
+        };
+        for s in 0..STRINGS {
+            p.deficit[s] = (before.strings[s].1, mine.strings[s].1);
+        }
+        self.out
+            .push_back(Action::Publish(Record::String, p.encode().to_vec()));
+        let strings = if self.split.is_some() { 2 } else { 1 };
+        let searches = (0..strings)
+            .map(|s| {
+                let a = before.strings[s].0;
+                ReceiverSearch::new(s, self.size, self.rank, a, a + mine.strings[s].0)
+            })
+            .collect();
+        Phase::Receivers { searches, at: 0 }
+    }
+
+    fn receivers(&mut self, searches: Vec<ReceiverSearch>, mut at: usize) -> (Phase, bool) {
+        while at < searches.len() && searches[at].poll_read().is_none() {
+            at += 1;
+        }
+        if at < searches.len() {
+            if !self.awaiting_read() && self.retry.is_empty() {
+                let j = searches[at].poll_read().expect("checked");
+                self.read(j, Record::String, PUBLISHED_BYTES as u64);
+            }
+            return (Phase::Receivers { searches, at }, false);
+        }
+        self.figures.rounds += self.chain;
+        self.chain = 0;
+        let sends = |i: usize| {
+            searches
+                .get(i)
+                .and_then(|s| s.sends())
+                .map(<[_]>::to_vec)
+                .unwrap_or_default()
+        };
+        let receives = (0..searches.len())
+            .map(|s| super::string::receives(&self.own_prefix, s))
+            .fold(0u64, u64::saturating_add);
+        self.string = Some(match self.split {
+            None => RankString {
+                sends: sends(0),
+                receives,
+                split: None,
+            },
+            Some((class, _)) => RankString {
+                sends: Vec::new(),
+                receives,
+                split: Some(RankSplit {
+                    class,
+                    dear_sends: sends(0),
+                    cheap_sends: sends(1),
+                }),
+            },
+        });
+        (self.neighbours(), true)
+    }
+
+    fn neighbours(&mut self) -> Phase {
+        if self.input.neighbours.is_empty() {
+            return Phase::Done;
+        }
+        let waiting = self.input.neighbours.clone();
+        for &r in &waiting {
+            self.read(r, Record::Load, LOAD_RECORD_BYTES as u64);
+        }
+        Phase::Neighbours { waiting }
+    }
+}
