@@ -206,6 +206,10 @@ fn epoch_main(
         digest: dlb::digest(&out.results),
         steal_log: Vec::new(),
         links: dlb::Links::default(),
+        start: st.start.as_secs_f64(),
+        start_bytes: st.start_figures.bytes,
+        start_messages: st.start_figures.messages,
+        start_rounds: st.start_figures.rounds,
     };
     let gathered = rt.all_gather(&figs.encode()).map_err(|e| e.to_string())?;
     let c = rt.connections();

@@ -240,9 +240,6 @@ type ResultFn = dyn Fn(&[u8]) -> Vec<u8> + Sync;
 struct Simulated {
     /// One report per epoch.
     reports: Vec<Report>,
-    /// Per epoch: what each rank computes from the epoch-start all-gather, measured
-    /// here (`titus_sim::Outcome::front_ns`), s.
-    front_s: Vec<f64>,
     events: u64,
     wall_s: f64,
     /// With --resources: per epoch, the efficiency against the heterogeneous ideal (total
@@ -404,7 +401,6 @@ fn simulate(
     }
     Ok(Simulated {
         reports,
-        front_s: out.front_ns.iter().map(|&ns| ns as f64 / 1e9).collect(),
         events: out.events,
         wall_s,
         hetero,
@@ -488,6 +484,10 @@ fn figures(
                     connect_s: r.connect_ns as f64 * 1e-9,
                     bytes: r.connection_bytes,
                 },
+                start: r.start_ns as f64 * 1e-9,
+                start_bytes: r.start.bytes,
+                start_messages: r.start.messages,
+                start_rounds: r.start.rounds,
             }
         })
         .collect()
@@ -632,9 +632,6 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                         "worker_grain_us".into(),
                         (grain.as_nanos() as f64 / 1e3).into(),
                     );
-                    if let Some(&f) = s.front_s.get(e) {
-                        o.insert("front_s".into(), f.into());
-                    }
                     o.insert("sim_events".into(), s.events.into());
                     o.insert("sim_wall_s".into(), s.wall_s.into());
                     o.insert("events_per_s".into(), eps.into());

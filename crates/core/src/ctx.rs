@@ -246,12 +246,15 @@ pub(crate) mod testing {
         }
     }
 
-    /// Three segments of plain bytes.
-    pub(crate) struct Mem(RefCell<[Vec<u8>; 3]>);
+    /// Segments of plain bytes.
+    pub(crate) struct Mem(RefCell<Vec<Vec<u8>>>);
 
     impl Mem {
-        pub(crate) fn new(sizes: [u64; 3]) -> Self {
-            Self(RefCell::new(sizes.map(|n| vec![0; n as usize])))
+        /// Segments of these sizes (any left out are empty).
+        pub(crate) fn new<const N: usize>(sizes: [u64; N]) -> Self {
+            Self(RefCell::new(
+                sizes.iter().map(|&n| vec![0; n as usize]).collect(),
+            ))
         }
     }
 

@@ -455,8 +455,7 @@ pub(crate) fn string_plan(
     tasks: &mut Vec<Task>,
     predicted: &[u64],
     dear_by: &[Option<bool>],
-    s: &StringLoads,
-    rank: Rank,
+    s: &crate::start::string::RankString,
     max_record: usize,
 ) -> (Vec<(Rank, Vec<PushedTask>)>, usize) {
     let Some(costs) = filled(predicted) else {
@@ -464,12 +463,9 @@ pub(crate) fn string_plan(
     };
     let Some(split) = &s.split else {
         let mut costs = costs;
-        return (
-            deal(tasks, &mut costs, &s.sends(rank), max_record, false),
-            0,
-        );
+        return (deal(tasks, &mut costs, &s.sends, max_record, false), 0);
     };
-    let (dear_sends, cheap_sends) = (split.dear.sends(rank), split.cheap.sends(rank));
+    let (dear_sends, cheap_sends) = (&split.dear_sends, &split.cheap_sends);
     if dear_sends.is_empty() && cheap_sends.is_empty() {
         // Nothing leaves: the tasks stay as they are (every rank a receiver, and every
         // rank of a balanced step, does this: 3–6 ms at 65,536 tasks otherwise).
@@ -487,9 +483,9 @@ pub(crate) fn string_plan(
             cheap_c.push(c);
         }
     }
-    let mut out = deal(&mut dear, &mut dear_c, &dear_sends, max_record, true);
+    let mut out = deal(&mut dear, &mut dear_c, dear_sends, max_record, true);
     let dealt_dear: usize = out.iter().map(|x| x.1.len()).sum();
-    for (r, b) in deal(&mut cheap, &mut cheap_c, &cheap_sends, max_record, false) {
+    for (r, b) in deal(&mut cheap, &mut cheap_c, cheap_sends, max_record, false) {
         match out.iter_mut().find(|x| x.0 == r) {
             Some(x) => x.1.extend(b),
             None => out.push((r, b)),
@@ -758,7 +754,7 @@ mod tests {
         let mut t = tasks(4);
         let s = StringLoads::new(&[Some(40), Some(0)]);
         assert!(
-            string_plan(&mut t, &[0; 4], &[], &s, 0, 1 << 10)
+            string_plan(&mut t, &[0; 4], &[], &s.rank_string(0), 1 << 10)
                 .0
                 .is_empty()
         );
@@ -828,7 +824,7 @@ mod tests {
             9,
         );
         let mut t = tasks(120);
-        let (p, dealt) = string_plan(&mut t, &costs, &[], &s, 0, 1 << 10);
+        let (p, dealt) = string_plan(&mut t, &costs, &[], &s.rank_string(0), 1 << 10);
         assert_eq!(
             dealt,
             p.iter()

@@ -15,6 +15,9 @@ pub mod seg {
     /// (fewer when the rank has fewer next hops), each holding one chunk until its write
     /// completed.
     pub const OUTBOX: u16 = 2;
+    /// The epoch start's message slots, published records and landings
+    /// (`crate::start`).
+    pub const START: u16 = 3;
 }
 
 /// Version word at offset 0 of TASKS: "TITUS" + layout version 3 (version 2: result

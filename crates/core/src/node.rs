@@ -55,6 +55,8 @@ enum Pending {
     Out(outbound::Pending),
     Inbox(inbox::Pending),
     Term(termination::Pending),
+    /// The epoch start's messages and reads.
+    Start(crate::start::part::Pending),
     /// ABORT, flooded.
     Abort,
 }
@@ -86,10 +88,9 @@ pub struct Prediction {
     /// The predicted loads (ns; 0: no tasks) of this rank's diffusion neighbours
     /// ([`Node::diffusion_neighbours`]) that predicted one; others are left out.
     pub neighbour_loads: Vec<(Rank, u64)>,
-    /// Every rank's predicted load, for the string plan
-    /// ([`crate::DiffusionPlan::String`]; without it that plan falls back to the
-    /// neighbours'). Shared: a simulator hands every node the same one.
-    pub string: Option<std::sync::Arc<crate::StringLoads>>,
+    /// This rank's part of the string plan ([`crate::DiffusionPlan::String`]; without it
+    /// that plan falls back to the neighbours'), as the epoch start found it.
+    pub string: Option<crate::start::string::RankString>,
     /// For a split string plan: whether each task (in task order) counts dear, where the
     /// loads of the string say ([`crate::JobFront::dear_keys`]: the job's density its key
     /// came from); empty, or `None` for a task, where its predicted cost says.
@@ -151,6 +152,8 @@ pub struct Node {
     /// started it a little earlier already steals, routes and reports), replayed by
     /// `start_epoch`.
     early: Vec<(Rank, u64)>,
+    /// The epoch start (`crate::start`): its segment, the start under way, its outcome.
+    start: crate::start::part::StartPart,
     /// This epoch started from predictions (diffusion balanced it before any task ran).
     balanced_start: bool,
     /// Resource types (`Config::resource_types`): those this rank has, and those with an
@@ -244,6 +247,7 @@ impl Node {
             failed: None,
             aborted: false,
             early: Vec::new(),
+            start: crate::start::part::StartPart::new(size),
             balanced_start: false,
             types_mine: 0,
             types_idle: 0,
@@ -272,7 +276,8 @@ impl Node {
     }
 
     /// The ranks this rank sends operations to: out-neighbours, its tree parent and
-    /// children, and the ranks that steal from it or send it results, `in_neighbours`
+    /// children, the epoch start's partners (`crate::start::partners`: the ranks 2^i
+    /// before and after it), and the ranks that steal from it or send it results, `in_neighbours`
     /// (`request` victims answer their thieves; an inbox reset is signalled to the senders
     /// that overflowed it, under every protocol) — which the driver computes once
     /// (`Overlay::in_neighbours`, O(N·k)) and also uses for segment exposure.
@@ -281,6 +286,7 @@ impl Node {
         let mut p: Vec<Rank> = self.router.victims.to_vec();
         p.extend(tree_parent(rank));
         p.extend(tree_children(rank, size));
+        p.extend(crate::start::partners(rank, size));
         p.extend_from_slice(in_neighbours);
         if let Some(sh) = &self.cx.cfg.sharing {
             p.extend_from_slice(sh.members(rank));
@@ -292,12 +298,73 @@ impl Node {
     }
 
     /// Bytes of each segment, in [`layout::seg`] order.
-    pub fn segment_sizes(&self) -> [u64; 3] {
+    pub fn segment_sizes(&self) -> [u64; 4] {
         [
             self.area.bytes(),
             inbox::INBOX_DATA + self.cx.cfg.inbox_bytes,
             self.results.out.slots() as u64 * self.cx.cfg.chunk_bytes,
+            self.start.bytes(),
         ]
+    }
+
+    /// Begins the epoch start (`crate::start`): the collectives that tell this rank what
+    /// it needs of the others before its tasks run. Every rank calls it, after the epoch
+    /// before ended here; its operations leave through [`Node::poll_command`] and its
+    /// inputs come in as every other (signals, completions, timeouts) until
+    /// [`Node::poll_start`] has the outcome. Then the driver predicts and calls
+    /// [`Node::start_epoch_predicted`].
+    pub fn begin_start(
+        &mut self,
+        now: Time,
+        input: crate::start::StartInput,
+        mem: &dyn Memory,
+    ) -> Result<(), CoreError> {
+        if self.running {
+            return Err(CoreError::Usage("an epoch start while an epoch is running"));
+        }
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        self.cx.now = now;
+        let mut out = Vec::new();
+        let r = self
+            .start
+            .begin(now, self.cx.rank, self.cx.size, input, mem, &mut out);
+        self.issue_start(out);
+        r
+    }
+
+    /// The epoch start's outcome, once it ended (once): what the epoch is to start from,
+    /// or why the start failed (here, or on the rank whose ABORT reached this one).
+    pub fn poll_start(&mut self) -> Option<Result<crate::start::StartOutcome, CoreError>> {
+        if let Some(e) = &self.failed
+            && self.start.is_running()
+        {
+            self.start.fail(e.clone());
+        }
+        self.start.take_outcome()
+    }
+
+    /// Whether an epoch start is under way.
+    pub fn starting(&self) -> bool {
+        self.start.is_running()
+    }
+
+    fn issue_start(&mut self, out: Vec<crate::start::part::Issue>) {
+        for (op, p) in out {
+            self.cx.issue(op, Pending::Start(p));
+        }
+        self.end_failed_start();
+    }
+
+    /// A start that failed here fails the node (its ABORT tells the others).
+    fn end_failed_start(&mut self) {
+        if let Some(Err(e)) = self.start.peek_outcome() {
+            let e = e.clone();
+            if self.failed.is_none() {
+                self.fail(e);
+            }
+        }
     }
 
     /// Writes the layout's version word; call once before the first epoch, on every rank,
@@ -437,11 +504,11 @@ impl Node {
                 .collect();
             let string = p
                 .string
-                .as_deref()
-                .filter(|s| cx.cfg.diffusion_plan == DiffusionPlan::String && s.ranks() == cx.size);
+                .as_ref()
+                .filter(|_| cx.cfg.diffusion_plan == DiffusionPlan::String);
             // Neighbours that predicted more push here: leave them alone until then.
             if let Some(s) = string {
-                let coming = s.receives(rank);
+                let coming = s.receives;
                 self.balanced_start |= coming > 0;
                 self.thief.expect_push(coming, now, &cx.cfg);
             } else if let Some(mine) = predicted
@@ -460,7 +527,7 @@ impl Node {
             let plan = match string {
                 Some(s) => {
                     let (plan, dear) =
-                        diffuse::string_plan(&mut tasks, &p.costs_ns, &p.dear, s, rank, max_record);
+                        diffuse::string_plan(&mut tasks, &p.costs_ns, &p.dear, s, max_record);
                     cx.stats.tasks_pushed_dear = dear as u64;
                     plan
                 }
@@ -520,6 +587,9 @@ impl Node {
 
     /// When [`Node::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Time> {
+        if self.failed.is_none() && self.start.is_running() {
+            return self.start.poll_timeout();
+        }
         if !self.running || self.failed.is_some() || self.term.is_done() {
             return None;
         }
@@ -555,6 +625,13 @@ impl Node {
     /// for DONE gives it [`crate::DONE_GRACE`]: the peer may have had DONE already (it
     /// travels down the tree, to other subtrees first). Any other fails the epoch now.
     pub fn peers_swept(&mut self, now: Time, gone: Option<(Rank, String)>) {
+        if self.start.is_running() {
+            // Every peer takes part in a start: one gone fails it.
+            if let Some((peer, why)) = gone {
+                self.fail_peer_gone(peer, why);
+            }
+            return;
+        }
         if self.is_done() || self.termination_detected() {
             return;
         }
@@ -592,6 +669,9 @@ impl Node {
         let me = self.cx.rank;
         if let Some(e) = &self.failed {
             return format!("rank {me} failed: {e}");
+        }
+        if let Some(s) = self.start.describe() {
+            return s;
         }
         if !self.running {
             return format!("rank {me} is not in an epoch");
@@ -935,6 +1015,12 @@ impl Node {
                 return;
             }
         };
+        if let Pending::Start(p) = p {
+            let mut out = Vec::new();
+            self.start.on_complete(now, p, mem, &mut out);
+            self.issue_start(out);
+            return;
+        }
         let closed = self.closed();
         let cx = &mut self.cx;
         let r = match p {
@@ -960,6 +1046,7 @@ impl Node {
             }
             // Signals: nothing to do once they are delivered.
             Pending::Share(_) | Pending::Term(_) | Pending::Abort => Ok(()),
+            Pending::Start(_) => unreachable!("handled above"),
         };
         if let Err(e) = r {
             self.fail(e);
@@ -985,6 +1072,23 @@ impl Node {
         if self.failed.is_some() {
             return;
         }
+        if let Ok(Signal::Start {
+            start,
+            step,
+            round,
+            len,
+        }) = sig
+        {
+            let mut out = Vec::new();
+            let r = self
+                .start
+                .on_signal(now, from, start, step, round, len, mem, &mut out);
+            self.issue_start(out);
+            if let Err(e) = r {
+                self.fail(e);
+            }
+            return;
+        }
         if !self.running {
             self.early.push((from, value));
             return;
@@ -999,6 +1103,12 @@ impl Node {
     /// Timers: call when [`Node::poll_timeout`] has passed.
     pub fn handle_timeout(&mut self, now: Time, mem: &dyn Memory) {
         self.cx.now = now;
+        if self.start.is_running() && self.failed.is_none() {
+            let mut out = Vec::new();
+            self.start.on_timeout(now, mem, &mut out);
+            self.issue_start(out);
+            return;
+        }
         if self.failed.is_none()
             && let Some((peer, why)) = self.term.grace_over(now)
         {
@@ -1017,6 +1127,7 @@ impl Node {
         let closed = self.closed();
         let cx = &mut self.cx;
         match sig {
+            Signal::Start { .. } => unreachable!("the start's signals are handled first"),
             Signal::Chunk { .. } | Signal::Overflow { .. } | Signal::Reset => {
                 let (pushed, last) =
                     self.results
@@ -1149,6 +1260,7 @@ impl Node {
             Pending::Out(o) => (o.name(), o.peer(&self.router.victims, me)),
             Pending::Inbox(i) => (i.name(), me),
             Pending::Term(t) => (t.name(), me),
+            Pending::Start(s) => (s.name(), s.peer()),
             Pending::Abort => ("abort", me),
         }
     }
@@ -1211,6 +1323,7 @@ impl Node {
             CoreError::Aborted { rank, .. } => *rank,
             _ => self.cx.rank,
         };
+        self.start.fail(e.clone());
         self.failed = Some(e);
         self.flood_abort(origin, code, None);
     }
@@ -1244,7 +1357,9 @@ impl Node {
         let origin = origin.min(self.cx.size.saturating_sub(1));
         let code = u32::from(code);
         if self.failed.is_none() {
-            self.failed = Some(CoreError::Aborted { rank: origin, code });
+            let e = CoreError::Aborted { rank: origin, code };
+            self.start.fail(e.clone());
+            self.failed = Some(e);
         }
         self.flood_abort(origin, code, Some(from));
     }

@@ -208,23 +208,23 @@ pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>,
 }
 
 /// Where the job's front moved (`JobFront`), the plan's inputs for the next epoch: `front`
-/// (as the last epoch started) updated with every rank's `profiles` gathered for the plan
-/// (their keys now, what they measured last), and every rank's `loads` replaced by the
-/// front's prediction where it has one. The updated front, for the rank's own tasks
-/// ([`JobFront::predict`]); `None` (loads untouched) without a shift.
-pub fn follow_front(
-    front: &crate::JobFront,
+/// (as the plan before left it) updated with every rank's `profiles` gathered for this
+/// plan (their keys now, what they measured last), and every rank's `loads` replaced by
+/// the front's prediction where it has one. The updated front, for the rank's own tasks
+/// ([`JobFront::predict`]); `None` (loads untouched) without a shift. Plans made after
+/// every epoch see the shift of one epoch.
+pub fn follow_front<'f>(
+    front: &'f mut crate::JobFront,
     profiles: &[crate::RankProfile],
     loads: &mut [u64],
-) -> Option<crate::JobFront> {
-    let mut f = front.clone();
-    f.update(profiles);
+) -> Option<&'f crate::JobFront> {
+    front.update(profiles);
     let own: Vec<Option<u64>> = loads.iter().map(|&l| Some(l)).collect();
-    let planned = f.plan_loads(profiles, &own)?;
+    let planned = front.plan_loads(profiles, &own)?;
     for (l, p) in loads.iter_mut().zip(planned) {
         *l = p.unwrap_or(*l);
     }
-    Some(f)
+    Some(front)
 }
 
 #[cfg(test)]

@@ -443,7 +443,7 @@ pub(crate) fn run(sh: &Shared) {
             } else {
                 LIVENESS_BUSY_EVERY
             }
-            && sh.epoch_running.load(Ordering::Acquire);
+            && (sh.epoch_running.load(Ordering::Acquire) || sh.starting.load(Ordering::Acquire));
         if sweep {
             swept = now_i;
         }
@@ -459,7 +459,7 @@ pub(crate) fn run(sh: &Shared) {
             // this turn takes what they have not.)
             fabric.take_signals(&mut signals);
             feed(&mut node, now, signals.drain(..), &mem);
-            if sweep && !node.is_done() {
+            if sweep && (!node.is_done() || node.starting()) {
                 sweep_peers(sh, &mut node, &mem, gone);
             }
             let mut wait = node
@@ -500,6 +500,7 @@ pub(crate) fn run(sh: &Shared) {
             let short = !(serve && workers_poll)
                 && ((node.expects_remote_ops() && !workers_poll)
                     || node.awaits_remote()
+                    || node.starting()
                     || waiting
                     || open_now > 0);
             let nap = if short {
@@ -518,7 +519,9 @@ pub(crate) fn run(sh: &Shared) {
             // Every turn (a worker may have turned it off meanwhile: going idle, or
             // starting a dear task).
             fabric.set_workers_serve(serve);
-            (wait, node.is_done(), node.queued())
+            // A start that ended wakes the epoch's caller as an epoch's end does.
+            let start_over = sh.starting.load(Ordering::Acquire) && !node.starting();
+            (wait, node.is_done() || start_over, node.queued())
         };
         sh.wake_workers_for(queued);
         if done {

@@ -185,8 +185,13 @@ pub struct EpochStats {
     pub between: Duration,
     /// Gaps counted in [`EpochStats::between`].
     pub betweens: u64,
-    /// Time from start_epoch to this rank's end of the epoch.
+    /// Time from the epoch call to this rank's end of the epoch: its start included.
     pub session: Duration,
+    /// Time from the epoch call to its tasks' start: the epoch start
+    /// (`titus_core::start`), with its bytes, messages and rounds.
+    pub start: Duration,
+    /// The epoch start's figures.
+    pub start_figures: titus_core::start::StartFigures,
     /// Time spent in steal attempts (first operation to outcome), summed.
     pub steal: Duration,
     /// CPU time of the rank's progress thread during the epoch (Linux; zero elsewhere):
@@ -333,6 +338,9 @@ pub(crate) struct Shared {
     pub(crate) progress_cpu: std::sync::OnceLock<thread_cpu::ThreadCpu>,
     /// An epoch runs: workers may take tasks from the node.
     pub(crate) epoch_running: AtomicBool,
+    /// An epoch start runs (`titus_core::start`): the progress thread keeps its naps short
+    /// and sweeps its peers' liveness, as in an epoch.
+    pub(crate) starting: AtomicBool,
     /// When the progress thread's current wait ends (node time, ns): a worker that makes
     /// the node want something earlier wakes it.
     pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
@@ -525,8 +533,12 @@ impl std::fmt::Debug for Runtime {
 fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricConfig {
     let sizes = node.segment_sizes();
     let in_neighbours = overlay.in_neighbours(node.rank());
-    let peers = node.peers(&in_neighbours);
-    let readers = peers.clone();
+    let readers = node.peers(&in_neighbours);
+    // The epoch start's searches read the records of whichever ranks their data leads
+    // to (`titus_core::start`): every rank is addressable. Beyond the eager size every
+    // connection is made on first contact.
+    let size = overlay.ranks();
+    let peers: Vec<u32> = (0..size).filter(|&r| r != node.rank()).collect();
     let spec = |name: &str, len: u64, exposure: Exposure| SegmentSpec {
         name: name.into(),
         len,
@@ -537,11 +549,12 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
             spec("tasks", sizes[0], Exposure::Peers(readers.clone())),
             spec("inbox", sizes[1], Exposure::Peers(readers)),
             spec("outbox", sizes[2], Exposure::Peers(Vec::new())),
+            spec("start", sizes[3], Exposure::All),
         ],
         peers,
-        lazy: cfg
-            .lazy_connect
-            .unwrap_or_else(|| titus_core::connects_lazily(overlay)),
+        lazy: cfg.lazy_connect.unwrap_or_else(|| {
+            titus_core::connects_lazily(overlay) || size > titus_core::EAGER_RANKS_MAX
+        }),
         op_timeout: cfg.op_timeout,
     }
 }
@@ -747,7 +760,10 @@ impl Runtime {
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let node = with_mapper(Node::new(cfg.core.clone(), overlay.clone(), rank)?, &cfg);
         let fcfg = fabric_config(&node, &overlay, &cfg);
-        let (peers, lazy) = (fcfg.peers.clone(), fcfg.lazy);
+        // Whose liveness it watches: the ranks it works with (every rank is addressable
+        // for the start's searches, but a sweep of all would cost O(N)).
+        let peers = node.peers(&overlay.in_neighbours(rank));
+        let lazy = fcfg.lazy;
         let Opened { fabric, all_gather } = opener.open(rank, size, exchange, fcfg, provider)?;
         let gather: AllGatherFn = Box::new(move |blob| all_gather(blob).map_err(|e| e.to_string()));
         node.init_memory(&SegMem(&*fabric));
@@ -794,6 +810,7 @@ impl Runtime {
             timings: tracing::enabled!(tracing::Level::DEBUG),
             progress_cpu: std::sync::OnceLock::new(),
             epoch_running: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
             driver_deadline: std::sync::atomic::AtomicU64::new(0),
             open: Mutex::new(Default::default()),
             inline: fabric.caps().immediate,
@@ -1117,9 +1134,11 @@ impl Runtime {
             profiles.push(l.profile.profile(r)?);
         }
         // The next step's costs: where the job's front moves, the last step's moved once
-        // more (every rank's load alike, this rank's tasks from its own costs first).
-        let front = self.front.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(f) = titus_core::repartition::follow_front(&front, &profiles, &mut loads)
+        // more (every rank's load alike, this rank's tasks from its own costs first). The
+        // front compares these profiles with those of the plan before (epoch starts
+        // gather none: `titus_core::start`).
+        let mut front = self.front.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = titus_core::repartition::follow_front(&mut front, &profiles, &mut loads)
             && let Some(p) = {
                 let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
                 f.predict(keys, |k| h.last_cost(k))
@@ -1145,7 +1164,7 @@ impl Runtime {
         tasks: Vec<TaskIn>,
         skip_if_none: bool,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
-        let t_prepare = Instant::now();
+        let call = Instant::now();
         let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
         let tasks: Vec<NewTask> = tasks
             .into_iter()
@@ -1156,88 +1175,65 @@ impl Runtime {
                 cost_hint_ns: t.cost_hint_ns,
             })
             .collect();
-        let rejected = CostHistory::check_keys(&keys).err();
-        let (costs_ns, load, last) = {
+        let sh = &self.shared;
+        // The epoch start (`titus_core::start`): collectives over the job's own fabric,
+        // driven by the progress thread like every other operation.
+        let own = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            let c = h.predict(&keys);
-            let load = titus_core::predicted_load(&c);
-            (c, load, h.measured())
-        };
-        let classes = titus_core::LoadClasses::of(&costs_ns);
-        let now = titus_core::KeySpan::of(&keys);
-        // The previous epoch ended everywhere and nothing of it travels any more; every
-        // rank's task count, predicted load (ns; u64::MAX: none) and whether it rejected
-        // its tasks come along.
-        let blob = versioned::encode(
-            EPOCH_START,
-            &EpochStart {
-                tasks: tasks.len() as u64,
-                load,
-                rejected: rejected.is_some(),
-                profile: ProfileWords::of(now, &last),
-                classes: classes.0,
-            },
-        );
-        let prepare_time = t_prepare.elapsed();
-        let t_gather = Instant::now();
-        let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
-        let gather_time = t_gather.elapsed();
-        let t_plan = Instant::now();
-        let all: Vec<EpochStart> = all
-            .iter()
-            .enumerate()
-            .map(|(r, b)| decode_gathered(EPOCH_START, b, r, "its epoch start"))
-            .collect::<Result<_, _>>()?;
-        if let Some(e) = rejected {
-            return Err(e.into());
-        }
-        if let Some(r) = (0..all.len()).find(|&r| all[r].rejected) {
-            return Err(CoreError::Aborted {
-                rank: r as u32,
-                code: titus_core::error_code::DUPLICATE_KEY,
+            let mut node = sh.lock_node();
+            let (input, own) =
+                titus_core::start::StartInput::of(&node, &keys, &h, sh.cfg.epoch_timeout);
+            sh.starting.store(true, Ordering::Release);
+            let begun = node.begin_start(sh.now(), input, &SegMem(&*sh.fabric));
+            if let Err(e) = begun {
+                sh.starting.store(false, Ordering::Release);
+                return Err(e.into());
             }
-            .into());
-        }
-        if skip_if_none && all.iter().all(|a| a.tasks == 0) {
+            own
+        };
+        let prepare_time = call.elapsed();
+        sh.fabric.wake();
+        let outcome = {
+            let mut node = sh.lock_node();
+            loop {
+                if let Some(o) = node.poll_start() {
+                    break o;
+                }
+                if let Some((peer, stuck)) = sh.stuck_in_fabric() {
+                    let why = sh
+                        .fabric
+                        .peer_gone(peer)
+                        .map_or_else(String::new, |w| format!("{w}; "));
+                    node.fail_peer_gone(
+                        peer,
+                        format!(
+                            "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
+                            stuck.as_secs_f64()
+                        ),
+                    );
+                    continue;
+                }
+                node = sh
+                    .done_cv
+                    .wait_timeout(node, Duration::from_millis(50))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        };
+        sh.starting.store(false, Ordering::Release);
+        let outcome = outcome?;
+        let gather_time = call.elapsed() - prepare_time;
+        let t_plan = Instant::now();
+        if !outcome.runs(&own, skip_if_none)? {
             return Ok(None);
         }
-        // The job's front (the same on every rank: the same gathered profiles): where the
-        // costs moved across ranks, every rank's load and this rank's costs follow it.
-        let (loads, costs_ns, string, dear) = {
-            let own: Vec<Option<u64>> = all.iter().map(|a| a.load).collect();
-            let profiles: Vec<titus_core::RankProfile> = all
-                .iter()
-                .enumerate()
-                .map(|(r, a)| a.profile.clone().profile(r))
-                .collect::<Result<_, _>>()?;
-            let classes: Vec<titus_core::LoadClasses> = all
-                .iter()
-                .enumerate()
-                .map(|(r, a)| {
-                    let c = titus_core::LoadClasses(a.classes.clone());
-                    c.check().map_err(|e| {
-                        RuntimeError::Barrier(format!("rank {r} sent bad cost classes: {e}"))
-                    })?;
-                    Ok(c)
-                })
-                .collect::<Result<_, RuntimeError>>()?;
-            let mut front = self.front.lock().unwrap_or_else(|p| p.into_inner());
-            front.update(&profiles);
-            let string = (self.shared.cfg.core.diffusion_plan == DiffusionPlan::String)
-                .then(|| std::sync::Arc::new(front.string_loads(&profiles, &own, &classes)));
-            let dear = front.dear_keys(&keys, string.as_ref().and_then(|s| s.split_class()));
-            match front.plan_loads(&profiles, &own) {
-                Some(loads) => {
-                    let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-                    let costs = front.predict(&keys, |k| h.last_cost(k)).unwrap_or(costs_ns);
-                    (loads, costs, string, dear)
-                }
-                None => (own, costs_ns, string, dear),
-            }
+        let load = outcome.load;
+        let prediction = {
+            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            outcome.prediction(&keys, own, &h)
         };
-        let load = loads.get(self.rank as usize).copied().flatten();
         let plan_time = t_plan.elapsed();
-        let sh = &self.shared;
+        let _ = load;
         sh.busy_ns.store(0, Ordering::Relaxed);
         sh.between_ns.store(0, Ordering::Relaxed);
         sh.betweens.store(0, Ordering::Relaxed);
@@ -1255,21 +1251,11 @@ impl Runtime {
         {
             let mut node = sh.lock_node();
             locked = start.elapsed();
-            // Diffusion: this rank's predictions and its diffusion neighbours' loads.
-            let prediction = load.is_some().then(|| titus_core::Prediction {
-                neighbour_loads: node
-                    .diffusion_neighbours()
-                    .into_iter()
-                    .filter_map(|r| Some((r, (*loads.get(r as usize)?)?)))
-                    .collect(),
-                costs_ns,
-                string,
-                dear,
-            });
             node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
         }
         let start_time = start.elapsed();
+        let start_total = call.elapsed();
         sh.wake_workers();
         sh.fabric.wake();
         let deadline = sh.cfg.epoch_timeout.map(|t| start + t);
@@ -1305,7 +1291,8 @@ impl Runtime {
             }
         }
         sh.epoch_running.store(false, Ordering::Release);
-        let session = start.elapsed();
+        // From the epoch call: the start is part of the epoch's time.
+        let session = call.elapsed();
         let progress_cpu = Duration::from_nanos(
             cpu_start
                 .zip(read_progress_cpu())
@@ -1332,7 +1319,7 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; prediction {:?}, all-gather {:?}, front {:?}, start {:?} (node lock {:?}), run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; start: input {:?}, collectives {:?}, prediction {:?}, pushes {:?} (node lock {:?}); run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             prepare_time,
             gather_time,
@@ -1376,6 +1363,8 @@ impl Runtime {
                 between: Duration::from_nanos(sh.between_ns.load(Ordering::Relaxed)),
                 betweens: sh.betweens.load(Ordering::Relaxed),
                 session,
+                start: start_total,
+                start_figures: outcome.figures,
                 steal,
                 progress_cpu,
                 protocol: sh.cfg.core.protocol.name(),
@@ -1438,22 +1427,6 @@ fn steal_summary(core: &titus_core::Stats) -> String {
     )
 }
 
-/// What each rank contributes to the epoch-start all-gather (a versioned postcard value,
-/// [`versioned`]).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct EpochStart {
-    /// Its task count.
-    tasks: u64,
-    /// Its predicted load, ns (`None`: no prediction).
-    load: Option<u64>,
-    /// It refused its tasks (a key given twice).
-    rejected: bool,
-    /// Its profile for the job's front.
-    profile: ProfileWords,
-    /// Its predicted load per cost class, for the string plan's split.
-    classes: Vec<(u8, u64)>,
-}
-
 /// A rank's profile for the job's front ([`titus_core::RankProfile`]) on the wire: its
 /// keys now (least, greatest, count); what it measured in the epoch before: the keys
 /// (least, greatest, count), their cost (ns), Σ cost × (key − least), Σ (key − least), and
@@ -1498,9 +1471,6 @@ impl ProfileWords {
         Ok(p)
     }
 }
-
-/// [`EpochStart`]'s tag: format and version.
-const EPOCH_START: &[u8] = b"TEPS3";
 
 /// What each rank contributes to a repartition plan's all-gather.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -52,7 +52,7 @@ use titus_core::layout::{self, seg, tasks};
 use titus_core::resources::{
     Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_bits, type_table,
 };
-use titus_core::{Config, CostHistory, Node, Op, Prediction, Protocol, Stats, Time, Token};
+use titus_core::{Config, CostHistory, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::rng::Rng;
 use titus_overlay::{Overlay, OverlayParams};
 
@@ -212,8 +212,12 @@ pub struct RankOutcome {
     /// straight on, ns, and how many such gaps (the node model's time around each task;
     /// none without it): the runtime's `EpochStats::between`.
     pub between: (u64, u64),
-    /// From the start to this rank's end of the epoch, ns.
+    /// From the epoch call (its start's beginning) to this rank's end of the epoch, ns.
     pub session_ns: u64,
+    /// From the epoch call to its tasks' start: the epoch start, ns.
+    pub start_ns: u64,
+    /// The epoch start's bytes, messages and rounds.
+    pub start: titus_core::start::StartFigures,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
@@ -253,11 +257,6 @@ pub struct Outcome {
     pub end_ns: u64,
     /// A hash of every event handled, in order (same seed, same trace).
     pub trace: u64,
-    /// Per epoch: the wall time, on this machine, of what each rank computes from the
-    /// epoch-start all-gather before its tasks start (the job's front, the string plan's
-    /// loads, its predictions), ns; measured while simulating, not part of virtual time
-    /// (nor of the trace).
-    pub front_ns: Vec<u64>,
 }
 
 /// An invariant that did not hold, or a run that did not end.
@@ -514,15 +513,16 @@ struct Sim<'a> {
     costs: Vec<Vec<u64>>,
     /// Per rank: the last measured cost of each task (by key), across epochs.
     history: Vec<CostHistory>,
-    /// Per rank: this epoch's predicted cost of each task, and the predicted load (None:
-    /// no prediction), set when the epoch starts.
-    predicted: Vec<Vec<u64>>,
-    loads: Vec<Option<u64>>,
-    /// Every rank's predicted load, for the string plan (built when the epoch starts).
-    string: Option<std::sync::Arc<titus_core::StringLoads>>,
-    /// The job's front: one table, as every rank of the runtime builds it from the
-    /// epoch-start all-gather.
-    front: titus_core::JobFront,
+    /// Per rank, while its epoch start is under way: its own prediction (the start's
+    /// outcome completes it), and when it called the epoch.
+    own: Vec<Option<titus_core::start::OwnPrediction>>,
+    began: Vec<u64>,
+    /// Per rank: its last start's time (from the epoch call to its tasks' start, ns) and
+    /// figures.
+    start_figures: Vec<(u64, titus_core::start::StartFigures)>,
+    /// The job's front for repartition plans ([`Between::repartition_plan`]): updated
+    /// by each plan from its profiles, as the runtime's from its plan's all-gather.
+    front: std::cell::RefCell<titus_core::JobFront>,
     /// Per rank: its resource table, where it has resources beside its workers; empty
     /// where no rank has any, so that the common job's events do not touch it (a cache
     /// miss each at 100,000 ranks).
@@ -599,12 +599,10 @@ impl<'a> Sim<'a> {
         &self.current
     }
 
-    /// Each rank starts the epoch at `now` plus its skew, with its predictions from its
-    /// history (what the runtime's epoch-start barrier gathers). A rank given one key
-    /// twice fails the run, as it fails the runtime's epoch. Returns the wall time, here,
-    /// of what each rank computes from the all-gather before its tasks start
-    /// ([`Outcome::front_ns`]): measured, not simulated (it stays out of virtual time).
-    fn start_epoch(&mut self, now: u64) -> Result<u64, Violation> {
+    /// Each rank calls the epoch at `now` plus its skew: its start (`titus_core::start`)
+    /// then runs over the simulated fabric like any other operation. A rank given one key
+    /// twice fails the run, as it fails the runtime's epoch.
+    fn start_epoch(&mut self, now: u64) -> Result<(), Violation> {
         if self.current.len() != self.nodes.len() {
             return Err(Violation(format!(
                 "epoch {}: {} task lists for {} ranks",
@@ -613,58 +611,12 @@ impl<'a> Sim<'a> {
                 self.nodes.len()
             )));
         }
-        let predicting = std::time::Instant::now();
         for r in 0..self.nodes.len() {
             let keys: Vec<u64> = self.current[r].iter().map(|t| t.key).collect();
             CostHistory::check_keys(&keys)
                 .map_err(|e| Violation(format!("epoch {}, rank {r}: {e}", self.epoch + 1)))?;
-            let p = self.history[r].predict(&keys);
-            self.loads[r] = titus_core::predicted_load(&p);
-            self.predicted[r] = p;
             self.keys[r] = keys;
         }
-        let own_predict = predicting.elapsed();
-        let clock = std::time::Instant::now();
-        // The job's front: where the costs moved across ranks, every rank's load and its
-        // tasks' costs follow it.
-        let profiles: Vec<titus_core::RankProfile> = (0..self.nodes.len())
-            .map(|r| titus_core::RankProfile {
-                now: titus_core::KeySpan::of(&self.keys[r]),
-                last: self.history[r].measured(),
-            })
-            .collect();
-        self.front.update(&profiles);
-        // The string plan's loads: one, shared by every node (the runtime builds its own
-        // from the same all-gather: each rank's own load and cost classes).
-        let classing = std::time::Instant::now();
-        let classes: Vec<titus_core::LoadClasses> = self
-            .predicted
-            .iter()
-            .map(|p| titus_core::LoadClasses::of(p))
-            .collect();
-        let own_classes = classing.elapsed();
-        self.string = Some(std::sync::Arc::new(self.front.string_loads(
-            &profiles,
-            &self.loads,
-            &classes,
-        )));
-        let plan = self.front.plan_loads(&profiles, &self.loads);
-        let shared = clock.elapsed() - own_classes;
-        let predicting = std::time::Instant::now();
-        if let Some(loads) = plan {
-            for r in 0..self.nodes.len() {
-                let h = &self.history[r];
-                if let Some(p) = self.front.predict(&self.keys[r], |k| h.last_cost(k)) {
-                    self.predicted[r] = p;
-                }
-            }
-            self.loads = loads;
-        }
-        // Every rank computes the front, the string plan's loads and the plan's loads in
-        // full; its own predictions and cost classes, one rank's share of all here.
-        let own =
-            (own_predict + own_classes + predicting.elapsed()) / self.nodes.len().max(1) as u32;
-        let front_ns = (shared + own).as_nanos() as u64;
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -672,7 +624,53 @@ impl<'a> Sim<'a> {
             };
             self.at(now + skew, Ev::Start { node: r });
         }
-        Ok(front_ns)
+        Ok(())
+    }
+
+    /// Rank `n`'s start ended at `now` with `outcome`: its tasks start from the
+    /// prediction the outcome completes.
+    fn begin_epoch(
+        &mut self,
+        n: u32,
+        now: u64,
+        outcome: Result<titus_core::start::StartOutcome, titus_core::CoreError>,
+    ) -> Result<(), Violation> {
+        let i = n as usize;
+        let own = self.own[i].take().expect("a start under way");
+        // A failed start failed the node: `after` reports it.
+        let Ok(out) = outcome else {
+            return Ok(());
+        };
+        out.runs(&own, false)
+            .map_err(|e| Violation(format!("epoch {}, rank {n}: {e}", self.epoch + 1)))?;
+        let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
+            .iter()
+            .map(|t| titus_core::NewTask {
+                kind: t.kind,
+                payload: t.payload.clone(),
+                priority: t.priority,
+                cost_hint_ns: t.hint_ns,
+            })
+            .collect();
+        let prediction = out.prediction(&self.keys[i], own, &self.history[i]);
+        self.nodes[i]
+            .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
+            .map_err(|e| Violation(format!("rank {n}: start: {e}")))?;
+        self.per[i].start = Some(now);
+        self.per[i].home_seen = self.nodes[i].results_home().0;
+        self.start_figures[i] = (now - self.began[i], out.figures);
+        if std::env::var("TITUS_DEBUG_START").is_ok() && (n < 4 || n % 97 == 0) {
+            eprintln!(
+                "rank {n}: epoch {} start {} ns from {} to {}, {:?}, movement {:?}",
+                self.epoch,
+                now - self.began[i],
+                self.began[i],
+                now,
+                out.figures,
+                out.movement
+            );
+        }
+        Ok(())
     }
 
     fn at(&mut self, t: u64, ev: Ev) {
@@ -867,20 +865,26 @@ impl<'a> Sim<'a> {
         let peer = target(&op);
         let mut t = t;
         if peer != from {
-            match &mut self.peers {
+            let lazy = match &mut self.peers {
                 Some(peers) => {
                     let checked = &mut self.per[from as usize].peer_checked;
-                    if *checked != peer {
-                        if !peers.mark(from, peer) {
-                            return Err(Violation(format!(
-                                "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
-                            )));
-                        }
+                    let known = *checked == peer || peers.mark(from, peer);
+                    if known {
                         *checked = peer;
+                    } else if !on_start_segment(&op) {
+                        return Err(Violation(format!(
+                            "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
+                        )));
                     }
+                    // The start's searches read where their data leads: first contact
+                    // connects.
+                    !known
                 }
                 // Over the complete graph, the first operation between two ranks connects.
-                None => {
+                None => true,
+            };
+            if lazy {
+                {
                     if self.contact(from, peer) {
                         let c = self.model(from, peer, false).connect_ns as u64;
                         t += c;
@@ -1142,6 +1146,11 @@ impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.
     fn after(&mut self, n: u32, now: u64) -> Result<(), Violation> {
         let i = n as usize;
+        if self.own[i].is_some()
+            && let Some(outcome) = self.nodes[i].poll_start()
+        {
+            self.begin_epoch(n, now, outcome)?;
+        }
         // The bytes the handler moved through the rank's segments: the thread that drove
         // it did that first.
         let lag = self.byte_cpu(i);
@@ -1455,34 +1464,17 @@ impl<'a> Sim<'a> {
                     // that error (the runtime's start returns it).
                     return self.after(node, now);
                 }
-                let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
-                    .iter()
-                    .map(|t| titus_core::NewTask {
-                        kind: t.kind,
-                        payload: t.payload.clone(),
-                        priority: t.priority,
-                        cost_hint_ns: t.hint_ns,
-                    })
-                    .collect();
-                // Diffusion: only the neighbours' loads, never a vector of every rank's.
-                let prediction = self.loads[i].is_some().then(|| Prediction {
-                    costs_ns: std::mem::take(&mut self.predicted[i]),
-                    neighbour_loads: self.nodes[i]
-                        .diffusion_neighbours()
-                        .into_iter()
-                        .filter_map(|r| Some((r, self.loads[r as usize]?)))
-                        .collect(),
-                    string: self.string.clone(),
-                    dear: self.front.dear_keys(
-                        &self.keys[i],
-                        self.string.as_ref().and_then(|s| s.split_class()),
-                    ),
-                });
+                let (input, own) = titus_core::start::StartInput::of(
+                    &self.nodes[i],
+                    &self.keys[i],
+                    &self.history[i],
+                    None,
+                );
                 self.nodes[i]
-                    .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
+                    .begin_start(Time(now), input, &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
-                self.per[i].start = Some(now);
-                self.per[i].home_seen = self.nodes[i].results_home().0;
+                self.own[i] = Some(own);
+                self.began[i] = now;
                 self.after(node, now)?;
             }
             Ev::Complete { node, token, value } => {
@@ -1776,7 +1768,9 @@ impl Sim<'_> {
                 busy_ns: self.per[r].busy,
                 op_cpu_ns: self.per[r].op_cpu,
                 between: self.per[r].between,
-                session_ns: self.per[r].end.unwrap_or(0) - self.per[r].start.unwrap_or(0),
+                session_ns: self.per[r].end.unwrap_or(0) - self.began[r],
+                start_ns: self.start_figures[r].0,
+                start: self.start_figures[r].1,
                 results,
                 costs_ns,
                 peers: contacts,
@@ -1851,6 +1845,14 @@ impl Sim<'_> {
     }
 }
 
+/// Whether `op` reads or writes a START segment (the epoch start's, `titus_core::start`).
+fn on_start_segment(op: &Op) -> bool {
+    match op {
+        Op::Read { remote, .. } | Op::Write { remote, .. } => remote.segment == seg::START,
+        _ => false,
+    }
+}
+
 fn layout_loc(offset: u64) -> titus_core::Loc {
     titus_core::Loc::new(seg::TASKS, offset)
 }
@@ -1863,7 +1865,7 @@ pub struct Between<'s> {
     /// The epoch that just ended (0: the first).
     pub epoch: usize,
     history: &'s [CostHistory],
-    front: &'s titus_core::JobFront,
+    front: &'s std::cell::RefCell<titus_core::JobFront>,
     plan: titus_core::repartition::RepartitionPlan,
 }
 
@@ -1901,7 +1903,8 @@ impl Between<'_> {
                 last: h.measured(),
             })
             .collect();
-        if let Some(f) = titus_core::repartition::follow_front(self.front, &profiles, &mut loads) {
+        let mut front = self.front.borrow_mut();
+        if let Some(f) = titus_core::repartition::follow_front(&mut front, &profiles, &mut loads) {
             for ((m, k), h) in mine.iter_mut().zip(keys).zip(self.history) {
                 if let Some(p) = f.predict(k, |key| h.last_cost(key)) {
                     m.0 = titus_core::repartition::filled_tasks(k, p);
@@ -2059,10 +2062,10 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         results: vec![Vec::new(); n],
         costs: vec![Vec::new(); n],
         history: vec![CostHistory::default(); n],
-        predicted: vec![Vec::new(); n],
-        loads: vec![None; n],
-        string: None,
-        front: titus_core::JobFront::default(),
+        own: vec![None; n],
+        began: vec![0; n],
+        start_figures: vec![(0, titus_core::start::StartFigures::default()); n],
+        front: std::cell::RefCell::new(titus_core::JobFront::default()),
         res,
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
@@ -2114,7 +2117,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let mut out = Outcome::default();
     let mut now = 0;
     for epoch in 0..=job.later_epochs.len() {
-        out.front_ns.push(sim.start_epoch(now)?);
+        sim.start_epoch(now)?;
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
         if epoch > 0 {

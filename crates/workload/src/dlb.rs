@@ -451,6 +451,15 @@ pub struct Report {
     pub connect_s: f64,
     /// Memory the connections of the fullest rank hold, MiB.
     pub connection_mib: f64,
+    /// The epoch start, slowest rank: from the epoch call to its first task, s (counted
+    /// in `resolution_s` and the efficiencies).
+    pub start_s: f64,
+    /// The epoch start's bytes sent, received and read, the most of any rank.
+    pub start_bytes: u64,
+    /// The epoch start's messages sent and records read, the most of any rank.
+    pub start_messages: u64,
+    /// The epoch start's rounds on the longest chain.
+    pub start_rounds: u64,
     pub calibration_s: f64,
     pub results_digest: String,
     pub busy_s: Vec<f64>,
@@ -1033,12 +1042,12 @@ pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, Str
 }
 
 /// The `--csv` header.
-pub const CSV_HEADER: &str = "efficiency,resolution_s,ideal_s,ranks,workers,balancer,protocol,seed,verified,profile,tasks,task_time_s,payload_bytes,cost,distribution,steals_ok,steals_empty,steals_locked,bytes_moved,result_hops_mean,group_size,epoch,nominal_efficiency,speedup,tasks_stolen,epochs,drift,diffusion";
+pub const CSV_HEADER: &str = "efficiency,resolution_s,ideal_s,ranks,workers,balancer,protocol,seed,verified,profile,tasks,task_time_s,payload_bytes,cost,distribution,steals_ok,steals_empty,steals_locked,bytes_moved,result_hops_mean,group_size,epoch,nominal_efficiency,speedup,tasks_stolen,epochs,drift,diffusion,start_s,start_bytes,start_messages,start_rounds";
 
 /// One `--csv` row.
 pub fn csv_row(r: &Report) -> String {
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         r.efficiency,
         r.resolution_s,
         r.ideal_s,
@@ -1066,7 +1075,11 @@ pub fn csv_row(r: &Report) -> String {
         r.tasks_stolen,
         r.epochs,
         r.drift,
-        r.diffusion
+        r.diffusion,
+        r.start_s,
+        r.start_bytes,
+        r.start_messages,
+        r.start_rounds
     )
 }
 
@@ -1519,6 +1532,15 @@ pub struct RankFigures {
     pub steal_log: Vec<(f64, u32, u32)>,
     /// Connections so far ([`connection_figures`] where they come from a real job).
     pub links: Links,
+    /// Its epoch start: from the epoch call to its tasks' start (s), bytes sent,
+    /// received and read, messages sent and records read, rounds on its longest chain.
+    pub start: f64,
+    /// See [`RankFigures::start`].
+    pub start_bytes: u64,
+    /// See [`RankFigures::start`].
+    pub start_messages: u64,
+    /// See [`RankFigures::start`].
+    pub start_rounds: u64,
 }
 
 /// Completed operations of one kind on one rank (a report's `op_latency`).
@@ -1670,6 +1692,12 @@ impl RankFigures {
             v.extend([l.count as f64, l.ns as f64]);
         }
         v.extend([self.between, self.betweens as f64, self.grains as f64]);
+        v.extend([
+            self.start,
+            self.start_bytes as f64,
+            self.start_messages as f64,
+            self.start_rounds as f64,
+        ]);
         encode_f64s(&v)
     }
 
@@ -1703,6 +1731,10 @@ impl RankFigures {
             grains: g(19 + 2 * titus_core::OP_KINDS.len()) as u64,
             steal_log: Vec::new(),
             links: Links::default(),
+            start: g(20 + 2 * titus_core::OP_KINDS.len()),
+            start_bytes: g(21 + 2 * titus_core::OP_KINDS.len()) as u64,
+            start_messages: g(22 + 2 * titus_core::OP_KINDS.len()) as u64,
+            start_rounds: g(23 + 2 * titus_core::OP_KINDS.len()) as u64,
         }
     }
 }
@@ -1818,6 +1850,10 @@ pub fn report(
             / f64::from(n.max(1)),
         connect_s: figs.iter().map(|f| f.links.connect_s).fold(0.0, f64::max),
         connection_mib: figs.iter().map(|f| f.links.bytes).fold(0.0, f64::max) / (1024.0 * 1024.0),
+        start_s: figs.iter().map(|f| f.start).fold(0.0, f64::max),
+        start_bytes: figs.iter().map(|f| f.start_bytes).max().unwrap_or(0),
+        start_messages: figs.iter().map(|f| f.start_messages).max().unwrap_or(0),
+        start_rounds: figs.iter().map(|f| f.start_rounds).max().unwrap_or(0),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",

@@ -17,6 +17,7 @@
 //! | REFILL   | (none)                                             | `claim`, `lock` thief       |
 //! | WAIT     | epoch 20, (39 zero bits), hungry 1                 | blacklisting thief          |
 //! | ADVERT   | epoch 20, (4 zero bits), hops 8, tasks 28          | owner with work, to waiters |
+//! | START    | (24 zero bits), start 8, step 4, round 8, length 16 | the epoch start (`crate::start`) |
 //!
 //! Kind 15 (top four bits all set) is reserved for the transport (the hybrid fabric's
 //! remote atomics): the core never sends it.
@@ -58,6 +59,8 @@ const REFILL: u64 = 11;
 const WAIT: u64 = 12;
 /// Advertisement: the sender has work to share again (to the thieves that wait for it).
 const ADVERT: u64 = 13;
+/// The epoch start: a message is in the receiver's slot for its step and round.
+const START: u64 = 14;
 
 /// Bits of the payload.
 const PAYLOAD_BITS: u32 = 60;
@@ -198,6 +201,17 @@ pub enum Signal {
         /// Tasks on offer, at most 2^28 − 1.
         tasks: u64,
     },
+    /// The epoch start: a message is in the receiver's slot.
+    Start {
+        /// The sender's start number modulo 2^8.
+        start: u8,
+        /// The message's step (`crate::start::wire::Step::code`).
+        step: u8,
+        /// Its round (a child's place, a scan's round).
+        round: u8,
+        /// Its bytes, header included.
+        len: u16,
+    },
 }
 
 impl Signal {
@@ -217,6 +231,7 @@ impl Signal {
             Self::Refill => REFILL,
             Self::Wait { .. } => WAIT,
             Self::Advert { .. } => ADVERT,
+            Self::Start { .. } => START,
         }
     }
 
@@ -236,6 +251,7 @@ impl Signal {
             REFILL => "REFILL",
             WAIT => "WAIT",
             ADVERT => "ADVERT",
+            START => "START",
             _ => "unknown",
         }
     }
@@ -286,6 +302,17 @@ impl Signal {
                 (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
                     | u64::from(hops) << ADVERT_TASKS_BITS
                     | tasks & mask(ADVERT_TASKS_BITS)
+            }
+            Self::Start {
+                start,
+                step,
+                round,
+                len,
+            } => {
+                u64::from(start) << 28
+                    | u64::from(step & 0xf) << 24
+                    | u64::from(round) << 16
+                    | u64::from(len)
             }
         };
         pack(self.kind(), payload)
@@ -341,6 +368,12 @@ impl Signal {
                 epoch: p >> HIGH_SHIFT,
                 hops: (p >> ADVERT_TASKS_BITS) as u8,
                 tasks: p & mask(ADVERT_TASKS_BITS),
+            },
+            START => Self::Start {
+                start: (p >> 28) as u8,
+                step: (p >> 24 & 0xf) as u8,
+                round: (p >> 16) as u8,
+                len: p as u16,
             },
             k => {
                 return Err(CoreError::Malformed {

@@ -28,8 +28,10 @@
 //! message that fails names its sender and the field ([`StartError`]).
 
 mod collective;
+mod drive;
 mod facts;
 pub mod front;
+pub(crate) mod part;
 mod protocol;
 mod search;
 pub mod string;
@@ -45,6 +47,7 @@ mod tests;
 pub use collective::{
     Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, Wire, scan_rounds, tree_depth,
 };
+pub use drive::OwnPrediction;
 pub use facts::JobFacts;
 pub use protocol::{
     Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, Record, StartCarry, StartFigures,
@@ -113,4 +116,22 @@ impl From<StartError> for crate::CoreError {
             },
         }
     }
+}
+
+/// The ranks a rank's start collectives talk to: 2^i before and after it along the
+/// string (the scans' partners; the binomial tree's parent and children are among them).
+/// 2 · ⌈log₂ N⌉ at most. The searches' reads go beyond them, to the ranks their data
+/// leads to: those connect on first contact.
+pub fn partners(rank: Rank, size: u32) -> impl Iterator<Item = Rank> {
+    (0..scan_rounds(size)).flat_map(move |i| {
+        let d = 1u64 << i;
+        let r = u64::from(rank);
+        [
+            r.checked_sub(d),
+            Some(r + d).filter(|&x| x < u64::from(size)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|x| x as Rank)
+    })
 }

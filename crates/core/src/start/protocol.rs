@@ -39,7 +39,7 @@ use std::time::Duration;
 /// The first wait before a record read too early is read again; it doubles up to
 /// [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_micros(20);
-const RETRY_MAX: Duration = Duration::from_millis(2);
+const RETRY_MAX: Duration = Duration::from_micros(50);
 
 /// What a rank brings to its start.
 #[derive(Debug, Clone, Default)]
@@ -324,6 +324,8 @@ pub struct EpochStart {
     chain: u64,
     /// Reads issued and not yet back.
     reads_out: u32,
+    /// The latest time an input came with.
+    last_now: Time,
     error: Option<StartError>,
 }
 
@@ -373,6 +375,7 @@ impl EpochStart {
             figures: StartFigures::default(),
             chain: 0,
             reads_out: 0,
+            last_now: now,
             error: None,
         };
         s.pump();
@@ -418,6 +421,7 @@ impl EpochStart {
     /// The time is `now`: records read too early are read again, and a start past its
     /// deadline fails naming whom it waits for.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.last_now = now;
         if self.is_over() {
             return;
         }
@@ -443,6 +447,18 @@ impl EpochStart {
     /// A message `bytes` from `from` arrived (its slot's bytes, as far as its signal
     /// said).
     pub fn handle_message(&mut self, from: Rank, bytes: &[u8]) {
+        if std::env::var("TITUS_DEBUG_RANK")
+            .ok()
+            .and_then(|r| r.parse::<u32>().ok())
+            == Some(self.rank)
+        {
+            eprintln!(
+                "   message from {from} step {:?} in {} (last now {:?})",
+                bytes.get(3),
+                self.phase_name(),
+                self.last_now
+            );
+        }
         if self.is_over() {
             return;
         }
@@ -485,6 +501,17 @@ impl EpochStart {
 
     /// The bytes of `peer`'s `record` that a [`Action::Read`] asked for.
     pub fn handle_read(&mut self, now: Time, peer: Rank, record: Record, bytes: &[u8]) {
+        self.last_now = now;
+        if std::env::var("TITUS_DEBUG_RANK")
+            .ok()
+            .and_then(|r| r.parse::<u32>().ok())
+            == Some(self.rank)
+        {
+            eprintln!(
+                "   read {record:?} of {peer} at {now:?} in {}",
+                self.phase_name()
+            );
+        }
         if self.is_over() {
             return;
         }
@@ -557,6 +584,15 @@ impl EpochStart {
     }
 
     fn read_later(&mut self, now: Time, peer: Rank, record: Record, len: u64) {
+        if std::env::var("TITUS_DEBUG_START").is_ok() {
+            eprintln!(
+                "start {}: rank {} reads {record:?} of rank {peer} too early at {} ns ({})",
+                self.seq,
+                self.rank,
+                now.0,
+                self.phase_name()
+            );
+        }
         self.retry.push((now.plus(self.backoff), peer, record, len));
         self.backoff = (self.backoff * 2).min(RETRY_MAX);
     }
@@ -753,7 +789,33 @@ impl EpochStart {
             }
             other => (other, false),
         };
+        if moved
+            && std::env::var("TITUS_DEBUG_RANK")
+                .ok()
+                .and_then(|r| r.parse::<u32>().ok())
+                == Some(self.rank)
+        {
+            eprintln!(
+                "start {} rank {}: now {} ({} messages, {} reads out)",
+                self.seq,
+                self.rank,
+                match &next {
+                    Phase::Done => "done",
+                    _ => "next",
+                },
+                self.figures.messages,
+                self.reads_out
+            );
+        }
         self.phase = next;
+        if moved
+            && std::env::var("TITUS_DEBUG_RANK")
+                .ok()
+                .and_then(|r| r.parse::<u32>().ok())
+                == Some(self.rank)
+        {
+            eprintln!("   -> {} at {:?}", self.phase_name(), self.last_now);
+        }
         moved
     }
 

@@ -1,0 +1,92 @@
+//! What a driver hands the start and takes from it: one rank's input from its keys and
+//! cost history, and the epoch's prediction from the outcome. The runtime and the
+//! simulator both call these; neither predicts on its own.
+
+use super::{StartInput, StartOutcome};
+use crate::{
+    CoreError, CostHistory, DiffusionPlan, KeySpan, LoadClasses, Node, Prediction, RankProfile,
+};
+use std::time::Duration;
+
+/// A rank's own prediction, before the start: its tasks' predicted costs (0: unknown).
+#[derive(Debug, Clone, Default)]
+pub struct OwnPrediction {
+    /// Each task's predicted cost, ns, in task order.
+    pub costs_ns: Vec<u64>,
+    /// Why the rank refuses its tasks (a key given twice), if it does.
+    pub refused: Option<CoreError>,
+}
+
+impl StartInput {
+    /// Rank `node`'s input for an epoch of tasks with `keys`, predicted from `history`;
+    /// `timeout`: how long the start may wait for its peers (`None`: while they live).
+    pub fn of(
+        node: &Node,
+        keys: &[u64],
+        history: &CostHistory,
+        timeout: Option<Duration>,
+    ) -> (Self, OwnPrediction) {
+        let refused = CostHistory::check_keys(keys).err();
+        let costs_ns = history.predict(keys);
+        let string_plan =
+            node.diffusion_enabled() && node.config().diffusion_plan == DiffusionPlan::String;
+        let input = Self {
+            tasks: keys.len(),
+            refused: refused.is_some(),
+            load: crate::predicted_load(&costs_ns),
+            classes: LoadClasses::of(&costs_ns),
+            profile: RankProfile {
+                now: KeySpan::of(keys),
+                last: history.measured(),
+            },
+            string_plan,
+            neighbours: match string_plan {
+                true => Vec::new(),
+                false => node.diffusion_neighbours(),
+            },
+            timeout,
+        };
+        (input, OwnPrediction { costs_ns, refused })
+    }
+}
+
+impl StartOutcome {
+    /// The prediction the epoch starts from (`None`: this rank predicted nothing): its
+    /// tasks' costs — the front's where the job's costs moved, its own otherwise — its
+    /// neighbours' loads, its part of the string plan, and which tasks count dear.
+    pub fn prediction(
+        &self,
+        keys: &[u64],
+        own: OwnPrediction,
+        history: &CostHistory,
+    ) -> Option<Prediction> {
+        self.load?;
+        let view = self.window.as_ref().map(|w| w.view(self.movement));
+        let costs_ns = view
+            .and_then(|v| v.predict(keys, |k| history.last_cost(k)))
+            .unwrap_or(own.costs_ns);
+        let class = self.string.as_ref().and_then(|s| s.split_class());
+        Some(Prediction {
+            costs_ns,
+            neighbour_loads: self.neighbour_loads.clone(),
+            string: self.string.clone(),
+            dear: view.map(|v| v.dear_keys(keys, class)).unwrap_or_default(),
+        })
+    }
+
+    /// Whether the epoch runs: no rank refused its tasks, and (with `skip_if_none`) some
+    /// rank has one. The error names this rank's refusal, or the lowest rank that
+    /// refused.
+    pub fn runs(&self, own: &OwnPrediction, skip_if_none: bool) -> Result<bool, CoreError> {
+        if let Some(e) = &own.refused {
+            return Err(e.clone());
+        }
+        if let Some(r) = self.facts.refused_by {
+            return Err(CoreError::Aborted {
+                rank: r,
+                code: crate::error_code::DUPLICATE_KEY,
+            });
+        }
+        Ok(!(skip_if_none && self.facts.tasks == 0))
+    }
+}

@@ -1,0 +1,451 @@
+//! The epoch start inside a node: where its messages and records live in the rank's
+//! START segment, the START signal that announces a message, and the operations that
+//! carry them. [`super::EpochStart`] decides; this part only moves bytes.
+//!
+//! A message is written into the slot its receiver keeps for the message's step and
+//! round (every rank computes every rank's layout from the job's size), then signalled.
+//! A slot is written once a start, and a start begins only after the epoch before ended
+//! everywhere, so a slot is never overwritten before its owner read it. Messages that
+//! come before this rank began the start they belong to (a rank that saw the epoch end
+//! first starts first) wait, as signals, for it.
+
+use super::front::{PARTS_BYTES_MAX, SPAN_RECORD_BYTES};
+use super::string::PUBLISHED_BYTES;
+use super::wire::{HEADER, Step};
+use super::{
+    Action, EpochStart, LOAD_RECORD_BYTES, Record, StartCarry, StartError, StartInput,
+    StartOutcome, scan_rounds,
+};
+use crate::layout::seg;
+use crate::{CoreError, Loc, Memory, Op, Rank, Time};
+
+/// A scan's or the loads' message at most: header and body.
+const SMALL: u64 = 128;
+/// The facts' message up the tree at most: header, the job's facts (64 classes) and the
+/// front's sums (every sample in a run of its own).
+const FACTS_UP: u64 = 7_424;
+/// The facts' message down the tree at most.
+const FACTS_DOWN: u64 = 1_200;
+/// Diffusion neighbours whose loads are read at once (more wait for a landing).
+const LOAD_LANDINGS: u64 = 64;
+
+/// Where everything of the start lies in a rank's START segment, the same on every rank
+/// of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StartLayout {
+    rounds: u64,
+}
+
+impl StartLayout {
+    pub(crate) fn new(size: u32) -> Self {
+        Self {
+            rounds: u64::from(scan_rounds(size).max(1)),
+        }
+    }
+
+    /// Per step: (slots a rank receives, their size; slots it sends from, their size).
+    fn shape(&self, step: Step) -> (u64, u64, u64) {
+        let l = self.rounds;
+        match step {
+            Step::SpanScan | Step::StringScan => (l, SMALL, l),
+            Step::FactsUp => (l, FACTS_UP, 1),
+            Step::FactsDown => (1, FACTS_DOWN, 1),
+            Step::LoadsUp => (l, SMALL, 1),
+            Step::LoadsDown => (1, SMALL, 1),
+        }
+    }
+
+    /// The receiving slots of `step` (at `round`): offset and room; `None` outside them.
+    pub(crate) fn slot(&self, step: Step, round: u8) -> Option<(u64, u64)> {
+        let mut at = 0;
+        for s in super::wire::STEPS {
+            let (n, size, _) = self.shape(s);
+            if s == step {
+                return (u64::from(round) < n).then(|| (at + u64::from(round) * size, size));
+            }
+            at += n * size;
+        }
+        None
+    }
+
+    fn inbox_bytes(&self) -> u64 {
+        super::wire::STEPS
+            .iter()
+            .map(|&s| {
+                let (n, size, _) = self.shape(s);
+                n * size
+            })
+            .sum()
+    }
+
+    /// The sending buffer of `step` at `round` (the down steps' one buffer serves every
+    /// child: the same bytes go to each).
+    fn outbox(&self, step: Step, round: u8) -> (u64, u64) {
+        let mut at = self.inbox_bytes();
+        for s in super::wire::STEPS {
+            let (_, size, m) = self.shape(s);
+            if s == step {
+                let i = u64::from(round).min(m - 1);
+                return (at + i * size, size);
+            }
+            at += m * size;
+        }
+        unreachable!("every step has a buffer")
+    }
+
+    fn outbox_bytes(&self) -> u64 {
+        super::wire::STEPS
+            .iter()
+            .map(|&s| {
+                let (_, size, m) = self.shape(s);
+                m * size
+            })
+            .sum()
+    }
+
+    /// A published record: offset and length at most.
+    pub(crate) fn record(&self, r: Record) -> (u64, u64) {
+        let base = self.inbox_bytes() + self.outbox_bytes();
+        let span = SPAN_RECORD_BYTES as u64;
+        let parts = PARTS_BYTES_MAX as u64;
+        let string = PUBLISHED_BYTES as u64;
+        match r {
+            Record::Span => (base, span),
+            Record::Parts => (base + span, parts),
+            Record::String => (base + span + parts, string),
+            Record::Load => (base + span + parts + string, LOAD_RECORD_BYTES as u64),
+        }
+    }
+
+    fn records_end(&self) -> u64 {
+        let (at, len) = self.record(Record::Load);
+        (at + len).next_multiple_of(8)
+    }
+
+    /// Where a read of `r` lands here (`i`: which of the load landings).
+    fn landing(&self, r: Record, i: u64) -> (u64, u64) {
+        let base = self.records_end();
+        let (_, len) = self.record(r);
+        match r {
+            Record::Span => (base, len),
+            Record::Parts => (base + 64, len),
+            Record::String => (base + 64 + PARTS_BYTES_MAX as u64, len),
+            Record::Load => (base + 64 + PARTS_BYTES_MAX as u64 + 128 + 16 * i, len),
+        }
+    }
+
+    /// The segment's bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.landing(Record::Load, LOAD_LANDINGS).0
+    }
+}
+
+/// What a start's operation means.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// A message written and signalled.
+    Send(Rank),
+    /// A record read into a landing (`load`: which of the load landings it holds).
+    Read {
+        peer: Rank,
+        record: Record,
+        landing: u64,
+        len: u64,
+        load: Option<u64>,
+    },
+}
+
+impl Pending {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Send(_) => "start message",
+            Self::Read { .. } => "start record read",
+        }
+    }
+
+    pub(crate) fn peer(&self) -> Rank {
+        match self {
+            Self::Send(p) | Self::Read { peer: p, .. } => *p,
+        }
+    }
+}
+
+/// The node's start: the layout, what one start carries to the next, the start under
+/// way, and its outcome until the driver takes it.
+#[derive(Debug)]
+pub(crate) struct StartPart {
+    layout: StartLayout,
+    carry: StartCarry,
+    /// Starts begun, the one under way included.
+    seq: u64,
+    current: Option<EpochStart>,
+    outcome: Option<Result<StartOutcome, CoreError>>,
+    /// START signals for a start this rank has not begun: (from, start, step, round, len).
+    early: Vec<(Rank, u8, u8, u8, u16)>,
+    /// Load landings free.
+    free: Vec<u64>,
+    /// Reads waiting for a load landing.
+    waiting: Vec<(Rank, Record, u64)>,
+}
+
+/// What the part wants the node to issue.
+pub(crate) type Issue = (Op, Pending);
+
+impl StartPart {
+    pub(crate) fn new(size: u32) -> Self {
+        Self {
+            layout: StartLayout::new(size),
+            carry: StartCarry::default(),
+            seq: 0,
+            current: None,
+            outcome: None,
+            early: Vec::new(),
+            free: (0..LOAD_LANDINGS).rev().collect(),
+            waiting: Vec::new(),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.layout.bytes()
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// The start under way, for a stall's message.
+    pub(crate) fn describe(&self) -> Option<String> {
+        self.current.as_ref().map(EpochStart::describe)
+    }
+
+    /// Begins the next start.
+    pub(crate) fn begin(
+        &mut self,
+        now: Time,
+        rank: Rank,
+        size: u32,
+        input: StartInput,
+        mem: &dyn Memory,
+        out: &mut Vec<Issue>,
+    ) -> Result<(), CoreError> {
+        if self.current.is_some() || self.outcome.is_some() {
+            return Err(CoreError::Usage(
+                "an epoch start while another is under way",
+            ));
+        }
+        self.seq += 1;
+        let carry = std::mem::take(&mut self.carry);
+        self.current = Some(EpochStart::new(now, rank, size, self.seq, input, carry));
+        let early: Vec<_> = std::mem::take(&mut self.early);
+        for (from, start, step, round, len) in early {
+            self.on_signal(now, from, start, step, round, len, mem, out)?;
+        }
+        self.pump(mem, out);
+        Ok(())
+    }
+
+    /// A START signal from `from`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_signal(
+        &mut self,
+        _now: Time,
+        from: Rank,
+        start: u8,
+        step: u8,
+        round: u8,
+        len: u16,
+        mem: &dyn Memory,
+        out: &mut Vec<Issue>,
+    ) -> Result<(), CoreError> {
+        let here = self.current.is_some().then_some(self.seq as u8);
+        if here != Some(start) {
+            if start == (self.seq + 1) as u8 {
+                self.early.push((from, start, step, round, len));
+                return Ok(());
+            }
+            return Err(StartError::Malformed {
+                from,
+                field: "start",
+                detail: format!(
+                    "a START signal of start {start} (this rank is at {})",
+                    self.seq as u8
+                ),
+            }
+            .into());
+        }
+        let bad = |detail: String| -> CoreError {
+            StartError::Malformed {
+                from,
+                field: "signal",
+                detail,
+            }
+            .into()
+        };
+        let s = Step::of(step).ok_or_else(|| bad(format!("step {step}")))?;
+        let (at, room) = self
+            .layout
+            .slot(s, round)
+            .ok_or_else(|| bad(format!("{} round {round}: no such slot", s.name())))?;
+        let len = u64::from(len);
+        if len > room || len < HEADER as u64 {
+            return Err(bad(format!(
+                "a {len}-byte {} message for a {room}-byte slot",
+                s.name()
+            )));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        mem.read(Loc::new(seg::START, at), &mut bytes);
+        let cur = self.current.as_mut().expect("checked");
+        cur.handle_message(from, &bytes);
+        self.pump(mem, out);
+        Ok(())
+    }
+
+    /// A start operation completed.
+    pub(crate) fn on_complete(
+        &mut self,
+        now: Time,
+        p: Pending,
+        mem: &dyn Memory,
+        out: &mut Vec<Issue>,
+    ) {
+        if let Pending::Read {
+            peer,
+            record,
+            landing,
+            len,
+            load,
+        } = p
+        {
+            let mut bytes = vec![0u8; len as usize];
+            mem.read(Loc::new(seg::START, landing), &mut bytes);
+            if let Some(i) = load {
+                self.free.push(i);
+                if let Some((peer, record, len)) = self.waiting.pop() {
+                    self.issue_read(peer, record, len, out);
+                }
+            }
+            if let Some(cur) = self.current.as_mut() {
+                cur.handle_read(now, peer, record, &bytes);
+            }
+        }
+        self.pump(mem, out);
+    }
+
+    /// When the start's timer is due.
+    pub(crate) fn poll_timeout(&self) -> Option<Time> {
+        self.current.as_ref().and_then(EpochStart::poll_timeout)
+    }
+
+    /// Timers.
+    pub(crate) fn on_timeout(&mut self, now: Time, mem: &dyn Memory, out: &mut Vec<Issue>) {
+        if let Some(cur) = self.current.as_mut() {
+            cur.handle_timeout(now);
+        }
+        self.pump(mem, out);
+    }
+
+    /// The start fails with `e` (the node failed, or another rank's ABORT came).
+    pub(crate) fn fail(&mut self, e: CoreError) {
+        if let Some(cur) = self.current.take() {
+            let (_, carry) = cur.finish();
+            self.carry = carry;
+            self.outcome = Some(Err(e));
+        }
+    }
+
+    /// The start's outcome, once it ended (once).
+    pub(crate) fn take_outcome(&mut self) -> Option<Result<StartOutcome, CoreError>> {
+        self.outcome.take()
+    }
+
+    /// The outcome, left in place.
+    pub(crate) fn peek_outcome(&self) -> Option<&Result<StartOutcome, CoreError>> {
+        self.outcome.as_ref()
+    }
+
+    fn issue_read(&mut self, peer: Rank, record: Record, len: u64, out: &mut Vec<Issue>) {
+        // The searches read one record at a time; the neighbours' loads at once, each
+        // into a landing of its own.
+        let load = match record {
+            Record::Load => match self.free.pop() {
+                Some(i) => Some(i),
+                None => {
+                    self.waiting.push((peer, record, len));
+                    return;
+                }
+            },
+            _ => None,
+        };
+        let (landing, _) = self.layout.landing(record, load.unwrap_or(0));
+        let (remote, _) = self.layout.record(record);
+        out.push((
+            Op::Read {
+                peer,
+                remote: Loc::new(seg::START, remote),
+                local: Loc::new(seg::START, landing),
+                len,
+            },
+            Pending::Read {
+                peer,
+                record,
+                landing,
+                len,
+                load,
+            },
+        ));
+    }
+
+    /// Moves the start's actions out as operations; ends the start once it is over.
+    fn pump(&mut self, mem: &dyn Memory, out: &mut Vec<Issue>) {
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        let seq = self.seq as u8;
+        let mut reads = Vec::new();
+        while let Some(a) = cur.poll_action() {
+            match a {
+                Action::Send(o) => {
+                    let (at, room) = self.layout.outbox(o.step, o.round);
+                    let (to, _) = self.layout.slot(o.step, o.round).expect("a step's slot");
+                    debug_assert!(
+                        o.bytes.len() as u64 <= room,
+                        "{} bytes for {room}",
+                        o.bytes.len()
+                    );
+                    mem.write(Loc::new(seg::START, at), &o.bytes);
+                    let sig = crate::layout::signal::Signal::Start {
+                        start: seq,
+                        step: o.step.code(),
+                        round: o.round,
+                        len: o.bytes.len() as u16,
+                    };
+                    out.push((
+                        Op::Write {
+                            peer: o.to,
+                            remote: Loc::new(seg::START, to),
+                            pieces: vec![(Loc::new(seg::START, at), o.bytes.len() as u64)],
+                            signal: Some(sig.pack()),
+                        },
+                        Pending::Send(o.to),
+                    ));
+                }
+                Action::Publish(r, bytes) => {
+                    let (at, room) = self.layout.record(r);
+                    debug_assert!(bytes.len() as u64 <= room);
+                    mem.write(Loc::new(seg::START, at), &bytes);
+                }
+                Action::Read { peer, record, len } => reads.push((peer, record, len)),
+            }
+        }
+        for (peer, record, len) in reads {
+            self.issue_read(peer, record, len, out);
+        }
+        let cur = self.current.as_ref().expect("checked");
+        if cur.is_over() {
+            let (r, carry) = self.current.take().expect("checked").finish();
+            self.carry = carry;
+            self.outcome = Some(r.map_err(CoreError::from));
+        }
+    }
+}
