@@ -38,6 +38,8 @@ module titus
     integer(c_int64_t) :: steal_attempts, steals_ok, steals_empty, steals_locked, bytes_stolen
     integer(c_int64_t) :: chunks_sent, chunks_received, bytes_results, records_forwarded
     real(c_double) :: nominal_s, nominal_efficiency
+    real(c_double) :: start_s
+    integer(c_int64_t) :: start_bytes, start_messages, start_rounds
   end type titus_stats
 
   abstract interface

@@ -183,6 +183,16 @@ typedef struct titus_stats {
   // nominal work. Unlike `efficiency`, it cannot rise because balancing slowed the
   // tasks themselves: the ideal is 1.
   double nominal_efficiency;
+  // The step's start (the collectives before its tasks run), seconds: from the call of
+  // `titus_run` to this rank's first task (`titus_job_stats`: the slowest rank's).
+  // Counted in `session_s`.
+  double start_s;
+  // Bytes the start sent, received and read (`titus_job_stats`: the most of any rank).
+  uint64_t start_bytes;
+  // Messages the start sent and records it read (`titus_job_stats`: the most).
+  uint64_t start_messages;
+  // Rounds on the start's longest chain (`titus_job_stats`: the most).
+  uint64_t start_rounds;
 } titus_stats;
 
 #ifdef __cplusplus

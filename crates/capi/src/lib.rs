@@ -194,6 +194,16 @@ pub struct titus_stats {
     /// nominal work. Unlike `efficiency`, it cannot rise because balancing slowed the
     /// tasks themselves: the ideal is 1.
     pub nominal_efficiency: f64,
+    /// The step's start (the collectives before its tasks run), seconds: from the call of
+    /// `titus_run` to this rank's first task (`titus_job_stats`: the slowest rank's).
+    /// Counted in `session_s`.
+    pub start_s: f64,
+    /// Bytes the start sent, received and read (`titus_job_stats`: the most of any rank).
+    pub start_bytes: u64,
+    /// Messages the start sent and records it read (`titus_job_stats`: the most).
+    pub start_messages: u64,
+    /// Rounds on the start's longest chain (`titus_job_stats`: the most).
+    pub start_rounds: u64,
 }
 
 /// A Titus runtime: one per rank (process), opaque.
@@ -1145,6 +1155,10 @@ fn stats_of(s: &EpochStats, nominal_s: f64) -> titus_stats {
         records_forwarded: c.records_forwarded,
         nominal_s,
         nominal_efficiency: efficiency(nominal_s, session_s, s.workers as u64),
+        start_s: s.start.as_secs_f64(),
+        start_bytes: s.start_figures.bytes,
+        start_messages: s.start_figures.messages,
+        start_rounds: s.start_figures.rounds,
     }
 }
 
@@ -1314,8 +1328,12 @@ pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c
                         ))
                     })?;
                 for (i, v) in theirs.into_iter().enumerate() {
-                    // Field 0 is the session: the slowest rank's.
-                    sum[i] = if i == 0 { sum[i].max(v) } else { sum[i] + v };
+                    // The session and the start's figures: the slowest, the most.
+                    sum[i] = if i == 0 || i >= START_FIELDS {
+                        sum[i].max(v)
+                    } else {
+                        sum[i] + v
+                    };
                 }
             }
             set_fields(&mut job, &sum);
@@ -1328,7 +1346,9 @@ pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c
 }
 
 /// The tag of `titus_job_stats`'s all-gather: format and version.
-const JOB_STATS: &[u8] = b"TJST1";
+const JOB_STATS: &[u8] = b"TJST2";
+/// Where the start's figures begin in [`fields`] (each the job's most, not its sum).
+const START_FIELDS: usize = 20;
 
 /// The figures as numbers (counts are far below 2^53), session first.
 fn fields(s: &titus_stats) -> Vec<f64> {
@@ -1353,6 +1373,10 @@ fn fields(s: &titus_stats) -> Vec<f64> {
         s.bytes_results as f64,
         s.records_forwarded as f64,
         s.nominal_s,
+        s.start_s,
+        s.start_bytes as f64,
+        s.start_messages as f64,
+        s.start_rounds as f64,
     ]
 }
 
@@ -1381,6 +1405,10 @@ fn set_fields(s: &mut titus_stats, v: &[f64]) {
         records_forwarded: n(18),
         nominal_s: v[19],
         nominal_efficiency: 0.0,
+        start_s: v[20],
+        start_bytes: n(21),
+        start_messages: n(22),
+        start_rounds: n(23),
     };
 }
 

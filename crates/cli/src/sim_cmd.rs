@@ -331,6 +331,7 @@ fn simulate(
         tasks,
         later_epochs: sim_epochs,
         start_skew_ns: 0,
+        check_start: false,
         result,
         task_bytes_scale: scale,
         max_events: u64::MAX,

@@ -572,6 +572,7 @@ fn draw_and_run(
         tasks,
         later_epochs,
         start_skew_ns,
+        check_start: true,
         result: &check_result,
         task_bytes_scale: 1.0,
         max_events: 20_000_000,

@@ -111,6 +111,10 @@ pub struct Job<'a> {
     /// Each rank starts each epoch up to this many ns late (drawn per rank and epoch; 0:
     /// every rank at once).
     pub start_skew_ns: u64,
+    /// Holds every rank's epoch start to the whole job's plan (the runtime's all-gather
+    /// once computed it): its load and its part of the string plan must be the same
+    /// wherever the start found the same movement (a check; O(N) an epoch).
+    pub check_start: bool,
     /// A task's result from its payload (checked against what comes home).
     pub result: &'a (dyn Fn(&[u8]) -> Vec<u8> + Sync),
     /// Bytes moved in the TASKS segment are charged this many times (payloads can be
@@ -172,6 +176,7 @@ impl Job<'_> {
             tasks,
             later_epochs: Vec::new(),
             start_skew_ns: 0,
+            check_start: false,
             result: &check::check_result,
             task_bytes_scale: 1.0,
             max_events: 50_000_000,
@@ -517,6 +522,9 @@ struct Sim<'a> {
     /// outcome completes it), and when it called the epoch.
     own: Vec<Option<titus_core::start::OwnPrediction>>,
     began: Vec<u64>,
+    /// With [`Job::check_start`]: the whole job's front, and this epoch's plan from it.
+    reference_front: titus_core::JobFront,
+    reference: Option<WholeJobPlan>,
     /// Per rank: its last start's time (from the epoch call to its tasks' start, ns) and
     /// figures.
     start_figures: Vec<(u64, titus_core::start::StartFigures)>,
@@ -617,6 +625,9 @@ impl<'a> Sim<'a> {
                 .map_err(|e| Violation(format!("epoch {}, rank {r}: {e}", self.epoch + 1)))?;
             self.keys[r] = keys;
         }
+        if self.job.check_start {
+            self.reference = Some(self.whole_job_plan());
+        }
         for r in 0..self.nodes.len() as u32 {
             let skew = match self.job.start_skew_ns {
                 0 => 0,
@@ -625,6 +636,35 @@ impl<'a> Sim<'a> {
             self.at(now + skew, Ev::Start { node: r });
         }
         Ok(())
+    }
+
+    /// The whole job's plan from every rank's profile and prediction (the reference).
+    fn whole_job_plan(&mut self) -> WholeJobPlan {
+        let n = self.nodes.len();
+        let profiles: Vec<titus_core::RankProfile> = (0..n)
+            .map(|r| titus_core::RankProfile {
+                now: titus_core::KeySpan::of(&self.keys[r]),
+                last: self.history[r].measured(),
+            })
+            .collect();
+        let predicted: Vec<Vec<u64>> = (0..n)
+            .map(|r| self.history[r].predict(&self.keys[r]))
+            .collect();
+        let own: Vec<Option<u64>> = predicted
+            .iter()
+            .map(|p| titus_core::predicted_load(p))
+            .collect();
+        let classes: Vec<titus_core::LoadClasses> = predicted
+            .iter()
+            .map(|p| titus_core::LoadClasses::of(p))
+            .collect();
+        let front = &mut self.reference_front;
+        front.update(&profiles);
+        WholeJobPlan {
+            movement: front.movement(),
+            loads: front.plan_loads(&profiles, &own).unwrap_or(own.clone()),
+            string: front.string_loads(&profiles, &own, &classes),
+        }
     }
 
     /// Rank `n`'s start ended at `now` with `outcome`: its tasks start from the
@@ -659,16 +699,21 @@ impl<'a> Sim<'a> {
         self.per[i].start = Some(now);
         self.per[i].home_seen = self.nodes[i].results_home().0;
         self.start_figures[i] = (now - self.began[i], out.figures);
-        if std::env::var("TITUS_DEBUG_START").is_ok() && (n < 4 || n % 97 == 0) {
-            eprintln!(
-                "rank {n}: epoch {} start {} ns from {} to {}, {:?}, movement {:?}",
-                self.epoch,
-                now - self.began[i],
-                self.began[i],
-                now,
-                out.figures,
-                out.movement
-            );
+        if let Some(r) = &self.reference {
+            // The start's plan is the all-gather's wherever the root found the whole-job
+            // front's movement (its summary may miss a shift under two sample steps).
+            if out.movement == r.movement {
+                let (load, string) = (&r.loads[i], r.string.rank_string(n));
+                let string_used = out.string.is_some();
+                if out.load != *load || (string_used && out.string.as_ref() != Some(&string)) {
+                    return Err(Violation(format!(
+                        "epoch {}, rank {n}: the start planned load {:?} and {:?}, the whole job's plan {load:?} and {string:?}",
+                        self.epoch + 1,
+                        out.load,
+                        out.string
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -1845,6 +1890,15 @@ impl Sim<'_> {
     }
 }
 
+/// The whole job's plan of an epoch's start, as the runtime computed it from an all-gather
+/// of every rank's record: the reference [`Job::check_start`] holds each rank's start to.
+#[derive(Debug)]
+struct WholeJobPlan {
+    movement: titus_core::Movement,
+    loads: Vec<Option<u64>>,
+    string: titus_core::StringLoads,
+}
+
 /// Whether `op` reads or writes a START segment (the epoch start's, `titus_core::start`).
 fn on_start_segment(op: &Op) -> bool {
     match op {
@@ -2064,6 +2118,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         history: vec![CostHistory::default(); n],
         own: vec![None; n],
         began: vec![0; n],
+        reference_front: titus_core::JobFront::default(),
+        reference: None,
         start_figures: vec![(0, titus_core::start::StartFigures::default()); n],
         front: std::cell::RefCell::new(titus_core::JobFront::default()),
         res,

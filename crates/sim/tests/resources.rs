@@ -53,6 +53,7 @@ fn run(resources: SimResources, seed: u64) -> Result<Outcome, Violation> {
         seed,
         later_epochs: vec![tasks()],
         start_skew_ns: 10_000,
+        check_start: false,
         resources,
         ..Job::new(core, overlay, Model::preset("ib-hdr").unwrap(), tasks())
     };

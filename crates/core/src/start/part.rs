@@ -26,8 +26,11 @@ const SMALL: u64 = 128;
 const FACTS_UP: u64 = 7_424;
 /// The facts' message down the tree at most.
 const FACTS_DOWN: u64 = 1_200;
-/// Diffusion neighbours whose loads are read at once (more wait for a landing).
-const LOAD_LANDINGS: u64 = 64;
+/// Small records read at once, each into a landing of its own (more wait for one): a
+/// diffusion neighbour's load, a giver's read-ahead of deficit records, a span record.
+const LANDINGS: u64 = 64;
+/// A small record's landing.
+const LANDING: u64 = 128;
 
 /// Where everything of the start lies in a rank's START segment, the same on every rank
 /// of a job.
@@ -122,21 +125,20 @@ impl StartLayout {
         (at + len).next_multiple_of(8)
     }
 
-    /// Where a read of `r` lands here (`i`: which of the load landings).
+    /// Where a read of `r` lands here (`i`: which of the small landings; the parts have
+    /// one of their own, read one rank at a time).
     fn landing(&self, r: Record, i: u64) -> (u64, u64) {
         let base = self.records_end();
         let (_, len) = self.record(r);
         match r {
-            Record::Span => (base, len),
-            Record::Parts => (base + 64, len),
-            Record::String => (base + 64 + PARTS_BYTES_MAX as u64, len),
-            Record::Load => (base + 64 + PARTS_BYTES_MAX as u64 + 128 + 16 * i, len),
+            Record::Parts => (base, len),
+            _ => (base + PARTS_BYTES_MAX as u64 + i * LANDING, len),
         }
     }
 
     /// The segment's bytes.
     pub(crate) fn bytes(&self) -> u64 {
-        self.landing(Record::Load, LOAD_LANDINGS).0
+        self.records_end() + PARTS_BYTES_MAX as u64 + LANDINGS * LANDING
     }
 }
 
@@ -145,7 +147,7 @@ impl StartLayout {
 pub(crate) enum Pending {
     /// A message written and signalled.
     Send(Rank),
-    /// A record read into a landing (`load`: which of the load landings it holds).
+    /// A record read into a landing (`load`: which of the small landings it holds).
     Read {
         peer: Rank,
         record: Record,
@@ -182,7 +184,7 @@ pub(crate) struct StartPart {
     outcome: Option<Result<StartOutcome, CoreError>>,
     /// START signals for a start this rank has not begun: (from, start, step, round, len).
     early: Vec<(Rank, u8, u8, u8, u16)>,
-    /// Load landings free.
+    /// Small landings free.
     free: Vec<u64>,
     /// Reads waiting for a load landing.
     waiting: Vec<(Rank, Record, u64)>,
@@ -200,7 +202,7 @@ impl StartPart {
             current: None,
             outcome: None,
             early: Vec::new(),
-            free: (0..LOAD_LANDINGS).rev().collect(),
+            free: (0..LANDINGS).rev().collect(),
             waiting: Vec::new(),
         }
     }
@@ -365,17 +367,17 @@ impl StartPart {
     }
 
     fn issue_read(&mut self, peer: Rank, record: Record, len: u64, out: &mut Vec<Issue>) {
-        // The searches read one record at a time; the neighbours' loads at once, each
-        // into a landing of its own.
+        // Small records land each in a landing of its own (several are read at once);
+        // the parts, read one rank at a time, in theirs.
         let load = match record {
-            Record::Load => match self.free.pop() {
+            Record::Parts => None,
+            _ => match self.free.pop() {
                 Some(i) => Some(i),
                 None => {
                     self.waiting.push((peer, record, len));
                     return;
                 }
             },
-            _ => None,
         };
         let (landing, _) = self.layout.landing(record, load.unwrap_or(0));
         let (remote, _) = self.layout.record(record);

@@ -40,6 +40,12 @@ use std::time::Duration;
 /// [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_micros(20);
 const RETRY_MAX: Duration = Duration::from_micros(50);
+/// Records a giver reads at once while it walks from one receiver to the next, at first
+/// and at most: a pile's owner gives to dozens of ranks in a row, and one read after
+/// another cost it a round trip each (and a first contact each: read together, those
+/// overlap).
+const PREFETCH: u32 = 4;
+const PREFETCH_MAX: u32 = 64;
 
 /// What a rank brings to its start.
 #[derive(Debug, Clone, Default)]
@@ -324,8 +330,12 @@ pub struct EpochStart {
     chain: u64,
     /// Reads issued and not yet back.
     reads_out: u32,
-    /// The latest time an input came with.
-    last_now: Time,
+    /// Deficit records read this start, and those on their way: a giver walking on from
+    /// one receiver to the next reads the next few at once.
+    records: std::collections::HashMap<Rank, Published>,
+    records_out: std::collections::HashSet<Rank>,
+    /// How far the last read-ahead went.
+    ahead: u32,
     error: Option<StartError>,
 }
 
@@ -375,7 +385,9 @@ impl EpochStart {
             figures: StartFigures::default(),
             chain: 0,
             reads_out: 0,
-            last_now: now,
+            records: Default::default(),
+            records_out: Default::default(),
+            ahead: PREFETCH / 2,
             error: None,
         };
         s.pump();
@@ -421,7 +433,6 @@ impl EpochStart {
     /// The time is `now`: records read too early are read again, and a start past its
     /// deadline fails naming whom it waits for.
     pub fn handle_timeout(&mut self, now: Time) {
-        self.last_now = now;
         if self.is_over() {
             return;
         }
@@ -447,18 +458,6 @@ impl EpochStart {
     /// A message `bytes` from `from` arrived (its slot's bytes, as far as its signal
     /// said).
     pub fn handle_message(&mut self, from: Rank, bytes: &[u8]) {
-        if std::env::var("TITUS_DEBUG_RANK")
-            .ok()
-            .and_then(|r| r.parse::<u32>().ok())
-            == Some(self.rank)
-        {
-            eprintln!(
-                "   message from {from} step {:?} in {} (last now {:?})",
-                bytes.get(3),
-                self.phase_name(),
-                self.last_now
-            );
-        }
         if self.is_over() {
             return;
         }
@@ -501,17 +500,6 @@ impl EpochStart {
 
     /// The bytes of `peer`'s `record` that a [`Action::Read`] asked for.
     pub fn handle_read(&mut self, now: Time, peer: Rank, record: Record, bytes: &[u8]) {
-        self.last_now = now;
-        if std::env::var("TITUS_DEBUG_RANK")
-            .ok()
-            .and_then(|r| r.parse::<u32>().ok())
-            == Some(self.rank)
-        {
-            eprintln!(
-                "   read {record:?} of {peer} at {now:?} in {}",
-                self.phase_name()
-            );
-        }
         if self.is_over() {
             return;
         }
@@ -555,11 +543,15 @@ impl EpochStart {
             }
             (Phase::Receivers { searches, at }, Record::String) => {
                 let p = Published::decode(bytes).map_err(bad)?;
+                self.records_out.remove(&peer);
                 if p.epoch != seq {
-                    self.read_later(now, peer, record, bytes.len() as u64);
+                    // Not published yet: read again where the search needs it.
+                    if searches[*at].poll_read() == Some(peer) {
+                        self.read_later(now, peer, record, bytes.len() as u64);
+                    }
                     return Ok(());
                 }
-                searches[*at].handle_record(peer, &p);
+                self.records.insert(peer, p);
             }
             (Phase::Neighbours { waiting }, Record::Load) => {
                 let l = LoadRecord::decode(bytes).map_err(bad)?;
@@ -584,20 +576,14 @@ impl EpochStart {
     }
 
     fn read_later(&mut self, now: Time, peer: Rank, record: Record, len: u64) {
-        if std::env::var("TITUS_DEBUG_START").is_ok() {
-            eprintln!(
-                "start {}: rank {} reads {record:?} of rank {peer} too early at {} ns ({})",
-                self.seq,
-                self.rank,
-                now.0,
-                self.phase_name()
-            );
-        }
         self.retry.push((now.plus(self.backoff), peer, record, len));
         self.backoff = (self.backoff * 2).min(RETRY_MAX);
     }
 
     fn read(&mut self, peer: Rank, record: Record, len: u64) {
+        if record == Record::String {
+            self.records_out.insert(peer);
+        }
         self.figures.messages += 1;
         self.reads_out += 1;
         self.chain += 1;
@@ -789,33 +775,7 @@ impl EpochStart {
             }
             other => (other, false),
         };
-        if moved
-            && std::env::var("TITUS_DEBUG_RANK")
-                .ok()
-                .and_then(|r| r.parse::<u32>().ok())
-                == Some(self.rank)
-        {
-            eprintln!(
-                "start {} rank {}: now {} ({} messages, {} reads out)",
-                self.seq,
-                self.rank,
-                match &next {
-                    Phase::Done => "done",
-                    _ => "next",
-                },
-                self.figures.messages,
-                self.reads_out
-            );
-        }
         self.phase = next;
-        if moved
-            && std::env::var("TITUS_DEBUG_RANK")
-                .ok()
-                .and_then(|r| r.parse::<u32>().ok())
-                == Some(self.rank)
-        {
-            eprintln!("   -> {} at {:?}", self.phase_name(), self.last_now);
-        }
         moved
     }
 
@@ -986,14 +946,34 @@ impl EpochStart {
         Phase::Receivers { searches, at: 0 }
     }
 
-    fn receivers(&mut self, searches: Vec<ReceiverSearch>, mut at: usize) -> (Phase, bool) {
-        while at < searches.len() && searches[at].poll_read().is_none() {
-            at += 1;
-        }
-        if at < searches.len() {
-            if !self.awaiting_read() && self.retry.is_empty() {
-                let j = searches[at].poll_read().expect("checked");
-                self.read(j, Record::String, PUBLISHED_BYTES as u64);
+    fn receivers(&mut self, mut searches: Vec<ReceiverSearch>, mut at: usize) -> (Phase, bool) {
+        loop {
+            while at < searches.len() && searches[at].poll_read().is_none() {
+                at += 1;
+            }
+            let Some(j) = searches.get(at).and_then(ReceiverSearch::poll_read) else {
+                break;
+            };
+            if let Some(p) = self.records.get(&j).copied() {
+                searches[at].handle_record(j, &p);
+                continue;
+            }
+            let waiting = self.retry.iter().any(|r| r.1 == j);
+            if !self.records_out.contains(&j) && !waiting {
+                // Walking on from a receiver, the next ones are likely next door: read
+                // ahead, twice as far each time (a pile's owner gives to dozens in a row).
+                let ahead = match searches[at].walking() {
+                    true => {
+                        self.ahead = (self.ahead * 2).clamp(PREFETCH, PREFETCH_MAX);
+                        self.ahead
+                    }
+                    false => 1,
+                };
+                for k in j..j.saturating_add(ahead).min(self.size) {
+                    if !self.records.contains_key(&k) && !self.records_out.contains(&k) {
+                        self.read(k, Record::String, PUBLISHED_BYTES as u64);
+                    }
+                }
             }
             return (Phase::Receivers { searches, at }, false);
         }

@@ -249,6 +249,12 @@ impl ReceiverSearch {
         self.search = Gallop::new(self.size, j + 1, j + 1);
     }
 
+    /// Whether the search walks on from a receiver it found (the next is likely next
+    /// door).
+    pub fn walking(&self) -> bool {
+        self.last_end.is_some()
+    }
+
     /// The receivers found, in rank order, once done.
     pub fn sends(&self) -> Option<&[(Rank, u64)]> {
         self.done.then_some(&self.sends[..])
