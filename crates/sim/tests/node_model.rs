@@ -238,7 +238,12 @@ fn operations_cost_their_ranks_progress_cpu_and_lengthen_busy_ranks_tasks() {
     c.op_serve_ns = 30_000.0;
     c.op_issue_ns = 50_000.0;
     let charged = run(Some(c), None);
-    let ops: u64 = charged.ranks.iter().map(|o| o.stats.ops).sum();
+    // The epoch's operations and its start's (messages and reads).
+    let ops: u64 = charged
+        .ranks
+        .iter()
+        .map(|o| o.stats.ops + o.start.messages)
+        .sum();
     let cpu: u64 = charged.ranks.iter().map(|o| o.op_cpu_ns).sum();
     assert!(ops > 0);
     // Every operation arrived; all but those still completing at the end came back.
@@ -374,15 +379,16 @@ fn a_grain_pays_the_time_around_a_task_once() {
     let run = |grain_ns| grain_run(Balancing::Smallworld, grain_ns, |_| {});
     let (single, grain) = (run(0), run(100_000));
     for (r, o) in single.ranks.iter().enumerate() {
-        // One at a time: every task after the first came straight from the node.
+        // One at a time: every task after the first came straight from the node (but
+        // one, where the epoch start's last write completed between two tasks).
         let (ns, gaps) = o.between;
-        assert_eq!(gaps, 199, "rank {r}");
-        assert_eq!(ns, 199 * OVERHEAD_NS as u64, "rank {r}");
+        assert!((198..=199).contains(&gaps), "rank {r}: {gaps} gaps");
+        assert_eq!(ns, gaps * OVERHEAD_NS as u64, "rank {r}");
     }
     for (r, o) in grain.ranks.iter().enumerate() {
         // Grains of ~10 tasks: the same gaps, a take from the node in about one of ten.
         let (ns, gaps) = o.between;
-        assert_eq!(gaps, 199, "rank {r}");
+        assert!((198..=199).contains(&gaps), "rank {r}: {gaps} gaps");
         assert!(
             ns > 0 && ns <= 199 * OVERHEAD_NS as u64 / 5,
             "rank {r}: {ns} ns"

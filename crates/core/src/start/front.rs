@@ -205,7 +205,9 @@ impl FrontSums {
             f.floor = f.floor.min(d);
             f.total += (hi - lo + 1) as f64 * d;
         }
-        if let Some(g) = grid {
+        // Only a rank whose span rises samples: the rising spans are disjoint, so their
+        // samples' runs are too (spans that do not rise void the front anyway).
+        if let Some(g) = grid.filter(|_| rising) {
             let at = g.indices(s.lo, s.hi);
             if !at.is_empty() {
                 let mut part = 0usize;
