@@ -166,6 +166,70 @@ fn a_vanished_rank_is_named_within_seconds() {
     }
 }
 
+/// A rank that dies as the others begin an epoch's start (`titus_core::start`: they wait
+/// for its messages) is named by every other rank within seconds, over every backend,
+/// not after the operation timeout.
+#[test]
+fn a_rank_that_dies_before_its_start_is_named_by_every_other_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for provider in ["tcp;ofi_rxm", "shm", "node"] {
+        let (ok, text, took) = bench(
+            provider,
+            3,
+            "claim",
+            &["--kill-rank", "1", "--kill-after", "0"],
+        );
+        assert!(!ok, "{provider}: the job succeeded without rank 1:\n{text}");
+        assert!(
+            text.contains("exits before its epoch starts"),
+            "{provider}: rank 1 did not die:\n{text}"
+        );
+        for r in [0, 2] {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("[{r}] runtime-bench: rank {r}:")))
+                .unwrap_or_else(|| panic!("{provider}: rank {r} reported no error:\n{text}"));
+            assert!(
+                line.contains("rank 1"),
+                "{provider}: rank {r} does not name rank 1: {line}\n{text}"
+            );
+        }
+        // The liveness sweep's second or so, not the 30 s operation timeout.
+        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
+    }
+}
+
+/// A rank that freezes (SIGSTOP: its pid lives, nothing of it runs) is named by the others
+/// within seconds on the node backend, where no operation waits for it and so none would
+/// time out, with why it does not progress; the launcher then ends it.
+#[test]
+fn a_frozen_rank_is_named_within_seconds_on_the_node_backend() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let (ok, text, took) = bench(
+        "node",
+        3,
+        "claim",
+        &["--freeze-rank", "1", "--freeze-after", "1"],
+    );
+    assert!(!ok, "the job succeeded with rank 1 frozen:\n{text}");
+    assert!(
+        text.contains("stops itself now"),
+        "rank 1 did not freeze:\n{text}"
+    );
+    assert!(
+        text.contains("rank 1's process (pid")
+            && text.contains("has made no progress for")
+            && text.contains("it is stopped (SIGSTOP"),
+        "the frozen rank is not named as stopped:\n{text}"
+    );
+    // About 5 s of standing still, then the launcher's grace before it ends rank 1.
+    assert!(took < Duration::from_secs(25), "took {took:?}");
+}
+
 /// A rank killed on another (played) node: its pid means nothing here, so its liveness
 /// port tells (`crates/fabric-ofi/src/watch.rs`) — named within seconds, in words, not
 /// after the 30 s operation timeout; over libfabric alone and over the hybrid.

@@ -61,9 +61,18 @@ struct Args {
     /// `--kill-after` tasks; the others must fail with an error, not hang.
     #[arg(long)]
     kill_rank: Option<u32>,
-    /// Tasks the killed rank runs before it exits.
+    /// Tasks the killed rank runs before it exits (0: it exits as it would call the
+    /// epoch, so the others wait for it in the epoch's start).
     #[arg(long, default_value_t = 10)]
     kill_after: u64,
+    /// Fault injection: this rank stops itself (SIGSTOP, as a debugger or the shell's
+    /// Ctrl-Z would) after running `--freeze-after` tasks, its pid alive; the others must
+    /// name it, not hang.
+    #[arg(long)]
+    freeze_rank: Option<u32>,
+    /// Tasks the frozen rank runs before it stops.
+    #[arg(long, default_value_t = 10)]
+    freeze_after: u64,
     /// Timeout of each remote operation, seconds (a silent peer fails the epoch after it).
     #[arg(long, default_value_t = 30.0)]
     op_timeout: f64,
@@ -240,6 +249,13 @@ fn rank_main(
     } else {
         Vec::new()
     };
+    if args.kill_rank == Some(rank) && args.kill_after == 0 {
+        eprintln!(
+            "runtime-bench: fault injection: this rank (pid {}) exits before its epoch starts",
+            std::process::id()
+        );
+        std::process::exit(0);
+    }
     let cpu0 = cpu_seconds();
     let out = rt
         .run_epoch(tasks.clone())
@@ -507,6 +523,21 @@ fn main() {
                             std::process::id()
                         );
                         std::process::exit(0);
+                    }
+                    work(p)
+                });
+            } else if args.freeze_rank == Some(rt.rank()) {
+                let left = std::sync::atomic::AtomicU64::new(args.freeze_after);
+                rt.register(0, move |p: &[u8]| {
+                    if left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                        eprintln!(
+                            "runtime-bench: fault injection: this rank (pid {}) stops itself now",
+                            std::process::id()
+                        );
+                        let _ = rustix::process::kill_process(
+                            rustix::process::getpid(),
+                            rustix::process::Signal::STOP,
+                        );
                     }
                     work(p)
                 });

@@ -33,6 +33,23 @@ pub mod error_code {
     /// [`super::CoreError::DuplicateKey`].
     pub const DUPLICATE_KEY: u32 = 11;
 
+    /// What `code` says, in words (for a rank that learned only the code).
+    pub fn meaning(code: u32) -> &'static str {
+        match code {
+            MALFORMED => "it received a malformed message",
+            DUPLICATE => "it received a result twice",
+            UNKNOWN_TASK => "it received a result for a task it does not own",
+            RESULT_TOO_LARGE => "a task's result was over the limit",
+            PAYLOAD_TOO_LARGE => "a task's payload was over the limit",
+            REMOTE => "a peer of it is gone or silent",
+            TASK_FAILED => "a task failed",
+            CONFIG => "a bad configuration",
+            USAGE => "a call out of turn",
+            DUPLICATE_KEY => "a task key given twice",
+            _ => "an unknown code",
+        }
+    }
+
     /// Whether `code` says that a task itself failed (its function failed, or its payload
     /// or result exceeded the limits), as opposed to the protocol or the fabric.
     pub fn is_task_failure(code: u32) -> bool {
@@ -112,7 +129,7 @@ pub enum CoreError {
         detail: String,
     },
     /// Another rank failed and told this one.
-    #[error("rank {rank} aborted the epoch (code {code})")]
+    #[error("rank {rank} aborted the epoch ({}, code {code})", error_code::meaning(*code))]
     Aborted {
         /// The rank that failed first.
         rank: Rank,

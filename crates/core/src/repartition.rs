@@ -26,6 +26,12 @@
 //! one), but a task may move far: a pile over a third of the ranks spreads over all of
 //! them in one plan, where the neighbours' plan widens it by one rank a side.
 //!
+//! Both plans need of the other ranks only where this rank stands in the string
+//! ([`StringPosition`]): the loads before it and the job's total. A job gets those by
+//! a scan and a reduction over its fabric (`crate::start`, a repartition start), never
+//! by gathering every load; [`plan`] and [`recut`] compute the same from every rank's
+//! load, as the reference the tests hold the collectives to.
+//!
 //! With the job's front (`JobFront`, `front.rs`), the loads and the tasks' costs are
 //! those predicted for the next epoch — the last epoch's moved once more by the front's
 //! shift ([`follow_front`]) — so that the plan balances the step it is applied to, not the
@@ -53,12 +59,62 @@ impl RepartitionPlan {
         }
     }
 
-    /// This plan of rank `me` ([`plan`] or [`recut`]).
+    /// This plan of the rank at `at`, for its `tasks` in string order as (key, predicted
+    /// cost ns).
+    pub fn at(self, at: &StringPosition, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+        let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
+        CostHistory::check_keys(&keys)?;
+        Ok(match self {
+            Self::Neighbours => plan_at(at, tasks),
+            Self::Recut => recut_at(at, tasks),
+        })
+    }
+
+    /// This plan of rank `me` from every rank's load ([`plan`] or [`recut`]).
     pub fn of(self, loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
-        match self {
-            Self::Neighbours => plan(loads, me, tasks),
-            Self::Recut => recut(loads, me, tasks),
-        }
+        self.at(&StringPosition::of(loads, me)?, tasks)
+    }
+}
+
+/// Where a rank stands in the rank string for a plan: all a plan needs of the others.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StringPosition {
+    /// The rank.
+    pub rank: Rank,
+    /// The job's ranks.
+    pub ranks: u32,
+    /// The predicted loads of the ranks before it, summed (ns).
+    pub before: u128,
+    /// Its own predicted load (ns).
+    pub load: u64,
+    /// Every rank's, summed (ns).
+    pub total: u128,
+}
+
+impl StringPosition {
+    /// Rank `me`'s position given every rank's predicted load (ns, string order).
+    pub fn of(loads: &[u64], me: Rank) -> Result<Self, CoreError> {
+        let n = loads.len();
+        let Some(&load) = loads.get(me as usize) else {
+            return Err(CoreError::Config(format!(
+                "rank {me} outside a string of {n} loads"
+            )));
+        };
+        let sum = |l: &[u64]| l.iter().map(|&x| u128::from(x)).sum::<u128>();
+        Ok(Self {
+            rank: me,
+            ranks: n as u32,
+            before: sum(&loads[..me as usize]),
+            load,
+            total: sum(loads),
+        })
+    }
+
+    /// What must cross the border after rank `i` (`i + 1` ranks' loads summed to `upto`):
+    /// positive flows right, negative left.
+    fn border(&self, i: u32, upto: u128) -> i128 {
+        let total = self.total as i128;
+        upto as i128 - total * (i128::from(i) + 1) / i128::from(self.ranks)
     }
 }
 
@@ -103,35 +159,26 @@ pub fn filled_tasks(keys: &[u64], predicted: Vec<u64>) -> Vec<(u64, u64)> {
     keys.iter().copied().zip(costs).collect()
 }
 
-/// Checks a plan's input: `me` inside the string of `loads`, no key twice in `tasks`.
-fn check_input(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<(), CoreError> {
-    let n = loads.len();
-    if (me as usize) >= n {
-        return Err(CoreError::Config(format!(
-            "rank {me} outside a string of {n} loads"
-        )));
-    }
-    let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
-    CostHistory::check_keys(&keys)
-}
-
 /// The plan of rank `me` given every rank's predicted load (`loads`, ns, string order)
 /// and this rank's tasks in string order as (key, predicted cost ns).
 pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
-    let n = loads.len();
-    check_input(loads, me, tasks)?;
-    // 1–2. Border flows, in i128 (loads are u64 ns; their sum fits in u128).
-    let total: i128 = loads.iter().map(|&l| i128::from(l)).sum();
-    let target = |upto: usize| total * (upto as i128 + 1) / n as i128;
-    let mut prefix: i128 = 0;
-    let mut border = vec![0i128; n.saturating_sub(1)];
-    for (i, b) in border.iter_mut().enumerate() {
-        prefix += i128::from(loads[i]);
-        *b = prefix - target(i);
-    }
-    let me = me as usize;
-    let right = if me + 1 < n { border[me].max(0) } else { 0 };
-    let left = if me > 0 { (-border[me - 1]).max(0) } else { 0 };
+    RepartitionPlan::Neighbours.of(loads, me, tasks)
+}
+
+/// The neighbours' plan of the rank at `at` (module docs, steps 1–3).
+fn plan_at(at: &StringPosition, tasks: &[(u64, u64)]) -> Vec<Move> {
+    // 1–2. The flows across this rank's two borders, in i128 (loads are u64 ns; their sum
+    // fits in u128, below 2^127 for any job of fewer than 2^63 ranks).
+    let me = at.rank;
+    let mine = at.before + u128::from(at.load);
+    let right = match me + 1 < at.ranks {
+        true => at.border(me, mine).max(0),
+        false => 0,
+    };
+    let left = match me > 0 {
+        true => (-at.border(me - 1, at.before)).max(0),
+        false => 0,
+    };
     // 3. Take from the ends.
     let take = |order: &mut dyn Iterator<Item = usize>, amount: i128, used: &[bool]| {
         let mut sum: i128 = 0;
@@ -158,30 +205,32 @@ pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, 
         used[i] = true;
         moves.push(Move {
             key: tasks[i].0,
-            to: (me + 1) as Rank,
+            to: me + 1,
         });
     }
     for i in take(&mut (0..tasks.len()), left, &used) {
         used[i] = true;
         moves.push(Move {
             key: tasks[i].0,
-            to: (me - 1) as Rank,
+            to: me - 1,
         });
     }
-    Ok(moves)
+    moves
 }
 
 /// The re-cut of rank `me` (module docs): given every rank's predicted load (`loads`,
 /// ns, string order) and this rank's tasks in string order as (key, predicted cost ns),
 /// the tasks whose cost's middle falls in another rank's share, each to that rank.
 pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
-    let n = loads.len();
-    check_input(loads, me, tasks)?;
-    let total: u128 = loads.iter().map(|&l| u128::from(l)).sum();
-    let before: u128 = loads[..me as usize].iter().map(|&l| u128::from(l)).sum();
-    let mine = u128::from(loads[me as usize]);
+    RepartitionPlan::Recut.of(loads, me, tasks)
+}
+
+/// The re-cut of the rank at `at`.
+fn recut_at(at: &StringPosition, tasks: &[(u64, u64)]) -> Vec<Move> {
+    let (n, me, total, before) = (at.ranks, at.rank, at.total, at.before);
+    let mine = u128::from(at.load);
     if total == 0 {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     // Costs scaled below 2^63 in sum, so that (2·cum + c)·mine fits in u128 (the loads
     // may come from another rank's profile: nothing bounds them but u64).
@@ -199,12 +248,12 @@ pub fn recut(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>,
             _ => before + (2 * cum + c) * mine / (2 * own),
         };
         cum += c;
-        let to = ((mid * n as u128) / total).min(n as u128 - 1) as Rank;
+        let to = ((mid * u128::from(n)) / total).min(u128::from(n) - 1) as Rank;
         if to != me {
             moves.push(Move { key, to });
         }
     }
-    Ok(moves)
+    moves
 }
 
 /// Where the job's front moved (`JobFront`), the plan's inputs for the next epoch: `front`

@@ -1,8 +1,8 @@
 //! [`NodeFabric`]: the operations, done by the initiator's CPU on the target's mapping.
 
-use crate::layout::{self, W_FUTEX, W_WAITERS};
+use crate::layout::{self, W_BEAT, W_FUTEX, W_WAITERS};
+use crate::life::{FROZEN_AFTER, Life};
 use crate::shm::Mapping;
-use rustix::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -37,43 +37,6 @@ pub(crate) struct View {
     pub(crate) exposure: Vec<Exposure>,
     /// The peer's process (None for this rank).
     pub(crate) life: Option<Life>,
-}
-
-/// Whether a peer's process lives: its pidfd becomes readable when it exits.
-#[derive(Debug)]
-pub(crate) struct Life {
-    pub(crate) pid: u32,
-    pub(crate) pidfd: Option<OwnedFd>,
-    /// Nanoseconds since the fabric's origin of the last check.
-    pub(crate) checked: AtomicU64,
-    pub(crate) dead: AtomicBool,
-}
-
-impl Life {
-    /// Whether the process is known gone: checked anew when the last check is `every` old.
-    fn gone(&self, now_ns: u64, every: Duration) -> bool {
-        if self.dead.load(Ordering::Relaxed) {
-            return true;
-        }
-        let last = self.checked.load(Ordering::Relaxed);
-        if now_ns.saturating_sub(last) < every.as_nanos() as u64 {
-            return false;
-        }
-        self.checked.store(now_ns, Ordering::Relaxed);
-        let gone = match &self.pidfd {
-            Some(fd) => {
-                let mut p = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-                rustix::event::poll(&mut p, Some(&rustix::event::Timespec::default()))
-                    .is_ok_and(|n| n > 0)
-            }
-            None => rustix::process::Pid::from_raw(self.pid as i32)
-                .is_none_or(|p| rustix::process::test_kill_process(p).is_err()),
-        };
-        if gone {
-            self.dead.store(true, Ordering::Relaxed);
-        }
-        gone
-    }
 }
 
 /// A signal waiting for room in its target's ring.
@@ -516,6 +479,8 @@ impl Fabric for NodeFabric {
         let deadline = Instant::now() + timeout;
         let seen = self.completed.load(Ordering::Acquire);
         loop {
+            // A sign of life peers read one-sidedly (`crate::life`).
+            self.own().map.words()[W_BEAT].fetch_add(1, Ordering::Relaxed);
             self.retry_pending();
             self.check_lives();
             let got = self.collect(signals);
@@ -579,12 +544,23 @@ impl Fabric for NodeFabric {
     }
 
     fn peer_gone(&self, peer: Rank) -> Option<String> {
-        let life = self.views.get(peer as usize)?.as_ref()?.life.as_ref()?;
-        life.gone(self.now_ns(), LIFE_CHECK).then(|| {
-            format!(
+        let view = self.views.get(peer as usize)?.as_ref()?;
+        let life = view.life.as_ref()?;
+        let now = self.now_ns();
+        if life.gone(now, LIFE_CHECK) {
+            return Some(format!(
                 "rank {peer}'s process (pid {} on this node) has exited",
                 life.pid
-            )
-        })
+            ));
+        }
+        let beat = view.map.words()[W_BEAT].load(Ordering::Relaxed);
+        let after = FROZEN_AFTER.min(self.op_timeout);
+        let still = life.frozen(now, beat, after)?;
+        Some(format!(
+            "rank {peer}'s process (pid {} on this node) has made no progress for {:.1} s: {}",
+            life.pid,
+            still.as_secs_f64(),
+            life.why_frozen()
+        ))
     }
 }

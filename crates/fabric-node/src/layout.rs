@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// "TITUSNOD", little-endian.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"TITUSNOD");
 /// Layout version.
-pub(crate) const VERSION: u64 = 1;
+pub(crate) const VERSION: u64 = 2;
 /// Header words.
 pub(crate) const W_MAGIC: usize = 0;
 pub(crate) const W_VERSION: usize = 1;
@@ -19,6 +19,8 @@ pub(crate) const W_FUTEX: usize = 5;
 pub(crate) const W_WAITERS: usize = 6;
 /// The ring's tail: the next ticket a producer takes.
 pub(crate) const W_TAIL: usize = 7;
+/// The owner's beat: its progress call advances it every turn (`crate::life`).
+pub(crate) const W_BEAT: usize = 8;
 /// Slots of the signal ring (a power of two).
 pub(crate) const RING: u64 = 4096;
 /// Words per slot: sequence, sender, value (and padding).

@@ -2,12 +2,12 @@
 //! node, create this rank's object, learn every peer's segments, map them, and unlink the
 //! names once every rank has mapped what it needs.
 
-use crate::fabric::{Life, NodeFabric, View};
+use crate::fabric::{NodeFabric, View};
 use crate::layout;
+use crate::life::Life;
 use crate::shm::Mapping;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 use titus_fabric::bootstrap::{Exchange, node_identity};
 use titus_fabric::versioned::{self, VersionedError};
@@ -315,12 +315,7 @@ fn open_inner(
             segments: segments(&map, &pnames, &plens)?,
             exposure,
             map,
-            life: Some(Life {
-                pid,
-                pidfd,
-                checked: AtomicU64::new(0),
-                dead: AtomicBool::new(false),
-            }),
+            life: Some(Life::new(pid, pidfd, 0)),
         });
     }
     views[rank as usize] = Some(own_view);

@@ -289,13 +289,24 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
     }
 }
 
-/// A sweep's finding: the first peer whose process is gone, and why (asked of the fabric
-/// outside the node's lock: on one node it is a look at the kernel's view of each peer).
+/// A sweep's finding: the first peer whose process is gone, and why — every gone peer's
+/// why, so that a rank that outlived two dead peers names the first to die too (asked of
+/// the fabric outside the node's lock: on one node it is a look at the kernel's view of
+/// each peer, and a read of its beat).
 fn gone_peer(sh: &Shared) -> Option<(titus_core::Rank, String)> {
+    let gone = gone_peers(sh);
+    let first = gone.first()?.0;
+    let why: Vec<String> = gone.into_iter().map(|g| g.1).collect();
+    Some((first, why.join("; ")))
+}
+
+/// Every peer whose process is gone or frozen, and why.
+pub(crate) fn gone_peers(sh: &Shared) -> Vec<(titus_core::Rank, String)> {
     let f = &*sh.fabric;
     sh.peers
         .iter()
-        .find_map(|&p| f.peer_gone(p).map(|w| (p, w)))
+        .filter_map(|&p| f.peer_gone(p).map(|w| (p, w)))
+        .collect()
 }
 
 /// Acts on a sweep's finding under the node's lock: the signals that arrived first, then

@@ -35,7 +35,6 @@ use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, NewTask, Node, Time}
 use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
-use titus_fabric::versioned;
 use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
 use titus_overlay::Overlay;
 
@@ -388,6 +387,48 @@ impl Shared {
         (since != 0 && stuck > self.cfg.op_timeout)
             .then(|| (self.submitting_peer.load(Ordering::Acquire), stuck))
     }
+
+    /// `e`, or where another rank aborted the epoch for a peer it lost and a peer of this
+    /// rank is gone too, that peer named: the ABORT signal carries only the aborting
+    /// rank and its code, and the dead rank is what the user needs.
+    pub(crate) fn with_own_look(&self, e: CoreError) -> CoreError {
+        let CoreError::Aborted { rank, code } = e else {
+            return e;
+        };
+        if code != titus_core::error_code::REMOTE {
+            return e;
+        }
+        // The aborting rank itself may be gone by now: it exits on its error.
+        match driver::gone_peers(self).into_iter().find(|g| g.0 != rank) {
+            Some((peer, why)) => CoreError::Remote {
+                op: "the epoch",
+                peer,
+                detail: format!("{why} (rank {rank} aborted the epoch for a peer it lost)"),
+            },
+            None => e,
+        }
+    }
+
+    /// Fails `node`, naming the peer, where the progress thread is stuck in the fabric
+    /// ([`Self::stuck_in_fabric`]): it cannot fail the node from inside a provider call
+    /// that never returns. Whether it did.
+    pub(crate) fn fail_if_stuck(&self, node: &mut Node) -> bool {
+        let Some((peer, stuck)) = self.stuck_in_fabric() else {
+            return false;
+        };
+        let why = self
+            .fabric
+            .peer_gone(peer)
+            .map_or_else(String::new, |w| format!("{w}; "));
+        node.fail_peer_gone(
+            peer,
+            format!(
+                "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
+                stuck.as_secs_f64()
+            ),
+        );
+        true
+    }
 }
 
 impl Shared {
@@ -506,8 +547,6 @@ pub struct Runtime {
     gather: AllGatherFn,
     /// The last measured cost of each task key (diffusion's predictions).
     history: Mutex<CostHistory>,
-    /// The job's front, from every rank's epoch-start profile.
-    front: Mutex<titus_core::JobFront>,
     /// Whether an epoch has run to its end here (a repartition plan needs its costs).
     measured: std::sync::atomic::AtomicBool,
     threads: Vec<JoinHandle<()>>,
@@ -842,7 +881,6 @@ impl Runtime {
             shared,
             gather,
             history: Mutex::new(CostHistory::default()),
-            front: Mutex::new(titus_core::JobFront::default()),
             measured: std::sync::atomic::AtomicBool::new(false),
             threads,
             res_thread: Mutex::new(None),
@@ -1095,63 +1133,68 @@ impl Runtime {
         &self,
         keys: &[u64],
     ) -> Result<Vec<titus_core::repartition::Move>, RuntimeError> {
-        let ((mut tasks, load), last) = {
+        // A repartition start (`titus_core::start`): the facts, the front and a scan of
+        // the loads over the job's own fabric, as the epoch's start.
+        let sh = &self.shared;
+        let own = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            (
-                titus_core::repartition::predicted_tasks(&h, keys),
-                h.measured(),
-            )
+            let measured = self.measured.load(Ordering::Acquire);
+            let node = sh.lock_node();
+            let (input, own) = titus_core::start::StartInput::for_repartition(
+                &node,
+                keys,
+                &h,
+                measured,
+                sh.cfg.epoch_timeout,
+            );
+            self.begin_start(node, input)?;
+            own
         };
-        let now = titus_core::KeySpan::of(keys);
-        // Every rank joins the all-gather before any fails, so a refusal fails all alike.
-        let refuse = if self.measured.load(Ordering::Acquire) {
-            CostHistory::check_keys(keys).err().map(|e| e.to_string())
-        } else {
-            Some("a repartition plan needs the measured costs of one epoch first".into())
+        let outcome = self.finish_start()?;
+        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        // What fails here is the plan's input, on this rank or another (a refusal).
+        outcome
+            .repartition_plan(keys, own, &h, sh.cfg.core.repartition_plan)
+            .map_err(|e| RuntimeError::Config(e.to_string()))
+    }
+
+    /// Begins a start (an epoch's or a repartition's) with `input` on the locked `node`.
+    fn begin_start(
+        &self,
+        mut node: std::sync::MutexGuard<'_, Node>,
+        input: titus_core::start::StartInput,
+    ) -> Result<(), RuntimeError> {
+        let sh = &self.shared;
+        sh.starting.store(true, Ordering::Release);
+        if let Err(e) = node.begin_start(sh.now(), input, &SegMem(&*sh.fabric)) {
+            sh.starting.store(false, Ordering::Release);
+            return Err(e.into());
+        }
+        drop(node);
+        sh.fabric.wake();
+        Ok(())
+    }
+
+    /// Waits for the start under way, driven by the progress thread, to end: its
+    /// outcome, or why it failed (a peer gone names it).
+    fn finish_start(&self) -> Result<titus_core::start::StartOutcome, RuntimeError> {
+        let sh = &self.shared;
+        let mut node = sh.lock_node();
+        let outcome = loop {
+            if let Some(o) = node.poll_start() {
+                break o;
+            }
+            if sh.fail_if_stuck(&mut node) {
+                continue;
+            }
+            node = sh
+                .done_cv
+                .wait_timeout(node, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         };
-        let blob = versioned::encode(
-            REPARTITION_LOAD,
-            &RepartitionLoad {
-                load,
-                refused: refuse.is_some(),
-                profile: ProfileWords::of(now, &last),
-            },
-        );
-        let all = (self.gather)(&blob).map_err(RuntimeError::Barrier)?;
-        if let Some(why) = refuse {
-            return Err(RuntimeError::Config(why));
-        }
-        let mut loads = Vec::with_capacity(all.len());
-        let mut profiles = Vec::with_capacity(all.len());
-        for (r, b) in all.iter().enumerate() {
-            let l: RepartitionLoad = decode_gathered(REPARTITION_LOAD, b, r, "its load")?;
-            if l.refused {
-                return Err(RuntimeError::Config(format!(
-                    "rank {r} could not take part in the repartition plan"
-                )));
-            }
-            loads.push(l.load);
-            profiles.push(l.profile.profile(r)?);
-        }
-        // The next step's costs: where the job's front moves, the last step's moved once
-        // more (every rank's load alike, this rank's tasks from its own costs first). The
-        // front compares these profiles with those of the plan before (epoch starts
-        // gather none: `titus_core::start`).
-        let mut front = self.front.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = titus_core::repartition::follow_front(&mut front, &profiles, &mut loads)
-            && let Some(p) = {
-                let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-                f.predict(keys, |k| h.last_cost(k))
-            }
-        {
-            tasks = titus_core::repartition::filled_tasks(keys, p);
-        }
-        Ok(self
-            .shared
-            .cfg
-            .core
-            .repartition_plan
-            .of(&loads, self.rank, &tasks)?)
+        sh.starting.store(false, Ordering::Release);
+        outcome.map_err(|e| sh.with_own_look(e).into())
     }
 
     /// Forgets every measured cost: the next epoch has no history (no diffusion).
@@ -1180,60 +1223,24 @@ impl Runtime {
         // driven by the progress thread like every other operation.
         let own = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            let mut node = sh.lock_node();
+            let node = sh.lock_node();
             let (input, own) =
                 titus_core::start::StartInput::of(&node, &keys, &h, sh.cfg.epoch_timeout);
-            sh.starting.store(true, Ordering::Release);
-            let begun = node.begin_start(sh.now(), input, &SegMem(&*sh.fabric));
-            if let Err(e) = begun {
-                sh.starting.store(false, Ordering::Release);
-                return Err(e.into());
-            }
+            self.begin_start(node, input)?;
             own
         };
         let prepare_time = call.elapsed();
-        sh.fabric.wake();
-        let outcome = {
-            let mut node = sh.lock_node();
-            loop {
-                if let Some(o) = node.poll_start() {
-                    break o;
-                }
-                if let Some((peer, stuck)) = sh.stuck_in_fabric() {
-                    let why = sh
-                        .fabric
-                        .peer_gone(peer)
-                        .map_or_else(String::new, |w| format!("{w}; "));
-                    node.fail_peer_gone(
-                        peer,
-                        format!(
-                            "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
-                            stuck.as_secs_f64()
-                        ),
-                    );
-                    continue;
-                }
-                node = sh
-                    .done_cv
-                    .wait_timeout(node, Duration::from_millis(50))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-        };
-        sh.starting.store(false, Ordering::Release);
-        let outcome = outcome?;
+        let outcome = self.finish_start()?;
         let gather_time = call.elapsed() - prepare_time;
         let t_plan = Instant::now();
         if !outcome.runs(&own, skip_if_none)? {
             return Ok(None);
         }
-        let load = outcome.load;
         let prediction = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
             outcome.prediction(&keys, own, &h)
         };
         let plan_time = t_plan.elapsed();
-        let _ = load;
         sh.busy_ns.store(0, Ordering::Relaxed);
         sh.between_ns.store(0, Ordering::Relaxed);
         sh.betweens.store(0, Ordering::Relaxed);
@@ -1274,21 +1281,7 @@ impl Runtime {
                 .wait_timeout(node, Duration::from_millis(50))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-            // The progress thread cannot fail the epoch from inside a provider call that
-            // never returns: fail it here, naming the peer.
-            if let Some((peer, stuck)) = sh.stuck_in_fabric() {
-                let why = sh
-                    .fabric
-                    .peer_gone(peer)
-                    .map_or_else(String::new, |w| format!("{w}; "));
-                node.fail_peer_gone(
-                    peer,
-                    format!(
-                        "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
-                        stuck.as_secs_f64()
-                    ),
-                );
-            }
+            sh.fail_if_stuck(&mut node);
         }
         sh.epoch_running.store(false, Ordering::Release);
         // From the epoch call: the start is part of the epoch's time.
@@ -1300,7 +1293,9 @@ impl Runtime {
         );
         let core = node.stats().clone();
         let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
-        let out = node.take_epoch_results()?;
+        let out = node
+            .take_epoch_results()
+            .map_err(|e| RuntimeError::from(sh.with_own_look(e)))?;
         drop(node);
         let t_record = Instant::now();
         self.history
@@ -1425,81 +1420,6 @@ fn steal_summary(core: &titus_core::Stats) -> String {
         core.adverts_sent,
         core.adverts_received
     )
-}
-
-/// A rank's profile for the job's front ([`titus_core::RankProfile`]) on the wire: its
-/// keys now (least, greatest, count); what it measured in the epoch before: the keys
-/// (least, greatest, count), their cost (ns), Σ cost × (key − least), Σ (key − least), and
-/// (least key, keys, cost) per part of the span.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct ProfileWords {
-    now: (u64, u64, u64),
-    last: (u64, u64, u64),
-    load: u64,
-    moments: (f64, f64),
-    parts: Vec<(u64, u64, u64)>,
-}
-
-impl ProfileWords {
-    fn of(now: titus_core::KeySpan, last: &titus_core::Measured) -> Self {
-        let s = last.span;
-        Self {
-            now: (now.lo, now.hi, now.count),
-            last: (s.lo, s.hi, s.count),
-            load: last.load,
-            moments: (last.moment, last.key_sum),
-            parts: last.parts.clone(),
-        }
-    }
-
-    /// The profile rank `r` sent, checked (nothing another rank sends is trusted).
-    fn profile(self, r: usize) -> Result<titus_core::RankProfile, RuntimeError> {
-        let span = |(lo, hi, count)| titus_core::KeySpan { lo, hi, count };
-        let p = titus_core::RankProfile {
-            now: span(self.now),
-            last: titus_core::Measured {
-                span: span(self.last),
-                load: self.load,
-                moment: self.moments.0,
-                key_sum: self.moments.1,
-                parts: self.parts,
-            },
-        };
-        p.check().map_err(|e| {
-            RuntimeError::Barrier(format!("rank {r} sent a bad profile of its costs: {e}"))
-        })?;
-        Ok(p)
-    }
-}
-
-/// What each rank contributes to a repartition plan's all-gather.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct RepartitionLoad {
-    /// Its predicted load, ns.
-    load: u64,
-    /// It cannot take part (no epoch measured yet, or a key given twice).
-    refused: bool,
-    /// Its profile for the job's front (its keys now, what it measured last).
-    profile: ProfileWords,
-}
-
-/// [`RepartitionLoad`]'s tag.
-const REPARTITION_LOAD: &[u8] = b"TREP3";
-
-/// Rank `r`'s contribution `b` to an all-gather of `what`, decoded; a rank in another
-/// collective, or running another version, is named.
-fn decode_gathered<'a, T: serde::Deserialize<'a>>(
-    tag: &[u8],
-    b: &'a [u8],
-    r: usize,
-    what: &str,
-) -> Result<T, RuntimeError> {
-    versioned::decode(tag, b).map_err(|e| {
-        RuntimeError::Barrier(format!(
-            "rank {r} sent {} bytes for {what} that do not decode ({e}; is it in another collective, or another version?)",
-            b.len()
-        ))
-    })
 }
 
 /// Tasks keyed by their index.

@@ -16,7 +16,7 @@
 //!   ranks predict their loads and diffusion pushes batches (on in most seeds); pushed
 //!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
-use crate::{Faults, Job, Model, SimTask, Violation, failed_everywhere, simulate};
+use crate::{Between, Faults, Job, Model, SimTask, Violation, failed_everywhere, simulate_with};
 use rand::RngExt as _;
 use rand_distr::Exp1;
 use std::time::Duration;
@@ -71,6 +71,8 @@ pub struct Exercised {
     pub gone_tolerated: u64,
     /// Runs whose injected resource failure stopped every rank with an error.
     pub failed_everywhere: u64,
+    /// Tasks moved by repartition plans between epochs.
+    pub repartitioned: u64,
 }
 
 impl Exercised {
@@ -87,6 +89,7 @@ impl Exercised {
         self.shares_retracted += other.shares_retracted;
         self.gone_tolerated += other.gone_tolerated;
         self.failed_everywhere += other.failed_everywhere;
+        self.repartitioned += other.repartitioned;
     }
 }
 
@@ -562,6 +565,20 @@ fn draw_and_run(
     if let Some(g) = worker_grain_ns {
         what += &format!(", worker grain {g} ns");
     }
+    // Half the jobs with a front (keys unique over the job, so tasks may change owner):
+    // every rank's repartition plan applied between epochs, by the neighbours' plan or the
+    // re-cut. Drawn apart, so every other draw is as before.
+    let mut repa = Rng::from_keys(&[seed, key, 0x7265_7061]); // "repa"
+    let repartition = front && repa.chance(0.5);
+    if repartition {
+        if repa.chance(0.5) {
+            core.repartition_plan = titus_core::repartition::RepartitionPlan::Recut;
+        }
+        what += &format!(
+            ", repartitioned between epochs ({})",
+            core.repartition_plan.name()
+        );
+    }
     let job = Job {
         core,
         overlay,
@@ -582,7 +599,35 @@ fn draw_and_run(
             .then_some(&make_mapper as &crate::MapperFactory),
         worker_grain_ns,
     };
-    match simulate(&job) {
+    let repartitioned = std::cell::Cell::new(0u64);
+    let mut between = |b: &Between<'_>| -> Result<Option<Vec<Vec<SimTask>>>, String> {
+        if !repartition {
+            return Ok(None);
+        }
+        let mut next = job.later_epochs[b.epoch].clone();
+        let keys: Vec<Vec<u64>> = next
+            .iter()
+            .map(|ts| ts.iter().map(|t| t.key).collect())
+            .collect();
+        let plans = b.repartition_plan(&keys)?;
+        for (from, moves) in plans.iter().enumerate() {
+            for m in moves {
+                let at = next[from]
+                    .iter()
+                    .position(|t| t.key == m.key)
+                    .ok_or_else(|| {
+                        format!("rank {from}'s plan moves key {}, not its own", m.key)
+                    })?;
+                let t = next[from].remove(at);
+                next[m.to as usize].push(t);
+                repartitioned.set(repartitioned.get() + 1);
+            }
+        }
+        // Each rank's tasks in string order again.
+        next.iter_mut().for_each(|ts| ts.sort_by_key(|t| t.key));
+        Ok(Some(next))
+    };
+    match simulate_with(&job, &mut between) {
         // The injected failure, told to every rank (each stopped with an error) before any
         // task ran twice: what the runtime promises.
         Err(v) if job.resources.fail.is_some() && v.0.contains("(injected)") => {
@@ -615,8 +660,10 @@ fn draw_and_run(
                     shares_retracted: st.shares_retracted,
                     gone_tolerated: st.gone_tolerated,
                     failed_everywhere: 0,
+                    repartitioned: 0,
                 });
             }
+            exercised.repartitioned = repartitioned.get();
             Ok(Drawn {
                 what,
                 events: o.events,

@@ -26,8 +26,8 @@
 //! the next epoch's predictions and its diffusion neighbours' predicted loads to its node
 //! (diffusion, `titus_core::Config::diffusion`); the first epoch has no history. Between
 //! epochs a driver may change the next epoch's tasks ([`simulate_with`]), e.g. apply
-//! every rank's repartition plan ([`Between::repartition_plan`], the runtime's
-//! computation). Ranks may start each epoch at different times
+//! every rank's repartition plan ([`Between::repartition_plan`]: a repartition start
+//! over the simulated fabric, as the runtime's). Ranks may start each epoch at different times
 //! ([`Job::start_skew_ns`]), as after a real barrier. At the end of every epoch nothing of
 //! it may still be travelling but what the core leaves to the next one: steal requests
 //! and empty replies, load reports, forwarded requests and refill hints (a thief that
@@ -49,6 +49,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
+use titus_core::repartition::Move;
 use titus_core::resources::{
     Dispatch, KindSet, ResourceCounts, ResourceSpec, Resources, Variants, type_bits, type_table,
 };
@@ -87,6 +88,10 @@ pub struct Faults {
     /// as a program that returns without `finalize`): an operation that reaches it
     /// afterwards fails at its issuer as one to a gone process.
     pub exit_after_end: bool,
+    /// This rank's first message of an epoch start arrives with a wrong format version
+    /// (its wire header's byte 2), as from a rank running another build: the receiver
+    /// must refuse it naming the sender and the field, and every rank stop.
+    pub corrupt_start: Option<u32>,
 }
 
 /// A simulated job.
@@ -528,9 +533,16 @@ struct Sim<'a> {
     /// Per rank: its last start's time (from the epoch call to its tasks' start, ns) and
     /// figures.
     start_figures: Vec<(u64, titus_core::start::StartFigures)>,
-    /// The job's front for repartition plans ([`Between::repartition_plan`]): updated
-    /// by each plan from its profiles, as the runtime's from its plan's all-gather.
-    front: std::cell::RefCell<titus_core::JobFront>,
+    /// A repartition start under way ([`Between::repartition_plan`]): each rank's keys,
+    /// and each rank's outcome once its start ended, with its own prediction.
+    plan_keys: Option<Vec<Vec<u64>>>,
+    planned: Vec<Option<PlanOutcome>>,
+    /// With [`Job::check_start`]: the whole job's front as the repartition plans follow it.
+    reference_plan_front: titus_core::JobFront,
+    /// Virtual time between epochs: when the last epoch (or repartition start) ended.
+    clock: u64,
+    /// [`Faults::corrupt_start`] struck.
+    corrupted: bool,
     /// Per rank: its resource table, where it has resources beside its workers; empty
     /// where no rank has any, so that the common job's events do not touch it (a cache
     /// miss each at 100,000 ranks).
@@ -660,10 +672,16 @@ impl<'a> Sim<'a> {
             .collect();
         let front = &mut self.reference_front;
         front.update(&profiles);
+        // A rank whose window would span too many ranks predicts alone, by design.
+        let movement = front.movement();
+        let alone = titus_core::start::front::predicting_alone(&profiles, movement);
+        let planned = front.plan_loads(&profiles, &own).unwrap_or(own.clone());
         WholeJobPlan {
-            movement: front.movement(),
-            loads: front.plan_loads(&profiles, &own).unwrap_or(own.clone()),
-            string: front.string_loads(&profiles, &own, &classes),
+            movement,
+            loads: (0..n)
+                .map(|r| if alone[r] { own[r] } else { planned[r] })
+                .collect(),
+            string: front.string_loads(&profiles, &own, &classes, &alone),
         }
     }
 
@@ -1031,6 +1049,17 @@ impl<'a> Sim<'a> {
                         .copy_in(titus_core::Loc::new(remote.segment, at), &buf);
                     at += len;
                 }
+                if remote.segment == seg::START
+                    && signal.is_some()
+                    && self.job.faults.corrupt_start == Some(from)
+                    && !std::mem::replace(&mut self.corrupted, true)
+                {
+                    // The message lands with another format version (its header's byte 2).
+                    let version = titus_core::Loc::new(seg::START, remote.offset + 2);
+                    let mut v = [0u8];
+                    self.mems[peer as usize].copy_out(version, &mut v);
+                    self.mems[peer as usize].copy_in(version, &[v[0].wrapping_add(1)]);
+                }
                 if let Some(value) = signal {
                     let s = self.model(from, peer, false).signal_ns as u64;
                     self.at(
@@ -1194,7 +1223,14 @@ impl<'a> Sim<'a> {
         if self.own[i].is_some()
             && let Some(outcome) = self.nodes[i].poll_start()
         {
-            self.begin_epoch(n, now, outcome)?;
+            match self.plan_keys.is_some() {
+                true => {
+                    let own = self.own[i].take().expect("checked");
+                    self.planned[i] = Some((outcome, own));
+                    self.done_count += 1;
+                }
+                false => self.begin_epoch(n, now, outcome)?,
+            }
         }
         // The bytes the handler moved through the rank's segments: the thread that drove
         // it did that first.
@@ -1509,12 +1545,21 @@ impl<'a> Sim<'a> {
                     // that error (the runtime's start returns it).
                     return self.after(node, now);
                 }
-                let (input, own) = titus_core::start::StartInput::of(
-                    &self.nodes[i],
-                    &self.keys[i],
-                    &self.history[i],
-                    None,
-                );
+                let (input, own) = match &self.plan_keys {
+                    Some(keys) => titus_core::start::StartInput::for_repartition(
+                        &self.nodes[i],
+                        &keys[i],
+                        &self.history[i],
+                        true,
+                        None,
+                    ),
+                    None => titus_core::start::StartInput::of(
+                        &self.nodes[i],
+                        &self.keys[i],
+                        &self.history[i],
+                        None,
+                    ),
+                };
                 self.nodes[i]
                     .begin_start(Time(now), input, &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
@@ -1911,68 +1956,134 @@ fn layout_loc(offset: u64) -> titus_core::Loc {
     titus_core::Loc::new(seg::TASKS, offset)
 }
 
+/// A rank's repartition start's outcome, with its own prediction.
+type PlanOutcome = (
+    Result<titus_core::start::StartOutcome, titus_core::CoreError>,
+    titus_core::start::OwnPrediction,
+);
+
 /// What the driver of a time-stepping job sees between two epochs of [`simulate_with`],
 /// as an application between two of its runtime's epochs: which epoch ended, and every
 /// rank's repartition plan from the costs measured so far.
-#[derive(Debug)]
 pub struct Between<'s> {
     /// The epoch that just ended (0: the first).
     pub epoch: usize,
-    history: &'s [CostHistory],
-    front: &'s std::cell::RefCell<titus_core::JobFront>,
-    plan: titus_core::repartition::RepartitionPlan,
+    sim: std::cell::RefCell<&'s mut dyn RepartitionStart>,
+}
+
+impl std::fmt::Debug for Between<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Between")
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+/// What [`Between`] drives: the simulated job between two epochs.
+trait RepartitionStart {
+    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String>;
 }
 
 impl Between<'_> {
     /// Every rank's repartition plan (RankDLB's step 4), as each rank's
-    /// `Runtime::repartition_plan(&keys[r])` gives it: each rank predicts its tasks' costs
-    /// and its load from its measured costs ([`titus_core::repartition::predicted_tasks`]),
-    /// moved as the job's front moves ([`titus_core::repartition::follow_front`]), the
-    /// loads are shared, and each rank plans as the job's `repartition_plan` says. `keys[r]`: the tasks rank r owns, in string
-    /// order. A key given twice, or a list per rank missing, fails naming why.
-    pub fn repartition_plan(
-        &self,
-        keys: &[Vec<u64>],
-    ) -> Result<Vec<Vec<titus_core::repartition::Move>>, String> {
-        if keys.len() != self.history.len() {
+    /// `Runtime::repartition_plan(&keys[r])` gives it: every rank runs a repartition
+    /// start (`titus_core::start`) over the simulated fabric, charged in virtual time
+    /// before the next epoch, and plans from its place in the string as the job's
+    /// `repartition_plan` says. `keys[r]`: the tasks rank r owns, in string order. A key
+    /// given twice, or a list per rank missing, fails naming why.
+    pub fn repartition_plan(&self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String> {
+        self.sim.borrow_mut().repartition_plan(keys)
+    }
+}
+
+impl RepartitionStart for Sim<'_> {
+    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String> {
+        let n = self.nodes.len();
+        if keys.len() != n {
             return Err(format!(
-                "{} key lists for a repartition plan of {} ranks",
-                keys.len(),
-                self.history.len()
+                "{} key lists for a repartition plan of {n} ranks",
+                keys.len()
             ));
         }
-        let mut mine: Vec<(Vec<(u64, u64)>, u64)> = keys
+        let reference = self.job.check_start.then(|| self.whole_job_positions(keys));
+        self.plan_keys = Some(keys.to_vec());
+        self.done_count = 0;
+        for r in 0..n as u32 {
+            let skew = match self.job.start_skew_ns {
+                0 => 0,
+                s => self.rng.below(s + 1),
+            };
+            self.at(self.clock + skew, Ev::Start { node: r });
+        }
+        let ended = self.run_epoch(self.job.faults.stall);
+        self.plan_keys = None;
+        self.clock = self.clock.max(ended.map_err(|e| e.0)?);
+        let mut plans = Vec::with_capacity(n);
+        for (r, k) in keys.iter().enumerate() {
+            let (outcome, own) = self.planned[r].take().expect("every rank's start ended");
+            let out = outcome.map_err(|e| format!("rank {r}: {e}"))?;
+            if let Some((movement, positions)) = &reference
+                && out.movement == *movement
+                && out.position != positions[r]
+            {
+                return Err(format!(
+                    "rank {r}: the repartition start placed it at {:?}, the whole job's plan at {:?}",
+                    out.position, positions[r]
+                ));
+            }
+            let plan = out
+                .repartition_plan(k, own, &self.history[r], self.job.core.repartition_plan)
+                .map_err(|e| format!("rank {r}: {e}"))?;
+            plans.push(plan);
+        }
+        Ok(plans)
+    }
+}
+
+impl Sim<'_> {
+    /// The whole job's places in the string for a repartition plan of `keys`, from every
+    /// rank's load and profile as the runtime computed them from an all-gather: the
+    /// reference [`Job::check_start`] holds each rank's repartition start to.
+    fn whole_job_positions(
+        &mut self,
+        keys: &[Vec<u64>],
+    ) -> (
+        titus_core::Movement,
+        Vec<Option<titus_core::repartition::StringPosition>>,
+    ) {
+        let mut loads: Vec<u64> = keys
             .iter()
-            .zip(self.history)
-            .map(|(k, h)| titus_core::repartition::predicted_tasks(h, k))
+            .zip(&self.history)
+            .map(|(k, h)| titus_core::repartition::predicted_tasks(h, k).1)
             .collect();
-        let mut loads: Vec<u64> = mine.iter().map(|m| m.1).collect();
-        // The job's front, as each rank's plan follows it (the runtime gathers these
-        // profiles with the loads).
         let profiles: Vec<titus_core::RankProfile> = keys
             .iter()
-            .zip(self.history)
+            .zip(&self.history)
             .map(|(k, h)| titus_core::RankProfile {
                 now: titus_core::KeySpan::of(k),
                 last: h.measured(),
             })
             .collect();
-        let mut front = self.front.borrow_mut();
-        if let Some(f) = titus_core::repartition::follow_front(&mut front, &profiles, &mut loads) {
-            for ((m, k), h) in mine.iter_mut().zip(keys).zip(self.history) {
-                if let Some(p) = f.predict(k, |key| h.last_cost(key)) {
-                    m.0 = titus_core::repartition::filled_tasks(k, p);
-                }
+        let own = loads.clone();
+        let front = &mut self.reference_plan_front;
+        titus_core::repartition::follow_front(front, &profiles, &mut loads);
+        let movement = front.movement();
+        // A rank whose window would span too many ranks plans from its own load.
+        let alone = titus_core::start::front::predicting_alone(&profiles, movement);
+        for (r, l) in loads.iter_mut().enumerate() {
+            if alone[r] {
+                *l = own[r];
             }
         }
-        mine.iter()
-            .enumerate()
-            .map(|(r, (tasks, _))| {
-                self.plan
-                    .of(&loads, r as u32, tasks)
-                    .map_err(|e| format!("rank {r}: {e}"))
+        let empty = keys.iter().all(Vec::is_empty);
+        let positions = (0..keys.len() as u32)
+            .map(|r| {
+                (!empty).then(|| {
+                    titus_core::repartition::StringPosition::of(&loads, r).expect("in the job")
+                })
             })
-            .collect()
+            .collect();
+        (movement, positions)
     }
 }
 
@@ -2121,7 +2232,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         reference_front: titus_core::JobFront::default(),
         reference: None,
         start_figures: vec![(0, titus_core::start::StartFigures::default()); n],
-        front: std::cell::RefCell::new(titus_core::JobFront::default()),
+        plan_keys: None,
+        planned: vec![None; n],
+        reference_plan_front: titus_core::JobFront::default(),
+        clock: 0,
+        corrupted: false,
         res,
         accel_busy: vec![0; n],
         busy_by_owner: vec![BTreeMap::new(); n],
@@ -2183,13 +2298,13 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         }
         out.end_ns = sim.per.iter().filter_map(|p| p.end).max().unwrap_or(0);
         if epoch < job.later_epochs.len() {
+            sim.clock = now;
             let tasks = between(&Between {
                 epoch,
-                history: &sim.history,
-                front: &sim.front,
-                plan: job.core.repartition_plan,
-            })
-            .map_err(|e| {
+                sim: std::cell::RefCell::new(&mut sim),
+            });
+            now = sim.clock;
+            let tasks = tasks.map_err(|e| {
                 Violation(format!(
                     "between epochs {} and {}: {e}",
                     epoch + 1,

@@ -53,6 +53,8 @@ fn job(base: &[Vec<TaskSpec>]) -> Job<'static> {
             .map(|e| sim_tasks(&epoch_tasks(base, e, DRIFT)))
             .collect(),
         max_events: 10_000_000,
+        // Each rank's repartition start held to the whole job's plan.
+        check_start: true,
         ..Job::new(
             core,
             overlay,

@@ -103,24 +103,34 @@ impl JobFront {
     /// dear and cheap where the job's cost classes allow ([`crate::split_class`], from
     /// each rank's own `classes`) — each rank's split by the job's density its keys came
     /// from where the front moved, by its own classes otherwise.
+    /// Ranks marked in `alone` (empty: none) plan from their own loads and classes, as a
+    /// rank whose window gave up does (`crate::start::front::predicting_alone`).
     pub fn string_loads(
         &self,
         profiles: &[RankProfile],
         own: &[Option<u64>],
         classes: &[crate::LoadClasses],
+        alone: &[bool],
     ) -> crate::StringLoads {
         let ranks = own.iter().flatten().count();
+        let alone = |r: usize| alone.get(r).copied().unwrap_or(false);
         let Some(class) = crate::split_class(classes, ranks) else {
-            return crate::StringLoads::new(
-                &self.plan_loads(profiles, own).unwrap_or(own.to_vec()),
-            );
+            let planned = self.plan_loads(profiles, own).unwrap_or(own.to_vec());
+            let loads: Vec<Option<u64>> = (0..own.len())
+                .map(|r| if alone(r) { own[r] } else { planned[r] })
+                .collect();
+            return crate::StringLoads::new(&loads);
         };
         let view = self.view();
         let split: Vec<Option<(u64, u64)>> = own
             .iter()
             .zip(classes)
             .zip(profiles)
-            .map(|((l, c), p)| view.split(p.now, l.is_some(), c, class))
+            .enumerate()
+            .map(|(r, ((l, c), p))| match alone(r) {
+                true => l.map(|_| c.split(class)),
+                false => view.split(p.now, l.is_some(), c, class),
+            })
             .collect();
         crate::StringLoads::with_split(&split, class)
     }

@@ -3,6 +3,7 @@
 //! simulator both call these; neither predicts on its own.
 
 use super::{StartInput, StartOutcome};
+use crate::repartition::{Move, RepartitionPlan};
 use crate::{
     CoreError, CostHistory, DiffusionPlan, KeySpan, LoadClasses, Node, Prediction, RankProfile,
 };
@@ -45,8 +46,32 @@ impl StartInput {
                 false => node.diffusion_neighbours(),
             },
             timeout,
+            repartition: false,
         };
         (input, OwnPrediction { costs_ns, refused })
+    }
+
+    /// Rank `node`'s input for a repartition plan of the tasks with `keys` it owns
+    /// (string order), predicted from `history`; `measured`: whether it has measured an
+    /// epoch yet (a plan needs one: it refuses otherwise, as with a key given twice).
+    pub fn for_repartition(
+        node: &Node,
+        keys: &[u64],
+        history: &CostHistory,
+        measured: bool,
+        timeout: Option<Duration>,
+    ) -> (Self, OwnPrediction) {
+        let (mut input, mut own) = Self::of(node, keys, history, timeout);
+        if own.refused.is_none() && !measured {
+            own.refused = Some(CoreError::Config(
+                "a repartition plan needs the measured costs of one epoch first".into(),
+            ));
+        }
+        input.refused = own.refused.is_some();
+        input.string_plan = false;
+        input.neighbours.clear();
+        input.repartition = true;
+        (input, own)
     }
 }
 
@@ -72,6 +97,34 @@ impl StartOutcome {
             string: self.string.clone(),
             dear: view.map(|v| v.dear_keys(keys, class)).unwrap_or_default(),
         })
+    }
+
+    /// A repartition start's plan for this rank's tasks with `keys` (string order), their
+    /// costs those the front predicts where the job's costs moved, its own otherwise (an
+    /// unknown cost at the mean of the known). Fails naming this rank's refusal, or the
+    /// lowest rank that refused.
+    pub fn repartition_plan(
+        &self,
+        keys: &[u64],
+        own: OwnPrediction,
+        history: &CostHistory,
+        plan: RepartitionPlan,
+    ) -> Result<Vec<Move>, CoreError> {
+        if let Some(e) = own.refused {
+            return Err(e);
+        }
+        if let Some(r) = self.facts.refused_by {
+            return Err(CoreError::Config(format!(
+                "rank {r} could not take part in the repartition plan"
+            )));
+        }
+        let Some(at) = self.position else {
+            return Ok(Vec::new()); // Every rank is empty.
+        };
+        let costs = self
+            .prediction(keys, own, history)
+            .map_or_else(|| vec![0; keys.len()], |p| p.costs_ns);
+        plan.at(&at, &crate::repartition::filled_tasks(keys, costs))
     }
 
     /// Whether the epoch runs: no rank refused its tasks, and (with `skip_if_none`) some

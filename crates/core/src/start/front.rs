@@ -736,6 +736,45 @@ impl WindowSearch {
     }
 }
 
+/// Which ranks predict alone with `movement` (their windows give up: the sources of their
+/// keys span more than [`WINDOW_RANKS_MAX`] ranks), each rank's window searched over the
+/// records every rank of `profiles` publishes: the design's one departure from the
+/// whole-job front, for a checker holding the start to it.
+pub fn predicting_alone(profiles: &[crate::RankProfile], movement: Movement) -> Vec<bool> {
+    let n = profiles.len();
+    if movement.shift == 0 {
+        return vec![false; n];
+    }
+    let mut reach: Option<u64> = None;
+    let records: Vec<SpanRecord> = profiles
+        .iter()
+        .map(|p| {
+            let span = p.last.span;
+            if span.count > 0 {
+                reach = reach.max(Some(span.hi));
+            }
+            SpanRecord {
+                epoch: 0,
+                span,
+                reach,
+                parts: p.last.parts.len() as u32,
+            }
+        })
+        .collect();
+    (0..n)
+        .map(|r| {
+            let mut w = WindowSearch::new(n as u32, r as Rank, profiles[r].now, movement);
+            while let Some(read) = w.poll_read() {
+                match read {
+                    WindowRead::Record(j) => w.handle_record(j, &records[j as usize]),
+                    WindowRead::Parts(j, _) => w.handle_parts(j, profiles[j as usize].last.clone()),
+                }
+            }
+            w.window().is_none()
+        })
+        .collect()
+}
+
 /// What the root sends down of the front: how the costs moved, and the grid the next
 /// start samples on (the keys every rank holds now).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

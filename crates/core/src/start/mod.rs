@@ -19,6 +19,10 @@
 //! 4. **Its diffusion neighbours' loads**: one read of each neighbour's published load,
 //!    k reads.
 //!
+//! A repartition plan (`crate::repartition`) is a start of its own kind: the facts, the
+//! front and one more scan, the loads before each rank, give every rank its place in
+//! the string and so its plan.
+//!
 //! Every part is sans-IO, as the steal protocol is: messages come in through
 //! `handle_message` with the receiver's epoch checked, records through `handle_record`,
 //! and what to send or read leaves through `poll_send` and `poll_read`. The runtime and
@@ -50,7 +54,7 @@ pub use collective::{
 pub use drive::OwnPrediction;
 pub use facts::JobFacts;
 pub use protocol::{
-    Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, Record, StartCarry, StartFigures,
+    Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, LoadSum, Record, StartCarry, StartFigures,
     StartInput, StartOutcome,
 };
 

@@ -50,7 +50,7 @@ impl StartLayout {
     fn shape(&self, step: Step) -> (u64, u64, u64) {
         let l = self.rounds;
         match step {
-            Step::SpanScan | Step::StringScan => (l, SMALL, l),
+            Step::SpanScan | Step::StringScan | Step::PlanScan => (l, SMALL, l),
             Step::FactsUp => (l, FACTS_UP, 1),
             Step::FactsDown => (1, FACTS_DOWN, 1),
             Step::LoadsUp => (l, SMALL, 1),
@@ -177,7 +177,11 @@ impl Pending {
 #[derive(Debug)]
 pub(crate) struct StartPart {
     layout: StartLayout,
+    /// What epoch starts carry from one to the next, and what repartition starts do
+    /// (each follows the job's front from its own kind's last: a repartition's summary
+    /// must not stand in for the epoch's before it).
     carry: StartCarry,
+    plan_carry: StartCarry,
     /// Starts begun, the one under way included.
     seq: u64,
     current: Option<EpochStart>,
@@ -198,6 +202,7 @@ impl StartPart {
         Self {
             layout: StartLayout::new(size),
             carry: StartCarry::default(),
+            plan_carry: StartCarry::default(),
             seq: 0,
             current: None,
             outcome: None,
@@ -236,7 +241,10 @@ impl StartPart {
             ));
         }
         self.seq += 1;
-        let carry = std::mem::take(&mut self.carry);
+        let carry = match input.repartition {
+            true => std::mem::take(&mut self.plan_carry).with_grid_of(&self.carry),
+            false => std::mem::take(&mut self.carry),
+        };
         self.current = Some(EpochStart::new(now, rank, size, self.seq, input, carry));
         let early: Vec<_> = std::mem::take(&mut self.early);
         for (from, start, step, round, len) in early {
@@ -350,9 +358,17 @@ impl StartPart {
     /// The start fails with `e` (the node failed, or another rank's ABORT came).
     pub(crate) fn fail(&mut self, e: CoreError) {
         if let Some(cur) = self.current.take() {
+            let plan = cur.is_repartition();
             let (_, carry) = cur.finish();
-            self.carry = carry;
+            *self.carry_of(plan) = carry;
             self.outcome = Some(Err(e));
+        }
+    }
+
+    fn carry_of(&mut self, repartition: bool) -> &mut StartCarry {
+        match repartition {
+            true => &mut self.plan_carry,
+            false => &mut self.carry,
         }
     }
 
@@ -445,8 +461,9 @@ impl StartPart {
         }
         let cur = self.current.as_ref().expect("checked");
         if cur.is_over() {
+            let plan = cur.is_repartition();
             let (r, carry) = self.current.take().expect("checked").finish();
-            self.carry = carry;
+            *self.carry_of(plan) = carry;
             self.outcome = Some(r.map_err(CoreError::from));
         }
     }

@@ -17,6 +17,13 @@
 //! 6. **Neighbours** (reads, the neighbours' diffusion plan): each diffusion neighbour's
 //!    published load.
 //!
+//! A repartition start ([`StartInput::repartition`], `crate::repartition`) runs 1–3,
+//! then the loads after the front where the costs moved (4, as a barrier too: every
+//! rank's window reads are done before any rank leaves, so the next start's records
+//! cannot overwrite a record still to be read), and ends with the **plan scan**
+//! ([`Step::PlanScan`], ⌈log₂ N⌉ rounds): the loads before this rank, so its
+//! [`StringPosition`].
+//!
 //! Sans-IO: messages in through [`EpochStart::handle_message`], reads' bytes through
 //! [`EpochStart::handle_read`], time through [`EpochStart::handle_timeout`]; what to
 //! send, publish or read out through [`EpochStart::poll_action`]. A record read before
@@ -32,6 +39,7 @@ use super::string::{
 };
 use super::wire::{BodyReader, BodyWriter, FieldError, Message, Step};
 use super::{Combine, ExclusiveScan, JobFacts, Outgoing, StartError, TreeReduce, Wire};
+use crate::repartition::StringPosition;
 use crate::{FrontWindow, LoadClasses, Movement, Rank, RankProfile, Time};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -67,6 +75,10 @@ pub struct StartInput {
     /// How long the start may wait for its peers before it fails naming them (`None`:
     /// as long as they live; the driver's liveness sweeps name a dead one).
     pub timeout: Option<Duration>,
+    /// It plans a repartition instead of starting an epoch: it ends with the rank's
+    /// place in the string ([`StartOutcome::position`]), with no string plan and no
+    /// neighbours' loads. Every rank's start of the same number must agree.
+    pub repartition: bool,
 }
 
 /// What a rank keeps from one start to the next: the grid the next summary samples on,
@@ -75,6 +87,18 @@ pub struct StartInput {
 pub struct StartCarry {
     grid: Option<Grid>,
     root: FrontRoot,
+}
+
+impl StartCarry {
+    /// This carry, sampling on `other`'s grid where it has none of its own: a kind of
+    /// start's first summary (a repartition's after the epochs' first) is then on the
+    /// grid of the keys the ranks held, so the next one of its kind can compare with it.
+    pub(crate) fn with_grid_of(mut self, other: &StartCarry) -> Self {
+        if self.grid.is_none() {
+            self.grid = other.grid;
+        }
+        self
+    }
 }
 
 /// A start's figures (the JSON keys `start_bytes`, `start_messages`, `start_rounds`).
@@ -104,6 +128,9 @@ pub struct StartOutcome {
     pub string: Option<RankString>,
     /// Its diffusion neighbours' loads (those that predicted one).
     pub neighbour_loads: Vec<(Rank, u64)>,
+    /// A repartition start's: where the rank stands in the string, its load after the
+    /// front (0 where it predicted none) among every rank's (`None`: every rank empty).
+    pub position: Option<StringPosition>,
     /// The figures.
     pub figures: StartFigures,
 }
@@ -280,6 +307,29 @@ impl Wire for StringSums {
     }
 }
 
+/// A repartition's load summed over a run of ranks, ns: what the plan scan carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadSum(pub u128);
+
+impl Combine for LoadSum {
+    fn combine(&mut self, r: &Self) {
+        self.0 = self.0.saturating_add(r.0);
+    }
+}
+
+impl Wire for LoadSum {
+    fn encode(&self, w: &mut BodyWriter) {
+        w.u128(self.0);
+    }
+    fn decode(r: &mut BodyReader<'_>) -> Result<Self, FieldError> {
+        let l = r.u128("load")?;
+        match l <= 1 << 96 {
+            true => Ok(Self(l)),
+            false => Err(FieldError::new("load", format!("{l} ns, over 2^96"))),
+        }
+    }
+}
+
 /// Where a start is.
 #[derive(Debug)]
 enum Phase {
@@ -288,6 +338,7 @@ enum Phase {
     Window(WindowSearch),
     Loads(TreeReduce<StringSums>),
     StringScan(ExclusiveScan<Prefix>),
+    PlanScan(ExclusiveScan<LoadSum>),
     Receivers {
         searches: Vec<ReceiverSearch>,
         at: usize,
@@ -325,6 +376,9 @@ pub struct EpochStart {
     own_prefix: Prefix,
     string: Option<RankString>,
     neighbour_loads: Vec<(Rank, u64)>,
+    /// A repartition's: the job's load after the front, then the rank's position.
+    plan_total: u128,
+    position: Option<StringPosition>,
     figures: StartFigures,
     /// Reads one after another in the current search.
     chain: u64,
@@ -382,6 +436,8 @@ impl EpochStart {
             own_prefix: Prefix::default(),
             string: None,
             neighbour_loads: Vec::new(),
+            plan_total: 0,
+            position: None,
             figures: StartFigures::default(),
             chain: 0,
             reads_out: 0,
@@ -397,6 +453,11 @@ impl EpochStart {
     /// The next thing for the driver to do.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.out.pop_front()
+    }
+
+    /// Whether it plans a repartition ([`StartInput::repartition`]).
+    pub fn is_repartition(&self) -> bool {
+        self.input.repartition
     }
 
     /// Whether the start is over (done or failed).
@@ -416,6 +477,7 @@ impl EpochStart {
             load: self.load,
             string: self.string,
             neighbour_loads: self.neighbour_loads,
+            position: self.position,
             figures: self.figures,
         };
         (Ok(out), self.carry)
@@ -494,6 +556,7 @@ impl EpochStart {
             Phase::Facts(x) => x.handle_message(m),
             Phase::Loads(x) => x.handle_message(m),
             Phase::StringScan(x) => x.handle_message(m),
+            Phase::PlanScan(x) => x.handle_message(m),
             _ => unreachable!("a phase without messages has no steps"),
         }
     }
@@ -597,6 +660,7 @@ impl EpochStart {
             Phase::Facts(_) => &[Step::FactsUp, Step::FactsDown],
             Phase::Loads(_) => &[Step::LoadsUp, Step::LoadsDown],
             Phase::StringScan(_) => &[Step::StringScan],
+            Phase::PlanScan(_) => &[Step::PlanScan],
             // Reads: messages of the loads and the string scan may come early.
             Phase::Window(_) => &[],
             _ => &[],
@@ -611,6 +675,7 @@ impl EpochStart {
             Phase::Facts(_) => Step::FactsUp.code(),
             Phase::Window(_) | Phase::Loads(_) => Step::LoadsUp.code(),
             Phase::StringScan(_) => Step::StringScan.code(),
+            Phase::PlanScan(_) => Step::PlanScan.code(),
             Phase::Receivers { .. } | Phase::Neighbours { .. } | Phase::Done => u8::MAX,
         }
     }
@@ -622,6 +687,7 @@ impl EpochStart {
             Phase::Window(_) => "the front's window",
             Phase::Loads(_) => "the loads after the front",
             Phase::StringScan(_) => "the string scan",
+            Phase::PlanScan(_) => "the plan scan",
             Phase::Receivers { .. } => "the string's receivers",
             Phase::Neighbours { .. } => "the neighbours' loads",
             Phase::Done => "done",
@@ -652,6 +718,7 @@ impl EpochStart {
             Phase::Facts(x) => x.waiting_for(),
             Phase::Loads(x) => x.waiting_for(),
             Phase::StringScan(x) => x.waiting_for(),
+            Phase::PlanScan(x) => x.waiting_for(),
             Phase::Window(_) | Phase::Receivers { .. } => {
                 let mut r: Vec<Rank> = self.retry.iter().map(|r| r.1).collect();
                 r.extend(self.out.iter().filter_map(|a| match a {
@@ -714,6 +781,7 @@ impl EpochStart {
                 sent.extend(std::iter::from_fn(|| x.poll_send()));
             }
             Phase::StringScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
+            Phase::PlanScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
             _ => {}
         }
         for o in sent {
@@ -760,12 +828,27 @@ impl EpochStart {
             Phase::Loads(x) if x.result().is_some() => {
                 self.figures.rounds += u64::from(x.rounds());
                 let sums = *x.result().expect("checked");
-                (self.string_scan(sums), true)
+                match self.input.repartition {
+                    true => (self.plan_scan(sums.loads[0]), true),
+                    false => (self.string_scan(sums), true),
+                }
             }
             Phase::StringScan(x) if x.is_done() => {
                 self.figures.rounds += u64::from(x.rounds());
                 let before = x.result().flatten().copied().unwrap_or_default();
                 (self.after_string_scan(before), true)
+            }
+            Phase::PlanScan(x) if x.is_done() => {
+                self.figures.rounds += u64::from(x.rounds());
+                let before = x.result().flatten().copied().unwrap_or_default();
+                self.position = Some(StringPosition {
+                    rank: self.rank,
+                    ranks: self.size,
+                    before: before.0,
+                    load: self.load.unwrap_or(0),
+                    total: self.plan_total,
+                });
+                (Phase::Done, true)
             }
             Phase::Receivers { searches, at } => self.receivers(searches, at),
             Phase::Neighbours { waiting } if waiting.is_empty() && self.retry.is_empty() => {
@@ -855,6 +938,12 @@ impl EpochStart {
             };
             (c, s)
         });
+        if self.input.repartition {
+            if self.movement.shift != 0 {
+                return self.loads_reduce((0, 0));
+            }
+            return self.plan_scan(facts.load);
+        }
         let rec = LoadRecord {
             seq: self.seq as u32,
             load: self.load,
@@ -863,27 +952,11 @@ impl EpochStart {
             .push_back(Action::Publish(Record::Load, rec.encode().to_vec()));
         if self.input.string_plan {
             if self.movement.shift != 0 {
-                let (d, c) = match self.split {
+                let split = match self.split {
                     Some((_, s)) => s.unwrap_or_default(),
                     None => (0, 0),
                 };
-                let own = StringSums {
-                    predicting: u64::from(self.load.is_some()),
-                    loads: [
-                        self.load.map_or(0, u128::from),
-                        u128::from(d),
-                        u128::from(c),
-                    ],
-                };
-                let t = TreeReduce::new(
-                    Step::LoadsUp,
-                    Step::LoadsDown,
-                    self.rank,
-                    self.size,
-                    self.seq,
-                    own,
-                );
-                return Phase::Loads(t);
+                return self.loads_reduce(split);
             }
             let sums = StringSums {
                 predicting: facts.predicting,
@@ -898,6 +971,39 @@ impl EpochStart {
             return self.string_scan(sums);
         }
         self.neighbours()
+    }
+
+    /// The reduce of the loads after the front: this rank's, split (dear, cheap).
+    fn loads_reduce(&self, (dear, cheap): (u64, u64)) -> Phase {
+        let own = StringSums {
+            predicting: u64::from(self.load.is_some()),
+            loads: [
+                self.load.map_or(0, u128::from),
+                u128::from(dear),
+                u128::from(cheap),
+            ],
+        };
+        Phase::Loads(TreeReduce::new(
+            Step::LoadsUp,
+            Step::LoadsDown,
+            self.rank,
+            self.size,
+            self.seq,
+            own,
+        ))
+    }
+
+    /// A repartition's plan scan, the job's load after the front being `total`.
+    fn plan_scan(&mut self, total: u128) -> Phase {
+        self.plan_total = total;
+        let own = LoadSum(self.load.map_or(0, u128::from));
+        Phase::PlanScan(ExclusiveScan::new(
+            Step::PlanScan,
+            self.rank,
+            self.size,
+            self.seq,
+            own,
+        ))
     }
 
     /// The string scan, from the job's loads per string.

@@ -142,6 +142,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
     let s = seed(41);
     let mut rng = Rng::from_keys(&[s]);
     let (mut checked, mut split_checked) = (0, 0);
+    let (mut plans_checked, mut plans_moved) = (0, 0);
     for round in 0..40 {
         let ranks = 1 + rng.below(if round % 8 == 0 { 70 } else { 24 }) as usize;
         let field = Field {
@@ -162,6 +163,8 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
         let mut spans = cut(&field, ranks, &mut rng, round % 5 == 0);
         let mut last: Vec<Measured> = vec![Measured::default(); ranks];
         let mut carries = vec![StartCarry::default(); ranks];
+        let mut plan_carries = vec![StartCarry::default(); ranks];
+        let mut seq = 0u64;
         let mut board = Board::new();
         let neighbours = |r: usize| -> Vec<Rank> {
             let mut v: Vec<Rank> = [r + ranks - 1, r + 1]
@@ -174,7 +177,8 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
             v
         };
         let mut whole_last: Option<Density> = None;
-        for seq in 1..=5u64 {
+        for _ in 1..=5u64 {
+            seq += 1;
             let profiles: Vec<RankProfile> = (0..ranks)
                 .map(|r| RankProfile {
                     now: spans[r],
@@ -200,6 +204,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
                         neighbours(r)
                     },
                     timeout: None,
+                    repartition: false,
                 })
                 .collect();
             let out = run_start(inputs, carries, seq, &mut board, &mut rng);
@@ -275,13 +280,72 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
             let _ = whole_last.replace(full.unwrap_or_default());
             last = (0..ranks).map(|r| measured(&field, spans[r], at)).collect();
             at += speed;
+            if rng.below(2) == 0 {
+                // A repartition plan between the epochs: its place in the string.
+                seq += 1;
+                let profiles: Vec<RankProfile> = (0..ranks)
+                    .map(|r| RankProfile {
+                        now: spans[r],
+                        last: last[r].clone(),
+                    })
+                    .collect();
+                let loads: Vec<Option<u64>> = (0..ranks)
+                    .map(|r| {
+                        crate::predicted_load(&own_costs(spans[r], &last[r], &field, at - speed))
+                    })
+                    .collect();
+                let inputs: Vec<StartInput> = (0..ranks)
+                    .map(|r| StartInput {
+                        tasks: spans[r].count as usize,
+                        load: loads[r],
+                        profile: profiles[r].clone(),
+                        repartition: true,
+                        ..StartInput::default()
+                    })
+                    .collect();
+                // As the node begins one (`part.rs`): on the epochs' grid where it has none.
+                let seeded = plan_carries
+                    .into_iter()
+                    .zip(&carries)
+                    .map(|(p, c)| p.with_grid_of(c))
+                    .collect();
+                let out = run_start(inputs, seeded, seq, &mut board, &mut rng);
+                plan_carries = out.carries;
+                let ctx = format!("seed {s} round {round} plan {seq}: {ranks} ranks, {field:?}");
+                let outcomes: Vec<StartOutcome> = out
+                    .results
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, o)| o.unwrap_or_else(|e| panic!("{ctx}: rank {r}: {e}")))
+                    .collect();
+                let movement = outcomes[0].movement;
+                let full = Density::new(&profiles);
+                let view = FrontView {
+                    last: full.as_ref(),
+                    movement,
+                };
+                let planned: Vec<u64> = (0..ranks)
+                    .map(|r| view.load(spans[r]).or(loads[r]).unwrap_or(0))
+                    .collect();
+                let tasks: u64 = spans.iter().map(|x| x.count).sum();
+                for (r, o) in outcomes.iter().enumerate() {
+                    assert_eq!(o.movement, movement, "{ctx}: rank {r}");
+                    assert!(o.string.is_none() && o.neighbour_loads.is_empty(), "{ctx}");
+                    let want = (tasks > 0).then(|| {
+                        crate::repartition::StringPosition::of(&planned, r as Rank).unwrap()
+                    });
+                    assert_eq!(o.position, want, "{ctx}: rank {r}'s place in the string");
+                }
+                plans_checked += 1;
+                plans_moved += usize::from(movement.shift != 0);
+            }
             if rng.below(3) == 0 {
                 spans = cut(&field, ranks, &mut rng, round % 5 == 0);
             }
         }
     }
     assert!(
-        checked > 100 && split_checked > 10,
-        "{checked} starts checked, {split_checked} split"
+        checked > 100 && split_checked > 10 && plans_checked > 40 && plans_moved > 10,
+        "{checked} starts checked, {split_checked} split, {plans_checked} plans ({plans_moved} moved)"
     );
 }

@@ -21,7 +21,7 @@ use crate::Rank;
 /// "TS": a Titus start message.
 pub const MAGIC: u16 = 0x5354;
 /// The format's version (a rank running another one is named, not misread).
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Header bytes.
 pub const HEADER: usize = 20;
 
@@ -40,16 +40,19 @@ pub enum Step {
     LoadsDown,
     /// The string plan's prefix sums (`round`: the scan's round).
     StringScan,
+    /// A repartition plan's loads before each rank (`round`: the scan's round).
+    PlanScan,
 }
 
 /// Every step, in the order a start runs them.
-pub const STEPS: [Step; 6] = [
+pub const STEPS: [Step; 7] = [
     Step::SpanScan,
     Step::FactsUp,
     Step::FactsDown,
     Step::LoadsUp,
     Step::LoadsDown,
     Step::StringScan,
+    Step::PlanScan,
 ];
 
 impl Step {
@@ -62,6 +65,7 @@ impl Step {
             Self::LoadsUp => 4,
             Self::LoadsDown => 5,
             Self::StringScan => 6,
+            Self::PlanScan => 7,
         }
     }
 
@@ -79,6 +83,7 @@ impl Step {
             Self::LoadsUp => "loads up",
             Self::LoadsDown => "loads down",
             Self::StringScan => "string scan",
+            Self::PlanScan => "plan scan",
         }
     }
 }
