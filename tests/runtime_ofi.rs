@@ -230,6 +230,33 @@ fn a_frozen_rank_is_named_within_seconds_on_the_node_backend() {
     assert!(took < Duration::from_secs(25), "took {took:?}");
 }
 
+/// A rank deep in a task longer than the frozen bound is not frozen: its beat goes on
+/// beside its worker, and the idle rank that sweeps it all the while lets the job end.
+#[test]
+fn a_rank_in_a_long_task_is_not_named_frozen() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = launch("node", 2, "runtime-bench")
+        .args([
+            "--tasks",
+            "3",
+            "--task-ms",
+            "6000",
+            "--protocol",
+            "claim",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert!(
+        out.status.success(),
+        "a busy rank was taken for frozen:\n{text}"
+    );
+    assert!(!text.contains("no progress"), "{text}");
+}
+
 /// A rank killed on another (played) node: its pid means nothing here, so its liveness
 /// port tells (`crates/fabric-ofi/src/watch.rs`) — named within seconds, in words, not
 /// after the 30 s operation timeout; over libfabric alone and over the hybrid.

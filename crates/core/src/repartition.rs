@@ -62,6 +62,11 @@ impl RepartitionPlan {
     /// This plan of the rank at `at`, for its `tasks` in string order as (key, predicted
     /// cost ns).
     pub fn at(self, at: &StringPosition, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
+        if at.rank >= at.ranks || at.before.saturating_add(u128::from(at.load)) > at.total {
+            return Err(CoreError::Config(format!(
+                "a place in the string that cannot be: {at:?}"
+            )));
+        }
         let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
         CostHistory::check_keys(&keys)?;
         Ok(match self {
@@ -167,8 +172,9 @@ pub fn plan(loads: &[u64], me: Rank, tasks: &[(u64, u64)]) -> Result<Vec<Move>, 
 
 /// The neighbours' plan of the rank at `at` (module docs, steps 1–3).
 fn plan_at(at: &StringPosition, tasks: &[(u64, u64)]) -> Vec<Move> {
-    // 1–2. The flows across this rank's two borders, in i128 (loads are u64 ns; their sum
-    // fits in u128, below 2^127 for any job of fewer than 2^63 ranks).
+    // 1–2. The flows across this rank's two borders, in i128: the total is below
+    // 2^64 · N, and its product with a rank's place below 2^64 · N², which fits for any
+    // job of fewer than 2^31 ranks (a rank is a u32 below that in practice).
     let me = at.rank;
     let mine = at.before + u128::from(at.load);
     let right = match me + 1 < at.ranks {
@@ -342,6 +348,35 @@ mod tests {
         assert!(e.contains("rank 2 outside a string of 2"), "{e}");
         let e = plan(&[1, 2], 0, &[(5, 1), (5, 1)]).unwrap_err().to_string();
         assert!(e.contains('5'), "{e}");
+        // A place another rank's sums could make: refused, not planned from.
+        for at in [
+            StringPosition {
+                rank: 3,
+                ranks: 3,
+                before: 0,
+                load: 0,
+                total: 0,
+            },
+            StringPosition {
+                rank: 0,
+                ranks: 0,
+                before: 0,
+                load: 0,
+                total: 9,
+            },
+            StringPosition {
+                rank: 1,
+                ranks: 3,
+                before: 5,
+                load: 5,
+                total: 9,
+            },
+        ] {
+            for p in [RepartitionPlan::Neighbours, RepartitionPlan::Recut] {
+                let e = p.at(&at, &[(1, 1)]).unwrap_err().to_string();
+                assert!(e.contains("cannot be"), "{e}");
+            }
+        }
     }
 
     /// Each rank's tasks (keys rank·100 + i, in string order) with `costs`, and its load.

@@ -1,7 +1,7 @@
 //! [`NodeFabric`]: the operations, done by the initiator's CPU on the target's mapping.
 
 use crate::layout::{self, W_BEAT, W_FUTEX, W_WAITERS};
-use crate::life::{FROZEN_AFTER, Life};
+use crate::life::{Beat, FROZEN_AFTER, FROZEN_MIN, Life, is_stopped, why_still};
 use crate::shm::Mapping;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,6 +78,8 @@ pub struct NodeFabric {
     completed: AtomicU64,
     /// Workers serve signals now: progress naps without asking senders to wake it.
     quiet: AtomicBool,
+    /// This rank's sign of life for its peers (`crate::life`).
+    _beat: Option<Beat>,
 }
 
 impl NodeFabric {
@@ -89,7 +91,7 @@ impl NodeFabric {
         views: Vec<Option<View>>,
         origin: Instant,
         own_layout: Vec<(String, u64, u64)>,
-    ) -> Self {
+    ) -> Result<Self, FabricError> {
         Self {
             rank,
             size,
@@ -105,7 +107,25 @@ impl NodeFabric {
             woken: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             quiet: AtomicBool::new(false),
+            _beat: None,
         }
+        .beating()
+    }
+
+    /// Starts this rank's beat: without it, peers would name this rank frozen once the
+    /// operation timeout passed.
+    fn beating(mut self) -> Result<Self, FabricError> {
+        let map = self.own().map.clone();
+        let beat =
+            Beat::start(map, |m: &Arc<crate::shm::Mapping>| &m.words()[W_BEAT]).map_err(|e| {
+                FabricError::Transport {
+                    call: "starting the beat thread",
+                    code: e.raw_os_error().unwrap_or(0),
+                    detail: e.to_string(),
+                }
+            })?;
+        self._beat = Some(beat);
+        Ok(self)
     }
 
     /// New views of this rank's segments, over the same shared memory — for another
@@ -479,8 +499,6 @@ impl Fabric for NodeFabric {
         let deadline = Instant::now() + timeout;
         let seen = self.completed.load(Ordering::Acquire);
         loop {
-            // A sign of life peers read one-sidedly (`crate::life`).
-            self.own().map.words()[W_BEAT].fetch_add(1, Ordering::Relaxed);
             self.retry_pending();
             self.check_lives();
             let got = self.collect(signals);
@@ -553,14 +571,22 @@ impl Fabric for NodeFabric {
                 life.pid
             ));
         }
+        // Frozen: a beat standing still, for 5 s where the process is stopped, for the
+        // operation timeout where it runs (but not its beat: too loaded to say).
         let beat = view.map.words()[W_BEAT].load(Ordering::Relaxed);
-        let after = FROZEN_AFTER.min(self.op_timeout);
-        let still = life.frozen(now, beat, after)?;
+        let still = life.still(now, beat);
+        if still < FROZEN_AFTER.min(self.op_timeout).max(FROZEN_MIN) {
+            return None;
+        }
+        let state = life.state();
+        if !is_stopped(state) && still < self.op_timeout {
+            return None;
+        }
         Some(format!(
             "rank {peer}'s process (pid {} on this node) has made no progress for {:.1} s: {}",
             life.pid,
             still.as_secs_f64(),
-            life.why_frozen()
+            why_still(state)
         ))
     }
 }

@@ -19,7 +19,7 @@ pub(crate) const W_FUTEX: usize = 5;
 pub(crate) const W_WAITERS: usize = 6;
 /// The ring's tail: the next ticket a producer takes.
 pub(crate) const W_TAIL: usize = 7;
-/// The owner's beat: its progress call advances it every turn (`crate::life`).
+/// The owner's beat: its beat thread advances it every 100 ms (`crate::life`).
 pub(crate) const W_BEAT: usize = 8;
 /// Slots of the signal ring (a power of two).
 pub(crate) const RING: u64 = 4096;

@@ -20,9 +20,10 @@
 //! - **Dead peers.** The progress call polls each peer's pidfd (at most every 5 ms);
 //!   operations read its verdict, and poll themselves only when it is older than 50 ms
 //!   (a sleeping progress thread): a process that exited gives `PeerDead` within that.
-//! - **Frozen peers.** Each progress call advances a beat word in its own object; a
-//!   peer whose beat stands still for 5 s (at most the operation timeout) is named by
-//!   the liveness sweeps, stopped or stuck as `/proc` says (`life.rs`).
+//! - **Frozen peers.** Each rank's beat thread advances a word in its own object every
+//!   100 ms; a peer whose beat stands still is named by the liveness sweeps: within 5 s
+//!   (at most the operation timeout) where `/proc` says it is stopped, traced or waiting
+//!   in the kernel, within the operation timeout otherwise (`life.rs`).
 //!
 //! `unsafe` is confined to `shm` (the mapping, the words, the futex word).
 

@@ -315,7 +315,7 @@ fn open_inner(
             segments: segments(&map, &pnames, &plens)?,
             exposure,
             map,
-            life: Some(Life::new(pid, pidfd, 0)),
+            life: Some(Life::new(pid, pidfd)),
         });
     }
     views[rank as usize] = Some(own_view);
@@ -349,7 +349,7 @@ fn open_inner(
         views,
         origin,
         own_layout,
-    );
+    )?;
     Ok((fabric, exchange))
 }
 

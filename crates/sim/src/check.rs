@@ -73,6 +73,8 @@ pub struct Exercised {
     pub failed_everywhere: u64,
     /// Tasks moved by repartition plans between epochs.
     pub repartitioned: u64,
+    /// Ranks' repartition starts held to the whole job's plan.
+    pub plans_checked: u64,
 }
 
 impl Exercised {
@@ -90,6 +92,7 @@ impl Exercised {
         self.gone_tolerated += other.gone_tolerated;
         self.failed_everywhere += other.failed_everywhere;
         self.repartitioned += other.repartitioned;
+        self.plans_checked += other.plans_checked;
     }
 }
 
@@ -661,9 +664,11 @@ fn draw_and_run(
                     gone_tolerated: st.gone_tolerated,
                     failed_everywhere: 0,
                     repartitioned: 0,
+                    plans_checked: 0,
                 });
             }
             exercised.repartitioned = repartitioned.get();
+            exercised.plans_checked = o.plans_checked;
             Ok(Drawn {
                 what,
                 events: o.events,

@@ -67,7 +67,10 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
             "a path was never exercised under stealing: {stealing:?}"
         );
         assert!(
-            stealing.repartitioned > 0 && sharing.repartitioned > 0,
+            stealing.repartitioned > 0
+                && sharing.repartitioned > 0
+                && stealing.plans_checked > 0
+                && sharing.plans_checked > 0,
             "no repartition plan moved a task: {stealing:?}, {sharing:?}"
         );
         assert!(

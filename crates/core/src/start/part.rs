@@ -4,8 +4,11 @@
 //!
 //! A message is written into the slot its receiver keeps for the message's step and
 //! round (every rank computes every rank's layout from the job's size), then signalled.
-//! A slot is written once a start, and a start begins only after the epoch before ended
-//! everywhere, so a slot is never overwritten before its owner read it. Messages that
+//! A slot is written once a start, by one sender, and never before its owner read it:
+//! an epoch start begins only after the epoch before ended everywhere, and a start that
+//! follows a repartition start directly passes its facts' reduce only once every rank
+//! began it, while the steps before that reduce wrote slots their owners had read
+//! before their own facts of the start before (docs/design.md, "A repartition start"). Messages that
 //! come before this rank began the start they belong to (a rank that saw the epoch end
 //! first starts first) wait, as signals, for it.
 
