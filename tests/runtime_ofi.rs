@@ -202,32 +202,38 @@ fn a_rank_that_dies_before_its_start_is_named_by_every_other_within_seconds() {
 }
 
 /// A rank that freezes (SIGSTOP: its pid lives, nothing of it runs) is named by the others
-/// within seconds on the node backend, where no operation waits for it and so none would
-/// time out, with why it does not progress; the launcher then ends it.
+/// within seconds, with why it does not progress — on the node backend, where no
+/// operation waits for it and so none would time out, and over libfabric, where one
+/// would only after the 30 s operation timeout; the launcher then ends it.
 #[test]
-fn a_frozen_rank_is_named_within_seconds_on_the_node_backend() {
+fn a_frozen_rank_is_named_within_seconds() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    let (ok, text, took) = bench(
-        "node",
-        3,
-        "claim",
-        &["--freeze-rank", "1", "--freeze-after", "1"],
-    );
-    assert!(!ok, "the job succeeded with rank 1 frozen:\n{text}");
-    assert!(
-        text.contains("stops itself now"),
-        "rank 1 did not freeze:\n{text}"
-    );
-    assert!(
-        text.contains("rank 1's process (pid")
-            && text.contains("has made no progress for")
-            && text.contains("it is stopped (SIGSTOP"),
-        "the frozen rank is not named as stopped:\n{text}"
-    );
-    // About 5 s of standing still, then the launcher's grace before it ends rank 1.
-    assert!(took < Duration::from_secs(25), "took {took:?}");
+    for provider in ["node", "tcp;ofi_rxm", "shm"] {
+        let (ok, text, took) = bench(
+            provider,
+            3,
+            "claim",
+            &["--freeze-rank", "1", "--freeze-after", "1"],
+        );
+        assert!(
+            !ok,
+            "{provider}: the job succeeded with rank 1 frozen:\n{text}"
+        );
+        assert!(
+            text.contains("stops itself now"),
+            "{provider}: rank 1 did not freeze:\n{text}"
+        );
+        assert!(
+            text.contains("rank 1's process (pid")
+                && text.contains("has made no progress for")
+                && text.contains("it is stopped (SIGSTOP"),
+            "{provider}: the frozen rank is not named as stopped:\n{text}"
+        );
+        // About 5 s of standing still, then the launcher's grace before it ends rank 1.
+        assert!(took < Duration::from_secs(25), "{provider}: took {took:?}");
+    }
 }
 
 /// A rank deep in a task longer than the frozen bound is not frozen: its beat goes on

@@ -1,11 +1,12 @@
 //! [`NodeFabric`]: the operations, done by the initiator's CPU on the target's mapping.
 
 use crate::layout::{self, W_BEAT, W_FUTEX, W_WAITERS};
-use crate::life::{Beat, FROZEN_AFTER, FROZEN_MIN, Life, is_stopped, why_still};
+use crate::life::{Beat, Life};
 use crate::shm::Mapping;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use titus_fabric::process::{frozen_after, is_stopped, why_still};
 use titus_fabric::{
     Capabilities, Completions, Exposure, Fabric, FabricError, Loc, OpId, Piece, Rank, Segment,
     SegmentId, SharedWords, Signal,
@@ -575,11 +576,11 @@ impl Fabric for NodeFabric {
         // operation timeout where it runs (but not its beat: too loaded to say).
         let beat = view.map.words()[W_BEAT].load(Ordering::Relaxed);
         let still = life.still(now, beat);
-        if still < FROZEN_AFTER.min(self.op_timeout).max(FROZEN_MIN) {
+        if still < frozen_after(self.op_timeout) {
             return None;
         }
-        let state = life.state();
-        if !is_stopped(state) && still < self.op_timeout {
+        let state = titus_fabric::process::state(life.pid);
+        if !(is_stopped(state) || state == Some('D')) && still < self.op_timeout {
             return None;
         }
         Some(format!(

@@ -30,6 +30,8 @@ pub(crate) struct Peer {
     pub(crate) local: Option<Process>,
     /// Elsewhere: the connection to its liveness port, where one could be set up.
     pub(crate) watch: Option<std::sync::Arc<crate::watch::Watch>>,
+    /// On this node: how long its process has been stopped (SIGSTOP, a debugger).
+    pub(crate) stopped: std::sync::Arc<titus_fabric::process::Stillness>,
 }
 
 /// Where a rank's liveness port listens (an empty host: none).

@@ -217,6 +217,7 @@ impl OfiFabric {
                 segments: segs,
                 local,
                 watch,
+                stopped: Default::default(),
             });
         }
         let caps = Capabilities {

@@ -419,10 +419,24 @@ impl Fabric for OfiFabric {
     fn peer_gone(&self, peer: Rank) -> Option<String> {
         let p = self.peers.get(peer as usize)?.as_ref()?;
         if let Some(l) = p.local {
-            return l.gone().then(|| {
-                format!(
+            if l.gone() {
+                return Some(format!(
                     "rank {peer}'s process (pid {} on this node) has exited",
                     l.pid
+                ));
+            }
+            // Stopped (a signal, a debugger): named within seconds, not at the operation
+            // timeout. A value that stands still only while it stays stopped.
+            use titus_fabric::process as proc;
+            let (now, state) = (proc::now_ns(), proc::state(l.pid));
+            let stopped = proc::is_stopped(state);
+            let still = p.stopped.still(now, if stopped { 0 } else { now.max(1) });
+            return (stopped && still >= proc::frozen_after(self.op_timeout)).then(|| {
+                format!(
+                    "rank {peer}'s process (pid {} on this node) has made no progress for {:.1} s: {}",
+                    l.pid,
+                    still.as_secs_f64(),
+                    proc::why_still(state)
                 )
             });
         }

@@ -40,6 +40,7 @@ pub mod backend;
 pub mod bootstrap;
 pub mod conformance;
 pub mod mem;
+pub mod process;
 mod progress;
 mod segment;
 mod sync;
