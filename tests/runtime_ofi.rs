@@ -438,6 +438,122 @@ fn keyed_epochs_with_diffusion_over_tcp_and_node() {
     }
 }
 
+/// The start's collectives over every backend at 1, 2, 3, 5, 8 and 17 ranks: every
+/// rank's epoch start equals the whole job's plan computed plainly from what the ranks
+/// brought (`titus_tests::start_check`), under both diffusion plans (the neighbours'
+/// exchange; the string scan and search), the facts' reduce under both.
+#[test]
+fn every_start_is_the_whole_jobs_plan_over_every_backend_and_size() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let runs: Vec<(&str, u32)> = [1, 2, 3, 5, 8, 17]
+        .into_iter()
+        .flat_map(|n| [("node", n), ("tcp;ofi_rxm", n)])
+        .chain([("shm", 3), ("shm", 8), ("sockets", 3), ("sockets", 5)])
+        .collect();
+    for (provider, ranks) in runs {
+        let out = launch(provider, ranks, "runtime-epochs")
+            .args(["--protocols", "claim"])
+            .output()
+            .unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(out.status.success(), "{provider}, {ranks} ranks:\n{text}");
+        for d in ["neighbours", "string"] {
+            let ok = text
+                .lines()
+                .filter(|l| l.contains(&format!("runtime-epochs: ok claim {d} ")))
+                .count();
+            assert_eq!(
+                ok, ranks as usize,
+                "{provider}, {ranks} ranks, {d}:\n{text}"
+            );
+        }
+    }
+    // Across two (played) nodes, over the hybrid backend.
+    let out = titus_tests::launch_two_nodes(Some("hybrid"), 4, &titus_tests::bin("runtime-epochs"))
+        .args(["--protocols", "claim"])
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert!(out.status.success(), "hybrid, 4 ranks:\n{text}");
+    assert_eq!(
+        text.matches("runtime-epochs: ok claim").count(),
+        8,
+        "{text}"
+    );
+}
+
+/// The same over the in-process backend (ranks are threads, the all-gather in process).
+#[test]
+fn every_start_is_the_whole_jobs_plan_in_process() {
+    use titus_fabric::mem::MemOptions;
+    use titus_runtime::{DiffusionPlan, Runtime, RuntimeConfig, TaskIn};
+    use titus_tests::start_check;
+    let spin = |p: &[u8]| {
+        let mut h = u64::from(p[0]);
+        for _ in 0..u32::from(p[0]) * 2_000 {
+            h = h.wrapping_mul(0x100_0000_01b3) ^ 7;
+        }
+        h.to_le_bytes().to_vec()
+    };
+    for ranks in [1u32, 2, 3, 5, 8, 17] {
+        for plan in [DiffusionPlan::Neighbours, DiffusionPlan::String] {
+            let mut cfg = RuntimeConfig {
+                workers: 1,
+                ..RuntimeConfig::default()
+            };
+            cfg.core.diffusion_plan = plan;
+            let rts = Runtime::local(ranks, cfg, MemOptions::default()).unwrap();
+            let checked: Vec<usize> = std::thread::scope(|s| {
+                let hs: Vec<_> = rts
+                    .iter()
+                    .map(|rt| {
+                        s.spawn(move || {
+                            rt.register(0, spin);
+                            let r = rt.rank();
+                            let mut most = 0;
+                            for e in 0..3u64 {
+                                // Rank 0 owns the dear tasks; the keys move on each epoch.
+                                let n = if r == 0 { 60 } else { 4 };
+                                let tasks: Vec<TaskIn> = (0..n)
+                                    .map(|i| TaskIn {
+                                        key: u64::from(r) * 1_000 + i + e,
+                                        kind: 0,
+                                        payload: vec![if r == 0 { 20 } else { 2 }],
+                                        priority: 0,
+                                        cost_hint_ns: 0,
+                                    })
+                                    .collect();
+                                let out = rt.run_epoch_keyed(tasks).unwrap();
+                                let all =
+                                    rt.all_gather(&start_check::encode(&out.stats.start_view));
+                                let views: Vec<_> = all
+                                    .unwrap()
+                                    .iter()
+                                    .map(|b| start_check::decode(b).unwrap())
+                                    .collect();
+                                let c = start_check::check(&views).unwrap_or_else(|err| {
+                                    panic!("{ranks} ranks, {plan:?}, epoch {e}: {err}")
+                                });
+                                most = most.max(c);
+                            }
+                            most
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            if ranks > 1 {
+                assert!(
+                    checked.iter().all(|&c| c >= 2),
+                    "{ranks}, {plan:?}: {checked:?}"
+                );
+            }
+        }
+    }
+}
+
 /// A progress-nap cap the shim would ignore is an error naming the variable, not a
 /// silent default.
 #[test]

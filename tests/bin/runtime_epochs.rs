@@ -1,13 +1,16 @@
 //! One rank of the multi-process time-step test (started by `titus launch`): for each
 //! steal protocol, a fresh runtime runs several epochs of keyed tasks over libfabric with
 //! diffusion on; every result is checked, every cost must come home, and pushed tasks must
-//! all arrive (Σ pushed = Σ received, over the job). Prints one line per protocol; exits 1
-//! on any failure.
+//! all arrive (Σ pushed = Σ received, over the job), and every rank's epoch start is held
+//! to the whole job's plan computed plainly (`titus_tests::start_check`: the facts'
+//! reduce, the neighbours' exchange, the string scan). Prints one line per protocol;
+//! exits 1 on any failure. `--protocols claim,lock` runs those only.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
 use titus_fabric::bootstrap::JobEnv;
 use titus_runtime::{Backend, DiffusionPlan, Protocol, Runtime, RuntimeConfig, TaskIn};
+use titus_tests::start_check;
 
 const EPOCHS: u64 = 4;
 
@@ -71,6 +74,7 @@ fn one(
     let r = rt.rank();
     let mut pushed_by_epoch = Vec::new();
     let mut rank0_pushed = Vec::new();
+    let mut collectives_checked = 0;
     for e in 0..EPOCHS {
         let t = tasks(r, e);
         let out = rt
@@ -91,6 +95,17 @@ fn one(
         if out.costs_ns.contains(&0) {
             return Err(format!("epoch {e}: a task came home without its cost"));
         }
+        // Every rank's start against the whole job's plan.
+        let views = rt
+            .all_gather(&start_check::encode(&out.stats.start_view))
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|b| start_check::decode(b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| format!("epoch {e}: a start view: {err}"))?;
+        let checked =
+            start_check::check(&views).map_err(|err| format!("epoch {e}'s start: {err}"))?;
+        collectives_checked = collectives_checked.max(checked);
         let st = &out.stats.core;
         let mut blob = st.tasks_pushed.to_le_bytes().to_vec();
         blob.extend_from_slice(&st.tasks_pushed_in.to_le_bytes());
@@ -115,7 +130,13 @@ fn one(
     // How much a later epoch pushes depends on measured costs and on how soon the thief
     // starts stealing (a loaded CI machine saw 0 and 7 in one epoch where others push
     // ~120): the job must push in some later epoch, not in each.
-    if rank0_pushed.iter().skip(1).all(|&n| n == 0) {
+    // The facts and, from the second epoch, the neighbours' exchange or the string plan.
+    if rt.size() > 1 && collectives_checked < 2 {
+        return Err(format!(
+            "only {collectives_checked} of the start's collectives could be checked"
+        ));
+    }
+    if rt.size() > 1 && rank0_pushed.iter().skip(1).all(|&n| n == 0) {
         return Err(format!(
             "rank 0 pushed no task in any epoch after the first: {rank0_pushed:?}"
         ));
@@ -134,8 +155,18 @@ fn main() {
     });
     // Each protocol under both diffusion plans (the string plan's pushes reach ranks
     // that are not neighbours through others).
+    let args: Vec<String> = std::env::args().collect();
+    let only = args
+        .iter()
+        .position(|a| a == "--protocols")
+        .and_then(|i| args.get(i + 1))
+        .map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>());
     let runs = [Protocol::Claim, Protocol::Lock, Protocol::Request]
         .into_iter()
+        .filter(|p| {
+            only.as_ref()
+                .is_none_or(|o| o.iter().any(|n| n == p.name()))
+        })
         .flat_map(|p| [DiffusionPlan::Neighbours, DiffusionPlan::String].map(|d| (p, d)));
     for (s, (p, d)) in runs.enumerate() {
         match one(&env, s as u16, p, d) {

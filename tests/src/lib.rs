@@ -1,6 +1,8 @@
 //! Helpers for the cross-crate tests: find the workspace's binaries.
 #![forbid(unsafe_code)]
 
+pub mod start_check;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
