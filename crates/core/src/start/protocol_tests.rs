@@ -136,6 +136,18 @@ fn own_costs(now: KeySpan, last: &Measured, f: &Field, at_last: i64) -> Vec<u64>
         .collect()
 }
 
+/// Each rank's profile: its keys now, what it measured last.
+fn profiles_of(spans: &[KeySpan], last: &[Measured]) -> Vec<RankProfile> {
+    spans
+        .iter()
+        .zip(last)
+        .map(|(&now, last)| RankProfile {
+            now,
+            last: last.clone(),
+        })
+        .collect()
+}
+
 #[test]
 #[allow(clippy::needless_range_loop)] // Ranks index several arrays at once.
 fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
@@ -179,12 +191,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
         let mut whole_last: Option<Density> = None;
         for _ in 1..=5u64 {
             seq += 1;
-            let profiles: Vec<RankProfile> = (0..ranks)
-                .map(|r| RankProfile {
-                    now: spans[r],
-                    last: last[r].clone(),
-                })
-                .collect();
+            let profiles = profiles_of(&spans, &last);
             let costs: Vec<Vec<u64>> = (0..ranks)
                 .map(|r| own_costs(spans[r], &last[r], &field, at - speed))
                 .collect();
@@ -283,12 +290,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
             if rng.below(2) == 0 {
                 // A repartition plan between the epochs: its place in the string.
                 seq += 1;
-                let profiles: Vec<RankProfile> = (0..ranks)
-                    .map(|r| RankProfile {
-                        now: spans[r],
-                        last: last[r].clone(),
-                    })
-                    .collect();
+                let profiles = profiles_of(&spans, &last);
                 let loads: Vec<Option<u64>> = (0..ranks)
                     .map(|r| {
                         crate::predicted_load(&own_costs(spans[r], &last[r], &field, at - speed))
