@@ -236,6 +236,38 @@ fn a_frozen_rank_is_named_within_seconds() {
     }
 }
 
+/// A fault flag naming a rank the job does not have, or used without a launcher (its
+/// ranks would be threads), is refused in one line, not ignored.
+#[test]
+fn fault_flags_name_ranks_of_the_job() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    let out = launch("node", 2, "runtime-bench")
+        .args(["--tasks", "10", "--task-ms", "0.1", "--protocol", "claim"])
+        .args(["--kill-rank", "5"])
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("--kill-rank 5: the job has 2 ranks (0..=1)"),
+        "{text}"
+    );
+    let out = std::process::Command::new(titus_tests::bin("runtime-bench"))
+        .args(["--tasks", "10", "--freeze-rank", "1"])
+        .env_remove("TITUS_RANK")
+        .env_remove("TITUS_SIZE")
+        .output()
+        .unwrap();
+    let text = titus_tests::output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--freeze-rank needs ranks that are processes"),
+        "{text}"
+    );
+}
+
 /// A rank deep in a task longer than the frozen bound is not frozen: its beat goes on
 /// beside its worker, and the idle rank that sweeps it all the while lets the job end.
 #[test]

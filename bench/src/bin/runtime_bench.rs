@@ -500,6 +500,16 @@ fn main() {
         );
         std::process::exit(2);
     }
+    let faulty = [
+        ("--kill-rank", args.kill_rank),
+        ("--freeze-rank", args.freeze_rank),
+    ];
+    if !launched && let Some((flag, _)) = faulty.iter().find(|f| f.1.is_some()) {
+        eprintln!(
+            "runtime-bench: error: {flag} needs ranks that are processes: run under a launcher (titus launch -n N -- runtime-bench ...)"
+        );
+        std::process::exit(2);
+    }
     if launched {
         let mut first = true;
         for &p in &protocols {
@@ -514,6 +524,16 @@ fn main() {
                     std::process::exit(if e.is_usage() { 2 } else { 1 });
                 }
             };
+            for (flag, r) in faulty {
+                if let Some(r) = r.filter(|&r| r >= rt.size()) {
+                    eprintln!(
+                        "runtime-bench: error: {flag} {r}: the job has {} ranks (0..={})",
+                        rt.size(),
+                        rt.size() - 1
+                    );
+                    std::process::exit(2);
+                }
+            }
             if args.kill_rank == Some(rt.rank()) {
                 let left = std::sync::atomic::AtomicU64::new(args.kill_after);
                 rt.register(0, move |p: &[u8]| {

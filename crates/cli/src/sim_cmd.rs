@@ -109,8 +109,11 @@ fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {
             let (r, x) = item.split_once(':').ok_or_else(bad)?;
             let r: u32 = r.trim().parse().map_err(|_| bad())?;
             let x: f64 = x.trim().parse().map_err(|_| bad())?;
-            if !(x.is_finite() && x > 0.0) {
-                return Err(bad());
+            // Past a million times slower, a task's virtual time leaves u64's range.
+            if !(x.is_finite() && x > 0.0 && x <= 1e6) {
+                return Err(UsageError(format!(
+                    "--slow '{item}': FACTOR must be a number in (0, 1e6]"
+                )));
             }
             f.slow.push((r, x));
         }
@@ -494,7 +497,17 @@ fn figures(
         .collect()
 }
 
+/// The most seeds one `--check` runs: 10,000 take about two minutes here, so this is
+/// some hours — a number past it is a typo, not a plan.
+const CHECK_SEEDS_MAX: u64 = 1_000_000;
+
 fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
+    if !(1..=CHECK_SEEDS_MAX).contains(&a.seeds) {
+        return Err(UsageError(format!(
+            "--seeds {}: expected 1..={CHECK_SEEDS_MAX} (0 would check nothing)",
+            a.seeds
+        )));
+    }
     let first = a.bench.seed;
     let t0 = Instant::now();
     let (mut events, mut failed) = (0u64, 0u64);
@@ -585,6 +598,16 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         let ranks = run.args.ranks;
         if ranks == 0 {
             return Err(UsageError("--ranks must be at least 1".into()));
+        }
+        let named = faults.slow.iter().map(|s| ("--slow", s.0));
+        if let Some((flag, r)) = named
+            .chain(faults.stall.map(|s| ("--stall", s.0)))
+            .find(|&(_, r)| r >= ranks)
+        {
+            return Err(UsageError(format!(
+                "{flag} names rank {r}, but the job has {ranks} ranks (0..={})",
+                ranks - 1
+            )));
         }
         let plan = dlb::plan(&run.args, ranks);
         crate::limits::check_fits(

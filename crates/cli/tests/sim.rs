@@ -334,6 +334,25 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
             &["--resources", "ranks=0:accel=1:capacity=0"][..],
             "has capacity 0",
         ),
+        // Fault flags naming a rank the job lacks, numbers past virtual time's range, and
+        // checks that would check nothing or never end.
+        (
+            &["--ranks", "4", "--slow", "99:2"][..],
+            "--slow names rank 99, but the job has 4 ranks",
+        ),
+        (
+            &["--ranks", "4", "--stall", "4:0:1"][..],
+            "--stall names rank 4, but the job has 4 ranks",
+        ),
+        (
+            &["--ranks", "4", "--slow", "0:1e300"][..],
+            "FACTOR must be a number in (0, 1e6]",
+        ),
+        (&["--check", "--seeds", "0"][..], "--seeds 0: expected 1..="),
+        (
+            &["--check", "--seeds", "4294967296"][..],
+            "--seeds 4294967296: expected 1..=1000000",
+        ),
     ] {
         let mut all = vec!["sim"];
         all.extend_from_slice(args);
