@@ -317,9 +317,16 @@ fn forward(
     })
 }
 
+/// The most ranks one launcher starts on this machine: each is a process with its
+/// threads, pipes and shared memory; past this a number is a typo, not a job.
+const RANKS_MAX: u32 = 65_536;
+
 pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
-    if args.ranks == 0 {
-        return Err(UsageError("-n must be at least 1".into()));
+    if !(1..=RANKS_MAX).contains(&args.ranks) {
+        return Err(UsageError(format!(
+            "-n {}: expected 1..={RANKS_MAX} ranks on one machine",
+            args.ranks
+        )));
     }
     // At most a year: a longer limit is no limit, and Duration cannot hold every f64.
     const TIMEOUT_MAX_S: f64 = 365.0 * 86_400.0;

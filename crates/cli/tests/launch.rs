@@ -84,7 +84,12 @@ fn timeout_and_bad_input() {
     for (args, needle) in [
         (
             &["launch", "-n", "0", "--", "true"][..],
-            "-n must be at least 1",
+            "-n 0: expected 1..=65536",
+        ),
+        // A number that would have asked for 120 GB of bookkeeping.
+        (
+            &["launch", "-n", "4294967295", "--", "true"][..],
+            "-n 4294967295: expected 1..=65536 ranks on one machine",
         ),
         (
             &["launch", "-n", "2", "--", "/nonexistent/program"][..],

@@ -334,6 +334,23 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
             &["--resources", "ranks=0:accel=1:capacity=0"][..],
             "has capacity 0",
         ),
+        // Sizes that allocated, or a speed that left virtual time's range.
+        (
+            &["--ranks", "2", "--resources", "ranks=0-1:accel=1000000000"][..],
+            "accel=1000000000: at most 1024 accelerators a rank",
+        ),
+        (
+            &["--resources", "ranks=0:accel=1:capacity=4294967295"][..],
+            "has capacity 4294967295 (at most 1048576 tasks at once)",
+        ),
+        (
+            &["--resources", "ranks=0:accel=1:capacity=2000000"][..],
+            "has capacity 2000000 (at most 1048576",
+        ),
+        (
+            &["--resources", "ranks=0:accel=1:speed=1e-300"][..],
+            "has speed 1e-300 (must be in [1e-6, 1e6])",
+        ),
         // Fault flags naming a rank the job lacks, numbers past virtual time's range, and
         // checks that would check nothing or never end.
         (

@@ -162,7 +162,8 @@ impl ResourceSpec {
         }
     }
 
-    /// Checks capacity and speeds.
+    /// Checks capacity and speeds: a capacity in 1..=[`CAPACITY_MAX`], speeds in
+    /// [[`SPEED_MIN`], [`SPEED_MAX`]] (a task's time divided by a speed must stay a time).
     pub fn validate(&self) -> Result<(), ResourceError> {
         if self.capacity == 0 {
             return Err(ResourceError(format!(
@@ -170,15 +171,21 @@ impl ResourceSpec {
                 self.name
             )));
         }
-        let bad = |s: f64| !(s.is_finite() && s > 0.0);
+        if self.capacity > CAPACITY_MAX {
+            return Err(ResourceError(format!(
+                "resource {:?} has capacity {} (at most {CAPACITY_MAX} tasks at once)",
+                self.name, self.capacity
+            )));
+        }
+        let bad = |s: f64| !(s.is_finite() && (SPEED_MIN..=SPEED_MAX).contains(&s));
         match &self.variants {
             Variants::All(s) if bad(*s) => Err(ResourceError(format!(
-                "resource {:?} has speed {s} (must be > 0)",
+                "resource {:?} has speed {s:?} (must be in [{SPEED_MIN:e}, {SPEED_MAX:e}])",
                 self.name
             ))),
             Variants::Kinds(k) => match k.iter().find(|(_, s)| bad(*s)) {
                 Some((kind, s)) => Err(ResourceError(format!(
-                    "resource {:?} has speed {s} for kind {kind} (must be > 0)",
+                    "resource {:?} has speed {s:?} for kind {kind} (must be in [{SPEED_MIN:e}, {SPEED_MAX:e}])",
                     self.name
                 ))),
                 None => Ok(()),
@@ -396,6 +403,16 @@ pub fn check_kinds(ranks: &[Resources], kinds: &[u16]) -> Result<(), ResourceErr
     }
 }
 
+/// The most tasks one resource holds at once (a GPU's streams, a pool's slots).
+pub const CAPACITY_MAX: u32 = 1 << 20;
+/// The slowest and fastest a resource may be, against a CPU worker.
+pub const SPEED_MIN: f64 = 1e-6;
+/// See [`SPEED_MIN`].
+pub const SPEED_MAX: f64 = 1e6;
+/// The most accelerators one group gives each of its ranks (every one is a queue and a
+/// thread's worth of state: a billion is a typo).
+pub const ACCELS_MAX: u64 = 1_024;
+
 /// The syntax of a resource description ([`parse_description`]), for help texts.
 pub const DESCRIPTION_SYNTAX: &str = "GROUP[;GROUP...], GROUP = ranks=A-B|A:accel=N[:speed=S][:capacity=C][:kinds=K,K...] (N accelerators on each rank A..=B, each S times a CPU worker (default 1) holding C tasks at once (default 1), running the kinds listed (default every kind))";
 
@@ -453,6 +470,11 @@ pub fn parse_description(s: &str, ranks: u32) -> Result<Vec<Vec<ResourceSpec>>, 
         }
         let (a, b) = range.ok_or_else(|| bad("no ranks=".into()))?;
         let count = count.ok_or_else(|| bad("no accel=".into()))?;
+        if count > ACCELS_MAX {
+            return Err(bad(format!(
+                "accel={count}: at most {ACCELS_MAX} accelerators a rank"
+            )));
+        }
         if a > b {
             return Err(bad(format!("rank range {a}-{b} is empty")));
         }
