@@ -30,6 +30,24 @@ fn bench(provider: &str, ranks: u32, protocol: &str, extra: &[&str]) -> (bool, S
     (out.status.success(), text, t.elapsed())
 }
 
+/// A runtime-bench job of `ranks` that must fail within `within`, its output holding
+/// every one of `needles`; its output.
+fn fails_saying(
+    provider: &str,
+    ranks: u32,
+    extra: &[&str],
+    within: Duration,
+    needles: &[&str],
+) -> String {
+    let (ok, text, took) = bench(provider, ranks, "claim", extra);
+    assert!(!ok, "{provider}: the job succeeded:\n{text}");
+    for n in needles {
+        assert!(text.contains(n), "{provider}: no {n:?} in:\n{text}");
+    }
+    assert!(took < within, "{provider}: took {took:?}");
+    text
+}
+
 #[test]
 fn every_protocol_over_tcp_shm_and_sockets() {
     if !titus_tests::libfabric_or_skip() {
@@ -149,20 +167,15 @@ fn a_vanished_rank_is_named_within_seconds() {
         return;
     }
     for provider in ["tcp;ofi_rxm", "shm", "sockets", "node"] {
-        let (ok, text, took) = bench(
-            provider,
-            2,
-            "claim",
-            &["--kill-rank", "1", "--kill-after", "1"],
-        );
-        assert!(!ok, "{provider}: the job succeeded without rank 1:\n{text}");
-        assert!(
-            text.contains("rank 1's process (pid") && text.contains("has exited"),
-            "{provider}: the dead rank is not named:\n{text}"
-        );
         // 600 tasks of 0.2 ms on rank 0, then about a second to notice; 30 s would be the
         // operation timeout.
-        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
+        fails_saying(
+            provider,
+            2,
+            &["--kill-rank", "1", "--kill-after", "1"],
+            Duration::from_secs(15),
+            &["rank 1's process (pid", "has exited"],
+        );
     }
 }
 
@@ -175,16 +188,13 @@ fn a_rank_that_dies_before_its_start_is_named_by_every_other_within_seconds() {
         return;
     }
     for provider in ["tcp;ofi_rxm", "shm", "node"] {
-        let (ok, text, took) = bench(
+        // The liveness sweep's second or so, not the 30 s operation timeout.
+        let text = fails_saying(
             provider,
             3,
-            "claim",
             &["--kill-rank", "1", "--kill-after", "0"],
-        );
-        assert!(!ok, "{provider}: the job succeeded without rank 1:\n{text}");
-        assert!(
-            text.contains("exits before its epoch starts"),
-            "{provider}: rank 1 did not die:\n{text}"
+            Duration::from_secs(15),
+            &["exits before its epoch starts"],
         );
         for r in [0, 2] {
             let line = text
@@ -196,8 +206,6 @@ fn a_rank_that_dies_before_its_start_is_named_by_every_other_within_seconds() {
                 "{provider}: rank {r} does not name rank 1: {line}\n{text}"
             );
         }
-        // The liveness sweep's second or so, not the 30 s operation timeout.
-        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
     }
 }
 
@@ -211,28 +219,19 @@ fn a_frozen_rank_is_named_within_seconds() {
         return;
     }
     for provider in ["node", "tcp;ofi_rxm", "shm"] {
-        let (ok, text, took) = bench(
+        // About 5 s of standing still, then the launcher's grace before it ends rank 1.
+        fails_saying(
             provider,
             3,
-            "claim",
             &["--freeze-rank", "1", "--freeze-after", "1"],
+            Duration::from_secs(25),
+            &[
+                "stops itself now",
+                "rank 1's process (pid",
+                "has made no progress for",
+                "it is stopped (SIGSTOP",
+            ],
         );
-        assert!(
-            !ok,
-            "{provider}: the job succeeded with rank 1 frozen:\n{text}"
-        );
-        assert!(
-            text.contains("stops itself now"),
-            "{provider}: rank 1 did not freeze:\n{text}"
-        );
-        assert!(
-            text.contains("rank 1's process (pid")
-                && text.contains("has made no progress for")
-                && text.contains("it is stopped (SIGSTOP"),
-            "{provider}: the frozen rank is not named as stopped:\n{text}"
-        );
-        // About 5 s of standing still, then the launcher's grace before it ends rank 1.
-        assert!(took < Duration::from_secs(25), "{provider}: took {took:?}");
     }
 }
 

@@ -1,28 +1,29 @@
 //! Every rank's epoch start held to the whole job's plan, computed plainly from what the
 //! ranks brought to it: the facts' reduce, the string scan and search, the neighbours'
-//! exchange, each checked exactly over a real backend. Each rank's [`StartView`] travels
-//! to every rank as words ([`encode`]), and every rank checks the whole job ([`check`]).
+//! exchange, each checked exactly over a real backend. Each rank's start outcome (with what
+//! it brought: `EpochStats::start_view`) travels to every rank as words ([`encode`]), and
+//! every rank checks the whole job ([`check`]).
 
 use titus_core::StringLoads;
+use titus_core::start::StartOutcome;
 use titus_core::start::string::{RankSplit, RankString};
-use titus_runtime::StartView;
 
 /// `v` as little-endian words: what a rank sends the others.
-pub fn encode(v: &StartView) -> Vec<u8> {
-    let mut w: Vec<u64> = vec![v.tasks as u64];
+pub fn encode(v: &StartOutcome) -> Vec<u8> {
+    let mut w: Vec<u64> = vec![v.input.tasks as u64];
     let opt = |w: &mut Vec<u64>, x: Option<u64>| w.extend([u64::from(x.is_some()), x.unwrap_or(0)]);
-    opt(&mut w, v.own_load);
+    opt(&mut w, v.input.load);
     w.extend([
         v.facts.tasks,
         v.facts.predicting,
         v.facts.load as u64,
         (v.facts.load >> 64) as u64,
         u64::from(v.facts.refused_by.is_some()),
-        v.shift as u64,
+        v.movement.shift as u64,
     ]);
     opt(&mut w, v.load);
-    w.push(v.neighbours.len() as u64);
-    w.extend(v.neighbours.iter().map(|&r| u64::from(r)));
+    w.push(v.input.neighbours.len() as u64);
+    w.extend(v.input.neighbours.iter().map(|&r| u64::from(r)));
     w.push(v.neighbour_loads.len() as u64);
     for &(r, l) in &v.neighbour_loads {
         w.extend([u64::from(r), l]);
@@ -46,28 +47,26 @@ pub fn encode(v: &StartView) -> Vec<u8> {
 
 /// A view [`encode`] wrote (a split string's sends are not carried: [`check`] skips
 /// split plans).
-pub fn decode(b: &[u8]) -> Result<StartView, String> {
+pub fn decode(b: &[u8]) -> Result<StartOutcome, String> {
     let mut words = b.chunks(8).map(|c| {
         c.try_into()
             .map(u64::from_le_bytes)
             .map_err(|_| "a torn word".to_string())
     });
     let mut next = || words.next().unwrap_or_else(|| Err("too short".into()));
-    let mut v = StartView {
-        tasks: next()? as usize,
-        ..StartView::default()
-    };
+    let mut v = StartOutcome::default();
+    v.input.tasks = next()? as usize;
     let (some, x) = (next()?, next()?);
-    v.own_load = (some == 1).then_some(x);
+    v.input.load = (some == 1).then_some(x);
     v.facts.tasks = next()?;
     v.facts.predicting = next()?;
     v.facts.load = u128::from(next()?) | u128::from(next()?) << 64;
     v.facts.refused_by = (next()? == 1).then_some(0);
-    v.shift = next()? as i64;
+    v.movement.shift = next()? as i64;
     let (some, x) = (next()?, next()?);
     v.load = (some == 1).then_some(x);
     for _ in 0..next()? {
-        v.neighbours.push(next()? as u32);
+        v.input.neighbours.push(next()? as u32);
     }
     for _ in 0..next()? {
         let r = next()? as u32;
@@ -93,21 +92,22 @@ pub fn decode(b: &[u8]) -> Result<StartView, String> {
 /// ranks' own loads and tasks. Returns how many of the three collectives it could hold
 /// to it (the string plan's check is skipped for a split plan, whose per-rank split no
 /// view carries).
-pub fn check(views: &[StartView]) -> Result<usize, String> {
-    let tasks: u64 = views.iter().map(|v| v.tasks as u64).sum();
-    let predicting = views.iter().filter(|v| v.own_load.is_some()).count() as u64;
+pub fn check(views: &[StartOutcome]) -> Result<usize, String> {
+    let tasks: u64 = views.iter().map(|v| v.input.tasks as u64).sum();
+    let predicting = views.iter().filter(|v| v.input.load.is_some()).count() as u64;
     let load: u128 = views
         .iter()
-        .filter_map(|v| v.own_load)
+        .filter_map(|v| v.input.load)
         .map(u128::from)
         .sum();
-    let shift = views.first().map_or(0, |v| v.shift);
+    let shift = views.first().map_or(0, |v| v.movement.shift);
     for (r, v) in views.iter().enumerate() {
         let f = &v.facts;
-        if (f.tasks, f.predicting, f.load) != (tasks, predicting, load) || v.shift != shift {
+        if (f.tasks, f.predicting, f.load) != (tasks, predicting, load) || v.movement.shift != shift
+        {
             return Err(format!(
                 "rank {r}'s facts: {} tasks, {} predicting, load {}, shift {}; the job's: {tasks}, {predicting}, {load}, {shift}",
-                f.tasks, f.predicting, f.load, v.shift
+                f.tasks, f.predicting, f.load, v.movement.shift
             ));
         }
     }
@@ -117,13 +117,14 @@ pub fn check(views: &[StartView]) -> Result<usize, String> {
     let loads: Vec<Option<u64>> = views.iter().map(|v| v.load).collect();
     let mut checked = 1;
     for (r, v) in views.iter().enumerate() {
-        if shift == 0 && v.load != v.own_load {
+        if shift == 0 && v.load != v.input.load {
             return Err(format!(
                 "rank {r}: load {:?} after a front that did not move, its own {:?}",
-                v.load, v.own_load
+                v.load, v.input.load
             ));
         }
         let want: Vec<(u32, u64)> = v
+            .input
             .neighbours
             .iter()
             .filter_map(|&j| Some((j, loads.get(j as usize).copied().flatten()?)))
@@ -135,7 +136,7 @@ pub fn check(views: &[StartView]) -> Result<usize, String> {
             ));
         }
     }
-    checked += usize::from(views.iter().any(|v| !v.neighbours.is_empty()));
+    checked += usize::from(views.iter().any(|v| !v.input.neighbours.is_empty()));
     let strings: Vec<&RankString> = views.iter().filter_map(|v| v.string.as_ref()).collect();
     if !strings.is_empty() && strings.iter().all(|s| s.split.is_none()) {
         let plan = StringLoads::new(&loads);
@@ -158,19 +159,19 @@ mod tests {
     use super::*;
 
     /// Three ranks' views as a right start gives them: rank 0 loaded.
-    fn views() -> Vec<StartView> {
+    fn views() -> Vec<StartOutcome> {
         let own = [Some(90), Some(0), Some(30)];
         let plan = StringLoads::new(&own);
         (0..3)
             .map(|r| {
-                let mut v = StartView {
-                    tasks: [9, 0, 3][r],
-                    own_load: own[r],
+                let mut v = StartOutcome {
                     load: own[r],
-                    neighbours: vec![((r + 1) % 3) as u32],
                     string: Some(plan.rank_string(r as u32)),
-                    ..StartView::default()
+                    ..StartOutcome::default()
                 };
+                v.input.tasks = [9, 0, 3][r];
+                v.input.load = own[r];
+                v.input.neighbours = vec![((r + 1) % 3) as u32];
                 v.facts.tasks = 12;
                 v.facts.predicting = 3;
                 v.facts.load = 120;
@@ -183,7 +184,7 @@ mod tests {
     #[test]
     fn a_right_start_passes_and_each_kind_of_wrong_one_is_named() {
         let v = views();
-        let round: Vec<StartView> = v.iter().map(|x| decode(&encode(x)).unwrap()).collect();
+        let round: Vec<StartOutcome> = v.iter().map(|x| decode(&encode(x)).unwrap()).collect();
         assert_eq!(round, v, "the words carry every field the check reads");
         assert_eq!(check(&v), Ok(3));
         let mut bad = v.clone();

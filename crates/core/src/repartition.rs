@@ -34,8 +34,8 @@
 //!
 //! With the job's front (`JobFront`, `front.rs`), the loads and the tasks' costs are
 //! those predicted for the next epoch — the last epoch's moved once more by the front's
-//! shift ([`follow_front`]) — so that the plan balances the step it is applied to, not the
-//! one before.
+//! shift (a repartition start's window, `crate::start`) — so that the plan balances the
+//! step it is applied to, not the one before.
 
 use crate::diffuse::filled;
 use crate::{CoreError, CostHistory, Rank};
@@ -149,8 +149,7 @@ pub struct Move {
 /// This rank's side of a plan: each of its tasks (`keys`, string order) with its predicted
 /// cost from the measured costs in `history` — a task without one at the mean of those
 /// with one, 0 when none has one — and their sum, its predicted load (what every rank
-/// shares before [`plan`]). Every driver computes it here: the runtime
-/// (`Runtime::repartition_plan`) and the simulator alike.
+/// shares before [`plan`]), as a repartition start predicts them where the costs stayed.
 pub fn predicted_tasks(history: &CostHistory, keys: &[u64]) -> (Vec<(u64, u64)>, u64) {
     let tasks = filled_tasks(keys, history.predict(keys));
     let load: u128 = tasks.iter().map(|&(_, c)| u128::from(c)).sum();
@@ -260,26 +259,6 @@ fn recut_at(at: &StringPosition, tasks: &[(u64, u64)]) -> Vec<Move> {
         }
     }
     moves
-}
-
-/// Where the job's front moved (`JobFront`), the plan's inputs for the next epoch: `front`
-/// (as the plan before left it) updated with every rank's `profiles` gathered for this
-/// plan (their keys now, what they measured last), and every rank's `loads` replaced by
-/// the front's prediction where it has one. The updated front, for the rank's own tasks
-/// ([`JobFront::predict`]); `None` (loads untouched) without a shift. Plans made after
-/// every epoch see the shift of one epoch.
-pub fn follow_front<'f>(
-    front: &'f mut crate::JobFront,
-    profiles: &[crate::RankProfile],
-    loads: &mut [u64],
-) -> Option<&'f crate::JobFront> {
-    front.update(profiles);
-    let own: Vec<Option<u64>> = loads.iter().map(|&l| Some(l)).collect();
-    let planned = front.plan_loads(profiles, &own)?;
-    for (l, p) in loads.iter_mut().zip(planned) {
-        *l = p.unwrap_or(*l);
-    }
-    Some(front)
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ pub struct NodeFabric {
     /// Workers serve signals now: progress naps without asking senders to wake it.
     quiet: AtomicBool,
     /// This rank's sign of life for its peers (`crate::life`).
-    _beat: Option<Beat>,
+    _beat: Beat,
 }
 
 impl NodeFabric {
@@ -93,7 +93,22 @@ impl NodeFabric {
         origin: Instant,
         own_layout: Vec<(String, u64, u64)>,
     ) -> Result<Self, FabricError> {
-        Self {
+        // Without a beat, peers would name this rank frozen once the operation timeout
+        // passed.
+        let map = views[rank as usize]
+            .as_ref()
+            .expect("a rank sees itself")
+            .map
+            .clone();
+        let beat =
+            Beat::start(map, |m: &Arc<crate::shm::Mapping>| &m.words()[W_BEAT]).map_err(|e| {
+                FabricError::Transport {
+                    call: "starting the beat thread",
+                    code: e.raw_os_error().unwrap_or(0),
+                    detail: e.to_string(),
+                }
+            })?;
+        Ok(Self {
             rank,
             size,
             caps,
@@ -108,25 +123,8 @@ impl NodeFabric {
             woken: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             quiet: AtomicBool::new(false),
-            _beat: None,
-        }
-        .beating()
-    }
-
-    /// Starts this rank's beat: without it, peers would name this rank frozen once the
-    /// operation timeout passed.
-    fn beating(mut self) -> Result<Self, FabricError> {
-        let map = self.own().map.clone();
-        let beat =
-            Beat::start(map, |m: &Arc<crate::shm::Mapping>| &m.words()[W_BEAT]).map_err(|e| {
-                FabricError::Transport {
-                    call: "starting the beat thread",
-                    code: e.raw_os_error().unwrap_or(0),
-                    detail: e.to_string(),
-                }
-            })?;
-        self._beat = Some(beat);
-        Ok(self)
+            _beat: beat,
+        })
     }
 
     /// New views of this rank's segments, over the same shared memory — for another

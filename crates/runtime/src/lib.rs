@@ -191,8 +191,10 @@ pub struct EpochStats {
     pub start: Duration,
     /// The epoch start's figures.
     pub start_figures: titus_core::start::StartFigures,
-    /// What the epoch start found, which this rank's pushes were planned from.
-    pub start_view: StartView,
+    /// What the epoch start found (the job's facts, this rank's load after the front, its
+    /// neighbours' loads, its part of the string plan) and what the rank brought to it:
+    /// what its pushes were planned from.
+    pub start_view: titus_core::start::StartOutcome,
     /// Time spent in steal attempts (first operation to outcome), summed.
     pub steal: Duration,
     /// CPU time of the rank's progress thread during the epoch (Linux; zero elsewhere):
@@ -206,29 +208,6 @@ pub struct EpochStats {
     /// Submissions and completions per resource, the CPU workers first (empty without
     /// resources beside them, [`Runtime::add_resource`]).
     pub resources: Vec<ResourceCounts>,
-}
-
-/// What an epoch start (`titus_core::start`) brought a rank: the job's facts, its own
-/// load after the job's front, its diffusion neighbours' loads and its part of the
-/// string plan. Enough for a test to hold every rank's start to the whole job's plan.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StartView {
-    /// This rank's tasks.
-    pub tasks: usize,
-    /// Its predicted load from its own history, ns (`None`: it predicted none).
-    pub own_load: Option<u64>,
-    /// The job's facts (from every rank's own prediction).
-    pub facts: titus_core::start::JobFacts,
-    /// The shift of the job's front the start found (0: the costs stayed).
-    pub shift: i64,
-    /// Its predicted load after the front, ns.
-    pub load: Option<u64>,
-    /// The diffusion neighbours it asked for their loads (the neighbours' plan).
-    pub neighbours: Vec<u32>,
-    /// Those that predicted one, with their loads after the front.
-    pub neighbour_loads: Vec<(u32, u64)>,
-    /// Its part of the string plan (the string plan).
-    pub string: Option<titus_core::start::string::RankString>,
 }
 
 /// The connections a rank made and their price, since it started
@@ -1251,23 +1230,11 @@ impl Runtime {
             let node = sh.lock_node();
             let (input, own) =
                 titus_core::start::StartInput::of(&node, &keys, &h, sh.cfg.epoch_timeout);
-            let asked = (input.load, input.neighbours.clone());
             self.begin_start(node, input)?;
-            (own, asked)
+            own
         };
-        let (own, (own_load, neighbours)) = own;
         let prepare_time = call.elapsed();
         let outcome = self.finish_start()?;
-        let start_view = StartView {
-            tasks: keys.len(),
-            own_load,
-            facts: outcome.facts.clone(),
-            shift: outcome.movement.shift,
-            load: outcome.load,
-            neighbours,
-            neighbour_loads: outcome.neighbour_loads.clone(),
-            string: outcome.string.clone(),
-        };
         let gather_time = call.elapsed() - prepare_time;
         let t_plan = Instant::now();
         if !outcome.runs(&own, skip_if_none)? {
@@ -1397,7 +1364,7 @@ impl Runtime {
                 session,
                 start: start_total,
                 start_figures: outcome.figures,
-                start_view,
+                start_view: outcome,
                 steal,
                 progress_cpu,
                 protocol: sh.cfg.core.protocol.name(),

@@ -657,36 +657,14 @@ impl<'a> Sim<'a> {
 
     /// The whole job's plan from every rank's profile and prediction (the reference).
     fn whole_job_plan(&mut self) -> WholeJobPlan {
-        let n = self.nodes.len();
-        let profiles: Vec<titus_core::RankProfile> = (0..n)
-            .map(|r| titus_core::RankProfile {
-                now: titus_core::KeySpan::of(&self.keys[r]),
-                last: self.history[r].measured(),
-            })
-            .collect();
-        let predicted: Vec<Vec<u64>> = (0..n)
-            .map(|r| self.history[r].predict(&self.keys[r]))
-            .collect();
-        let own: Vec<Option<u64>> = predicted
-            .iter()
-            .map(|p| titus_core::predicted_load(p))
-            .collect();
-        let classes: Vec<titus_core::LoadClasses> = predicted
-            .iter()
-            .map(|p| titus_core::LoadClasses::of(p))
-            .collect();
-        let front = &mut self.reference_front;
-        front.update(&profiles);
-        // A rank whose window would span too many ranks predicts alone, by design.
-        let movement = front.movement();
-        let alone = titus_core::start::front::predicting_alone(&profiles, movement);
-        let planned = front.plan_loads(&profiles, &own).unwrap_or(own.clone());
+        let keys = std::mem::take(&mut self.keys);
+        let job = WholeJob::of(&keys, &self.history, &mut self.reference_front);
+        self.keys = keys;
+        let front = &self.reference_front;
         WholeJobPlan {
-            movement,
-            loads: (0..n)
-                .map(|r| if alone[r] { own[r] } else { planned[r] })
-                .collect(),
-            string: front.string_loads(&profiles, &own, &classes, &alone),
+            movement: job.movement,
+            loads: front.plan_loads(&job.profiles, &job.own, &job.alone),
+            string: front.string_loads(&job.profiles, &job.own, &job.classes, &job.alone),
         }
     }
 
@@ -2058,30 +2036,13 @@ impl Sim<'_> {
         titus_core::Movement,
         Vec<Option<titus_core::repartition::StringPosition>>,
     ) {
-        let mut loads: Vec<u64> = keys
-            .iter()
-            .zip(&self.history)
-            .map(|(k, h)| titus_core::repartition::predicted_tasks(h, k).1)
+        let job = WholeJob::of(keys, &self.history, &mut self.reference_plan_front);
+        let loads: Vec<u64> = self
+            .reference_plan_front
+            .plan_loads(&job.profiles, &job.own, &job.alone)
+            .into_iter()
+            .map(|l| l.unwrap_or(0))
             .collect();
-        let profiles: Vec<titus_core::RankProfile> = keys
-            .iter()
-            .zip(&self.history)
-            .map(|(k, h)| titus_core::RankProfile {
-                now: titus_core::KeySpan::of(k),
-                last: h.measured(),
-            })
-            .collect();
-        let own = loads.clone();
-        let front = &mut self.reference_plan_front;
-        titus_core::repartition::follow_front(front, &profiles, &mut loads);
-        let movement = front.movement();
-        // A rank whose window would span too many ranks plans from its own load.
-        let alone = titus_core::start::front::predicting_alone(&profiles, movement);
-        for (r, l) in loads.iter_mut().enumerate() {
-            if alone[r] {
-                *l = own[r];
-            }
-        }
         let empty = keys.iter().all(Vec::is_empty);
         let positions = (0..keys.len() as u32)
             .map(|r| {
@@ -2090,7 +2051,51 @@ impl Sim<'_> {
                 })
             })
             .collect();
-        (movement, positions)
+        (job.movement, positions)
+    }
+}
+
+/// What the whole job brings a start, as an all-gather of every rank's record would have
+/// it: each rank's profile, own load and cost classes, the front (`front`, updated with
+/// them) and its movement, and the ranks that predict alone by design.
+struct WholeJob {
+    profiles: Vec<titus_core::RankProfile>,
+    own: Vec<Option<u64>>,
+    classes: Vec<titus_core::LoadClasses>,
+    movement: titus_core::Movement,
+    alone: Vec<bool>,
+}
+
+impl WholeJob {
+    fn of(keys: &[Vec<u64>], history: &[CostHistory], front: &mut titus_core::JobFront) -> Self {
+        let profiles: Vec<titus_core::RankProfile> = keys
+            .iter()
+            .zip(history)
+            .map(|(k, h)| titus_core::RankProfile {
+                now: titus_core::KeySpan::of(k),
+                last: h.measured(),
+            })
+            .collect();
+        let predicted: Vec<Vec<u64>> = keys
+            .iter()
+            .zip(history)
+            .map(|(k, h)| h.predict(k))
+            .collect();
+        front.update(&profiles);
+        let movement = front.movement();
+        Self {
+            own: predicted
+                .iter()
+                .map(|p| titus_core::predicted_load(p))
+                .collect(),
+            classes: predicted
+                .iter()
+                .map(|p| titus_core::LoadClasses::of(p))
+                .collect(),
+            alone: titus_core::start::front::predicting_alone(&profiles, movement),
+            profiles,
+            movement,
+        }
     }
 }
 

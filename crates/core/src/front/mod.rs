@@ -89,22 +89,29 @@ impl JobFront {
     }
 
     /// The loads to plan with: the job's prediction where it has one, each rank's own
-    /// (`own`) otherwise; `None` without a shift.
+    /// (`own`) otherwise — without a shift, and for the ranks marked in `alone` (empty:
+    /// none), which predict alone as a rank whose window gave up does
+    /// (`crate::start::front::predicting_alone`).
     pub fn plan_loads(
         &self,
         profiles: &[RankProfile],
         own: &[Option<u64>],
-    ) -> Option<Vec<Option<u64>>> {
-        let job = self.loads(profiles)?;
-        Some(job.into_iter().zip(own).map(|(j, &o)| j.or(o)).collect())
+        alone: &[bool],
+    ) -> Vec<Option<u64>> {
+        let job = self.loads(profiles);
+        (0..own.len())
+            .map(|r| match &job {
+                Some(j) if !alone.get(r).copied().unwrap_or(false) => j[r].or(own[r]),
+                _ => own[r],
+            })
+            .collect()
     }
 
     /// The string plan's loads (`crate::StringLoads`): from the plan's loads, split into
     /// dear and cheap where the job's cost classes allow ([`crate::split_class`], from
     /// each rank's own `classes`) — each rank's split by the job's density its keys came
     /// from where the front moved, by its own classes otherwise.
-    /// Ranks marked in `alone` (empty: none) plan from their own loads and classes, as a
-    /// rank whose window gave up does (`crate::start::front::predicting_alone`).
+    /// Ranks marked in `alone` plan from their own loads and classes ([`Self::plan_loads`]).
     pub fn string_loads(
         &self,
         profiles: &[RankProfile],
@@ -113,13 +120,8 @@ impl JobFront {
         alone: &[bool],
     ) -> crate::StringLoads {
         let ranks = own.iter().flatten().count();
-        let alone = |r: usize| alone.get(r).copied().unwrap_or(false);
         let Some(class) = crate::split_class(classes, ranks) else {
-            let planned = self.plan_loads(profiles, own).unwrap_or(own.to_vec());
-            let loads: Vec<Option<u64>> = (0..own.len())
-                .map(|r| if alone(r) { own[r] } else { planned[r] })
-                .collect();
-            return crate::StringLoads::new(&loads);
+            return crate::StringLoads::new(&self.plan_loads(profiles, own, alone));
         };
         let view = self.view();
         let split: Vec<Option<(u64, u64)>> = own
@@ -127,10 +129,12 @@ impl JobFront {
             .zip(classes)
             .zip(profiles)
             .enumerate()
-            .map(|(r, ((l, c), p))| match alone(r) {
-                true => l.map(|_| c.split(class)),
-                false => view.split(p.now, l.is_some(), c, class),
-            })
+            .map(
+                |(r, ((l, c), p))| match alone.get(r).copied().unwrap_or(false) {
+                    true => l.map(|_| c.split(class)),
+                    false => view.split(p.now, l.is_some(), c, class),
+                },
+            )
             .collect();
         crate::StringLoads::with_split(&split, class)
     }

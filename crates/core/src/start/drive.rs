@@ -87,9 +87,7 @@ impl StartOutcome {
     ) -> Option<Prediction> {
         self.load?;
         let view = self.window.as_ref().map(|w| w.view(self.movement));
-        let costs_ns = view
-            .and_then(|v| v.predict(keys, |k| history.last_cost(k)))
-            .unwrap_or(own.costs_ns);
+        let costs_ns = self.costs(keys, own.costs_ns, history);
         let class = self.string.as_ref().and_then(|s| s.split_class());
         Some(Prediction {
             costs_ns,
@@ -121,10 +119,23 @@ impl StartOutcome {
         let Some(at) = self.position else {
             return Ok(Vec::new()); // Every rank is empty.
         };
-        let costs = self
-            .prediction(keys, own, history)
-            .map_or_else(|| vec![0; keys.len()], |p| p.costs_ns);
+        let costs = match self.load {
+            Some(_) => self.costs(keys, own.costs_ns, history),
+            None => vec![0; keys.len()], // Nothing predicted here: at the mean of nothing.
+        };
         plan.at(&at, &crate::repartition::filled_tasks(keys, costs))
+    }
+
+    /// The tasks' predicted costs: the front's where the job's costs moved, `own` (the
+    /// rank's from its own history) otherwise.
+    fn costs(&self, keys: &[u64], own: Vec<u64>, history: &CostHistory) -> Vec<u64> {
+        self.window
+            .as_ref()
+            .and_then(|w| {
+                w.view(self.movement)
+                    .predict(keys, |k| history.last_cost(k))
+            })
+            .unwrap_or(own)
     }
 
     /// Whether the epoch runs: no rank refused its tasks, and (with `skip_if_none`) some

@@ -7,10 +7,10 @@
 //! A slot is written once a start, by one sender, and never before its owner read it:
 //! an epoch start begins only after the epoch before ended everywhere, and a start that
 //! follows a repartition start directly passes its facts' reduce only once every rank
-//! began it, while the steps before that reduce wrote slots their owners had read
-//! before their own facts of the start before (docs/design.md, "A repartition start"). Messages that
-//! come before this rank began the start they belong to (a rank that saw the epoch end
-//! first starts first) wait, as signals, for it.
+//! began it, while the steps before that reduce wrote slots their owners had read before
+//! their own facts of the start before (docs/design.md, "A repartition start").
+//! Messages that come before this rank began the start they belong to (a rank that saw
+//! the epoch end first starts first) wait, as signals, for it.
 
 use super::front::{PARTS_BYTES_MAX, SPAN_RECORD_BYTES};
 use super::string::PUBLISHED_BYTES;

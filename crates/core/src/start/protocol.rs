@@ -56,7 +56,7 @@ const PREFETCH: u32 = 4;
 const PREFETCH_MAX: u32 = 64;
 
 /// What a rank brings to its start.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StartInput {
     /// Its tasks.
     pub tasks: usize,
@@ -113,9 +113,12 @@ pub struct StartFigures {
     pub rounds: u64,
 }
 
-/// What a start hands the epoch.
-#[derive(Debug, Clone, Default)]
+/// What a start hands the epoch: with what the rank brought to it, enough to hold every
+/// rank's start to the whole job's plan (a test over real ranks does).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StartOutcome {
+    /// What the rank brought.
+    pub input: StartInput,
     /// The job's facts (from the ranks' own predictions).
     pub facts: JobFacts,
     /// How the job's costs moved.
@@ -338,7 +341,8 @@ enum Phase {
     Window(WindowSearch),
     Loads(TreeReduce<StringSums>),
     StringScan(ExclusiveScan<Prefix>),
-    PlanScan(ExclusiveScan<LoadSum>),
+    /// The scan, and the job's load after the front it places this rank's within.
+    PlanScan(ExclusiveScan<LoadSum>, u128),
     Receivers {
         searches: Vec<ReceiverSearch>,
         at: usize,
@@ -376,8 +380,7 @@ pub struct EpochStart {
     own_prefix: Prefix,
     string: Option<RankString>,
     neighbour_loads: Vec<(Rank, u64)>,
-    /// A repartition's: the job's load after the front, then the rank's position.
-    plan_total: u128,
+    /// A repartition's: the rank's place in the string.
     position: Option<StringPosition>,
     figures: StartFigures,
     /// Reads one after another in the current search.
@@ -436,7 +439,6 @@ impl EpochStart {
             own_prefix: Prefix::default(),
             string: None,
             neighbour_loads: Vec::new(),
-            plan_total: 0,
             position: None,
             figures: StartFigures::default(),
             chain: 0,
@@ -471,6 +473,7 @@ impl EpochStart {
             return (Err(e), self.carry);
         }
         let out = StartOutcome {
+            input: self.input,
             facts: self.facts.unwrap_or_default(),
             movement: self.movement,
             window: self.window,
@@ -556,7 +559,7 @@ impl EpochStart {
             Phase::Facts(x) => x.handle_message(m),
             Phase::Loads(x) => x.handle_message(m),
             Phase::StringScan(x) => x.handle_message(m),
-            Phase::PlanScan(x) => x.handle_message(m),
+            Phase::PlanScan(x, _) => x.handle_message(m),
             _ => unreachable!("a phase without messages has no steps"),
         }
     }
@@ -660,7 +663,7 @@ impl EpochStart {
             Phase::Facts(_) => &[Step::FactsUp, Step::FactsDown],
             Phase::Loads(_) => &[Step::LoadsUp, Step::LoadsDown],
             Phase::StringScan(_) => &[Step::StringScan],
-            Phase::PlanScan(_) => &[Step::PlanScan],
+            Phase::PlanScan(..) => &[Step::PlanScan],
             // Reads: messages of the loads and the string scan may come early.
             Phase::Window(_) => &[],
             _ => &[],
@@ -675,7 +678,7 @@ impl EpochStart {
             Phase::Facts(_) => Step::FactsUp.code(),
             Phase::Window(_) | Phase::Loads(_) => Step::LoadsUp.code(),
             Phase::StringScan(_) => Step::StringScan.code(),
-            Phase::PlanScan(_) => Step::PlanScan.code(),
+            Phase::PlanScan(..) => Step::PlanScan.code(),
             Phase::Receivers { .. } | Phase::Neighbours { .. } | Phase::Done => u8::MAX,
         }
     }
@@ -687,7 +690,7 @@ impl EpochStart {
             Phase::Window(_) => "the front's window",
             Phase::Loads(_) => "the loads after the front",
             Phase::StringScan(_) => "the string scan",
-            Phase::PlanScan(_) => "the plan scan",
+            Phase::PlanScan(..) => "the plan scan",
             Phase::Receivers { .. } => "the string's receivers",
             Phase::Neighbours { .. } => "the neighbours' loads",
             Phase::Done => "done",
@@ -718,7 +721,7 @@ impl EpochStart {
             Phase::Facts(x) => x.waiting_for(),
             Phase::Loads(x) => x.waiting_for(),
             Phase::StringScan(x) => x.waiting_for(),
-            Phase::PlanScan(x) => x.waiting_for(),
+            Phase::PlanScan(x, _) => x.waiting_for(),
             Phase::Window(_) | Phase::Receivers { .. } => {
                 let mut r: Vec<Rank> = self.retry.iter().map(|r| r.1).collect();
                 r.extend(self.out.iter().filter_map(|a| match a {
@@ -781,7 +784,7 @@ impl EpochStart {
                 sent.extend(std::iter::from_fn(|| x.poll_send()));
             }
             Phase::StringScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
-            Phase::PlanScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
+            Phase::PlanScan(x, _) => sent.extend(std::iter::from_fn(|| x.poll_send())),
             _ => {}
         }
         for o in sent {
@@ -838,7 +841,7 @@ impl EpochStart {
                 let before = x.result().flatten().copied().unwrap_or_default();
                 (self.after_string_scan(before), true)
             }
-            Phase::PlanScan(x) if x.is_done() => {
+            Phase::PlanScan(x, total) if x.is_done() => {
                 self.figures.rounds += u64::from(x.rounds());
                 let before = x.result().flatten().copied().unwrap_or_default();
                 self.position = Some(StringPosition {
@@ -846,7 +849,7 @@ impl EpochStart {
                     ranks: self.size,
                     before: before.0,
                     load: self.load.unwrap_or(0),
-                    total: self.plan_total,
+                    total,
                 });
                 (Phase::Done, true)
             }
@@ -930,6 +933,12 @@ impl EpochStart {
         let now = self.input.profile.now;
         let view = self.window.as_ref().map(|w| w.view(self.movement));
         self.load = view.and_then(|v| v.load(now)).or(self.input.load);
+        if self.input.repartition {
+            return match self.movement.shift {
+                0 => self.plan_scan(facts.load),
+                _ => self.loads_reduce((0, 0)),
+            };
+        }
         let predicted = self.input.load.is_some();
         self.split = facts.split_class().map(|c| {
             let s = match view {
@@ -938,12 +947,6 @@ impl EpochStart {
             };
             (c, s)
         });
-        if self.input.repartition {
-            if self.movement.shift != 0 {
-                return self.loads_reduce((0, 0));
-            }
-            return self.plan_scan(facts.load);
-        }
         let rec = LoadRecord {
             seq: self.seq as u32,
             load: self.load,
@@ -994,16 +997,10 @@ impl EpochStart {
     }
 
     /// A repartition's plan scan, the job's load after the front being `total`.
-    fn plan_scan(&mut self, total: u128) -> Phase {
-        self.plan_total = total;
+    fn plan_scan(&self, total: u128) -> Phase {
         let own = LoadSum(self.load.map_or(0, u128::from));
-        Phase::PlanScan(ExclusiveScan::new(
-            Step::PlanScan,
-            self.rank,
-            self.size,
-            self.seq,
-            own,
-        ))
+        let scan = ExclusiveScan::new(Step::PlanScan, self.rank, self.size, self.seq, own);
+        Phase::PlanScan(scan, total)
     }
 
     /// The string scan, from the job's loads per string.
