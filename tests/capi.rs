@@ -363,8 +363,9 @@ fn fortran_example_one_process_launch_and_mpirun() {
             .output()
             .expect("run chemistry-f");
         assert_eq!(out.status.code(), Some(2), "chemistry-f {bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("usage: chemistry-f"),
+            err.contains("usage: chemistry-f") && err.trim().lines().count() == 1,
             "chemistry-f {bad:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );

@@ -264,9 +264,9 @@ static double median(double *v, int n) {
 
 static void usage(const char *why) {
     fprintf(stderr,
-            "chemistry: %s\nusage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
+            "chemistry: %s (usage: chemistry [--nx N] [--ny N] [--steps S] [--dt T] "
             "[--ref-passes P] [--repeat R] [--options \"titus options\"] [--json] [--stats] "
-            "[--gpu CAP [--gpu-below K]]\n",
+            "[--gpu CAP [--gpu-below K]])\n",
             why);
     exit(2);
 }
@@ -405,7 +405,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--dt")) {
             char *end;
             g.dt = v ? strtod(v, &end) : 0.0;
-            if (!v || *end || !(g.dt > 0.0)) usage("--dt: expected a positive number");
+            /* A cell's adaptive steps grow with dt: past 1e4 (33 times the default) one
+             * step of a small grid takes minutes. */
+            if (!v || *end || !(g.dt > 0.0 && g.dt <= 1e4))
+                usage("--dt: expected a number in (0, 10000]");
             i++;
         } else if (!strcmp(a, "--options") && v) options = v, i++;
         else if (!strcmp(a, "--json")) json = 1;

@@ -415,9 +415,8 @@ contains
 
   subroutine usage(why)
     character(len=*), intent(in) :: why
-    write (0, '(a,a)') "chemistry-f: ", why
-    write (0, '(a)') "usage: chemistry-f [--nx N --ny N --steps N | nx ny steps] [--ref-passes P] " &
-        //"[--repeat R] [--options ""titus options""] [--json]"
+    write (0, '(a)') "chemistry-f: "//why//" (usage: chemistry-f [--nx N --ny N --steps N " &
+        //"| nx ny steps] [--ref-passes P] [--repeat R] [--options ""titus options""] [--json])"
     stop 2
   end subroutine usage
 

@@ -22,7 +22,9 @@ pub mod stats;
 
 pub use graph::Graph;
 pub use lattice::{Lattice, LatticeKind, MAX_RANKS, Offset};
-pub use overlay::{DEFAULT_SEED, DEFAULT_SHORTCUTS, Overlay, OverlayParams, ShortcutDraw};
+pub use overlay::{
+    DEFAULT_SEED, DEFAULT_SHORTCUTS, Overlay, OverlayParams, SHORTCUTS_MAX, ShortcutDraw,
+};
 pub use powerlaw::PowerLaw;
 pub use route::Routing;
 

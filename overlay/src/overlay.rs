@@ -165,6 +165,11 @@ impl Default for OverlayParams {
 /// about 3 hops with NoN routing and 10^6 ranks in about 4 (measured: docs/results.md, "Overlay").
 pub const DEFAULT_SHORTCUTS: u32 = 30;
 
+/// Shortcuts per rank a user may ask for (`--shortcuts`, the option `shortcuts`): past a
+/// few hundred a rank's row only costs memory and connections (the complete graphs that
+/// the random and master balancers build are not asked for this way).
+pub const SHORTCUTS_MAX: u32 = 65_536;
+
 /// Default seed.
 pub const DEFAULT_SEED: u64 = 1;
 

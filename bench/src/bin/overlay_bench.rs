@@ -77,7 +77,10 @@ struct Case {
 
 fn main() {
     titus_workload::quiet_broken_pipe();
-    let args = Args::parse();
+    let args = {
+        titus_workload::dlb::set_program("overlay-bench");
+        titus_workload::dlb::parse_args::<Args>()
+    };
     let threads = args
         .threads
         .unwrap_or_else(|| StatsParams::default().threads)

@@ -672,7 +672,10 @@ fn print_row(args: &Args, r: &Row, epochs: Option<usize>) {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args = {
+        titus_workload::dlb::set_program("parity-bench");
+        titus_workload::dlb::parse_args::<Args>()
+    };
     // Bad input before anything runs (exit 2, one line).
     let models: Vec<&str> = args
         .providers

@@ -16,6 +16,10 @@ pub(crate) enum BackendChoice {
     Named(Backend),
 }
 
+/// Worker threads a rank may ask for (the option `workers`): past this a rank only
+/// oversubscribes its node (dlb-bench's `--workers` has the same bound).
+pub(crate) const WORKERS_MAX: u32 = 1024;
+
 /// Every option, parsed; applied once the job's size is known.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
@@ -90,13 +94,14 @@ impl Options {
                 .split_once('=')
                 .ok_or_else(|| format!("{source}: '{item}' is not key=value"))?;
             let bad = |what: &str| format!("{source}: {key}='{value}': expected {what}");
-            let positive = || -> Result<u32, String> {
+            let within = |max: u32| -> Result<u32, String> {
                 value
                     .parse::<u32>()
                     .ok()
-                    .filter(|&v| v > 0)
-                    .ok_or_else(|| bad("a positive integer"))
+                    .filter(|&v| (1..=max).contains(&v))
+                    .ok_or_else(|| bad(&format!("an integer in 1..={max}")))
             };
+            let positive = || within(u32::MAX);
             // At most a day: larger values would overflow deadlines.
             let seconds = || -> Result<Duration, String> {
                 value
@@ -107,7 +112,7 @@ impl Options {
                     .ok_or_else(|| bad("a number of seconds in (0, 86400]"))
             };
             match key {
-                "workers" => self.cfg.workers = positive()? as usize,
+                "workers" => self.cfg.workers = within(WORKERS_MAX)? as usize,
                 "worker_grain" => {
                     self.cfg.worker_grain = Some(
                         value
@@ -143,8 +148,8 @@ impl Options {
                 }
                 "provider" => self.provider = Some(value.into()),
                 "log" => self.log = Some(value.into()),
-                "max_payload" => self.cfg.core.max_payload = positive()?,
-                "max_result" => self.cfg.core.max_result = positive()?,
+                "max_payload" => self.cfg.core.max_payload = within(titus_runtime::PAYLOAD_MAX)?,
+                "max_result" => self.cfg.core.max_result = within(titus_runtime::PAYLOAD_MAX)?,
                 "seed" => {
                     let seed = value.parse::<u64>().map_err(|_| bad("an integer"))?;
                     self.cfg.core.seed = seed;
@@ -193,7 +198,7 @@ impl Options {
                         _ => return Err(bad("on or off")),
                     }
                 }
-                "shortcuts" => self.cfg.overlay.shortcuts = positive()?,
+                "shortcuts" => self.cfg.overlay.shortcuts = within(titus_runtime::SHORTCUTS_MAX)?,
                 "resource_types" => {
                     // Types separated by '/', each `all` (every kind: the CPU workers') or
                     // kinds joined by '+', e.g. all/1/2+3.
@@ -315,7 +320,20 @@ mod tests {
             "options: shortcut_draw='chord': expected kleinberg or paired"
         );
         let e = Options::parse("shortcuts=0", None).unwrap_err();
-        assert_eq!(e, "options: shortcuts='0': expected a positive integer");
+        assert_eq!(
+            e,
+            "options: shortcuts='0': expected an integer in 1..=65536"
+        );
+        // Counts that size an allocation or threads are bounded where they are read.
+        for (option, bound) in [
+            ("workers=1025", "1..=1024"),
+            ("max_payload=67108865", "1..=67108864"),
+            ("max_result=4294967295", "1..=67108864"),
+            ("shortcuts=65537", "1..=65536"),
+        ] {
+            let e = Options::parse(option, None).unwrap_err();
+            assert!(e.contains(bound), "{option}: {e}");
+        }
     }
 
     #[test]

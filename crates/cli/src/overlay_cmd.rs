@@ -112,6 +112,13 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
     if args.threads == Some(0) {
         return Err(UsageError("--threads must be at least 1".into()));
     }
+    if args.shortcuts > titus_overlay::SHORTCUTS_MAX {
+        return Err(UsageError(format!(
+            "--shortcuts {}: expected 0..={}",
+            args.shortcuts,
+            titus_overlay::SHORTCUTS_MAX
+        )));
+    }
     let overlay = Overlay::new(OverlayParams {
         ranks: args.ranks,
         lattice,

@@ -251,13 +251,40 @@ struct Simulated {
     hetero: Vec<(f64, u64)>,
 }
 
+/// Why a simulated run did not end: the job asks for what the simulator refuses (bad
+/// input: exit 2), or the run failed (an invariant or a workload error: exit 1).
+enum RunError {
+    Refused(String),
+    Failed(String),
+}
+
+impl From<String> for RunError {
+    fn from(e: String) -> Self {
+        Self::Failed(e)
+    }
+}
+
+impl From<&str> for RunError {
+    fn from(e: &str) -> Self {
+        Self::Failed(e.into())
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(e) | Self::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
 fn simulate(
     a: &SimArgs,
     run: &Run,
     plan: &dlb::Plan,
     model: &Model,
     faults: &Faults,
-) -> Result<Simulated, String> {
+) -> Result<Simulated, RunError> {
     let ranks = run.args.ranks;
     let mut cfg = dlb::config(run, ranks, plan);
     cfg.overlay.ranks = ranks;
@@ -345,6 +372,7 @@ fn simulate(
             .unwrap_or(None)
             .map(|g| g.as_nanos() as u64),
     };
+    titus_sim::time::check(&job).map_err(RunError::Refused)?;
     let t0 = Instant::now();
     let out = match run.args.repartition {
         None => {
@@ -428,7 +456,11 @@ pub(crate) fn reports(flags: &[&str], model: &Model) -> Result<Vec<Report>, Stri
     let mut out = Vec::new();
     for run in dlb::runs(&a.bench) {
         let plan = dlb::plan(&run.args, run.args.ranks);
-        out.extend(simulate(&a, &run, &plan, model, &Faults::default())?.reports);
+        out.extend(
+            simulate(&a, &run, &plan, model, &Faults::default())
+                .map_err(|e| e.to_string())?
+                .reports,
+        );
     }
     Ok(out)
 }
@@ -614,7 +646,13 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
             &format!("simulating {ranks} ranks"),
             u64::from(ranks)
                 .saturating_mul(72 << 10)
-                .saturating_add(plan.spec.tasks.saturating_mul(96)),
+                // Every epoch's tasks are made before the run.
+                .saturating_add(
+                    plan.spec
+                        .tasks
+                        .saturating_mul(96)
+                        .saturating_mul(u64::from(plan.epochs)),
+                ),
         )?;
         plans.push(plan);
     }
@@ -622,11 +660,15 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         huge_pages_for_the_heap();
     }
     for (run, plan) in runs.into_iter().zip(&plans) {
-        let s = simulate(&a, &run, plan, &model, &faults).map_err(|e| {
-            // An invariant that failed is a bug, not bad input: say so and exit 1.
-            eprintln!("titus sim: error: {e}");
-            std::process::exit(1)
-        })?;
+        let s = match simulate(&a, &run, plan, &model, &faults) {
+            Ok(s) => s,
+            Err(RunError::Refused(e)) => return Err(UsageError(e)),
+            Err(RunError::Failed(e)) => {
+                // An invariant that failed is a bug, not bad input: say so and exit 1.
+                eprintln!("titus sim: error: {e}");
+                std::process::exit(1)
+            }
+        };
         let rss = peak_rss_mib();
         let eps = s.events as f64 / s.wall_s.max(1e-9);
         let mut run_reports = s.reports;

@@ -128,7 +128,15 @@ impl Balancing {
                 core.protocol = Protocol::Request;
                 core.sharing = Some(Sharing::master(ranks));
             }
-            Self::Hierarchical { .. } => {
+            Self::Hierarchical { group_size } => {
+                if let Some(g) = group_size
+                    && !(1..=ranks.max(1)).contains(&g)
+                {
+                    return Err(CoreError::Config(format!(
+                        "group size {g}: expected 1..={} (the job's ranks)",
+                        ranks.max(1)
+                    )));
+                }
                 let groups = match loads {
                     Some(loads) => {
                         if loads.len() != ranks as usize {

@@ -142,6 +142,10 @@ pub const SLOT_HEADER: u64 = 24;
 /// larger hints, local or decoded, are taken as this.
 pub const COST_HINT_MAX_NS: u64 = 86_400_000_000_000;
 
+/// The largest payload a task slot may hold, and the largest result: 64 MiB (a slot is
+/// allocated at this size in every region of every rank's TASKS segment).
+pub const PAYLOAD_MAX: u32 = 64 << 20;
+
 /// Size of a task slot for payloads of up to `max_payload` bytes (8-aligned).
 pub fn slot_size(max_payload: u32) -> u64 {
     (SLOT_HEADER + u64::from(max_payload)).next_multiple_of(8)

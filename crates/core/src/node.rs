@@ -171,6 +171,17 @@ impl Node {
                 "rank {rank} outside a job of {size}"
             )));
         }
+        for (what, bytes) in [
+            ("max_payload", cfg.max_payload),
+            ("max_result", cfg.max_result),
+        ] {
+            if bytes > layout::PAYLOAD_MAX {
+                return Err(CoreError::Config(format!(
+                    "{what} {bytes} is over the {} bytes (64 MiB) a task slot or result may hold",
+                    layout::PAYLOAD_MAX
+                )));
+            }
+        }
         if cfg.shared_capacity == 0 || cfg.shared_capacity > u32::from(u16::MAX) {
             return Err(CoreError::Config(format!(
                 "shared_capacity {} outside 1..=65535",

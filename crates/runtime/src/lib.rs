@@ -40,12 +40,13 @@ use titus_overlay::Overlay;
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use resources::{Completions, Emulated, Executor, Waker};
+pub use titus_core::layout::PAYLOAD_MAX;
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, Protocol, Routing, Sharing,
     Stats as CoreStats, repartition::RepartitionPlan,
 };
-pub use titus_overlay::{OverlayParams, ShortcutDraw};
+pub use titus_overlay::{OverlayParams, SHORTCUTS_MAX, ShortcutDraw};
 
 /// A task function: payload in, result out, or why the task failed (which fails the
 /// epoch on every rank with [`CoreError::TaskFailed`] carrying that text).

@@ -40,6 +40,7 @@ pub mod check;
 mod mem;
 pub mod model;
 mod queue;
+pub mod time;
 
 use mem::SparseMem;
 pub use model::Model;
@@ -1360,7 +1361,8 @@ impl<'a> Sim<'a> {
             // What its progress thread took from the core while every worker ran tasks —
             // at most as much again as the task (the scheduler shares a core between
             // the two: what the progress thread wants beyond that waits, unmodelled).
-            let cost = (drawn as f64 * f) as u64;
+            // (Below the longest delay [`time::check`] let the job make: a backstop.)
+            let cost = ((drawn as f64 * f) as u64).min(time::DELAY_MAX_NS);
             let owed = if res == 0 {
                 std::mem::take(&mut self.per[i].op_debt).min(cost)
             } else {
@@ -1683,6 +1685,14 @@ impl Sim<'_> {
                     self.done_count
                 )));
             };
+            if t > time::HORIZON_NS {
+                return Err(Violation(format!(
+                    "virtual time passed {} s ({} ns) with {} of {n} ranks done",
+                    time::HORIZON_NS / 1_000_000_000,
+                    time::HORIZON_NS,
+                    self.done_count
+                )));
+            }
             last = t;
             if let Some((slot, rank)) = self.queue.ahead(queue::AHEAD - 1) {
                 self.touch(slot, rank);
@@ -2125,6 +2135,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     if job.workers == 0 {
         return Err(Violation("a rank needs at least one worker".into()));
     }
+    time::check(job).map_err(Violation)?;
     let n = ranks as usize;
     let mut res = vec![None; n];
     let described = &job.resources.per_rank;

@@ -184,6 +184,24 @@ impl Cpu {
     }
 }
 
+/// A preset's measured operation time, µs: up to a second (a slower "fabric" is a
+/// mistyped file, and its products with counts would leave virtual time's range).
+pub const OP_US: (f64, f64) = (1e-6, 1e6);
+/// A preset's read bandwidth, GB/s: from 1 kB/s to 100 TB/s.
+pub const BANDWIDTH_GBS: (f64, f64) = (1e-6, 1e5);
+/// A preset's first and later contacts, µs: up to a minute.
+pub const CONTACT_US: (f64, f64) = (0.0, 6e7);
+/// A preset's memory per connection, KiB: up to 1 GiB.
+pub const CONNECTION_KIB: (f64, f64) = (0.0, 1_048_576.0);
+
+fn in_bounds(x: f64, (lo, hi): (f64, f64)) -> Option<f64> {
+    (x.is_finite() && (lo..=hi).contains(&x)).then_some(x)
+}
+
+fn out_of_bounds(name: &str, field: &str, x: f64, (lo, hi): (f64, f64)) -> String {
+    format!("preset '{name}': {field} is {x}, outside [{lo}, {hi}]")
+}
+
 /// Preset names (`node` last: the checker draws among the first four).
 pub const PRESETS: [&str; 5] = ["ib-hdr", "tcp-loopback", "shm", "mem", "node"];
 
@@ -267,8 +285,12 @@ impl Model {
             rows.iter()
                 .find(|r| r["op"] == op && r["bytes"] == bytes)
                 .and_then(|r| r["p50_us"].as_f64())
-                .filter(|x| x.is_finite() && *x > 0.0)
                 .ok_or_else(|| format!("preset '{name}': no p50_us for {op} of {bytes} bytes"))
+                .and_then(|x| {
+                    in_bounds(x, OP_US).ok_or_else(|| {
+                        out_of_bounds(name, &format!("p50_us of {op} of {bytes} bytes"), x, OP_US)
+                    })
+                })
         };
         let read = p50("read", 8)?;
         let write = p50("write", 8)?;
@@ -276,18 +298,25 @@ impl Model {
         let rt = p50("write-signal round trip", 8)?;
         let bw = v["read_bandwidth_gbs"]
             .as_f64()
-            .filter(|x| x.is_finite() && *x > 0.0)
             .ok_or_else(|| format!("preset '{name}': no read_bandwidth_gbs"))?;
+        let bw = in_bounds(bw, BANDWIDTH_GBS)
+            .ok_or_else(|| out_of_bounds(name, "read_bandwidth_gbs", bw, BANDWIDTH_GBS))?;
         let (connect_ns, connection_bytes) = match v.get("connections") {
             None => (0.0, 0.0),
             Some(c) => {
-                let f = |k: &str| {
-                    c[k].as_f64()
-                        .filter(|x| x.is_finite() && *x >= 0.0)
-                        .ok_or_else(|| format!("preset '{name}': no connections.{k}"))
+                let f = |k: &str, bounds: (f64, f64)| {
+                    let x = c[k]
+                        .as_f64()
+                        .ok_or_else(|| format!("preset '{name}': no connections.{k}"))?;
+                    in_bounds(x, bounds)
+                        .ok_or_else(|| out_of_bounds(name, &format!("connections.{k}"), x, bounds))
                 };
-                let (first, then) = (f("first_contact_us")?, f("contact_us")?);
-                let kib = f("connection_kib")?.max(f("peer_connection_kib")?);
+                let (first, then) = (
+                    f("first_contact_us", CONTACT_US)?,
+                    f("contact_us", CONTACT_US)?,
+                );
+                let kib = f("connection_kib", CONNECTION_KIB)?
+                    .max(f("peer_connection_kib", CONNECTION_KIB)?);
                 ((first - then).max(0.0) * 1e3, kib * 1024.0)
             }
         };

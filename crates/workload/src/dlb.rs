@@ -612,10 +612,12 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         );
     }
     let payload = args.payload.unwrap_or(sn / per_rank);
-    if payload > 64 << 20 {
+    // A task slot holds the payload behind DLB_Bench's task header.
+    let payload_max = u64::from(titus_core::layout::PAYLOAD_MAX) - task::HEADER as u64;
+    if payload > payload_max {
         fail(
             2,
-            &format!("--payload {payload} is over the 64 MiB a task slot may hold"),
+            &format!("--payload {payload} is over the {payload_max} bytes a task slot may hold"),
         );
     }
     if args.counts.is_some() && dist_arg != DistArg::File {
@@ -1391,6 +1393,10 @@ pub fn hetero_capacity(
             .sum::<f64>()
 }
 
+/// Epochs one run may make: a million time steps (a run's reports and the simulator's
+/// epochs are held per epoch).
+pub const EPOCHS_MAX: u32 = 1_000_000;
+
 /// Rejects impossible flags (exit 2).
 pub fn check_args(args: &BenchArgs) {
     if let Err(e) = titus_core::resources::Dispatch::parse(&args.dispatch) {
@@ -1428,8 +1434,21 @@ pub fn check_args(args: &BenchArgs) {
     if args.group_size == Some(0) {
         fail(2, "--group-size must be at least 1");
     }
-    if args.epochs == Some(0) {
-        fail(2, "--epochs must be at least 1");
+    if let Some(e) = args.epochs
+        && !(1..=EPOCHS_MAX).contains(&e)
+    {
+        fail(2, &format!("--epochs {e}: expected 1..={EPOCHS_MAX}"));
+    }
+    if let Some(k) = args.shortcuts
+        && k > titus_overlay::SHORTCUTS_MAX
+    {
+        fail(
+            2,
+            &format!(
+                "--shortcuts {k}: expected 0..={}",
+                titus_overlay::SHORTCUTS_MAX
+            ),
+        );
     }
     if args.repartition == Some(0) {
         fail(2, "--repartition must be at least 1 (epochs between plans)");

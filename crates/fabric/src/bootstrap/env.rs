@@ -529,6 +529,11 @@ fn local_ranks(
     get: &impl Fn(&str) -> Option<String>,
 ) -> Result<(Option<u32>, Option<u32>), BootstrapError> {
     let Some(vars) = launcher.table() else {
+        // A rank alone reads no placement, but `titus launch`'s own variables, set by
+        // hand, must still be usable: a value that is not is refused, not ignored.
+        if launcher == Launcher::Single {
+            local_ranks(Launcher::Titus, 1, get)?;
+        }
         return Ok((Some(0), Some(1)));
     };
     let num = |var: &str| -> Result<Option<u32>, BootstrapError> {
@@ -909,6 +914,16 @@ mod tests {
             e.contains("TITUS_LOCAL_RANK='2'") && e.contains("not below"),
             "{e}"
         );
+        // A rank alone, without a launcher: set by hand, they are still checked.
+        let alone = |vars: &[(&str, &str)]| env(vars).unwrap_err().to_string();
+        let e = alone(&[("TITUS_LOCAL_SIZE", "abc")]);
+        assert!(e.contains("TITUS_LOCAL_SIZE='abc'"), "{e}");
+        let e = alone(&[("TITUS_LOCAL_SIZE", "2")]);
+        assert!(
+            e.contains("TITUS_LOCAL_SIZE='2'") && e.contains("job's 1"),
+            "{e}"
+        );
+        assert!(env(&[("TITUS_LOCAL_SIZE", "1"), ("TITUS_LOCAL_RANK", "0")]).is_ok());
         let slurm = |vars: &[(&str, &str)]| {
             let mut v = vec![
                 ("SLURM_PROCID", "0"),

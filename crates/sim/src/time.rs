@@ -1,0 +1,117 @@
+//! Virtual time's range. Times are u64 nanoseconds; every event is scheduled at the
+//! present plus a few delays. A job whose single delays all stay under [`DELAY_MAX_NS`]
+//! and a run that stops at [`HORIZON_NS`] can therefore never leave u64: the sum of the
+//! horizon and a thousand such delays is still below 2^63. So the job is checked once,
+//! before it runs ([`check`]), instead of every addition.
+
+use crate::Job;
+
+/// The longest single delay a job may make the simulator schedule, ns (about 52 days):
+/// a task at its slowest, an operation, a stall.
+pub const DELAY_MAX_NS: u64 = 1 << 52;
+
+/// The virtual time at which a run stops with an error, ns (about 146 years).
+pub const HORIZON_NS: u64 = 1 << 62;
+
+/// A duration in seconds, for errors.
+fn seconds(ns: f64) -> String {
+    format!("{:.3e} s", ns / 1e9)
+}
+
+/// The most any one task of `job` can be slowed: its rank's `--slow` factor on a CPU
+/// worker, or its slowest resource; times the node model's sharing of the cores at its
+/// fullest (every worker of every rank of a node busy, and their progress threads).
+fn slowest_factor(job: &Job<'_>) -> f64 {
+    let slow = job
+        .faults
+        .slow
+        .iter()
+        .map(|&(_, f)| f)
+        .fold(1.0_f64, f64::max);
+    let resources = job
+        .resources
+        .per_rank
+        .iter()
+        .flatten()
+        .flat_map(|spec| match &spec.variants {
+            titus_core::resources::Variants::All(s) => vec![*s],
+            titus_core::resources::Variants::Kinds(k) => k.iter().map(|(_, s)| *s).collect(),
+        })
+        .map(|s| 1.0 / s)
+        .fold(1.0_f64, f64::max);
+    let sharing = job.model.cpu.as_ref().map_or(1.0, |cpu| {
+        let ranks = match &job.model.node {
+            Some((k, _)) => *k,
+            None => cpu.ranks_per_node(job.workers),
+        };
+        cpu.factor(ranks.saturating_mul(job.workers as u32), ranks)
+            .max(1.0)
+    });
+    slow.max(resources) * sharing
+}
+
+/// Refuses a job that could schedule a delay past [`DELAY_MAX_NS`]: its dearest task at
+/// the slowest its faults, resources and node model make it, a stall, the start's skew,
+/// or an operation of its fabric model. The error names what is too long.
+pub fn check(job: &Job<'_>) -> Result<(), String> {
+    let limit = DELAY_MAX_NS as f64;
+    let dearest = job
+        .tasks
+        .iter()
+        .chain(job.later_epochs.iter().flatten())
+        .flatten()
+        .map(|t| t.cost_ns)
+        .max()
+        .unwrap_or(0);
+    let factor = slowest_factor(job);
+    let longest = dearest as f64 * factor;
+    if !(longest <= limit) {
+        return Err(format!(
+            "the dearest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
+             node model's sharing) would last {} of virtual time; at most {} ({DELAY_MAX_NS} ns)",
+            seconds(dearest as f64),
+            seconds(longest),
+            seconds(limit)
+        ));
+    }
+    if let Some((rank, from, len)) = job.faults.stall
+        && from.saturating_add(len) > DELAY_MAX_NS
+    {
+        return Err(format!(
+            "the stall of rank {rank} ends at {}; at most {}",
+            seconds(from as f64 + len as f64),
+            seconds(limit)
+        ));
+    }
+    if job.start_skew_ns > DELAY_MAX_NS {
+        return Err(format!(
+            "a start skew of {}; at most {}",
+            seconds(job.start_skew_ns as f64),
+            seconds(limit)
+        ));
+    }
+    let models = std::iter::once(&job.model).chain(job.model.node.as_ref().map(|(_, m)| &**m));
+    for m in models {
+        let ops = [
+            ("latency", m.latency_ns * (1.0 + job.faults.jitter.max(0.0))),
+            ("signal", m.signal_ns),
+            ("atomic", m.atomic_ns),
+            ("event", m.event_ns),
+            ("first contact", m.connect_ns),
+            // The largest transfer: an inbox or a task slot area of at most 2^31 bytes.
+            (
+                "2 GiB transfer",
+                2.0 * (1u64 << 30) as f64 / m.bandwidth * 1e9 * job.task_bytes_scale.max(1.0),
+            ),
+        ];
+        if let Some((what, ns)) = ops.iter().find(|(_, ns)| !(*ns >= 0.0 && *ns <= limit)) {
+            return Err(format!(
+                "fabric model '{}': its {what} takes {}; at most {}",
+                m.name,
+                seconds(*ns),
+                seconds(limit)
+            ));
+        }
+    }
+    Ok(())
+}
