@@ -510,3 +510,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -676,3 +676,6 @@ mod tests {
         assert_eq!(r.kinds(), vec![0, 1]);
     }
 }
+
+#[cfg(test)]
+mod fuzz;

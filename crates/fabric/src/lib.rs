@@ -45,6 +45,22 @@ mod progress;
 mod segment;
 mod sync;
 pub mod versioned;
+
+/// What the property tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// `PROPTEST_CASES` cases (64 by default; 1,000,000 by hand), no regression files.
+    pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(64),
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        }
+    }
+}
 pub use sync::WakeGate;
 
 pub use progress::ProgressThread;

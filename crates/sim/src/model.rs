@@ -422,3 +422,6 @@ mod tests {
         assert_eq!(shm.cpu.as_ref().unwrap().busy_op_ns, 0.0);
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -65,7 +65,8 @@ pub fn check(job: &Job<'_>) -> Result<(), String> {
         .unwrap_or(0);
     let factor = slowest_factor(job);
     let longest = dearest as f64 * factor;
-    if !(longest <= limit) {
+    // (NaN cannot happen: costs are integers and factors finite; refused all the same.)
+    if longest.is_nan() || longest > limit {
         return Err(format!(
             "the dearest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
              node model's sharing) would last {} of virtual time; at most {} ({DELAY_MAX_NS} ns)",
@@ -104,7 +105,7 @@ pub fn check(job: &Job<'_>) -> Result<(), String> {
                 2.0 * (1u64 << 30) as f64 / m.bandwidth * 1e9 * job.task_bytes_scale.max(1.0),
             ),
         ];
-        if let Some((what, ns)) = ops.iter().find(|(_, ns)| !(*ns >= 0.0 && *ns <= limit)) {
+        if let Some((what, ns)) = ops.iter().find(|(_, ns)| !(0.0..=limit).contains(ns)) {
             return Err(format!(
                 "fabric model '{}': its {what} takes {}; at most {}",
                 m.name,

@@ -1151,3 +1151,6 @@ mod tests {
         assert_eq!(first_host("").as_deref(), None);
     }
 }
+
+#[cfg(test)]
+mod fuzz;

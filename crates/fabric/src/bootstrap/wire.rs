@@ -252,16 +252,7 @@ mod fuzz {
     use super::*;
     use proptest::prelude::*;
 
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES")
-                .ok()
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(64),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
+    use crate::testing::proptest_config as config;
 
     fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
         proptest::collection::vec(any::<u8>(), 0..max)
