@@ -235,6 +235,86 @@ fn a_frozen_rank_is_named_within_seconds() {
     }
 }
 
+/// Ranks started by hand, without a launcher to end the job: a rank stopped with SIGSTOP
+/// is named by the others, which exit non-zero within seconds, on every backend.
+#[test]
+fn a_frozen_rank_started_by_hand_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for provider in ["node", "tcp;ofi_rxm", "shm"] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let secret = format!("frozen-by-hand-{}-{port}", std::process::id());
+        // About 8 s of 10 ms tasks a rank: the job is still running when rank 1 stops.
+        let ranks: Vec<std::process::Child> = (0..3)
+            .map(|r| {
+                Command::new(titus_tests::bin("dlb-bench"))
+                    .args(["--tasks", "2400", "--task-time", "0.01", "--no-progress"])
+                    .env("TITUS_RANK", r.to_string())
+                    .env("TITUS_SIZE", "3")
+                    .env("TITUS_BOOTSTRAP", format!("127.0.0.1:{port}"))
+                    .env("TITUS_JOB_SECRET", &secret)
+                    .env("TITUS_PROVIDER", provider)
+                    .env_remove("TITUS_LAUNCHER")
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let frozen = ranks[1].id().to_string();
+        let signal = |sig: &str| {
+            let _ = Command::new("kill").args([sig, &frozen]).status();
+        };
+        signal("-STOP");
+        let stopped = Instant::now();
+        let mut others = Vec::new();
+        let mut ranks = ranks.into_iter();
+        let first = ranks.next().unwrap();
+        let mut frozen_child = ranks.next().unwrap();
+        for child in std::iter::once(first).chain(ranks) {
+            // Bounded: a hang here is the defect under test, so kill after 30 s.
+            let deadline = stopped + Duration::from_secs(30);
+            let mut child = child;
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break Some(s);
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let took = stopped.elapsed();
+            let out = child.wait_with_output().unwrap();
+            others.push((status, took, titus_tests::output_text(&out)));
+        }
+        signal("-KILL");
+        let _ = frozen_child.wait();
+        for (status, took, text) in others {
+            println!("{provider}: a rank exited {took:?} after rank 1 stopped");
+            assert!(
+                status.is_some_and(|s| !s.success()),
+                "{provider}: {status:?} after {took:?}:\n{text}"
+            );
+            assert!(
+                took < Duration::from_secs(15),
+                "{provider}: {took:?}:\n{text}"
+            );
+            assert!(
+                text.contains("rank 1") && text.contains("stopped"),
+                "{provider}: {text}"
+            );
+        }
+    }
+}
+
 /// A fault flag naming a rank the job does not have, or used without a launcher (its
 /// ranks would be threads), is refused in one line, not ignored.
 #[test]

@@ -403,8 +403,20 @@ impl Shared {
         if code != titus_core::error_code::REMOTE {
             return e;
         }
-        // The aborting rank itself may be gone by now: it exits on its error.
-        match driver::gone_peers(self).into_iter().find(|g| g.0 != rank) {
+        // The aborting rank itself may be gone by now: it exits on its error. A peer that
+        // froze is named only once this rank too has watched it stand still for the
+        // frozen bound, so look again for that long (bounded: the epoch has failed).
+        let give_up = Instant::now()
+            + titus_fabric::process::frozen_after(self.cfg.op_timeout)
+            + Duration::from_secs(1);
+        let gone = loop {
+            let gone = driver::gone_peers(self).into_iter().find(|g| g.0 != rank);
+            if gone.is_some() || Instant::now() >= give_up {
+                break gone;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        match gone {
             Some((peer, why)) => CoreError::Remote {
                 op: "the epoch",
                 peer,
