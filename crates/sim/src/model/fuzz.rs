@@ -48,11 +48,8 @@ fn leaf<'v>(v: &'v mut Value, path: &[String]) -> &'v mut Value {
 }
 
 proptest! {
-    #![proptest_config(proptest::test_runner::Config {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
-        failure_persistence: None,
-        ..proptest::test_runner::Config::default()
-    })]
+    // (proptest's default reads PROPTEST_CASES, which CI sets.)
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn any_preset_file_gives_a_model_within_virtual_time_or_an_error(
