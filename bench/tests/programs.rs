@@ -300,7 +300,7 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
         ),
         (&["--ranks", "0"][..], "--ranks must be at least 1"),
         (&["--workers", "0"][..], "--workers must be in 1..=1024"),
-        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--epochs", "0"][..], "--epochs 0: expected 1..=1000000"),
         (&["--epochs", "x"][..], "'--epochs <E>'"),
         (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
         (&["--drift", "1"][..], "--drift 1 is not a fraction"),
