@@ -187,7 +187,7 @@ fn titus_sim_bad_input_is_one_line_and_exit_code_2() {
             &["--ranks", "40000000", "--tasks", "1000"][..],
             "of memory; this process has",
         ),
-        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--epochs", "0"][..], "--epochs 0: expected 1..=1000000"),
         (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
         (&["--drift", "abc"][..], "--drift"),
         // Plots that could not be written: refused before the runs, not after them.

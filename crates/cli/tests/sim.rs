@@ -306,7 +306,7 @@ fn repartitioning_moves_ownership_between_epochs() {
 #[test]
 fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
     for (args, needle) in [
-        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--epochs", "0"][..], "--epochs 0: expected 1..=1000000"),
         (&["--epochs", "-2"][..], "--epochs"),
         (&["--drift", "-1"][..], "--drift -1 is not a fraction"),
         (&["--drift", "abc"][..], "--drift"),
