@@ -417,7 +417,7 @@ contains
     character(len=*), intent(in) :: why
     write (0, '(a)') "chemistry-f: "//why//" (usage: chemistry-f [--nx N --ny N --steps N " &
         //"| nx ny steps] [--ref-passes P] [--repeat R] [--options ""titus options""] [--json])"
-    stop 2
+    stop 2, quiet=.true.
   end subroutine usage
 
   ! A number with `d` decimals and the leading zero Fortran's f0 leaves out.
