@@ -250,7 +250,7 @@ fn a_frozen_rank_started_by_hand_is_named_within_seconds() {
             .port();
         let secret = format!("frozen-by-hand-{}-{port}", std::process::id());
         // About 8 s of 10 ms tasks a rank: the job is still running when rank 1 stops.
-        let ranks: Vec<std::process::Child> = (0..3)
+        let mut ranks: Vec<std::process::Child> = (0..3)
             .map(|r| {
                 Command::new(titus_tests::bin("dlb-bench"))
                     .args(["--tasks", "2400", "--task-time", "0.01", "--no-progress"])
@@ -273,30 +273,29 @@ fn a_frozen_rank_started_by_hand_is_named_within_seconds() {
         };
         signal("-STOP");
         let stopped = Instant::now();
-        let mut others = Vec::new();
-        let mut ranks = ranks.into_iter();
-        let first = ranks.next().unwrap();
-        let mut frozen_child = ranks.next().unwrap();
-        for child in std::iter::once(first).chain(ranks) {
-            // Bounded: a hang here is the defect under test, so kill after 30 s.
-            let deadline = stopped + Duration::from_secs(30);
-            let mut child = child;
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break Some(s);
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            let took = stopped.elapsed();
-            let out = child.wait_with_output().unwrap();
-            others.push((status, took, titus_tests::output_text(&out)));
-        }
+        let mut frozen_rank = ranks.remove(1);
+        // Bounded: a hang here is the defect under test, so kill after 30 s.
+        let deadline = stopped + Duration::from_secs(30);
+        let others: Vec<_> = ranks
+            .into_iter()
+            .map(|mut child| {
+                let status = loop {
+                    if let Some(s) = child.try_wait().unwrap() {
+                        break Some(s);
+                    }
+                    if Instant::now() > deadline {
+                        let _ = child.kill();
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                };
+                let took = stopped.elapsed();
+                let out = child.wait_with_output().unwrap();
+                (status, took, titus_tests::output_text(&out))
+            })
+            .collect();
         signal("-KILL");
-        let _ = frozen_child.wait();
+        let _ = frozen_rank.wait();
         for (status, took, text) in others {
             println!("{provider}: a rank exited {took:?} after rank 1 stopped");
             assert!(

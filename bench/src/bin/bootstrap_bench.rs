@@ -49,10 +49,7 @@ fn fail(code: i32, msg: &str) -> ! {
 
 fn main() {
     let start = Instant::now();
-    let args = {
-        titus_workload::dlb::set_program("bootstrap-bench");
-        titus_workload::dlb::parse_args::<Args>()
-    };
+    let args = titus_workload::dlb::parse_args_of::<Args>("bootstrap-bench");
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
     let env = JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string()));
     if env.size < 2 {

@@ -77,10 +77,7 @@ struct Case {
 
 fn main() {
     titus_workload::quiet_broken_pipe();
-    let args = {
-        titus_workload::dlb::set_program("overlay-bench");
-        titus_workload::dlb::parse_args::<Args>()
-    };
+    let args = titus_workload::dlb::parse_args_of::<Args>("overlay-bench");
     let threads = args
         .threads
         .unwrap_or_else(|| StatsParams::default().threads)

@@ -672,10 +672,7 @@ fn print_row(args: &Args, r: &Row, epochs: Option<usize>) {
 }
 
 fn main() {
-    let args = {
-        titus_workload::dlb::set_program("parity-bench");
-        titus_workload::dlb::parse_args::<Args>()
-    };
+    let args = titus_workload::dlb::parse_args_of::<Args>("parity-bench");
     // Bad input before anything runs (exit 2, one line).
     let models: Vec<&str> = args
         .providers

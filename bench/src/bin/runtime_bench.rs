@@ -412,10 +412,7 @@ fn print(r: &Report, json: bool) {
 
 fn main() {
     titus_workload::quiet_broken_pipe();
-    let args = {
-        titus_workload::dlb::set_program("runtime-bench");
-        titus_workload::dlb::parse_args::<Args>()
-    };
+    let args = titus_workload::dlb::parse_args_of::<Args>("runtime-bench");
     if let Err(e) = titus_workload::init_logging() {
         eprintln!("runtime-bench: error: {e}");
         std::process::exit(2);

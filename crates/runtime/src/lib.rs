@@ -394,7 +394,8 @@ impl Shared {
     }
 
     /// `e`, or where another rank aborted the epoch for a peer it lost and a peer of this
-    /// rank is gone too, that peer named: the ABORT signal carries only the aborting
+    /// rank is gone too (within the frozen bound: call it without the node's lock), that
+    /// peer named: the ABORT signal carries only the aborting
     /// rank and its code, and the dead rank is what the user needs.
     pub(crate) fn with_own_look(&self, e: CoreError) -> CoreError {
         let CoreError::Aborted { rank, code } = e else {
@@ -1211,6 +1212,9 @@ impl Runtime {
                 .0;
         };
         sh.starting.store(false, Ordering::Release);
+        // (Its own look may wait for a frozen peer: not under the node's lock, which the
+        // progress thread needs to pass the ABORT on.)
+        drop(node);
         outcome.map_err(|e| sh.with_own_look(e).into())
     }
 
@@ -1310,10 +1314,9 @@ impl Runtime {
         );
         let core = node.stats().clone();
         let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
-        let out = node
-            .take_epoch_results()
-            .map_err(|e| RuntimeError::from(sh.with_own_look(e)))?;
+        let out = node.take_epoch_results();
         drop(node);
+        let out = out.map_err(|e| RuntimeError::from(sh.with_own_look(e)))?;
         let t_record = Instant::now();
         self.history
             .lock()

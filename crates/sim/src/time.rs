@@ -1,10 +1,11 @@
 //! Virtual time's range. Times are u64 nanoseconds; every event is scheduled at the
 //! present plus a few delays. A job whose single delays all stay under [`DELAY_MAX_NS`]
-//! and a run that stops at [`HORIZON_NS`] can therefore never leave u64: the sum of the
-//! horizon and a thousand such delays is still below 2^63. So the job is checked once,
-//! before it runs ([`check`]), instead of every addition.
+//! and a run that stops at [`HORIZON_NS`] can therefore never leave u64: the horizon
+//! plus a thousand such delays is about 2^63. So the job is checked once, before it runs
+//! ([`check`]), instead of every addition.
 
 use crate::Job;
+use titus_core::resources::Variants;
 
 /// The longest single delay a job may make the simulator schedule, ns (about 52 days):
 /// a task at its slowest, an operation, a stall.
@@ -33,9 +34,10 @@ fn slowest_factor(job: &Job<'_>) -> f64 {
         .per_rank
         .iter()
         .flatten()
-        .flat_map(|spec| match &spec.variants {
-            titus_core::resources::Variants::All(s) => vec![*s],
-            titus_core::resources::Variants::Kinds(k) => k.iter().map(|(_, s)| *s).collect(),
+        // Each resource's slowest variant.
+        .map(|spec| match &spec.variants {
+            Variants::All(s) => *s,
+            Variants::Kinds(k) => k.iter().map(|(_, s)| *s).fold(f64::INFINITY, f64::min),
         })
         .map(|s| 1.0 / s)
         .fold(1.0_f64, f64::max);

@@ -535,6 +535,12 @@ pub fn clap_error_line(e: &clap::Error) -> String {
     parts.join(" ")
 }
 
+/// [`parse_args`] for `program`, which then names itself in every error ([`fail`]).
+pub fn parse_args_of<T: clap::Parser>(program: &'static str) -> T {
+    set_program(program);
+    parse_args()
+}
+
 /// Parses the command line: help and version print and exit 0; an error prints one line
 /// ([`clap_error_line`]) and exits 2.
 pub fn parse_args<T: clap::Parser>() -> T {
