@@ -128,6 +128,12 @@ const CASES: &[Case] = &[
         "--shortcuts",
     ),
     case(&[], "runtime-bench", &["--ranks", "100000"], "--ranks"),
+    case(
+        &[],
+        "titus",
+        &["sim", "--ranks", "100000", "--shortcuts", "65536"],
+        "GiB of memory",
+    ),
     // Runs that would never end, or check nothing.
     case(
         &[],
