@@ -353,24 +353,35 @@ fn a_rank_in_a_long_task_is_not_named_frozen() {
     if !titus_tests::libfabric_or_skip() {
         return;
     }
-    let out = launch("node", 2, "runtime-bench")
-        .args([
-            "--tasks",
-            "3",
-            "--task-ms",
-            "6000",
-            "--protocol",
-            "claim",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let text = titus_tests::output_text(&out);
-    assert!(
-        out.status.success(),
-        "a busy rank was taken for frozen:\n{text}"
-    );
-    assert!(!text.contains("no progress"), "{text}");
+    // On one node (the beat in its object) and across two played nodes (the listener's
+    // beats on its liveness connections).
+    let bench = titus_tests::bin("runtime-bench");
+    for mut cmd in [
+        launch("node", 2, "runtime-bench"),
+        titus_tests::launch_two_nodes(Some("tcp;ofi_rxm"), 2, &bench),
+    ] {
+        let out = cmd
+            .args([
+                "--tasks",
+                "3",
+                "--task-ms",
+                "6000",
+                "--protocol",
+                "claim",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            out.status.success(),
+            "a busy rank was taken for frozen:\n{text}"
+        );
+        assert!(
+            !text.contains("no progress") && !text.contains("no sign of life"),
+            "{text}"
+        );
+    }
 }
 
 /// A rank killed on another (played) node: its pid means nothing here, so its liveness
@@ -402,6 +413,39 @@ fn a_vanished_rank_on_another_node_is_named_within_seconds() {
             "{provider}: the dead rank is not named by its liveness port:\n{text}"
         );
         assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
+    }
+}
+
+/// A rank frozen on another (played) node: its kernel still answers the liveness port, but
+/// its listener's beats stop, so it is named within seconds, not after the 30 s operation
+/// timeout; over libfabric alone and over the hybrid.
+#[test]
+fn a_frozen_rank_on_another_node_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for (provider, fi) in [("tcp;ofi_rxm", None), ("hybrid", Some("tcp;ofi_rxm"))] {
+        let t = Instant::now();
+        let mut cmd =
+            titus_tests::launch_two_nodes(Some(provider), 2, &titus_tests::bin("runtime-bench"));
+        cmd.args(["--tasks", "600", "--task-ms", "0.2", "--protocol", "claim"])
+            .args(["--freeze-rank", "1", "--freeze-after", "1"]);
+        if let Some(f) = fi {
+            cmd.env("FI_PROVIDER", f);
+        }
+        let out = cmd.output().unwrap();
+        let took = t.elapsed();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            !out.status.success(),
+            "{provider}: the job succeeded:\n{text}"
+        );
+        assert!(
+            text.contains("rank 1's process on host") && text.contains("no sign of life"),
+            "{provider}: the frozen rank is not named by its beats:\n{text}"
+        );
+        println!("{provider}: the job ended {took:?} after its start");
+        assert!(took < Duration::from_secs(25), "{provider}: took {took:?}");
     }
 }
 

@@ -441,7 +441,20 @@ impl Fabric for OfiFabric {
             });
         }
         let w = p.watch.as_ref()?;
-        Some(match w.ended()? {
+        let Some(end) = w.ended() else {
+            // Alive to its kernel, but its process sends no beat: stopped, held in a
+            // debugger or starved, on its host.
+            let quiet = w.quiet_for();
+            return (quiet >= titus_fabric::process::frozen_after(self.op_timeout)).then(|| {
+                format!(
+                    "rank {peer}'s process on host {} has sent no sign of life for {:.1} s: it \
+                     is stopped, held in a debugger, or starved (its host still answers)",
+                    w.host,
+                    quiet.as_secs_f64()
+                )
+            });
+        };
+        Some(match end {
             End::Closed => format!(
                 "rank {peer}'s process on host {} has exited (its liveness connection closed)",
                 w.host

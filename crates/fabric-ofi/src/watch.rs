@@ -13,7 +13,12 @@
 //! goes down or off the network closes nothing: the watch's TCP keepalive probes it every
 //! second once the connection has been quiet for a second, and after [`PROBES`] probes
 //! unanswered the kernel fails the connection (`ETIMEDOUT`), which the same read sees —
-//! such a peer is named as silent within about [`SILENT_AFTER`]. A peer whose
+//! such a peer is named as silent within about [`SILENT_AFTER`]. A process that stops
+//! while its host answers (SIGSTOP, a debugger, swap) closes nothing and its kernel
+//! answers the probes, so the listener also sends a byte on every connection it holds
+//! every [`BEAT_EVERY`], from a thread of its own (a rank deep in a task still beats); a
+//! watcher that has heard nothing for the frozen bound names the peer as frozen
+//! ([`Watch::quiet_for`]). A peer whose
 //! watch could not be set up (its host name does not resolve here, a firewall, a host
 //! that is down) stays bounded by the operation timeout alone, as before: nothing is
 //! declared dead that was not first seen alive.
@@ -27,7 +32,11 @@ use std::time::{Duration, Instant};
 
 /// Both sides' greeting: a name and version, then the nonce (the watcher's) or its
 /// complement (the listener's answer).
-const HELLO: &[u8; 8] = b"TITUSLV1";
+const HELLO: &[u8; 8] = b"TITUSLV2";
+/// How often a listener sends a beat on each connection it holds.
+pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(500);
+/// How often a listener looks for new connections between beats.
+const ACCEPT_EVERY: Duration = Duration::from_millis(50);
 /// How long a listener waits for a connection's greeting.
 const GREETING_WAIT: Duration = Duration::from_millis(200);
 /// How long a watcher waits to connect and hear the nonce, per address.
@@ -56,8 +65,6 @@ pub(crate) const HOST_MAX: usize = 253;
 pub(crate) struct Listener {
     pub(crate) port: u16,
     pub(crate) nonce: u64,
-    /// Listening on `[::]` (else `0.0.0.0`).
-    v6: bool,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -76,29 +83,44 @@ impl Listener {
                 return None;
             }
         };
-        let (port, v6) = l.local_addr().map(|a| (a.port(), a.is_ipv6())).ok()?;
+        let port = l.local_addr().map(|a| a.port()).ok()?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        // Non-blocking, so that one thread both takes connections and beats on them.
+        l.set_nonblocking(true).ok()?;
         let thread = std::thread::Builder::new()
             .name("titus-liveness".into())
             .spawn(move || {
-                let mut held = Vec::new();
-                for c in l.incoming() {
-                    if s.load(Ordering::Acquire) {
-                        break;
-                    }
-                    match c {
-                        Ok(mut c) => {
+                let mut held: Vec<TcpStream> = Vec::new();
+                let mut beat_at = Instant::now();
+                while !s.load(Ordering::Acquire) {
+                    match l.accept() {
+                        Ok((mut c, _)) => {
                             let mut got = [0u8; 16];
-                            let member = c.set_read_timeout(Some(GREETING_WAIT)).is_ok()
+                            let member = c.set_nonblocking(false).is_ok()
+                                && c.set_read_timeout(Some(GREETING_WAIT)).is_ok()
                                 && c.read_exact(&mut got).is_ok()
                                 && got == greeting(nonce);
-                            if member && c.write_all(&greeting(!nonce)).is_ok() {
+                            if member
+                                && c.write_all(&greeting(!nonce)).is_ok()
+                                && c.set_nonblocking(true).is_ok()
+                            {
                                 held.push(c);
                             }
+                            continue;
                         }
-                        // Out of descriptors, say: not a loop at full speed.
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                        // Nothing waiting; or out of descriptors, say: not a loop at full
+                        // speed either way.
+                        Err(_) => std::thread::sleep(ACCEPT_EVERY),
+                    }
+                    if beat_at.elapsed() >= BEAT_EVERY {
+                        beat_at = Instant::now();
+                        // A full buffer (a watcher that does not read) skips a beat; a
+                        // connection that failed is let go.
+                        held.retain_mut(|c| match c.write(&[0]) {
+                            Ok(_) => true,
+                            Err(e) => e.kind() == ErrorKind::WouldBlock,
+                        });
                     }
                 }
             })
@@ -106,7 +128,6 @@ impl Listener {
         Some(Listener {
             port,
             nonce,
-            v6,
             stop,
             thread: Some(thread),
         })
@@ -115,19 +136,9 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        // The thread sees the flag within one accept interval.
         self.stop.store(true, Ordering::Release);
-        // Wake the accept: the thread sees the flag on the next connection. Where no
-        // loopback connection gets through (IPv6 only for IPv6 sockets, a filter), the
-        // thread is left to end with the process rather than joined forever.
-        let me = if self.v6 {
-            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, self.port))
-        } else {
-            SocketAddr::from(([127, 0, 0, 1], self.port))
-        };
-        let woken = TcpStream::connect_timeout(&me, Duration::from_secs(1)).is_ok();
-        if let Some(t) = self.thread.take()
-            && woken
-        {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
@@ -141,6 +152,9 @@ pub(crate) struct Watch {
     /// The first end seen: the kernel reports a keepalive timeout once, later reads see
     /// the end of the stream — the answer must not change from silent to closed.
     seen: std::sync::OnceLock<End>,
+    /// The listener's beats read so far, and how long their count has stood still.
+    beats: std::sync::atomic::AtomicU64,
+    still: titus_fabric::process::Stillness,
 }
 
 impl Watch {
@@ -192,6 +206,8 @@ impl Watch {
                     stream: s,
                     host: host.to_string(),
                     seen: std::sync::OnceLock::new(),
+                    beats: std::sync::atomic::AtomicU64::new(0),
+                    still: Default::default(),
                 });
             }
             let _ = s.shutdown(Shutdown::Both);
@@ -209,7 +225,11 @@ impl Watch {
         let mut b = [0u8; 64];
         let end = match (&self.stream).read(&mut b) {
             Ok(0) => Some(End::Closed),
-            Ok(_) => None,
+            Ok(n) => {
+                // Beats: the process lives. (What is left unread is read next time.)
+                self.beats.fetch_add(n as u64, Ordering::Relaxed);
+                None
+            }
             Err(e) => match e.kind() {
                 ErrorKind::ConnectionReset
                 | ErrorKind::ConnectionAborted
@@ -221,6 +241,17 @@ impl Watch {
             },
         };
         end.map(|e| *self.seen.get_or_init(|| e))
+    }
+}
+
+impl Watch {
+    /// How long the watched process has sent no beat, as of the last [`Watch::ended`]
+    /// (which reads them), by looks no further apart than the frozen rule allows (a
+    /// watcher paused with the whole job starts afresh): past the frozen bound, its
+    /// process has stopped while its host and kernel still answer.
+    pub(crate) fn quiet_for(&self) -> Duration {
+        let beats = self.beats.load(Ordering::Relaxed);
+        self.still.still(titus_fabric::process::now_ns(), beats)
     }
 }
 
@@ -323,6 +354,34 @@ mod tests {
         }
         assert!(valid_host("node-12.cluster_a"));
         assert!(!valid_host("a b") && !valid_host("x;rm"));
+    }
+
+    /// A listener's beats keep its watch fresh; a process that answers the greeting and
+    /// then sends nothing (as a stopped one, whose kernel still holds the connection)
+    /// goes quiet.
+    #[test]
+    fn a_watch_hears_beats_and_a_quiet_process_goes_quiet() {
+        let l = Listener::open(21).expect("a listener");
+        let w = Watch::connect("127.0.0.1", l.port, 21, &mut Default::default()).expect("watched");
+        let quiet_listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = quiet_listener.local_addr().unwrap().port();
+        let answer = std::thread::spawn(move || {
+            let (mut c, _) = quiet_listener.accept().unwrap();
+            let mut got = [0u8; 16];
+            c.read_exact(&mut got).unwrap();
+            c.write_all(&greeting(!22)).unwrap();
+            c // held open, silent
+        });
+        let q = Watch::connect("127.0.0.1", port, 22, &mut Default::default()).expect("watched");
+        let _held = answer.join().unwrap();
+        let t = Instant::now();
+        while t.elapsed() < BEAT_EVERY * 4 {
+            assert_eq!((w.ended(), q.ended()), (None, None));
+            assert!(w.quiet_for() <= BEAT_EVERY * 2, "{:?}", w.quiet_for());
+            let _ = q.quiet_for();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(q.quiet_for() >= BEAT_EVERY * 3, "{:?}", q.quiet_for());
     }
 
     /// Set in the copy of this test binary that runs inside the namespace.
