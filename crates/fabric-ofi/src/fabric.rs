@@ -444,8 +444,12 @@ impl Fabric for OfiFabric {
         let Some(end) = w.ended() else {
             // Alive to its kernel, but its process sends no beat: stopped, held in a
             // debugger or starved, on its host.
+            // (Past a silent host's bound: a host cut off stops the beats too, and is
+            // named for what it is first.)
             let quiet = w.quiet_for();
-            return (quiet >= titus_fabric::process::frozen_after(self.op_timeout)).then(|| {
+            let frozen = titus_fabric::process::frozen_after(self.op_timeout)
+                .max(SILENT_AFTER + Duration::from_secs(2));
+            return (quiet >= frozen).then(|| {
                 format!(
                     "rank {peer}'s process on host {} has sent no sign of life for {:.1} s: it \
                      is stopped, held in a debugger, or starved (its host still answers)",

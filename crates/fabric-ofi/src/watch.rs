@@ -15,10 +15,12 @@
 //! unanswered the kernel fails the connection (`ETIMEDOUT`), which the same read sees —
 //! such a peer is named as silent within about [`SILENT_AFTER`]. A process that stops
 //! while its host answers (SIGSTOP, a debugger, swap) closes nothing and its kernel
-//! answers the probes, so the listener also sends a byte on every connection it holds
-//! every [`BEAT_EVERY`], from a thread of its own (a rank deep in a task still beats); a
-//! watcher that has heard nothing for the frozen bound names the peer as frozen
-//! ([`Watch::quiet_for`]). A peer whose
+//! answers the probes, so each watch has a second connection on which the listener's
+//! thread sends a byte every [`BEAT_EVERY`] (a rank deep in a task still beats); a
+//! watcher that has heard none for the frozen bound names the peer as frozen
+//! ([`Watch::quiet_for`]). The beats have a connection of their own because incoming
+//! data keeps a connection from being idle, and keepalive probes only idle ones: on the
+//! watch's own connection they would hide a host whose sends are lost. A peer whose
 //! watch could not be set up (its host name does not resolve here, a firewall, a host
 //! that is down) stays bounded by the operation timeout alone, as before: nothing is
 //! declared dead that was not first seen alive.
@@ -30,9 +32,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Both sides' greeting: a name and version, then the nonce (the watcher's) or its
-/// complement (the listener's answer).
+/// Both sides' greeting on a watch's connection: a name and version, then the nonce (the
+/// watcher's) or its complement (the listener's answer).
 const HELLO: &[u8; 8] = b"TITUSLV2";
+/// The same on a watch's beat connection.
+const BEATS: &[u8; 8] = b"TITUSLB2";
 /// How often a listener sends a beat on each connection it holds.
 pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(500);
 /// How often a listener looks for new connections between beats.
@@ -92,20 +96,27 @@ impl Listener {
             .name("titus-liveness".into())
             .spawn(move || {
                 let mut held: Vec<TcpStream> = Vec::new();
+                let mut beating: Vec<TcpStream> = Vec::new();
                 let mut beat_at = Instant::now();
                 while !s.load(Ordering::Acquire) {
                     match l.accept() {
                         Ok((mut c, _)) => {
                             let mut got = [0u8; 16];
-                            let member = c.set_nonblocking(false).is_ok()
+                            let greeted = c.set_nonblocking(false).is_ok()
                                 && c.set_read_timeout(Some(GREETING_WAIT)).is_ok()
-                                && c.read_exact(&mut got).is_ok()
-                                && got == greeting(nonce);
-                            if member
-                                && c.write_all(&greeting(!nonce)).is_ok()
+                                && c.read_exact(&mut got).is_ok();
+                            let kind = [HELLO, BEATS]
+                                .into_iter()
+                                .find(|k| greeted && got == greeting(k, nonce));
+                            if let Some(k) = kind
+                                && c.write_all(&greeting(k, !nonce)).is_ok()
                                 && c.set_nonblocking(true).is_ok()
                             {
-                                held.push(c);
+                                if k == BEATS {
+                                    beating.push(c);
+                                } else {
+                                    held.push(c);
+                                }
                             }
                             continue;
                         }
@@ -117,9 +128,11 @@ impl Listener {
                         beat_at = Instant::now();
                         // A full buffer (a watcher that does not read) skips a beat; a
                         // connection that failed is let go.
-                        held.retain_mut(|c| match c.write(&[0]) {
+                        beating.retain_mut(|c| match c.write(&[0]) {
                             Ok(_) => true,
-                            Err(e) => e.kind() == ErrorKind::WouldBlock,
+                            Err(e) => {
+                                matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
+                            }
                         });
                     }
                 }
@@ -152,7 +165,10 @@ pub(crate) struct Watch {
     /// The first end seen: the kernel reports a keepalive timeout once, later reads see
     /// the end of the stream — the answer must not change from silent to closed.
     seen: std::sync::OnceLock<End>,
-    /// The listener's beats read so far, and how long their count has stood still.
+    /// The connection the listener beats on (None: it could not be set up, and the peer
+    /// is not watched for freezing), the beats read so far, and how long their count has
+    /// stood still.
+    beat_stream: Option<TcpStream>,
     beats: std::sync::atomic::AtomicU64,
     still: titus_fabric::process::Stillness,
 }
@@ -178,34 +194,17 @@ impl Watch {
             })
             .clone();
         for a in ips.into_iter().map(|ip| SocketAddr::new(ip, port)) {
-            let Ok(mut s) = TcpStream::connect_timeout(&a, CONNECT_WAIT) else {
+            let Some(s) = greet(a, HELLO, nonce) else {
                 continue;
             };
-            if s.write_all(&greeting(nonce)).is_err() {
-                continue;
-            }
-            let until = Instant::now() + CONNECT_WAIT;
-            let mut got = [0u8; 16];
-            let mut n = 0;
-            while n < got.len() {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
-                    break;
-                }
-                match s.read(&mut got[n..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => n += k,
-                }
-            }
-            if n == got.len()
-                && got == greeting(!nonce)
-                && s.set_nonblocking(true).is_ok()
-                && keepalive(&s).is_ok()
-            {
+            if s.set_nonblocking(true).is_ok() && keepalive(&s).is_ok() {
+                let beat_stream =
+                    greet(a, BEATS, nonce).filter(|b| b.set_nonblocking(true).is_ok());
                 return Some(Watch {
                     stream: s,
                     host: host.to_string(),
                     seen: std::sync::OnceLock::new(),
+                    beat_stream,
                     beats: std::sync::atomic::AtomicU64::new(0),
                     still: Default::default(),
                 });
@@ -225,33 +224,40 @@ impl Watch {
         let mut b = [0u8; 64];
         let end = match (&self.stream).read(&mut b) {
             Ok(0) => Some(End::Closed),
-            Ok(n) => {
-                // Beats: the process lives. (What is left unread is read next time.)
-                self.beats.fetch_add(n as u64, Ordering::Relaxed);
-                None
-            }
-            Err(e) => match e.kind() {
-                ErrorKind::ConnectionReset
-                | ErrorKind::ConnectionAborted
-                | ErrorKind::BrokenPipe => Some(End::Closed),
-                ErrorKind::WouldBlock | ErrorKind::Interrupted => None,
-                // A keepalive timeout, or the soft error it ended on (unreachable,
-                // refused by a filter): the host stopped answering.
-                _ => Some(End::Silent),
-            },
+            Ok(_) => None,
+            Err(e) => end_of(&e),
         };
         end.map(|e| *self.seen.get_or_init(|| e))
     }
-}
 
-impl Watch {
-    /// How long the watched process has sent no beat, as of the last [`Watch::ended`]
-    /// (which reads them), by looks no further apart than the frozen rule allows (a
-    /// watcher paused with the whole job starts afresh): past the frozen bound, its
+    /// How long the watched process has sent no beat (reading those that came), by looks
+    /// no further apart than the frozen rule allows (a watcher paused with the whole job
+    /// starts afresh); zero where its beats are not watched. Past the frozen bound, its
     /// process has stopped while its host and kernel still answer.
     pub(crate) fn quiet_for(&self) -> Duration {
+        let Some(stream) = &self.beat_stream else {
+            return Duration::ZERO;
+        };
+        let mut b = [0u8; 64];
+        // (What is left unread is read next time; an end is the watch's to see.)
+        if let Ok(n) = (&*stream).read(&mut b) {
+            self.beats.fetch_add(n as u64, Ordering::Relaxed);
+        }
         let beats = self.beats.load(Ordering::Relaxed);
         self.still.still(titus_fabric::process::now_ns(), beats)
+    }
+}
+
+/// What an error on a watch's connection says of its peer (None: nothing).
+fn end_of(e: &std::io::Error) -> Option<End> {
+    match e.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+            Some(End::Closed)
+        }
+        ErrorKind::WouldBlock | ErrorKind::Interrupted => None,
+        // A keepalive or user timeout, or the soft error it ended on (unreachable, refused
+        // by a filter): the host stopped answering.
+        _ => Some(End::Silent),
     }
 }
 
@@ -293,12 +299,37 @@ fn keepalive(s: &TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`HELLO`] and a nonce.
-fn greeting(nonce: u64) -> [u8; 16] {
+/// A connection's kind ([`HELLO`], [`BEATS`]) and a nonce.
+fn greeting(kind: &[u8; 8], nonce: u64) -> [u8; 16] {
     let mut g = [0u8; 16];
-    g[..8].copy_from_slice(HELLO);
+    g[..8].copy_from_slice(kind);
     g[8..].copy_from_slice(&nonce.to_le_bytes());
     g
+}
+
+/// Connects to `a` and greets it as a connection of `kind` with `nonce`; the stream
+/// (blocking) once the listener answered with the nonce's complement.
+fn greet(a: SocketAddr, kind: &[u8; 8], nonce: u64) -> Option<TcpStream> {
+    let mut s = TcpStream::connect_timeout(&a, CONNECT_WAIT).ok()?;
+    s.write_all(&greeting(kind, nonce)).ok()?;
+    let until = Instant::now() + CONNECT_WAIT;
+    let mut got = [0u8; 16];
+    let mut n = 0;
+    while n < got.len() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match s.read(&mut got[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    if n == got.len() && got == greeting(kind, !nonce) {
+        return Some(s);
+    }
+    let _ = s.shutdown(Shutdown::Both);
+    None
 }
 
 /// This host's name, as peers should resolve it (`/proc/sys/kernel/hostname`); empty when
@@ -365,12 +396,16 @@ mod tests {
         let w = Watch::connect("127.0.0.1", l.port, 21, &mut Default::default()).expect("watched");
         let quiet_listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = quiet_listener.local_addr().unwrap().port();
+        // Both of a watch's connections answered, then held open, silent.
         let answer = std::thread::spawn(move || {
-            let (mut c, _) = quiet_listener.accept().unwrap();
-            let mut got = [0u8; 16];
-            c.read_exact(&mut got).unwrap();
-            c.write_all(&greeting(!22)).unwrap();
-            c // held open, silent
+            [(); 2].map(|()| {
+                let (mut c, _) = quiet_listener.accept().unwrap();
+                let mut got = [0u8; 16];
+                c.read_exact(&mut got).unwrap();
+                let kind: [u8; 8] = got[..8].try_into().unwrap();
+                c.write_all(&greeting(&kind, !22)).unwrap();
+                c
+            })
         });
         let q = Watch::connect("127.0.0.1", port, 22, &mut Default::default()).expect("watched");
         let _held = answer.join().unwrap();
