@@ -5,221 +5,77 @@
 use std::process::Command;
 use titus_tests::bin;
 
-/// One case: environment variables, the program, its arguments, and what the line says.
-struct Case {
-    env: &'static [(&'static str, &'static str)],
-    program: &'static str,
-    args: &'static [&'static str],
-    says: &'static str,
-}
-
-const fn case(
-    env: &'static [(&'static str, &'static str)],
-    program: &'static str,
-    args: &'static [&'static str],
-    says: &'static str,
-) -> Case {
-    Case {
-        env,
-        program,
-        args,
-        says,
-    }
-}
-
-/// The table (docs/results.md lists where each case came from).
-const CASES: &[Case] = &[
+/// The table (docs/results.md lists where each case came from): a command line, as a
+/// shell would split it (`NAME=value` words first set the environment), and what its
+/// one line must say.
+const CASES: &[(&str, &str)] = &[
     // Numbers past virtual time's range.
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "4", "--slow", "0:1e300"],
-        "--slow",
-    ),
-    case(
-        &[],
-        "titus",
-        &[
-            "sim",
-            "--ranks",
-            "4",
-            "--tasks",
-            "40",
-            "--slow",
-            "0:1e6",
-            "--task-time",
-            "86400",
-        ],
+    ("titus sim --ranks 4 --slow 0:1e300", "--slow"),
+    (
+        "titus sim --ranks 4 --tasks 40 --slow 0:1e6 --task-time 86400",
         "virtual time",
     ),
-    case(
-        &[],
-        "titus",
-        &[
-            "sim",
-            "--ranks",
-            "4",
-            "--resources",
-            "ranks=0-3:accel=1:speed=1e-300",
-        ],
+    (
+        "titus sim --ranks 4 --resources ranks=0-3:accel=1:speed=1e-300",
         "speed",
     ),
-    case(
-        &[],
-        "titus",
-        &[
-            "sim",
-            "--ranks",
-            "4",
-            "--tasks",
-            "40",
-            "--task-time",
-            "86400",
-            "--resources",
-            "ranks=0-3:accel=1:speed=1e-6",
-        ],
+    (
+        "titus sim --ranks 4 --tasks 40 --task-time 86400 --resources ranks=0-3:accel=1:speed=1e-6",
         "virtual time",
     ),
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "4", "--stall", "0:1e300:1"],
-        "--stall",
-    ),
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "4", "--task-time", "1e300"],
-        "--task-time",
-    ),
+    ("titus sim --ranks 4 --stall 0:1e300:1", "--stall"),
+    ("titus sim --ranks 4 --task-time 1e300", "--task-time"),
     // Sizes that allocate.
-    case(
-        &[],
-        "dlb-bench",
-        &["--ranks", "2", "--resources", "ranks=0-1:accel=1000000000"],
+    (
+        "dlb-bench --ranks 2 --resources ranks=0-1:accel=1000000000",
         "accelerators",
     ),
-    case(
-        &[],
-        "titus",
-        &["launch", "-n", "4294967295", "--", "true"],
-        "-n 4294967295",
-    ),
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "4", "--epochs", "4294967295"],
-        "--epochs",
-    ),
-    case(&[], "dlb-bench", &["--epochs", "4294967295"], "--epochs"),
-    case(&[], "dlb-bench", &["--ranks", "4294967295"], "tasks"),
-    case(&[], "dlb-bench", &["--payload", "4294967296"], "--payload"),
-    case(&[], "dlb-bench", &["--workers", "1000000"], "--workers"),
-    case(
-        &[],
-        "dlb-bench",
-        &["--shortcuts", "4294967295"],
+    ("titus launch -n 4294967295 -- true", "-n 4294967295"),
+    ("titus sim --ranks 4 --epochs 4294967295", "--epochs"),
+    ("dlb-bench --epochs 4294967295", "--epochs"),
+    ("dlb-bench --ranks 4294967295", "tasks"),
+    ("dlb-bench --payload 4294967296", "--payload"),
+    ("dlb-bench --workers 1000000", "--workers"),
+    ("dlb-bench --shortcuts 4294967295", "--shortcuts"),
+    (
+        "titus overlay --ranks 10 --shortcuts 99999999",
         "--shortcuts",
     ),
-    case(
-        &[],
-        "titus",
-        &["overlay", "--ranks", "10", "--shortcuts", "99999999"],
-        "--shortcuts",
-    ),
-    case(&[], "runtime-bench", &["--ranks", "100000"], "--ranks"),
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "100000", "--shortcuts", "65536"],
+    ("runtime-bench --ranks 100000", "--ranks"),
+    (
+        "titus sim --ranks 100000 --shortcuts 65536",
         "GiB of memory",
     ),
     // Runs that would never end, or check nothing.
-    case(
-        &[],
-        "titus",
-        &["sim", "--check", "--seeds", "4294967296"],
-        "--seeds",
-    ),
-    case(&[], "titus", &["sim", "--check", "--seeds", "0"], "--seeds"),
+    ("titus sim --check --seeds 4294967296", "--seeds"),
+    ("titus sim --check --seeds 0", "--seeds"),
     // Values accepted silently before.
-    case(
-        &[("TITUS_LOCAL_SIZE", "abc")],
-        "dlb-bench",
-        &["--ranks", "1", "--tasks", "10"],
+    (
+        "TITUS_LOCAL_SIZE=abc dlb-bench --ranks 1 --tasks 10",
         "TITUS_LOCAL_SIZE",
     ),
-    case(
-        &[],
-        "dlb-bench",
-        &["--resources", "ranks=0-1:accel=1:capacity=4294967295"],
+    (
+        "dlb-bench --resources ranks=0-1:accel=1:capacity=4294967295",
         "capacity",
     ),
-    case(
-        &[],
-        "titus",
-        &["sim", "--ranks", "4", "--slow", "99:2"],
-        "rank 99",
-    ),
-    case(
-        &[],
-        "runtime-bench",
-        &["--ranks", "1", "--kill-rank", "5"],
-        "--kill-rank",
-    ),
-    case(
-        &[],
-        "dlb-bench",
-        &[
-            "--tasks",
-            "40",
-            "--group-size",
-            "99",
-            "--balancer",
-            "hierarchical",
-        ],
+    ("titus sim --ranks 4 --slow 99:2", "rank 99"),
+    ("runtime-bench --ranks 1 --kill-rank 5", "--kill-rank"),
+    (
+        "dlb-bench --tasks 40 --group-size 99 --balancer hierarchical",
         "group size 99",
     ),
     // The environment.
-    case(
-        &[("TITUS_RANK", "0")],
-        "dlb-bench",
-        &["--tasks", "10"],
-        "TITUS_SIZE",
-    ),
-    case(
-        &[("TITUS_RANK", "5"), ("TITUS_SIZE", "2")],
-        "dlb-bench",
-        &["--tasks", "10"],
-        "rank 5",
-    ),
-    case(
-        &[("TITUS_LOG", "[[[")],
-        "dlb-bench",
-        &["--tasks", "10"],
-        "TITUS_LOG",
-    ),
-    case(
-        &[
-            ("TITUS_BOOTSTRAP_TIMEOUT", "1e300"),
-            ("TITUS_RANK", "0"),
-            ("TITUS_SIZE", "2"),
-            ("TITUS_BOOTSTRAP", "127.0.0.1:1"),
-            ("TITUS_JOB_SECRET", "s"),
-        ],
-        "dlb-bench",
-        &["--tasks", "10"],
+    ("TITUS_RANK=0 dlb-bench --tasks 10", "TITUS_SIZE"),
+    ("TITUS_RANK=5 TITUS_SIZE=2 dlb-bench --tasks 10", "rank 5"),
+    ("TITUS_LOG=[[[ dlb-bench --tasks 10", "TITUS_LOG"),
+    (
+        "TITUS_BOOTSTRAP_TIMEOUT=1e300 TITUS_RANK=0 TITUS_SIZE=2 TITUS_BOOTSTRAP=127.0.0.1:1 TITUS_JOB_SECRET=s dlb-bench --tasks 10",
         "TITUS_BOOTSTRAP_TIMEOUT",
     ),
     // Command lines clap refuses, in one line too.
-    case(
-        &[],
-        "runtime-bench",
-        &["--tasks", "18446744073709551616"],
-        "--tasks",
-    ),
-    case(&[], "parity-bench", &["--bogus"], "--bogus"),
-    case(&[], "dlb-bench", &["--seed", "-1"], "--seed"),
+    ("runtime-bench --tasks 18446744073709551616", "--tasks"),
+    ("parity-bench --bogus", "--bogus"),
+    ("dlb-bench --seed -1", "--seed"),
 ];
 
 #[test]
@@ -235,17 +91,21 @@ fn every_hostile_input_ends_in_one_line_and_exit_2() {
         row["p50_us"] = 1e300.into();
     }
     std::fs::write(&preset, huge.to_string()).unwrap();
-    let preset_arg = preset.display().to_string();
-    let file_case = Case {
-        env: &[],
-        program: "titus",
-        args: &[],
-        says: "p50_us",
-    };
+    let preset_case = format!("titus sim --ranks 4 --preset-file {}", preset.display());
+    let cases = CASES
+        .iter()
+        .copied()
+        .chain([(preset_case.as_str(), "p50_us")]);
     let mut failures = Vec::new();
-    let mut run = |c: &Case, extra: &[&str]| {
-        let mut cmd = Command::new(bin(c.program));
-        cmd.args(c.args).args(extra).current_dir(&dir);
+    for (line, says) in cases {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let set = words
+            .iter()
+            .take_while(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && w.contains('='))
+            .count();
+        let (env, command) = words.split_at(set);
+        let mut cmd = Command::new(bin(command[0]));
+        cmd.args(&command[1..]).current_dir(&dir);
         // The ranks' own variables would turn a case into a launched rank.
         for v in [
             "TITUS_RANK",
@@ -256,29 +116,17 @@ fn every_hostile_input_ends_in_one_line_and_exit_2() {
         ] {
             cmd.env_remove(v);
         }
-        cmd.envs(c.env.iter().copied());
+        cmd.envs(env.iter().filter_map(|w| w.split_once('=')));
         let out = cmd.output().expect("run the program");
         let err = String::from_utf8_lossy(&out.stderr);
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-        let line = lines.first().copied().unwrap_or("");
-        if out.status.code() != Some(2) || lines.len() != 1 || !line.contains(c.says) {
+        if out.status.code() != Some(2) || lines.len() != 1 || !lines[0].contains(says) {
             failures.push(format!(
-                "{:?} {} {} {}: exit {:?}, stderr {err:?}",
-                c.env,
-                c.program,
-                c.args.join(" "),
-                extra.join(" "),
+                "{line}: exit {:?}, stderr {err:?}",
                 out.status.code()
             ));
         }
-    };
-    for c in CASES {
-        run(c, &[]);
     }
-    run(
-        &file_case,
-        &["sim", "--ranks", "4", "--preset-file", &preset_arg],
-    );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -384,52 +384,16 @@ fn a_rank_in_a_long_task_is_not_named_frozen() {
     }
 }
 
-/// A rank killed on another (played) node: its pid means nothing here, so its liveness
-/// port tells (`crates/fabric-ofi/src/watch.rs`) — named within seconds, in words, not
-/// after the 30 s operation timeout; over libfabric alone and over the hybrid.
-#[test]
-fn a_vanished_rank_on_another_node_is_named_within_seconds() {
-    if !titus_tests::libfabric_or_skip() {
-        return;
-    }
+/// A job across two played nodes in which `fault` strikes rank 1, over libfabric alone
+/// and over the hybrid: it must fail within `within`, its output holding every one of
+/// `needles`.
+fn fails_across_two_nodes(fault: &[&str], needles: &[&str], within: Duration) {
     for (provider, fi) in [("tcp;ofi_rxm", None), ("hybrid", Some("tcp;ofi_rxm"))] {
         let t = Instant::now();
         let mut cmd =
             titus_tests::launch_two_nodes(Some(provider), 2, &titus_tests::bin("runtime-bench"));
         cmd.args(["--tasks", "600", "--task-ms", "0.2", "--protocol", "claim"])
-            .args(["--kill-rank", "1", "--kill-after", "1"]);
-        if let Some(f) = fi {
-            cmd.env("FI_PROVIDER", f);
-        }
-        let out = cmd.output().unwrap();
-        let took = t.elapsed();
-        let text = titus_tests::output_text(&out);
-        assert!(
-            !out.status.success(),
-            "{provider}: the job succeeded without rank 1:\n{text}"
-        );
-        assert!(
-            text.contains("rank 1's process on host") && text.contains("has exited"),
-            "{provider}: the dead rank is not named by its liveness port:\n{text}"
-        );
-        assert!(took < Duration::from_secs(15), "{provider}: took {took:?}");
-    }
-}
-
-/// A rank frozen on another (played) node: its kernel still answers the liveness port, but
-/// its listener's beats stop, so it is named within seconds, not after the 30 s operation
-/// timeout; over libfabric alone and over the hybrid.
-#[test]
-fn a_frozen_rank_on_another_node_is_named_within_seconds() {
-    if !titus_tests::libfabric_or_skip() {
-        return;
-    }
-    for (provider, fi) in [("tcp;ofi_rxm", None), ("hybrid", Some("tcp;ofi_rxm"))] {
-        let t = Instant::now();
-        let mut cmd =
-            titus_tests::launch_two_nodes(Some(provider), 2, &titus_tests::bin("runtime-bench"));
-        cmd.args(["--tasks", "600", "--task-ms", "0.2", "--protocol", "claim"])
-            .args(["--freeze-rank", "1", "--freeze-after", "1"]);
+            .args(fault);
         if let Some(f) = fi {
             cmd.env("FI_PROVIDER", f);
         }
@@ -440,13 +404,42 @@ fn a_frozen_rank_on_another_node_is_named_within_seconds() {
             !out.status.success(),
             "{provider}: the job succeeded:\n{text}"
         );
-        assert!(
-            text.contains("rank 1's process on host") && text.contains("no sign of life"),
-            "{provider}: the frozen rank is not named by its beats:\n{text}"
-        );
-        println!("{provider}: the job ended {took:?} after its start");
-        assert!(took < Duration::from_secs(25), "{provider}: took {took:?}");
+        for n in needles {
+            assert!(text.contains(n), "{provider}: no {n:?} in:\n{text}");
+        }
+        println!("{provider}: {fault:?}: the job ended {took:?} after its start");
+        assert!(took < within, "{provider}: took {took:?}");
     }
+}
+
+/// A rank killed on another (played) node: its pid means nothing here, so its liveness
+/// port tells (`crates/fabric-ofi/src/watch.rs`) — named within seconds, in words, not
+/// after the 30 s operation timeout.
+#[test]
+fn a_vanished_rank_on_another_node_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    fails_across_two_nodes(
+        &["--kill-rank", "1", "--kill-after", "1"],
+        &["rank 1's process on host", "has exited"],
+        Duration::from_secs(15),
+    );
+}
+
+/// A rank frozen on another (played) node: its kernel still answers the liveness port, but
+/// its listener's beats stop, so it is named within seconds, not after the 30 s operation
+/// timeout.
+#[test]
+fn a_frozen_rank_on_another_node_is_named_within_seconds() {
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    fails_across_two_nodes(
+        &["--freeze-rank", "1", "--freeze-after", "1"],
+        &["rank 1's process on host", "no sign of life"],
+        Duration::from_secs(25),
+    );
 }
 
 /// A host that falls silent mid-job (`deploy/host-down.sh`: two played hosts in network
