@@ -296,6 +296,18 @@ fn a_frozen_rank_started_by_hand_is_named_within_seconds() {
             .collect();
         signal("-KILL");
         let _ = frozen_rank.wait();
+        // Killed, it could not close libfabric shm's files (`/dev/shm/<pid>:…`); with no
+        // launcher to remove them, the test does.
+        let prefix = format!("{frozen}:");
+        for e in std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
         for (status, took, text) in others {
             println!("{provider}: a rank exited {took:?} after rank 1 stopped");
             assert!(
