@@ -121,15 +121,16 @@ impl Combine for JobFacts {
 
 impl Wire for JobFacts {
     fn encode(&self, w: &mut BodyWriter) {
-        w.u64(self.tasks);
+        // Variable-length words: a class's load is a few bytes, not 16.
+        w.varint(self.tasks);
         w.u32(self.refused_by.map_or(u32::MAX, |r| r));
-        w.u64(self.predicting);
-        w.u128(self.load);
+        w.varint(self.predicting);
+        w.varint_wide(self.load);
         let used: Vec<usize> = (0..CLASSES).filter(|&b| self.classes[b] > 0).collect();
         w.u8(used.len() as u8);
         for b in used {
             w.u8(b as u8);
-            w.u128(self.classes[b]);
+            w.varint_wide(self.classes[b]);
         }
     }
 
@@ -148,13 +149,13 @@ impl Wire for JobFacts {
 
     fn decode(r: &mut BodyReader<'_>) -> Result<Self, FieldError> {
         let mut f = Self {
-            tasks: r.u64("tasks")?,
+            tasks: r.varint("tasks")?,
             refused_by: match r.u32("refused by")? {
                 u32::MAX => None,
                 rank => Some(rank),
             },
-            predicting: r.u64("predicting ranks")?,
-            load: r.u128("load")?,
+            predicting: r.varint("predicting ranks")?,
+            load: r.varint_wide("load")?,
             ..Self::default()
         };
         if f.load > SUM_MAX {
@@ -176,7 +177,7 @@ impl Wire for JobFacts {
                     format!("class {b} out of order or over 63"),
                 ));
             }
-            let l = r.u128("class load")?;
+            let l = r.varint_wide("class load")?;
             if l == 0 || l > SUM_MAX {
                 return Err(FieldError::new(
                     "class load",

@@ -29,7 +29,7 @@
 //! alone, as where spans overlap.
 
 use super::search::Gallop;
-use super::wire::{BodyReader, BodyWriter, FieldError};
+use super::wire::{BodyReader, BodyWriter, FieldError, VARINT_BYTES_MAX};
 use super::{Combine, Wire};
 use crate::Rank;
 use crate::front::{
@@ -91,6 +91,21 @@ impl Grid {
         }
         Some(i)
     }
+}
+
+/// A density as a sample carries it: rounded to the nearest bfloat16 (f32's range, 8
+/// bits of mantissa), so that a sample is 2 bytes on the wire and the same value wherever
+/// it is read. The root only scores shifts on samples: 0.4% on a density moves no score
+/// that decides between candidates a sample step apart.
+fn sampled(density: f64) -> f32 {
+    f32::from_bits(u32::from(sample_bits(density as f32)) << 16)
+}
+
+/// `x`'s bfloat16 bits, to nearest (ties to even), at most the greatest finite one.
+fn sample_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b + 0x7fff + ((b >> 16) & 1)) >> 16;
+    rounded.min(0x7f7f) as u16
 }
 
 /// Runs of sampled densities: (first sample, densities in ns a key), in sample order.
@@ -219,7 +234,7 @@ impl FrontSums {
                             part += 1;
                         }
                         let p = last.parts[part];
-                        (p.2 as f64 / p.1 as f64) as f32
+                        sampled(p.2 as f64 / p.1 as f64)
                     })
                     .collect();
                 f.samples = Samples(vec![(at.start as u16, v)]);
@@ -276,12 +291,12 @@ impl Wire for FrontSums {
             w.u64(x.to_bits());
         }
         w.u64(self.parts);
-        w.u32(self.samples.0.len() as u32);
+        w.u16(self.samples.0.len() as u16);
         for (start, v) in &self.samples.0 {
-            w.u32(u32::from(*start));
-            w.u32(v.len() as u32);
-            for x in v {
-                w.u32(x.to_bits());
+            w.u16(*start);
+            w.u16(v.len() as u16);
+            for &x in v {
+                w.u16(sample_bits(x));
             }
         }
     }
@@ -320,7 +335,7 @@ impl Wire for FrontSums {
             }
         }
         let parts = r.u64("parts")?;
-        let runs = r.u32("sample runs")? as usize;
+        let runs = usize::from(r.u16("sample runs")?);
         if runs > SAMPLES {
             return Err(FieldError::new(
                 "sample runs",
@@ -330,8 +345,8 @@ impl Wire for FrontSums {
         let mut samples = Vec::with_capacity(runs);
         let mut next = 0usize;
         for _ in 0..runs {
-            let start = r.u32("sample run")? as usize;
-            let len = r.u32("sample run")? as usize;
+            let start = usize::from(r.u16("sample run")?);
+            let len = usize::from(r.u16("sample run")?);
             if start < next || len == 0 || start + len > SAMPLES {
                 return Err(FieldError::new(
                     "sample run",
@@ -340,7 +355,7 @@ impl Wire for FrontSums {
             }
             let v = (0..len)
                 .map(|_| {
-                    let x = f32::from_bits(r.u32("sample")?);
+                    let x = f32::from_bits(u32::from(r.u16("sample")?) << 16);
                     match x.is_finite() && x >= 0.0 {
                         true => Ok(x),
                         false => Err(FieldError::new("sample", format!("{x} ns a key"))),
@@ -487,16 +502,31 @@ pub struct SpanRecord {
     pub reach: Option<u64>,
     /// Its parts.
     pub parts: u32,
+    /// Their bytes as published ([`encode_parts`]): what a window reads.
+    pub parts_bytes: u32,
 }
 
 /// [`SpanRecord`]'s bytes.
 pub const SPAN_RECORD_BYTES: usize = 48;
+/// A part's bytes at most: its three words, each in at most [`VARINT_BYTES_MAX`].
+pub const PART_BYTES_MAX: usize = 3 * VARINT_BYTES_MAX;
 /// The most parts' bytes a span record announces.
-pub const PARTS_BYTES_MAX: usize = PARTS_MAX * PART_BYTES;
-/// A part's bytes: least key, keys, cost.
-pub const PART_BYTES: usize = 24;
+pub const PARTS_BYTES_MAX: usize = PARTS_MAX * PART_BYTES_MAX;
 
 impl SpanRecord {
+    /// The record and parts' bytes a rank publishes for what it measured, `m`.
+    pub fn published(epoch: u32, reach: Option<u64>, m: &Measured) -> (Self, Vec<u8>) {
+        let parts = encode_parts(m.span.lo, &m.parts);
+        let rec = Self {
+            epoch,
+            span: m.span,
+            reach,
+            parts: m.parts.len() as u32,
+            parts_bytes: parts.len() as u32,
+        };
+        (rec, parts)
+    }
+
     /// Its bytes.
     pub fn encode(&self) -> [u8; SPAN_RECORD_BYTES] {
         let mut w = BodyWriter::default();
@@ -505,7 +535,8 @@ impl SpanRecord {
         w.u64(self.span.lo);
         w.u64(self.span.hi);
         w.u64(self.span.count);
-        w.u64(u64::from(self.reach.is_some()));
+        w.u32(u32::from(self.reach.is_some()));
+        w.u32(self.parts_bytes);
         w.u64(self.reach.unwrap_or(0));
         w.0.try_into().expect("48 bytes")
     }
@@ -521,7 +552,9 @@ impl SpanRecord {
             count: r.u64("span")?,
         };
         span.check().map_err(|e| FieldError::new("span", e))?;
-        let reach = match (r.u64("reach")?, r.u64("reach")?) {
+        let flag = r.u32("reach")?;
+        let parts_bytes = r.u32("parts' bytes")?;
+        let reach = match (flag, r.u64("reach")?) {
             (0, 0) => None,
             (1, k) => Some(k),
             (f, k) => return Err(FieldError::new("reach", format!("flag {f}, key {k}"))),
@@ -536,22 +569,36 @@ impl SpanRecord {
                 ),
             ));
         }
+        // Each part takes 3 to PART_BYTES_MAX bytes.
+        let room = 3 * u64::from(parts)..=PART_BYTES_MAX as u64 * u64::from(parts);
+        if !room.contains(&u64::from(parts_bytes)) {
+            return Err(FieldError::new(
+                "parts' bytes",
+                format!("{parts_bytes} bytes for {parts} parts (3 to {PART_BYTES_MAX} a part)"),
+            ));
+        }
         Ok(Self {
             epoch,
             span,
             reach,
             parts,
+            parts_bytes,
         })
     }
 }
 
-/// Parts' bytes, as published.
-pub fn encode_parts(parts: &[(u64, u64, u64)]) -> Vec<u8> {
+/// Parts' bytes, as published: each part's least key after the one before's (the first
+/// after the span's `lo`), its keys and its cost, as variable-length words. A part's
+/// words are small (a few keys apart, a few keys, microseconds of cost), so a part takes
+/// about 5 bytes instead of 24 and a window's reads are a quarter of their plain size.
+pub fn encode_parts(lo: u64, parts: &[(u64, u64, u64)]) -> Vec<u8> {
     let mut w = BodyWriter::default();
-    for &(lo, keys, cost) in parts {
-        w.u64(lo);
-        w.u64(keys);
-        w.u64(cost);
+    let mut before = lo;
+    for &(first, keys, cost) in parts {
+        w.varint(first.wrapping_sub(before));
+        w.varint(keys);
+        w.varint(cost);
+        before = first;
     }
     w.0
 }
@@ -559,23 +606,30 @@ pub fn encode_parts(parts: &[(u64, u64, u64)]) -> Vec<u8> {
 /// A rank's measured span and parts from what it published, checked as a remote profile
 /// is ([`Measured::check`]); the moments are not carried (a window's densities need none).
 pub fn decode_measured(rec: &SpanRecord, parts: &[u8]) -> Result<Measured, FieldError> {
-    if parts.len() != rec.parts as usize * PART_BYTES {
+    if parts.len() != rec.parts_bytes as usize {
         return Err(FieldError::new(
-            "parts",
-            format!("{} bytes for {} parts", parts.len(), rec.parts),
+            "parts' bytes",
+            format!("{} bytes read, {} announced", parts.len(), rec.parts_bytes),
         ));
     }
     let mut r = BodyReader::new(parts);
-    let parts: Vec<(u64, u64, u64)> = (0..rec.parts)
-        .map(|_| Ok((r.u64("part")?, r.u64("part")?, r.u64("part")?)))
-        .collect::<Result<_, FieldError>>()?;
-    let load = parts.iter().fold(0u64, |s, p| s.saturating_add(p.2));
+    let mut before = rec.span.lo;
+    let mut decoded = Vec::with_capacity(rec.parts as usize);
+    for _ in 0..rec.parts {
+        let first = before.checked_add(r.varint("part")?).ok_or_else(|| {
+            FieldError::new("part", format!("a part's key past 2^64 after key {before}"))
+        })?;
+        decoded.push((first, r.varint("part")?, r.varint("part")?));
+        before = first;
+    }
+    r.finish()?;
+    let load = decoded.iter().fold(0u64, |s, p| s.saturating_add(p.2));
     let m = Measured {
         span: rec.span,
         load,
         moment: 0.0,
         key_sum: 0.0,
-        parts,
+        parts: decoded,
     };
     m.check().map_err(|e| FieldError::new("parts", e))?;
     Ok(m)
@@ -586,7 +640,7 @@ pub fn decode_measured(rec: &SpanRecord, parts: &[u8]) -> Result<Measured, Field
 pub enum WindowRead {
     /// A rank's [`SpanRecord`].
     Record(Rank),
-    /// A rank's parts, this many.
+    /// A rank's parts, this many bytes.
     Parts(Rank, u32),
 }
 
@@ -645,7 +699,10 @@ impl WindowSearch {
     /// The next read, or `None`: done.
     pub fn poll_read(&self) -> Option<WindowRead> {
         if let Some(rec) = self.wanted {
-            return Some(WindowRead::Parts(self.walk.expect("walking"), rec.parts));
+            return Some(WindowRead::Parts(
+                self.walk.expect("walking"),
+                rec.parts_bytes,
+            ));
         }
         if self.run >= self.runs.len() || self.gave_up {
             return None;
@@ -758,6 +815,7 @@ pub fn predicting_alone(profiles: &[crate::RankProfile], movement: Movement) -> 
                 span,
                 reach,
                 parts: p.last.parts.len() as u32,
+                parts_bytes: 0,
             }
         })
         .collect();

@@ -109,17 +109,9 @@ fn start(
             let m = &profiles[r].last;
             let mut reach = before[r];
             reach.combine(&own_reach(r));
-            let rec = SpanRecord {
-                epoch: epoch as u32,
-                span: m.span,
-                reach: reach.reach,
-                parts: m.parts.len() as u32,
-            };
+            let (rec, parts) = SpanRecord::published(epoch as u32, reach.reach, m);
             // Through its bytes, as a reader gets it.
-            (
-                SpanRecord::decode(&rec.encode()).unwrap(),
-                encode_parts(&m.parts),
-            )
+            (SpanRecord::decode(&rec.encode()).unwrap(), parts)
         })
         .collect();
     let mut reduce: Vec<TreeReduce<FrontSums, FrontDecision>> = (0..size as usize)
@@ -166,7 +158,7 @@ fn start(
                     }
                     WindowRead::Parts(j, n) => {
                         let (rec, parts) = &records[j as usize];
-                        assert_eq!(n, rec.parts);
+                        assert_eq!(n as usize, parts.len());
                         bytes += parts.len() as u64;
                         w.handle_parts(j, decode_measured(rec, parts).unwrap())
                     }
@@ -294,5 +286,54 @@ fn a_ranks_predictions_from_its_window_are_the_whole_jobs() {
     assert!(
         far <= 1 + cases / 50,
         "seed {s}: {far} of {cases} shifts beyond two sample steps"
+    );
+}
+
+#[test]
+fn published_parts_round_trip_small_and_refuse_what_does_not_add_up() {
+    let costs: Vec<(u64, u64)> = (1_000..5_096u64).map(|k| (k, 12_000 + k % 7)).collect();
+    let m = Measured::of_sorted(&costs);
+    let (rec, parts) = SpanRecord::published(3, Some(5_095), &m);
+    let rec = SpanRecord::decode(&rec.encode()).unwrap();
+    let back = decode_measured(&rec, &parts).unwrap();
+    assert_eq!(
+        (back.span, &back.parts, back.load),
+        (m.span, &m.parts, m.load)
+    );
+    // Plain words took 24 bytes a part.
+    assert!(
+        parts.len() * 4 <= m.parts.len() * 24,
+        "{} bytes",
+        parts.len()
+    );
+
+    let field = |rec: &SpanRecord, b: &[u8]| decode_measured(rec, b).unwrap_err().field;
+    assert_eq!(field(&rec, &parts[1..]), "parts' bytes");
+    // A part's key pushed past 2^64, and one past the span.
+    let mut huge = rec;
+    let mut w = super::wire::BodyWriter::default();
+    w.varint(0);
+    w.varint(1);
+    w.varint(5);
+    w.varint(u64::MAX);
+    w.varint(1);
+    w.varint(5);
+    huge.parts = 2;
+    huge.parts_bytes = w.0.len() as u32;
+    assert_eq!(field(&huge, &w.0), "part");
+    let mut grown = parts.clone();
+    grown[0] = 0x7f;
+    assert_eq!(field(&rec, &grown), "parts");
+    // A record announcing bytes its parts cannot take.
+    let mut bad = rec;
+    bad.parts_bytes = rec.parts * PART_BYTES_MAX as u32 + 1;
+    assert_eq!(
+        SpanRecord::decode(&bad.encode()).unwrap_err().field,
+        "parts' bytes"
+    );
+    bad.parts_bytes = 2;
+    assert_eq!(
+        SpanRecord::decode(&bad.encode()).unwrap_err().field,
+        "parts' bytes"
     );
 }

@@ -31,8 +31,8 @@
 //! done within its input's timeout fails naming the ranks it waits for.
 
 use super::front::{
-    FrontDecision, FrontRoot, FrontSums, Grid, PART_BYTES, SPAN_RECORD_BYTES, SpanOrder,
-    SpanRecord, WindowRead, WindowSearch, decode_measured, encode_parts,
+    FrontDecision, FrontRoot, FrontSums, Grid, SPAN_RECORD_BYTES, SpanOrder, SpanRecord,
+    WindowRead, WindowSearch, decode_measured,
 };
 use super::string::{
     PUBLISHED_BYTES, Prefix, Published, RankSplit, RankString, ReceiverSearch, STRINGS,
@@ -820,9 +820,7 @@ impl EpochStart {
                 if let Some(read) = next.filter(|_| !self.awaiting_read()) {
                     let (peer, record, len) = match read {
                         WindowRead::Record(j) => (j, Record::Span, SPAN_RECORD_BYTES as u64),
-                        WindowRead::Parts(j, n) => {
-                            (j, Record::Parts, u64::from(n) * PART_BYTES as u64)
-                        }
+                        WindowRead::Parts(j, bytes) => (j, Record::Parts, u64::from(bytes)),
                     };
                     self.read(peer, record, len);
                 }
@@ -877,16 +875,10 @@ impl EpochStart {
         reach.combine(&SpanOrder {
             reach: (span.count > 0).then_some(span.hi),
         });
-        let rec = SpanRecord {
-            epoch: self.seq as u32,
-            span,
-            reach: reach.reach,
-            parts: p.last.parts.len() as u32,
-        };
+        let (rec, parts) = SpanRecord::published(self.seq as u32, reach.reach, &p.last);
         self.out
             .push_back(Action::Publish(Record::Span, rec.encode().to_vec()));
-        self.out
-            .push_back(Action::Publish(Record::Parts, encode_parts(&p.last.parts)));
+        self.out.push_back(Action::Publish(Record::Parts, parts));
         let rising = span.count == 0 || self.reach_before.reach.is_none_or(|h| span.lo > h);
         let up = FactsUp {
             facts: JobFacts::of(

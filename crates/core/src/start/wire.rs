@@ -21,7 +21,7 @@ use crate::Rank;
 /// "TS": a Titus start message.
 pub const MAGIC: u16 = 0x5354;
 /// The format's version (a rank running another one is named, not misread).
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Header bytes.
 pub const HEADER: usize = 20;
 
@@ -190,6 +190,10 @@ impl BodyWriter {
     pub fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
+    /// A 16-bit word.
+    pub fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
     /// A 32-bit word.
     pub fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
@@ -202,7 +206,23 @@ impl BodyWriter {
     pub fn u128(&mut self, v: u128) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    /// A 64-bit word in 1 to [`VARINT_BYTES_MAX`] bytes: seven bits a byte, low first, the
+    /// top bit set on every byte but the last (small values, as a part's, take one or two).
+    pub fn varint(&mut self, v: u64) {
+        self.varint_wide(u128::from(v));
+    }
+    /// A 128-bit word the same way, in 1 to 19 bytes (sums of loads take six or seven).
+    pub fn varint_wide(&mut self, mut v: u128) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
 }
+
+/// The most bytes [`BodyWriter::varint`] writes: ⌈64 / 7⌉.
+pub const VARINT_BYTES_MAX: usize = 10;
 
 /// Reads a body, refusing to run past its end: each read names the field it wanted.
 #[derive(Debug)]
@@ -252,6 +272,10 @@ impl<'a> BodyReader<'a> {
     pub fn u8(&mut self, field: &'static str) -> Result<u8, FieldError> {
         Ok(self.take::<1>(field)?[0])
     }
+    /// A 16-bit word.
+    pub fn u16(&mut self, field: &'static str) -> Result<u16, FieldError> {
+        Ok(u16::from_le_bytes(self.take(field)?))
+    }
     /// A 32-bit word.
     pub fn u32(&mut self, field: &'static str) -> Result<u32, FieldError> {
         Ok(u32::from_le_bytes(self.take(field)?))
@@ -263,6 +287,41 @@ impl<'a> BodyReader<'a> {
     /// A 128-bit word.
     pub fn u128(&mut self, field: &'static str) -> Result<u128, FieldError> {
         Ok(u128::from_le_bytes(self.take(field)?))
+    }
+
+    /// A word written by [`BodyWriter::varint`]: refused where it runs past the body,
+    /// past 64 bits, or is written longer than it needs (one value, one encoding).
+    pub fn varint(&mut self, field: &'static str) -> Result<u64, FieldError> {
+        let v = self.varint_wide(field)?;
+        u64::try_from(v).map_err(|_| FieldError::new(field, "a variable-length word past 64 bits"))
+    }
+
+    /// A word written by [`BodyWriter::varint_wide`], refused as [`Self::varint`] is past
+    /// 128 bits.
+    pub fn varint_wide(&mut self, field: &'static str) -> Result<u128, FieldError> {
+        const BYTES_MAX: usize = 128_usize.div_ceil(7);
+        let mut v = 0u128;
+        for i in 0..BYTES_MAX {
+            let b = self.take::<1>(field)?[0];
+            // The last byte holds the top 2 bits.
+            if i == BYTES_MAX - 1 && b > 0x03 {
+                return Err(FieldError::new(
+                    field,
+                    "a variable-length word past 128 bits",
+                ));
+            }
+            v |= u128::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if i > 0 && b == 0 {
+                    return Err(FieldError::new(
+                        field,
+                        "a variable-length word written long",
+                    ));
+                }
+                return Ok(v);
+            }
+        }
+        unreachable!("the last byte ends the word or is refused")
     }
 
     /// The body was read to its end (bytes left over are an error: another format).
@@ -315,6 +374,32 @@ mod tests {
         let mut bad = m.clone();
         bad.push(0);
         assert_eq!(field(&bad, 5, 7), "length");
+    }
+
+    #[test]
+    fn a_varint_round_trips_and_refuses_overflow_overlong_and_truncation() {
+        for v in [0, 1, 127, 128, 300, 1 << 35, u64::MAX - 1, u64::MAX] {
+            let mut w = BodyWriter::default();
+            w.varint(v);
+            assert!(w.0.len() <= VARINT_BYTES_MAX);
+            let mut r = BodyReader::new(&w.0);
+            assert_eq!(r.varint("part"), Ok(v), "{v}");
+            r.finish().expect("read to its end");
+        }
+        let err = |b: &[u8]| BodyReader::new(b).varint("part").unwrap_err();
+        assert!(err(&[0x80; 10]).detail.contains("ends"));
+        assert!(err(&[0x80; 19]).detail.contains("128 bits"));
+        let mut w = BodyWriter::default();
+        w.varint_wide(u128::MAX);
+        assert_eq!(BodyReader::new(&w.0).varint_wide("load"), Ok(u128::MAX));
+        assert!(
+            err(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02])
+                .detail
+                .contains("64 bits")
+        );
+        assert!(err(&[0x80, 0x00]).detail.contains("long"));
+        assert!(err(&[0x80, 0x80]).detail.contains("ends"));
+        assert_eq!(err(&[]).field, "part");
     }
 
     #[test]
