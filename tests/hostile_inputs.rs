@@ -27,13 +27,32 @@ const CASES: &[(&str, &str)] = &[
     ("titus sim --ranks 4 --task-time 1e300", "--task-time"),
     // Sizes that allocate.
     (
+        "dlb-bench --ranks 2 --resources ranks=0:accel=1024;ranks=0-1:accel=1",
+        "rank 0 would have 1025 accelerators",
+    ),
+    (
+        "titus sim --ranks 100000 --resources ranks=0-99999:accel=1024",
+        "at most 4194304",
+    ),
+    (
+        "dlb-bench --ranks 4 --resources ranks=0-3:accel=1024",
+        "emulated accelerators",
+    ),
+    (
+        "titus sim --ranks 4294967295 --distribution file --counts /dev/null",
+        "simulating 4294967295 ranks",
+    ),
+    (
         "dlb-bench --ranks 2 --resources ranks=0-1:accel=1000000000",
         "accelerators",
     ),
     ("titus launch -n 4294967295 -- true", "-n 4294967295"),
     ("titus sim --ranks 4 --epochs 4294967295", "--epochs"),
     ("dlb-bench --epochs 4294967295", "--epochs"),
-    ("dlb-bench --ranks 4294967295", "tasks"),
+    (
+        "dlb-bench --ranks 4294967295",
+        "--ranks 4294967295: at most 2048",
+    ),
     ("dlb-bench --payload 4294967296", "--payload"),
     ("dlb-bench --workers 1000000", "--workers"),
     ("dlb-bench --shortcuts 4294967295", "--shortcuts"),
@@ -46,9 +65,29 @@ const CASES: &[(&str, &str)] = &[
         "titus sim --ranks 100000 --shortcuts 65536",
         "GiB of memory",
     ),
+    ("overlay-bench --scale-ranks 0", "--scale-ranks 0"),
+    ("overlay-bench --scale-ranks 1073741825", "--scale-ranks"),
+    ("overlay-bench --scale-ranks 1073741824", "GiB of memory"),
+    ("titus fabric-bench --iters 10000001", "--iters 10000001"),
+    ("runtime-bench --tasks 4294967295", "GiB of memory"),
+    ("bootstrap-bench --blob 67108865", "--blob 67108865"),
     // Runs that would never end, or check nothing.
     ("titus sim --check --seeds 4294967296", "--seeds"),
     ("titus sim --check --seeds 0", "--seeds"),
+    (
+        "titus sim --check --seed 18446744073709551615 --seeds 2",
+        "--seeds 2",
+    ),
+    ("runtime-bench --epoch-nap-us 1000001", "--epoch-nap-us"),
+    // Sweep points get the checks of the flags they replace, before any run.
+    (
+        "titus sim --ranks 4 --tasks 40 --sweep workers=1,5000",
+        "--workers must be in 1..=1024 (got 5000)",
+    ),
+    (
+        "titus sim --ranks 4 --tasks 40 --sweep workers=0",
+        "--workers must be in 1..=1024 (got 0)",
+    ),
     // Values accepted silently before.
     (
         "TITUS_LOCAL_SIZE=abc dlb-bench --ranks 1 --tasks 10",
@@ -61,6 +100,10 @@ const CASES: &[(&str, &str)] = &[
     ("titus sim --ranks 4 --slow 99:2", "rank 99"),
     ("runtime-bench --ranks 1 --kill-rank 5", "--kill-rank"),
     (
+        "runtime-bench --kill-rank 1 --freeze-rank 1",
+        "name the same rank",
+    ),
+    (
         "dlb-bench --tasks 40 --group-size 99 --balancer hierarchical",
         "group size 99",
     ),
@@ -71,6 +114,18 @@ const CASES: &[(&str, &str)] = &[
     (
         "TITUS_BOOTSTRAP_TIMEOUT=1e300 TITUS_RANK=0 TITUS_SIZE=2 TITUS_BOOTSTRAP=127.0.0.1:1 TITUS_JOB_SECRET=s dlb-bench --tasks 10",
         "TITUS_BOOTSTRAP_TIMEOUT",
+    ),
+    (
+        "TITUS_RANK=0 TITUS_SIZE=2 TITUS_BOOTSTRAP=127.0.0.1:0 TITUS_JOB_SECRET=s dlb-bench --tasks 10",
+        "TITUS_BOOTSTRAP='127.0.0.1:0'",
+    ),
+    (
+        "TITUS_RANK=0 TITUS_SIZE=2 TITUS_BOOTSTRAP=:4000 TITUS_JOB_SECRET=s dlb-bench --tasks 10",
+        "TITUS_BOOTSTRAP=':4000'",
+    ),
+    (
+        "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_JOB_ID=7 SLURM_STEP_ID=x SLURM_JOB_NODELIST=n1 dlb-bench --tasks 10",
+        "SLURM_STEP_ID='x'",
     ),
     // Command lines clap refuses, in one line too.
     ("runtime-bench --tasks 18446744073709551616", "--tasks"),
@@ -92,10 +147,14 @@ fn every_hostile_input_ends_in_one_line_and_exit_2() {
     }
     std::fs::write(&preset, huge.to_string()).unwrap();
     let preset_case = format!("titus sim --ranks 4 --preset-file {}", preset.display());
-    let cases = CASES
-        .iter()
-        .copied()
-        .chain([(preset_case.as_str(), "p50_us")]);
+    // A job one rank past the overlay's bound, which the bootstrap bounds at its own copy.
+    let max = titus_overlay::MAX_RANKS;
+    let size_case = format!("TITUS_RANK=0 TITUS_SIZE={} dlb-bench --tasks 10", max + 1);
+    let size_says = format!("TITUS_SIZE='{}': more than the {max} ranks", max + 1);
+    let cases = CASES.iter().copied().chain([
+        (preset_case.as_str(), "p50_us"),
+        (size_case.as_str(), size_says.as_str()),
+    ]);
     let mut failures = Vec::new();
     for (line, says) in cases {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -128,5 +187,46 @@ fn every_hostile_input_ends_in_one_line_and_exit_2() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A variable of `titus launch` that is not UTF-8 is refused naming it, not taken for
+/// unset (which made `TITUS_RANK` alone a single rank, or the timeout its default).
+#[test]
+fn a_titus_variable_that_is_not_utf8_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let not_text = std::ffi::OsStr::from_bytes(b"2\xff");
+    let mut failures = Vec::new();
+    for (var, others) in [
+        ("TITUS_SIZE", &[("TITUS_RANK", "0")][..]),
+        ("TITUS_BOOTSTRAP_TIMEOUT", &[]),
+        ("TITUS_LOCAL_SIZE", &[]),
+    ] {
+        let mut cmd = Command::new(bin("dlb-bench"));
+        cmd.args(["--tasks", "10"])
+            .current_dir(std::env::temp_dir());
+        for v in [
+            "TITUS_RANK",
+            "TITUS_SIZE",
+            "TITUS_BOOTSTRAP",
+            "TITUS_LAUNCHER",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd.envs(others.iter().copied()).env(var, not_text);
+        let out = cmd.output().expect("run dlb-bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        if out.status.code() != Some(2)
+            || lines.len() != 1
+            || !lines[0].contains(var)
+            || !lines[0].contains("UTF-8")
+        {
+            failures.push(format!(
+                "{var}: exit {:?}, stderr {err:?}",
+                out.status.code()
+            ));
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -28,7 +28,8 @@ use titus_fabric::bootstrap::{self, JobEnv, Pmix, Via};
     about = "Time for the ranks of a job to meet through its bootstrap (PMIx or the rendezvous)"
 )]
 struct Args {
-    /// Bytes each rank contributes to the first all-gather (a fabric address and keys).
+    /// Bytes each rank contributes to every all-gather (a fabric address and keys), at
+    /// most 67,108,864 (what PMIx takes under one key).
     #[arg(long, default_value_t = 128)]
     blob: usize,
     /// All-gathers and barriers timed after the first.
@@ -51,11 +52,37 @@ fn main() {
     let start = Instant::now();
     let args = titus_workload::dlb::parse_args_of::<Args>("bootstrap-bench");
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
+    // PMIx's bound for one key, for both bootstraps, so that they time the same blobs.
+    if args.blob > bootstrap::MAX_BLOB {
+        fail(
+            2,
+            &format!("--blob {}: expected 0..={}", args.blob, bootstrap::MAX_BLOB),
+        );
+    }
     let env = JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string()));
     if env.size < 2 {
         fail(
             2,
             "start it under a launcher with at least 2 ranks (mpirun -n 2, titus launch -n 2)",
+        );
+    }
+    // Each all-gather hands every rank the whole job's blobs.
+    let gathered = (args.blob as u64).saturating_mul(u64::from(env.size));
+    if let Some(have) = titus_fabric::mem::available_memory()
+        && gathered > have
+    {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        fail(
+            2,
+            &format!(
+                "--blob {} from each of {} ranks needs about {:.1} GiB of memory in every \
+                 rank; this process has {:.1} GiB available (free memory within its cgroup's \
+                 limit)",
+                args.blob,
+                env.size,
+                gib(gathered),
+                gib(have)
+            ),
         );
     }
     if args.missing_key {

@@ -448,6 +448,35 @@ fn main() {
                 if ranks == 0 {
                     fail(2, "--ranks must be at least 1");
                 }
+                // Refused before the plan, which holds a count per rank.
+                let ranks_max = titus_runtime::LOCAL_THREADS_MAX / 2;
+                if u64::from(ranks) > ranks_max {
+                    fail(
+                        2,
+                        &format!(
+                            "--ranks {ranks}: at most {ranks_max} in one process (each rank a \
+                             worker and a progress thread, {} threads in all); ranks as \
+                             processes: titus launch; more: titus sim",
+                            titus_runtime::LOCAL_THREADS_MAX
+                        ),
+                    );
+                }
+                // Each emulated accelerator is a thread of this process too.
+                let accels = titus_workload::dlb::resources(&run.args, ranks)
+                    .0
+                    .map_or(0, |r| r.iter().map(|l| l.len() as u64).sum::<u64>());
+                let threads = u64::from(ranks) * 2 + accels;
+                if threads > titus_runtime::LOCAL_THREADS_MAX {
+                    fail(
+                        2,
+                        &format!(
+                            "--resources: {accels} emulated accelerators (a thread each) \
+                             beside {ranks} ranks' workers and progress threads: {threads} \
+                             threads, more than {} in one process",
+                            titus_runtime::LOCAL_THREADS_MAX
+                        ),
+                    );
+                }
                 let plan = plan(&run.args, ranks);
                 dlb::check_memory(&plan, None);
                 if run.args.calibration.is_none() {

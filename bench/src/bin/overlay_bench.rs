@@ -14,8 +14,9 @@ use clap::Parser;
 use serde::Serialize;
 use titus_overlay::stats::{self, StatsParams};
 use titus_overlay::{
-    DEFAULT_SHORTCUTS, LatticeKind, Overlay, OverlayParams, Routing, ShortcutDraw,
+    DEFAULT_SHORTCUTS, LatticeKind, MAX_RANKS, Overlay, OverlayParams, Routing, ShortcutDraw,
 };
+use titus_workload::dlb::fail;
 
 /// Overlay figures: TITUS's graph, NoN at 64 out-neighbours, the defaults, and scale.
 #[derive(Debug, Parser)]
@@ -24,7 +25,7 @@ struct Args {
     /// Pairs routed in the 10^4-rank cases (the paper used 10^6).
     #[arg(long, default_value_t = 1_000_000)]
     pairs: u64,
-    /// Ranks of the scale case.
+    /// Ranks of the scale case (1 to 2^30, and what fits in memory).
     #[arg(long, default_value_t = 1_000_000)]
     scale_ranks: u32,
     /// Pairs routed in the scale case.
@@ -78,10 +79,22 @@ struct Case {
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = titus_workload::dlb::parse_args_of::<Args>("overlay-bench");
+    if args.threads == Some(0) {
+        fail(2, "--threads must be at least 1");
+    }
+    // The overlay's own bound, checked here so that the message names the flag.
+    if !(1..=MAX_RANKS).contains(&args.scale_ranks) {
+        fail(
+            2,
+            &format!(
+                "--scale-ranks {}: expected 1..={MAX_RANKS}",
+                args.scale_ranks
+            ),
+        );
+    }
     let threads = args
         .threads
-        .unwrap_or_else(|| StatsParams::default().threads)
-        .max(1);
+        .unwrap_or_else(|| StatsParams::default().threads);
     let defaults = |name, lattice| Case {
         name,
         ranks: 10_000,
@@ -138,6 +151,29 @@ fn main() {
             ..defaults("scale", LatticeKind::Ring)
         },
     ];
+    // Every overlay, and whether its statistics fit in memory, before the first case
+    // runs: a scale case that cannot fit fails at once, not after the others' minutes.
+    let cases: Vec<(Case, Overlay)> = cases
+        .into_iter()
+        .map(|c| {
+            let overlay = Overlay::new(OverlayParams {
+                ranks: c.ranks,
+                lattice: c.lattice,
+                shape: None,
+                reach: c.reach,
+                shortcuts: c.shortcuts,
+                exponent: c.exponent,
+                seed: args.seed,
+                draw: ShortcutDraw::Kleinberg,
+            })
+            .unwrap_or_else(|e| fail(2, &format!("case {}: {e}", c.name)));
+            check_fits(&c, &overlay);
+            for note in overlay.notes() {
+                eprintln!("overlay-bench: note: case {}: {note}", c.name);
+            }
+            (c, overlay)
+        })
+        .collect();
     if !args.json {
         println!(
             "{:<16} {:>8} {:<7} {:>5} {:>4} {:>5} {:<6} {:<3} {:>8} {:>6} {:>4} {:>4} {:>6} {:>5} {:>6} {:>7} {:>7} {:>7}",
@@ -161,18 +197,7 @@ fn main() {
             "stats_s"
         );
     }
-    for c in cases {
-        let overlay = Overlay::new(OverlayParams {
-            ranks: c.ranks,
-            lattice: c.lattice,
-            shape: None,
-            reach: c.reach,
-            shortcuts: c.shortcuts,
-            exponent: c.exponent,
-            seed: args.seed,
-            draw: ShortcutDraw::Kleinberg,
-        })
-        .expect("bench cases are valid overlays");
+    for (c, overlay) in cases {
         let (s, _) = stats::compute(
             &overlay,
             &StatsParams {
@@ -228,5 +253,30 @@ fn main() {
                 row.stats_s
             );
         }
+    }
+}
+
+/// Refuses (exit 2, one line) a case whose statistics would not fit in the memory
+/// available. The estimate is `titus overlay`'s: the statistics hold every row twice (out
+/// and in), 4 bytes a neighbour plus a row's vector headers, per rank.
+fn check_fits(case: &Case, overlay: &Overlay) {
+    let degree = u64::from(overlay.row(0).len() as u32);
+    let need = u64::from(case.ranks).saturating_mul(2 * 4 * degree + 64);
+    if let Some(have) = titus_fabric::mem::available_memory()
+        && need > have
+    {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        fail(
+            2,
+            &format!(
+                "case {}: the statistics of {} ranks need about {:.1} GiB of memory; this \
+                 process has {:.1} GiB available (free memory within its cgroup's limit; a \
+                 smaller --scale-ranks)",
+                case.name,
+                case.ranks,
+                gib(need),
+                gib(have)
+            ),
+        );
     }
 }

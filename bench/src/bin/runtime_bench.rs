@@ -50,7 +50,8 @@ struct Args {
     /// Rank 0 shares nothing: the others only try to steal (idle CPU figure).
     #[arg(long)]
     no_share: bool,
-    /// Progress-thread nap during epochs on fabrics that must poll (shm), microseconds.
+    /// Progress-thread nap during epochs on fabrics that must poll (shm), microseconds,
+    /// 0 to 1,000,000.
     #[arg(long, default_value_t = 200)]
     epoch_nap_us: u64,
     /// How long the results of a rank's tasks wait for company before they travel home,
@@ -410,6 +411,34 @@ fn print(r: &Report, json: bool) {
     );
 }
 
+/// The longest progress-thread nap: a second between polls already stalls every steal
+/// from the rank for that long.
+const EPOCH_NAP_US_MAX: u64 = 1_000_000;
+
+/// Bytes one task holds while the bench runs: rank 0's list and the copy it hands the
+/// runtime (a 16-byte payload in a vector each), the runtime's record of it and its
+/// result. Measured: the slope of peak RSS between in-process runs of 10^5 and 10^6 tasks
+/// (2 ranks, each protocol) is ~223 B; rounded up.
+const TASK_BYTES: u64 = 256;
+
+/// Whether `tasks` fit in the memory available to this process: rank 0 builds every
+/// payload before the epoch, and in process every rank's share lives here too.
+fn tasks_fit(tasks: u32) -> Result<(), String> {
+    let need = u64::from(tasks) * TASK_BYTES;
+    match titus_fabric::mem::available_memory() {
+        Some(have) if need > have => {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            Err(format!(
+                "--tasks {tasks} need about {:.1} GiB of memory ({TASK_BYTES} B a task); this \
+                 process has {:.1} GiB available (free memory within its cgroup's limit)",
+                gib(need),
+                gib(have)
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = titus_workload::dlb::parse_args_of::<Args>("runtime-bench");
@@ -462,6 +491,23 @@ fn main() {
             "--ranks {} × (--workers {} + a progress thread) is over 4096 threads in one process",
             args.ranks, args.workers
         ));
+    }
+    if args.epoch_nap_us > EPOCH_NAP_US_MAX {
+        bad(format!(
+            "--epoch-nap-us {}: expected 0..={EPOCH_NAP_US_MAX}",
+            args.epoch_nap_us
+        ));
+    }
+    // One rank gets one fault: with both on one rank the kill would silently win.
+    if let (Some(k), Some(f)) = (args.kill_rank, args.freeze_rank)
+        && k == f
+    {
+        bad(format!(
+            "--kill-rank {k} and --freeze-rank {f} name the same rank: give each fault its own rank"
+        ));
+    }
+    if let Err(e) = tasks_fit(args.tasks) {
+        bad(e);
     }
     let iters_per_ms = calibrate();
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.

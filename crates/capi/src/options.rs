@@ -34,20 +34,64 @@ pub(crate) struct Options {
     pub(crate) dispatch: titus_runtime::Dispatch,
 }
 
-/// The options and what each means, for the error message of an unknown key.
+/// Every option [`Options::apply`] reads, with a hint of its values ("" for counts,
+/// seconds and free text, whose own errors give their bounds). `apply` refuses a key
+/// missing here before it looks at it, and the error for an unknown key lists this table,
+/// so the two cannot drift apart (a test checks that each key listed reaches its own arm
+/// of the parser).
+const OPTIONS: &[(&str, &str)] = &[
+    ("workers", ""),
+    ("worker_grain", ""),
+    ("balancer", ""), // `keys` lists `Balancing::ALL`'s names
+    ("protocol", "claim|lock|request"),
+    ("backend", ""), // `keys` lists auto and the backends' names
+    ("provider", ""),
+    ("max_payload", ""),
+    ("max_result", ""),
+    ("seed", ""),
+    ("group_size", ""),
+    ("op_timeout", ""),
+    ("epoch_timeout", ""),
+    ("min_private", ""),
+    ("backoff_max", ""),
+    ("check_interval", ""),
+    ("flush_delay", ""),
+    ("push_wait", ""),
+    ("steal_below", ""),
+    ("shared_capacity", ""),
+    ("diffusion", "on|off"),
+    ("diffusion_plan", "neighbours|string"),
+    ("repartition_plan", "neighbours|recut"),
+    ("advertise", "on|off"),
+    ("cost_aware", "on|off"),
+    ("shortcuts", ""),
+    ("shortcut_draw", "kleinberg|paired"),
+    ("dispatch", "least-loaded|round-robin|fixed"),
+    ("resource_types", "e.g. all/1/2+3"),
+    ("log", "a filter such as info; directives separated by ';'"),
+];
+
+/// The options of [`OPTIONS`] and what each value may be, for the error message of an
+/// unknown key.
 fn keys() -> String {
     let balancers: Vec<&str> = Balancing::ALL.iter().map(|b| b.name()).collect();
-    format!(
-        "workers, balancer ({}), protocol (claim|lock|request), backend (auto|{}), \
-         provider, max_payload, max_result, seed, group_size, op_timeout, epoch_timeout, \
-         min_private, backoff_max, check_interval, flush_delay, steal_below, shared_capacity, diffusion (on|off), diffusion_plan (neighbours|string), \
-         advertise (on|off), \
-         cost_aware (on|off), shortcuts, shortcut_draw (kleinberg|paired), \
-         dispatch (least-loaded|round-robin|fixed), resource_types (e.g. all/1/2+3), \
-         log (a filter such as info; directives separated by ';')",
-        balancers.join("|"),
-        backend_names().join("|")
-    )
+    let backends = format!("auto|{}", backend_names().join("|"));
+    let list: Vec<String> = OPTIONS
+        .iter()
+        .map(|&(key, hint)| {
+            let hint = match key {
+                "balancer" => balancers.join("|"),
+                "backend" => backends.clone(),
+                _ => hint.to_string(),
+            };
+            if hint.is_empty() {
+                key.to_string()
+            } else {
+                format!("{key} ({hint})")
+            }
+        })
+        .collect();
+    list.join(", ")
 }
 
 impl Options {
@@ -93,6 +137,10 @@ impl Options {
             let (key, value) = item
                 .split_once('=')
                 .ok_or_else(|| format!("{source}: '{item}' is not key=value"))?;
+            let unknown = || format!("{source}: unknown option '{key}' (known: {})", keys());
+            if !OPTIONS.iter().any(|&(k, _)| k == key) {
+                return Err(unknown());
+            }
             let bad = |what: &str| format!("{source}: {key}='{value}': expected {what}");
             let within = |max: u32| -> Result<u32, String> {
                 value
@@ -235,12 +283,8 @@ impl Options {
                 "backoff_max" => {
                     self.cfg.core.backoff_max = seconds()?.max(self.cfg.core.backoff_base)
                 }
-                _ => {
-                    return Err(format!(
-                        "{source}: unknown option '{key}' (known: {})",
-                        keys()
-                    ));
-                }
+                // Listed in OPTIONS without an arm here (the test of the table fails).
+                _ => return Err(unknown()),
             }
         }
         Ok(())
@@ -281,6 +325,24 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key of the table reaches its own arm of the parser, and the message for an
+    /// unknown key lists them all.
+    #[test]
+    fn the_table_of_options_is_the_parser_s() {
+        let e = Options::parse("colour=blue", None).unwrap_err();
+        for &(key, _) in OPTIONS {
+            // A value no option takes: the arm refuses it (or, for free text, takes it).
+            match Options::parse(&format!("{key}=\u{1}"), None) {
+                Ok(_) => assert!(["provider", "log"].contains(&key), "{key} took \\u{{1}}"),
+                Err(e) => assert!(!e.contains("unknown option"), "{key}: {e}"),
+            }
+            assert!(e.contains(&format!(" {key}")), "{key} is not listed: {e}");
+        }
+        for key in ["push_wait", "repartition_plan", "worker_grain"] {
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
 
     #[test]
     fn the_push_wait_is_an_option() {

@@ -44,7 +44,8 @@ pub struct FabricBenchArgs {
     /// names a libfabric provider; mem otherwise].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
-    /// Timed operations per measurement (after as many warm-up ones, up to 200).
+    /// Timed operations per measurement (after as many warm-up ones, up to 200), 1 to
+    /// 10,000,000.
     #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
     iters: u32,
     /// Print one JSON object instead of the table.
@@ -604,9 +605,17 @@ fn connections(args: &FabricBenchArgs, env: &JobEnv, backend: Backend) -> Result
     Ok(())
 }
 
+/// The most timed operations per measurement: each row keeps one 8-byte time per
+/// operation (80 MB a row at this bound), and ten million operations of a few
+/// microseconds already take a minute a row.
+const ITERS_MAX: u32 = 10_000_000;
+
 pub fn run(args: FabricBenchArgs) -> Result<(), UsageError> {
-    if args.iters == 0 {
-        return Err(UsageError("--iters must be at least 1".into()));
+    if !(1..=ITERS_MAX).contains(&args.iters) {
+        return Err(UsageError(format!(
+            "--iters {}: expected 1..={ITERS_MAX}",
+            args.iters
+        )));
     }
     let env = JobEnv::from_env().map_err(bench_err)?;
     let forced = titus_fabric::backend::forced_transport(None);

@@ -567,12 +567,22 @@ fn run_check(a: &SimArgs) -> Result<u8, UsageError> {
         )));
     }
     let first = a.bench.seed;
+    // The seeds run are first..=last: refused, not cut short, where last passes u64.
+    let Some(last) = first.checked_add(a.seeds - 1) else {
+        return Err(UsageError(format!(
+            "--seed {first} --seeds {}: the seeds would run past {} (from this --seed, \
+             --seeds at most {})",
+            a.seeds,
+            u64::MAX,
+            u64::MAX - first + 1
+        )));
+    };
     let t0 = Instant::now();
     let (mut events, mut failed) = (0u64, 0u64);
     // Every seed's trace hash folded in order: two builds that simulate identically print
     // the same digest (a refactoring's proof that behaviour did not change).
     let mut digest = 0xcbf2_9ce4_8422_2325u64;
-    for seed in first..first.saturating_add(a.seeds) {
+    for seed in first..=last {
         match check::check_seed(seed) {
             Ok(d) => {
                 events += d.events;
@@ -633,6 +643,13 @@ const HEAP_TUNABLES: &str = "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=
 pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     dlb::set_program("titus sim");
     dlb::check_args(&a.bench);
+    // A sweep point's value replaces a flag checked above: every point gets the same
+    // checks, before any run (`--sweep workers=5000` is refused as `--workers 5000` is).
+    if let Some(spec) = &a.bench.sweep {
+        for (point, _) in dlb::sweep_points(&a.bench, spec).map_err(UsageError)? {
+            dlb::check_args(&point);
+        }
+    }
     if let Some(p) = &a.calibrate {
         return crate::calibrate::run(p, a.out.as_deref());
     }
@@ -667,6 +684,12 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                 ranks - 1
             )));
         }
+        // The ranks alone, before the plan: it holds a count per rank (and a counts
+        // file's per rank) before any other check could refuse the job.
+        crate::limits::check_fits(
+            &format!("simulating {ranks} ranks"),
+            u64::from(ranks).saturating_mul(72 << 10),
+        )?;
         let plan = dlb::plan(&run.args, ranks);
         let peers = eager_peers(&dlb::config(run, ranks, &plan).overlay, ranks);
         crate::limits::check_fits(

@@ -409,9 +409,12 @@ pub const CAPACITY_MAX: u32 = 1 << 20;
 pub const SPEED_MIN: f64 = 1e-6;
 /// See [`SPEED_MIN`].
 pub const SPEED_MAX: f64 = 1e6;
-/// The most accelerators one group gives each of its ranks (every one is a queue and a
-/// thread's worth of state: a billion is a typo).
+/// The most accelerators a rank has, over every group that names it (every one is a queue
+/// and a thread's worth of state: a billion is a typo).
 pub const ACCELS_MAX: u64 = 1_024;
+/// The most accelerators a description gives the whole job: each is a spec in memory
+/// (about 100 bytes), so a group over 100,000 ranks of 1,024 each would need 10 GB.
+pub const JOB_ACCELS_MAX: u64 = 1 << 22;
 
 /// The syntax of a resource description ([`parse_description`]), for help texts.
 pub const DESCRIPTION_SYNTAX: &str = "GROUP[;GROUP...], GROUP = ranks=A-B|A:accel=N[:speed=S][:capacity=C][:kinds=K,K...] (N accelerators on each rank A..=B, each S times a CPU worker (default 1) holding C tasks at once (default 1), running the kinds listed (default every kind))";
@@ -421,6 +424,7 @@ pub const DESCRIPTION_SYNTAX: &str = "GROUP[;GROUP...], GROUP = ranks=A-B|A:acce
 /// names has none. A rank named twice gets both groups' accelerators.
 pub fn parse_description(s: &str, ranks: u32) -> Result<Vec<Vec<ResourceSpec>>, ResourceError> {
     let mut out = vec![Vec::new(); ranks as usize];
+    let mut job_accels = 0u64;
     for group in s.split(';').map(str::trim).filter(|g| !g.is_empty()) {
         let bad = |why: String| ResourceError(format!("resource group {group:?}: {why}"));
         let (mut range, mut count, mut speed, mut capacity, mut kinds) =
@@ -484,8 +488,20 @@ pub fn parse_description(s: &str, ranks: u32) -> Result<Vec<Vec<ResourceSpec>>, 
                 ranks.saturating_sub(1)
             )));
         }
+        job_accels = job_accels.saturating_add((b - a + 1).saturating_mul(count));
+        if job_accels > JOB_ACCELS_MAX {
+            return Err(bad(format!(
+                "{job_accels} accelerators in the job so far: at most {JOB_ACCELS_MAX}"
+            )));
+        }
         for r in a..=b {
             let list = &mut out[r as usize];
+            if list.len() as u64 + count > ACCELS_MAX {
+                return Err(bad(format!(
+                    "rank {r} would have {} accelerators over its groups: at most {ACCELS_MAX} a rank",
+                    list.len() as u64 + count
+                )));
+            }
             for _ in 0..count {
                 let spec = ResourceSpec {
                     name: format!("accel{}", list.len()),
@@ -588,6 +604,19 @@ mod tests {
             "the cpu is full, a cannot run kind 3"
         );
         assert_eq!(r.select(0), Some(1));
+    }
+
+    #[test]
+    fn accelerators_are_bounded_per_rank_over_groups_and_per_job() {
+        let per_rank = "ranks=0:accel=1024;ranks=0-1:accel=1";
+        let e = parse_description(per_rank, 2).unwrap_err();
+        assert!(e.0.contains("rank 0 would have 1025"), "{e}");
+        assert_eq!(
+            parse_description("ranks=0:accel=1024;ranks=1:accel=1", 2).unwrap()[0].len(),
+            1024
+        );
+        let e = parse_description("ranks=0-99999:accel=1024", 100_000).unwrap_err();
+        assert!(e.0.contains("at most 4194304"), "{e}");
     }
 
     #[test]

@@ -616,6 +616,34 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
     }
 }
 
+/// Refuses a rank whose segments need more memory than the process has: their sizes come
+/// from options (a payload's room × the shared slots), and a segment past the memory
+/// ends in an allocation abort or, in `/dev/shm`, a SIGBUS once written.
+fn segments_fit(fcfg: &FabricConfig) -> Result<(), RuntimeError> {
+    let need = fcfg
+        .segments
+        .iter()
+        .fold(0u64, |a, s| a.saturating_add(s.len));
+    match titus_fabric::mem::available_memory() {
+        Some(have) if need > have => {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            let sizes: Vec<String> = fcfg
+                .segments
+                .iter()
+                .map(|s| format!("{} {:.2} GiB", s.name, gib(s.len)))
+                .collect();
+            Err(RuntimeError::Config(format!(
+                "this rank's segments need {:.1} GiB ({}), more than the {:.1} GiB of memory \
+                 available (a smaller max_payload or shared_capacity)",
+                gib(need),
+                sizes.join(", "),
+                gib(have)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl RuntimeConfig {
     /// A worker's grain ([`RuntimeConfig::worker_grain`]): by default
     /// [`titus_core::default_worker_grain`] of the rank's workers (the simulator's rule too).
@@ -817,6 +845,7 @@ impl Runtime {
             Overlay::new(cfg.overlay.clone()).map_err(|e| RuntimeError::Config(e.to_string()))?;
         let node = with_mapper(Node::new(cfg.core.clone(), overlay.clone(), rank)?, &cfg);
         let fcfg = fabric_config(&node, &overlay, &cfg);
+        segments_fit(&fcfg)?;
         // Whose liveness it watches: the ranks it works with (every rank is addressable
         // for the start's searches, but a sweep of all would cost O(N)).
         let peers = node.peers(&overlay.in_neighbours(rank));
@@ -1482,6 +1511,33 @@ impl Drop for Runtime {
                 continue;
             }
             let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use titus_fabric::{Exposure, SegmentSpec};
+
+    /// Options that size a segment past the memory (`max_payload` × `shared_capacity`)
+    /// are refused at open, naming the segments, not left to abort an allocation.
+    #[test]
+    fn segments_past_the_memory_are_refused_naming_them() {
+        let fcfg = |len: u64| FabricConfig {
+            segments: vec![SegmentSpec {
+                name: "tasks".into(),
+                len,
+                exposure: Exposure::Peers(Vec::new()),
+            }],
+            peers: Vec::new(),
+            lazy: false,
+            op_timeout: Duration::from_secs(1),
+        };
+        assert!(segments_fit(&fcfg(1 << 20)).is_ok());
+        if titus_fabric::mem::available_memory().is_some() {
+            let e = segments_fit(&fcfg(1 << 60)).unwrap_err().to_string();
+            assert!(e.contains("segments need") && e.contains("tasks"), "{e}");
         }
     }
 }

@@ -248,6 +248,55 @@ pub struct JobEnv {
 /// Default bootstrap timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The most ranks a job may have: the overlay's (`titus_overlay::MAX_RANKS`, which this
+/// crate does not depend on; `tests/hostile_inputs.rs` checks that the two agree).
+const MAX_JOB_SIZE: u32 = 1 << 30;
+
+/// `titus launch`'s variables that this module reads ([`JobEnv::from_env`] refuses one that
+/// is not UTF-8 rather than take it for unset).
+const TITUS_VARS: [&str; 7] = [
+    "TITUS_RANK",
+    "TITUS_SIZE",
+    "TITUS_LOCAL_RANK",
+    "TITUS_LOCAL_SIZE",
+    "TITUS_BOOTSTRAP",
+    "TITUS_BOOTSTRAP_TIMEOUT",
+    "TITUS_JOB_SECRET",
+];
+
+/// The job's size from `var`'s `value`: 1 to [`MAX_JOB_SIZE`].
+fn job_size(var: &str, value: String) -> Result<u32, BootstrapError> {
+    let bad = |reason: String| BootstrapError::BadVar {
+        var: var.into(),
+        value: value.clone(),
+        reason,
+    };
+    match value.trim().parse::<u32>() {
+        Err(_) => Err(bad("not a non-negative integer".into())),
+        Ok(0) => Err(bad("a job has at least one rank".into())),
+        Ok(n) if n > MAX_JOB_SIZE => Err(bad(format!(
+            "more than the {MAX_JOB_SIZE} ranks a job may have"
+        ))),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// Refuses a variable of [`TITUS_VARS`] whose value is not UTF-8: read with
+/// `std::env::var(..).ok()` it would count as unset, and the job would silently be
+/// another one (a single rank, the default timeout).
+fn titus_vars_are_text() -> Result<(), BootstrapError> {
+    for var in TITUS_VARS {
+        if let Err(std::env::VarError::NotUnicode(raw)) = std::env::var(var) {
+            return Err(BootstrapError::BadVar {
+                var: var.into(),
+                value: raw.to_string_lossy().into_owned(),
+                reason: "not valid UTF-8".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl JobEnv {
     /// The same job for its `session`-th runtime in one process (0: the first). The
     /// rendezvous (one per process, one port) keeps each runtime's ranks apart by this
@@ -274,8 +323,10 @@ impl JobEnv {
         self.local_size.unwrap_or(1)
     }
 
-    /// Reads the process environment.
+    /// Reads the process environment; a variable of `titus launch` whose value is not
+    /// UTF-8 is an error naming it.
     pub fn from_env() -> Result<Self, BootstrapError> {
+        titus_vars_are_text()?;
         Self::from_vars(|k| std::env::var(k).ok())
     }
 
@@ -339,12 +390,20 @@ impl JobEnv {
                          (Debian: apt-get install libpmix-dev pkg-config) and rebuild"
                     )));
                 }
-                pmix_job().map_err(|e| {
+                let (rank, size) = pmix_job().map_err(|e| {
                     BootstrapError::Pmix(format!(
                         "a PMIx server started this process ({var} is set), but asking it for \
                          this rank and the job's size failed: {e}"
                     ))
-                })?
+                })?;
+                // The server's figures get the bounds the launcher variables get.
+                if !(1..=MAX_JOB_SIZE).contains(&size) || rank >= size {
+                    return Err(BootstrapError::Pmix(format!(
+                        "the server gives rank {rank} of a job of {size} ranks: expected 1..={MAX_JOB_SIZE} \
+                         ranks and a rank below their number"
+                    )));
+                }
+                (rank, size)
             }
             None => (0, 1),
             Some((rv, sv)) => {
@@ -361,14 +420,7 @@ impl JobEnv {
                         )));
                     }
                 };
-                let (rank, size) = (num(rv, r)?, num(sv, s.clone())?);
-                if size == 0 {
-                    return Err(BootstrapError::BadVar {
-                        var: sv.into(),
-                        value: s,
-                        reason: "a job has at least one rank".into(),
-                    });
-                }
+                let (rank, size) = (num(rv, r)?, job_size(sv, s)?);
                 if rank >= size {
                     return Err(BootstrapError::Missing(format!(
                         "rank {rank} is not below the job size {size}"
@@ -405,10 +457,12 @@ impl JobEnv {
                 get("SLURM_STEP_ID").unwrap_or_default()
             ))
         };
+        // A host and a port one can connect to: port 0 would ask the kernel for any.
         let explicit = match get("TITUS_BOOTSTRAP") {
             Some(v)
-                if v.rsplit_once(':')
-                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok()) =>
+                if v.rsplit_once(':').is_some_and(|(host, port)| {
+                    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+                }) =>
             {
                 Some(v)
             }
@@ -416,7 +470,8 @@ impl JobEnv {
                 return Err(BootstrapError::BadVar {
                     var: "TITUS_BOOTSTRAP".into(),
                     value: v,
-                    reason: "expected host:port".into(),
+                    reason: "expected host:port, a host name or address and a port in 1..=65535"
+                        .into(),
                 });
             }
             None => None,
@@ -455,9 +510,16 @@ impl JobEnv {
                         value: job.clone(),
                         reason: "not a non-negative integer".into(),
                     })?;
-                    let step: u64 = get("SLURM_STEP_ID")
-                        .and_then(|s| s.trim().parse().ok())
-                        .unwrap_or(0);
+                    // Unset: the job's first step. Set, it must parse: another value
+                    // would put this step on another step's port.
+                    let step: u64 = match get("SLURM_STEP_ID") {
+                        None => 0,
+                        Some(s) => s.trim().parse().map_err(|_| BootstrapError::BadVar {
+                            var: "SLURM_STEP_ID".into(),
+                            value: s.clone(),
+                            reason: "not a non-negative integer".into(),
+                        })?,
+                    };
                     let port = slurm_port(job, step, ephemeral).map_err(BootstrapError::Missing)?;
                     (Via::SlurmDerived, Some(format!("{host}:{port}")))
                 }
@@ -513,10 +575,13 @@ pub fn local_size_from_vars(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<u32>, BootstrapError> {
     let launcher = Launcher::detect(&get);
-    let size = launcher
-        .vars()
-        .and_then(|(_, sv)| get(sv)?.trim().parse::<u32>().ok())
-        .unwrap_or(u32::MAX);
+    // The job's size bounds the node's, read and checked as `JobEnv::from_vars` does. A
+    // rank joined through an exchange needs no launcher variables, so where they are
+    // missing the node's ranks are not bounded by the job's.
+    let size = match launcher.vars().map(|(_, sv)| (sv, get(sv))) {
+        Some((sv, Some(s))) => job_size(sv, s)?,
+        None | Some((_, None)) => u32::MAX,
+    };
     Ok(local_ranks(launcher, size, &get)?.1)
 }
 
@@ -821,6 +886,131 @@ mod tests {
         assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "-3")]).contains("positive"));
         assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "1e300")]).contains("a week"));
         assert!(err(&[("TITUS_BOOTSTRAP_TIMEOUT", "NaN")]).contains("positive"));
+    }
+
+    /// The job size is bounded where it is read, by every launcher's variable; a step id
+    /// and a rendezvous address that do not parse are refused, not replaced.
+    #[test]
+    fn sizes_steps_and_addresses_are_bounded() {
+        let err = |vars: &[(&str, &str)]| env(vars).unwrap_err().to_string();
+        for v in &LAUNCHERS {
+            let e = err(&[(v.rank, "0"), (v.size, "1073741825")]);
+            assert!(
+                e.contains(&format!("{}='1073741825'", v.size)) && e.contains("1073741824"),
+                "{e}"
+            );
+        }
+        let e = env(&[
+            ("TITUS_RANK", "0"),
+            ("TITUS_SIZE", "1073741824"),
+            ("TITUS_BOOTSTRAP", "h:1"),
+            ("TITUS_JOB_SECRET", "s"),
+        ])
+        .unwrap();
+        assert_eq!(e.size, MAX_JOB_SIZE);
+        let e = err(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_ID", "batch"),
+            ("SLURM_JOB_NODELIST", "n1"),
+        ]);
+        assert!(e.contains("SLURM_STEP_ID='batch'"), "{e}");
+        for bad in ["h:0", ":4000", "h:", "h:65536"] {
+            let e = err(&[
+                ("TITUS_RANK", "0"),
+                ("TITUS_SIZE", "2"),
+                ("TITUS_BOOTSTRAP", bad),
+                ("TITUS_JOB_SECRET", "s"),
+            ]);
+            assert!(
+                e.contains(&format!("TITUS_BOOTSTRAP='{bad}'")) && e.contains("1..=65535"),
+                "{e}"
+            );
+        }
+        let e = JobEnv::from_vars_full(
+            |k| (k == "PMIX_RANK").then(|| "0".to_string()),
+            true,
+            (32_768, 60_999),
+            &|| Ok((0, u32::MAX)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("4294967295 ranks") && e.contains("1073741824"),
+            "{e}"
+        );
+    }
+
+    /// The node's ranks alone (`local_size_from_vars`): a job size that does not parse is
+    /// an error naming it, never an unbounded node.
+    #[test]
+    fn local_sizes_alone_check_the_job_size() {
+        let get = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string())
+        };
+        let e = local_size_from_vars(get(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "many"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("OMPI_COMM_WORLD_SIZE='many'"), "{e}");
+        let e = local_size_from_vars(get(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("job's 2"), "{e}");
+        let n = local_size_from_vars(get(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "8"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ]))
+        .unwrap();
+        assert_eq!(n, Some(4));
+        assert_eq!(local_size_from_vars(get(&[])).unwrap(), Some(1));
+    }
+
+    /// Every `TITUS_*` variable this module reads is in `TITUS_VARS`, which `from_env`
+    /// checks for values that are not UTF-8.
+    #[test]
+    fn titus_vars_lists_every_titus_variable_read() {
+        let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let set = [
+            ("TITUS_RANK", "0"),
+            ("TITUS_SIZE", "2"),
+            ("TITUS_LOCAL_RANK", "0"),
+            ("TITUS_LOCAL_SIZE", "2"),
+            ("TITUS_BOOTSTRAP", "h:1"),
+            ("TITUS_BOOTSTRAP_TIMEOUT", "5"),
+        ];
+        for vars in [
+            &set[..],
+            &[],
+            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")],
+        ] {
+            let _ = JobEnv::from_vars_with(
+                |k| {
+                    asked.borrow_mut().insert(k.to_string());
+                    vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string())
+                },
+                false,
+                (32_768, 60_999),
+            );
+        }
+        let asked = asked.into_inner();
+        let titus: Vec<&String> = asked.iter().filter(|k| k.starts_with("TITUS_")).collect();
+        assert!(titus.len() >= TITUS_VARS.len(), "{titus:?}");
+        for k in titus {
+            assert!(
+                TITUS_VARS.contains(&k.as_str()),
+                "{k} is read but not in TITUS_VARS"
+            );
+        }
     }
 
     /// Each launcher's local rank and local size are read from its row of the table.
