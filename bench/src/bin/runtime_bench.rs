@@ -263,10 +263,6 @@ fn rank_main(
         .map_err(|e| format!("rank {rank}: {e}"))?;
     let cpu = cpu_seconds() - cpu0;
     // Results: all present (the runtime refuses duplicates), a sample recomputed.
-    let mut verified = out.results.len() == tasks.len();
-    for i in (0..tasks.len()).step_by((tasks.len() / 50).max(1)) {
-        verified &= out.results[i] == work(&tasks[i].1);
-    }
     let mine = RankFigures {
         busy_s: out.stats.busy.as_secs_f64(),
         session_s: out.stats.session.as_secs_f64(),
@@ -290,6 +286,13 @@ fn rank_main(
     let all = rt.all_gather(&blob).map_err(|e| e.to_string())?;
     if rank != 0 {
         return Ok(None);
+    }
+    // Only rank 0 owns tasks. Recomputed after the figures' all-gather, which would
+    // otherwise wait out a sample of long tasks (two of 60 s passed the bootstrap's
+    // timeout on the other ranks).
+    let mut verified = out.results.len() == tasks.len();
+    for i in (0..tasks.len()).step_by((tasks.len() / 50).max(1)) {
+        verified &= out.results[i] == work(&tasks[i].1);
     }
     let figs: Vec<RankFigures> = all
         .iter()
