@@ -397,6 +397,8 @@ fn simulate(
         worker_grain_ns: dlb::worker_grain(&run.args)
             .unwrap_or(None)
             .map(|g| g.as_nanos() as u64),
+        // The runtime's serial work around each start, on each rank.
+        start_cpu: titus_sim::StartCpu::RUNTIME,
     };
     titus_sim::time::check(&job).map_err(RunError::Refused)?;
     let t0 = Instant::now();

@@ -582,6 +582,16 @@ fn draw_and_run(
             core.repartition_plan.name()
         );
     }
+    // Half the jobs charge the runtime's planning CPU around each start (the epoch then
+    // begins after its outcome, through its own event). Drawn apart too.
+    let start_cpu = match Rng::from_keys(&[seed, key, 0x6370_7573]).chance(0.5) {
+        // "cpus"
+        true => {
+            what += ", planning CPU charged";
+            crate::StartCpu::RUNTIME
+        }
+        false => crate::StartCpu::NONE,
+    };
     let job = Job {
         core,
         overlay,
@@ -601,6 +611,7 @@ fn draw_and_run(
             .is_some()
             .then_some(&make_mapper as &crate::MapperFactory),
         worker_grain_ns,
+        start_cpu,
     };
     let repartitioned = std::cell::Cell::new(0u64);
     let mut between = |b: &Between<'_>| -> Result<Option<Vec<Vec<SimTask>>>, String> {

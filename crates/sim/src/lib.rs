@@ -137,6 +137,44 @@ pub struct Job<'a> {
     /// runtime's `worker_grain`); `None`: the runtime's default for [`Job::workers`]
     /// ([`titus_core::default_worker_grain`]); 0: one task at a time.
     pub worker_grain_ns: Option<u64>,
+    /// Each rank's CPU per task of its own around an epoch's start, charged on that rank.
+    pub start_cpu: StartCpu,
+}
+
+/// A rank's CPU per task of its own around an epoch's start, outside the start's messages:
+/// the runtime's serial work of a time step, which delays the rank's own start and first
+/// task as it delays the runtime's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StartCpu {
+    /// Its history read into the start's input and its keys checked, before its first
+    /// message (inside `start_s`), ns.
+    pub input_ns: f64,
+    /// Its costs predicted, its pushes planned and its queue built, after the start's
+    /// outcome and before its first task (inside `start_s`), ns.
+    pub plan_ns: f64,
+    /// The epoch's measured costs recorded, after its end and before its next call, ns.
+    pub history_ns: f64,
+}
+
+impl StartCpu {
+    /// The runtime's, measured: the chemistry example's 131,072 cells a step on one rank
+    /// (`TITUS_LOG=titus_runtime=debug`: the start's input 11 ms, the pushes' planning
+    /// 12 ms with nothing pushed, the history 14-20 ms; a 2-core VM, docs/results.md).
+    pub const RUNTIME: StartCpu = StartCpu {
+        input_ns: 85.0,
+        plan_ns: 95.0,
+        history_ns: 120.0,
+    };
+    /// None: the start's messages alone.
+    pub const NONE: StartCpu = StartCpu {
+        input_ns: 0.0,
+        plan_ns: 0.0,
+        history_ns: 0.0,
+    };
+
+    fn of(per_task_ns: f64, tasks: usize) -> u64 {
+        (per_task_ns * tasks as f64) as u64
+    }
 }
 
 /// The ranks' resources beside their CPU workers (issue #16; `titus_core::resources`).
@@ -189,6 +227,7 @@ impl Job<'_> {
             mapper: None,
             resources: SimResources::default(),
             worker_grain_ns: None,
+            start_cpu: StartCpu::RUNTIME,
         }
     }
 
@@ -288,6 +327,11 @@ enum Ev {
     Start {
         node: u32,
     },
+    /// `node`'s start ended and its planning CPU ([`StartCpu::plan_ns`]) is spent: its
+    /// epoch begins from the outcome it keeps.
+    Begin {
+        node: u32,
+    },
     Arrive {
         from: u32,
         token: Token,
@@ -330,6 +374,7 @@ impl Ev {
         match self {
             Ev::Arrive { .. } => None,
             Ev::Start { node }
+            | Ev::Begin { node }
             | Ev::Complete { node, .. }
             | Ev::Failed { node, .. }
             | Ev::Signal { node, .. }
@@ -531,6 +576,10 @@ struct Sim<'a> {
     /// outcome completes it), and when it called the epoch.
     own: Vec<Option<titus_core::start::OwnPrediction>>,
     began: Vec<u64>,
+    /// Per rank: a start's outcome waiting for its planning CPU ([`Ev::Begin`]), and the
+    /// history CPU its last epoch's end owes its next call.
+    beginning: Vec<Option<titus_core::start::StartOutcome>>,
+    history_owed: Vec<u64>,
     /// With [`Job::check_start`]: the whole job's front, and this epoch's plan from it.
     reference_front: titus_core::JobFront,
     reference: Option<WholeJobPlan>,
@@ -651,7 +700,13 @@ impl<'a> Sim<'a> {
                 0 => 0,
                 s => self.rng.below(s + 1),
             };
-            self.at(now + skew, Ev::Start { node: r });
+            // The rank calls the epoch once its last epoch's history is recorded, and
+            // sends its first message once its input is built.
+            let i = r as usize;
+            let call = now + skew + std::mem::take(&mut self.history_owed[i]);
+            self.began[i] = call;
+            let input = StartCpu::of(self.job.start_cpu.input_ns, self.keys[i].len());
+            self.at(call + input, Ev::Start { node: r });
         }
         Ok(())
     }
@@ -1213,7 +1268,17 @@ impl<'a> Sim<'a> {
                     self.planned[i] = Some((outcome, own));
                     self.done_count += 1;
                 }
-                false => self.begin_epoch(n, now, outcome)?,
+                false => {
+                    // Its planning CPU first: the epoch begins after it.
+                    let plan = StartCpu::of(self.job.start_cpu.plan_ns, self.keys[i].len());
+                    match outcome {
+                        Ok(out) if plan > 0 => {
+                            self.beginning[i] = Some(out);
+                            self.at(now + plan, Ev::Begin { node: n });
+                        }
+                        outcome => self.begin_epoch(n, now, outcome)?,
+                    }
+                }
             }
         }
         // The bytes the handler moved through the rank's segments: the thread that drove
@@ -1499,8 +1564,10 @@ impl<'a> Sim<'a> {
             let out = self.nodes[i]
                 .take_epoch_results()
                 .map_err(|e| Violation(format!("rank {n}: {e}")))?;
-            // The measured costs, as they came home, are the next epoch's predictions.
+            // The measured costs, as they came home, are the next epoch's predictions;
+            // recording them delays the rank's next call.
             self.history[i].record(&self.keys[i], &out.costs_ns);
+            self.history_owed[i] = StartCpu::of(self.job.start_cpu.history_ns, self.keys[i].len());
             self.results[i] = out.results;
             self.costs[i] = out.costs_ns;
         }
@@ -1510,6 +1577,7 @@ impl<'a> Sim<'a> {
     fn handle(&mut self, now: u64, ev: Ev) -> Result<(), Violation> {
         let (kind, a, b) = match &ev {
             Ev::Start { node } => (1, *node as u64, 0),
+            Ev::Begin { node } => (8, *node as u64, 0),
             Ev::Arrive { from, token, .. } => (2, *from as u64, token.0),
             Ev::Complete { node, token, value } => (3, *node as u64, token.0 ^ value),
             Ev::Failed { node, token, peer } => (7, *node as u64, token.0 ^ u64::from(*peer)),
@@ -1549,7 +1617,21 @@ impl<'a> Sim<'a> {
                     .begin_start(Time(now), input, &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
                 self.own[i] = Some(own);
-                self.began[i] = now;
+                if self.plan_keys.is_some() {
+                    self.began[i] = now;
+                }
+                self.after(node, now)?;
+            }
+            Ev::Begin { node } => {
+                let i = node as usize;
+                let out = self.beginning[i].take().expect("a start's outcome waits");
+                // Told of another rank's failure while it planned: it stops with that
+                // error, as the runtime's epoch does.
+                if self.nodes[i].error().is_none() {
+                    self.begin_epoch(node, now, Ok(out))?;
+                } else {
+                    self.own[i] = None;
+                }
                 self.after(node, now)?;
             }
             Ev::Complete { node, token, value } => {
@@ -2252,6 +2334,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         history: vec![CostHistory::default(); n],
         own: vec![None; n],
         began: vec![0; n],
+        beginning: vec![None; n],
+        history_owed: vec![0; n],
         reference_front: titus_core::JobFront::default(),
         reference: None,
         start_figures: vec![(0, titus_core::start::StartFigures::default()); n],

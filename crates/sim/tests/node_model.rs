@@ -484,6 +484,7 @@ fn grain_run(balancing: Balancing, grain_ns: u64, terms: impl Fn(&mut Cpu)) -> O
     let job = Job {
         seed: 9,
         worker_grain_ns: Some(grain_ns),
+        start_cpu: titus_sim::StartCpu::NONE,
         ..Job::new(core, overlay, model, tasks)
     };
     simulate(&job).unwrap_or_else(|v| panic!("grain {grain_ns}: {v}"))
