@@ -62,6 +62,10 @@ const CASES: &[(&str, &str)] = &[
     ),
     ("runtime-bench --ranks 100000", "--ranks"),
     (
+        "titus overlay --lattice torus3 --ranks 1073741824 --reach 65536",
+        "GiB of memory",
+    ),
+    (
         "titus sim --ranks 100000 --shortcuts 65536",
         "GiB of memory",
     ),
@@ -79,6 +83,15 @@ const CASES: &[(&str, &str)] = &[
         "--seeds 2",
     ),
     ("runtime-bench --epoch-nap-us 1000001", "--epoch-nap-us"),
+    (
+        "titus overlay --reach 65537",
+        "--reach 65537: expected 1..=65536",
+    ),
+    (
+        "titus overlay --threads 1025",
+        "--threads 1025: expected 1..=1024",
+    ),
+    ("titus overlay --pairs 1000000001", "--pairs 1000000001"),
     // Sweep points get the checks of the flags they replace, before any run.
     (
         "titus sim --ranks 4 --tasks 40 --sweep workers=1,5000",
@@ -89,6 +102,24 @@ const CASES: &[(&str, &str)] = &[
         "--workers must be in 1..=1024 (got 0)",
     ),
     // Values accepted silently before.
+    (
+        "titus overlay --lattice torus3 --ranks 8 --shape 3340214413x2761311370x4",
+        "does not hold 8 ranks",
+    ),
+    ("parity-bench --ranks 2,0", "--ranks 0: expected 1..=65536"),
+    ("parity-bench --ranks 70000", "--ranks 70000"),
+    (
+        "parity-bench --balancer none,smallwrld",
+        "--balancer 'smallwrld'",
+    ),
+    (
+        "TITUS_RANK=0 TITUS_SIZE=1 dlb-bench --ranks 4 --tasks 10",
+        "--ranks 4, but the launcher started 1 rank (drop --ranks",
+    ),
+    (
+        "TITUS_RANK=0 TITUS_SIZE=1 runtime-bench --ranks 2 --tasks 10",
+        "--ranks 2, but the launcher started 1 rank (drop --ranks",
+    ),
     (
         "TITUS_LOCAL_SIZE=abc dlb-bench --ranks 1 --tasks 10",
         "TITUS_LOCAL_SIZE",
@@ -111,6 +142,14 @@ const CASES: &[(&str, &str)] = &[
     ("TITUS_RANK=0 dlb-bench --tasks 10", "TITUS_SIZE"),
     ("TITUS_RANK=5 TITUS_SIZE=2 dlb-bench --tasks 10", "rank 5"),
     ("TITUS_LOG=[[[ dlb-bench --tasks 10", "TITUS_LOG"),
+    (
+        "TITUS_LOG=verbose dlb-bench --ranks 1 --tasks 4",
+        "TITUS_LOG='verbose': 'verbose' is neither a level",
+    ),
+    (
+        "TITUS_LOG=verbose runtime-bench --ranks 1 --tasks 4",
+        "TITUS_LOG='verbose'",
+    ),
     (
         "TITUS_BOOTSTRAP_TIMEOUT=1e300 TITUS_RANK=0 TITUS_SIZE=2 TITUS_BOOTSTRAP=127.0.0.1:1 TITUS_JOB_SECRET=s dlb-bench --tasks 10",
         "TITUS_BOOTSTRAP_TIMEOUT",

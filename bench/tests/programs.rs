@@ -307,8 +307,8 @@ fn dlb_bench_bad_input_is_one_line_and_exit_code_2() {
         (&["--drift", "abc"][..], "'--drift <D>'"),
         (&["--diffusion", "maybe"][..], "'--diffusion"),
         (
-            &["--ranks", "5000", "--tasks", "5000"][..],
-            "10000 threads, more than 4096 in one process",
+            &["--ranks", "2000", "--workers", "2", "--tasks", "5000"][..],
+            "6000 threads, more than 4096 in one process",
         ),
         (
             &[

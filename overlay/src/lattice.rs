@@ -96,8 +96,12 @@ impl Lattice {
                 if s.len() != dim {
                     return Err(OverlayError::ShapeDimension { kind, got: s.len() });
                 }
-                let product = s.iter().map(|&x| u64::from(x)).product::<u64>();
-                if s.contains(&0) || product != u64::from(n) {
+                // Three u32 extents can multiply past u64: an overflowing product holds
+                // more than `n` ranks, so it is refused as any other mismatch.
+                let product = s
+                    .iter()
+                    .try_fold(1u64, |acc, &x| acc.checked_mul(u64::from(x)));
+                if s.contains(&0) || product != Some(u64::from(n)) {
                     return Err(OverlayError::ShapeMismatch {
                         shape: s.to_vec(),
                         ranks: n,
@@ -230,6 +234,36 @@ impl Lattice {
             }
         }
         out
+    }
+
+    /// `ball(reach).len()`, counted without building the ball: what a caller checks
+    /// against the memory available before asking for it. Costs the product of the two
+    /// narrowest windows of [`Lattice::ball`] (at most 2^20 steps for 2^30 ranks), not
+    /// the ball's size.
+    pub fn ball_len(&self, reach: u32) -> u64 {
+        let r = i64::from(reach);
+        // The same windows as `ball`: canonical (−L/2, L/2] intersected with [−r, r].
+        let mut windows = [(0i64, 0i64); 3];
+        for (i, w) in windows.iter_mut().enumerate().take(self.dim()) {
+            let l = i64::from(self.shape[i]);
+            *w = ((-(l - 1) / 2).max(-r), (l / 2).min(r));
+        }
+        // Iterate over the two narrowest windows and count the widest in closed form.
+        windows.sort_by_key(|&(lo, hi)| hi - lo);
+        let [(a0, a1), (b0, b1), (c0, c1)] = windows;
+        // Points of [lo, hi] within `s` of 0.
+        let within = |lo: i64, hi: i64, s: i64| (hi.min(s) - lo.max(-s) + 1).max(0);
+        let mut count = 0i64;
+        for a in a0..=a1 {
+            for b in b0..=b1 {
+                let left = r - a.abs() - b.abs();
+                if left >= 0 {
+                    count += within(c0, c1, left);
+                }
+            }
+        }
+        // The origin is in every window and is not a neighbour.
+        (count - 1) as u64
     }
 
     /// Number of ranks at each distance 0..=diameter from any one rank.
@@ -387,6 +421,52 @@ mod tests {
                     count[d as usize] += 1;
                 }
                 assert_eq!(count, shells, "{kind} {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn extents_whose_product_overflows_are_refused() {
+        assert!(matches!(
+            Lattice::new(
+                LatticeKind::Torus3,
+                8,
+                Some(&[u32::MAX, u32::MAX, u32::MAX])
+            ),
+            Err(OverlayError::ShapeMismatch { .. })
+        ));
+        // These multiply to 2 × 2^64 + 8: a wrapping product would read 8 and take them.
+        assert!(matches!(
+            Lattice::new(
+                LatticeKind::Torus3,
+                8,
+                Some(&[3_340_214_413, 2_761_311_370, 4])
+            ),
+            Err(OverlayError::ShapeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn ball_len_counts_the_ball() {
+        for (kind, n, shape) in [
+            (LatticeKind::Ring, 1, None),
+            (LatticeKind::Ring, 2, None),
+            (LatticeKind::Ring, 17, None),
+            (LatticeKind::Torus2, 24, None),
+            (LatticeKind::Torus2, 60, Some(&[30u32, 2][..])),
+            (LatticeKind::Torus2, 7, None),
+            (LatticeKind::Torus3, 60, None),
+            (LatticeKind::Torus3, 64, None),
+            (LatticeKind::Torus3, 90, Some(&[2u32, 45, 1][..])),
+        ] {
+            let l = Lattice::new(kind, n, shape).unwrap();
+            for reach in (1..=l.diameter() + 2).chain([1 << 16, u32::MAX]) {
+                assert_eq!(
+                    l.ball_len(reach),
+                    l.ball(reach).len() as u64,
+                    "{kind} {:?} reach {reach}",
+                    l.shape()
+                );
             }
         }
     }

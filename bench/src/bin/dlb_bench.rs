@@ -392,6 +392,18 @@ fn counted_task(payload: &[u8]) -> Vec<u8> {
     r
 }
 
+/// Whether the command line names `--ranks` (clap's matches know; the parsed flags hold
+/// the default 4 either way). `args` parsed this command line already, so parsing it
+/// again cannot fail.
+fn ranks_given() -> bool {
+    use clap::CommandFactory as _;
+    Cli::command()
+        .try_get_matches()
+        .ok()
+        .and_then(|m| m.value_source("ranks"))
+        == Some(clap::parser::ValueSource::CommandLine)
+}
+
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = dlb::parse_args::<Cli>().bench;
@@ -401,6 +413,22 @@ fn main() {
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
     let env = Some(JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string())))
         .filter(JobEnv::launched);
+    // The launcher sets the job's size: a `--ranks` that says otherwise was meant for an
+    // in-process run, and ignoring it would report a job of another size than asked.
+    if let Some(env) = &env
+        && ranks_given()
+        && args.ranks != env.size
+    {
+        fail(
+            2,
+            &format!(
+                "--ranks {}, but the launcher started {} rank{} (drop --ranks under a launcher)",
+                args.ranks,
+                env.size,
+                if env.size == 1 { "" } else { "s" }
+            ),
+        );
+    }
     if env.is_some()
         && args
             .sweep

@@ -16,6 +16,7 @@ use clap::Parser;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use titus_workload::dlb::fail;
 
 /// A job of the suite: its name and DLB_Bench flags.
 const JOBS: &[(&str, &[&str])] = &[
@@ -73,7 +74,7 @@ struct Args {
     /// Transports (titus launch --provider): node, "tcp;ofi_rxm", shm.
     #[arg(long, value_delimiter = ',', default_value = "node,tcp;ofi_rxm,shm")]
     providers: Vec<String>,
-    /// Process counts.
+    /// Process counts (each 1 to 65,536, `titus launch -n`'s bound).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     ranks: Vec<u32>,
     /// Jobs: quick, quick-bimodal, one-owner-1ms, one-owner-0.1ms, chem, tiny.
@@ -195,6 +196,28 @@ struct Row {
     /// The ranks' mean time between tasks (DLB_Bench's `between_tasks_us`, over the
     /// ranks that had any), µs: real (the runs' median, rank by rank), simulated.
     between: (f64, f64),
+}
+
+/// The most processes of one row: each row is a `titus launch -n N` on this machine, and
+/// this is the launcher's own bound (`RANKS_MAX` in crates/cli/src/launch.rs), checked
+/// here so a bad count is refused before any run instead of failing row by row.
+const RANKS_MAX: u32 = 65_536;
+
+/// The first of `--balancer`'s comma-separated names that dlb-bench and `titus sim` would
+/// refuse (their parser, taken name by name as clap splits the list), with the names they
+/// take; None when they take every one.
+fn unknown_balancer(list: &str) -> Option<(&str, Vec<String>)> {
+    use clap::ValueEnum;
+    use titus_workload::dlb::BalancerArg;
+    let bad = list
+        .split(',')
+        .find(|name| BalancerArg::from_str(name, false).is_err())?;
+    let names = BalancerArg::value_variants()
+        .iter()
+        .filter_map(BalancerArg::to_possible_value)
+        .map(|v| v.get_name().to_string())
+        .collect();
+    Some((bad, names))
 }
 
 /// The goal's time tolerance: ±5%.
@@ -690,6 +713,21 @@ fn main() {
         eprintln!("parity-bench: --worker-grain-us {g}: expected microseconds in [0, 1000000]");
         std::process::exit(2);
     }
+    if let Some(&r) = args.ranks.iter().find(|r| !(1..=RANKS_MAX).contains(*r)) {
+        fail(
+            2,
+            &format!("--ranks {r}: expected 1..={RANKS_MAX} processes (titus launch -n)"),
+        );
+    }
+    if let Some((b, names)) = unknown_balancer(&args.balancer) {
+        fail(
+            2,
+            &format!(
+                "--balancer '{b}': unknown balancer (expected {})",
+                names.join(", ")
+            ),
+        );
+    }
     if let Some(j) = args.jobs.iter().find(|j| job_flags(j).is_none()) {
         let names: Vec<&str> = JOBS.iter().map(|(n, _)| *n).collect();
         eprintln!(
@@ -879,6 +917,18 @@ fn main() {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn balancer_lists_are_checked_name_by_name() {
+        assert!(unknown_balancer("none,smallworld,random,master,hierarchical").is_none());
+        assert!(unknown_balancer("all").is_none());
+        let (bad, names) = unknown_balancer("none,smallwrld").unwrap();
+        assert_eq!(bad, "smallwrld");
+        assert!(names.iter().any(|n| n == "hierarchical") && names.iter().any(|n| n == "all"));
+        // As dlb-bench splits the list: no trimming, and an empty name is refused.
+        assert_eq!(unknown_balancer("none, random").unwrap().0, " random");
+        assert_eq!(unknown_balancer("none,,random").unwrap().0, "");
+    }
 
     #[test]
     fn sustained_speed_is_each_ranks_busy_over_owned_in_the_none_rows() {

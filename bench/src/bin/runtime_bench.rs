@@ -25,6 +25,9 @@ use titus_fabric::mem::MemOptions;
 use titus_fabric::{Fabric, Loc, SegmentId};
 use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig};
 
+/// In-process ranks without `--ranks`.
+const DEFAULT_RANKS: u32 = 2;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "runtime-bench",
@@ -32,9 +35,10 @@ use titus_runtime::{Backend, Protocol, Runtime, RuntimeConfig};
     about = "Efficiency and steal latency of the Titus runtime"
 )]
 struct Args {
-    /// In-process ranks (ignored under a launcher, which sets the rank count).
-    #[arg(long, default_value_t = 2)]
-    ranks: u32,
+    /// In-process ranks [default: 2]. Under a launcher the launcher sets the rank count,
+    /// and a `--ranks` that differs from it is refused.
+    #[arg(long)]
+    ranks: Option<u32>,
     /// Tasks, all owned by rank 0.
     #[arg(long, default_value_t = 10_000)]
     tasks: u32,
@@ -489,10 +493,12 @@ fn main() {
             args.workers
         ));
     }
-    if args.ranks == 0 || u64::from(args.ranks) * (args.workers as u64 + 1) > 4096 {
+    // In process: given or 2; under a launcher only checked against the job's size below.
+    let local_ranks = args.ranks.unwrap_or(DEFAULT_RANKS);
+    if local_ranks == 0 || u64::from(local_ranks) * (args.workers as u64 + 1) > 4096 {
         bad(format!(
-            "--ranks {} × (--workers {} + a progress thread) is over 4096 threads in one process",
-            args.ranks, args.workers
+            "--ranks {local_ranks} × (--workers {} + a progress thread) is over 4096 threads in one process",
+            args.workers
         ));
     }
     if args.epoch_nap_us > EPOCH_NAP_US_MAX {
@@ -512,13 +518,25 @@ fn main() {
     if let Err(e) = tasks_fit(args.tasks) {
         bad(e);
     }
-    let iters_per_ms = calibrate();
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
     let env = JobEnv::from_env().unwrap_or_else(|e| {
         eprintln!("runtime-bench: error: {e}");
         std::process::exit(2);
     });
     let launched = env.launched();
+    // The launcher sets the job's size: a `--ranks` that says otherwise was meant for an
+    // in-process run, and ignoring it would measure another job than asked.
+    if let Some(r) = args.ranks
+        && launched
+        && r != env.size
+    {
+        bad(format!(
+            "--ranks {r}, but the launcher started {} rank{} (drop --ranks under a launcher)",
+            env.size,
+            if env.size == 1 { "" } else { "s" }
+        ));
+    }
+    let iters_per_ms = calibrate();
     let header = || {
         if !args.json {
             println!(
@@ -633,7 +651,7 @@ fn main() {
     } else {
         header();
         for &p in &protocols {
-            let rts = match Runtime::local(args.ranks, config(&args, p), MemOptions::default()) {
+            let rts = match Runtime::local(local_ranks, config(&args, p), MemOptions::default()) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("runtime-bench: {e}");

@@ -7,9 +7,25 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use titus_overlay::stats::{self, OverlayStats, StatsParams, Summary};
 use titus_overlay::{
-    DEFAULT_SEED, DEFAULT_SHORTCUTS, Graph, LatticeKind, Overlay, OverlayParams, Routing,
+    DEFAULT_SEED, DEFAULT_SHORTCUTS, Graph, Lattice, LatticeKind, Overlay, OverlayParams, Routing,
     ShortcutDraw,
 };
+
+/// The largest `--reach`. The default is 1 (a ring's two neighbours); at 2^16 a ring row
+/// already holds 2^17 lattice neighbours, twice [`titus_overlay::SHORTCUTS_MAX`], past
+/// which a row only costs memory and connections. A fixed cap rather than the lattice's
+/// diameter, so the bound does not move with `--ranks` and `--lattice`: a ball that is
+/// large because the torus is passes the memory check in [`run`] or is refused by it.
+const REACH_MAX: u32 = 1 << 16;
+
+/// The most worker threads: more than any machine's cores, and each is a real thread
+/// (stack and all) for building rows and routing.
+const THREADS_MAX: usize = 1024;
+
+/// The most `--pairs`: at about 2 µs a route (10^4 ranks, one core), 10^9 pairs is half an
+/// hour of one core, and the hop histogram's printed percentages settle long before.
+/// Pairs are drawn and routed as they go (a histogram per thread), so they hold no memory.
+const PAIRS_MAX: u64 = 1_000_000_000;
 
 /// Lattice under the overlay.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,7 +70,7 @@ pub struct OverlayArgs {
     /// Torus extents, e.g. 100x100 (must multiply to --ranks) [default: near-cubic].
     #[arg(long, value_parser = parse_shape)]
     shape: Option<Shape>,
-    /// Lattice neighbours: every rank within this lattice distance (at least 1).
+    /// Lattice neighbours: every rank within this lattice distance (1 to 65,536).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     reach: u32,
     /// Routing rule.
@@ -63,13 +79,13 @@ pub struct OverlayArgs {
     /// Route over out ∪ in edges (TITUS keeps its edges symmetric).
     #[arg(long)]
     symmetric: bool,
-    /// Source-destination pairs to route (uniform over distinct ranks).
+    /// Source-destination pairs to route (uniform over distinct ranks; at most 10^9).
     #[arg(long, allow_negative_numbers = true, default_value_t = 100_000)]
     pairs: u64,
     /// Seed of the overlay and of the pairs.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_SEED)]
     seed: u64,
-    /// Worker threads [default: the available cores].
+    /// Worker threads, 1 to 1,024 [default: the available cores].
     #[arg(long, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Print one JSON object instead of the table.
@@ -109,8 +125,24 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
         RoutingArg::Greedy => Routing::Greedy,
         RoutingArg::Non => Routing::Non,
     };
-    if args.threads == Some(0) {
-        return Err(UsageError("--threads must be at least 1".into()));
+    if let Some(t) = args.threads
+        && !(1..=THREADS_MAX).contains(&t)
+    {
+        return Err(UsageError(format!(
+            "--threads {t}: expected 1..={THREADS_MAX}"
+        )));
+    }
+    if !(1..=REACH_MAX).contains(&args.reach) {
+        return Err(UsageError(format!(
+            "--reach {}: expected 1..={REACH_MAX} (the lattice distance of a rank's neighbours)",
+            args.reach
+        )));
+    }
+    if args.pairs > PAIRS_MAX {
+        return Err(UsageError(format!(
+            "--pairs {}: expected at most {PAIRS_MAX}",
+            args.pairs
+        )));
     }
     if args.shortcuts > titus_overlay::SHORTCUTS_MAX {
         return Err(UsageError(format!(
@@ -119,10 +151,30 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
             titus_overlay::SHORTCUTS_MAX
         )));
     }
+    let shape = args.shape.map(|s| s.0);
+    // Memory first: the overlay builds its lattice ball (24 bytes a neighbour) as it
+    // starts, and the statistics hold every row twice (out and in): 4 bytes a neighbour
+    // plus a row's vector headers, per rank. A row is at most the ball plus the shortcuts
+    // (both bounded by the other ranks), counted without building either.
+    let ball = Lattice::new(lattice, args.ranks, shape.as_deref())
+        .map_err(|e| UsageError(format!("{e}")))?
+        .ball_len(args.reach);
+    let degree = ball
+        .saturating_add(u64::from(args.shortcuts))
+        .min(u64::from(args.ranks) - 1);
+    crate::limits::check_fits(
+        &format!(
+            "the statistics of {} ranks of {degree} neighbours each",
+            args.ranks
+        ),
+        u64::from(args.ranks)
+            .saturating_mul(2 * 4 * degree + 64)
+            .saturating_add(24 * ball),
+    )?;
     let overlay = Overlay::new(OverlayParams {
         ranks: args.ranks,
         lattice,
-        shape: args.shape.map(|s| s.0),
+        shape,
         reach: args.reach,
         shortcuts: args.shortcuts,
         exponent: args.exponent,
@@ -143,13 +195,6 @@ pub fn run(args: OverlayArgs) -> Result<(), UsageError> {
     for note in overlay.notes() {
         eprintln!("titus: note: {note}");
     }
-    // The statistics hold every row twice (out and in): 4 bytes a neighbour plus a row's
-    // vector headers, per rank.
-    let degree = u64::from(overlay.row(0).len() as u32);
-    crate::limits::check_fits(
-        &format!("the statistics of {} ranks", args.ranks),
-        u64::from(args.ranks).saturating_mul(2 * 4 * degree + 64),
-    )?;
     let sp = StatsParams {
         pairs: args.pairs,
         routing,

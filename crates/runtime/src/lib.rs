@@ -321,6 +321,9 @@ pub(crate) struct Shared {
     /// 2-core node (170 ms of system time in a 1.2 s chemistry run).
     pub(crate) done_cv: Condvar,
     pub(crate) kinds: RwLock<Vec<Option<TaskFn>>>,
+    /// Bumped by every registration: a worker keeps its own copy of `kinds` while this
+    /// stands still (a lock and a reference count per task cost tens of ns).
+    pub(crate) kinds_version: std::sync::atomic::AtomicU64,
     pub(crate) origin: Instant,
     pub(crate) shutdown: AtomicBool,
     pub(crate) cfg: RuntimeConfig,
@@ -885,6 +888,7 @@ impl Runtime {
             busy_workers: std::sync::atomic::AtomicUsize::new(0),
             done_cv: Condvar::new(),
             kinds: RwLock::new(Vec::new()),
+            kinds_version: std::sync::atomic::AtomicU64::new(0),
             origin: Instant::now(),
             shutdown: AtomicBool::new(false),
             cfg: cfg.clone(),
@@ -989,6 +993,7 @@ impl Runtime {
             k.resize(kind as usize + 1, None);
         }
         k[kind as usize] = Some(Arc::new(f));
+        self.shared.kinds_version.fetch_add(1, Ordering::Release);
     }
 
     /// Adds a resource beside the CPU workers (issue #16): `executor` takes up to

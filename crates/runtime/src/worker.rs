@@ -154,12 +154,35 @@ fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -> bool {
                 .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire)))
 }
 
-fn execute(sh: &Shared, task: &Task) -> Result<Vec<u8>, String> {
-    let f = {
-        let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
-        kinds.get(task.kind as usize).cloned().flatten()
-    };
-    let Some(f) = f else {
+/// A worker's copy of the registered task functions, taken again after a registration.
+struct Kinds {
+    version: u64,
+    fns: Vec<Option<crate::TaskFn>>,
+}
+
+impl Kinds {
+    fn new() -> Self {
+        Self {
+            version: u64::MAX,
+            fns: Vec::new(),
+        }
+    }
+
+    /// The function of `kind`, as registered now.
+    fn get(&mut self, sh: &Shared, kind: u16) -> Option<&crate::TaskFn> {
+        // The version read before the copy: a registration in between copies again next
+        // time.
+        let now = sh.kinds_version.load(Ordering::Acquire);
+        if now != self.version {
+            self.fns = sh.kinds.read().unwrap_or_else(|p| p.into_inner()).clone();
+            self.version = now;
+        }
+        self.fns.get(usize::from(kind)).and_then(Option::as_ref)
+    }
+}
+
+fn execute(sh: &Shared, kinds: &mut Kinds, task: &Task) -> Result<Vec<u8>, String> {
+    let Some(f) = kinds.get(sh, task.kind) else {
         return Err(format!(
             "no function registered for task kind {}",
             task.kind
@@ -226,6 +249,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     // The last task's end while this worker has gone straight on since (the time between
     // tasks, `EpochStats::between`).
     let mut last_end: Option<Instant> = None;
+    let mut kinds = Kinds::new();
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.has_res.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -335,7 +359,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             sh.between_ns.fetch_add(gap, Ordering::Relaxed);
             sh.betweens.fetch_add(1, Ordering::Relaxed);
         }
-        let result = execute(sh, &task);
+        let result = execute(sh, &mut kinds, &task);
         let end = Instant::now();
         last_end = Some(end);
         if dear {

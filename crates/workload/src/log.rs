@@ -14,9 +14,13 @@ pub fn log_filter(value: Option<&str>) -> Result<EnvFilter, String> {
     let text = value
         .filter(|v| !v.trim().is_empty())
         .unwrap_or(DEFAULT_FILTER);
-    EnvFilter::builder().parse(text).map_err(|e| {
+    let filter = EnvFilter::builder().parse(text).map_err(|e| {
         format!("TITUS_LOG='{text}': not a log filter ({e}); e.g. info, or titus_fabric_ofi=debug")
-    })
+    })?;
+    if let Some(d) = titus_fabric::log_targets::foreign_directive(text) {
+        return Err(titus_fabric::log_targets::refusal("TITUS_LOG", text, d));
+    }
+    Ok(filter)
 }
 
 /// Installs the program's stderr log (see the module): call once, first thing in `main`.
@@ -45,5 +49,39 @@ mod tests {
         );
         let e = log_filter(Some("titus=loud")).unwrap_err();
         assert!(e.contains("TITUS_LOG='titus=loud'"), "{e}");
+    }
+
+    #[test]
+    fn filters_that_would_log_nothing_are_refused() {
+        // What the README shows, and the other shapes of a Titus directive.
+        for ok in [
+            "info",
+            "WARN",
+            "warn",
+            "titus_fabric_ofi=debug,warn",
+            "titus_runtime=debug",
+            "titus_runtime",
+            "titus=trace",
+            "titus_fabric::bootstrap=debug",
+            "titus_runtime[epoch]=debug",
+            "[epoch]=debug, info",
+        ] {
+            assert!(log_filter(Some(ok)).is_ok(), "{ok}");
+        }
+        for (bad, directive) in [
+            ("verbose", "verbose"),
+            ("info,verbose", "verbose"),
+            ("titus-fabric=debug", "titus-fabric=debug"),
+            ("tokio=debug", "tokio=debug"),
+            ("titusfabric", "titusfabric"),
+        ] {
+            let e = log_filter(Some(bad)).unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "TITUS_LOG='{bad}': '{directive}' is neither a level"
+                )),
+                "{e}"
+            );
+        }
     }
 }

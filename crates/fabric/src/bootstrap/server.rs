@@ -27,8 +27,8 @@
 //!    foreign process holds the port), not only which ranks are missing.
 
 use super::wire::{
-    Hello, TAG_ERROR, TAG_REFUSED, parse_hello, parse_round, recv, recv_by, result, same_secret,
-    send, text, welcome,
+    Hello, MAX_FRAME, TAG_ERROR, TAG_REFUSED, parse_hello, parse_round, recv, recv_by, result,
+    result_len, same_secret, send, text, welcome,
 };
 use super::{BootstrapError, list};
 use crate::Rank;
@@ -415,7 +415,7 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
                 list(&left)
             )),
             (true, Some(r)) => Some(format!("rank {r} sent a malformed message")),
-            (true, None) => None,
+            (true, None) => oversized(blobs.iter().map(Vec::len)),
         };
         if let Some(msg) = failure {
             for s in &mut streams {
@@ -430,6 +430,21 @@ fn coordinate(size: u32, rx: mpsc::Receiver<Joined>, timeout: Duration, door: &M
             let _ = send(&mut streams[i], &out);
         }
     }
+}
+
+/// Why an all-gather of blobs of `lens` bytes cannot be answered, if it cannot: each
+/// blob fits a frame, but the ranks' blobs joined may not (and past 4 GiB the frame's u32
+/// length would wrap), so the total is counted before anything is joined.
+fn oversized(lens: impl ExactSizeIterator<Item = usize> + Clone) -> Option<String> {
+    let total = result_len(lens.clone());
+    (total > u64::from(MAX_FRAME)).then(|| {
+        format!(
+            "the all-gather's result would be {total} bytes ({} ranks' blobs, the largest {} \
+             bytes), more than the rendezvous's frame limit of {MAX_FRAME} bytes",
+            lens.len(),
+            lens.max().unwrap_or(0)
+        )
+    })
 }
 
 /// Listens at `addr` (rank 0's rendezvous address), on every interface with
@@ -461,5 +476,24 @@ pub(super) fn bind(addr: &str, everywhere: bool) -> Result<TcpListener, Bootstra
     match first.map(TcpListener::bind) {
         Some(Ok(l)) => Ok(l),
         _ => any(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_all_gather_past_the_frame_limit_is_refused_naming_it() {
+        assert_eq!(oversized([4096; 10_000].into_iter()), None);
+        // Two ranks of 200 MiB: each blob fits a frame, the two joined do not.
+        let e = oversized([200 << 20, 200 << 20].into_iter()).unwrap();
+        assert!(e.contains("frame limit of 268435456 bytes"), "{e}");
+        assert!(
+            e.contains("2 ranks' blobs, the largest 209715200 bytes"),
+            "{e}"
+        );
+        // Past 4 GiB, where the u32 length used to wrap.
+        assert!(oversized([3 << 30, 3 << 30].into_iter()).is_some());
     }
 }

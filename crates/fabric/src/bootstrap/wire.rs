@@ -11,8 +11,8 @@ use std::net::TcpStream;
 
 /// The protocol's name and version, before every message.
 pub(super) const MAGIC: &[u8; 8] = b"TITUSRV3";
-/// Largest frame accepted (an all-gather of 10^4 ranks × 4 KiB fits).
-const MAX_FRAME: u32 = 256 << 20;
+/// Largest frame sent or accepted (an all-gather of 10^4 ranks × 4 KiB fits).
+pub(super) const MAX_FRAME: u32 = 256 << 20;
 /// [`text`]'s kinds.
 pub(super) const TAG_REFUSED: u8 = 3;
 pub(super) const TAG_ERROR: u8 = 6;
@@ -21,9 +21,23 @@ pub(super) fn io_fail(what: &str, e: std::io::Error) -> BootstrapError {
     BootstrapError::Failed(format!("{what}: {e}"))
 }
 
+/// Sends one frame; a payload over [`MAX_FRAME`] is refused unsent (its length would not be
+/// read, and past 4 GiB would wrap in the u32 prefix).
 pub(super) fn send(stream: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(payload.len())
+        .ok()
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a message of {} bytes, more than the rendezvous's frame limit of {MAX_FRAME} bytes",
+                    payload.len()
+                ),
+            )
+        })?;
     let mut buf = Vec::with_capacity(4 + payload.len());
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&len.to_le_bytes());
     buf.extend_from_slice(payload);
     stream.write_all(&buf)
 }
@@ -220,6 +234,16 @@ pub(super) fn result(blobs: &[Vec<u8>]) -> Vec<u8> {
     encode(&Msg::Result(blobs.to_vec()))
 }
 
+/// The length of [`result`] over blobs of `lens` bytes, without building it: the version,
+/// the message's tag, then postcard's varint count and each blob's varint length and bytes.
+pub(super) fn result_len(lens: impl ExactSizeIterator<Item = usize>) -> u64 {
+    // A LEB128 varint: 7 bits a byte.
+    let varint = |n: u64| u64::from((u64::BITS - n.leading_zeros()).div_ceil(7).max(1));
+    let count = lens.len() as u64;
+    let blobs: u64 = lens.map(|n| varint(n as u64) + n as u64).sum();
+    MAGIC.len() as u64 + 1 + varint(count) + blobs
+}
+
 /// Parses the rendezvous's answer to a round in a job of `size` ranks: the blobs, or the
 /// failure it reports (`Ok(Err(reason))`).
 pub(super) fn parse_result(
@@ -240,6 +264,31 @@ pub(super) fn parse_result(
         _ => Err(BootstrapError::Protocol(
             "expected an all-gather's result".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_len_is_the_encoded_length() {
+        for lens in [
+            vec![],
+            vec![0],
+            vec![0, 1, 127, 128, 300],
+            vec![16_384; 3],
+            vec![5; 200],
+        ] {
+            let blobs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![7u8; n]).collect();
+            assert_eq!(
+                result_len(lens.iter().copied()),
+                result(&blobs).len() as u64,
+                "{lens:?}"
+            );
+        }
+        // Counted, not built: two ranks of 3 GiB each.
+        assert!(result_len([3 << 30, 3 << 30].into_iter()) > 6 << 30);
     }
 }
 
