@@ -25,6 +25,11 @@ const CASES: &[(&str, &str)] = &[
     ),
     ("titus sim --ranks 4 --stall 0:1e300:1", "--stall"),
     ("titus sim --ranks 4 --task-time 1e300", "--task-time"),
+    // A fault that could never strike.
+    (
+        "runtime-bench --tasks 5 --kill-rank 1 --kill-after 6",
+        "--kill-after 6: the job has 5 tasks",
+    ),
     // Sizes that allocate.
     (
         "dlb-bench --ranks 2 --resources ranks=0:accel=1024;ranks=0-1:accel=1",

@@ -507,6 +507,19 @@ fn main() {
             args.epoch_nap_us
         ));
     }
+    // A fault after more tasks than the job has never strikes: the run would pass having
+    // checked nothing.
+    for (flag, rank, after) in [
+        ("--kill-after", args.kill_rank, args.kill_after),
+        ("--freeze-after", args.freeze_rank, args.freeze_after),
+    ] {
+        if rank.is_some() && after > u64::from(args.tasks) {
+            bad(format!(
+                "{flag} {after}: the job has {} tasks, so the fault would never strike",
+                args.tasks
+            ));
+        }
+    }
     // One rank gets one fault: with both on one rank the kill would silently win.
     if let (Some(k), Some(f)) = (args.kill_rank, args.freeze_rank)
         && k == f

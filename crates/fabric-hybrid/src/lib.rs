@@ -625,6 +625,10 @@ impl Fabric for HybridFabric {
             self.inner.ofi.peer_gone(peer)
         }
     }
+
+    fn peer_host_silent(&self, peer: Rank) -> bool {
+        !self.local(peer) && self.inner.ofi.peer_host_silent(peer)
+    }
 }
 
 /// An inner backend's "unknown operation" names the inner id: name the hybrid's.

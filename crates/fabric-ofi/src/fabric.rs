@@ -416,6 +416,14 @@ impl Fabric for OfiFabric {
         }
     }
 
+    fn peer_host_silent(&self, peer: Rank) -> bool {
+        let watch = self
+            .peers
+            .get(peer as usize)
+            .and_then(|p| p.as_ref()?.watch.as_ref());
+        watch.is_some_and(|w| w.ended() == Some(End::Silent))
+    }
+
     fn peer_gone(&self, peer: Rank) -> Option<String> {
         let p = self.peers.get(peer as usize)?.as_ref()?;
         if let Some(l) = p.local {

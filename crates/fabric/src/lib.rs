@@ -548,6 +548,14 @@ pub trait Fabric: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether `peer`'s host has stopped answering (down, or cut off the network), as
+    /// opposed to its process having exited: a rank that aborted an epoch exits on its
+    /// own, but its host does not fall silent for it. Backends that cannot tell: false.
+    fn peer_host_silent(&self, peer: Rank) -> bool {
+        let _ = peer;
+        false
+    }
+
     /// How long connecting to the peers took when the fabric opened (first contacts and
     /// the closing barrier; zero where nothing connects).
     fn connect_time(&self) -> Duration {

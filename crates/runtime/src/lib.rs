@@ -413,8 +413,12 @@ impl Shared {
         let give_up = Instant::now()
             + titus_fabric::process::frozen_after(self.cfg.op_timeout)
             + Duration::from_secs(1);
+        // The aborter counts only where its host stopped answering: then it is the peer
+        // this rank lost (its own host cut off, it hears the abort but cannot answer).
         let gone = loop {
-            let gone = driver::gone_peers(self).into_iter().find(|g| g.0 != rank);
+            let gone = driver::gone_peers(self)
+                .into_iter()
+                .find(|g| g.0 != rank || self.fabric.peer_host_silent(rank));
             if gone.is_some() || Instant::now() >= give_up {
                 break gone;
             }
