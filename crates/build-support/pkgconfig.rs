@@ -126,3 +126,20 @@ pub fn find_header(include_paths: &[PathBuf], header: &str) -> Option<PathBuf> {
         .map(|d| d.join(header))
         .find(|h| h.is_file())
 }
+
+/// Whether `var` (`TITUS_NO_OFI`, `TITUS_NO_PMIX`) asks to build without the library: set
+/// to 1 (or empty). Any other value stops the build naming it: `=0` used to mean "without"
+/// all the same.
+pub fn opted_out(var: &str) -> bool {
+    match std::env::var_os(var) {
+        None => false,
+        Some(v) if v.is_empty() || v == "1" => true,
+        Some(v) => {
+            eprintln!(
+                "error: {var}={}: set it to 1 to build without the library, or unset it",
+                v.to_string_lossy()
+            );
+            std::process::exit(1);
+        }
+    }
+}

@@ -35,7 +35,7 @@ fn main() {
     println!("cargo::rerun-if-changed=csrc/tofi.c");
     println!("cargo::rerun-if-changed=csrc/tofi.h");
     println!("cargo::rerun-if-env-changed=TITUS_NO_OFI");
-    if std::env::var_os("TITUS_NO_OFI").is_some() {
+    if opted_out("TITUS_NO_OFI") {
         return;
     }
     watch_install_dirs(&[]);

@@ -26,7 +26,7 @@ fn main() {
     println!("cargo::rerun-if-changed=csrc/tpmix.c");
     println!("cargo::rerun-if-changed=csrc/tpmix.h");
     println!("cargo::rerun-if-env-changed=TITUS_NO_PMIX");
-    if std::env::var_os("TITUS_NO_PMIX").is_some() {
+    if opted_out("TITUS_NO_PMIX") {
         return;
     }
     watch_install_dirs(&[debian_dir()]);
