@@ -36,7 +36,7 @@ const CASES: &[(&str, &str)] = &[
         "rank 0 would have 1025 accelerators",
     ),
     (
-        "titus sim --ranks 100000 --resources ranks=0-99999:accel=1024",
+        "titus sim --ranks 5000 --resources ranks=0-4999:accel=1024",
         "at most 4194304",
     ),
     (
