@@ -389,9 +389,7 @@ fn options(text: *const c_char) -> Result<Options, Error> {
     let env = std::env::var("TITUS_OPTIONS").ok();
     let o = Options::parse(text, env.as_deref()).map_err(Error::Invalid)?;
     let env = std::env::var("TITUS_LOG").ok();
-    let filter = log::filter(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)?;
-    log::check(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)?;
-    if let Some(f) = filter {
+    if let Some(f) = log::filter(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)? {
         log::install(f);
     }
     Ok(o)

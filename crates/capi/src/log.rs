@@ -7,16 +7,22 @@
 
 use tracing_subscriber::EnvFilter;
 
-/// The filter asked for: `TITUS_LOG` (`env`) or the option (`option`), or None.
+/// The filter asked for: `TITUS_LOG` (`env`) or the option (`option`), or None. A filter
+/// that would log nothing (`titus_fabric::log_targets`, the programs' rule too) is refused
+/// naming its source.
 pub(crate) fn filter(option: Option<&str>, env: Option<&str>) -> Result<Option<EnvFilter>, String> {
     let (text, source) = match (env, option) {
         (Some(e), _) if !e.trim().is_empty() => (e.to_string(), "TITUS_LOG"),
         (_, Some(o)) => (o.replace(';', ","), "the option log"),
         _ => return Ok(None),
     };
-    EnvFilter::builder().parse(&text).map(Some).map_err(|e| {
+    let f = EnvFilter::builder().parse(&text).map_err(|e| {
         format!("{source}='{text}': not a log filter ({e}); e.g. info, or titus_fabric_ofi=debug")
-    })
+    })?;
+    match titus_fabric::log_targets::foreign_directive(&text) {
+        None => Ok(Some(f)),
+        Some(d) => Err(titus_fabric::log_targets::refusal(source, &text, d)),
+    }
 }
 
 /// Installs a stderr subscriber with `filter`, unless one is installed already.
@@ -48,26 +54,6 @@ mod tests {
         let e = filter(None, Some("titus=loud")).unwrap_err();
         assert!(e.contains("TITUS_LOG='titus=loud'"), "{e}");
     }
-}
-
-/// Refuses a filter that would log nothing, naming its source: `TITUS_LOG` (`env`) wins
-/// over the option `log`, as in [`filter`]; the rule is `titus_fabric::log_targets`', the
-/// programs' too.
-pub(crate) fn check(option: Option<&str>, env: Option<&str>) -> Result<(), String> {
-    let (text, source) = match (env, option) {
-        (Some(e), _) if !e.trim().is_empty() => (e.to_string(), "TITUS_LOG"),
-        (_, Some(o)) => (o.replace(';', ","), "the option log"),
-        _ => return Ok(()),
-    };
-    match titus_fabric::log_targets::foreign_directive(&text) {
-        None => Ok(()),
-        Some(d) => Err(titus_fabric::log_targets::refusal(source, &text, d)),
-    }
-}
-
-#[cfg(test)]
-mod check_tests {
-    use super::*;
 
     #[test]
     fn filters_that_would_log_nothing_are_refused_naming_their_source() {
@@ -79,21 +65,21 @@ mod check_tests {
             "titus_fabric::bootstrap",
             "[epoch]=debug",
         ] {
-            assert_eq!(check(None, Some(ok)), Ok(()), "{ok}");
+            assert_eq!(filter(None, Some(ok)).map(|_| ()), Ok(()), "{ok}");
         }
-        assert_eq!(check(Some("titus=debug;warn"), None), Ok(()));
-        assert_eq!(check(None, None), Ok(()));
-        let e = check(None, Some("verbose")).unwrap_err();
+        assert_eq!(filter(Some("titus=debug;warn"), None).map(|_| ()), Ok(()));
+        assert_eq!(filter(None, None).map(|_| ()), Ok(()));
+        let e = filter(None, Some("verbose")).unwrap_err();
         assert!(
             e.starts_with("TITUS_LOG='verbose': 'verbose' is neither a level"),
             "{e}"
         );
-        let e = check(Some("info;titus-fabric=debug"), None).unwrap_err();
+        let e = filter(Some("info;titus-fabric=debug"), None).unwrap_err();
         assert!(
             e.starts_with("the option log='info,titus-fabric=debug': 'titus-fabric=debug'"),
             "{e}"
         );
         // TITUS_LOG wins: a good one hides a bad option, as it replaces it.
-        assert_eq!(check(Some("verbose"), Some("info")), Ok(()));
+        assert_eq!(filter(Some("verbose"), Some("info")).map(|_| ()), Ok(()));
     }
 }

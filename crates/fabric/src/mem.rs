@@ -16,7 +16,7 @@
 
 use crate::{
     Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, OpId,
-    Piece, Rank, Segment, SegmentId, Signal,
+    Piece, Rank, Segment, SegmentId, SegmentSpec, Signal,
 };
 use rand::{Rng as _, SeedableRng};
 use rand_xoshiro::SplitMix64;
@@ -31,6 +31,21 @@ use std::time::{Duration, Instant};
 /// container's): limit − working set, the smallest over its groups and their ancestors.
 pub fn available_memory() -> Option<u64> {
     crate::avail::available()
+}
+
+/// `Err` with the GiB `segments` need and the GiB available, where they do not fit in the
+/// memory available to this process (`None` where it is not known: they pass).
+pub fn segments_fit<'a>(
+    segments: impl IntoIterator<Item = &'a SegmentSpec>,
+) -> Result<(), (f64, f64)> {
+    let need = segments
+        .into_iter()
+        .fold(0u64, |a, s| a.saturating_add(s.len));
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    match available_memory() {
+        Some(have) if need > have => Err((gib(need), gib(have))),
+        _ => Ok(()),
+    }
 }
 
 /// Seeded delays: each operation takes effect after a uniform delay in `[0, max]`.
@@ -68,20 +83,11 @@ pub fn world(
     }
     // Every rank's segments live in this one process: refuse at once what cannot fit
     // (rather than an allocation failure, or a swapping machine, much later).
-    let need = configs
-        .iter()
-        .flat_map(|c| &c.segments)
-        .fold(0u64, |a, s| a.saturating_add(s.len));
-    if let Some(have) = available_memory()
-        && need > have
-    {
-        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    if let Err((need, have)) = segments_fit(configs.iter().flat_map(|c| &c.segments)) {
         return Err(FabricError::Unsupported(format!(
-            "{size} in-process ranks' segments need {:.1} GiB of memory; this process has \
-             {:.1} GiB available (free memory within its cgroup's limit; fewer ranks, or \
-             ranks as processes: titus launch)",
-            gib(need),
-            gib(have)
+            "{size} in-process ranks' segments need {need:.1} GiB of memory; this process \
+             has {have:.1} GiB available (free memory within its cgroup's limit; fewer \
+             ranks, or ranks as processes: titus launch)"
         )));
     }
     let network = options.delay.map(|d| {

@@ -627,28 +627,18 @@ fn fabric_config(node: &Node, overlay: &Overlay, cfg: &RuntimeConfig) -> FabricC
 /// from options (a payload's room × the shared slots), and a segment past the memory
 /// ends in an allocation abort or, in `/dev/shm`, a SIGBUS once written.
 fn segments_fit(fcfg: &FabricConfig) -> Result<(), RuntimeError> {
-    let need = fcfg
-        .segments
-        .iter()
-        .fold(0u64, |a, s| a.saturating_add(s.len));
-    match titus_fabric::mem::available_memory() {
-        Some(have) if need > have => {
-            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-            let sizes: Vec<String> = fcfg
-                .segments
-                .iter()
-                .map(|s| format!("{} {:.2} GiB", s.name, gib(s.len)))
-                .collect();
-            Err(RuntimeError::Config(format!(
-                "this rank's segments need {:.1} GiB ({}), more than the {:.1} GiB of memory \
-                 available (a smaller max_payload or shared_capacity)",
-                gib(need),
-                sizes.join(", "),
-                gib(have)
-            )))
-        }
-        _ => Ok(()),
-    }
+    titus_fabric::mem::segments_fit(&fcfg.segments).map_err(|(need, have)| {
+        let sizes: Vec<String> = fcfg
+            .segments
+            .iter()
+            .map(|s| format!("{} {:.2} GiB", s.name, s.len as f64 / f64::from(1u32 << 30)))
+            .collect();
+        RuntimeError::Config(format!(
+            "this rank's segments need {need:.1} GiB ({}), more than the {have:.1} GiB of \
+             memory available (a smaller max_payload or shared_capacity)",
+            sizes.join(", ")
+        ))
+    })
 }
 
 impl RuntimeConfig {

@@ -1617,9 +1617,6 @@ impl<'a> Sim<'a> {
                     .begin_start(Time(now), input, &self.mems[i])
                     .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
                 self.own[i] = Some(own);
-                if self.plan_keys.is_some() {
-                    self.began[i] = now;
-                }
                 self.after(node, now)?;
             }
             Ev::Begin { node } => {
@@ -2088,6 +2085,7 @@ impl RepartitionStart for Sim<'_> {
                 0 => 0,
                 s => self.rng.below(s + 1),
             };
+            self.began[r as usize] = self.clock + skew;
             self.at(self.clock + skew, Ev::Start { node: r });
         }
         let ended = self.run_epoch(self.job.faults.stall);
