@@ -3,7 +3,7 @@
 //! delays (sleeping tasks, ranks entering an epoch late); each rank checks every result and
 //! every failure, and that its memory, open descriptors and threads stay flat
 //! (`tests/bin/soak.rs`). 200 epochs here; `TITUS_SOAK_EPOCHS=50000` by hand for
-//! the ten-minute soak, `TITUS_SOAK_SEED` for another plan.
+//! the ten-minute soak, `TITUS_SEED` for another plan.
 
 use std::process::Command;
 

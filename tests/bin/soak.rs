@@ -2,7 +2,7 @@
 //! over one job with random task failures and random delays, checking that this process's
 //! memory, open files and threads stay flat.
 //!
-//! Every rank draws the same plan from one seeded generator (`TITUS_SOAK_SEED`, default
+//! Every rank draws the same plan from one seeded generator (`TITUS_SEED`, default
 //! 1): each epoch's tasks per rank, which tasks sleep and for how long, a rank that enters
 //! the epoch late, and whether a task fails (a panic, or a result over the limit). A failed
 //! epoch must fail on every rank with the planned failure — the task's own error where it
@@ -335,13 +335,14 @@ fn main() {
         }
     }));
     let epochs = num("TITUS_SOAK_EPOCHS", 200);
-    let seed = num("TITUS_SOAK_SEED", 1);
+    let seed = titus_core::seed::one(1);
     match soak(&env, epochs, seed) {
         Ok(line) => println!("{line}"),
         Err(e) => {
             eprintln!(
-                "soak: rank {}: {e} (repeat with TITUS_SOAK_SEED={seed} TITUS_SOAK_EPOCHS={epochs})",
-                env.rank
+                "soak: rank {}: {e} (repeat with {} TITUS_SOAK_EPOCHS={epochs})",
+                env.rank,
+                titus_core::seed::repeat(seed)
             );
             std::process::exit(1);
         }

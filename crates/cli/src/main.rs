@@ -85,7 +85,13 @@ fn main() -> ExitCode {
         Command::Overlay(args) => ("titus overlay", overlay_cmd::run(args).map(|()| 0)),
         Command::Launch(args) => ("titus launch", launch::run(args)),
         Command::FabricBench(args) => ("titus fabric-bench", fabric_bench::run(args).map(|()| 0)),
-        Command::Sim(args) => ("titus sim", sim_cmd::run(*args)),
+        Command::Sim(args) => (
+            "titus sim",
+            sim_cmd::check(&args).and_then(|()| match &args.calibrate {
+                Some(preset) => calibrate::run(preset, args.out.as_deref()),
+                None => sim_cmd::run(*args),
+            }),
+        ),
     };
     match result {
         Ok(code) => ExitCode::from(code),

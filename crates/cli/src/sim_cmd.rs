@@ -82,10 +82,10 @@ pub struct SimArgs {
     /// progress threads' share of a core, from two ranks of runtime-bench). Needs `titus
     /// launch` and runtime-bench next to this program.
     #[arg(long, value_name = "PROVIDER")]
-    calibrate: Option<String>,
+    pub calibrate: Option<String>,
     /// Where --calibrate writes its preset [default: standard output].
     #[arg(long, value_name = "FILE", requires = "calibrate")]
-    out: Option<PathBuf>,
+    pub out: Option<PathBuf>,
     /// Run DLB_Bench's real tasks (payloads and checksums, with --calibration) instead of
     /// virtual ones: the results equal dlb-bench's. Small runs only.
     #[arg(long)]
@@ -641,8 +641,9 @@ fn huge_pages_for_the_heap() {
 const HEAP_TUNABLES: &str = "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967296:\
                              glibc.malloc.mmap_threshold=33554432";
 
-/// Runs `titus sim`.
-pub fn run(a: SimArgs) -> Result<u8, UsageError> {
+/// Checks `titus sim`'s flags, every sweep point's included, before anything runs
+/// (`--calibrate` as well as a simulation).
+pub fn check(a: &SimArgs) -> Result<(), UsageError> {
     dlb::set_program("titus sim");
     dlb::check_args(&a.bench);
     // A sweep point's value replaces a flag checked above: every point gets the same
@@ -652,9 +653,11 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
             dlb::check_args(&point);
         }
     }
-    if let Some(p) = &a.calibrate {
-        return crate::calibrate::run(p, a.out.as_deref());
-    }
+    Ok(())
+}
+
+/// Runs `titus sim` once [`check`] passed, but for `--calibrate` (`crate::calibrate`).
+pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     if a.check {
         return run_check(&a);
     }

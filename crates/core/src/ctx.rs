@@ -173,14 +173,15 @@ impl<P> Ctx<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SegmentId;
 
     #[test]
     fn tokens_come_back_with_their_tags_in_any_order() {
         let mut cx: Ctx<&'static str> = Ctx::new(Config::default(), 0, 2);
         let read = |peer| Op::Read {
             peer,
-            remote: Loc::new(0, 0),
-            local: Loc::new(0, 0),
+            remote: Loc::new(SegmentId(0), 0),
+            local: Loc::new(SegmentId(0), 0),
             len: 8,
         };
         let a = cx.issue(read(1), "a");
@@ -204,7 +205,7 @@ mod tests {
         cx.issue(
             Op::FetchAdd {
                 peer: 0,
-                remote: Loc::new(0, 0),
+                remote: Loc::new(SegmentId(0), 0),
                 delta: 1,
             },
             "own",
@@ -261,11 +262,11 @@ pub(crate) mod testing {
     impl Memory for Mem {
         fn read(&self, loc: Loc, buf: &mut [u8]) {
             let at = loc.offset as usize;
-            buf.copy_from_slice(&self.0.borrow()[usize::from(loc.segment)][at..at + buf.len()]);
+            buf.copy_from_slice(&self.0.borrow()[usize::from(loc.segment.0)][at..at + buf.len()]);
         }
         fn write(&self, loc: Loc, data: &[u8]) {
             let at = loc.offset as usize;
-            self.0.borrow_mut()[usize::from(loc.segment)][at..at + data.len()]
+            self.0.borrow_mut()[usize::from(loc.segment.0)][at..at + data.len()]
                 .copy_from_slice(data);
         }
     }

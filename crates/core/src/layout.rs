@@ -7,17 +7,19 @@ use crate::{CoreError, Rank};
 
 /// Segment numbers, in the order the runtime registers them.
 pub mod seg {
+    use crate::SegmentId;
+
     /// Task headers, shared-set regions and the staging area.
-    pub const TASKS: u16 = 0;
+    pub const TASKS: SegmentId = SegmentId(0);
     /// Result chunks routed to this rank.
-    pub const INBOX: u16 = 1;
+    pub const INBOX: SegmentId = SegmentId(1);
     /// Chunks this rank sends: a pool of `Config::outbox_slots` slots of `chunk_bytes`
     /// (fewer when the rank has fewer next hops), each holding one chunk until its write
     /// completed.
-    pub const OUTBOX: u16 = 2;
+    pub const OUTBOX: SegmentId = SegmentId(2);
     /// The epoch start's message slots, published records and landings
     /// (`crate::start`).
-    pub const START: u16 = 3;
+    pub const START: SegmentId = SegmentId(3);
 }
 
 /// Version word at offset 0 of TASKS: "TITUS" + layout version 3 (version 2: result

@@ -53,6 +53,7 @@ pub mod repartition;
 pub mod resources;
 mod results;
 mod router;
+pub mod seed;
 mod share;
 pub mod start;
 mod stats;
@@ -136,18 +137,24 @@ impl Time {
     }
 }
 
+/// A registered segment's number, the same on every rank ([`layout::seg`] names the
+/// node's). The vocabulary of one-sided operations lives here, in the crate without IO,
+/// and the fabric crates speak it: one `Rank`, one `Loc` in the whole workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SegmentId(pub u16);
+
 /// A place in one of this or another rank's segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Loc {
-    /// Segment number ([`layout::seg`]).
-    pub segment: u16,
-    /// Byte offset.
+    /// The segment.
+    pub segment: SegmentId,
+    /// Byte offset in it.
     pub offset: u64,
 }
 
 impl Loc {
     /// `offset` in `segment`.
-    pub fn new(segment: u16, offset: u64) -> Self {
+    pub fn new(segment: SegmentId, offset: u64) -> Self {
         Self { segment, offset }
     }
 }

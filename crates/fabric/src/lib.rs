@@ -70,28 +70,9 @@ pub use segment::{Segment, SharedWords};
 use std::fmt;
 use std::time::Duration;
 
-/// A rank number, `0..size`.
-pub type Rank = u32;
-
-/// A segment's number: its index in [`FabricConfig::segments`], the same on every rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SegmentId(pub u16);
-
-/// A place in a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Loc {
-    /// The segment.
-    pub segment: SegmentId,
-    /// Byte offset in it.
-    pub offset: u64,
-}
-
-impl Loc {
-    /// `offset` in `segment`.
-    pub fn new(segment: SegmentId, offset: u64) -> Self {
-        Self { segment, offset }
-    }
-}
+// Ranks, segments and places in them: the core's vocabulary, one definition for the
+// protocol and every transport.
+pub use titus_core::{Loc, Rank, SegmentId};
 
 /// A piece of a gathered write: `len` bytes of a local segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,11 +67,7 @@ fn software_progress() {
 #[test]
 fn seeded_delays_and_reordering() {
     // A failing seed is named in the panic message through `options`.
-    let seeds: u64 = std::env::var("TITUS_MEM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
-    for seed in 0..seeds {
+    for seed in titus_core::seed::seeds(0..3) {
         for software_progress in [false, true] {
             suite(
                 3,

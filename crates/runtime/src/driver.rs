@@ -13,7 +13,7 @@ use crate::{SegMem, Shared};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use titus_core::{Command, Op, OpFailure, Token};
-use titus_fabric::{Fabric, FabricError, Loc, OpId, Piece, SegmentId};
+use titus_fabric::{Fabric, FabricError, OpId, Piece};
 
 /// How long a failed operation's peer is asked whether its process exited (see
 /// `failure_to`).
@@ -191,10 +191,6 @@ fn peer_of(op: &Op) -> titus_core::Rank {
     }
 }
 
-fn loc(l: titus_core::Loc) -> Loc {
-    Loc::new(SegmentId(l.segment), l.offset)
-}
-
 fn failure(e: FabricError) -> OpFailure {
     OpFailure {
         peer_gone: matches!(
@@ -239,7 +235,7 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
             remote,
             local,
             len,
-        } => f.read(*peer, loc(*remote), loc(*local), *len).map(Err),
+        } => f.read(*peer, *remote, *local, *len).map(Err),
         Op::Write {
             peer,
             remote,
@@ -248,9 +244,9 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
         } => {
             let pieces: Vec<Piece> = pieces
                 .iter()
-                .map(|&(l, len)| Piece { local: loc(l), len })
+                .map(|&(l, len)| Piece { local: l, len })
                 .collect();
-            let op = f.write_gather(*peer, loc(*remote), &pieces, *signal)?;
+            let op = f.write_gather(*peer, *remote, &pieces, *signal)?;
             if signal.is_some_and(titus_core::layout::signal::urgent) {
                 f.urge(*peer);
             }
@@ -262,7 +258,7 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
             expected,
             desired,
         } if *peer == me && coherent => f
-            .segment(SegmentId(remote.segment))?
+            .segment(remote.segment)?
             .compare_exchange(remote.offset, *expected, *desired)
             .map(Ok),
         Op::FetchAdd {
@@ -270,7 +266,7 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
             remote,
             delta,
         } if *peer == me && coherent => f
-            .segment(SegmentId(remote.segment))?
+            .segment(remote.segment)?
             .fetch_add(remote.offset, *delta)
             .map(Ok),
         Op::Cas {
@@ -278,14 +274,12 @@ fn submit(f: &dyn Fabric, op: &Op) -> Result<Result<u64, OpId>, FabricError> {
             remote,
             expected,
             desired,
-        } => f
-            .compare_swap(*peer, loc(*remote), *expected, *desired)
-            .map(Err),
+        } => f.compare_swap(*peer, *remote, *expected, *desired).map(Err),
         Op::FetchAdd {
             peer,
             remote,
             delta,
-        } => f.fetch_add(*peer, loc(*remote), *delta).map(Err),
+        } => f.fetch_add(*peer, *remote, *delta).map(Err),
     }
 }
 

@@ -23,6 +23,7 @@ mod backend;
 mod contacts;
 pub mod cores;
 mod driver;
+mod report;
 pub mod resources;
 mod thread_cpu;
 mod worker;
@@ -35,7 +36,7 @@ use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, NewTask, Node, Time}
 use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
-use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentId, SegmentSpec};
+use titus_fabric::{Exposure, Fabric, FabricConfig, FabricError, SegmentSpec};
 use titus_overlay::Overlay;
 
 pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
@@ -266,13 +267,13 @@ impl Memory for SegMem<'_> {
     fn read(&self, loc: Loc, buf: &mut [u8]) {
         // The node only names its own segments, at offsets inside them (its layout).
         self.0
-            .segment(SegmentId(loc.segment))
+            .segment(loc.segment)
             .and_then(|s| s.read(loc.offset, buf))
             .expect("the node reads inside its own segments");
     }
     fn write(&self, loc: Loc, data: &[u8]) {
         self.0
-            .segment(SegmentId(loc.segment))
+            .segment(loc.segment)
             .and_then(|s| s.write(loc.offset, data))
             .expect("the node writes inside its own segments");
     }

@@ -132,7 +132,7 @@ pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
     }
     if let Some((task, why)) = submit(sh, st, id, task) {
         drop(guard);
-        crate::worker::report(sh, &task, Err(why), 1);
+        crate::report::report(sh, &task, Err(why), 1);
     }
     None
 }
@@ -230,7 +230,7 @@ fn reap(sh: &Shared, done: &mut Completions) {
         }
     }
     if !reports.is_empty() {
-        crate::worker::report_all(sh, reports);
+        crate::report::report_all(sh, reports);
     }
 }
 
@@ -298,7 +298,7 @@ fn fill(sh: &Shared) {
             let t = node.take_tasks_for(sh.now(), room, &set, &mem);
             let handed = sh.inline && crate::driver::drive_inline(sh, &mut node);
             let wake = handed || node.has_commands();
-            crate::worker::release(sh, node, wake);
+            crate::report::release(sh, node, wake);
             t
         };
         if tasks.is_empty() {
@@ -334,7 +334,7 @@ fn fill(sh: &Shared) {
             }
         }
         if !failed.is_empty() {
-            crate::worker::report_all(
+            crate::report::report_all(
                 sh,
                 failed
                     .into_iter()

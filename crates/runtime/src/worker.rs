@@ -9,6 +9,7 @@
 //! caught) fails the epoch with its message on every rank. Where the
 //! fabric's progress must poll (shm), a worker polls it between tasks.
 
+use crate::report::{Unreported, pass_on, release, report};
 use crate::{RuntimeError, SegMem, Shared};
 use crossbeam_deque::{Steal, Stealer, Worker};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -86,72 +87,6 @@ fn take_grain(
         w.push(t);
     }
     first
-}
-
-/// A task's identity (owner, index, kind), its result and its measured cost (ns).
-pub(crate) type Done = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
-
-/// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`).
-#[derive(Default)]
-pub(crate) struct Unreported {
-    done: Vec<Done>,
-    /// When the first of them ended.
-    since: Option<Instant>,
-}
-
-impl Unreported {
-    /// Hands every held result to the locked `node`.
-    fn report_into(&mut self, sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
-        hand(node, sh.now(), self.done.drain(..), mem);
-        self.since = None;
-    }
-
-    /// Reports every held result under one lock of the node ([`report_all`]).
-    fn flush(&mut self, sh: &Shared) {
-        report_all(sh, self.done.drain(..));
-        self.since = None;
-    }
-}
-
-/// Unlocks `node` after a worker drove it: wakes the progress thread where `wake`, and the
-/// user thread waiting for the epoch where it is done. Whatever a worker feeds the node
-/// (the last termination message among a steal's answers, say) can end the epoch, and the
-/// progress thread, whose signal the worker took, would not notice before its next turn
-/// (up to 50 ms: a whole chemistry step).
-pub(crate) fn release(sh: &Shared, node: std::sync::MutexGuard<'_, titus_core::Node>, wake: bool) {
-    let finished = node.is_done();
-    drop(node);
-    if wake {
-        sh.fabric.wake();
-        // Where workers serve a polled fabric but leave submitting to the progress
-        // thread, give it this core now: woken on a node whose cores all run workers, it
-        // waited 0.5–2.5 ms for one.
-        if sh.serve && !sh.inline {
-            std::thread::yield_now();
-        }
-    }
-    if finished {
-        sh.done_cv.notify_all();
-    }
-}
-
-/// Whether the progress thread must wake for what `node` now wants: commands this worker
-/// did not (or could not) submit, or a timer earlier than the progress thread's wait —
-/// unless workers drive inline: then this one looks at the timers again after its next
-/// task, or wakes the progress thread when it runs out of tasks (a wake-up per task cost
-/// the other rank's worker its core thousands of times a second).
-fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -> bool {
-    // Where the fabric's progress polls, workers that all run tasks collect what
-    // completed and fire the timers after their next task (commands still wake the
-    // progress thread); a worker that goes idle wakes it to take over.
-    let serving = !sh.inline && sh.workers_serving();
-    node.has_commands()
-        || (handed && !serving)
-        || (!sh.inline
-            && !serving
-            && node
-                .poll_timeout()
-                .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire)))
 }
 
 /// A worker's copy of the registered task functions, taken again after a registration.
@@ -445,38 +380,4 @@ fn report_and_take(
     }
     pass_on(sh, node);
     (next, false)
-}
-
-/// Reports a task's result to the node and passes on what the node then wants.
-pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, cost_ns: u64) {
-    report_all(sh, [((task.owner, task.index, task.kind), result, cost_ns)]);
-}
-
-/// Reports results (a worker's grain, a resource's completions) under one lock of the
-/// node and passes on what the node then wants.
-pub(crate) fn report_all(sh: &Shared, done: impl IntoIterator<Item = Done>) {
-    let mem = SegMem(&*sh.fabric);
-    let mut node = sh.lock_node();
-    hand(&mut node, sh.now(), done, &mem);
-    pass_on(sh, node);
-}
-
-/// Hands results to the locked `node`.
-fn hand(
-    node: &mut titus_core::Node,
-    now: titus_core::Time,
-    done: impl IntoIterator<Item = Done>,
-    mem: &SegMem<'_>,
-) {
-    for (id, result, cost_ns) in done {
-        node.task_done(now, id, result, cost_ns, mem);
-    }
-}
-
-/// Unlocks `node` after a worker's turn with it, passing on what the node then wants:
-/// driven inline where the fabric allows, else the progress thread woken if it must be.
-fn pass_on(sh: &Shared, mut node: std::sync::MutexGuard<'_, titus_core::Node>) {
-    let handed = sh.serve && crate::driver::drive_inline(sh, &mut node);
-    let wake = needs_driver(sh, &node, handed);
-    release(sh, node, wake);
 }

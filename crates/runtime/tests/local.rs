@@ -143,11 +143,7 @@ fn the_complete_graph_past_the_outbox_pool() {
 
 #[test]
 fn delays_reordering_and_software_progress() {
-    let seeds: u64 = std::env::var("TITUS_RUNTIME_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
-    for seed in 0..seeds {
+    for seed in titus_core::seed::seeds(0..3) {
         for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
             let options = MemOptions {
                 delay: Some(DelayModel {
@@ -157,7 +153,10 @@ fn delays_reordering_and_software_progress() {
                 software_progress: seed % 2 == 0,
                 hang_posts_to: None,
             };
-            let what = format!("{protocol:?}, seed {seed} (TITUS_RUNTIME_SEEDS)");
+            let what = format!(
+                "{protocol:?}, seed {seed} (repeat: {})",
+                titus_core::seed::repeat(seed)
+            );
             all_ok(
                 job(5, config(protocol, seed), options, 1, |r| {
                     if r == 1 { 300 } else { 10 }

@@ -755,16 +755,10 @@ mod tests {
     /// more): 200 seeds, every invariant.
     #[test]
     fn two_hundred_seeds_hold_every_invariant() {
-        let first: u64 = std::env::var("TITUS_SIM_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let seeds: u64 = std::env::var("TITUS_SIM_SEEDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(200);
+        let range = titus_core::seed::seeds(0..200);
+        let seeds = range.end - range.start;
         let (mut events, mut gone_tolerated, mut failed) = (0, 0, 0);
-        for seed in first..first + seeds {
+        for seed in range {
             match check_seed(seed) {
                 Ok(d) => {
                     events += d.events;
@@ -772,7 +766,8 @@ mod tests {
                     failed += d.exercised.failed_everywhere;
                 }
                 Err((what, v)) => panic!(
-                    "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1"
+                    "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1, or {} cargo test -p titus-sim --lib",
+                    titus_core::seed::repeat(seed)
                 ),
             }
         }

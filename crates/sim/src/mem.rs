@@ -61,7 +61,7 @@ impl SparseMem {
         while done < buf.len() {
             let (p, o) = (off / PAGE, (off % PAGE) as usize);
             let n = (PAGE as usize - o).min(buf.len() - done);
-            match pages.get(&(loc.segment, p)) {
+            match pages.get(&(loc.segment.0, p)) {
                 Some(page) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
                 None => buf[done..done + n].fill(0),
             }
@@ -79,7 +79,7 @@ impl SparseMem {
             let (p, o) = (off / PAGE, (off % PAGE) as usize);
             let n = (PAGE as usize - o).min(data.len() - done);
             let page = pages
-                .entry((loc.segment, p))
+                .entry((loc.segment.0, p))
                 .or_insert_with(|| Box::new([0u8; PAGE as usize]));
             page[o..o + n].copy_from_slice(&data[done..done + n]);
             done += n;
@@ -108,7 +108,7 @@ impl Memory for SparseMem {
         while off < end {
             let (p, o) = (off / PAGE, (off % PAGE) as usize);
             let n = (PAGE - o as u64).min(end - off) as usize;
-            if let Entry::Occupied(mut e) = pages.entry((loc.segment, p)) {
+            if let Entry::Occupied(mut e) = pages.entry((loc.segment.0, p)) {
                 let page = e.get_mut();
                 let whole = n == PAGE as usize;
                 if !whole {
@@ -126,27 +126,28 @@ impl Memory for SparseMem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use titus_core::SegmentId;
 
     #[test]
     fn reads_what_was_written_across_pages_and_zero_elsewhere() {
         let m = SparseMem::default();
         let data: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8).collect();
-        m.write(Loc::new(1, 300), &data);
+        m.write(Loc::new(SegmentId(1), 300), &data);
         let mut back = vec![0u8; 1500];
-        m.read(Loc::new(1, 300), &mut back);
+        m.read(Loc::new(SegmentId(1), 300), &mut back);
         assert_eq!(back, data);
         let mut z = [7u8; 16];
-        m.read(Loc::new(2, 300), &mut z);
+        m.read(Loc::new(SegmentId(2), 300), &mut z);
         assert_eq!(z, [0u8; 16]);
-        m.write(Loc::new(0, 8), &42u64.to_le_bytes());
-        assert_eq!(m.word(Loc::new(0, 8)), 42);
+        m.write(Loc::new(SegmentId(0), 8), &42u64.to_le_bytes());
+        assert_eq!(m.word(Loc::new(SegmentId(0), 8)), 42);
         // The node's bytes through `Memory` are counted, the fabric's are not.
         let tasks = titus_core::layout::seg::TASKS;
         m.write(Loc::new(tasks, 0), &data[..100]);
         // (Segment 0 is TASKS: the word above is one of its bytes' eight.)
         assert_eq!(m.take_moved(), (8 + 100, 1500 + 1500 + 16));
-        m.copy_in(Loc::new(1, 0), &data);
-        m.copy_out(Loc::new(1, 0), &mut back);
+        m.copy_in(Loc::new(SegmentId(1), 0), &data);
+        m.copy_out(Loc::new(SegmentId(1), 0), &mut back);
         assert_eq!(m.take_moved(), (0, 0));
     }
 
@@ -154,25 +155,28 @@ mod tests {
     fn discarded_bytes_read_as_zero_and_free_the_pages_they_filled() {
         let m = SparseMem::default();
         let data = vec![9u8; 2000];
-        m.write(Loc::new(1, 100), &data); // Pages 0..=4 of segment 1.
-        m.write(Loc::new(2, 0), &data[..8]);
+        m.write(Loc::new(SegmentId(1), 100), &data); // Pages 0..=4 of segment 1.
+        m.write(Loc::new(SegmentId(2), 0), &data[..8]);
         assert_eq!(m.pages.borrow().len(), 6);
         // Bytes 200..1300: page 1 whole, pages 0 and 2 in part.
-        m.discard(Loc::new(1, 200), 1100);
+        m.discard(Loc::new(SegmentId(1), 200), 1100);
         assert_eq!(m.pages.borrow().len(), 5, "page 1 freed");
         let mut back = vec![7u8; 2000];
-        m.read(Loc::new(1, 100), &mut back);
+        m.read(Loc::new(SegmentId(1), 100), &mut back);
         assert!(back[..100].iter().all(|&b| b == 9));
         assert!(back[100..1200].iter().all(|&b| b == 0));
         assert!(back[1200..].iter().all(|&b| b == 9));
         // The rest of page 0 and page 2: nothing else lives there, they go too.
-        m.discard(Loc::new(1, 100), 100);
-        m.discard(Loc::new(1, 1300), 236);
+        m.discard(Loc::new(SegmentId(1), 100), 100);
+        m.discard(Loc::new(SegmentId(1), 1300), 236);
         assert_eq!(m.pages.borrow().len(), 3, "pages 0 and 2 freed");
         // Unwritten memory, and another segment's pages, are left alone.
-        m.discard(Loc::new(1, 1 << 20), 4096);
-        m.discard(Loc::new(1, 1536), 564);
+        m.discard(Loc::new(SegmentId(1), 1 << 20), 4096);
+        m.discard(Loc::new(SegmentId(1), 1536), 564);
         assert_eq!(m.pages.borrow().len(), 1, "only segment 2's page is left");
-        assert_eq!(m.word(Loc::new(2, 0)), u64::from_le_bytes([9; 8]));
+        assert_eq!(
+            m.word(Loc::new(SegmentId(2), 0)),
+            u64::from_le_bytes([9; 8])
+        );
     }
 }

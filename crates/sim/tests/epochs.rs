@@ -7,25 +7,17 @@
 //! owner exactly once and right, in every epoch, and nothing of an epoch but what the
 //! next must ignore may still travel at its end ([`titus_sim::simulate`]).
 //!
-//! `TITUS_SIM_EPOCH_SEEDS` sets the number of seeds (default 100; 20,000 by hand, in
-//! release), `TITUS_SIM_EPOCH_SEED` the first (default 0). A failure prints the command
-//! that reproduces it.
+//! `TITUS_SEED` sets the seeds (`titus_core::seed`; default 0..100, 0..20000 by hand in
+//! release). A failure prints the command that reproduces it.
 
 use titus_sim::check::{EPOCH_SCHEMES, Exercised, check_epochs_seed};
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
-    let seeds = env("TITUS_SIM_EPOCH_SEEDS", 100);
-    let first = env("TITUS_SIM_EPOCH_SEED", 0);
+    let range = titus_core::seed::seeds(0..100);
+    let seeds = range.end - range.start;
     let (mut events, mut stealing, mut sharing) = (0, Exercised::default(), Exercised::default());
-    for seed in first..first + seeds {
+    for seed in range {
         for scheme in EPOCH_SCHEMES {
             match check_epochs_seed(seed, scheme) {
                 Ok(d) => {
@@ -37,9 +29,10 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                     }
                 }
                 Err((what, v)) => panic!(
-                    "seed {seed}, {} / {} ({what}): {v}\nreproduce: TITUS_SIM_EPOCH_SEED={seed} TITUS_SIM_EPOCH_SEEDS=1 cargo test -p titus-sim --test epochs",
+                    "seed {seed}, {} / {} ({what}): {v}\nreproduce: {} cargo test -p titus-sim --test epochs",
                     scheme.0,
-                    scheme.1.name()
+                    scheme.1.name(),
+                    titus_core::seed::repeat(seed)
                 ),
             }
         }

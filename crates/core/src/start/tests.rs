@@ -11,12 +11,9 @@ use titus_overlay::rng::Rng;
 /// The sizes the conformance suite runs at, and a few more.
 const SIZES: [u32; 9] = [1, 2, 3, 4, 5, 8, 17, 31, 64];
 
-/// The seed of a randomized test: `TITUS_SEED` where set, else `default`.
+/// The seed of a randomized test: `TITUS_SEED`'s first where set, else `default`.
 pub(super) fn seed(default: u64) -> u64 {
-    std::env::var("TITUS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    crate::seed::one(default)
 }
 
 /// A sum, or a string of rank numbers in order (not commutative: the scan must keep the

@@ -765,7 +765,7 @@ mod tests {
         assert_eq!(q.len(), 4);
     }
 
-    /// Per-type requests (issue #16): a typed request gets only tasks of its type's
+    /// Per-type requests: a typed request gets only tasks of its type's
     /// kinds; a type none of this epoch's tasks here has is unsupported; one whose tasks
     /// are gone is "nothing now"; tasks the owner cannot run are not kept private.
     #[test]
