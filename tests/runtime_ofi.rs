@@ -677,7 +677,7 @@ fn every_start_is_the_whole_jobs_plan_in_process() {
                             let r = rt.rank();
                             let mut most = 0;
                             for e in 0..3u64 {
-                                // Rank 0 owns the dear tasks; the keys move on each epoch.
+                                // Rank 0 owns the costly tasks; the keys move on each epoch.
                                 let n = if r == 0 { 60 } else { 4 };
                                 let tasks: Vec<TaskIn> = (0..n)
                                     .map(|i| TaskIn {

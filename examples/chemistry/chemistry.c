@@ -175,7 +175,7 @@ static void run_titus(const grid *g, const char *options, double *state, const d
     *nominal = 0.0;
     /* With a GPU: the cells below --gpu-below go first, as KIND_COOL (the GPU's kind: a
      * GPU thread runs a hot cell's thousands of stiff steps far slower than a core, and a
-     * batch lasts as long as its dearest cell), the others after them as KIND_CELL;
+     * batch lasts as long as its costliest cell), the others after them as KIND_CELL;
      * `order[i]` is the cell of the i-th task handed over. Without, the cells in order. */
     int *order = NULL;
     cell_in *handed = in;
@@ -207,8 +207,8 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         CHECK(titus_results_fixed(t, out, sizeof(cell_out), n));
         times[s] = now() - t0;
         CHECK(titus_costs(t, costs, (size_t)n));
-        uint64_t dearest = 0;
-        for (int c = 0; c < n; c++) dearest = costs[c] > dearest ? costs[c] : dearest;
+        uint64_t costliest = 0;
+        for (int c = 0; c < n; c++) costliest = costs[c] > costliest ? costs[c] : costliest;
         for (int i = 0; i < n; i++) {
             memcpy(state + 3 * (order ? order[i] : i), out[i].y, 3 * sizeof(double));
             *solver_steps += (long)out[i].steps;
@@ -217,12 +217,12 @@ static void run_titus(const grid *g, const char *options, double *state, const d
         CHECK(titus_job_stats(t, &js));
         if (verbose && *rank_out == 0)
             printf("  step %d (%s): %.4f s (slowest titus_run %.4f s), efficiency %.3f, nominal %.3f, steals ok %llu empty "
-                   "%llu locked %llu, tasks run off their owner %llu (stolen, with re-steals, %llu), dearest cell here %.1f us\n",
+                   "%llu locked %llu, tasks run off their owner %llu (stolen, with re-steals, %llu), costliest cell here %.1f us\n",
                    s, options, times[s], js.session_s, js.efficiency, js.nominal_efficiency,
                    (unsigned long long)js.steals_ok,
                    (unsigned long long)js.steals_empty, (unsigned long long)js.steals_locked,
                    (unsigned long long)js.tasks_ran_elsewhere, (unsigned long long)js.tasks_stolen,
-                   (double)dearest / 1e3);
+                   (double)costliest / 1e3);
         busy += js.busy_s;
         avail += js.session_s * (double)js.workers;
         *nominal += js.nominal_s;

@@ -199,7 +199,7 @@ program chemistry
   allocate(t_seq(0:steps - 1), pass_s(passes), rep(8, repeats))
   ! A cell's key is its global index: the same every step, so Titus predicts its cost
   ! from the last step's. Hints: cells in the flame (hot) get priority 1 — they run first
-  ! and are shared last, so no dear cell is left for the end of a step; no cost hint (0:
+  ! and are shared last, so no costly cell is left for the end of a step; no cost hint (0:
   ! Titus's own measured prediction).
   allocate(keys(max(n, 1)), prio(max(n, 1)), hint_ns(max(n, 1)))
   do i = 1, n

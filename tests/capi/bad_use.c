@@ -88,7 +88,7 @@ int main(void) {
     }
     EXPECT(titus_results_fixed(t, NULL, sizeof(int), 0), rank == 0 ? TITUS_ERR_BUFFER_TOO_SMALL : TITUS_OK);
     /* Priorities and cost hints: a priority out of range, or a wrong count, is refused;
-       then a bimodal step (every tenth task 30x dearer, run first) gives the same results. */
+       then a bimodal step (every tenth task 30x costlier, run first) gives the same results. */
     {
         int m = rank == 0 ? 50 : 0, prio[50];
         uint64_t cost[50];

@@ -1007,7 +1007,7 @@ mod tests {
         // after a task at 1 µs = 2,000 µs; 8,000 tasks beyond a take's first: 0.125 µs.
         let run = row(r#"{"between_tasks_us":[0.3,0.0],"grains":[2001,0],"tasks":10001}"#);
         assert!((grain_fit(&[run], 1.0).unwrap() - 0.125).abs() < 1e-12);
-        // Takes dearer than the gaps: 0, not less.
+        // Takes costlier than the gaps: 0, not less.
         let cheap = row(r#"{"between_tasks_us":[0.1,0.0],"grains":[2001,0],"tasks":10001}"#);
         assert_eq!(grain_fit(&[cheap], 1.0).unwrap(), 0.0);
         // One task a take, no grains figure, or two runs: named.

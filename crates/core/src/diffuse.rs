@@ -112,7 +112,7 @@ pub(crate) fn flows(mine: u64, loads: &[(Rank, u64)], deg: usize) -> Vec<(Rank, 
 /// predictions are right the sum is the flow within half a task; where they are locally
 /// even — a cost field that moved since it was measured, as a flame front does between
 /// steps — the same fraction of every region is taken, so the pushed work is that
-/// fraction of the real load wherever the dear tasks now are (taking the back of the list
+/// fraction of the real load wherever the costly tasks now are (taking the back of the list
 /// would push the region the front moved into, predicted cheap, or none of it). Skips
 /// tasks whose record would not fit a chunk (`max_record` bytes), and always leaves one
 /// task.
@@ -193,7 +193,7 @@ pub(crate) fn plan(
         .into_iter()
         .map(|(r, f)| {
             let mut b = pick(tasks, &mut costs, f, max_record, r);
-            // Dear first: the receiver runs them in this order, after its own.
+            // Costly first: the receiver runs them in this order, after its own.
             b.sort_by_key(|t| std::cmp::Reverse(t.predicted_ns));
             (r, b)
         })
@@ -210,16 +210,16 @@ pub(crate) fn plan(
 /// another message. The tasks travel routed through the overlay: a receiver need not be a
 /// neighbour.
 ///
-/// **Split** ([`StringLoads::with_split`]): where the job's tasks fall into dear ones and
-/// cheap ones ([`split_class`]), the dear and the cheap load each get a string of their
+/// **Split** ([`StringLoads::with_split`]): where the job's tasks fall into costly ones and
+/// cheap ones ([`split_class`]), the costly and the cheap load each get a string of their
 /// own: every rank is given the mean of each. With one string, the ranks that own the
-/// dear tasks send them whole to the receivers their intervals meet, each filled as far
-/// as whole dear tasks fit; the gaps left (up to a task each) add up to seconds of dear
+/// costly tasks send them whole to the receivers their intervals meet, each filled as far
+/// as whole costly tasks fit; the gaps left (up to a task each) add up to seconds of costly
 /// tasks kept by their owners, which the receivers steal once idle, at the end of the
-/// epoch — one 77 ms task after another (`w1-s4k`, bimodal: the dear band's owners kept
+/// epoch — one 77 ms task after another (`w1-s4k`, bimodal: the costly band's owners kept
 /// 4–6 s against 1 s planned, and the epoch ended 77 ms after the last such steal). Split,
-/// every rank runs its share of the dear tasks first (the queue is in predicted order)
-/// and ends in cheap ones, so a dear task may go where it fits by half: the overshoot is
+/// every rank runs its share of the costly tasks first (the queue is in predicted order)
+/// and ends in cheap ones, so a costly task may go where it fits by half: the overshoot is
 /// made of the receiver's cheap tail, which stealing splits finely.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StringLoads {
@@ -234,9 +234,9 @@ pub struct StringLoads {
 /// The two strings of a split plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Split {
-    /// Tasks predicted at 2^class ns or more are dear.
+    /// Tasks predicted at 2^class ns or more are costly.
     class: u8,
-    dear: StringLoads,
+    costly: StringLoads,
     cheap: StringLoads,
 }
 
@@ -276,7 +276,7 @@ impl LoadClasses {
         Ok(())
     }
 
-    /// (dear, cheap): the load in classes from `class` up, and below it.
+    /// (costly, cheap): the load in classes from `class` up, and below it.
     pub fn split(&self, class: u8) -> (u64, u64) {
         self.0.iter().fold((0u64, 0u64), |(d, c), &(b, l)| {
             if b >= class {
@@ -293,11 +293,11 @@ fn class_of(c: u64) -> u8 {
     (63 - c.max(1).leading_zeros()) as u8
 }
 
-/// The class from which tasks count as dear for the string plan's split, from every
-/// rank's classes and the number of ranks that predicted: the dearest class b with load
-/// such that the dear load (classes ≥ b) is at least one task of class b (2^b) per rank,
-/// so every rank gets some, and the cheap load below is at least the dearest task's
-/// greatest cost (2^(top + 1)) per rank, so every rank's cheap tail can take up a dear
+/// The class from which tasks count as costly for the string plan's split, from every
+/// rank's classes and the number of ranks that predicted: the costliest class b with load
+/// such that the costly load (classes ≥ b) is at least one task of class b (2^b) per rank,
+/// so every rank gets some, and the cheap load below is at least the costliest task's
+/// greatest cost (2^(top + 1)) per rank, so every rank's cheap tail can take up a costly
 /// task's overshoot. `None` (one string) where no class qualifies.
 pub fn split_class(classes: &[LoadClasses], ranks: usize) -> Option<u8> {
     let mut by = [0u128; 64];
@@ -358,8 +358,8 @@ impl StringLoads {
         }
     }
 
-    /// Split ([`split_class`]): from every rank's (dear, cheap) predicted load (`None`: it
-    /// takes no part), tasks at 2^`class` ns or more dear. The whole string (its mean,
+    /// Split ([`split_class`]): from every rank's (costly, cheap) predicted load (`None`: it
+    /// takes no part), tasks at 2^`class` ns or more costly. The whole string (its mean,
     /// [`Self::sends`]) is that of the sums.
     pub fn with_split(loads: &[Option<(u64, u64)>], class: u8) -> Self {
         let part = |f: fn((u64, u64)) -> u64| -> Vec<Option<u64>> {
@@ -368,13 +368,13 @@ impl StringLoads {
         let mut s = Self::new(&part(|(d, c)| d.saturating_add(c)));
         s.split = Some(Box::new(Split {
             class: class.min(63),
-            dear: Self::new(&part(|(d, _)| d)),
+            costly: Self::new(&part(|(d, _)| d)),
             cheap: Self::new(&part(|(_, c)| c)),
         }));
         s
     }
 
-    /// The class from which tasks are dear, where the plan is split.
+    /// The class from which tasks are costly, where the plan is split.
     pub fn split_class(&self) -> Option<u8> {
         self.split.as_ref().map(|s| s.class)
     }
@@ -424,7 +424,7 @@ impl StringLoads {
             receives: self.receives(rank),
             split: self.split.as_ref().map(|s| RankSplit {
                 class: s.class,
-                dear_sends: s.dear.sends(rank),
+                costly_sends: s.costly.sends(rank),
                 cheap_sends: s.cheap.sends(rank),
             }),
         }
@@ -434,7 +434,10 @@ impl StringLoads {
     /// cover it).
     pub fn receives(&self, rank: Rank) -> u64 {
         if let Some(s) = &self.split {
-            return s.dear.receives(rank).saturating_add(s.cheap.receives(rank));
+            return s
+                .costly
+                .receives(rank)
+                .saturating_add(s.cheap.receives(rank));
         }
         let r = rank as usize;
         if r >= self.ranks() as usize {
@@ -447,14 +450,14 @@ impl StringLoads {
 }
 
 /// The string plan of one rank: from one string, its sends dealt by [`deal`], each task
-/// where it fits whole; split, its dear tasks dealt along the dear string, each where it
+/// where it fits whole; split, its costly tasks dealt along the costly string, each where it
 /// fits by half, and its cheap ones along the cheap string, whole. `predicted`: each
-/// task's prediction (0: unknown), in task order; `dear`: whether each counts dear where
-/// the string's loads say (else by its prediction). Also: how many dear tasks it dealt.
+/// task's prediction (0: unknown), in task order; `costly`: whether each counts costly where
+/// the string's loads say (else by its prediction). Also: how many costly tasks it dealt.
 pub(crate) fn string_plan(
     tasks: &mut Vec<Task>,
     predicted: &[u64],
-    dear_by: &[Option<bool>],
+    costly_by: &[Option<bool>],
     s: &crate::start::string::RankString,
     max_record: usize,
 ) -> (Vec<(Rank, Vec<PushedTask>)>, usize) {
@@ -465,26 +468,31 @@ pub(crate) fn string_plan(
         let mut costs = costs;
         return (deal(tasks, &mut costs, &s.sends, max_record, false), 0);
     };
-    let (dear_sends, cheap_sends) = (&split.dear_sends, &split.cheap_sends);
-    if dear_sends.is_empty() && cheap_sends.is_empty() {
+    let (costly_sends, cheap_sends) = (&split.costly_sends, &split.cheap_sends);
+    if costly_sends.is_empty() && cheap_sends.is_empty() {
         // Nothing leaves: the tasks stay as they are (every rank a receiver, and every
         // rank of a balanced step, does this: 3–6 ms at 65,536 tasks otherwise).
         return (Vec::new(), 0);
     }
-    let dear_from = 1u64 << split.class;
-    let (mut dear, mut cheap) = (Vec::new(), Vec::new());
-    let (mut dear_c, mut cheap_c) = (Vec::new(), Vec::new());
+    let costly_from = 1u64 << split.class;
+    let (mut costly, mut cheap) = (Vec::new(), Vec::new());
+    let (mut costly_c, mut cheap_c) = (Vec::new(), Vec::new());
     for (i, (t, c)) in tasks.drain(..).zip(costs).enumerate() {
-        if dear_by.get(i).copied().flatten().unwrap_or(c >= dear_from) {
-            dear.push(t);
-            dear_c.push(c);
+        if costly_by
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(c >= costly_from)
+        {
+            costly.push(t);
+            costly_c.push(c);
         } else {
             cheap.push(t);
             cheap_c.push(c);
         }
     }
-    let mut out = deal(&mut dear, &mut dear_c, dear_sends, max_record, true);
-    let dealt_dear: usize = out.iter().map(|x| x.1.len()).sum();
+    let mut out = deal(&mut costly, &mut costly_c, costly_sends, max_record, true);
+    let dealt_costly: usize = out.iter().map(|x| x.1.len()).sum();
     for (r, b) in deal(&mut cheap, &mut cheap_c, cheap_sends, max_record, false) {
         match out.iter_mut().find(|x| x.0 == r) {
             Some(x) => x.1.extend(b),
@@ -493,14 +501,14 @@ pub(crate) fn string_plan(
     }
     // What stays, in task order: a few runs already in order (each list, what `deal`
     // kept back at its end), which the stable sort merges in linear time.
-    tasks.extend(dear);
+    tasks.extend(costly);
     tasks.extend(cheap);
     tasks.sort_by_key(|t| t.index);
-    (out, dealt_dear)
+    (out, dealt_costly)
 }
 
 /// Tasks spread over `tasks` (as [`pick`] takes them, `costs` their filled predictions)
-/// adding up to the sum of `sends`, dealt dearest first to the receiver with the most
+/// adding up to the sum of `sends`, dealt costliest first to the receiver with the most
 /// still owed, so each gets about its part and a mix of the list. A task goes only where
 /// it fits whole, or with `half` where at least half of it does.
 fn deal(
@@ -532,7 +540,7 @@ fn deal(
             // overshoot there cannot be undone while the task runs; one here is what
             // stealing repairs). Measured: letting half of it fit gave 0.943 at 3,584
             // ranks against 0.974, a second pass of half-fits 0.933 on 256 against 0.972.
-            // Split, a dear task's overshoot is the receiver's cheap tail (`half`).
+            // Split, a costly task's overshoot is the receiver's cheap tail (`half`).
             Some(&(left, std::cmp::Reverse(i))) if room(left) => {
                 owed.pop();
                 t.dest = sends[i].0;
@@ -651,15 +659,15 @@ mod tests {
 
     #[test]
     fn pick_splits_a_front_that_moved_since_it_was_measured() {
-        // Predicted: tasks 10..20 dear (last step's front); now: tasks 30..40 are. Half the
+        // Predicted: tasks 10..20 costly (last step's front); now: tasks 30..40 are. Half the
         // predicted load is asked for; the real pushed work must be about half the real
         // load, wherever the front went.
-        let dear = |r: std::ops::Range<u64>| -> Vec<u64> {
+        let costly = |r: std::ops::Range<u64>| -> Vec<u64> {
             (0..100u64)
                 .map(|i| if r.contains(&i) { 1_000 } else { 10 })
                 .collect()
         };
-        let (pred, real) = (dear(10..20), dear(30..40));
+        let (pred, real) = (costly(10..20), costly(30..40));
         let mut t = tasks(100);
         let mut c = pred.clone();
         let got = pick(&mut t, &mut c, pred.iter().sum::<u64>() / 2, 1 << 10, 1);
@@ -761,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn cost_classes_split_a_job_where_cheap_tails_can_take_a_dear_task() {
+    fn cost_classes_split_a_job_where_cheap_tails_can_take_a_costly_task() {
         // Unknown tasks at the mean of the known (1,550: class 10).
         let c = LoadClasses::of(&[0, 100, 3_000, 0]);
         assert_eq!(c, LoadClasses(vec![(6, 100), (10, 3_100), (11, 3_000)]));
@@ -776,14 +784,14 @@ mod tests {
         ] {
             assert!(LoadClasses(bad.clone()).check().is_err(), "{bad:?}");
         }
-        // Ten ranks: dear tasks (class 9) 3,000 per rank, cheap (class 3) 1,500: both
+        // Ten ranks: costly tasks (class 9) 3,000 per rank, cheap (class 3) 1,500: both
         // conditions hold at class 9.
         let job = vec![LoadClasses(vec![(3, 1_500), (9, 3_000)]); 10];
         assert_eq!(split_class(&job, 10), Some(9));
-        // Cheap tails thinner than a dear task (2^10 per rank): no split.
+        // Cheap tails thinner than a costly task (2^10 per rank): no split.
         let thin = vec![LoadClasses(vec![(3, 1_000), (9, 3_000)]); 10];
         assert_eq!(split_class(&thin, 10), None);
-        // Dear tasks rarer than one per rank: no split.
+        // Costly tasks rarer than one per rank: no split.
         let rare = vec![LoadClasses(vec![(3, 5_000), (9, 400)]); 10];
         assert_eq!(split_class(&rare, 10), None);
         // One class (constant costs), or nothing known: no split.
@@ -801,17 +809,17 @@ mod tests {
         assert_eq!(s.split_class(), Some(9));
         assert_eq!(s.mean(), 1_333, "the whole string: of the sums");
         let split = s.split.as_ref().unwrap();
-        assert_eq!(split.dear.sends(0), [(1, 1_000), (2, 1_000)]);
+        assert_eq!(split.costly.sends(0), [(1, 1_000), (2, 1_000)]);
         assert_eq!(split.cheap.sends(1), [(0, 333), (2, 333)]);
-        assert_eq!(s.receives(2), 1_333, "dear and cheap");
+        assert_eq!(s.receives(2), 1_333, "costly and cheap");
         assert_eq!(s.receives(0), 333);
         assert_eq!(s.receives(3), 0, "took no part");
     }
 
     #[test]
-    fn a_split_plan_deals_dear_tasks_by_half_and_cheap_ones_whole() {
-        // Rank 0: 20 dear tasks (1,000) and 100 cheap (10); rank 3 1,000 dear, 2,000
-        // cheap; ranks 1 and 2 nothing. Dear mean 5,250: rank 0 sends 5,250, 5,250 and
+    fn a_split_plan_deals_costly_tasks_by_half_and_cheap_ones_whole() {
+        // Rank 0: 20 costly tasks (1,000) and 100 cheap (10); rank 3 1,000 costly, 2,000
+        // cheap; ranks 1 and 2 nothing. Costly mean 5,250: rank 0 sends 5,250, 5,250 and
         // 4,250 to ranks 1, 2, 3; cheap mean 750: rank 0 sends 250 to rank 1.
         let costs: Vec<u64> = (0..120).map(|i| if i < 20 { 1_000 } else { 10 }).collect();
         let s = StringLoads::with_split(
@@ -832,18 +840,18 @@ mod tests {
                 .filter(|x| x.predicted_ns >= 512)
                 .count()
         );
-        let sum = |r: Rank, dear: bool| -> u64 {
+        let sum = |r: Rank, costly: bool| -> u64 {
             p.iter()
                 .filter(|x| x.0 == r)
                 .flat_map(|x| &x.1)
-                .filter(|x| (x.predicted_ns >= 512) == dear)
+                .filter(|x| (x.predicted_ns >= 512) == costly)
                 .map(|x| x.predicted_ns)
                 .sum()
         };
         for (r, want) in [(1, 5_250), (2, 5_250), (3, 4_250)] {
             assert!(
                 sum(r, true).abs_diff(want) <= 500,
-                "dear to {r}: {}",
+                "costly to {r}: {}",
                 sum(r, true)
             );
         }

@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn follows_a_front_that_moves() {
-        // 1,000 cells; a front of 20 dear cells moves 30 keys per step.
+        // 1,000 cells; a front of 20 costly cells moves 30 keys per step.
         let keys: Vec<u64> = (5_000..6_000).collect();
         let front = |at: u64| move |k: u64| if (at..at + 20).contains(&k) { 900 } else { 3 };
         let mut h = CostHistory::default();
@@ -327,14 +327,14 @@ mod tests {
         record(&mut h, &keys, front(5_130));
         assert_eq!(h.shift(), 30);
         let p = h.predict(&keys);
-        let dear: Vec<u64> = keys
+        let costly: Vec<u64> = keys
             .iter()
             .zip(&p)
             .filter(|x| *x.1 == 900)
             .map(|x| *x.0)
             .collect();
         assert_eq!(
-            dear,
+            costly,
             (5_160..5_180).collect::<Vec<_>>(),
             "where the front goes next"
         );
@@ -345,7 +345,7 @@ mod tests {
 
     #[test]
     fn follows_a_far_move_over_many_keys() {
-        // 65,536 cells (a rank of a 512 × 256 grid); a front of 400 dear cells with a
+        // 65,536 cells (a rank of a 512 × 256 grid); a front of 400 costly cells with a
         // ramp moves 2,500 keys in a step: the window (~330 keys each side) is scanned
         // by strides, then around its best.
         let keys: Vec<u64> = (0..65_536).collect();

@@ -136,6 +136,28 @@ pub struct Task {
     pub payload: Vec<u8>,
 }
 
+/// Which task a result belongs to: its owner, its index there, its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskId {
+    /// The rank that owns the task.
+    pub owner: Rank,
+    /// Index in the owner's task list.
+    pub index: u32,
+    /// Task kind (registered function).
+    pub kind: u16,
+}
+
+impl Task {
+    /// Its identity.
+    pub fn id(&self) -> TaskId {
+        TaskId {
+            owner: self.owner,
+            index: self.index,
+            kind: self.kind,
+        }
+    }
+}
+
 /// Bytes of a task slot before the payload: owner (4), index (4), kind (2), priority
 /// (2), payload length (4), estimated cost (8).
 pub const SLOT_HEADER: u64 = 24;
@@ -474,10 +496,10 @@ mod tests {
         encode_task(&t, &mut slot);
         assert_eq!(decode_task(&slot, 1, 4, 8).unwrap(), t);
         // A hostile estimate is bounded: remote data.
-        let mut dear = slot.clone();
-        dear[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        let mut costly = slot.clone();
+        costly[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(
-            decode_task(&dear, 1, 4, 8).unwrap().cost_ns,
+            decode_task(&costly, 1, 4, 8).unwrap().cost_ns,
             COST_HINT_MAX_NS
         );
         assert!(

@@ -67,7 +67,7 @@ pub use front::{
     FrontView, FrontWindow, JobFront, KeySpan, Measured, Movement, Period, RankProfile,
 };
 pub use history::CostHistory;
-pub use layout::{ResultRecord, Task};
+pub use layout::{ResultRecord, Task, TaskId};
 pub use mapper::{DefaultMapper, Mapper};
 pub use node::{EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
@@ -82,10 +82,10 @@ use std::time::Duration;
 /// workers and the simulator's alike.
 pub const GRAIN_TASKS_MAX: usize = 64;
 
-/// A task predicted to take at least this long (ns) is "dear": a worker reports what it
+/// A task predicted to take at least this long (ns) is "costly": a worker reports what it
 /// holds before running it, and on the node backend (whose workers serve signals between
 /// tasks) the progress thread serves them meanwhile.
-pub const DEAR_TASK_NS: u64 = 200_000;
+pub const COSTLY_TASK_NS: u64 = 200_000;
 
 /// A polling fabric's progress-thread nap while every worker of its rank runs tasks and
 /// serves the fabric between them (`polled_progress`): what arrives meanwhile waits for a
@@ -100,11 +100,11 @@ pub const OPEN_OPS_WAIT_NS: u64 = 1_000_000;
 
 /// Whether a worker that finished a task of its grain and has `next` to run reports the
 /// `held` results it holds now (the oldest ended `held_for_ns` ago; `grain_ns` its grain)
-/// rather than with its next take from the queue: before a dear task, at
+/// rather than with its next take from the queue: before a costly task, at
 /// [`GRAIN_TASKS_MAX`] results, or once the oldest is a grain old (a zero grain: at once).
 /// The runtime's workers and the simulator's follow it.
 pub fn report_held_now(next_cost_ns: u64, held: usize, held_for_ns: u64, grain_ns: u64) -> bool {
-    next_cost_ns >= DEAR_TASK_NS || held >= GRAIN_TASKS_MAX || held_for_ns >= grain_ns
+    next_cost_ns >= COSTLY_TASK_NS || held >= GRAIN_TASKS_MAX || held_for_ns >= grain_ns
 }
 
 /// A worker's grain by default with `workers` workers per rank: seconds of estimated work
@@ -374,7 +374,7 @@ pub enum DiffusionPlan {
     Neighbours,
     /// RankDLB's string (the default): every rank's excess over the mean and every rank's
     /// deficit under it laid end to end in rank order (from the loads the epoch-start
-    /// all-gather brings), split into a dear and a cheap string where the job's costs
+    /// all-gather brings), split into a costly and a cheap string where the job's costs
     /// allow; each excess goes to the ranks whose deficits it covers, routed through the
     /// overlay like results. One epoch balances the prediction whatever its shape.
     #[default]

@@ -3,8 +3,8 @@
 //! taken evenly spread over the queue's back part, and stolen or reclaimed tasks join it
 //! at the back.
 //!
-//! Why spread: a solver's cells come in space order and its dear ones bunch together (a
-//! flame front). Half of the queue by count taken from the back can hold all of the dear
+//! Why spread: a solver's cells come in space order and its costly ones bunch together (a
+//! flame front). Half of the queue by count taken from the back can hold all of the costly
 //! work or none of it, and halving then ping-pongs small batches for the rest of the
 //! epoch; every other task holds about half of the work wherever the front lies, without
 //! knowing any cost.
@@ -12,7 +12,7 @@
 //! Cost-aware batches (`Config::cost_aware`): when tasks carry estimates, the share is
 //! chosen by work instead — walking from the back, a task goes when giving it brings the
 //! work given closer to the share's fraction of the work walked (error diffusion: equal
-//! costs give every other task, as above; a bunch of dear tasks splits evenly), up to the
+//! costs give every other task, as above; a bunch of costly tasks splits evenly), up to the
 //! count limits — and under `claim` the published set is laid out so that each halving
 //! batch holds its part of the work, not just of the count. A share of less estimated
 //! work than `Config::move_cost` is not made. Tasks without an estimate count as the
@@ -42,7 +42,7 @@ pub(crate) struct Queue {
     /// Workers asked for tasks and found none (cleared when work arrives or the epoch
     /// ends): the owner side then takes its published tasks back.
     pub(crate) hungry: bool,
-    /// The epoch started with the tasks in predicted order, dearest first: shares come
+    /// The epoch started with the tasks in predicted order, costliest first: shares come
     /// from the back (the cheapest, the end game's small change) instead of spread.
     sorted: bool,
     /// Some task this epoch has a priority other than 0: the queue is kept in priority
@@ -107,7 +107,7 @@ fn bound(cost: u64, local: Option<u64>, remote: bool) -> u64 {
 }
 
 impl Queue {
-    /// A new epoch's queue; `sorted`: dearest first, by predicted cost.
+    /// A new epoch's queue; `sorted`: costliest first, by predicted cost.
     pub(crate) fn start(&mut self, tasks: VecDeque<Task>, sorted: bool) {
         self.tasks = tasks;
         self.hungry = false;
@@ -142,8 +142,8 @@ impl Queue {
         }
         if self.sorted && from > 0 {
             // A queue in predicted order stays so: newcomers (pushed, stolen) join by
-            // their estimate, so the dear ones run early wherever they came from and the
-            // epoch ends on cheap tasks, which split finely (a dear task pushed to the
+            // their estimate, so the costly ones run early wherever they came from and the
+            // epoch ends on cheap tasks, which split finely (a costly task pushed to the
             // back ran last: one task's worth of imbalance no steal can undo).
             self.tasks
                 .make_contiguous()
@@ -531,7 +531,7 @@ impl Queue {
 
 /// Lays out a `claim` share of `tasks` so that each of its halving batches
 /// ([`claim_batch`]) holds about its part of the estimated work (tasks without an
-/// estimate count as `mean`): dearest first, each task goes to the batch furthest below
+/// estimate count as `mean`): costliest first, each task goes to the batch furthest below
 /// its part (its count's share of the work) that has room; batch by batch, queue order
 /// within each. A thief's batch then takes about half of what is published by work too.
 fn arrange_for_batches(tasks: &mut Vec<Task>, mean: f64) {
@@ -646,7 +646,7 @@ mod tests {
         assert_eq!(q.take_spread(0).len(), 0);
         q.start((0..4).map(task).collect(), false);
         assert_eq!(q.take_spread(9).len(), 4, "at most what there is");
-        // In predicted order (dearest first): the cheapest, from the back.
+        // In predicted order (costliest first): the cheapest, from the back.
         q.start((0..6).map(task).collect(), true);
         let got: Vec<u32> = q
             .take_share(2, &Config::default(), false, None)
@@ -773,12 +773,12 @@ mod cost_tests {
         }
     }
 
-    /// 100 tasks of 1 ms, a contiguous band of 10 dear ones (30×) at `at`.
+    /// 100 tasks of 1 ms, a contiguous band of 10 costly ones (30×) at `at`.
     fn bimodal(at: u32) -> VecDeque<Task> {
         (0..100)
             .map(|i| {
-                let dear = (at..at + 10).contains(&i);
-                costed(i, if dear { 30_000_000 } else { 1_000_000 })
+                let costly = (at..at + 10).contains(&i);
+                costed(i, if costly { 30_000_000 } else { 1_000_000 })
             })
             .collect()
     }
@@ -789,7 +789,7 @@ mod cost_tests {
 
     #[test]
     fn a_bimodal_queue_shares_about_half_of_its_work() {
-        // Total: 90 ms + 300 ms = 390 ms, wherever the dear band lies.
+        // Total: 90 ms + 300 ms = 390 ms, wherever the costly band lies.
         for protocol in [Protocol::Request, Protocol::Lock] {
             let cfg = Config {
                 protocol,
@@ -805,7 +805,7 @@ mod cost_tests {
                     (190_000_000..=200_000_000).contains(&w),
                     "{protocol:?}, band at {at}: {w} ns shared"
                 );
-                // The band splits: half of the dear tasks go.
+                // The band splits: half of the costly tasks go.
                 assert_eq!(got.iter().filter(|t| t.cost_ns > 1_000_000).count(), 5);
                 assert_eq!(q.len() + got.len(), 100);
                 assert_eq!(q.est_sum, 390_000_000 - u128::from(w));
@@ -850,7 +850,7 @@ mod cost_tests {
         assert_eq!(q.shareable(&cfg, true), 0);
         assert!(q.take_share(1, &cfg, true, None).is_empty());
         assert_eq!(q.len(), 2);
-        // One dear task among cheap ones still goes.
+        // One costly task among cheap ones still goes.
         q.start(
             [costed(0, 1_000), costed(1, 1_000), costed(2, 50_000)].into(),
             false,

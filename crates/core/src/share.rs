@@ -380,7 +380,13 @@ impl ShareState {
                 what: "a forwarded steal request from a rank that is not the master".into(),
             });
         }
-        Ok(Some((thief, stale, seq, false, 0)))
+        Ok(Some(crate::steal::owner::Request {
+            thief,
+            stale,
+            seq,
+            hungry: false,
+            rtype: 0,
+        }))
     }
 }
 

@@ -52,9 +52,9 @@ pub struct Stats {
     /// When the write of this rank's last chunk of pushed tasks completed, from the start
     /// of the epoch on this rank (ns; 0: none).
     pub pushed_out_at_ns: u64,
-    /// Of the tasks pushed, those dealt along the dear string of a split string plan
+    /// Of the tasks pushed, those dealt along the costly string of a split string plan
     /// ([`crate::StringLoads::with_split`]).
-    pub tasks_pushed_dear: u64,
+    pub tasks_pushed_costly: u64,
     /// Tasks neighbours pushed to this rank.
     pub tasks_pushed_in: u64,
     /// When the first of them arrived, from the start of the epoch on this rank (ns; 0:
@@ -65,7 +65,7 @@ pub struct Stats {
     /// Bytes of pushed-task chunks sent.
     pub bytes_pushed: u64,
     /// `claim`: published generations taken back because cheaper tasks joined the queue
-    /// after them (the queue in predicted order: the dear published ones would have run
+    /// after them (the queue in predicted order: the costly published ones would have run
     /// last).
     pub shares_retracted: u64,
     /// Operations that failed because their peer's process was gone and left the epoch

@@ -488,7 +488,7 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     }
 
     /// A worker starts (`running`) or ends a task that keeps it from serving signals for
-    /// long (the runtime's dear tasks, `titus_core::DEAR_TASK_NS`); meanwhile the progress
+    /// long (the runtime's costly tasks, `titus_core::COSTLY_TASK_NS`); meanwhile the progress
     /// call serves what arrives. By default the start turns the workers' serving off
     /// ([`Fabric::set_workers_serve`]) and wakes the progress call ([`Fabric::wake`]), so
     /// that it blocks where senders wake it; the end does nothing (the progress thread

@@ -495,7 +495,7 @@ pub(crate) fn run(sh: &Shared) {
             // Where workers serve the node between tasks (below), they also collect this
             // rank's operations and answers: the long nap while they all run tasks.
             // (By the busy count, which a worker lowers before it wakes this thread on
-            // going idle or starting a dear task: counted by the idle ones, a worker
+            // going idle or starting a costly task: counted by the idle ones, a worker
             // going idle still looked busy here and the nap was the long one — 10 ms
             // tails at the ends of shm epochs.)
             let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
@@ -522,7 +522,7 @@ pub(crate) fn run(sh: &Shared) {
             // While every worker runs tasks, they serve signals, timers and completions
             // between tasks; this thread need not be woken for each.
             // Every turn (a worker may have turned it off meanwhile: going idle, or
-            // starting a dear task).
+            // starting a costly task).
             fabric.set_workers_serve(serve);
             // A start that ended wakes the epoch's caller as an epoch's end does.
             let start_over = sh.starting.load(Ordering::Acquire) && !node.starting();

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 use titus_core::Task;
 
-/// A task's identity (owner, index, kind), its result and its measured cost (ns).
-pub(crate) type Done = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
+/// A task's identity, its result and its measured cost (ns).
+pub(crate) type Done = (titus_core::TaskId, Result<Vec<u8>, String>, u64);
 
 /// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`).
 #[derive(Default)]
@@ -79,7 +79,7 @@ pub(crate) fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -
 
 /// Reports a task's result to the node and passes on what the node then wants.
 pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, cost_ns: u64) {
-    report_all(sh, [((task.owner, task.index, task.kind), result, cost_ns)]);
+    report_all(sh, [(task.id(), result, cost_ns)]);
 }
 
 /// Reports results (a worker's grain, a resource's completions) under one lock of the

@@ -47,7 +47,7 @@ pub trait Executor: Send {
 pub type KindFn = Arc<dyn Fn(u16, &[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// A submission in flight: the task, when it was submitted, in which epoch.
-type Inflight = ((u32, u32, u16), Instant, u64);
+type Inflight = (titus_core::TaskId, Instant, u64);
 
 /// Hashes (resource, handle) keys cheaply and keeps consecutive handles (a GPU's
 /// resource numbers its thousands of submissions one after the other) in neighbouring
@@ -153,10 +153,8 @@ fn submit(sh: &Shared, st: &mut State, id: usize, task: Task) -> Option<(Task, S
         }
         Ok(h) => {
             let epoch = sh.res_epoch.load(Ordering::Acquire);
-            st.inflight.insert(
-                (id, h),
-                ((task.owner, task.index, task.kind), Instant::now(), epoch),
-            );
+            st.inflight
+                .insert((id, h), (task.id(), Instant::now(), epoch));
             None
         }
         Err(e) => {
@@ -334,12 +332,7 @@ fn fill(sh: &Shared) {
             }
         }
         if !failed.is_empty() {
-            crate::report::report_all(
-                sh,
-                failed
-                    .into_iter()
-                    .map(|(t, why)| ((t.owner, t.index, t.kind), Err(why), 1)),
-            );
+            crate::report::report_all(sh, failed.into_iter().map(|(t, why)| (t.id(), Err(why), 1)));
         }
         if to_cpu {
             sh.wake_workers();

@@ -273,20 +273,20 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             ran = true;
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);
         }
-        // A task predicted dear keeps this worker from serving signals for long: the
+        // A task predicted costly keeps this worker from serving signals for long: the
         // progress thread serves them meanwhile (a thief's request would otherwise wait
         // for the task's end — milliseconds in a chemistry front), woken by their
         // senders where the fabric can (`Fabric::long_task`), not by this worker: on a
-        // shared core that wake-up handed the core away before every dear task.
-        // (`titus_core::DEAR_TASK_NS`.)
-        let dear = sh.inline && task.cost_ns >= titus_core::DEAR_TASK_NS;
-        if dear {
+        // shared core that wake-up handed the core away before every costly task.
+        // (`titus_core::COSTLY_TASK_NS`.)
+        let costly = sh.inline && task.cost_ns >= titus_core::COSTLY_TASK_NS;
+        if costly {
             sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
             sh.fabric.long_task(true);
         }
-        // (Not across a dear task's hand-over to the progress thread.)
+        // (Not across a costly task's hand-over to the progress thread.)
         let t = match carried_at.take() {
-            Some(at) if !dear => at,
+            Some(at) if !costly => at,
             _ => Instant::now(),
         };
         if let Some(e) = last_end.take() {
@@ -297,7 +297,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         let result = execute(sh, &mut kinds, &task);
         let end = Instant::now();
         last_end = Some(end);
-        if dear {
+        if costly {
             sh.fabric.long_task(false);
             sh.busy_workers.fetch_add(1, Ordering::AcqRel);
         }
@@ -337,7 +337,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
 ///
 /// With a grain (`RuntimeConfig::worker_grain`) the result waits in `held` while this
 /// worker has more of its grain to run: reported with the next take from the node, or
-/// before a dear task, or once the oldest held result is a grain old — one lock of the
+/// before a costly task, or once the oldest held result is a grain old — one lock of the
 /// node per grain. Nothing is lost: a worker takes from the node, and so reports,
 /// before it can go idle. The flag: the next task came from the deques and nothing was
 /// reported (the next task's clock may start at this one's end: one reading per task).
@@ -353,7 +353,7 @@ fn report_and_take(
     w: &Worker<Task>,
     stealers: &[Stealer<Task>],
 ) -> (Option<Task>, bool) {
-    let id = (task.owner, task.index, task.kind);
+    let id = task.id();
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
         // (A zero grain flushes at once: one task, one report.)
         held.done.push((id, result, cost_ns));

@@ -63,8 +63,8 @@ pub struct Exercised {
     pub pushed: u64,
     /// Pushed tasks passed on towards a rank that is not a neighbour (the string plan).
     pub pushed_forwarded: u64,
-    /// Pushed tasks dealt along the dear string of a split string plan.
-    pub pushed_dear: u64,
+    /// Pushed tasks dealt along the costly string of a split string plan.
+    pub pushed_costly: u64,
     /// `claim` generations taken back because cheaper tasks came after them.
     pub shares_retracted: u64,
     /// Operations to a rank that had ended and exited which left the epoch standing.
@@ -87,7 +87,7 @@ impl Exercised {
         self.chunks += other.chunks;
         self.pushed += other.pushed;
         self.pushed_forwarded += other.pushed_forwarded;
-        self.pushed_dear += other.pushed_dear;
+        self.pushed_costly += other.pushed_costly;
         self.shares_retracted += other.shares_retracted;
         self.gone_tolerated += other.gone_tolerated;
         self.failed_everywhere += other.failed_everywhere;
@@ -417,8 +417,8 @@ fn draw_and_run(
         }
         // Ranks start each epoch up to three operation latencies apart.
         start_skew_ns = rng.below(3 * model.latency_ns as u64 + 1);
-        // A quarter of the jobs: bimodal costs, a dear band of the middle fifth of each
-        // epoch's tasks at 4× the rest, which the string plan splits into a dear and a
+        // A quarter of the jobs: bimodal costs, a costly band of the middle fifth of each
+        // epoch's tasks at 4× the rest, which the string plan splits into a costly and a
         // cheap string (`titus_core::split_class`). Drawn apart, so every other draw is
         // as before.
         let mut bimo = Rng::from_keys(&[seed, key, 0x6269_6d6f]); // "bimo"
@@ -426,8 +426,8 @@ fn draw_and_run(
             for epoch in std::iter::once(&mut tasks).chain(later_epochs.iter_mut()) {
                 let n = epoch.iter().map(Vec::len).sum::<usize>();
                 for (g, t) in epoch.iter_mut().flatten().enumerate() {
-                    let dear = (2 * n / 5..3 * n / 5).contains(&g);
-                    t.cost_ns = if dear { 80_000 } else { 20_000 } + bimo.below(2_000);
+                    let costly = (2 * n / 5..3 * n / 5).contains(&g);
+                    t.cost_ns = if costly { 80_000 } else { 20_000 } + bimo.below(2_000);
                 }
             }
             what += ", bimodal costs";
@@ -670,7 +670,7 @@ fn draw_and_run(
                     chunks: st.chunks_received,
                     pushed: st.tasks_pushed_in,
                     pushed_forwarded: st.tasks_forwarded,
-                    pushed_dear: st.tasks_pushed_dear,
+                    pushed_costly: st.tasks_pushed_costly,
                     shares_retracted: st.shares_retracted,
                     gone_tolerated: st.gone_tolerated,
                     failed_everywhere: 0,

@@ -52,12 +52,12 @@ fn slowest_factor(job: &Job<'_>) -> f64 {
     slow.max(resources) * sharing
 }
 
-/// Refuses a job that could schedule a delay past [`DELAY_MAX_NS`]: its dearest task at
+/// Refuses a job that could schedule a delay past [`DELAY_MAX_NS`]: its costliest task at
 /// the slowest its faults, resources and node model make it, a stall, the start's skew,
 /// or an operation of its fabric model. The error names what is too long.
 pub fn check(job: &Job<'_>) -> Result<(), String> {
     let limit = DELAY_MAX_NS as f64;
-    let dearest = job
+    let costliest = job
         .tasks
         .iter()
         .chain(job.later_epochs.iter().flatten())
@@ -66,13 +66,13 @@ pub fn check(job: &Job<'_>) -> Result<(), String> {
         .max()
         .unwrap_or(0);
     let factor = slowest_factor(job);
-    let longest = dearest as f64 * factor;
+    let longest = costliest as f64 * factor;
     // (NaN cannot happen: costs are integers and factors finite; refused all the same.)
     if longest.is_nan() || longest > limit {
         return Err(format!(
-            "the dearest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
+            "the costliest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
              node model's sharing) would last {} of virtual time; at most {} ({DELAY_MAX_NS} ns)",
-            seconds(dearest as f64),
+            seconds(costliest as f64),
             seconds(longest),
             seconds(limit)
         ));

@@ -1,5 +1,5 @@
 //! Cost-aware batches on the simulator: a bimodal workload (a contiguous 10% of the tasks
-//! 30× dearer, all on a few ranks) with cost hints — exact, or hostile — under every steal
+//! 30× costlier, all on a few ranks) with cost hints — exact, or hostile — under every steal
 //! protocol, cost-aware batches on and off, one epoch and two: every run verifies (each
 //! task ran exactly once, each result came home right) and terminates. And the end game:
 //! work cheaper to finish than to move stays with its owner.
@@ -15,7 +15,7 @@ const RANKS: u32 = 24;
 /// A task's hint from its number and cost.
 type Hint<'a> = &'a dyn Fn(u64, u64) -> u64;
 
-/// Ranks 0..4 own 100 tasks each; tasks 180..220 (of 400) are 30× dearer.
+/// Ranks 0..4 own 100 tasks each; tasks 180..220 (of 400) are 30× costlier.
 fn bimodal(hint: Hint<'_>, base_ns: u64) -> Vec<Vec<SimTask>> {
     (0..RANKS as u64)
         .map(|r| {

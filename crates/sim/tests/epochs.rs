@@ -50,7 +50,7 @@ fn every_result_arrives_exactly_once_across_epochs_and_staggered_starts() {
                 e.chunks,
                 e.pushed,
                 e.pushed_forwarded,
-                e.pushed_dear,
+                e.pushed_costly,
                 e.shares_retracted,
                 e.gone_tolerated,
             ]

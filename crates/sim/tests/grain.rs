@@ -111,8 +111,8 @@ fn hinted_costs_fill_grains_up_to_the_task_limit() {
 }
 
 #[test]
-fn dear_tasks_run_one_at_a_time() {
-    // Predicted dearer than any grain: each its own take, whatever the grain.
+fn costly_tasks_run_one_at_a_time() {
+    // Predicted costlier than any grain: each its own take, whatever the grain.
     let o = run(Protocol::Claim, 2, Some(150_000), tasks(300_000, 300_000));
     assert_eq!(sum(&o.earlier[0], |s| s.grains), TASKS);
     assert_eq!(sum(&o.ranks, |s| s.grains), TASKS);

@@ -403,10 +403,10 @@ fn a_take_pays_for_each_task_of_its_grain_beyond_the_first() {
     // Without balancing, 200 tasks of 10 µs a rank in grains of 100 µs: takes of up to
     // 10 tasks; the two runs go alike but for the time around the tasks.
     let plain = grain_run(Balancing::None, 100_000, |_| {});
-    let dear = grain_run(Balancing::None, 100_000, |c| {
+    let costly = grain_run(Balancing::None, 100_000, |c| {
         c.grain_task_ns = GRAIN_TASK_NS
     });
-    for (r, (p, d)) in plain.ranks.iter().zip(&dear.ranks).enumerate() {
+    for (r, (p, d)) in plain.ranks.iter().zip(&costly.ranks).enumerate() {
         let takes = p.stats.grains;
         assert_eq!(d.stats.grains, takes, "rank {r}");
         assert!((20..40).contains(&takes), "rank {r}: {takes} takes");
@@ -431,8 +431,8 @@ fn a_take_pays_for_each_task_of_its_grain_beyond_the_first() {
     }
     // One at a time, a take holds no more than its task.
     let single = grain_run(Balancing::None, 0, |_| {});
-    let single_dear = grain_run(Balancing::None, 0, |c| c.grain_task_ns = GRAIN_TASK_NS);
-    for (p, d) in single.ranks.iter().zip(&single_dear.ranks) {
+    let single_costly = grain_run(Balancing::None, 0, |c| c.grain_task_ns = GRAIN_TASK_NS);
+    for (p, d) in single.ranks.iter().zip(&single_costly.ranks) {
         assert_eq!(p.stats.grains, 200);
         assert_eq!(d.between, p.between);
     }

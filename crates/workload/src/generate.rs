@@ -49,13 +49,13 @@ pub enum Cost {
     Exponential,
     /// Log-normal, σ = 1, with the mean.
     Lognormal,
-    /// 90% cheap tasks and a contiguous 10% band 30× dearer, with the mean overall.
+    /// 90% cheap tasks and a contiguous 10% band 30× costlier, with the mean overall.
     Bimodal,
 }
 
 /// σ of the gaussian placement, as a fraction of the ranks (module doc).
 pub const GAUSSIAN_SIGMA: f64 = 0.05 / 1.0364;
-/// Fraction of tasks in the bimodal reaction zone, and how much dearer they are.
+/// Fraction of tasks in the bimodal reaction zone, and how much costlier they are.
 pub const ZONE_FRACTION: f64 = 0.1;
 /// See [`ZONE_FRACTION`].
 pub const ZONE_FACTOR: f64 = 30.0;
@@ -402,8 +402,8 @@ mod tests {
             match cost {
                 Cost::Constant => assert_eq!(max, 0.001),
                 Cost::Bimodal => {
-                    let dear = tasks.iter().filter(|t| t.cost > 0.001).count();
-                    assert_eq!(dear, 10_000, "a 10% band");
+                    let costly = tasks.iter().filter(|t| t.cost > 0.001).count();
+                    assert_eq!(costly, 10_000, "a 10% band");
                     // The band is contiguous in task numbers.
                     let first = tasks.iter().position(|t| t.cost > 0.001).unwrap();
                     assert!(tasks[first..first + 10_000].iter().all(|t| t.cost > 0.001));
@@ -429,12 +429,12 @@ mod tests {
         assert_eq!(drift_shift(1000, 30, 0.05), 500, "wraps round");
         let zone = |ts: &[Vec<TaskSpec>]| {
             let flat: Vec<&TaskSpec> = ts.iter().flatten().collect();
-            let dear: Vec<u64> = flat
+            let costly: Vec<u64> = flat
                 .iter()
                 .filter(|t| t.cost > 0.001)
                 .map(|t| t.global)
                 .collect();
-            (dear[0], dear.len())
+            (costly[0], costly.len())
         };
         let (start, len) = zone(&base);
         assert_eq!((start, len), (450, 100));

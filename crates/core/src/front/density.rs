@@ -82,13 +82,13 @@ impl Density {
             .map(|(d, c)| (d + c) as u64)
     }
 
-    /// [`Self::over`] in two: (the cost of spans whose density is `dear` or more, the
+    /// [`Self::over`] in two: (the cost of spans whose density is `costly` or more, the
     /// rest).
     pub(crate) fn over_parts(
         &self,
         span: KeySpan,
         shift: i64,
-        dear: f64,
+        costly: f64,
         period: Option<Period>,
     ) -> Option<(f64, f64)> {
         if span.is_empty() {
@@ -112,7 +112,7 @@ impl Density {
                     break;
                 }
                 let o = (i128::from(b).min(hi) - i128::from(a).max(lo) + 1) as f64;
-                if d >= dear {
+                if d >= costly {
                     above += o * d;
                 } else {
                     below += o * d;

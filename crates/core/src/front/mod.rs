@@ -108,7 +108,7 @@ impl JobFront {
     }
 
     /// The string plan's loads (`crate::StringLoads`): from the plan's loads, split into
-    /// dear and cheap where the job's cost classes allow ([`crate::split_class`], from
+    /// costly and cheap where the job's cost classes allow ([`crate::split_class`], from
     /// each rank's own `classes`) — each rank's split by the job's density its keys came
     /// from where the front moved, by its own classes otherwise.
     /// Ranks marked in `alone` plan from their own loads and classes ([`Self::plan_loads`]).
@@ -139,9 +139,9 @@ impl JobFront {
         crate::StringLoads::with_split(&split, class)
     }
 
-    /// Whether each of `keys` counts dear ([`FrontView::dear_keys`]).
-    pub fn dear_keys(&self, keys: &[u64], class: Option<u8>) -> Vec<Option<bool>> {
-        self.view().dear_keys(keys, class)
+    /// Whether each of `keys` counts costly ([`FrontView::costly_keys`]).
+    pub fn costly_keys(&self, keys: &[u64], class: Option<u8>) -> Vec<Option<bool>> {
+        self.view().costly_keys(keys, class)
     }
 
     /// The predicted cost of each of `keys` ([`FrontView::predict`]).
@@ -188,7 +188,7 @@ impl FrontView<'_> {
             .over(now, self.movement.shift, self.movement.period)
     }
 
-    /// A rank's (dear, cheap) load for a string plan split at `class`: by the job's
+    /// A rank's (costly, cheap) load for a string plan split at `class`: by the job's
     /// density its keys `now` came from, else by its own `classes` where it predicted
     /// (`predicted`), else none.
     pub fn split(
@@ -198,27 +198,27 @@ impl FrontView<'_> {
         classes: &crate::LoadClasses,
         class: u8,
     ) -> Option<(u64, u64)> {
-        let dear = (1u64 << class) as f64;
+        let costly = (1u64 << class) as f64;
         self.moved()
             .and_then(|last| {
-                last.over_parts(now, self.movement.shift, dear, self.movement.period)
+                last.over_parts(now, self.movement.shift, costly, self.movement.period)
                     .map(|(d, c)| (d as u64, c as u64))
             })
             .or_else(|| predicted.then(|| classes.split(class)))
     }
 
     /// For the split string plan (`class`: its split class): whether each of `keys`
-    /// counts dear, as that plan counted the rank's load — by the job's density where its
+    /// counts costly, as that plan counted the rank's load — by the job's density where its
     /// key came from; `None` where the density does not hold it (its predicted cost
     /// says). Empty without a shift or a split.
-    pub fn dear_keys(&self, keys: &[u64], class: Option<u8>) -> Vec<Option<bool>> {
+    pub fn costly_keys(&self, keys: &[u64], class: Option<u8>) -> Vec<Option<bool>> {
         let (Some(last), Some(class)) = (self.moved(), class) else {
             return Vec::new();
         };
-        let dear = (1u64 << class.min(63)) as f64;
+        let costly = (1u64 << class.min(63)) as f64;
         let mut at = last.walker();
         keys.iter()
-            .map(|&k| at(self.movement.source(k)).map(|d| d >= dear))
+            .map(|&k| at(self.movement.source(k)).map(|d| d >= costly))
             .collect()
     }
 

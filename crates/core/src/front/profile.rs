@@ -66,8 +66,8 @@ pub struct Measured {
 }
 
 /// Keys per part of a rank's measured span, where its costs do not jump. Fine, because a
-/// part's cost per key is what the split string plan classes as dear or cheap: with 64
-/// keys (equal parts), a dear band's edge blurred over a part, and ranks kept dear tasks
+/// part's cost per key is what the split string plan classes as costly or cheap: with 64
+/// keys (equal parts), a costly band's edge blurred over a part, and ranks kept costly tasks
 /// predicted cheap (`w1-s4k`, 512 ranks: 0.931 in some epochs against 0.997 with 4).
 pub const KEYS_PER_PART: u64 = 4;
 /// Parts of one rank's span at most (a remote profile with more is refused): 256 cost up

@@ -1,8 +1,8 @@
-//! The job's front against moving bands of dear keys.
+//! The job's front against moving bands of costly keys.
 
 use super::*;
 
-/// `ranks` ranks of `per` keys each from key 1,000; a band of dear keys
+/// `ranks` ranks of `per` keys each from key 1,000; a band of costly keys
 /// `[at, at + band)` (cost 1,000 a key, else 10).
 fn profiles(ranks: u64, per: u64, at: u64, band: u64) -> Vec<RankProfile> {
     (0..ranks)
@@ -53,8 +53,8 @@ fn sees_a_front_that_crosses_ranks() {
     // A rank's own keys: its own cost where it knows the source, the density elsewhere.
     let keys: Vec<u64> = (4_400..4_450).collect();
     let p = f.predict(&keys, |_| None).expect("a shift");
-    let dear = p.iter().filter(|&&c| c >= 900).count();
-    assert!(dear >= 40, "{p:?}");
+    let costly = p.iter().filter(|&&c| c >= 900).count();
+    assert!(costly >= 40, "{p:?}");
     let p = f.predict(&keys, Some).expect("a shift");
     assert_eq!(p[0], 4_400 - f.shift() as u64, "own knowledge first");
 }
@@ -128,14 +128,14 @@ fn keeps_still_costs_and_overlapping_spans_to_the_ranks() {
 
 #[test]
 fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
-    // One rank of 1,000 keys whose keys 302..397 are dear: parts of 8 keys (half the
+    // One rank of 1,000 keys whose keys 302..397 are costly: parts of 8 keys (half the
     // budget by length), split where the cost jumps; of 2,000 keys or more, at most
     // 256 parts.
-    let dear = |k: u64| (302..397).contains(&k);
+    let costly = |k: u64| (302..397).contains(&k);
     let m = Measured::of(
         (0..1_000u64)
             .rev()
-            .map(|k| (k, if dear(k) { 100 } else { 1 })),
+            .map(|k| (k, if costly(k) { 100 } else { 1 })),
     );
     assert!(m.parts.len() <= 128 + 2, "{}", m.parts.len());
     assert_eq!(m.parts.iter().map(|p| p.1).sum::<u64>(), 1_000);
@@ -164,7 +164,7 @@ fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
         last: m.clone(),
     }])
     .unwrap();
-    assert_eq!(d.at(350), Some(100.0), "inside the dear keys");
+    assert_eq!(d.at(350), Some(100.0), "inside the costly keys");
     assert_eq!(
         [d.at(301), d.at(302), d.at(396), d.at(397)],
         [Some(1.0), Some(100.0), Some(100.0), Some(1.0)],

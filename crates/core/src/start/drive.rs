@@ -78,7 +78,7 @@ impl StartInput {
 impl StartOutcome {
     /// The prediction the epoch starts from (`None`: this rank predicted nothing): its
     /// tasks' costs — the front's where the job's costs moved, its own otherwise — its
-    /// neighbours' loads, its part of the string plan, and which tasks count dear.
+    /// neighbours' loads, its part of the string plan, and which tasks count costly.
     pub fn prediction(
         &self,
         keys: &[u64],
@@ -93,7 +93,7 @@ impl StartOutcome {
             costs_ns,
             neighbour_loads: self.neighbour_loads.clone(),
             string: self.string.clone(),
-            dear: view.map(|v| v.dear_keys(keys, class)).unwrap_or_default(),
+            costly: view.map(|v| v.costly_keys(keys, class)).unwrap_or_default(),
         })
     }
 

@@ -68,25 +68,25 @@ impl JobFacts {
             .map_or(0, |m| m.min(u128::from(u64::MAX)) as u64)
     }
 
-    /// The class from which tasks count as dear in a split string plan
+    /// The class from which tasks count as costly in a split string plan
     /// ([`crate::split_class`] over the job's classes).
     pub fn split_class(&self) -> Option<u8> {
         crate::diffuse::split_class_of_totals(&self.classes, self.predicting as usize)
     }
 
-    /// The (dear, cheap) means of a split at `class`: the job's load in classes from
+    /// The (costly, cheap) means of a split at `class`: the job's load in classes from
     /// `class` up and below it, over the ranks that predicted.
     pub fn split_means(&self, class: u8) -> (u64, u64) {
         let n = u128::from(self.predicting);
-        let (dear, cheap) = self.split_sums(class);
+        let (costly, cheap) = self.split_sums(class);
         let m = |x: u128| {
             x.checked_div(n)
                 .map_or(0, |m| m.min(u128::from(u64::MAX)) as u64)
         };
-        (m(dear), m(cheap))
+        (m(costly), m(cheap))
     }
 
-    /// The job's (dear, cheap) load of a split at `class`.
+    /// The job's (costly, cheap) load of a split at `class`.
     pub fn split_sums(&self, class: u8) -> (u128, u128) {
         self.classes
             .iter()

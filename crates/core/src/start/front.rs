@@ -12,7 +12,7 @@
 //!    Bytes a rank: the samples of its subtree on the way up (a few KB at the root at
 //!    most), a few words down — bounded, whatever N is.
 //! 2. **A rank's predictions are local.** Its load, its tasks' costs and which count
-//!    dear depend only on the last densities over its own keys' sources (one run of
+//!    costly depend only on the last densities over its own keys' sources (one run of
 //!    keys, two where they wrap). It reads the parts of the ranks that measured them:
 //!    it finds the first by binary search over the records every rank publishes
 //!    ([`WindowSearch`]: the spans must rise along the rank string, the domain

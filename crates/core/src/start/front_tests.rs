@@ -1,4 +1,4 @@
-//! The front at scale against the whole-job front: a band of dear keys moving along a
+//! The front at scale against the whole-job front: a band of costly keys moving along a
 //! rank string whose ownership is re-cut between epochs, over several epochs.
 
 use super::front::*;
@@ -10,14 +10,14 @@ use crate::front::{Density, FrontView};
 use crate::{JobFront, KeySpan, LoadClasses, Measured, RankProfile};
 use titus_overlay::rng::Rng;
 
-/// A job's costs: keys `lo..lo + len`, a dear band of `band` keys at `at` (round the
+/// A job's costs: keys `lo..lo + len`, a costly band of `band` keys at `at` (round the
 /// axis where `periodic`), cheap elsewhere, with a little noise per key.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Field {
     pub(super) lo: u64,
     pub(super) len: u64,
     pub(super) band: u64,
-    pub(super) dear: u64,
+    pub(super) costly: u64,
     pub(super) cheap: u64,
     pub(super) periodic: bool,
 }
@@ -31,7 +31,7 @@ impl Field {
         };
         let noise = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) % 3;
         if inside {
-            self.dear + noise
+            self.costly + noise
         } else {
             self.cheap + noise
         }
@@ -182,7 +182,7 @@ fn a_ranks_predictions_from_its_window_are_the_whole_jobs() {
             lo: 1_000 + rng.below(1_000),
             len: 200 + rng.below(20_000),
             band: 0,
-            dear: 1_000 + rng.below(100_000),
+            costly: 1_000 + rng.below(100_000),
             cheap: 5 + rng.below(100),
             periodic: rng.below(2) == 0,
         };
@@ -252,8 +252,8 @@ fn a_ranks_predictions_from_its_window_are_the_whole_jobs() {
                 );
                 let class = Some(10);
                 assert_eq!(
-                    mine.dear_keys(&keys, class),
-                    whole_view.dear_keys(&keys, class),
+                    mine.costly_keys(&keys, class),
+                    whole_view.costly_keys(&keys, class),
                     "{ctx}: rank {r}"
                 );
                 let c = LoadClasses(vec![(3, 100)]);

@@ -268,7 +268,7 @@ impl Wire for FactsDown {
 pub struct StringSums {
     /// Ranks that predicted.
     pub predicting: u64,
-    /// Their loads: the whole, then (dear, cheap) where split.
+    /// Their loads: the whole, then (costly, cheap) where split.
     pub loads: [u128; 3],
 }
 
@@ -968,13 +968,13 @@ impl EpochStart {
         self.neighbours()
     }
 
-    /// The reduce of the loads after the front: this rank's, split (dear, cheap).
-    fn loads_reduce(&self, (dear, cheap): (u64, u64)) -> Phase {
+    /// The reduce of the loads after the front: this rank's, split (costly, cheap).
+    fn loads_reduce(&self, (costly, cheap): (u64, u64)) -> Phase {
         let own = StringSums {
             predicting: u64::from(self.load.is_some()),
             loads: [
                 self.load.map_or(0, u128::from),
-                u128::from(dear),
+                u128::from(costly),
                 u128::from(cheap),
             ],
         };
@@ -1095,7 +1095,7 @@ impl EpochStart {
                 receives,
                 split: Some(RankSplit {
                     class,
-                    dear_sends: sends(0),
+                    costly_sends: sends(0),
                     cheap_sends: sends(1),
                 }),
             },

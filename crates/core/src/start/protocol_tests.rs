@@ -161,7 +161,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
             lo: 500 + rng.below(500),
             len: 100 + rng.below(8_000),
             band: 0,
-            dear: 20_000 + rng.below(100_000),
+            costly: 20_000 + rng.below(100_000),
             cheap: 1_000 + rng.below(2_000),
             periodic: rng.below(2) == 0,
         };

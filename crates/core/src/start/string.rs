@@ -25,7 +25,7 @@ use super::wire::{BodyReader, BodyWriter, FieldError};
 use super::{Combine, Wire};
 use crate::Rank;
 
-/// The strings of a plan: one (the whole load), or two when split (dear, cheap).
+/// The strings of a plan: one (the whole load), or two when split (costly, cheap).
 pub const STRINGS: usize = 2;
 
 /// A rank's excess and deficit against each string's mean, summed over a run of ranks:
@@ -156,16 +156,16 @@ pub struct RankString {
 /// A rank's part of a split string plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RankSplit {
-    /// Tasks predicted at 2^class ns or more are dear.
+    /// Tasks predicted at 2^class ns or more are costly.
     pub class: u8,
-    /// What it sends along the dear string.
-    pub dear_sends: Vec<(Rank, u64)>,
+    /// What it sends along the costly string.
+    pub costly_sends: Vec<(Rank, u64)>,
     /// What it sends along the cheap string.
     pub cheap_sends: Vec<(Rank, u64)>,
 }
 
 impl RankString {
-    /// The class from which tasks are dear, where the plan is split.
+    /// The class from which tasks are costly, where the plan is split.
     pub fn split_class(&self) -> Option<u8> {
         self.split.as_ref().map(|s| s.class)
     }

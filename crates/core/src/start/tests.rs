@@ -417,7 +417,7 @@ fn string_by_protocol(
                         receives,
                         split: Some(RankSplit {
                             class,
-                            dear_sends: first,
+                            costly_sends: first,
                             cheap_sends: cheap,
                         }),
                     }
@@ -470,7 +470,7 @@ fn the_split_string_plan_by_collectives_is_the_global_plan_exactly() {
     let mut splits = 0;
     for round in 0..200 {
         let n = 1 + rng.below(60) as usize;
-        // Tasks of two kinds: many cheap (class 10–11), a few dear (class 14).
+        // Tasks of two kinds: many cheap (class 10–11), a few costly (class 14).
         let costs: Vec<Vec<u64>> = (0..n)
             .map(|_| {
                 let k = rng.below(80) as usize;

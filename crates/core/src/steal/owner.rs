@@ -42,9 +42,20 @@ use crate::queue::Queue;
 use crate::{CoreError, Loc, Memory, Op, Protocol, Rank, Time};
 use std::collections::VecDeque;
 
-/// A request to answer: (thief, stale, sequence number, the thief is hungry, resource
-/// type + 1 or 0 for any work).
-pub(crate) type Request = (Rank, bool, u64, bool, u16);
+/// A steal request to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request {
+    /// The thief that asked.
+    pub(crate) thief: Rank,
+    /// It was sent in another epoch: answered with nothing.
+    pub(crate) stale: bool,
+    /// The thief's sequence number, which the reply carries back.
+    pub(crate) seq: u64,
+    /// The thief's workers have nothing to run: it may take the last queued task.
+    pub(crate) hungry: bool,
+    /// The resource type asked for, + 1 (0: any work).
+    pub(crate) rtype: u16,
+}
 
 /// What the owner does with its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,10 +139,10 @@ pub(crate) struct Owner {
     /// The mapper refused every task this rank offered: no advertisement until work
     /// arrives (thieves would come back empty, and be told again, without end).
     refusing: bool,
-    /// `claim`: the dearest estimate among the tasks of the current generation (0: none
+    /// `claim`: the costliest estimate among the tasks of the current generation (0: none
     /// or unknown), and whether the generation being closed is taken back to publish
     /// anew at once ([`Owner::retract`]).
-    published_dearest: u64,
+    published_costliest: u64,
     retracting: bool,
 }
 
@@ -150,7 +161,7 @@ impl Owner {
             offer_known: true,
             told: 0,
             refusing: false,
-            published_dearest: 0,
+            published_costliest: 0,
             retracting: false,
         }
     }
@@ -313,7 +324,7 @@ impl Owner {
     /// is due (`claim`, `lock`).
     /// `hold`: pushes are still coming here until then (`claim`, `lock`: publish nothing
     /// before: what is published from the back of a queue in predicted order before its
-    /// pushes came would be dear, and pushes arriving chunk by chunk made the owner take
+    /// pushes came would be costly, and pushes arriving chunk by chunk made the owner take
     /// its generation back and publish anew at each: 0.926 against 0.959 on two processes).
     pub(crate) fn step<P: From<Pending>>(
         &mut self,
@@ -424,7 +435,7 @@ impl Owner {
                 }
                 self.word = new;
                 self.published = new.n > 0;
-                self.published_dearest = tasks.iter().map(|t| t.cost_ns).max().unwrap_or(0);
+                self.published_costliest = tasks.iter().map(|t| t.cost_ns).max().unwrap_or(0);
                 if std::mem::take(&mut self.retracting) {
                     // Taken back to publish from the cheap end: now, not a check later.
                     self.next_check = cx.now;
@@ -472,14 +483,14 @@ impl Owner {
     /// `claim`: the published generation should be taken back and published anew, from
     /// the cheap end: the queue is in predicted order (a balanced start) and tasks
     /// cheaper than some published one joined it since (pushes, the string plan's cheap
-    /// part to a rank that gave dear tasks). The workers run the queue first and the
-    /// published set last, so a dear task published at the start ran at the end, or was
-    /// stolen there — one dear task's worth of imbalance (measured: 0.931 at 512 ranks).
+    /// part to a rank that gave costly tasks). The workers run the queue first and the
+    /// published set last, so a costly task published at the start ran at the end, or was
+    /// stolen there — one costly task's worth of imbalance (measured: 0.931 at 512 ranks).
     fn retract(&self, queue: &Queue) -> bool {
         self.published
             && queue
                 .cheapest_sorted()
-                .is_some_and(|c| c < self.published_dearest)
+                .is_some_and(|c| c < self.published_costliest)
     }
 
     /// `claim`: the owner learned its claim word.
@@ -621,7 +632,14 @@ impl Owner {
         if self.serving {
             return;
         }
-        let Some((thief, stale, seq, hungry, rtype)) = self.requests.pop_front() else {
+        let Some(Request {
+            thief,
+            stale,
+            seq,
+            hungry,
+            rtype,
+        }) = self.requests.pop_front()
+        else {
             return;
         };
         // One answered: one more waiter may be told of what is left.
@@ -729,8 +747,32 @@ mod tests {
         let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
         let mut o = Owner::new(area);
         let mut q = queue(8);
-        o.on_request(&mut cx, (1, false, 5, false, 0), &mut q, &mem, false);
-        o.on_request(&mut cx, (2, true, 6, false, 0), &mut q, &mem, false);
+        o.on_request(
+            &mut cx,
+            Request {
+                thief: 1,
+                stale: false,
+                seq: 5,
+                hungry: false,
+                rtype: 0,
+            },
+            &mut q,
+            &mem,
+            false,
+        );
+        o.on_request(
+            &mut cx,
+            Request {
+                thief: 2,
+                stale: true,
+                seq: 6,
+                hungry: false,
+                rtype: 0,
+            },
+            &mut q,
+            &mem,
+            false,
+        );
         let c = cx.poll_command().expect("a reply");
         assert!(cx.poll_command().is_none(), "one answer at a time");
         let reply = Signal::Reply {
@@ -796,7 +838,19 @@ mod tests {
         // This rank's CPUs run kind 0 only: its kind-1 tasks keep nothing private.
         q.local = Some(vec![0]);
         let mut answer = |o: &mut Owner, q: &mut Queue, seq: u64, rtype: u16| {
-            o.on_request(&mut cx, (1, false, seq, false, rtype), q, &mem, false);
+            o.on_request(
+                &mut cx,
+                Request {
+                    thief: 1,
+                    stale: false,
+                    seq,
+                    hungry: false,
+                    rtype,
+                },
+                q,
+                &mem,
+                false,
+            );
             let c = cx.poll_command().expect("an answer");
             let Op::Write {
                 signal: Some(s), ..
@@ -927,7 +981,7 @@ mod tests {
     }
 
     #[test]
-    fn claim_takes_back_dear_tasks_published_before_cheaper_ones_came() {
+    fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
         let cfg = Config::default();
         let area = TaskArea::new(&cfg, 4);
         let mem = Mem::new([area.bytes(), 64, 64]);
@@ -941,16 +995,16 @@ mod tests {
             cost_ns,
             payload: vec![],
         };
-        // A balanced start: six dear tasks in predicted order; four are published.
+        // A balanced start: six costly tasks in predicted order; four are published.
         let mut q = Queue::default();
         q.start((0..6).map(|i| task(i, 1_000_000)).collect(), true);
         let mut word = ClaimWord::default();
         assert!(settle(&mut o, &mut cx, &mut q, &mem, &mut word).is_empty());
         assert_eq!((word.n, q.len()), (4, 2));
-        // Cheap pushes join: the dear published tasks come back at once, and what is
+        // Cheap pushes join: the costly published tasks come back at once, and what is
         // published anew (at once) is the cheap end (with cost estimates, two thirds of
-        // the work from the back: the cheap tasks and some dear ones); what stays for the
-        // workers is dear, and nothing cheaper than it is published.
+        // the work from the back: the cheap tasks and some costly ones); what stays for the
+        // workers is costly, and nothing cheaper than it is published.
         let generation = word.generation;
         q.extend((6..26).map(|i| task(i, 10_000)));
         settle(&mut o, &mut cx, &mut q, &mem, &mut word);

@@ -528,10 +528,10 @@ impl<'a> Sim<'a> {
                         };
                     }
                 }
-                let task = (owner, index, kind);
+                let task = titus_core::TaskId { owner, index, kind };
                 match self.per[i].grain.front() {
                     // More of the grains to run (no resources here): the result waits to
-                    // be reported with the next take from the node — or before a dear
+                    // be reported with the next take from the node — or before a costly
                     // task, or once the oldest held result is a grain old (the runtime's
                     // `report_and_take`).
                     Some(next) if res == 0 => {

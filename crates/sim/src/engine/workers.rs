@@ -2,8 +2,8 @@
 
 use super::*;
 
-/// A result a worker holds: the task (owner, index, kind), its result, its cost (ns).
-pub(super) type Unreported = ((u32, u32, u16), Result<Vec<u8>, String>, u64);
+/// A result a worker holds: the task, its result, its cost (ns).
+pub(super) type Unreported = (titus_core::TaskId, Result<Vec<u8>, String>, u64);
 
 impl<'a> Sim<'a> {
     /// After `node` handled an input at `now`: workers, commands, timer, checks.

@@ -11,7 +11,7 @@ pub enum CostArg {
     Exponential,
     /// Lognormal (σ = 1) with the mean.
     Lognormal,
-    /// A contiguous 10% reaction zone of tasks 30× dearer.
+    /// A contiguous 10% reaction zone of tasks 30× costlier.
     Bimodal,
 }
 
@@ -153,7 +153,7 @@ pub struct BenchArgs {
     pub ranks: u32,
     /// Named profile: quick, w1-s4k, w5-s1m, w10-s21m (per-rank work W/n and size S/n),
     /// or chem (a combustion code's time steps: 4,096 tasks of 12 µs mean and 48 B per
-    /// rank, a bimodal front 10% wide and 30× dearer, uniform slabs, 8 epochs, drift 0.03).
+    /// rank, a bimodal front 10% wide and 30× costlier, uniform slabs, 8 epochs, drift 0.03).
     #[arg(long, default_value = "quick")]
     pub profile: String,
     /// Tasks over all ranks [default: the profile's].
@@ -202,7 +202,7 @@ pub struct BenchArgs {
     /// count rule (the hints are ignored); on,off runs each balancer both ways.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     pub cost_aware: Vec<Switch>,
-    /// Priorities: tasks dearer than the mean (bimodal's reaction zone; the dear tail of
+    /// Priorities: tasks costlier than the mean (bimodal's reaction zone; the costly tail of
     /// the others) get priority 1, so each rank runs them first and shares its cheap ones
     /// first (longest first, as diffusion's predicted order does); off: all 0; on,off
     /// runs each balancer both ways.

@@ -28,7 +28,7 @@ pub const PROFILES: [&str; 5] = ["quick", "w1-s4k", "w5-s1m", "w10-s21m", "chem"
 /// examples/chemistry (a 64 × 32 grid in slabs over 2 ranks, ~12 µs per cell on average,
 /// cells in the flame front ~100× cold ones, 48-byte cell records): 4,096 tasks of 12 µs
 /// mean and 48 B per rank, owned in slabs (uniform), a contiguous front of 10% of the
-/// tasks 30× dearer (bimodal), 8 epochs, the front moving 3% of the tasks per epoch.
+/// tasks 30× costlier (bimodal), 8 epochs, the front moving 3% of the tasks per epoch.
 pub fn profile(name: &str) -> Option<Profile> {
     let titus = |work_s, size_bytes| Profile {
         work_s,
@@ -58,12 +58,12 @@ pub fn profile(name: &str) -> Option<Profile> {
 }
 
 /// A task's cost hint (its drawn cost, ns: the caller knows what it asks for) and its
-/// priority (`--priorities on`: 1 for a task dearer than the mean `task_time` seconds,
+/// priority (`--priorities on`: 1 for a task costlier than the mean `task_time` seconds,
 /// else 0).
 pub fn hint_and_priority(args: &BenchArgs, t: &TaskSpec, task_time: f64) -> (u64, i16) {
     let hint = (t.cost * 1e9) as u64;
-    let dear = on(&args.priorities) && t.cost > task_time;
-    (hint, i16::from(dear))
+    let costly = on(&args.priorities) && t.cost > task_time;
+    (hint, i16::from(costly))
 }
 
 /// Sets the core's diffusion switch (`--diffusion on|off`): with it on, from the second

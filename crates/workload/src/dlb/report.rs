@@ -31,7 +31,7 @@ pub struct Report {
     pub advertise: bool,
     /// Cost-aware batches were on (`--cost-aware`).
     pub cost_aware: bool,
-    /// Dear tasks had priority 1 (`--priorities`).
+    /// Costly tasks had priority 1 (`--priorities`).
     pub priorities: bool,
     /// How the smallworld overlay drew its shortcuts (`--shortcut-draw`).
     pub shortcut_draw: &'static str,

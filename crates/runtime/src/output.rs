@@ -1,0 +1,92 @@
+//! What an epoch gives back: results, their costs, and the epoch's figures.
+
+use super::*;
+
+/// Figures of one epoch on this rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpochStats {
+    /// The protocol's figures (tasks, steals by outcome, bytes, chunks, hops, ...).
+    pub core: CoreStats,
+    /// Time workers spent running tasks, summed over workers.
+    pub busy: Duration,
+    /// Worker time not spent running tasks: session × workers − busy.
+    pub idle: Duration,
+    /// Of it, the workers' time from a task's end to their next task's start where they
+    /// went straight on (reporting the result, taking the next task, serving the node
+    /// between tasks), summed, and how many such gaps: the runtime's own time per task.
+    pub between: Duration,
+    /// Gaps counted in [`EpochStats::between`].
+    pub betweens: u64,
+    /// Time from the epoch call to this rank's end of the epoch: its start included.
+    pub session: Duration,
+    /// Time from the epoch call to its tasks' start: the epoch start
+    /// (`titus_core::start`), with its bytes, messages and rounds.
+    pub start: Duration,
+    /// The epoch start's figures.
+    pub start_figures: titus_core::start::StartFigures,
+    /// What the epoch start found (the job's facts, this rank's load after the front, its
+    /// neighbours' loads, its part of the string plan) and what the rank brought to it:
+    /// what its pushes were planned from.
+    pub start_view: titus_core::start::StartOutcome,
+    /// Time spent in steal attempts (first operation to outcome), summed.
+    pub steal: Duration,
+    /// CPU time of the rank's progress thread during the epoch (Linux; zero elsewhere):
+    /// serving the fabric and driving the protocol. Where every core runs a worker, it
+    /// comes out of the tasks' time.
+    pub progress_cpu: Duration,
+    /// Steal protocol in use.
+    pub protocol: &'static str,
+    /// Workers.
+    pub workers: usize,
+    /// Submissions and completions per resource, the CPU workers first (empty without
+    /// resources beside them, [`Runtime::add_resource`]).
+    pub resources: Vec<ResourceCounts>,
+}
+
+/// The connections a rank made and their price, since it started
+/// ([`Runtime::connections`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connections {
+    /// Ranks this rank operated on, ascending. Operations are one-sided: which ranks
+    /// operated on this one only they know (a job's report joins both directions).
+    pub contacted: Vec<u32>,
+    /// Ranks connected when the fabric opened, ascending (none where it connects on
+    /// first contact).
+    pub opened: Vec<u32>,
+    /// Connection time: opening's where the fabric connects at open; where it connects
+    /// lazily, every first contact's (submission to completion of the first operation
+    /// to each rank).
+    pub connect: Duration,
+    /// Whether peers are connected on first contact.
+    pub lazy: bool,
+    /// Memory one connection holds on this fabric, bytes ([`Fabric::connection_bytes`]).
+    pub bytes_per_connection: u64,
+}
+
+/// One task of [`Runtime::run_epoch_keyed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskIn {
+    /// The task's identity across epochs: its measured cost is remembered under this key
+    /// and predicts its cost next epoch (diffusion). Unique within an epoch.
+    pub key: u64,
+    /// Task kind (registered function).
+    pub kind: u16,
+    /// Input bytes.
+    pub payload: Vec<u8>,
+    /// Priority: higher runs first, lower is shared first (0: the default).
+    pub priority: i16,
+    /// Estimated cost, ns (0: unknown): a hint for cost-aware sharing
+    /// (`titus_core::Config::cost_aware`; `NewTask::cost_hint_ns`).
+    pub cost_hint_ns: u64,
+}
+
+/// An epoch's outcome on this rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochOutput {
+    /// This rank's results, in task order.
+    pub results: Vec<Vec<u8>>,
+    /// Each task's duration measured where it ran (ns), in task order.
+    pub costs_ns: Vec<u64>,
+    /// Figures.
+    pub stats: EpochStats,
+}

@@ -1,0 +1,226 @@
+//! What the user thread, the progress thread and the workers share, and the node's memory
+//! through the fabric's segments.
+
+use super::*;
+
+/// The node's memory, through the fabric's segments.
+pub(crate) struct SegMem<'a>(pub(crate) &'a dyn Fabric);
+
+impl Memory for SegMem<'_> {
+    fn read(&self, loc: Loc, buf: &mut [u8]) {
+        // The node only names its own segments, at offsets inside them (its layout).
+        self.0
+            .segment(loc.segment)
+            .and_then(|s| s.read(loc.offset, buf))
+            .expect("the node reads inside its own segments");
+    }
+    fn write(&self, loc: Loc, data: &[u8]) {
+        self.0
+            .segment(loc.segment)
+            .and_then(|s| s.write(loc.offset, data))
+            .expect("the node writes inside its own segments");
+    }
+}
+
+impl Shared {
+    /// Wakes the workers that wait for tasks (none waiting: no system call).
+    pub(crate) fn wake_workers(&self) {
+        if self.idle_workers.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Wakes as many waiting workers as `queued` tasks can feed (all of them where
+    /// resources take tasks their own way). Every thread that drives the node wakes idle
+    /// workers after it: waking all of them each time had a rank's idle workers queue for
+    /// the node's lock to find nothing, on every task of its busy ones.
+    pub(crate) fn wake_workers_for(&self, queued: usize) {
+        let idle = self.idle_workers.load(Ordering::Acquire);
+        if idle == 0 {
+            return;
+        }
+        if queued >= idle || self.has_res.load(Ordering::Acquire) {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..queued {
+                self.cv.notify_one();
+            }
+        }
+    }
+}
+
+/// What the threads share.
+pub(crate) struct Shared {
+    pub(crate) fabric: Arc<dyn Fabric>,
+    pub(crate) node: Mutex<Node>,
+    /// Wakes idle workers (tasks may be available); notified only while one waits.
+    pub(crate) cv: Condvar,
+    /// Workers waiting on `cv` (changed under the node's lock).
+    pub(crate) idle_workers: std::sync::atomic::AtomicUsize,
+    /// Workers between their first task and running out of tasks: while all are, they
+    /// serve signals and timers themselves on inline fabrics.
+    pub(crate) busy_workers: std::sync::atomic::AtomicUsize,
+    /// Wakes the user thread when the epoch may be over — only then: woken on every
+    /// progress turn, it took a core's worth of futex calls from the workers of a
+    /// 2-core node (170 ms of system time in a 1.2 s chemistry run).
+    pub(crate) done_cv: Condvar,
+    pub(crate) kinds: RwLock<Vec<Option<TaskFn>>>,
+    /// Bumped by every registration: a worker keeps its own copy of `kinds` while this
+    /// stands still (a lock and a reference count per task cost tens of ns).
+    pub(crate) kinds_version: std::sync::atomic::AtomicU64,
+    pub(crate) origin: Instant,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) cfg: RuntimeConfig,
+    /// Nanoseconds workers spent in tasks this epoch.
+    pub(crate) busy_ns: std::sync::atomic::AtomicU64,
+    /// Nanoseconds workers spent from a task's end to their next task's start where they
+    /// went straight on, and how many times ([`EpochStats::between`]).
+    pub(crate) between_ns: std::sync::atomic::AtomicU64,
+    pub(crate) betweens: std::sync::atomic::AtomicU64,
+    /// When this rank's last task of the epoch ended ([`Shared::now`], ns): the log's
+    /// epoch timings show what the epoch's end waited for after it. Kept only while the
+    /// debug log is on (`timings`): one more shared atomic per task otherwise.
+    pub(crate) last_task_end: std::sync::atomic::AtomicU64,
+    /// Idle spans of this epoch's workers that ended in a task (start, length; `now()`
+    /// nanoseconds), kept only with `timings`: the debug log names the longest.
+    pub(crate) idle_spans: Mutex<Vec<(u64, u64)>>,
+    pub(crate) timings: bool,
+    /// Where the progress thread's CPU time is read (set as it starts).
+    pub(crate) progress_cpu: std::sync::OnceLock<thread_cpu::ThreadCpu>,
+    /// An epoch runs: workers may take tasks from the node.
+    pub(crate) epoch_running: AtomicBool,
+    /// An epoch start runs (`titus_core::start`): the progress thread keeps its naps short
+    /// and sweeps its peers' liveness, as in an epoch.
+    pub(crate) starting: AtomicBool,
+    /// When the progress thread's current wait ends (node time, ns): a worker that makes
+    /// the node want something earlier wakes it.
+    pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
+    /// This rank's operations in flight: whoever drives the node (the progress thread,
+    /// a worker between tasks) collects their completions ([`driver::drive_inline`]).
+    pub(crate) open: Mutex<driver::OpenOps>,
+    /// The fabric completes operations inside their call (`immediate`).
+    pub(crate) inline: bool,
+    /// Workers drive the node themselves between tasks — the signals that arrived, its
+    /// timers, its operations' completions, and where operations are immediate (the node
+    /// backend) its commands — and the progress thread naps while they all run tasks:
+    /// on the node backend, and where libfabric's progress polls (shm: the workers poll
+    /// it between tasks anyway, and a progress thread woken for each step waited
+    /// 0.5–2.5 ms for a core on a node whose cores all ran workers).
+    pub(crate) serve: bool,
+    /// This rank's fabric peers: whose liveness an idle rank checks.
+    pub(crate) peers: Vec<u32>,
+    /// The ranks operated on, and their first contacts' cost.
+    pub(crate) contacts: contacts::Contacts,
+    /// Whether the fabric connects peers on first contact.
+    pub(crate) lazy: bool,
+    /// Resources beside the CPU workers (None: none added).
+    pub(crate) resources: Mutex<Option<resources::State>>,
+    /// Whether resources were added (workers dispatch through the policy).
+    pub(crate) has_res: AtomicBool,
+    /// Wakes the resource thread (an executor completed something).
+    pub(crate) res_cv: Condvar,
+    pub(crate) res_wake: Mutex<bool>,
+    /// Epochs started: completions of an earlier (failed) epoch's submissions are dropped.
+    pub(crate) res_epoch: std::sync::atomic::AtomicU64,
+    /// When (`now()` + 1, ns) the progress thread entered the fabric call it is in to post
+    /// an operation, 0 outside one, and to which peer: a provider that never returns (shm
+    /// spinning on a lock in memory a dead peer held) is noticed by the waiting user
+    /// thread instead of hanging the job.
+    pub(crate) submitting: std::sync::atomic::AtomicU64,
+    pub(crate) submitting_peer: std::sync::atomic::AtomicU32,
+}
+
+impl Shared {
+    /// The peer and the time the progress thread has been inside one fabric call posting
+    /// an operation, when that is longer than the operation timeout.
+    pub(crate) fn stuck_in_fabric(&self) -> Option<(titus_core::Rank, Duration)> {
+        let since = self.submitting.load(Ordering::Acquire);
+        let stuck = Duration::from_nanos(self.now().0.saturating_sub(since.saturating_sub(1)));
+        (since != 0 && stuck > self.cfg.op_timeout)
+            .then(|| (self.submitting_peer.load(Ordering::Acquire), stuck))
+    }
+
+    /// `e`, or where another rank aborted the epoch for a peer it lost and a peer of this
+    /// rank is gone too (within the frozen bound: call it without the node's lock), that
+    /// peer named: the ABORT signal carries only the aborting
+    /// rank and its code, and the dead rank is what the user needs.
+    pub(crate) fn with_own_look(&self, e: CoreError) -> CoreError {
+        let CoreError::Aborted { rank, code } = e else {
+            return e;
+        };
+        if code != titus_core::error_code::REMOTE {
+            return e;
+        }
+        // The aborting rank itself may be gone by now: it exits on its error. A peer that
+        // froze is named only once this rank too has watched it stand still for the
+        // frozen bound, so look again for that long (bounded: the epoch has failed).
+        let give_up = Instant::now()
+            + titus_fabric::process::frozen_after(self.cfg.op_timeout)
+            + Duration::from_secs(1);
+        // The aborter counts only where its host stopped answering: then it is the peer
+        // this rank lost (its own host cut off, it hears the abort but cannot answer).
+        let gone = loop {
+            let gone = driver::gone_peers(self)
+                .into_iter()
+                .find(|g| g.0 != rank || self.fabric.peer_host_silent(rank));
+            if gone.is_some() || Instant::now() >= give_up {
+                break gone;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        match gone {
+            Some((peer, why)) => CoreError::Remote {
+                op: "the epoch",
+                peer,
+                detail: format!("{why} (rank {rank} aborted the epoch for a peer it lost)"),
+            },
+            None => e,
+        }
+    }
+
+    /// Fails `node`, naming the peer, where the progress thread is stuck in the fabric
+    /// ([`Self::stuck_in_fabric`]): it cannot fail the node from inside a provider call
+    /// that never returns. Whether it did.
+    pub(crate) fn fail_if_stuck(&self, node: &mut Node) -> bool {
+        let Some((peer, stuck)) = self.stuck_in_fabric() else {
+            return false;
+        };
+        let why = self
+            .fabric
+            .peer_gone(peer)
+            .map_or_else(String::new, |w| format!("{w}; "));
+        node.fail_peer_gone(
+            peer,
+            format!(
+                "{why}the fabric provider has not returned from posting an operation to rank {peer} for {:.1} s",
+                stuck.as_secs_f64()
+            ),
+        );
+        true
+    }
+}
+
+impl Shared {
+    /// Whether the workers serve the node now ([`Shared::serve`]): an epoch runs and
+    /// every worker runs tasks (one going idle lowers the count before it wakes the
+    /// progress thread).
+    pub(crate) fn workers_serving(&self) -> bool {
+        self.serve
+            && self.epoch_running.load(Ordering::Acquire)
+            && self.busy_workers.load(Ordering::Acquire) >= self.cfg.workers
+    }
+
+    pub(crate) fn now(&self) -> Time {
+        Time(self.origin.elapsed().as_nanos() as u64)
+    }
+
+    pub(crate) fn lock_node(&self) -> MutexGuard<'_, Node> {
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Locks `m`, recovering from a poisoned lock (every update under the runtime's small
+/// locks is one step).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
