@@ -98,15 +98,6 @@ typedef struct titus_t titus_t;
 // calling thread, collectively.
 typedef int (*titus_allgather_fn)(const void *send, size_t len, void *recv, void *ctx);
 
-// A task function: reads `payload_len` bytes at `payload` (16-byte aligned), writes at
-// most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
-// stores their number in `*result_len` and returns 0; any other return fails the time
-// step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
-// concurrently from worker threads of any rank. Only the `*result_len` bytes it reports
-// are kept; write all of them (the buffer is reused: bytes an earlier task wrote past
-// its own report may still be there).
-typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
-
 // A resource's launch callback (`titus_add_resource`): accepts a task of `kind` whose
 // `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
 // what the device needs), stores a handle for it in `*handle` (unique among its
@@ -195,6 +186,15 @@ typedef struct titus_stats {
   uint64_t start_rounds;
 } titus_stats;
 
+// A task function: reads `payload_len` bytes at `payload` (16-byte aligned), writes at
+// most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
+// stores their number in `*result_len` and returns 0; any other return fails the time
+// step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
+// concurrently from worker threads of any rank. Only the `*result_len` bytes it reports
+// are kept; write all of them (the buffer is reused: bytes an earlier task wrote past
+// its own report may still be there).
+typedef int (*titus_task_fn)(const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -222,12 +222,6 @@ int titus_init(struct titus_t **handle, const char *options_text);
 // Collective.
 int titus_init_exchange(struct titus_t **handle, int rank, int size, titus_allgather_fn allgather, void *ctx, const char *options_text);
 
-// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
-// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
-// valid until titus_finalize. Registering a kind again replaces its function and context
-// for the tasks run from then on (between steps; every rank alike).
-int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
-
 // Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
 // holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
 // relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
@@ -245,6 +239,88 @@ int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
 // `TITUS_ERR_INVALID`.
 int titus_add_resource(struct titus_t *t, const char *name, int capacity, const int *kinds, const double *speeds, size_t nkinds, titus_launch_fn launch, titus_test_fn test, void *ctx);
 
+// Runs the tasks handed over on every rank until all results are home (collective).
+// Afterwards this rank's results are read with titus_result*, in task order, until the
+// next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
+// handle stays usable. After any other failure of the step (TITUS_ERR_TASK, _EPOCH, ...)
+// this rank holds no results (titus_result_count gives 0), titus_stats_get still gives
+// the last successful step's figures, and the handle is good only for titus_finalize
+// (collective as always): a further titus_run returns TITUS_ERR_INVALID.
+int titus_run(struct titus_t *t);
+
+// A repartition plan for the solver (collective; after at least one titus_run): which
+// of this rank's tasks should move for good to which rank so that the loads predicted for
+// the next step (the last step's measured costs, moved as the job's front moved) even
+// out: to a neighbour in the rank string by default, anywhere with the option
+// `repartition_plan=recut` (the string cut anew: each rank's cells stay one contiguous
+// piece of it). `keys`: the `count` tasks this rank will own, in string order (a cell's
+// key, as given to titus_task_keys). On return `*n_moves` moves are in `move_keys` /
+// `move_to` (task key, new owner rank: this rank ± 1 by default); `capacity` is the room
+// in both arrays, and `capacity = count` always
+// suffices (a task moves at most once). Before any titus_run, or with a key twice, every
+// rank gets TITUS_ERR_INVALID. Moving the cells is the solver's own work.
+int titus_repartition_plan(struct titus_t *t, const uint64_t *keys, size_t count, uint64_t *move_keys, int *move_to, size_t capacity, size_t *n_moves);
+
+// States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
+// at least 0) is added to it, so it can be stated per task, per batch or once. The
+// nominal work is the tasks' calibrated cost — their time run sequentially on one core,
+// measured once or modelled — and gives the stats' `nominal_s` and
+// `nominal_efficiency`; titus_run starts the next step's at 0.
+int titus_nominal_work(struct titus_t *t, double seconds);
+
+// This rank in `*rank` and the number of ranks in `*size` (either may be NULL).
+int titus_rank_size(struct titus_t *t, int *rank, int *size);
+
+// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
+// rank's memory goes away while another may still read it). NULL `*handle`: nothing to
+// do, TITUS_OK; `handle` itself NULL: TITUS_ERR_INVALID. Afterwards titus_init* may
+// start a new runtime in the same process (collectively, as the first); nothing carries
+// over: register the kinds again.
+int titus_finalize(struct titus_t **handle);
+
+// The library's version, e.g. "0.1.0".
+const char *titus_version(void);
+
+// A static description of an error code.
+const char *titus_strerror(int code);
+
+// The message of the last failed call on this thread ("" if none); valid until the next
+// failing call on this thread.
+const char *titus_last_error(void);
+
+// Copies the measured cost of each of this rank's tasks of the last titus_run, in
+// nanoseconds and task order (measured where the task ran, which may be another rank),
+// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when
+// `count` is below titus_result_count.
+int titus_costs(struct titus_t *t, uint64_t *ns, size_t count);
+
+// The number of this rank's results of the last titus_run, in `*count`.
+int titus_result_count(struct titus_t *t, size_t *count);
+
+// Copies result `index` (task order) into `buf` (`capacity` bytes) and its size into
+// `*len`. When `capacity` is too small, nothing is copied, `*len` is the size needed and
+// the call returns TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
+int titus_result(struct titus_t *t, size_t index, void *buf, size_t capacity, size_t *len);
+
+// Copies every result into `out`, result i at byte `i * record_size` (zero-padded to
+// `record_size`). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when `count` is below the
+// number of results or a result is longer than `record_size`.
+int titus_results_fixed(struct titus_t *t, void *out_records, size_t record_size, size_t count);
+
+// This rank's figures of the last titus_run.
+int titus_stats_get(struct titus_t *t, struct titus_stats *stats);
+
+// The job's figures of the last titus_run (collective): counts and busy/idle/steal/nominal
+// times summed over ranks, session_s the slowest rank's, efficiency
+// Σbusy / (session_s × Σworkers), nominal_efficiency Σnominal_s / (session_s × Σworkers).
+int titus_job_stats(struct titus_t *t, struct titus_stats *stats);
+
+// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
+// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
+// valid until titus_finalize. Registering a kind again replaces its function and context
+// for the tasks run from then on (between steps; every rank alike).
+int titus_register(struct titus_t *t, int kind, titus_task_fn task, void *ctx);
+
 // Hands over one task of `kind` for the next titus_run (the payload is copied). A
 // payload may be empty (`len` 0; `payload` may then be NULL): the function gets
 // `payload_len` 0 and a valid pointer. A refused call (any error of titus_task,
@@ -260,15 +336,6 @@ int titus_tasks_fixed(struct titus_t *t, int kind, const void *records, size_t r
 // Hands over `count` tasks of `kind` with variable payloads: task i is bytes
 // `offsets[i]..offsets[i+1]` of `data` (`offsets` has `count + 1` non-decreasing entries).
 int titus_tasks_var(struct titus_t *t, int kind, const void *data, const size_t *offsets, size_t count);
-
-// Runs the tasks handed over on every rank until all results are home (collective).
-// Afterwards this rank's results are read with titus_result*, in task order, until the
-// next titus_run. With no task anywhere, every rank gets TITUS_ERR_NO_TASKS and the
-// handle stays usable. After any other failure of the step (TITUS_ERR_TASK, _EPOCH, ...)
-// this rank holds no results (titus_result_count gives 0), titus_stats_get still gives
-// the last successful step's figures, and the handle is good only for titus_finalize
-// (collective as always): a further titus_run returns TITUS_ERR_INVALID.
-int titus_run(struct titus_t *t);
 
 // Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
 // key of the i-th task handed over (all calls since the last titus_run, in order), and
@@ -291,73 +358,6 @@ int titus_task_keys(struct titus_t *t, const uint64_t *keys, size_t count);
 // its tasks, and work cheaper to finish than to move stays. Hints do not change results.
 // Without this call every task has priority 0 and no hint.
 int titus_task_hints(struct titus_t *t, const int *priorities, const uint64_t *cost_ns, size_t count);
-
-// A repartition plan for the solver (collective; after at least one titus_run): which
-// of this rank's tasks should move for good to which rank so that the loads predicted for
-// the next step (the last step's measured costs, moved as the job's front moved) even
-// out: to a neighbour in the rank string by default, anywhere with the option
-// `repartition_plan=recut` (the string cut anew: each rank's cells stay one contiguous
-// piece of it). `keys`: the `count` tasks this rank will own, in string order (a cell's
-// key, as given to titus_task_keys). On return `*n_moves` moves are in `move_keys` /
-// `move_to` (task key, new owner rank: this rank ± 1 by default); `capacity` is the room
-// in both arrays, and `capacity = count` always
-// suffices (a task moves at most once). Before any titus_run, or with a key twice, every
-// rank gets TITUS_ERR_INVALID. Moving the cells is the solver's own work.
-int titus_repartition_plan(struct titus_t *t, const uint64_t *keys, size_t count, uint64_t *move_keys, int *move_to, size_t capacity, size_t *n_moves);
-
-// Copies the measured cost of each of this rank's tasks of the last titus_run, in
-// nanoseconds and task order (measured where the task ran, which may be another rank),
-// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when
-// `count` is below titus_result_count.
-int titus_costs(struct titus_t *t, uint64_t *ns, size_t count);
-
-// States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
-// at least 0) is added to it, so it can be stated per task, per batch or once. The
-// nominal work is the tasks' calibrated cost — their time run sequentially on one core,
-// measured once or modelled — and gives the stats' `nominal_s` and
-// `nominal_efficiency`; titus_run starts the next step's at 0.
-int titus_nominal_work(struct titus_t *t, double seconds);
-
-// The number of this rank's results of the last titus_run, in `*count`.
-int titus_result_count(struct titus_t *t, size_t *count);
-
-// Copies result `index` (task order) into `buf` (`capacity` bytes) and its size into
-// `*len`. When `capacity` is too small, nothing is copied, `*len` is the size needed and
-// the call returns TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
-int titus_result(struct titus_t *t, size_t index, void *buf, size_t capacity, size_t *len);
-
-// Copies every result into `out`, result i at byte `i * record_size` (zero-padded to
-// `record_size`). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when `count` is below the
-// number of results or a result is longer than `record_size`.
-int titus_results_fixed(struct titus_t *t, void *out_records, size_t record_size, size_t count);
-
-// This rank in `*rank` and the number of ranks in `*size` (either may be NULL).
-int titus_rank_size(struct titus_t *t, int *rank, int *size);
-
-// This rank's figures of the last titus_run.
-int titus_stats_get(struct titus_t *t, struct titus_stats *stats);
-
-// The job's figures of the last titus_run (collective): counts and busy/idle/steal/nominal
-// times summed over ranks, session_s the slowest rank's, efficiency
-// Σbusy / (session_s × Σworkers), nominal_efficiency Σnominal_s / (session_s × Σworkers).
-int titus_job_stats(struct titus_t *t, struct titus_stats *stats);
-
-// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
-// rank's memory goes away while another may still read it). NULL `*handle`: nothing to
-// do, TITUS_OK; `handle` itself NULL: TITUS_ERR_INVALID. Afterwards titus_init* may
-// start a new runtime in the same process (collectively, as the first); nothing carries
-// over: register the kinds again.
-int titus_finalize(struct titus_t **handle);
-
-// A static description of an error code.
-const char *titus_strerror(int code);
-
-// The message of the last failed call on this thread ("" if none); valid until the next
-// failing call on this thread.
-const char *titus_last_error(void);
-
-// The library's version, e.g. "0.1.0".
-const char *titus_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

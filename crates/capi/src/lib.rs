@@ -1,6 +1,6 @@
 //! libtitus: the C ABI of the Titus runtime, for C, C++ and Fortran solvers.
 //!
-//! The header `include/titus.h` is generated from this file by cbindgen and checked in
+//! The header `include/titus.h` is generated from this crate by cbindgen and checked in
 //! (the test `header_is_current` fails when they differ), so a change to the ABI shows in
 //! review. `fortran/titus.f90` binds every function with `iso_c_binding` (the test
 //! `fortran_module_covers_the_header` checks that), and `include/titus_mpi.h` initialises
@@ -25,6 +25,16 @@ mod log;
 mod options;
 mod resource;
 
+mod error;
+mod results;
+mod stats;
+mod tasks;
+
+pub use error::*;
+pub use results::*;
+pub use stats::*;
+pub use tasks::*;
+
 use exchange::{AllGather, Callback, UserPtr};
 use options::Options;
 use std::cell::RefCell;
@@ -35,55 +45,6 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_runtime::{Backend, CoreError, EpochStats, Runtime, RuntimeError, TaskIn};
-
-/// Success.
-pub const TITUS_OK: c_int = 0;
-/// The handle is NULL or not a live Titus handle (a call before `titus_init` or after
-/// `titus_finalize`).
-pub const TITUS_ERR_NOT_INITIALIZED: c_int = 1;
-/// `titus_init*` was given a handle that is already initialised.
-pub const TITUS_ERR_ALREADY_INITIALIZED: c_int = 2;
-/// A bad argument: a NULL pointer, a bad option, an unregistered task kind, a payload
-/// over `max_payload`, an index out of range.
-pub const TITUS_ERR_INVALID: c_int = 3;
-/// A caller's buffer is too small for the result(s); nothing was copied.
-pub const TITUS_ERR_BUFFER_TOO_SMALL: c_int = 4;
-/// `titus_run` found no task on any rank: nothing ran (every rank gets this code).
-pub const TITUS_ERR_NO_TASKS: c_int = 5;
-/// A task failed (its function returned non-zero or reported a result over its buffer),
-/// here or on another rank: the time step failed on every rank, quietly (nothing is
-/// printed), and every rank's `titus_last_error()` names the task, its owner, the rank it
-/// ran on, its kind and what its function returned.
-pub const TITUS_ERR_TASK: c_int = 6;
-/// The time step failed on a remote operation, a dead peer, a timeout or malformed data
-/// from another rank.
-pub const TITUS_ERR_EPOCH: c_int = 7;
-/// The fabric or the launcher's environment could not be set up.
-pub const TITUS_ERR_FABRIC: c_int = 8;
-/// The address exchange failed: the application's all-gather callback or the launcher's
-/// rendezvous, at init or in a barrier between time steps, or another rank sent it
-/// something malformed.
-pub const TITUS_ERR_EXCHANGE: c_int = 9;
-/// A bug in Titus (a caught panic); the message says where.
-pub const TITUS_ERR_INTERNAL: c_int = 10;
-
-/// A task function: reads `payload_len` bytes at `payload` (16-byte aligned), writes at
-/// most `result_capacity` bytes (the `max_result` option) at `result` (16-byte aligned),
-/// stores their number in `*result_len` and returns 0; any other return fails the time
-/// step with `TITUS_ERR_TASK`. `ctx` is the pointer given to `titus_register`. Called
-/// concurrently from worker threads of any rank. Only the `*result_len` bytes it reports
-/// are kept; write all of them (the buffer is reused: bytes an earlier task wrote past
-/// its own report may still be there).
-pub type titus_task_fn = Option<
-    unsafe extern "C" fn(
-        payload: *const c_void,
-        payload_len: usize,
-        result: *mut c_void,
-        result_capacity: usize,
-        result_len: *mut usize,
-        ctx: *mut c_void,
-    ) -> c_int,
->;
 
 /// A resource's launch callback (`titus_add_resource`): accepts a task of `kind` whose
 /// `payload_len` bytes are at `payload` (16-byte aligned; valid only during the call: copy
@@ -135,77 +96,6 @@ pub type titus_allgather_fn = Option<
     ) -> c_int,
 >;
 
-/// Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
-/// job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
-/// and every count (workers included) is summed over ranks; the two efficiencies are
-/// recomputed from those sums.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct titus_stats {
-    /// Wall time of `titus_run`, seconds (`titus_job_stats`: the slowest rank's).
-    pub session_s: f64,
-    /// Time workers spent in tasks, summed over workers, seconds.
-    pub busy_s: f64,
-    /// Worker time not spent in tasks, seconds.
-    pub idle_s: f64,
-    /// Time spent in steal attempts, seconds.
-    pub steal_s: f64,
-    /// busy / (session × workers).
-    pub efficiency: f64,
-    /// Worker threads.
-    pub workers: u64,
-    /// Tasks handed over (owned).
-    pub tasks_owned: u64,
-    /// Tasks run here.
-    pub tasks_run: u64,
-    /// Tasks run here that other ranks own (the thieves' view; summed over the job it
-    /// equals the sum of `tasks_ran_elsewhere`).
-    pub tasks_run_for_others: u64,
-    /// Tasks this rank took from other ranks in steals, counted at every move: a task
-    /// stolen again from its thief counts again, so the job's sum can exceed its tasks.
-    /// The count of tasks that left their owner is `tasks_ran_elsewhere`.
-    pub tasks_stolen: u64,
-    /// This rank's own tasks that ran on another rank (stolen or pushed away, however
-    /// often they moved: each counts once): what is usually meant by "tasks stolen".
-    pub tasks_ran_elsewhere: u64,
-    /// Steal attempts.
-    pub steal_attempts: u64,
-    /// Successful steals.
-    pub steals_ok: u64,
-    /// Steals that found the victim empty.
-    pub steals_empty: u64,
-    /// Steals that found the victim locked.
-    pub steals_locked: u64,
-    /// Task bytes moved by steals.
-    pub bytes_stolen: u64,
-    /// Result chunks sent.
-    pub chunks_sent: u64,
-    /// Result chunks received.
-    pub chunks_received: u64,
-    /// Result bytes sent.
-    pub bytes_results: u64,
-    /// Result records forwarded on behalf of other ranks.
-    pub records_forwarded: u64,
-    /// The nominal work of the step, seconds: what the caller stated with
-    /// `titus_nominal_work` before `titus_run` (its calibrated, sequential cost of the
-    /// tasks it handed over); 0 if it stated none.
-    pub nominal_s: f64,
-    /// Efficiency against the nominal work: nominal_s / (session_s × workers), 0 without
-    /// nominal work. Unlike `efficiency`, it cannot rise because balancing slowed the
-    /// tasks themselves: the ideal is 1.
-    pub nominal_efficiency: f64,
-    /// The step's start (the collectives before its tasks run), seconds: from the call of
-    /// `titus_run` to this rank's first task (`titus_job_stats`: the slowest rank's).
-    /// Counted in `session_s`.
-    pub start_s: f64,
-    /// Bytes the start sent, received and read (`titus_job_stats`: the most of any rank).
-    pub start_bytes: u64,
-    /// Messages the start sent and records it read (`titus_job_stats`: the most).
-    pub start_messages: u64,
-    /// Rounds on the start's longest chain (`titus_job_stats`: the most).
-    pub start_rounds: u64,
-}
-
 /// A Titus runtime: one per rank (process), opaque.
 pub struct titus_t {
     magic: u64,
@@ -244,103 +134,8 @@ struct Inner {
     dispatch: titus_runtime::Dispatch,
 }
 
-/// Why a call failed; each maps to one code.
-#[derive(Debug)]
-enum Error {
-    NotInitialized,
-    AlreadyInitialized,
-    Invalid(String),
-    TooSmall(String),
-    NoTasks,
-    Task(String),
-    Epoch(String),
-    Fabric(String),
-    Exchange(String),
-    Internal(String),
-}
-
-impl Error {
-    fn code(&self) -> c_int {
-        match self {
-            Self::NotInitialized => TITUS_ERR_NOT_INITIALIZED,
-            Self::AlreadyInitialized => TITUS_ERR_ALREADY_INITIALIZED,
-            Self::Invalid(_) => TITUS_ERR_INVALID,
-            Self::TooSmall(_) => TITUS_ERR_BUFFER_TOO_SMALL,
-            Self::NoTasks => TITUS_ERR_NO_TASKS,
-            Self::Task(_) => TITUS_ERR_TASK,
-            Self::Epoch(_) => TITUS_ERR_EPOCH,
-            Self::Fabric(_) => TITUS_ERR_FABRIC,
-            Self::Exchange(_) => TITUS_ERR_EXCHANGE,
-            Self::Internal(_) => TITUS_ERR_INTERNAL,
-        }
-    }
-
-    fn message(&self) -> String {
-        match self {
-            Self::NotInitialized => {
-                "the handle is not initialised (NULL, or already finalised): call titus_init first"
-                    .into()
-            }
-            Self::AlreadyInitialized => {
-                "the handle is already initialised: finalise it, or pass a NULL handle".into()
-            }
-            Self::NoTasks => "no rank handed over any task: nothing ran".into(),
-            Self::Invalid(m)
-            | Self::TooSmall(m)
-            | Self::Task(m)
-            | Self::Epoch(m)
-            | Self::Fabric(m)
-            | Self::Exchange(m)
-            | Self::Internal(m) => m.clone(),
-        }
-    }
-}
-
-impl From<RuntimeError> for Error {
-    fn from(e: RuntimeError) -> Self {
-        let msg = e.to_string();
-        match e {
-            // A task failed here or on the rank whose abort ended the epoch.
-            RuntimeError::Core(e) if e.is_task_failure() => Self::Task(msg),
-            RuntimeError::Core(_) | RuntimeError::EpochTimeout(..) => Self::Epoch(msg),
-            // The address exchange (rendezvous or the application's all-gather) failed.
-            RuntimeError::Fabric(titus_fabric::FabricError::Bootstrap(_)) => Self::Exchange(msg),
-            RuntimeError::Fabric(_) => Self::Fabric(msg),
-            RuntimeError::Config(_) => Self::Invalid(msg),
-            RuntimeError::Barrier(_) => Self::Exchange(msg),
-        }
-    }
-}
-
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-fn set_last_error(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = c);
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
-}
-
-/// Runs the body of an exported function: its error becomes a code and the thread's last
-/// error; a panic becomes `TITUS_ERR_INTERNAL` instead of crossing the ABI.
-fn call(name: &str, f: impl FnOnce() -> Result<(), Error>) -> c_int {
-    let e = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => return TITUS_OK,
-        Ok(Err(e)) => e,
-        Err(p) => Error::Internal(format!(
-            "internal error (a bug in Titus): {}",
-            panic_message(&*p)
-        )),
-    };
-    set_last_error(&format!("{name}: {}", e.message()));
-    e.code()
 }
 
 /// The handle's state, locked.
@@ -504,32 +299,6 @@ pub extern "C" fn titus_init_exchange(
     })
 }
 
-/// Registers task kind `kind` (0..=65535): `task` runs its tasks with `ctx`. Every rank
-/// registers the same kinds (a stolen task runs where it lands). `task` and `ctx` must stay
-/// valid until titus_finalize. Registering a kind again replaces its function and context
-/// for the tasks run from then on (between steps; every rank alike).
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_register(
-    t: *mut titus_t,
-    kind: c_int,
-    task: titus_task_fn,
-    ctx: *mut c_void,
-) -> c_int {
-    call("titus_register", || {
-        with(t, |inner| {
-            let kind = task_kind(kind)?;
-            let f = task.ok_or_else(|| {
-                Error::Invalid(format!("the function of task kind {kind} is NULL"))
-            })?;
-            let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
-            inner
-                .rt
-                .register_fallible(kind, move |payload| run_task(f, ctx, kind, cap, payload));
-            Ok(())
-        })
-    })
-}
-
 /// Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
 /// holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
 /// relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
@@ -619,88 +388,6 @@ pub extern "C" fn titus_add_resource(
     })
 }
 
-fn task_kind(kind: c_int) -> Result<u16, Error> {
-    u16::try_from(kind).map_err(|_| Error::Invalid(format!("task kind {kind} is not in 0..=65535")))
-}
-
-/// Runs one task through the user's function, on a worker thread.
-fn run_task(
-    f: unsafe extern "C" fn(
-        *const c_void,
-        usize,
-        *mut c_void,
-        usize,
-        *mut usize,
-        *mut c_void,
-    ) -> c_int,
-    ctx: UserPtr,
-    kind: u16,
-    cap: usize,
-    payload: &[u8],
-) -> Result<Vec<u8>, String> {
-    SCRATCH.with(|scratch| {
-        // A task that ran a task on this thread from inside itself would find the buffers
-        // taken: that fails the step like any task failure.
-        let mut scratch = scratch.try_borrow_mut().map_err(|_| {
-            format!("the function of task kind {kind} ran a task from inside itself")
-        })?;
-        let Scratch {
-            input,
-            result,
-            dirty,
-        } = &mut *scratch;
-        // Payload and result buffers 16-byte aligned, as the header promises (a C user
-        // casts them to its record type); reused by every task of this worker thread.
-        let n_in = payload.len().div_ceil(16).max(1);
-        if input.len() < n_in {
-            input.resize(n_in, 0);
-        }
-        for (w, c) in input.iter_mut().zip(payload.chunks(16)) {
-            let mut b = [0u8; 16];
-            b[..c.len()].copy_from_slice(c);
-            *w = u128::from_ne_bytes(b);
-        }
-        let n_out = cap.div_ceil(16).max(1);
-        if result.len() < n_out {
-            result.resize(n_out, 0);
-        }
-        // What the last task reported (all of it after a failure) is cleared, so a
-        // function finds zeros where no earlier task wrote within its report; zeroing all
-        // of `max_result` per task, with three allocations, cost µs-cells several %.
-        let d = (*dirty).min(result.len());
-        result[..d].fill(0);
-        let mut len = 0usize;
-        // `input` holds `payload.len()` readable bytes and `result` `cap` writable bytes,
-        // both 16-byte aligned and alive for the call; `len` is a valid out-pointer; `ctx`
-        // is the user's, handed back unchanged (the header's contract covers it).
-        // SAFETY: the pointers and lengths just described are valid for the call.
-        let rc = unsafe {
-            f(
-                input.as_ptr().cast(),
-                payload.len(),
-                result.as_mut_ptr().cast(),
-                cap,
-                &mut len,
-                ctx.0,
-            )
-        };
-        // Until it is known to have succeeded, anything it could reach counts as written.
-        *dirty = n_out;
-        // The runtime turns a failed task into a failed time step on every rank, quietly
-        // (an error value, not a panic: nothing is printed).
-        if rc != 0 {
-            return Err(format!("the function of task kind {kind} returned {rc}"));
-        }
-        if len > cap {
-            return Err(format!(
-                "the function of task kind {kind} reported a {len}-byte result, over its {cap}-byte buffer (option max_result)"
-            ));
-        }
-        *dirty = len.div_ceil(16).max(1);
-        Ok(result_bytes(result, len))
-    })
-}
-
 /// The first `len` bytes of a 16-byte aligned result buffer (`len` ≤ its size), word by
 /// word: byte by byte through an iterator cost ~4% of µs-cells' time.
 pub(crate) fn result_bytes(result: &[u128], len: usize) -> Vec<u8> {
@@ -712,126 +399,8 @@ pub(crate) fn result_bytes(result: &[u128], len: usize) -> Vec<u8> {
     out
 }
 
-/// A worker thread's task buffers (`run_task`).
-#[derive(Default)]
-struct Scratch {
-    input: Vec<u128>,
-    result: Vec<u128>,
-    /// Words of `result` a task may have written since it was last cleared.
-    dirty: usize,
-}
-
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-}
-
-fn add_tasks<'a>(
-    inner: &mut Inner,
-    kind: c_int,
-    payloads: impl Iterator<Item = &'a [u8]>,
-) -> Result<(), Error> {
-    let kind = task_kind(kind)?;
-    if !inner.rt.has_kind(kind) {
-        return Err(Error::Invalid(format!(
-            "task kind {kind} has no registered function (titus_register)"
-        )));
-    }
-    let max_payload = inner.rt.config().core.max_payload as usize;
-    let start = inner.pending.len();
-    for p in payloads {
-        if p.len() > max_payload {
-            inner.pending.truncate(start);
-            return Err(Error::Invalid(format!(
-                "a {}-byte payload is over max_payload={} (an option of titus_init)",
-                p.len(),
-                max_payload
-            )));
-        }
-        inner.pending.push((kind, p.to_vec()));
-    }
-    Ok(())
-}
-
-/// Hands over one task of `kind` for the next titus_run (the payload is copied). A
-/// payload may be empty (`len` 0; `payload` may then be NULL): the function gets
-/// `payload_len` 0 and a valid pointer. A refused call (any error of titus_task,
-/// titus_tasks_fixed or titus_tasks_var) hands over none of its tasks; those handed over
-/// by earlier calls stay.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_task(
-    t: *mut titus_t,
-    kind: c_int,
-    payload: *const c_void,
-    len: usize,
-) -> c_int {
-    call("titus_task", || {
-        with(t, |inner| {
-            let p = bytes(payload, len, "the payload")?;
-            add_tasks(inner, kind, std::iter::once(p))
-        })
-    })
-}
-
-/// Hands over `count` tasks of `kind` whose payloads are consecutive records of
-/// `record_size` bytes at `records` (copied). Results come back in the order tasks were
-/// handed over, across calls.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_tasks_fixed(
-    t: *mut titus_t,
-    kind: c_int,
-    records: *const c_void,
-    record_size: usize,
-    count: usize,
-) -> c_int {
-    call("titus_tasks_fixed", || {
-        with(t, |inner| {
-            let total = record_size.checked_mul(count).ok_or_else(|| {
-                Error::Invalid(format!("{count} records of {record_size} bytes overflow"))
-            })?;
-            let data = bytes(records, total, "the records")?;
-            if record_size == 0 {
-                return add_tasks(inner, kind, (0..count).map(|_| &[][..]));
-            }
-            add_tasks(inner, kind, data.chunks_exact(record_size))
-        })
-    })
-}
-
-/// Hands over `count` tasks of `kind` with variable payloads: task i is bytes
-/// `offsets[i]..offsets[i+1]` of `data` (`offsets` has `count + 1` non-decreasing entries).
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_tasks_var(
-    t: *mut titus_t,
-    kind: c_int,
-    data: *const c_void,
-    offsets: *const usize,
-    count: usize,
-) -> c_int {
-    call("titus_tasks_var", || {
-        with(t, |inner| {
-            if count == 0 {
-                return Ok(());
-            }
-            if offsets.is_null() {
-                return Err(Error::Invalid("the offsets are NULL".into()));
-            }
-            let entries = count
-                .checked_add(1)
-                .ok_or_else(|| Error::Invalid(format!("{count} tasks overflow")))?;
-            // SAFETY: `offsets` holds `count + 1` entries (header).
-            let offs = unsafe { std::slice::from_raw_parts(offsets, entries) };
-            if let Some(i) = (0..count).find(|&i| offs[i] > offs[i + 1]) {
-                return Err(Error::Invalid(format!(
-                    "offsets[{i}]={} > offsets[{}]={}: offsets must not decrease",
-                    offs[i],
-                    i + 1,
-                    offs[i + 1]
-                )));
-            }
-            let data = bytes(data, offs[count], "the data")?;
-            add_tasks(inner, kind, (0..count).map(|i| &data[offs[i]..offs[i + 1]]))
-        })
-    })
 }
 
 /// Runs the tasks handed over on every rank until all results are home (collective).
@@ -902,120 +471,6 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
     })
 }
 
-/// A failed step as the caller sees it. After a task failure (which every rank learns),
-/// every rank joins one all-gather and reports the message of the rank where the task
-/// failed (`cause.rs`); any other failure is this rank's own.
-fn step_error(rt: &Runtime, e: RuntimeError) -> Error {
-    let RuntimeError::Core(core) = &e else {
-        return e.into();
-    };
-    if !core.is_task_failure() {
-        return e.into();
-    }
-    let (origin, mine) = match core {
-        CoreError::Aborted { rank, .. } => (*rank, None),
-        own => (rt.rank(), Some(own.to_string())),
-    };
-    match rt.all_gather(&cause::encode(mine.as_deref())) {
-        Ok(all) => {
-            if mine.is_none()
-                && let Some(m) = all.get(origin as usize).and_then(|r| cause::decode(r))
-            {
-                return Error::Task(m);
-            }
-        }
-        Err(g) => tracing::debug!("the cause of the failed step was not gathered: {g}"),
-    }
-    e.into()
-}
-
-/// Gives the tasks handed over for the next titus_run their identities: `keys[i]` is the
-/// key of the i-th task handed over (all calls since the last titus_run, in order), and
-/// `count` must be that number; call it after the last hand-over. A task's measured cost
-/// is remembered under its key and predicts its cost at the next step (diffusion before
-/// stealing), so give a cell the same key every step. Keys must be unique within a step:
-/// a repeated key fails the step on every rank with TITUS_ERR_EPOCH, naming the key,
-/// before any task runs. Without this call, a task's key is its index in the hand-over
-/// order.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_task_keys(t: *mut titus_t, keys: *const u64, count: usize) -> c_int {
-    call("titus_task_keys", || {
-        with(t, |inner| {
-            let n = inner.pending.len();
-            if count != n {
-                return Err(Error::Invalid(format!(
-                    "{count} keys for the {n} tasks handed over since the last titus_run"
-                )));
-            }
-            if count == 0 {
-                inner.keys = Some(Vec::new());
-                return Ok(());
-            }
-            if keys.is_null() {
-                return Err(Error::Invalid("the keys are NULL".into()));
-            }
-            // SAFETY: the caller guarantees `count` readable keys at `keys` (header).
-            let k = unsafe { std::slice::from_raw_parts(keys, count) };
-            inner.keys = Some(k.to_vec());
-            Ok(())
-        })
-    })
-}
-
-/// Gives the tasks handed over for the next titus_run a priority and a cost hint:
-/// `priorities[i]` and `cost_ns[i]` are those of the i-th task handed over (all calls
-/// since the last titus_run, in order), and `count` must be that number; call it after the
-/// last hand-over. Either array may be NULL (every task 0). A rank runs higher priorities
-/// first and shares lower ones first (default 0); a priority outside -32768..=32767 is
-/// refused with TITUS_ERR_INVALID and nothing is set. A cost hint is the task's estimated
-/// run time in ns (0: unknown; above a day counts as a day): with the option `cost_aware`
-/// (on by default) a steal takes about half of a rank's estimated work instead of half of
-/// its tasks, and work cheaper to finish than to move stays. Hints do not change results.
-/// Without this call every task has priority 0 and no hint.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_task_hints(
-    t: *mut titus_t,
-    priorities: *const c_int,
-    cost_ns: *const u64,
-    count: usize,
-) -> c_int {
-    call("titus_task_hints", || {
-        with(t, |inner| {
-            let n = inner.pending.len();
-            if count != n {
-                return Err(Error::Invalid(format!(
-                    "{count} hints for the {n} tasks handed over since the last titus_run"
-                )));
-            }
-            let prio: Vec<i16> = if priorities.is_null() || count == 0 {
-                vec![0; count]
-            } else {
-                // SAFETY: the caller guarantees `count` readable ints at `priorities`
-                // (header).
-                let p = unsafe { std::slice::from_raw_parts(priorities, count) };
-                p.iter()
-                    .enumerate()
-                    .map(|(i, &v)| {
-                        i16::try_from(v).map_err(|_| {
-                            Error::Invalid(format!(
-                                "priority {v} of task {i} is outside -32768..=32767"
-                            ))
-                        })
-                    })
-                    .collect::<Result<_, _>>()?
-            };
-            let costs: Vec<u64> = if cost_ns.is_null() || count == 0 {
-                vec![0; count]
-            } else {
-                // SAFETY: the caller guarantees `count` readable hints at `cost_ns` (header).
-                unsafe { std::slice::from_raw_parts(cost_ns, count) }.to_vec()
-            };
-            inner.hints = Some((prio, costs));
-            Ok(())
-        })
-    })
-}
-
 /// A repartition plan for the solver (collective; after at least one titus_run): which
 /// of this rank's tasks should move for good to which rank so that the loads predicted for
 /// the next step (the last step's measured costs, moved as the job's front moved) even
@@ -1079,34 +534,6 @@ pub extern "C" fn titus_repartition_plan(
     })
 }
 
-/// Copies the measured cost of each of this rank's tasks of the last titus_run, in
-/// nanoseconds and task order (measured where the task ran, which may be another rank),
-/// into `ns` (room for `count` values). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when
-/// `count` is below titus_result_count.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_costs(t: *mut titus_t, ns: *mut u64, count: usize) -> c_int {
-    call("titus_costs", || {
-        with(t, |inner| {
-            let n = inner.costs.len();
-            if count < n {
-                return Err(Error::TooSmall(format!(
-                    "{n} costs; the buffer holds {count}"
-                )));
-            }
-            if n == 0 {
-                return Ok(());
-            }
-            if ns.is_null() {
-                return Err(Error::Invalid("the costs buffer is NULL".into()));
-            }
-            // SAFETY: the caller guarantees `count` writable values at `ns` (header), and
-            // n ≤ count; Titus's buffer never overlaps the caller's.
-            unsafe { std::ptr::copy_nonoverlapping(inner.costs.as_ptr(), ns, n) };
-            Ok(())
-        })
-    })
-}
-
 /// States the nominal work of this rank's tasks for the next titus_run: `seconds` (finite,
 /// at least 0) is added to it, so it can be stated per task, per batch or once. The
 /// nominal work is the tasks' calibrated cost — their time run sequentially on one core,
@@ -1127,155 +554,6 @@ pub extern "C" fn titus_nominal_work(t: *mut titus_t, seconds: f64) -> c_int {
     })
 }
 
-fn stats_of(s: &EpochStats, nominal_s: f64) -> titus_stats {
-    let c = &s.core;
-    let session_s = s.session.as_secs_f64();
-    let busy_s = s.busy.as_secs_f64();
-    titus_stats {
-        session_s,
-        busy_s,
-        idle_s: s.idle.as_secs_f64(),
-        steal_s: s.steal.as_secs_f64(),
-        efficiency: efficiency(busy_s, session_s, s.workers as u64),
-        workers: s.workers as u64,
-        tasks_owned: c.tasks_owned,
-        tasks_run: c.tasks_run,
-        tasks_run_for_others: c.tasks_run_for_others,
-        tasks_stolen: c.tasks_stolen,
-        // A result that ran here took 0 hops home; one that ran elsewhere at least 1.
-        tasks_ran_elsewhere: c.result_hops.iter().skip(1).sum(),
-        steal_attempts: c.steal_attempts,
-        steals_ok: c.steals_ok,
-        steals_empty: c.steals_empty,
-        steals_locked: c.steals_locked,
-        bytes_stolen: c.bytes_stolen,
-        chunks_sent: c.chunks_sent,
-        chunks_received: c.chunks_received,
-        bytes_results: c.bytes_results,
-        records_forwarded: c.records_forwarded,
-        nominal_s,
-        nominal_efficiency: efficiency(nominal_s, session_s, s.workers as u64),
-        start_s: s.start.as_secs_f64(),
-        start_bytes: s.start_figures.bytes,
-        start_messages: s.start_figures.messages,
-        start_rounds: s.start_figures.rounds,
-    }
-}
-
-/// `work / (session × workers)`, 0 when either is 0.
-fn efficiency(busy_s: f64, session_s: f64, workers: u64) -> f64 {
-    if session_s > 0.0 && workers > 0 {
-        busy_s / (session_s * workers as f64)
-    } else {
-        0.0
-    }
-}
-
-/// The number of this rank's results of the last titus_run, in `*count`.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_result_count(t: *mut titus_t, count: *mut usize) -> c_int {
-    call("titus_result_count", || {
-        with(t, |inner| {
-            *out(count, "count")? = inner.results.len();
-            Ok(())
-        })
-    })
-}
-
-/// Copies result `index` (task order) into `buf` (`capacity` bytes) and its size into
-/// `*len`. When `capacity` is too small, nothing is copied, `*len` is the size needed and
-/// the call returns TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_result(
-    t: *mut titus_t,
-    index: usize,
-    buf: *mut c_void,
-    capacity: usize,
-    len: *mut usize,
-) -> c_int {
-    call("titus_result", || {
-        with(t, |inner| {
-            let len = out(len, "len")?;
-            let n = inner.results.len();
-            let r = inner
-                .results
-                .get(index)
-                .ok_or_else(|| Error::Invalid(format!("result {index} of {n}: no such result")))?;
-            *len = r.len();
-            if capacity < r.len() {
-                return Err(Error::TooSmall(format!(
-                    "result {index} has {} bytes; the buffer holds {capacity}",
-                    r.len()
-                )));
-            }
-            copy_out(buf, r, "the buffer")
-        })
-    })
-}
-
-fn copy_out(buf: *mut c_void, data: &[u8], what: &str) -> Result<(), Error> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    if buf.is_null() {
-        return Err(Error::Invalid(format!("{what} is NULL")));
-    }
-    // SAFETY: the caller guarantees `capacity` writable bytes at `buf` (header), checked
-    // above to hold `data`; Titus's buffers never overlap the caller's.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), data.len()) };
-    Ok(())
-}
-
-/// Copies every result into `out`, result i at byte `i * record_size` (zero-padded to
-/// `record_size`). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when `count` is below the
-/// number of results or a result is longer than `record_size`.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_results_fixed(
-    t: *mut titus_t,
-    out_records: *mut c_void,
-    record_size: usize,
-    count: usize,
-) -> c_int {
-    call("titus_results_fixed", || {
-        with(t, |inner| {
-            let n = inner.results.len();
-            if count < n {
-                return Err(Error::TooSmall(format!(
-                    "{n} results; the buffer holds {count} records"
-                )));
-            }
-            if let Some((i, r)) = inner
-                .results
-                .iter()
-                .enumerate()
-                .find(|(_, r)| r.len() > record_size)
-            {
-                return Err(Error::TooSmall(format!(
-                    "result {i} has {} bytes; records hold {record_size}",
-                    r.len()
-                )));
-            }
-            if n == 0 {
-                return Ok(());
-            }
-            if out_records.is_null() {
-                return Err(Error::Invalid("the records buffer is NULL".into()));
-            }
-            // SAFETY: the caller guarantees `count * record_size` writable bytes at
-            // `out_records` (header); n ≤ count, and n results of ≤ record_size bytes exist,
-            // so n * record_size fits in memory.
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(out_records.cast::<u8>(), n * record_size)
-            };
-            for (r, rec) in inner.results.iter().zip(out.chunks_exact_mut(record_size)) {
-                rec[..r.len()].copy_from_slice(r);
-                rec[r.len()..].fill(0);
-            }
-            Ok(())
-        })
-    })
-}
-
 /// This rank in `*rank` and the number of ranks in `*size` (either may be NULL).
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_rank_size(t: *mut titus_t, rank: *mut c_int, size: *mut c_int) -> c_int {
@@ -1290,126 +568,6 @@ pub extern "C" fn titus_rank_size(t: *mut titus_t, rank: *mut c_int, size: *mut 
             Ok(())
         })
     })
-}
-
-/// This rank's figures of the last titus_run.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_stats_get(t: *mut titus_t, stats: *mut titus_stats) -> c_int {
-    call("titus_stats_get", || {
-        with(t, |inner| {
-            *out(stats, "stats")? = inner.stats;
-            Ok(())
-        })
-    })
-}
-
-/// The job's figures of the last titus_run (collective): counts and busy/idle/steal/nominal
-/// times summed over ranks, session_s the slowest rank's, efficiency
-/// Σbusy / (session_s × Σworkers), nominal_efficiency Σnominal_s / (session_s × Σworkers).
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_job_stats(t: *mut titus_t, stats: *mut titus_stats) -> c_int {
-    call("titus_job_stats", || {
-        with(t, |inner| {
-            let dst = out(stats, "stats")?;
-            let s = inner.stats;
-            let mine = titus_fabric::versioned::encode(JOB_STATS, &fields(&s));
-            let all = inner.rt.all_gather(&mine).map_err(Error::from)?;
-            let mut job = titus_stats::default();
-            let n = fields(&job).len();
-            let mut sum = vec![0f64; n];
-            for (r, blob) in all.iter().enumerate() {
-                let theirs: Vec<f64> = titus_fabric::versioned::decode(JOB_STATS, blob)
-                    .ok()
-                    .filter(|v: &Vec<f64>| v.len() == n)
-                    .ok_or_else(|| {
-                        Error::Exchange(format!(
-                            "rank {r} sent {} bytes that are not {n} figures (another collective, or another version of libtitus?)",
-                            blob.len()
-                        ))
-                    })?;
-                for (i, v) in theirs.into_iter().enumerate() {
-                    // The session and the start's figures: the slowest, the most.
-                    sum[i] = if i == 0 || i >= START_FIELDS {
-                        sum[i].max(v)
-                    } else {
-                        sum[i] + v
-                    };
-                }
-            }
-            set_fields(&mut job, &sum);
-            job.efficiency = efficiency(job.busy_s, job.session_s, job.workers);
-            job.nominal_efficiency = efficiency(job.nominal_s, job.session_s, job.workers);
-            *dst = job;
-            Ok(())
-        })
-    })
-}
-
-/// The tag of `titus_job_stats`'s all-gather: format and version.
-const JOB_STATS: &[u8] = b"TJST2";
-/// Where the start's figures begin in [`fields`] (each the job's most, not its sum).
-const START_FIELDS: usize = 20;
-
-/// The figures as numbers (counts are far below 2^53), session first.
-fn fields(s: &titus_stats) -> Vec<f64> {
-    vec![
-        s.session_s,
-        s.busy_s,
-        s.idle_s,
-        s.steal_s,
-        s.workers as f64,
-        s.tasks_owned as f64,
-        s.tasks_run as f64,
-        s.tasks_run_for_others as f64,
-        s.tasks_stolen as f64,
-        s.tasks_ran_elsewhere as f64,
-        s.steal_attempts as f64,
-        s.steals_ok as f64,
-        s.steals_empty as f64,
-        s.steals_locked as f64,
-        s.bytes_stolen as f64,
-        s.chunks_sent as f64,
-        s.chunks_received as f64,
-        s.bytes_results as f64,
-        s.records_forwarded as f64,
-        s.nominal_s,
-        s.start_s,
-        s.start_bytes as f64,
-        s.start_messages as f64,
-        s.start_rounds as f64,
-    ]
-}
-
-fn set_fields(s: &mut titus_stats, v: &[f64]) {
-    let n = |i: usize| v[i] as u64;
-    *s = titus_stats {
-        session_s: v[0],
-        busy_s: v[1],
-        idle_s: v[2],
-        steal_s: v[3],
-        efficiency: 0.0,
-        workers: n(4),
-        tasks_owned: n(5),
-        tasks_run: n(6),
-        tasks_run_for_others: n(7),
-        tasks_stolen: n(8),
-        tasks_ran_elsewhere: n(9),
-        steal_attempts: n(10),
-        steals_ok: n(11),
-        steals_empty: n(12),
-        steals_locked: n(13),
-        bytes_stolen: n(14),
-        chunks_sent: n(15),
-        chunks_received: n(16),
-        bytes_results: n(17),
-        records_forwarded: n(18),
-        nominal_s: v[19],
-        nominal_efficiency: 0.0,
-        start_s: v[20],
-        start_bytes: n(21),
-        start_messages: n(22),
-        start_rounds: n(23),
-    };
 }
 
 /// Ends this rank's runtime and sets `*handle` to NULL (collective: a barrier first, so no
@@ -1434,46 +592,6 @@ pub extern "C" fn titus_finalize(handle: *mut *mut titus_t) -> c_int {
         drop(h);
         barrier.map(drop)
     })
-}
-
-/// The name of an error code, for messages.
-fn error_name(code: c_int) -> &'static str {
-    match code {
-        TITUS_ERR_INVALID => "TITUS_ERR_INVALID",
-        TITUS_ERR_TASK => "TITUS_ERR_TASK",
-        TITUS_ERR_EPOCH => "TITUS_ERR_EPOCH",
-        TITUS_ERR_FABRIC => "TITUS_ERR_FABRIC",
-        TITUS_ERR_EXCHANGE => "TITUS_ERR_EXCHANGE",
-        TITUS_ERR_INTERNAL => "TITUS_ERR_INTERNAL",
-        _ => "an error",
-    }
-}
-
-/// A static description of an error code.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_strerror(code: c_int) -> *const c_char {
-    let s: &'static CStr = match code {
-        TITUS_OK => c"success",
-        TITUS_ERR_NOT_INITIALIZED => c"the handle is not initialised",
-        TITUS_ERR_ALREADY_INITIALIZED => c"the handle is already initialised",
-        TITUS_ERR_INVALID => c"invalid argument",
-        TITUS_ERR_BUFFER_TOO_SMALL => c"buffer too small",
-        TITUS_ERR_NO_TASKS => c"no tasks on any rank",
-        TITUS_ERR_TASK => c"a task failed",
-        TITUS_ERR_EPOCH => c"the time step failed (remote operation, dead peer or timeout)",
-        TITUS_ERR_FABRIC => c"the fabric or the launcher's environment could not be set up",
-        TITUS_ERR_EXCHANGE => c"the address exchange or a barrier failed",
-        TITUS_ERR_INTERNAL => c"internal error (a bug in Titus)",
-        _ => c"unknown error code",
-    };
-    s.as_ptr()
-}
-
-/// The message of the last failed call on this thread ("" if none); valid until the next
-/// failing call on this thread.
-#[unsafe(no_mangle)]
-pub extern "C" fn titus_last_error() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
 }
 
 /// The library's version, e.g. "0.1.0".
