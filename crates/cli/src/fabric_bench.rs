@@ -328,7 +328,7 @@ fn measure(
             }),
         )?;
     }
-    // A worker's poll between tasks (`Fabric::poll`, nothing waiting): what each costs a
+    // A worker's poll between tasks (`Progress::poll`, nothing waiting): what each costs a
     // worker of a polled fabric (shm); nothing elsewhere.
     let polls = time(iters.min(200), iters, |_| {
         f.poll();

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use titus_fabric::Progress;
 use titus_fabric::backend::{AllGather, Opened, Opener};
 use titus_fabric::bootstrap::Exchange;
 use titus_fabric::{
@@ -572,15 +573,6 @@ impl Fabric for HybridFabric {
         Ok(())
     }
 
-    fn wake(&self) {
-        self.inner.node.wake();
-    }
-
-    fn urge(&self, peer: Rank) {
-        // Remote peers' helper threads block in libfabric's progress and wake on arrival.
-        self.inner.node.urge(peer);
-    }
-
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         let start = out.len();
         self.inner.node.drain_completions(out);
@@ -610,14 +602,6 @@ impl Fabric for HybridFabric {
         }
     }
 
-    fn poll(&self) {
-        self.inner.ofi.poll();
-    }
-
-    fn set_progress_nap(&self, max: Duration) {
-        self.inner.ofi.set_progress_nap(max);
-    }
-
     fn peer_gone(&self, peer: Rank) -> Option<String> {
         if self.local(peer) {
             self.inner.node.peer_gone(peer)
@@ -628,6 +612,25 @@ impl Fabric for HybridFabric {
 
     fn peer_host_silent(&self, peer: Rank) -> bool {
         !self.local(peer) && self.inner.ofi.peer_host_silent(peer)
+    }
+}
+
+impl Progress for HybridFabric {
+    fn wake(&self) {
+        self.inner.node.wake();
+    }
+
+    fn urge(&self, peer: Rank) {
+        // Remote peers' helper threads block in libfabric's progress and wake on arrival.
+        self.inner.node.urge(peer);
+    }
+
+    fn poll(&self) {
+        self.inner.ofi.poll();
+    }
+
+    fn set_progress_nap(&self, max: Duration) {
+        self.inner.ofi.set_progress_nap(max);
     }
 }
 

@@ -6,6 +6,7 @@ use crate::shm::Mapping;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use titus_fabric::Progress;
 use titus_fabric::process::{frozen_after, is_stopped, why_still};
 use titus_fabric::{
     Capabilities, Completions, Exposure, Fabric, FabricError, Loc, OpId, Piece, Rank, Segment,
@@ -519,41 +520,6 @@ impl Fabric for NodeFabric {
         }
     }
 
-    fn wake(&self) {
-        self.woken.store(true, Ordering::SeqCst);
-        // Unconditionally: a napping progress call is not among the announced waiters.
-        self.nudge(&self.own().map, true);
-    }
-
-    fn set_workers_serve(&self, on: bool) {
-        self.quiet.store(on, Ordering::Release);
-    }
-
-    fn long_task(&self, running: bool) {
-        // While any worker runs one, signal senders wake this rank's progress even in a
-        // nap (unannounced while the workers serve): announced on its behalf, not woken.
-        let waiters = &self.own().map.words()[W_WAITERS];
-        if running {
-            waiters.fetch_add(1, Ordering::SeqCst);
-        } else {
-            waiters.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
-    fn urge(&self, peer: Rank) {
-        // The peer's progress sleeps on its futex even while napping unannounced.
-        if let Some(view) = self.views.get(peer as usize).and_then(Option::as_ref) {
-            self.nudge(&view.map, true);
-        }
-    }
-
-    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
-        if !self.signal_waits() {
-            return false;
-        }
-        self.collect(signals) > 0
-    }
-
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         let mut st = lock(&self.state);
         self.retry_pending_in(&mut st);
@@ -587,5 +553,42 @@ impl Fabric for NodeFabric {
             still.as_secs_f64(),
             why_still(state)
         ))
+    }
+}
+
+impl Progress for NodeFabric {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        // Unconditionally: a napping progress call is not among the announced waiters.
+        self.nudge(&self.own().map, true);
+    }
+
+    fn set_workers_serve(&self, on: bool) {
+        self.quiet.store(on, Ordering::Release);
+    }
+
+    fn long_task(&self, running: bool) {
+        // While any worker runs one, signal senders wake this rank's progress even in a
+        // nap (unannounced while the workers serve): announced on its behalf, not woken.
+        let waiters = &self.own().map.words()[W_WAITERS];
+        if running {
+            waiters.fetch_add(1, Ordering::SeqCst);
+        } else {
+            waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn urge(&self, peer: Rank) {
+        // The peer's progress sleeps on its futex even while napping unannounced.
+        if let Some(view) = self.views.get(peer as usize).and_then(Option::as_ref) {
+            self.nudge(&view.map, true);
+        }
+    }
+
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        if !self.signal_waits() {
+            return false;
+        }
+        self.collect(signals) > 0
     }
 }

@@ -90,7 +90,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use std::time::Duration;
-    use titus_fabric::{Exposure, Fabric, Loc, SegmentId, SegmentSpec};
+    use titus_fabric::{Exposure, Fabric, Loc, Progress, SegmentId, SegmentSpec};
 
     #[test]
     fn objects_are_owner_only() {
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!((got[0].from, got[0].value), (0, 77));
         // While workers serve, the progress call naps unannounced: senders do not wake it.
         // A worker's long task asks them to (each of two workers' until both end), without
-        // waking it now (`Fabric::long_task`).
+        // waking it now (`Progress::long_task`).
         assert!(!f.senders_wake());
         f.set_workers_serve(true);
         f.long_task(true);

@@ -301,7 +301,7 @@ impl OfiFabric {
         }
     }
 
-    /// Polled progress while the workers serve ([`titus_fabric::Fabric::set_workers_serve`]):
+    /// Polled progress while the workers serve ([`titus_fabric::Progress::set_workers_serve`]):
     /// what they poll is theirs, and a progress call is not woken by it.
     fn quiet(&self) -> bool {
         self.caps.polled_progress && self.workers_serve.load(Ordering::Acquire)
@@ -405,7 +405,7 @@ impl OfiFabric {
                 }
                 Ok(token) => {
                     // No wait object: poll once, then nap without the poller token, so a
-                    // worker between tasks can poll (`Fabric::poll`) and wake this nap.
+                    // worker between tasks can poll (`Progress::poll`) and wake this nap.
                     let got = self.poll_once(0)?;
                     drop(token);
                     if got > 0 {

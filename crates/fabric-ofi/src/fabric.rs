@@ -10,6 +10,7 @@ use crate::watch::{End, SILENT_AFTER};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
+use titus_fabric::Progress;
 use titus_fabric::bootstrap::Exchange;
 use titus_fabric::{
     Capabilities, Fabric, FabricError, Loc, OpId, Piece, Rank, Segment, SegmentId, Signal,
@@ -38,7 +39,7 @@ pub struct OfiFabric {
     /// `wake` was called: `progress` returns.
     pub(crate) woken: std::sync::atomic::AtomicBool,
     /// Polled progress: the workers collect signals and completions between tasks
-    /// ([`Fabric::set_workers_serve`]), so a `progress` call returns only when woken or
+    /// ([`Progress::set_workers_serve`]), so a `progress` call returns only when woken or
     /// when its time is up (each arrival woke it onto a core a worker needed).
     pub(crate) workers_serve: std::sync::atomic::AtomicBool,
     /// Whether `State::deferred` may hold signals, so pollers skip the lock otherwise.
@@ -364,56 +365,11 @@ impl Fabric for OfiFabric {
         )
     }
 
-    fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
-        // SAFETY: a live handle; fi_cq_signal is thread-safe on an FI_THREAD_SAFE domain.
-        unsafe { sys::tofi_wake(self.h.0.as_ptr()) }
-        self.wake_all();
-    }
-
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         if let Ok(_t) = self.poller.try_lock() {
             let _ = self.poll_once(0);
         }
         lock(&self.state).done.take_own(out);
-    }
-
-    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
-        // Signals are posted to the queue by whoever polled (a worker between tasks, the
-        // progress thread); a progress call's wake-up stays for it.
-        let mut st = lock(&self.state);
-        if st.signals.is_empty() {
-            return false;
-        }
-        signals.extend(st.signals.drain(..));
-        true
-    }
-
-    fn set_workers_serve(&self, on: bool) {
-        self.workers_serve.store(on, Ordering::Release);
-    }
-
-    fn poll(&self) {
-        if self.caps.polled_progress
-            && let Ok(_token) = self.poller.try_lock()
-        {
-            // An error here surfaces in the progress thread's next poll.
-            let _ = self.poll_once(0);
-        }
-    }
-
-    fn set_progress_nap(&self, max: Duration) {
-        self.max_nap_ns.store(
-            max.as_nanos().min(u128::from(u64::MAX)) as u64,
-            Ordering::Relaxed,
-        );
-        // SAFETY: a live handle; the shim stores the value atomically.
-        unsafe {
-            sys::tofi_set_max_nap(
-                self.h.0.as_ptr(),
-                max.as_nanos().min(u128::from(u64::MAX)) as u64,
-            )
-        }
     }
 
     fn peer_host_silent(&self, peer: Rank) -> bool {
@@ -503,5 +459,52 @@ impl Fabric for OfiFabric {
 
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError> {
         self.progress_for(timeout, signals)
+    }
+}
+
+impl Progress for OfiFabric {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        // SAFETY: a live handle; fi_cq_signal is thread-safe on an FI_THREAD_SAFE domain.
+        unsafe { sys::tofi_wake(self.h.0.as_ptr()) }
+        self.wake_all();
+    }
+
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        // Signals are posted to the queue by whoever polled (a worker between tasks, the
+        // progress thread); a progress call's wake-up stays for it.
+        let mut st = lock(&self.state);
+        if st.signals.is_empty() {
+            return false;
+        }
+        signals.extend(st.signals.drain(..));
+        true
+    }
+
+    fn set_workers_serve(&self, on: bool) {
+        self.workers_serve.store(on, Ordering::Release);
+    }
+
+    fn poll(&self) {
+        if self.caps.polled_progress
+            && let Ok(_token) = self.poller.try_lock()
+        {
+            // An error here surfaces in the progress thread's next poll.
+            let _ = self.poll_once(0);
+        }
+    }
+
+    fn set_progress_nap(&self, max: Duration) {
+        self.max_nap_ns.store(
+            max.as_nanos().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        // SAFETY: a live handle; the shim stores the value atomically.
+        unsafe {
+            sys::tofi_set_max_nap(
+                self.h.0.as_ptr(),
+                max.as_nanos().min(u128::from(u64::MAX)) as u64,
+            )
+        }
     }
 }

@@ -258,7 +258,7 @@ pub struct Capabilities {
     /// A signal travels right behind its data, without waiting for the data's completion.
     pub ordered_signal: bool,
     /// Progress must poll (the provider has no wait object, as libfabric's shm): workers
-    /// should call [`Fabric::poll`] between tasks, so the progress thread can nap long
+    /// should call [`Progress::poll`] between tasks, so the progress thread can nap long
     /// instead of waking every few microseconds on a core a worker needs.
     pub polled_progress: bool,
     /// Every operation completes inside the call that submits it (a CPU doing the work on
@@ -399,8 +399,79 @@ pub enum FabricError {
     Closed,
 }
 
-/// A one-sided transport for one rank. See the crate documentation for the contract.
-pub trait Fabric: Send + Sync + fmt::Debug {
+/// How a rank's threads share the fabric's progress: waking the progress call, workers
+/// that poll and serve signals between tasks, hints about long tasks and naps. Separate
+/// from the one-sided operations ([`Fabric`]), which every backend offers alike; these
+/// are scheduling hooks, and a backend that needs none keeps the defaults.
+pub trait Progress: Send + Sync {
+    /// Makes a [`Fabric::progress`] call that is blocked (or the next one) return now:
+    /// another thread has work for the progress thread.
+    fn wake(&self);
+
+    /// Drives progress once without blocking, unless another thread polls right now —
+    /// for backends whose progress must poll ([`Capabilities::polled_progress`]): a
+    /// worker calls it between tasks, so remote operations on this rank and signals to it
+    /// are served within a task's length while the progress thread naps. What it finds
+    /// wakes a [`Fabric::progress`] call as any arrival does. Others do nothing.
+    fn poll(&self) {}
+
+    /// Moves the signals that arrived into `signals` without blocking and without
+    /// consuming a [`Progress::wake`] meant for a progress call; returns whether any came.
+    /// Backends whose operations are [`Capabilities::immediate`] or whose progress polls
+    /// ([`Capabilities::polled_progress`]: a worker's [`Progress::poll`] collects them)
+    /// implement it, so a worker can serve signals between tasks; others collect signals
+    /// only in [`Fabric::progress`] and return false.
+    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
+        let _ = signals;
+        false
+    }
+
+    /// A hint for backends whose workers collect signals between tasks
+    /// ([`Progress::take_signals`]): `on` while every worker runs tasks and does so, so a
+    /// [`Fabric::progress`] call need not be woken by each arriving signal (or, where
+    /// progress polls, each completion a worker's poll finds) — it naps instead (10 ms at
+    /// most) and leaves them to the workers; [`Progress::wake`] and a peer's
+    /// [`Progress::urge`] still wake it. Others ignore it.
+    fn set_workers_serve(&self, on: bool) {
+        let _ = on;
+    }
+
+    /// A worker starts (`running`) or ends a task that keeps it from serving signals for
+    /// long (the runtime's costly tasks, `titus_core::COSTLY_TASK_NS`); meanwhile the progress
+    /// call serves what arrives. By default the start turns the workers' serving off
+    /// ([`Progress::set_workers_serve`]) and wakes the progress call ([`Progress::wake`]), so
+    /// that it blocks where senders wake it; the end does nothing (the progress thread
+    /// turns serving back on). A backend whose senders can wake a napping progress call
+    /// asks them to instead, and spares the wake-up: on a shared core that hands the
+    /// worker's core away before every such task.
+    fn long_task(&self, running: bool) {
+        if running {
+            self.set_workers_serve(false);
+            self.wake();
+        }
+    }
+
+    /// Asks `peer`'s progress to serve the signals already sent to it now, even where
+    /// its workers serve them between tasks (a thief waits for the answer, and a task
+    /// may run for milliseconds). Transports whose target progress needs no asking
+    /// ignore it.
+    fn urge(&self, peer: Rank) {
+        let _ = peer;
+    }
+
+    /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
+    /// the longest nap of an idle progress thread between polls. Remote operations on
+    /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short
+    /// while this rank expects remote operations (it has work to share), long otherwise.
+    /// Backends that block in a wait object ignore it.
+    fn set_progress_nap(&self, max: Duration) {
+        let _ = max;
+    }
+}
+
+/// A one-sided transport for one rank. See the crate documentation for the contract. Its
+/// scheduling hooks are [`Progress`]'s.
+pub trait Fabric: Progress + fmt::Debug {
     /// This rank.
     fn rank(&self) -> Rank;
     /// Number of ranks.
@@ -449,75 +520,11 @@ pub trait Fabric: Send + Sync + fmt::Debug {
     /// progress thread's loop, and a driver's wait for "anything".
     fn progress(&self, timeout: Duration, signals: &mut Vec<Signal>) -> Result<(), FabricError>;
 
-    /// Makes a [`Fabric::progress`] call that is blocked (or the next one) return now:
-    /// another thread has work for the progress thread.
-    fn wake(&self);
-
     /// Moves every completed operation that the calling thread submitted into `out`
     /// (instead of testing them one by one), driving progress once without blocking.
     /// Operations of other threads stay for their own `test`/`wait`/drain: a driver that
     /// drains never takes a completion another thread waits for.
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>);
-
-    /// Drives progress once without blocking, unless another thread polls right now —
-    /// for backends whose progress must poll ([`Capabilities::polled_progress`]): a
-    /// worker calls it between tasks, so remote operations on this rank and signals to it
-    /// are served within a task's length while the progress thread naps. What it finds
-    /// wakes a [`Fabric::progress`] call as any arrival does. Others do nothing.
-    fn poll(&self) {}
-
-    /// Moves the signals that arrived into `signals` without blocking and without
-    /// consuming a [`Fabric::wake`] meant for a progress call; returns whether any came.
-    /// Backends whose operations are [`Capabilities::immediate`] or whose progress polls
-    /// ([`Capabilities::polled_progress`]: a worker's [`Fabric::poll`] collects them)
-    /// implement it, so a worker can serve signals between tasks; others collect signals
-    /// only in [`Fabric::progress`] and return false.
-    fn take_signals(&self, signals: &mut Vec<Signal>) -> bool {
-        let _ = signals;
-        false
-    }
-
-    /// A hint for backends whose workers collect signals between tasks
-    /// ([`Fabric::take_signals`]): `on` while every worker runs tasks and does so, so a
-    /// [`Fabric::progress`] call need not be woken by each arriving signal (or, where
-    /// progress polls, each completion a worker's poll finds) — it naps instead (10 ms at
-    /// most) and leaves them to the workers; [`Fabric::wake`] and a peer's
-    /// [`Fabric::urge`] still wake it. Others ignore it.
-    fn set_workers_serve(&self, on: bool) {
-        let _ = on;
-    }
-
-    /// A worker starts (`running`) or ends a task that keeps it from serving signals for
-    /// long (the runtime's costly tasks, `titus_core::COSTLY_TASK_NS`); meanwhile the progress
-    /// call serves what arrives. By default the start turns the workers' serving off
-    /// ([`Fabric::set_workers_serve`]) and wakes the progress call ([`Fabric::wake`]), so
-    /// that it blocks where senders wake it; the end does nothing (the progress thread
-    /// turns serving back on). A backend whose senders can wake a napping progress call
-    /// asks them to instead, and spares the wake-up: on a shared core that hands the
-    /// worker's core away before every such task.
-    fn long_task(&self, running: bool) {
-        if running {
-            self.set_workers_serve(false);
-            self.wake();
-        }
-    }
-
-    /// Asks `peer`'s progress to serve the signals already sent to it now, even where
-    /// its workers serve them between tasks (a thief waits for the answer, and a task
-    /// may run for milliseconds). Transports whose target progress needs no asking
-    /// ignore it.
-    fn urge(&self, peer: Rank) {
-        let _ = peer;
-    }
-
-    /// A hint for backends whose progress must poll (libfabric's shm has no wait object):
-    /// the longest nap of an idle progress thread between polls. Remote operations on
-    /// this rank wait up to that long, and an idle rank wakes once per nap: keep it short
-    /// while this rank expects remote operations (it has work to share), long otherwise.
-    /// Backends that block in a wait object ignore it.
-    fn set_progress_nap(&self, max: Duration) {
-        let _ = max;
-    }
 
     /// Whether `peer`'s process is known to be gone, in words (`None`: alive, or not
     /// knowable from here). A driver asks when an operation to `peer` is slow, so that a

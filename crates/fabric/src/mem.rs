@@ -14,6 +14,7 @@
 //! Without either, operations take effect inside the submitting call (like an RDMA NIC,
 //! with no target CPU involved).
 
+use crate::Progress;
 use crate::{
     Addressing, Capabilities, Exposure, Fabric, FabricConfig, FabricError, KeyMode, Loc, OpId,
     Piece, Rank, Segment, SegmentId, SegmentSpec, Signal,
@@ -651,12 +652,6 @@ impl Fabric for MemFabric {
         }
     }
 
-    fn wake(&self) {
-        let cell = self.shared.cell(self.rank);
-        lock(&cell.q).woken = true;
-        cell.cv.notify_all();
-    }
-
     fn drain_completions(&self, out: &mut Vec<(OpId, Result<u64, FabricError>)>) {
         self.shared.serve(self.rank);
         lock(&self.shared.cell(self.rank).q).done.take_own(out);
@@ -687,5 +682,13 @@ impl Fabric for MemFabric {
                     .unwrap_or_else(|p| p.into_inner()),
             );
         }
+    }
+}
+
+impl Progress for MemFabric {
+    fn wake(&self) {
+        let cell = self.shared.cell(self.rank);
+        lock(&cell.q).woken = true;
+        cell.cv.notify_all();
     }
 }

@@ -35,7 +35,7 @@ pub struct RuntimeConfig {
     /// The longest nap of the progress thread on fabrics that must poll (libfabric shm)
     /// while this rank shares work or waits for its operations (1 ms otherwise): it bounds
     /// the latency of remote operations on this rank, and each nap costs CPU that workers
-    /// would use (`Fabric::set_progress_nap`).
+    /// would use (`Progress::set_progress_nap`).
     pub epoch_nap: Duration,
     /// Each rank's mapper (its stealing policy, [`titus_core::mapper`]); `None`: the
     /// core's default.

@@ -276,7 +276,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // A task predicted costly keeps this worker from serving signals for long: the
         // progress thread serves them meanwhile (a thief's request would otherwise wait
         // for the task's end — milliseconds in a chemistry front), woken by their
-        // senders where the fabric can (`Fabric::long_task`), not by this worker: on a
+        // senders where the fabric can (`Progress::long_task`), not by this worker: on a
         // shared core that wake-up handed the core away before every costly task.
         // (`titus_core::COSTLY_TASK_NS`.)
         let costly = sh.inline && task.cost_ns >= titus_core::COSTLY_TASK_NS;

@@ -100,7 +100,8 @@ fn a_term_is_what_the_simulated_gap_leaves_of_the_real_one_in_the_term_s_units()
 /// cores).
 #[test]
 fn the_take_terms_fit_the_simulated_calibration_run_to_the_real_one() {
-    let preset: Value = serde_json::from_str(include_str!("../../../sim/presets/node.json")).unwrap();
+    let preset: Value =
+        serde_json::from_str(include_str!("../../../sim/presets/node.json")).unwrap();
     let mut node = preset["node"].clone();
     node["balanced_take_us"] = 0.0.into();
     node["foreign_task_us"] = 0.0.into();
