@@ -2,8 +2,8 @@
 //! deterministic simulation testing (`--check`).
 //!
 //! A run of several epochs (`--epochs`, `--drift`) is one simulated job whose later
-//! epochs ([`Job::later_epochs`]) hold the same tasks with the drifted costs; the
-//! simulator checks every epoch's results. With `--repartition K`, as in `dlb-bench`,
+//! epochs hold the same tasks with the drifted costs, each made as it begins
+//! ([`Job::later_epochs_supplied`]); the simulator checks every epoch's results. With `--repartition K`, as in `dlb-bench`,
 //! every K epochs the ranks' repartition plan (from the costs each simulated rank
 //! measured, computed as the runtime computes it) moves tasks for good between
 //! rank-string neighbours: the following epochs' tasks come from the new ownership (each
@@ -318,9 +318,6 @@ fn simulate(
     cfg.core.move_cost =
         std::time::Duration::from_nanos((4.0 * model.latency_ns + model.atomic_ns) as u64);
     let base = titus_workload::generate(&plan.spec)?;
-    let mut epochs: Vec<Vec<Vec<titus_workload::TaskSpec>>> = (0..plan.epochs)
-        .map(|e| titus_workload::epoch_tasks(&base, e, plan.drift))
-        .collect();
     let nominal_slot = layout::slot_size(cfg.core.max_payload);
     // Real DLB_Bench payloads, or (at scale) each task's number charged at the nominal
     // payload size, its result a hash of it.
@@ -367,9 +364,11 @@ fn simulate(
             .collect()
     };
     // Every epoch the same tasks (owner, index, payload data), with that epoch's costs
-    // (until a repartition plan moves some).
-    let mut sim_epochs: Vec<Vec<Vec<SimTask>>> = epochs.iter().map(|all| sim_tasks(all)).collect();
-    let tasks = sim_epochs.remove(0);
+    // (until a repartition plan moves some). Each later epoch's tasks are made when it
+    // begins (`later_epochs_supplied`): held all at once, 100,000 ranks' four epochs took
+    // more memory than the simulation itself. The drift rotates the costs, so every
+    // epoch has the first's costliest task, which the virtual-time check reads.
+    let tasks = sim_tasks(&titus_workload::epoch_tasks(&base, 0, plan.drift));
     let (described, dispatch) = dlb::resources(&run.args, ranks);
     let resources = titus_sim::SimResources {
         per_rank: described.unwrap_or_default(),
@@ -385,7 +384,8 @@ fn simulate(
         faults: faults.clone(),
         seed: run.args.seed,
         tasks,
-        later_epochs: sim_epochs,
+        later_epochs: Vec::new(),
+        later_epochs_supplied: plan.epochs.saturating_sub(1) as usize,
         start_skew_ns: 0,
         check_start: false,
         result,
@@ -402,44 +402,37 @@ fn simulate(
     };
     titus_sim::time::check(&job).map_err(RunError::Refused)?;
     let t0 = Instant::now();
-    let out = match run.args.repartition {
-        None => {
-            // (Each epoch's tasks are in `epochs`: the generated ones would only hold
-            // memory — 240 MB at 100,000 ranks.)
-            drop(base);
-            titus_sim::simulate(&job)
+    // Ownership as it stands (a repartition plan changes it), and each epoch's tasks
+    // once a plan moved them. The reports read an epoch's total and longest cost, which
+    // do not depend on who owns what: an epoch without a record is made again from
+    // `owned` then, one at a time.
+    let mut owned = base;
+    let mut moved: Vec<Option<Vec<Vec<titus_workload::TaskSpec>>>> =
+        vec![None; plan.epochs as usize];
+    let mut planned = false;
+    let out = titus_sim::simulate_with(&job, &mut |b: &titus_sim::Between<'_>| {
+        let next = b.epoch as u32 + 1;
+        // As dlb-bench: after epoch e with e + 1 a multiple of K, every rank's plan (keys:
+        // the tasks' numbers, string order) moves tasks for good; the following epochs
+        // run on the new ownership.
+        if let Some(k) = run.args.repartition
+            && next.is_multiple_of(k)
+        {
+            let keys: Vec<Vec<u64>> = owned
+                .iter()
+                .map(|ts| ts.iter().map(|t| t.global).collect())
+                .collect();
+            let moves = b.repartition_plan(&keys)?;
+            titus_workload::apply_plans(&mut owned, &moves, run.args.repartition_plan.plan())?;
+            planned = true;
         }
-        Some(k) => {
-            // As dlb-bench: after epoch e with e + 1 a multiple of K, every rank's plan
-            // (keys: the tasks' numbers, string order) moves tasks for good; the following
-            // epochs run on the new ownership.
-            let mut owned = base;
-            let mut planned = false;
-            titus_sim::simulate_with(&job, &mut |b: &titus_sim::Between<'_>| {
-                let next = b.epoch as u32 + 1;
-                if next.is_multiple_of(k) {
-                    let keys: Vec<Vec<u64>> = owned
-                        .iter()
-                        .map(|ts| ts.iter().map(|t| t.global).collect())
-                        .collect();
-                    let moves = b.repartition_plan(&keys)?;
-                    titus_workload::apply_plans(
-                        &mut owned,
-                        &moves,
-                        run.args.repartition_plan.plan(),
-                    )?;
-                    planned = true;
-                }
-                if !planned {
-                    return Ok(None);
-                }
-                let all = titus_workload::epoch_tasks(&owned, next, plan.drift);
-                let tasks = sim_tasks(&all);
-                epochs[next as usize] = all;
-                Ok(Some(tasks))
-            })
+        let all = titus_workload::epoch_tasks(&owned, next, plan.drift);
+        let tasks = sim_tasks(&all);
+        if planned {
+            moved[next as usize] = Some(all);
         }
-    }
+        Ok(Some(tasks))
+    })
     .map_err(|v| format!("{}: {v}", run.label()))?;
     let wall_s = t0.elapsed().as_secs_f64();
     let w = run.args.workers as f64;
@@ -447,7 +440,12 @@ fn simulate(
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
     let mut reports = Vec::new();
     let mut hetero = Vec::new();
-    for (e, (outcome, all)) in per_epoch.zip(&epochs).enumerate() {
+    for (e, outcome) in per_epoch.enumerate() {
+        let all = match moved[e].take() {
+            Some(all) => all,
+            None => titus_workload::epoch_tasks(&owned, e as u32, plan.drift),
+        };
+        let all = &all;
         let work_ns: f64 = all.iter().flatten().map(|t| t.cost * 1e9).sum();
         let makespan = outcome.iter().map(|o| o.session_ns).max().unwrap_or(0) as f64;
         let accel: u64 = outcome
@@ -706,12 +704,13 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                             .saturating_sub(DEFAULT_PEERS)
                             .saturating_mul(PEER_BYTES),
                 )
-                // Every epoch's tasks are made before the run.
+                // The generated tasks, the running epoch's and the next one's, made as
+                // it begins (not every epoch's before the run).
                 .saturating_add(
                     plan.spec
                         .tasks
                         .saturating_mul(96)
-                        .saturating_mul(u64::from(plan.epochs)),
+                        .saturating_mul(u64::from(plan.epochs.min(3))),
                 ),
         )?;
         plans.push(plan);

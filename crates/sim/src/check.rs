@@ -601,6 +601,7 @@ fn draw_and_run(
         seed,
         tasks,
         later_epochs,
+        later_epochs_supplied: 0,
         start_skew_ns,
         check_start: true,
         result: &check_result,

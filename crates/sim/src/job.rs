@@ -63,6 +63,12 @@ pub struct Job<'a> {
     /// Each rank's tasks of every further epoch (empty: one epoch); [`simulate_with`] may
     /// replace each between epochs.
     pub later_epochs: Vec<Vec<Vec<SimTask>>>,
+    /// Further epochs whose tasks the driver supplies between epochs ([`simulate_with`])
+    /// instead of [`Job::later_epochs`] holding them all before the run: the job runs
+    /// `1 + max(later_epochs.len(), later_epochs_supplied)` epochs, and a supplied epoch
+    /// the driver gives no tasks for is a violation. At 100,000 ranks, four epochs of
+    /// tasks held at once took more memory than the simulation itself.
+    pub later_epochs_supplied: usize,
     /// Each rank starts each epoch up to this many ns late (drawn per rank and epoch; 0:
     /// every rank at once).
     pub start_skew_ns: u64,
@@ -150,6 +156,12 @@ pub struct SimResources {
 pub type MapperFactory = dyn Fn(u32) -> Box<dyn titus_core::Mapper> + Sync;
 
 impl Job<'_> {
+    /// Epochs after the first: held ([`Job::later_epochs`]) or supplied by the driver
+    /// ([`Job::later_epochs_supplied`]).
+    pub fn later_count(&self) -> usize {
+        self.later_epochs.len().max(self.later_epochs_supplied)
+    }
+
     /// A job of `tasks` with the plain rest: one worker per rank, no faults, seed 1, one
     /// epoch started together, [`check::check_result`] as the task, task bytes charged as
     /// they are, 50 M events at most, the default mapper, no resources beyond the workers.
@@ -168,6 +180,7 @@ impl Job<'_> {
             seed: 1,
             tasks,
             later_epochs: Vec::new(),
+            later_epochs_supplied: 0,
             start_skew_ns: 0,
             check_start: false,
             result: &check::check_result,

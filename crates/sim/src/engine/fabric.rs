@@ -152,7 +152,7 @@ impl<'a> Sim<'a> {
     ) -> Result<(), Violation> {
         let peer = target(&op);
         if self.job.faults.exit_after_end
-            && self.epoch == self.job.later_epochs.len()
+            && self.epoch == self.job.later_count()
             && peer != from
             && self.per[peer as usize].end.is_some()
         {

@@ -752,7 +752,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let stall = job.faults.stall;
     let mut out = Outcome::default();
     let mut now = 0;
-    for epoch in 0..=job.later_epochs.len() {
+    for epoch in 0..=job.later_count() {
         sim.start_epoch(now)?;
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
@@ -762,7 +762,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             out.ranks = ranks;
         }
         out.end_ns = sim.per.iter().filter_map(|p| p.end).max().unwrap_or(0);
-        if epoch < job.later_epochs.len() {
+        if epoch < job.later_count() {
             sim.clock = now;
             let tasks = between(&Between {
                 epoch,
@@ -776,6 +776,12 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
                     epoch + 2
                 ))
             })?;
+            if tasks.is_none() && epoch >= job.later_epochs.len() {
+                return Err(Violation(format!(
+                    "epoch {}: the driver supplied no tasks (Job::later_epochs_supplied)",
+                    epoch + 2
+                )));
+            }
             sim.next_epoch(tasks);
         }
     }
