@@ -502,9 +502,10 @@ pub(crate) fn run(sh: &Shared) {
             let busy = sh.busy_workers.load(Ordering::Acquire);
             let workers_poll = polling_epoch && busy >= sh.cfg.workers;
             let waiting = polling_epoch && busy == 0;
+            let hints = node.hints();
             let short = !(serve && workers_poll)
-                && ((node.expects_remote_ops() && !workers_poll)
-                    || node.awaits_remote()
+                && ((hints.expects_remote_ops && !workers_poll)
+                    || hints.awaits_remote
                     || node.starting()
                     || waiting
                     || open_now > 0);

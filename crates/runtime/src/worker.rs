@@ -143,7 +143,7 @@ const ANSWER_SPIN: Duration = Duration::from_micros(50);
 /// Watches, up to [`ANSWER_SPIN`], for the answer to this rank's steal and serves it
 /// inline; true when the node may have tasks now (or the steal ended).
 fn await_answer(sh: &Shared) -> bool {
-    if !sh.lock_node().awaits_remote() {
+    if !sh.lock_node().hints().awaits_remote {
         return false;
     }
     let until = Instant::now() + ANSWER_SPIN;

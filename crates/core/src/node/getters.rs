@@ -196,19 +196,16 @@ impl Node {
         )
     }
 
-    /// Whether this rank expects remote operations soon (it shares work during an epoch):
-    /// a driver polling a fabric keeps its naps short then.
-    pub fn expects_remote_ops(&self) -> bool {
-        self.running
-            && !self.term.is_done()
-            && self.failed.is_none()
-            && (self.owner.is_sharing(&self.queue, &self.cx.cfg) || self.share.is_master(&self.cx))
-    }
-
-    /// Whether this rank waits for another's answer (a steal is under way): a driver
-    /// polling a fabric keeps its naps short then.
-    pub fn awaits_remote(&self) -> bool {
-        self.running && !self.term.is_done() && self.failed.is_none() && self.thief.is_stealing()
+    /// What this rank's remote activity asks of its driver, in one value (a driver
+    /// polling a fabric keeps its naps short while either holds).
+    pub fn hints(&self) -> DriverHints {
+        let live = self.running && !self.term.is_done() && self.failed.is_none();
+        DriverHints {
+            expects_remote_ops: live
+                && (self.owner.is_sharing(&self.queue, &self.cx.cfg)
+                    || self.share.is_master(&self.cx)),
+            awaits_remote: live && self.thief.is_stealing(),
+        }
     }
 
     /// Whether commands wait to be polled.

@@ -39,7 +39,8 @@
 //! 4. **Work** (`work.rs`): workers take a grain ([`Node::take_grain`]) or a resource's
 //!    tasks ([`Node::take_tasks_for`]), and report each back through `task_done`.
 //!
-//! Getters (`getters.rs`) change nothing and may be called at any time.
+//! Getters (`getters.rs`) change nothing and may be called at any time; what the node
+//! asks of its driver's naps comes out as one value, [`Node::hints`].
 //!
 //! # Failure
 //!
@@ -157,6 +158,15 @@ pub struct EpochResults {
     pub results: Vec<Vec<u8>>,
     /// Each task's cost measured where it ran, ns.
     pub costs_ns: Vec<u64>,
+}
+
+/// What a node's remote activity asks of its driver ([`Node::hints`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverHints {
+    /// It expects remote operations soon: it shares work during an epoch.
+    pub expects_remote_ops: bool,
+    /// It waits for another rank's answer: a steal is under way.
+    pub awaits_remote: bool,
 }
 
 /// One rank of the protocol. See the crate documentation.
