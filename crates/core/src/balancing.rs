@@ -132,18 +132,20 @@ impl Balancing {
                 if let Some(g) = group_size
                     && !(1..=ranks.max(1)).contains(&g)
                 {
-                    return Err(CoreError::Config(format!(
-                        "group size {g}: expected 1..={} (the job's ranks)",
-                        ranks.max(1)
-                    )));
+                    return Err(crate::ConfigError::GroupSize {
+                        size: g,
+                        ranks: ranks.max(1),
+                    }
+                    .into());
                 }
                 let groups = match loads {
                     Some(loads) => {
                         if loads.len() != ranks as usize {
-                            return Err(CoreError::Config(format!(
-                                "{} load estimates for {ranks} ranks",
-                                loads.len()
-                            )));
+                            return Err(crate::ConfigError::LoadEstimates {
+                                loads: loads.len(),
+                                ranks,
+                            }
+                            .into());
                         }
                         Sharing::balanced_groups(loads, self.group_size(ranks))
                     }

@@ -138,7 +138,7 @@ pub enum CoreError {
     },
     /// A configuration every rank must share is impossible.
     #[error("bad configuration: {0}")]
-    Config(String),
+    Config(#[from] crate::ConfigError),
     /// An API call out of turn.
     #[error("{0}")]
     Usage(&'static str),
@@ -213,6 +213,6 @@ mod tests {
         assert!(CoreError::Aborted { rank: 3, code: 5 }.is_task_failure());
         assert!(!CoreError::Aborted { rank: 3, code: 1 }.is_task_failure());
         assert_eq!(CoreError::Usage("x").code(), 10);
-        assert_eq!(CoreError::Config("x".into()).code(), 9);
+        assert_eq!(CoreError::from(crate::ConfigError::NoOutboxSlots).code(), 9);
     }
 }

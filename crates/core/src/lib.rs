@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod balancing;
+mod config_error;
 mod ctx;
 mod diffuse;
 mod error;
@@ -61,6 +62,7 @@ mod steal;
 mod termination;
 
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
+pub use config_error::ConfigError;
 pub use diffuse::{LoadClasses, StringLoads, predicted_load, split_class};
 pub use error::{CoreError, error_code};
 pub use front::{

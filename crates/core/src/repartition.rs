@@ -63,9 +63,7 @@ impl RepartitionPlan {
     /// cost ns).
     pub fn at(self, at: &StringPosition, tasks: &[(u64, u64)]) -> Result<Vec<Move>, CoreError> {
         if at.rank >= at.ranks || at.before.saturating_add(u128::from(at.load)) > at.total {
-            return Err(CoreError::Config(format!(
-                "a place in the string that cannot be: {at:?}"
-            )));
+            return Err(crate::ConfigError::ImpossiblePosition(format!("{at:?}")).into());
         }
         let keys: Vec<u64> = tasks.iter().map(|t| t.0).collect();
         CostHistory::check_keys(&keys)?;
@@ -101,9 +99,7 @@ impl StringPosition {
     pub fn of(loads: &[u64], me: Rank) -> Result<Self, CoreError> {
         let n = loads.len();
         let Some(&load) = loads.get(me as usize) else {
-            return Err(CoreError::Config(format!(
-                "rank {me} outside a string of {n} loads"
-            )));
+            return Err(crate::ConfigError::RankOutsideString { rank: me, loads: n }.into());
         };
         let sum = |l: &[u64]| l.iter().map(|&x| u128::from(x)).sum::<u128>();
         Ok(Self {

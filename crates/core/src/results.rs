@@ -127,10 +127,11 @@ impl Results {
             );
         }
         let Some(h) = router.next_hop(cx.cfg.routing, cx.rank, rec.owner) else {
-            return Err(CoreError::Config(format!(
-                "no route from rank {} to rank {}",
-                cx.rank, rec.owner
-            )));
+            return Err(crate::ConfigError::NoRoute {
+                from: cx.rank,
+                to: rec.owner,
+            }
+            .into());
         };
         if from != cx.rank {
             cx.stats.records_forwarded += 1;

@@ -64,27 +64,29 @@ impl Sharing {
         let mut group_of = vec![u32::MAX; ranks as usize];
         for (g, members) in groups.iter().enumerate() {
             if members.is_empty() {
-                return Err(CoreError::Config(format!("sharing group {g} is empty")));
+                return Err(crate::ConfigError::EmptyGroup(g).into());
             }
             for &r in members {
                 let slot = group_of.get_mut(r as usize).ok_or_else(|| {
-                    CoreError::Config(format!(
-                        "sharing group {g} names rank {r}, outside a job of {ranks}"
-                    ))
+                    CoreError::from(crate::ConfigError::GroupRankOutside {
+                        group: g,
+                        rank: r,
+                        ranks,
+                    })
                 })?;
                 if *slot != u32::MAX {
-                    return Err(CoreError::Config(format!(
-                        "rank {r} is in sharing groups {} and {g}",
-                        *slot
-                    )));
+                    return Err(crate::ConfigError::RankInTwoGroups {
+                        rank: r,
+                        first: *slot,
+                        second: g,
+                    }
+                    .into());
                 }
                 *slot = g as u32;
             }
         }
         if let Some(r) = group_of.iter().position(|&g| g == u32::MAX) {
-            return Err(CoreError::Config(format!(
-                "rank {r} is in no sharing group"
-            )));
+            return Err(crate::ConfigError::RankInNoGroup(r as Rank).into());
         }
         Ok(Self {
             groups: Arc::new(groups),
@@ -154,15 +156,14 @@ impl Sharing {
 
     pub(crate) fn check(&self, ranks: u32) -> Result<(), CoreError> {
         if self.ranks() != ranks {
-            return Err(CoreError::Config(format!(
-                "sharing groups cover {} ranks in a job of {ranks}",
-                self.ranks()
-            )));
+            return Err(crate::ConfigError::GroupsCover {
+                covered: self.ranks(),
+                ranks,
+            }
+            .into());
         }
         if ranks > MAX_RANKS {
-            return Err(CoreError::Config(format!(
-                "work sharing supports at most {MAX_RANKS} ranks"
-            )));
+            return Err(crate::ConfigError::SharingRanks(MAX_RANKS).into());
         }
         Ok(())
     }

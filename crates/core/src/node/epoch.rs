@@ -114,12 +114,12 @@ impl Node {
             && (p.costs_ns.len() != tasks.len()
                 || !(p.costly.is_empty() || p.costly.len() == tasks.len()))
         {
-            return Err(CoreError::Config(format!(
-                "{} predicted costs and {} costly flags for {} tasks",
-                p.costs_ns.len(),
-                p.costly.len(),
-                tasks.len()
-            )));
+            return Err(ConfigError::PredictionLength {
+                costs: p.costs_ns.len(),
+                costly: p.costly.len(),
+                tasks: tasks.len(),
+            }
+            .into());
         }
         let diffusion = self.diffusion_enabled();
         let neighbours = if diffusion && prediction.is_some() {
@@ -219,9 +219,7 @@ impl Node {
                 // A diffusion neighbour is an out-neighbour; the string plan's receivers
                 // are reached through the overlay, as results are.
                 let Some(hop) = self.router.next_hop(cx.cfg.routing, rank, to) else {
-                    return Err(CoreError::Config(format!(
-                        "no route from rank {rank} to rank {to}"
-                    )));
+                    return Err(ConfigError::NoRoute { from: rank, to }.into());
                 };
                 cx.stats.tasks_pushed += batch.len() as u64;
                 cx.stats.pushed_ns = batch

@@ -271,10 +271,11 @@ impl Node {
                     for p in on {
                         let Some(hop) = self.router.next_hop(cx.cfg.routing, cx.rank, p.dest)
                         else {
-                            return Err(CoreError::Config(format!(
-                                "no route from rank {} to rank {}",
-                                cx.rank, p.dest
-                            )));
+                            return Err(ConfigError::NoRoute {
+                                from: cx.rank,
+                                to: p.dest,
+                            }
+                            .into());
                         };
                         cx.stats.tasks_forwarded += 1;
                         self.results.out.push_tasks(hop, std::slice::from_ref(&p));

@@ -47,6 +47,7 @@
 //! A rank that fails floods ABORT over the tree and its overlay neighbours; every rank
 //! stops with an error within O(log N) signal hops.
 
+use crate::ConfigError;
 use crate::ctx::Ctx;
 use crate::diffuse;
 use crate::layout::signal::Signal;
@@ -203,51 +204,51 @@ impl Node {
     pub fn new(cfg: Config, overlay: Overlay, rank: Rank) -> Result<Self, CoreError> {
         let size = overlay.ranks();
         if rank >= size {
-            return Err(CoreError::Config(format!(
-                "rank {rank} outside a job of {size}"
-            )));
+            return Err(ConfigError::RankOutsideJob { rank, size }.into());
         }
         for (what, bytes) in [
             ("max_payload", cfg.max_payload),
             ("max_result", cfg.max_result),
         ] {
             if bytes > layout::PAYLOAD_MAX {
-                return Err(CoreError::Config(format!(
-                    "{what} {bytes} is over the {} bytes (64 MiB) a task slot or result may hold",
-                    layout::PAYLOAD_MAX
-                )));
+                return Err(ConfigError::PayloadMax {
+                    what,
+                    bytes,
+                    max: layout::PAYLOAD_MAX,
+                }
+                .into());
             }
         }
         if cfg.shared_capacity == 0 || cfg.shared_capacity > u32::from(u16::MAX) {
-            return Err(CoreError::Config(format!(
-                "shared_capacity {} outside 1..=65535",
-                cfg.shared_capacity
-            )));
+            return Err(ConfigError::SharedCapacity(cfg.shared_capacity).into());
         }
         let chunk_floor =
             (layout::CHUNK_HEADER + layout::record_len(cfg.max_result as usize)) as u64;
         if cfg.chunk_bytes < chunk_floor {
-            return Err(CoreError::Config(format!(
-                "chunk_bytes {} cannot hold one {}-byte result ({chunk_floor} bytes with headers)",
-                cfg.chunk_bytes, cfg.max_result
-            )));
+            return Err(ConfigError::ChunkTooSmall {
+                chunk_bytes: cfg.chunk_bytes,
+                max_result: cfg.max_result,
+                floor: chunk_floor,
+            }
+            .into());
         }
         // A CHUNK signal carries the chunk's offset and length in 30 bits each.
         if cfg.inbox_bytes < cfg.chunk_bytes || cfg.inbox_bytes >= 1 << 30 {
-            return Err(CoreError::Config(format!(
-                "inbox_bytes {} must hold a chunk ({} bytes) and stay below 2^30",
-                cfg.inbox_bytes, cfg.chunk_bytes
-            )));
+            return Err(ConfigError::InboxBytes {
+                inbox_bytes: cfg.inbox_bytes,
+                chunk_bytes: cfg.chunk_bytes,
+            }
+            .into());
         }
         if cfg.outbox_slots == 0 {
-            return Err(CoreError::Config("outbox_slots must be at least 1".into()));
+            return Err(ConfigError::NoOutboxSlots.into());
         }
         if cfg.resource_types.len() > crate::resources::TYPES_MAX {
-            return Err(CoreError::Config(format!(
-                "{} resource types; at most {}",
-                cfg.resource_types.len(),
-                crate::resources::TYPES_MAX
-            )));
+            return Err(ConfigError::ResourceTypes {
+                types: cfg.resource_types.len(),
+                max: crate::resources::TYPES_MAX,
+            }
+            .into());
         }
         // Types are compared with resources' kind sets, which are sorted and distinct.
         if let Some((t, k)) = cfg.resource_types.iter().enumerate().find_map(|(t, k)| {
@@ -255,16 +256,16 @@ impl Node {
                 .filter(|k| !k.is_sorted_by(|a, b| a < b))
                 .map(|k| (t, k))
         }) {
-            return Err(CoreError::Config(format!(
-                "resource type {t} lists kinds {k:?}: give each type's kinds in ascending order, without repeats"
-            )));
+            return Err(ConfigError::ResourceKinds {
+                rtype: t,
+                kinds: k.to_vec(),
+            }
+            .into());
         }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {
-                return Err(CoreError::Config(
-                    "work sharing needs the request protocol".into(),
-                ));
+                return Err(ConfigError::SharingNeedsRequest.into());
             }
         }
         let router = Router::new(overlay, rank, &cfg);

@@ -63,9 +63,7 @@ impl StartInput {
     ) -> (Self, OwnPrediction) {
         let (mut input, mut own) = Self::of(node, keys, history, timeout);
         if own.refused.is_none() && !measured {
-            own.refused = Some(CoreError::Config(
-                "a repartition plan needs the measured costs of one epoch first".into(),
-            ));
+            own.refused = Some(crate::ConfigError::RepartitionWithoutCosts.into());
         }
         input.refused = own.refused.is_some();
         input.string_plan = false;
@@ -112,9 +110,7 @@ impl StartOutcome {
             return Err(e);
         }
         if let Some(r) = self.facts.refused_by {
-            return Err(CoreError::Config(format!(
-                "rank {r} could not take part in the repartition plan"
-            )));
+            return Err(crate::ConfigError::RepartitionRefused(r).into());
         }
         let Some(at) = self.position else {
             return Ok(Vec::new()); // Every rank is empty.
