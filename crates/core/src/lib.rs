@@ -360,7 +360,7 @@ pub struct Config {
     /// id; [`resources::type_table`]). Empty (the default): none — a thief asks for any
     /// work when its queue runs dry. With types, each rank's driver tells its node which
     /// it has and which have an idle instance ([`Node::set_resource_types`]); under
-    /// `request` (stealing, no work sharing) a thief then asks for work of a short type
+    /// `request` (stealing, no work sharing) a thief then asks for work of a starved type
     /// only, victims answer with tasks of its kinds or say the type is not supported, and
     /// backoff is kept per (victim, type); `claim` and `lock` (one-sided: a victim cannot
     /// filter) steal as without types, when the queue runs dry.

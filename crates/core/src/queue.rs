@@ -41,7 +41,7 @@ pub(crate) struct Queue {
     tasks: VecDeque<Task>,
     /// Workers asked for tasks and found none (cleared when work arrives or the epoch
     /// ends): the owner side then takes its published tasks back.
-    pub(crate) hungry: bool,
+    pub(crate) workers_idle: bool,
     /// The epoch started with the tasks in predicted order, costliest first: shares come
     /// from the back (the cheapest, the end game's small change) instead of spread.
     sorted: bool,
@@ -67,7 +67,7 @@ impl Default for Queue {
     fn default() -> Self {
         Self {
             tasks: VecDeque::new(),
-            hungry: false,
+            workers_idle: false,
             sorted: false,
             prioritized: false,
             mapper: Box::new(DefaultMapper::default()),
@@ -110,7 +110,7 @@ impl Queue {
     /// A new epoch's queue; `sorted`: costliest first, by predicted cost.
     pub(crate) fn start(&mut self, tasks: VecDeque<Task>, sorted: bool) {
         self.tasks = tasks;
-        self.hungry = false;
+        self.workers_idle = false;
         self.sorted = sorted;
         self.prioritized = false;
         self.est_sum = 0;

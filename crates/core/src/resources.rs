@@ -18,7 +18,7 @@
 //! ([`KindSet`], `Config::resource_types`, the same on every rank; [`type_table`] derives
 //! them from the ranks' resources). A rank tells its node which types it has and which
 //! have an idle instance; a type whose idle instances find no queued task they can run is
-//! *short*, and under `request` its thief asks victims for work of that type only.
+//! *starved*, and under `request` its thief asks victims for work of that type only.
 
 use std::fmt;
 

@@ -385,7 +385,7 @@ impl ShareState {
             thief,
             stale,
             seq,
-            hungry: false,
+            workers_idle: false,
             rtype: 0,
         }))
     }

@@ -9,13 +9,13 @@
 //! | RESET    | (none)                                             | results: inbox reset        |
 //! | UP       | (none)                                             | termination                 |
 //! | DONE     | (none)                                             | termination                 |
-//! | REQUEST  | epoch 20, hungry 1, resource type 11, sequence 28  | `request` thief             |
+//! | REQUEST  | epoch 20, workers_idle 1, resource type 11, sequence 28  | `request` thief             |
 //! | REPLY    | tasks 20, unsupported 1, (11 zero bits), sequence 28 | `request` victim          |
 //! | ABORT    | (12 zero bits), origin rank 32, error code 16      | a failed rank, then floods  |
 //! | LOAD     | epoch tag 8, report number 20, queue length 32     | work-sharing member         |
 //! | FORWARD  | thief rank 24, epoch tag 8, sequence 28            | work-sharing master         |
 //! | REFILL   | (none)                                             | `claim`, `lock` thief       |
-//! | WAIT     | epoch 20, (39 zero bits), hungry 1                 | blacklisting thief          |
+//! | WAIT     | epoch 20, (39 zero bits), workers_idle 1                 | blacklisting thief          |
 //! | ADVERT   | epoch 20, (4 zero bits), hops 8, tasks 28          | owner with work, to waiters |
 //! | START    | (24 zero bits), start 8, step 4, round 8, length 16 | the epoch start (`crate::start`) |
 //!
@@ -98,8 +98,8 @@ pub const SEQ_MASK: u64 = mask(SEQ_BITS);
 pub const EPOCH_BITS: u32 = 20;
 /// Where a REQUEST's epoch and a REPLY's task count start.
 const HIGH_SHIFT: u32 = 40;
-/// A REQUEST's hungry flag; a REPLY's "type not supported here".
-const HUNGRY_BIT: u32 = 39;
+/// A REQUEST's workers_idle flag; a REPLY's "type not supported here".
+const WORKERS_IDLE_BIT: u32 = 39;
 /// Bits of a REQUEST's resource type (0: any work; t + 1: work for type t of
 /// `Config::resource_types`), right above the sequence number.
 pub const TYPE_BITS: u32 = 11;
@@ -142,7 +142,7 @@ pub enum Signal {
         /// The attempt's sequence number modulo 2^28.
         seq: u64,
         /// The sender's workers have nothing to run (advertisement's demand).
-        hungry: bool,
+        workers_idle: bool,
         /// 0: any work; t + 1: only tasks with a variant on resource type t (11 bits).
         rtype: u16,
     },
@@ -190,7 +190,7 @@ pub enum Signal {
         /// The sender's epoch modulo 2^20.
         epoch: u64,
         /// The sender's workers have nothing to run (not only its queue): it is idle.
-        hungry: bool,
+        workers_idle: bool,
     },
     /// Advertisement: the sender has work to share again; the receiver may probe it.
     Advert {
@@ -269,11 +269,11 @@ impl Signal {
             Self::Request {
                 epoch,
                 seq,
-                hungry,
+                workers_idle,
                 rtype,
             } => {
                 (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
-                    | u64::from(hungry) << HUNGRY_BIT
+                    | u64::from(workers_idle) << WORKERS_IDLE_BIT
                     | (u64::from(rtype) & mask(TYPE_BITS)) << SEQ_BITS
                     | seq & mask(SEQ_BITS)
             }
@@ -283,7 +283,7 @@ impl Signal {
                 unsupported,
             } => {
                 (tasks & mask(EPOCH_BITS)) << HIGH_SHIFT
-                    | u64::from(unsupported) << HUNGRY_BIT
+                    | u64::from(unsupported) << WORKERS_IDLE_BIT
                     | seq & mask(SEQ_BITS)
             }
             Self::Abort { origin, code } => u64::from(origin) << 16 | u64::from(code),
@@ -295,9 +295,10 @@ impl Signal {
                     | u64::from(tag) << SEQ_BITS
                     | seq & mask(SEQ_BITS)
             }
-            Self::Wait { epoch, hungry } => {
-                (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT | u64::from(hungry)
-            }
+            Self::Wait {
+                epoch,
+                workers_idle,
+            } => (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT | u64::from(workers_idle),
             Self::Advert { epoch, hops, tasks } => {
                 (epoch & mask(EPOCH_BITS)) << HIGH_SHIFT
                     | u64::from(hops) << ADVERT_TASKS_BITS
@@ -337,13 +338,13 @@ impl Signal {
             REQUEST => Self::Request {
                 epoch: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
-                hungry: p >> HUNGRY_BIT & 1 == 1,
+                workers_idle: p >> WORKERS_IDLE_BIT & 1 == 1,
                 rtype: (p >> SEQ_BITS & mask(TYPE_BITS)) as u16,
             },
             REPLY => Self::Reply {
                 tasks: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
-                unsupported: p >> HUNGRY_BIT & 1 == 1,
+                unsupported: p >> WORKERS_IDLE_BIT & 1 == 1,
             },
             ABORT => Self::Abort {
                 origin: (p >> 16) as Rank,
@@ -362,7 +363,7 @@ impl Signal {
             REFILL => Self::Refill,
             WAIT => Self::Wait {
                 epoch: p >> HIGH_SHIFT,
-                hungry: p & 1 == 1,
+                workers_idle: p & 1 == 1,
             },
             ADVERT => Self::Advert {
                 epoch: p >> HIGH_SHIFT,
@@ -419,10 +420,10 @@ mod tests {
                 any::<bool>(),
                 0..=mask(TYPE_BITS) as u16
             )
-                .prop_map(|(epoch, seq, hungry, rtype)| Signal::Request {
+                .prop_map(|(epoch, seq, workers_idle, rtype)| Signal::Request {
                     epoch,
                     seq,
-                    hungry,
+                    workers_idle,
                     rtype
                 }),
             (high, seq.clone(), any::<bool>()).prop_map(|(tasks, seq, unsupported)| {
@@ -438,8 +439,10 @@ mod tests {
             (0..=mask(FORWARD_RANK_BITS) as Rank, any::<u8>(), seq)
                 .prop_map(|(thief, tag, seq)| Signal::Forward { thief, tag, seq }),
             Just(Signal::Refill),
-            (0..=mask(EPOCH_BITS), any::<bool>())
-                .prop_map(|(epoch, hungry)| Signal::Wait { epoch, hungry }),
+            (0..=mask(EPOCH_BITS), any::<bool>()).prop_map(|(epoch, workers_idle)| Signal::Wait {
+                epoch,
+                workers_idle
+            }),
             (
                 0..=mask(EPOCH_BITS),
                 any::<u8>(),
@@ -499,7 +502,7 @@ mod tests {
             Signal::Request {
                 epoch: 3,
                 seq: 9,
-                hungry: true,
+                workers_idle: true,
                 rtype: 0,
             }
             .pack(),
@@ -509,7 +512,7 @@ mod tests {
             Signal::Request {
                 epoch: 3,
                 seq: 9,
-                hungry: false,
+                workers_idle: false,
                 rtype: 2,
             }
             .pack(),
@@ -545,7 +548,7 @@ mod tests {
         assert_eq!(
             Signal::Wait {
                 epoch: 5,
-                hungry: true
+                workers_idle: true
             }
             .pack(),
             12 << 60 | 5 << 40 | 1

@@ -174,7 +174,7 @@ impl Node {
     pub fn debug_summary(&self) -> String {
         let (home, own) = self.results.home.counts();
         format!(
-            "rank {}: epoch {} running {} done {} failed {} home {}/{} queue {} hungry {} {} in-flight {:?} {}{} outs [{}] inbox {}",
+            "rank {}: epoch {} running {} done {} failed {} home {}/{} queue {} workers_idle {} {} in-flight {:?} {}{} outs [{}] inbox {}",
             self.cx.rank,
             self.cx.epoch,
             self.running,
@@ -183,7 +183,7 @@ impl Node {
             home,
             own,
             self.queue.len(),
-            self.queue.hungry,
+            self.queue.workers_idle,
             self.term.summary(),
             self.cx
                 .pending()

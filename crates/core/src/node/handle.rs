@@ -298,7 +298,7 @@ impl Node {
             Signal::Request {
                 epoch,
                 seq,
-                hungry,
+                workers_idle,
                 rtype,
             } => {
                 let stale = epoch != cx.epoch & EPOCH_MASK;
@@ -319,7 +319,7 @@ impl Node {
                         thief: from,
                         stale,
                         seq,
-                        hungry,
+                        workers_idle,
                         rtype,
                     },
                     &mut self.queue,
@@ -351,8 +351,11 @@ impl Node {
                 self.owner.on_refill(cx);
                 Ok(())
             }
-            Signal::Wait { epoch, hungry } => {
-                self.owner.on_wait(cx, from, epoch, hungry);
+            Signal::Wait {
+                epoch,
+                workers_idle,
+            } => {
+                self.owner.on_wait(cx, from, epoch, workers_idle);
                 Ok(())
             }
             Signal::Advert { epoch, .. } => {
@@ -362,7 +365,7 @@ impl Node {
             Signal::Up => self.term.on_up(cx, from),
             Signal::Done => {
                 if self.term.on_done(cx, from)? {
-                    self.queue.hungry = false;
+                    self.queue.workers_idle = false;
                 }
                 Ok(())
             }
@@ -373,7 +376,7 @@ impl Node {
     /// Stolen tasks join the queue; the owner side will share half of them on.
     pub(super) fn take_stolen(&mut self, tasks: Vec<Task>) {
         self.queue.extend(tasks);
-        self.queue.hungry = false;
+        self.queue.workers_idle = false;
         self.owner.work_arrived(self.cx.now);
     }
 

@@ -22,7 +22,7 @@ impl Node {
             self.steals()
                 .then(|| {
                     self.thief
-                        .deadline(self.queue.len(), self.short_types(), cfg)
+                        .deadline(self.queue.len(), self.starved_types(), cfg)
                 })
                 .flatten(),
             self.owner
@@ -51,11 +51,11 @@ impl Node {
         }
         let closed = self.closed();
         let cx = &mut self.cx;
-        self.thief.set_hungry(cx, self.queue.hungry);
+        self.thief.set_workers_idle(cx, self.queue.workers_idle);
         let hold = self.thief.push_hold(cx.now);
         self.owner.step(cx, &mut self.queue, mem, closed, hold);
         let steals = self.steals();
-        let short = self.short_types();
+        let short = self.starved_types();
         let cx = &mut self.cx;
         if steals
             && let Some(seq) = self
@@ -92,7 +92,7 @@ impl Node {
 
     pub(super) fn termination_step(&mut self) {
         if self.term.step(&mut self.cx, self.results.home.complete()) {
-            self.queue.hungry = false;
+            self.queue.workers_idle = false;
         }
     }
 }

@@ -41,7 +41,7 @@ impl Node {
     }
 
     /// Takes what `take` takes from the queue for this rank's workers or resources, then
-    /// drives the node. Hungry: the workers found nothing at all (`any`: they could run
+    /// drives the node. Workers idle: the workers found nothing at all (`any`: they could run
     /// any kind) — not a resource that found nothing of its kinds while other work waits.
     pub(super) fn take_with(
         &mut self,
@@ -55,7 +55,7 @@ impl Node {
             return Vec::new();
         }
         let out = take(&mut self.queue);
-        self.queue.hungry =
+        self.queue.workers_idle =
             out.is_empty() && (any || self.queue.is_empty()) && !self.term.is_done();
         self.drive(mem);
         out
@@ -91,7 +91,7 @@ impl Node {
     }
 
     /// The short resource types ([`Node::set_resource_types`]), as a mask.
-    pub(super) fn short_types(&self) -> u64 {
+    pub(super) fn starved_types(&self) -> u64 {
         let types = &self.cx.cfg.resource_types;
         if types.is_empty() || self.types_mine == 0 {
             return 0;

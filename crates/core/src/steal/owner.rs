@@ -52,7 +52,7 @@ pub(crate) struct Request {
     /// The thief's sequence number, which the reply carries back.
     pub(crate) seq: u64,
     /// The thief's workers have nothing to run: it may take the last queued task.
-    pub(crate) hungry: bool,
+    pub(crate) workers_idle: bool,
     /// The resource type asked for, + 1 (0: any work).
     pub(crate) rtype: u16,
 }
@@ -129,7 +129,7 @@ pub(crate) struct Owner {
     requests: VecDeque<Request>,
     serving: bool,
     /// Advertisement: thieves that found this rank empty and wait for its ADVERT, this
-    /// epoch (each once), and whether each is idle (hungry).
+    /// epoch (each once), and whether each is idle (workers_idle).
     waiters: Vec<(Rank, bool)>,
     /// `claim`, `lock`: `published` is known true or false since the last WAIT (a WAIT
     /// says a thief found the set empty, which this rank may not have seen yet).
@@ -177,18 +177,18 @@ impl Owner {
     /// epoch's): ignored.
     /// The thief saw the set empty, which this rank may not know yet: it looks at its
     /// word now and advertises once it knows it has work on offer.
-    pub(crate) fn on_wait<P>(&mut self, cx: &Ctx<P>, from: Rank, epoch: u64, hungry: bool) {
+    pub(crate) fn on_wait<P>(&mut self, cx: &Ctx<P>, from: Rank, epoch: u64, workers_idle: bool) {
         if epoch == cx.epoch & super::thief::EPOCH_MASK {
-            self.add_waiter(from, hungry);
+            self.add_waiter(from, workers_idle);
             self.offer_known = false;
             self.next_check = cx.now;
         }
     }
 
-    fn add_waiter(&mut self, thief: Rank, hungry: bool) {
+    fn add_waiter(&mut self, thief: Rank, workers_idle: bool) {
         match self.waiters.iter_mut().find(|w| w.0 == thief) {
-            Some(w) => w.1 = hungry,
-            None => self.waiters.push((thief, hungry)),
+            Some(w) => w.1 = workers_idle,
+            None => self.waiters.push((thief, workers_idle)),
         }
     }
 
@@ -342,7 +342,8 @@ impl Owner {
         if self.busy {
             return;
         }
-        let reclaim = (queue.hungry && queue.is_empty() && self.published) || self.retract(queue);
+        let reclaim =
+            (queue.workers_idle && queue.is_empty() && self.published) || self.retract(queue);
         let due = hold.is_none()
             && cx.now >= self.next_check
             && (self.published || self.shareable(queue, &cx.cfg) > 0);
@@ -501,14 +502,14 @@ impl Owner {
         self.published = unclaimed;
         self.offer_known = true;
         self.told = 0;
-        // Close the generation (taking its unclaimed batches back) when hungry, or reset a
+        // Close the generation (taking its unclaimed batches back) when workers_idle, or reset a
         // ticket count heading for overflow.
         let retract = unclaimed && self.retract(queue);
         if retract {
             cx.stats.shares_retracted += 1;
             self.retracting = true;
         }
-        if (queue.hungry && queue.is_empty() && unclaimed)
+        if (queue.workers_idle && queue.is_empty() && unclaimed)
             || retract
             || (!unclaimed && wd.ticket > 1 << 31)
         {
@@ -577,7 +578,7 @@ impl Owner {
         }
         // Available, not handed over: a published set is still whole (a thief takes all).
         self.offer_known = true;
-        let purpose = if queue.hungry && queue.is_empty() && self.published {
+        let purpose = if queue.workers_idle && queue.is_empty() && self.published {
             LockPurpose::Reclaim
         } else if !self.published && self.shareable(queue, &cx.cfg) > 0 {
             LockPurpose::Publish
@@ -636,7 +637,7 @@ impl Owner {
             thief,
             stale,
             seq,
-            hungry,
+            workers_idle,
             rtype,
         }) = self.requests.pop_front()
         else {
@@ -644,7 +645,7 @@ impl Owner {
         };
         // One answered: one more waiter may be told of what is left.
         self.told = self.told.saturating_sub(1);
-        let demand = (hungry && super::thief::advertised(&cx.cfg)) || self.demand();
+        let demand = (workers_idle && super::thief::advertised(&cx.cfg)) || self.demand();
         let mut unsupported = false;
         let tasks = if rtype > 0 {
             // A typed request: only tasks with a variant on the type; a type none of this
@@ -685,7 +686,7 @@ impl Owner {
         // A typed thief keeps its own per-type backoff: it waits for no advertisement.
         if k == 0 && rtype == 0 && !stale && !closed && super::thief::advertised(&cx.cfg) {
             // The thief blacklists this rank on its empty reply: advertise there later.
-            self.add_waiter(thief, hungry);
+            self.add_waiter(thief, workers_idle);
         }
         let pieces = if k > 0 {
             vec![(Loc::new(seg::TASKS, self.area.region(0)), bytes)]

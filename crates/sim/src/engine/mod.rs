@@ -605,7 +605,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         specs_of.push(specs);
     }
     // Per-type requests where the ranks' resources run different kind sets (one set for
-    // all: a short type is an empty queue, as without types).
+    // all: a starved type is an empty queue, as without types).
     let mut core = job.core.clone();
     let mut types_mine = vec![0u64; n];
     let mut types_of: Vec<Vec<u64>> = vec![Vec::new(); n];

@@ -15,12 +15,16 @@ pub(crate) fn advertised(cfg: &crate::Config) -> bool {
 }
 
 impl Thief {
-    /// The node's workers ran out (`hungry`) or got work. Running out while victims
+    /// The node's workers ran out (`workers_idle`) or got work. Running out while victims
     /// hold this rank as a waiter with busy workers, it tells them it is idle now (a WAIT
     /// again): their last queued tasks may come here.
-    pub(crate) fn set_hungry<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, hungry: bool) {
-        let was = std::mem::replace(&mut self.hungry, hungry);
-        if !hungry || was || !advertised(&cx.cfg) {
+    pub(crate) fn set_workers_idle<P: From<Pending>>(
+        &mut self,
+        cx: &mut Ctx<P>,
+        workers_idle: bool,
+    ) {
+        let was = std::mem::replace(&mut self.workers_idle, workers_idle);
+        if !workers_idle || was || !advertised(&cx.cfg) {
             return;
         }
         let epoch = cx.epoch & EPOCH_MASK;
@@ -30,7 +34,7 @@ impl Thief {
                 peer,
                 Signal::Wait {
                     epoch,
-                    hungry: true,
+                    workers_idle: true,
                 },
                 Pending::WaitSent { victim },
             );

@@ -158,9 +158,9 @@ pub(crate) struct Thief {
     /// Victim choice (seeded per rank and epoch).
     rng: Rng,
     area: TaskArea,
-    /// This rank's workers have nothing to run ([`Thief::set_hungry`]): a WAIT says so,
+    /// This rank's workers have nothing to run ([`Thief::set_workers_idle`]): a WAIT says so,
     /// which lets the victim share its last queued task.
-    hungry: bool,
+    workers_idle: bool,
     /// The string plan: predicted work pushed here this epoch ([`Thief::expect_push`]),
     /// ns, and how much of it has not arrived.
     push_expected: u64,
@@ -187,7 +187,7 @@ impl Thief {
             last_ok: None,
             rng,
             area,
-            hungry: false,
+            workers_idle: false,
             push_expected: 0,
             push_left: 0,
             push_givers: 0,
@@ -270,7 +270,7 @@ impl Thief {
     /// `steal_below` tasks queued or (per-type requests) a resource type short (`short`,
     /// a mask of types).
     fn wants_to_steal(&self, queued: usize, short: u64, cfg: &crate::Config) -> bool {
-        // Under `claim` and `lock` (no typed requests) a short type alone would take any
+        // Under `claim` and `lock` (no typed requests) a starved type alone would take any
         // work, to hold what it cannot run: only a dry queue steals there.
         let want = queued < cfg.steal_below as usize || (typed(cfg) && short != 0);
         self.attempt.is_none() && !self.targets.is_empty() && want
@@ -429,7 +429,7 @@ impl Thief {
                     if cx.cfg.protocol != Protocol::Request {
                         let wait = Signal::Wait {
                             epoch: cx.epoch & EPOCH_MASK,
-                            hungry: self.hungry,
+                            workers_idle: self.workers_idle,
                         };
                         cx.signal(from, wait, Pending::WaitSent { victim });
                     }

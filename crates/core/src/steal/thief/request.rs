@@ -32,7 +32,7 @@ impl Thief {
                     Signal::Request {
                         epoch: cx.epoch & EPOCH_MASK,
                         seq: seq & SEQ_MASK,
-                        hungry: self.hungry,
+                        workers_idle: self.workers_idle,
                         rtype,
                     }
                     .pack(),

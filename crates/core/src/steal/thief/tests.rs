@@ -131,7 +131,7 @@ fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
     assert_eq!(cx.stats.steal_log[0].victim, 2);
 }
 
-/// Per-type requests: the REQUEST names the short type (accelerators first, then in
+/// Per-type requests: the REQUEST names the starved type (accelerators first, then in
 /// turn); an unsupported answer holds that victim off for that type only; a thief
 /// whose queue is not dry asks for nothing else.
 #[test]
@@ -296,7 +296,7 @@ fn an_empty_victim_is_blacklisted_until_it_advertises() {
                 Signal::unpack(s, 0),
                 Ok(Signal::Wait {
                     epoch: 0,
-                    hungry: false
+                    workers_idle: false
                 })
             );
         } else {

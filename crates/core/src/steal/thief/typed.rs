@@ -1,9 +1,9 @@
 //! Per-type requests (`Config::resource_types`).
 //!
 //! Under `request` (stealing, no work sharing) a rank with resource types asks for work
-//! of a *short* type only — one whose idle instances find nothing runnable in the queue
+//! of a *starved* type only — one whose idle instances find nothing runnable in the queue
 //! (the node computes it), accelerators before the CPU (the highest type first, as
-//! BOINC's work fetch asks for its coprocessors first, then the short types in turn) — and
+//! BOINC's work fetch asks for its coprocessors first, then the starved types in turn) — and
 //! the REQUEST carries the type.
 //! The victim answers with tasks of that type's kinds, nothing, or *unsupported* (no task
 //! of those kinds was ever queued there this epoch). Backoff is kept per (victim, type):
@@ -18,7 +18,7 @@
 //! supplied nothing yet is owed most. Rows of more than [`DEBT_SCAN_MAX`] targets (the
 //! complete graph at scale) draw a ready victim instead.
 //!
-//! A thief whose queue is dry and whose short types have no ready victim left (each
+//! A thief whose queue is dry and whose starved types have no ready victim left (each
 //! answered nothing or unsupported) steals any work, as without types: over a sparse
 //! overlay a task may sit on ranks none of whose in-neighbours can run it, and such
 //! relays carry it on until a rank that can run it asks (the victim keeps no task
@@ -57,12 +57,12 @@ pub(crate) fn typed(cfg: &crate::Config) -> bool {
 }
 
 impl Thief {
-    /// A typed request for the first short type with a ready target, to the target owed
-    /// most (module doc). False if no short type has one.
+    /// A typed request for the first starved type with a ready target, to the target owed
+    /// most (module doc). False if no starved type has one.
     pub(super) fn step_typed<P: From<Pending>>(&mut self, cx: &mut Ctx<P>, short: u64) -> bool {
         let now = cx.now;
         let types = self.typed.backoff.len();
-        // The highest short type first, then in turn (one type whose victims keep
+        // The highest starved type first, then in turn (one type whose victims keep
         // answering nothing must not starve the others).
         let start = self.typed.last.map_or(types, |l| l.min(types));
         let order = (0..start).rev().chain((start..types).rev());
