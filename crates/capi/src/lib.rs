@@ -181,9 +181,11 @@ fn options(text: *const c_char) -> Result<Options, Error> {
             .to_str()
             .map_err(|_| Error::Invalid("the options string is not UTF-8".into()))?
     };
-    let env = std::env::var("TITUS_OPTIONS").ok();
+    let env = titus_fabric::env_var::get(titus_fabric::env_var::OPTIONS)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     let o = Options::parse(text, env.as_deref()).map_err(Error::Invalid)?;
-    let env = std::env::var("TITUS_LOG").ok();
+    let env = titus_fabric::env_var::get(titus_fabric::env_var::LOG)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     if let Some(f) = log::filter(o.log.as_deref(), env.as_deref()).map_err(Error::Invalid)? {
         log::install(f);
     }

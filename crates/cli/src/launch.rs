@@ -169,9 +169,10 @@ fn secret() -> Result<String, UsageError> {
 /// else `TITUS_PROVIDER` as the ranks would inherit it. The ranks run on this machine, so
 /// what it offers is what they would find (each rank used to fail on its own, exit 1).
 fn check_provider(flag: Option<&str>) -> Result<(), UsageError> {
-    let (what, requested) = match (flag, std::env::var("TITUS_PROVIDER")) {
+    let provider = titus_fabric::env_var::PROVIDER;
+    let (what, requested) = match (flag, titus_fabric::env_var::get(provider)) {
         (Some(p), _) => ("--provider", p.to_string()),
-        (None, Ok(p)) if !p.is_empty() => ("TITUS_PROVIDER", p),
+        (None, Ok(Some(p))) if !p.is_empty() => (provider.name, p),
         _ => return Ok(()),
     };
     // The node backend (shared memory) is no libfabric provider: always there; the

@@ -225,8 +225,8 @@ fn open_inner(
     // 1. Who is who, and the tag (rank 0's): the job's, then one of this opening (a
     // process may open several fabrics in turn; no name is ever reused).
     let tag = if rank == 0 {
-        let job = match std::env::var("TITUS_JOB_SECRET") {
-            Ok(s) if !s.is_empty() => job_tag(&s),
+        let job = match titus_fabric::env_var::get(titus_fabric::env_var::JOB_SECRET) {
+            Ok(Some(s)) if !s.is_empty() => job_tag(&s),
             _ => random_tag()?,
         };
         format!("{job}-{}", &random_tag()?[..8])

@@ -60,8 +60,7 @@ impl Process {
         // the identity a test forces to play several nodes on one machine): equal exactly
         // where a pid names the same process. 0 (no pid checks: peers are watched through
         // their liveness port) where the kernel does not say which.
-        let forced =
-            std::env::var(titus_fabric::bootstrap::NODE_ID_VAR).is_ok_and(|v| !v.trim().is_empty());
+        let forced = titus_fabric::env_var::non_blank(titus_fabric::env_var::NODE_ID).is_some();
         let known = forced
             || (std::path::Path::new("/proc/sys/kernel/random/boot_id").exists()
                 && std::path::Path::new("/proc/self/ns/pid").exists());

@@ -69,17 +69,8 @@ impl OfiFabric {
             return Err(FabricError::NoSuchRank { rank: p, size });
         }
         // The idle nap's cap (the shim reads it too); a value it would ignore is an error.
-        let max_nap_us = match std::env::var("TITUS_PROGRESS_MAX_SLEEP_US") {
-            Err(_) => 1_000,
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(us) if (1..=1_000_000).contains(&us) => us,
-                _ => {
-                    return Err(FabricError::Unsupported(format!(
-                        "TITUS_PROGRESS_MAX_SLEEP_US='{v}': expected microseconds in 1..=1000000"
-                    )));
-                }
-            },
-        };
+        let max_nap_us = titus_fabric::env_var::progress_max_sleep_us()
+            .map_err(|e| FabricError::Unsupported(e.to_string()))?;
         // 1. Agree on a provider: every rank lists what it offers and its host.
         let offered = providers()?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -36,19 +36,9 @@ impl OfiFabric {
                 .map_err(|_| FabricError::Unsupported("provider name with NUL".into()))?;
             // The interface to open on (a domain name: eth0, ib0, mlx5_0); unset or empty,
             // the first other hosts can reach.
-            let iface = match std::env::var_os("TITUS_IFACE") {
-                None => String::new(),
-                Some(v) => v
-                    .into_string()
-                    .ok()
-                    .filter(|v| v.len() <= 64 && !v.contains('\0'))
-                    .ok_or_else(|| {
-                        FabricError::Unsupported(
-                            "TITUS_IFACE is not an interface name (at most 64 bytes of UTF-8)"
-                                .into(),
-                        )
-                    })?,
-            };
+            let iface = titus_fabric::env_var::iface()
+                .map_err(|e| FabricError::Unsupported(e.to_string()))?
+                .unwrap_or_default();
             let iface_c = CString::new(iface.as_str()).expect("no NUL: checked");
             let bases: Vec<*mut std::os::raw::c_void> =
                 segments.iter().map(|s| s.as_ptr().cast()).collect();

@@ -23,22 +23,22 @@ pub const NAMED_BACKENDS: [&str; 2] = ["node", "hybrid"];
 /// libfabric's `FI_PROVIDER` (empty values do not count). It may name a backend
 /// ([`NAMED_BACKENDS`]) or a libfabric provider.
 pub fn forced_transport(provider: Option<&str>) -> Option<String> {
-    let env = |v: &str| std::env::var(v).ok();
+    let env = |v| crate::env_var::get(v).ok().flatten();
     provider
         .map(str::to_string)
-        .or_else(|| env("TITUS_PROVIDER"))
-        .or_else(|| env("FI_PROVIDER"))
+        .or_else(|| env(crate::env_var::PROVIDER))
+        .or_else(|| env(crate::env_var::FI_PROVIDER))
         .filter(|p| !p.trim().is_empty())
 }
 
 /// The libfabric provider the user forced, if any: as [`forced_transport`], except that
 /// a `TITUS_PROVIDER` naming a backend forces no provider (`FI_PROVIDER` may still).
 pub fn forced_provider(provider: Option<&str>) -> Option<String> {
-    let env = |v: &str| std::env::var(v).ok();
+    let env = |v| crate::env_var::get(v).ok().flatten();
     provider
         .map(str::to_string)
-        .or_else(|| env("TITUS_PROVIDER").filter(|p| !NAMED_BACKENDS.contains(&p.as_str())))
-        .or_else(|| env("FI_PROVIDER"))
+        .or_else(|| env(crate::env_var::PROVIDER).filter(|p| !NAMED_BACKENDS.contains(&p.as_str())))
+        .or_else(|| env(crate::env_var::FI_PROVIDER))
         .filter(|p| !p.trim().is_empty())
 }
 

@@ -102,7 +102,9 @@ pub const CASES: &[(&str, Case)] = &[
 pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
     let mut b = Barrier::default();
     // TITUS_CONFORMANCE_ONLY=word runs only the cases whose name contains it.
-    let only = std::env::var("TITUS_CONFORMANCE_ONLY").ok();
+    let only = crate::env_var::get(crate::env_var::CONFORMANCE_ONLY)
+        .ok()
+        .flatten();
     for (name, case) in CASES {
         if only.as_deref().is_some_and(|w| !name.contains(w)) {
             continue;

@@ -39,6 +39,7 @@ mod avail;
 pub mod backend;
 pub mod bootstrap;
 pub mod conformance;
+pub mod env_var;
 pub mod log_targets;
 pub mod mem;
 pub mod process;

@@ -25,7 +25,9 @@ pub fn log_filter(value: Option<&str>) -> Result<EnvFilter, String> {
 
 /// Installs the program's stderr log (see the module): call once, first thing in `main`.
 pub fn init_logging() -> Result<(), String> {
-    let filter = log_filter(std::env::var("TITUS_LOG").ok().as_deref())?;
+    let value =
+        titus_fabric::env_var::get(titus_fabric::env_var::LOG).map_err(|e| e.to_string())?;
+    let filter = log_filter(value.as_deref())?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
