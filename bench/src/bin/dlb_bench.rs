@@ -283,7 +283,10 @@ fn epoch_main(
             *report.resource_tasks.entry(name).or_default() += n;
         }
     }
-    if let (Some(_), (Some(described), _)) = (&counts, dlb::resources(&run.args, report.ranks)) {
+    if let (Some(_), (Some(described), _)) = (
+        &counts,
+        dlb::resources(&run.args, report.ranks).unwrap_or_else(|e| e.exit()),
+    ) {
         // Nominal work over the heterogeneous ideal's capacity, as `titus sim` counts it.
         let workers = f64::from(report.ranks) * report.workers as f64;
         let capacity = dlb::hetero_capacity(report.ranks, report.workers, &described);
@@ -305,7 +308,7 @@ fn epoch_main(
 /// The runtime configuration of `run` at `ranks` ranks: DLB_Bench's core and overlay
 /// configuration ([`dlb::config`], the simulator's too) with the run's workers.
 fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
-    let c = dlb::config(run, ranks, plan);
+    let c = dlb::config(run, ranks, plan).unwrap_or_else(|e| e.exit());
     RuntimeConfig {
         workers: run.args.workers,
         // (Checked with the other flags before any run.)
@@ -408,8 +411,8 @@ fn main() {
     titus_workload::quiet_broken_pipe();
     let args = dlb::parse_args::<Cli>().bench;
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
-    check_args(&args);
-    let runs = runs(&args);
+    check_args(&args).unwrap_or_else(|e| e.exit());
+    let runs = runs(&args).unwrap_or_else(|e| e.exit());
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
     let env = Some(JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string())))
         .filter(JobEnv::launched);
@@ -442,11 +445,11 @@ fn main() {
     }
     let mut reports: Vec<(String, Report)> = Vec::new();
     for (k, run) in runs.iter().enumerate() {
-        check_args(&run.args);
+        check_args(&run.args).unwrap_or_else(|e| e.exit());
         let report = match &env {
             Some(env) => {
-                let plan = plan(&run.args, env.size);
-                dlb::check_memory(&plan, Some(env.rank));
+                let plan = plan(&run.args, env.size).unwrap_or_else(|e| e.exit());
+                dlb::check_memory(&plan, Some(env.rank)).unwrap_or_else(|e| e.exit());
                 // Rank 0 calibrates in `rank_main`, once every rank has started and waits
                 // in its first all-gather: while the others were still starting up (the
                 // launcher starts them together), they shared its core and the measure
@@ -491,6 +494,7 @@ fn main() {
                 }
                 // Each emulated accelerator is a thread of this process too.
                 let accels = titus_workload::dlb::resources(&run.args, ranks)
+                    .unwrap_or_else(|e| e.exit())
                     .0
                     .map_or(0, |r| r.iter().map(|l| l.len() as u64).sum::<u64>());
                 let threads = u64::from(ranks) * 2 + accels;
@@ -505,8 +509,8 @@ fn main() {
                         ),
                     );
                 }
-                let plan = plan(&run.args, ranks);
-                dlb::check_memory(&plan, None);
+                let plan = plan(&run.args, ranks).unwrap_or_else(|e| e.exit());
+                dlb::check_memory(&plan, None).unwrap_or_else(|e| e.exit());
                 if run.args.calibration.is_none() {
                     calibration(plan.payload);
                 }
@@ -579,7 +583,8 @@ fn main() {
 /// `--resources`: this rank's accelerators, each emulated by a thread running the CPU
 /// variant (`Runtime::add_emulated`: documented emulation); bad input exits 2.
 fn add_resources(rt: &Runtime, run: &Run, ranks: u32) {
-    let (described, dispatch) = titus_workload::dlb::resources(&run.args, ranks);
+    let (described, dispatch) =
+        titus_workload::dlb::resources(&run.args, ranks).unwrap_or_else(|e| e.exit());
     let Some(per_rank) = described else { return };
     for spec in per_rank.get(rt.rank() as usize).into_iter().flatten() {
         let speed = spec.speed(0).unwrap_or(1.0);

@@ -290,6 +290,12 @@ impl From<String> for RunError {
     }
 }
 
+impl From<dlb::UsageError> for RunError {
+    fn from(e: dlb::UsageError) -> Self {
+        Self::Refused(e.0)
+    }
+}
+
 impl From<&str> for RunError {
     fn from(e: &str) -> Self {
         Self::Failed(e.into())
@@ -312,7 +318,7 @@ fn simulate(
     faults: &Faults,
 ) -> Result<Simulated, RunError> {
     let ranks = run.args.ranks;
-    let mut cfg = dlb::config(run, ranks, plan);
+    let mut cfg = dlb::config(run, ranks, plan)?;
     cfg.overlay.ranks = ranks;
     // Moving a share: a claim's fetch-add and read, two round trips and an atomic.
     cfg.core.move_cost =
@@ -369,7 +375,7 @@ fn simulate(
     // more memory than the simulation itself. The drift rotates the costs, so every
     // epoch has the first's costliest task, which the virtual-time check reads.
     let tasks = sim_tasks(&titus_workload::epoch_tasks(&base, 0, plan.drift));
-    let (described, dispatch) = dlb::resources(&run.args, ranks);
+    let (described, dispatch) = dlb::resources(&run.args, ranks)?;
     let resources = titus_sim::SimResources {
         per_rank: described.unwrap_or_default(),
         dispatch,
@@ -403,9 +409,10 @@ fn simulate(
     titus_sim::time::check(&job).map_err(RunError::Refused)?;
     let t0 = Instant::now();
     // Ownership as it stands (a repartition plan changes it), and each epoch's tasks
-    // once a plan moved them. The reports read an epoch's total and longest cost, which
-    // do not depend on who owns what: an epoch without a record is made again from
-    // `owned` then, one at a time.
+    // once a plan moved them. The reports read each epoch's tasks again afterwards, one
+    // epoch at a time: an epoch without a record ran on the first ownership, which a
+    // repartitioning run keeps a copy of (`owned_s` is per rank).
+    let first_owned = run.args.repartition.map(|_| base.clone());
     let mut owned = base;
     let mut moved: Vec<Option<Vec<Vec<titus_workload::TaskSpec>>>> =
         vec![None; plan.epochs as usize];
@@ -443,7 +450,11 @@ fn simulate(
     for (e, outcome) in per_epoch.enumerate() {
         let all = match moved[e].take() {
             Some(all) => all,
-            None => titus_workload::epoch_tasks(&owned, e as u32, plan.drift),
+            None => titus_workload::epoch_tasks(
+                first_owned.as_ref().unwrap_or(&owned),
+                e as u32,
+                plan.drift,
+            ),
         };
         let all = &all;
         let work_ns: f64 = all.iter().flatten().map(|t| t.cost * 1e9).sum();
@@ -480,8 +491,8 @@ pub(crate) fn reports(flags: &[&str], model: &Model) -> Result<Vec<Report>, Stri
         .map_err(|e| format!("titus sim {}: {e}", flags.join(" ")))?
         .a;
     let mut out = Vec::new();
-    for run in dlb::runs(&a.bench) {
-        let plan = dlb::plan(&run.args, run.args.ranks);
+    for run in dlb::runs(&a.bench).map_err(|e| e.0)? {
+        let plan = dlb::plan(&run.args, run.args.ranks).map_err(|e| e.0)?;
         out.extend(
             simulate(&a, &run, &plan, model, &Faults::default())
                 .map_err(|e| e.to_string())?
@@ -643,12 +654,12 @@ const HEAP_TUNABLES: &str = "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=
 /// (`--calibrate` as well as a simulation).
 pub fn check(a: &SimArgs) -> Result<(), UsageError> {
     dlb::set_program("titus sim");
-    dlb::check_args(&a.bench);
+    dlb::check_args(&a.bench)?;
     // A sweep point's value replaces a flag checked above: every point gets the same
     // checks, before any run (`--sweep workers=5000` is refused as `--workers 5000` is).
     if let Some(spec) = &a.bench.sweep {
         for (point, _) in dlb::sweep_points(&a.bench, spec).map_err(UsageError)? {
-            dlb::check_args(&point);
+            dlb::check_args(&point)?;
         }
     }
     Ok(())
@@ -667,7 +678,7 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         ));
     }
     let mut reports: Vec<(String, Report)> = Vec::new();
-    let runs = dlb::runs(&a.bench);
+    let runs = dlb::runs(&a.bench)?;
     // Before any run: every sweep point must fit in memory. Measured: 100,000 simulated
     // ranks peaked at 6.96 GiB (~70 KiB a rank with its events, segments and overlay
     // rows), plus a task's record and events.
@@ -693,8 +704,8 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
             &format!("simulating {ranks} ranks"),
             u64::from(ranks).saturating_mul(72 << 10),
         )?;
-        let plan = dlb::plan(&run.args, ranks);
-        let peers = eager_peers(&dlb::config(run, ranks, &plan).overlay, ranks);
+        let plan = dlb::plan(&run.args, ranks)?;
+        let peers = eager_peers(&dlb::config(run, ranks, &plan)?.overlay, ranks);
         crate::limits::check_fits(
             &format!("simulating {ranks} ranks"),
             u64::from(ranks)

@@ -328,75 +328,73 @@ pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, Str
 /// epochs are held per epoch).
 pub const EPOCHS_MAX: u32 = 1_000_000;
 
-/// Rejects impossible flags (exit 2).
-pub fn check_args(args: &BenchArgs) {
+/// Refuses impossible flags, naming them (the programs exit 2).
+pub fn check_args(args: &BenchArgs) -> Result<(), UsageError> {
     if let Err(e) = titus_core::resources::Dispatch::parse(&args.dispatch) {
-        fail(2, &format!("--dispatch: {e}"));
+        return Err(UsageError(format!("--dispatch: {e}")));
     }
     // Threads per rank: past 1024 a rank only oversubscribes its node.
     if args.workers == 0 || args.workers > 1024 {
-        fail(
-            2,
-            &format!("--workers must be in 1..=1024 (got {})", args.workers),
-        );
+        return Err(UsageError(format!(
+            "--workers must be in 1..=1024 (got {})",
+            args.workers
+        )));
     }
     if let Some(c) = args.calibration
         && !(c > 0.0 && c <= 3600.0)
     {
-        fail(
-            2,
-            &format!(
-                "--calibration {} is not a number of seconds in (0, 3600]",
-                crate::show_number(c)
-            ),
-        );
+        return Err(UsageError(format!(
+            "--calibration {} is not a number of seconds in (0, 3600]",
+            crate::show_number(c)
+        )));
     }
     for (flag, value) in [
         ("--flush-delay-ms", args.flush_delay_ms),
         ("--backoff-max-ms", args.backoff_max_ms),
     ] {
         if let Err(e) = crate::check_millis(flag, value) {
-            fail(2, &e);
+            return Err(UsageError(e.to_string()));
         }
     }
     if let Err(e) = worker_grain(args) {
-        fail(2, &e);
+        return Err(UsageError(e.to_string()));
     }
     if args.group_size == Some(0) {
-        fail(2, "--group-size must be at least 1");
+        return Err(UsageError("--group-size must be at least 1".into()));
     }
     if let Some(e) = args.epochs
         && !(1..=EPOCHS_MAX).contains(&e)
     {
-        fail(2, &format!("--epochs {e}: expected 1..={EPOCHS_MAX}"));
+        return Err(UsageError(format!(
+            "--epochs {e}: expected 1..={EPOCHS_MAX}"
+        )));
     }
     if let Some(k) = args.shortcuts
         && k > titus_overlay::SHORTCUTS_MAX
     {
-        fail(
-            2,
-            &format!(
-                "--shortcuts {k}: expected 0..={}",
-                titus_overlay::SHORTCUTS_MAX
-            ),
-        );
+        return Err(UsageError(format!(
+            "--shortcuts {k}: expected 0..={}",
+            titus_overlay::SHORTCUTS_MAX
+        )));
     }
     if args.repartition == Some(0) {
-        fail(2, "--repartition must be at least 1 (epochs between plans)");
+        return Err(UsageError(
+            "--repartition must be at least 1 (epochs between plans)".into(),
+        ));
     }
     if let Some(d) = args.drift
         && !(d.is_finite() && (0.0..1.0).contains(&d))
     {
-        fail(
-            2,
-            &format!("--drift {d} is not a fraction of the tasks in [0, 1)"),
-        );
+        return Err(UsageError(format!(
+            "--drift {d} is not a fraction of the tasks in [0, 1)"
+        )));
     }
     if let Some(dir) = &args.plot
         && let Err(e) = check_plot_dir(dir)
     {
-        fail(2, &format!("--plot '{}': {e}", dir.display()));
+        return Err(UsageError(format!("--plot '{}': {e}", dir.display())));
     }
+    Ok(())
 }
 
 /// Whether plots can be written into `dir` once the runs are over: an existing directory

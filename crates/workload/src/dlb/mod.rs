@@ -52,7 +52,8 @@ mod tests {
             "master,none,smallworld",
             "--diffusion",
             "on,off",
-        ]));
+        ]))
+        .unwrap();
         let labels: Vec<String> = rs.iter().map(Run::label).collect();
         assert_eq!(
             labels,
@@ -68,12 +69,12 @@ mod tests {
             rs.iter().map(|r| r.diffusion).collect::<Vec<_>>(),
             [true, true, false, true, false]
         );
-        assert!(runs(&args(&[])).iter().all(|r| r.diffusion));
+        assert!(runs(&args(&[])).unwrap().iter().all(|r| r.diffusion));
     }
 
     #[test]
     fn profiles_set_defaults_and_flags_override_them() {
-        let p = plan(&args(&["--profile", "chem"]), 2);
+        let p = plan(&args(&["--profile", "chem"]), 2).unwrap();
         assert_eq!((p.epochs, p.drift, p.payload), (8, 0.03, 48));
         assert_eq!(
             (p.cost, p.distribution),
@@ -84,15 +85,16 @@ mod tests {
         let p = plan(
             &args(&["--profile", "chem", "--epochs", "3", "--cost", "constant"]),
             2,
-        );
+        )
+        .unwrap();
         assert_eq!((p.epochs, p.cost), (3, CostArg::Constant));
-        let q = plan(&args(&[]), 4);
+        let q = plan(&args(&[]), 4).unwrap();
         assert_eq!((q.epochs, q.drift, q.cost), (1, 0.0, CostArg::Constant));
     }
 
     fn row(balancer: &'static str, epoch: u32, resolution_s: f64) -> Report {
-        let run = runs(&args(&[]))[0].clone();
-        let plan = plan(&run.args, 2);
+        let run = runs(&args(&[])).unwrap()[0].clone();
+        let plan = plan(&run.args, 2).unwrap();
         let all = crate::generate(&plan.spec).unwrap();
         let figs = vec![
             RankFigures {
@@ -201,8 +203,8 @@ mod tests {
             RankFigures::decode(&old).op_latency,
             [titus_core::OpLatency::default(); 6]
         );
-        let run = runs(&args(&[]))[0].clone();
-        let plan = plan(&run.args, 2);
+        let run = runs(&args(&[])).unwrap()[0].clone();
+        let plan = plan(&run.args, 2).unwrap();
         let all = crate::generate(&plan.spec).unwrap();
         let r = report(&run, &plan, 0, &all, &[back, RankFigures::default()], 0.0);
         let v = serde_json::to_value(&r).unwrap();

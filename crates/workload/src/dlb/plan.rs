@@ -27,17 +27,14 @@ pub const TASK_TIME_MAX_S: f64 = 86_400.0;
 /// The most work a job may hold, seconds (~30 CPU-years: costs in ns stay far inside u64).
 pub const JOB_WORK_MAX_S: f64 = 1e9;
 
-/// The workload of a run (exit 2 on bad flags).
-pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
+/// The workload of a run, or the flag that makes it impossible.
+pub fn plan(args: &BenchArgs, ranks: u32) -> Result<Plan, UsageError> {
     let Some(prof) = profile(&args.profile) else {
-        fail(
-            2,
-            &format!(
-                "unknown --profile '{}' (expected one of {})",
-                args.profile,
-                PROFILES.join(", ")
-            ),
-        );
+        return Err(UsageError(format!(
+            "unknown --profile '{}' (expected one of {})",
+            args.profile,
+            PROFILES.join(", ")
+        )));
     };
     let (wn, sn, per_rank) = (prof.work_s, prof.size_bytes, prof.tasks_per_rank);
     let cost_arg = args.cost.unwrap_or(prof.cost);
@@ -49,28 +46,23 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
     // A task of at most a day, a job of at most ~30 CPU-years and 2^32 tasks (a task's
     // index is 32 bits on the wire; nanosecond costs and virtual times stay in u64).
     if !(task_time.is_finite() && (0.0..=TASK_TIME_MAX_S).contains(&task_time)) {
-        fail(
-            2,
-            &format!(
-                "--task-time {} is not a number of seconds in [0, {TASK_TIME_MAX_S}]",
-                crate::show_number(task_time)
-            ),
-        );
+        return Err(UsageError(format!(
+            "--task-time {} is not a number of seconds in [0, {TASK_TIME_MAX_S}]",
+            crate::show_number(task_time)
+        )));
     }
     let payload = args.payload.unwrap_or(sn / per_rank);
     // A task slot holds the payload behind DLB_Bench's task header.
     let payload_max = u64::from(titus_core::layout::PAYLOAD_MAX) - task::HEADER as u64;
     if payload > payload_max {
-        fail(
-            2,
-            &format!("--payload {payload} is over the {payload_max} bytes a task slot may hold"),
-        );
+        return Err(UsageError(format!(
+            "--payload {payload} is over the {payload_max} bytes a task slot may hold"
+        )));
     }
     if args.counts.is_some() && dist_arg != DistArg::File {
-        fail(
-            2,
-            "--counts FILE is read only with --distribution file (add it, or drop --counts)",
-        );
+        return Err(UsageError(
+            "--counts FILE is read only with --distribution file (add it, or drop --counts)".into(),
+        ));
     }
     let distribution = match dist_arg {
         DistArg::Gaussian => Distribution::Gaussian,
@@ -78,15 +70,14 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         DistArg::One => Distribution::One,
         DistArg::File => {
             let Some(path) = &args.counts else {
-                fail(2, "--distribution file needs --counts FILE")
+                return Err(UsageError("--distribution file needs --counts FILE".into()));
             };
-            let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-                fail(
-                    2,
-                    &format!("cannot read --counts '{}': {e}", path.display()),
-                )
-            });
-            Distribution::File(crate::parse_counts(&text, ranks).unwrap_or_else(|e| fail(2, &e)))
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                UsageError(format!("cannot read --counts '{}': {e}", path.display()))
+            })?;
+            Distribution::File(
+                crate::parse_counts(&text, ranks).map_err(|e| UsageError(e.to_string()))?,
+            )
         }
     };
     let total = match &distribution {
@@ -97,16 +88,16 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         _ => tasks,
     };
     if total > u64::from(u32::MAX) {
-        fail(2, &format!("{total} tasks: at most {} per job", u32::MAX));
+        return Err(UsageError(format!(
+            "{total} tasks: at most {} per job",
+            u32::MAX
+        )));
     }
     if total as f64 * task_time > JOB_WORK_MAX_S {
-        fail(
-            2,
-            &format!(
-                "{total} tasks of {task_time} s are {:.3e} s of work, over the {JOB_WORK_MAX_S:e} s a job may hold",
-                total as f64 * task_time
-            ),
-        );
+        return Err(UsageError(format!(
+            "{total} tasks of {task_time} s are {:.3e} s of work, over the {JOB_WORK_MAX_S:e} s a job may hold",
+            total as f64 * task_time
+        )));
     }
     let cost = match cost_arg {
         CostArg::Constant => Cost::Constant,
@@ -114,7 +105,7 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         CostArg::Lognormal => Cost::Lognormal,
         CostArg::Bimodal => Cost::Bimodal,
     };
-    Plan {
+    Ok(Plan {
         spec: Spec {
             ranks,
             tasks,
@@ -129,7 +120,7 @@ pub fn plan(args: &BenchArgs, ranks: u32) -> Plan {
         distribution: dist_arg,
         epochs,
         drift,
-    }
+    })
 }
 
 /// Bookkeeping bytes per task a dlb-bench process holds besides its payloads (the plan's
@@ -143,7 +134,7 @@ const TASK_OVERHEAD_BYTES: u64 = 480;
 /// under a launcher. Each task holds its payload about twice (the plan's copy and the
 /// slot or queue it runs from) besides its bookkeeping; every process generates the
 /// whole job's specs.
-pub fn check_memory(plan: &Plan, held: Option<u32>) {
+pub fn check_memory(plan: &Plan, held: Option<u32>) -> Result<(), UsageError> {
     let total = match &plan.spec.distribution {
         Distribution::File(c) => c.iter().fold(0u64, |a, &x| a.saturating_add(x)),
         _ => plan.spec.tasks,
@@ -153,7 +144,7 @@ pub fn check_memory(plan: &Plan, held: Option<u32>) {
         None => total,
         Some(r) => match crate::counts(&plan.spec) {
             Ok(c) => c.get(r as usize).copied().unwrap_or(0),
-            Err(_) => return,
+            Err(_) => return Ok(()),
         },
     };
     let per_task = TASK_OVERHEAD_BYTES + 2 * (task::HEADER as u64 + plan.payload);
@@ -169,19 +160,17 @@ pub fn check_memory(plan: &Plan, held: Option<u32>) {
         && need > have
     {
         let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-        fail(
-            2,
-            &format!(
-                "{mine} tasks of {} B payload here need about {:.1} GiB of memory; this \
+        return Err(UsageError(format!(
+            "{mine} tasks of {} B payload here need about {:.1} GiB of memory; this \
                  process has {:.1} GiB available (free memory within its cgroup's limit; \
                  fewer tasks, smaller --payload, or more \
                  ranks on more nodes)",
-                plan.payload,
-                gib(need),
-                gib(have)
-            ),
-        );
+            plan.payload,
+            gib(need),
+            gib(have)
+        )));
     }
+    Ok(())
 }
 
 /// The payload of task `t` (its work: `rounds` passes over `plan.payload` bytes seeded by

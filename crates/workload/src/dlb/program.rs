@@ -7,6 +7,26 @@ pub fn set_program(name: &'static str) {
     let _ = PROGRAM.set(name);
 }
 
+/// A command line, flag combination or input file that cannot run, in words that name
+/// it. The library returns it; only a program's own front end ([`fail`]) exits, with 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+impl UsageError {
+    /// For a program's `main`: prints it and exits 2 ([`fail`]).
+    pub fn exit(&self) -> ! {
+        fail(2, &self.0)
+    }
+}
+
 /// Prints `msg` as one line on stderr and exits with `code` (2: bad input; 1: failure).
 pub fn fail(code: i32, msg: &str) -> ! {
     eprintln!(

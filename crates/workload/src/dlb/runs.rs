@@ -49,7 +49,7 @@ impl Run {
 /// first, so the others can report their speed-up over it), then diffusion on/off, then
 /// the other switches' values (`--advertise`, `--cost-aware`, `--priorities`), then
 /// protocols. `none` runs once per point (with each switch's first value).
-pub fn runs(args: &BenchArgs) -> Vec<Run> {
+pub fn runs(args: &BenchArgs) -> Result<Vec<Run>, UsageError> {
     let mut balancers: Vec<Balancing> = expand(
         &args.balancer,
         BalancerArg::All,
@@ -98,7 +98,7 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
     );
     let points: Vec<(BenchArgs, Option<String>)> = match &args.sweep {
         None => vec![(args.clone(), None)],
-        Some(spec) => sweep_points(args, spec).unwrap_or_else(|e| fail(2, &e)),
+        Some(spec) => sweep_points(args, spec).map_err(|e| UsageError(e.to_string()))?,
     };
     let mut out = Vec::new();
     for (a, v) in points {
@@ -166,7 +166,7 @@ pub fn runs(args: &BenchArgs) -> Vec<Run> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `list` with `all` replaced by `every`, duplicates dropped, order kept.
@@ -238,7 +238,7 @@ pub struct RunConfig {
 }
 
 /// The configuration of `run` at `ranks` ranks (exit 2 on a bad one).
-pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
+pub fn config(run: &Run, ranks: u32, plan: &Plan) -> Result<RunConfig, UsageError> {
     let args = &run.args;
     let payload = plan.payload;
     let mut core = Config::default();
@@ -271,13 +271,13 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
     // estimate is the task count (costs are not known in advance).
     let loads = match run.balancer {
         Balancing::Hierarchical { .. } => {
-            Some(crate::counts(&plan.spec).unwrap_or_else(|e| fail(2, &e)))
+            Some(crate::counts(&plan.spec).map_err(|e| UsageError(e.to_string()))?)
         }
         _ => None,
     };
     run.balancer
         .apply(&mut core, &mut overlay, ranks, loads.as_deref())
-        .unwrap_or_else(|e| fail(2, &e.to_string()));
+        .map_err(|e| UsageError(e.to_string()))?;
     if run.balancer == Balancing::Smallworld {
         if let Some(k) = args.shortcuts {
             overlay.shortcuts = k;
@@ -289,25 +289,31 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> RunConfig {
         .diffusion_plan
         .first()
         .map_or(titus_core::DiffusionPlan::String, |p| p.plan());
-    RunConfig { core, overlay }
+    Ok(RunConfig { core, overlay })
 }
 
 /// Each rank's accelerators from `--resources` (None without it) and the `--dispatch`
-/// policy, for a job of `ranks` ranks; bad input exits 2 naming what is wrong.
+/// policy, for a job of `ranks` ranks; bad input is refused naming what is wrong.
+#[allow(clippy::type_complexity)]
 pub fn resources(
     args: &BenchArgs,
     ranks: u32,
-) -> (
-    Option<Vec<Vec<titus_core::resources::ResourceSpec>>>,
-    titus_core::resources::Dispatch,
-) {
+) -> Result<
+    (
+        Option<Vec<Vec<titus_core::resources::ResourceSpec>>>,
+        titus_core::resources::Dispatch,
+    ),
+    UsageError,
+> {
     use titus_core::resources::{Dispatch, parse_description};
     let dispatch =
-        Dispatch::parse(&args.dispatch).unwrap_or_else(|e| fail(2, &format!("--dispatch: {e}")));
-    let per_rank = args.resources.as_ref().map(|s| {
-        parse_description(s, ranks).unwrap_or_else(|e| fail(2, &format!("--resources: {e}")))
-    });
-    (per_rank, dispatch)
+        Dispatch::parse(&args.dispatch).map_err(|e| UsageError(format!("--dispatch: {e}")))?;
+    let per_rank = args
+        .resources
+        .as_ref()
+        .map(|s| parse_description(s, ranks).map_err(|e| UsageError(format!("--resources: {e}"))))
+        .transpose()?;
+    Ok((per_rank, dispatch))
 }
 
 /// The heterogeneous ideal's capacity in worker equivalents: every rank's `workers` and
