@@ -92,7 +92,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
     for _ in 0..INLINE_MAX {
         let Some(c) = node.poll_command() else { break };
         let peer = peer_of(&c.op);
-        sh.contacts.submitted(peer, sh.now().0);
+        sh.progress.contacts.submitted(peer, sh.now().0);
         let r = match submit(f, &c.op) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(id)) => match f.test(id) {
@@ -106,7 +106,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
             Err(e) => Err(failure_to(f, peer, e)),
         };
         let now = sh.now();
-        sh.contacts.completed(peer, now.0);
+        sh.progress.contacts.completed(peer, now.0);
         node.handle_completion(now, c.token, r, &mem);
     }
     // What was handled may have brought tasks: idle siblings need not wait for the
@@ -119,7 +119,7 @@ pub(crate) fn drive_inline(sh: &Shared, node: &mut titus_core::Node) -> bool {
 /// progress thread submitted it.
 fn keep_open(sh: &Shared, id: OpId, token: Token, peer: titus_core::Rank, driver: bool) {
     let since = Instant::now();
-    crate::lock(&sh.open).insert(
+    crate::lock(&sh.progress.open).insert(
         id,
         Open {
             token,
@@ -157,10 +157,10 @@ fn test_open(
 fn collect_open(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
     let f = &*sh.fabric;
     let mut done = Vec::new();
-    test_open(f, &mut crate::lock(&sh.open), false, &mut done);
+    test_open(f, &mut crate::lock(&sh.progress.open), false, &mut done);
     for (o, r) in done {
         let now = sh.now();
-        sh.contacts.completed(o.peer, now.0);
+        sh.progress.contacts.completed(o.peer, now.0);
         node.handle_completion(now, o.token, r.map_err(|e| failure_to(f, o.peer, e)), mem);
     }
 }
@@ -322,7 +322,10 @@ fn sweep_peers(
 }
 
 pub(crate) fn run(sh: &Shared) {
-    let _ = sh.progress_cpu.set(crate::thread_cpu::ThreadCpu::current());
+    let _ = sh
+        .figures
+        .progress_cpu
+        .set(crate::thread_cpu::ThreadCpu::current());
     let fabric = sh.fabric.clone();
     let mem = SegMem(&*fabric);
     let op_timeout = sh.cfg.op_timeout;
@@ -347,11 +350,13 @@ pub(crate) fn run(sh: &Shared) {
         }
         for c in commands.drain(..) {
             let peer = peer_of(&c.op);
-            sh.contacts.submitted(peer, sh.now().0);
-            sh.submitting_peer.store(peer, Ordering::Release);
-            sh.submitting.store(sh.now().0 + 1, Ordering::Release);
+            sh.progress.contacts.submitted(peer, sh.now().0);
+            sh.progress.submitting_peer.store(peer, Ordering::Release);
+            sh.progress
+                .submitting
+                .store(sh.now().0 + 1, Ordering::Release);
             let posted = submit(&*fabric, &c.op);
-            sh.submitting.store(0, Ordering::Release);
+            sh.progress.submitting.store(0, Ordering::Release);
             match posted {
                 Ok(Ok(v)) => results.push((c.token, Ok(v))),
                 Ok(Err(id)) => {
@@ -360,7 +365,7 @@ pub(crate) fn run(sh: &Shared) {
                 }
                 Err(e) => results.push((c.token, Err(failure_to(&*fabric, peer, e)))),
             }
-            sh.contacts.completed(peer, sh.now().0);
+            sh.progress.contacts.completed(peer, sh.now().0);
         }
         // 2. Completions in; operations past their timeout fail. (Under the open map's
         // lock: a worker collecting at the same time never tests an operation whose
@@ -369,7 +374,7 @@ pub(crate) fn run(sh: &Shared) {
         let mut slow: Vec<titus_core::Rank> = Vec::new();
         let now_i = Instant::now();
         {
-            let mut open = crate::lock(&sh.open);
+            let mut open = crate::lock(&sh.progress.open);
             fabric.drain_completions(&mut done);
             for (id, r) in done.drain(..) {
                 if let Some(o) = open.remove(&id) {
@@ -385,7 +390,7 @@ pub(crate) fn run(sh: &Shared) {
             }
         };
         for (o, r) in completed {
-            sh.contacts.completed(o.peer, sh.now().0);
+            sh.progress.contacts.completed(o.peer, sh.now().0);
             // A failed operation to a process that is gone: say so in words (the
             // provider's error is often a bare EAGAIN or connection reset).
             results.push((o.token, r.map_err(|e| failure_to(&*fabric, o.peer, e))));
@@ -406,7 +411,7 @@ pub(crate) fn run(sh: &Shared) {
             }
         }
         let open_now = {
-            let mut open = crate::lock(&sh.open);
+            let mut open = crate::lock(&sh.progress.open);
             open.retain(|_, o| {
                 if let Some((_, why)) = gone.iter().find(|(p, _)| *p == o.peer) {
                     results.push((
@@ -441,7 +446,7 @@ pub(crate) fn run(sh: &Shared) {
         // completed would otherwise be waited for forever — a busy one every
         // LIVENESS_BUSY_EVERY, so that a dead peer is named within seconds whatever this
         // rank is doing.
-        let idle = open_now == 0 && sh.idle_workers.load(Ordering::Acquire) >= sh.cfg.workers;
+        let idle = open_now == 0 && sh.workers.idle.load(Ordering::Acquire) >= sh.cfg.workers;
         let sweep = now_i.duration_since(swept)
             >= if idle {
                 LIVENESS_EVERY
@@ -483,7 +488,8 @@ pub(crate) fn run(sh: &Shared) {
                 // A completion dispatched just before the wait starts would not end it.
                 wait = wait.min(Duration::from_nanos(titus_core::OPEN_OPS_WAIT_NS));
             }
-            sh.driver_deadline
+            sh.progress
+                .deadline
                 .store(now.plus(wait).0, Ordering::Release);
             // Where the fabric must poll (shm), nap briefly only while others operate on
             // this rank (it shares work) or this rank waits for its own operations.
@@ -499,7 +505,7 @@ pub(crate) fn run(sh: &Shared) {
             // going idle still looked busy here and the nap was the long one — 10 ms
             // tails at the ends of shm epochs.)
             let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
-            let busy = sh.busy_workers.load(Ordering::Acquire);
+            let busy = sh.workers.busy.load(Ordering::Acquire);
             let workers_poll = polling_epoch && busy >= sh.cfg.workers;
             let waiting = polling_epoch && busy == 0;
             let hints = node.hints();
@@ -538,7 +544,7 @@ pub(crate) fn run(sh: &Shared) {
             let mut node = sh.lock_node();
             node.fail_from_driver(format!("fabric progress failed: {e}"));
             drop(node);
-            sh.cv.notify_all();
+            sh.workers.cv.notify_all();
             sh.done_cv.notify_all();
             std::thread::sleep(Duration::from_millis(10));
         }

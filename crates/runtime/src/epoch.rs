@@ -162,18 +162,23 @@ impl Runtime {
             outcome.prediction(&keys, own, &h)
         };
         let plan_time = t_plan.elapsed();
-        sh.busy_ns.store(0, Ordering::Relaxed);
-        sh.between_ns.store(0, Ordering::Relaxed);
-        sh.betweens.store(0, Ordering::Relaxed);
-        sh.res_epoch.fetch_add(1, Ordering::AcqRel);
-        if let Some(st) = lock(&sh.resources).as_mut() {
+        sh.figures.busy_ns.store(0, Ordering::Relaxed);
+        sh.figures.between_ns.store(0, Ordering::Relaxed);
+        sh.figures.betweens.store(0, Ordering::Relaxed);
+        sh.res.epoch.fetch_add(1, Ordering::AcqRel);
+        if let Some(st) = lock(&sh.res.state).as_mut() {
             // What a failed epoch left behind is void.
             st.ready.clear();
             st.table.reset_counts();
         }
         let start = Instant::now();
         let start_now = sh.now();
-        let read_progress_cpu = || sh.progress_cpu.get().and_then(thread_cpu::ThreadCpu::ns);
+        let read_progress_cpu = || {
+            sh.figures
+                .progress_cpu
+                .get()
+                .and_then(thread_cpu::ThreadCpu::ns)
+        };
         let cpu_start = read_progress_cpu();
         let locked;
         {
@@ -223,12 +228,13 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner())
             .record(&keys, &out.costs_ns);
         let last_end = Duration::from_nanos(
-            sh.last_task_end
+            sh.figures
+                .last_task_end
                 .load(Ordering::Relaxed)
                 .saturating_sub(start_now.0),
         );
-        let (idle_note, steal_note) = if sh.timings {
-            let spans = std::mem::take(&mut *lock(&sh.idle_spans));
+        let (idle_note, steal_note) = if sh.figures.timings {
+            let spans = std::mem::take(&mut *lock(&sh.figures.idle_spans));
             (idle_summary(spans, start_now.0), steal_summary(&core))
         } else {
             Default::default()
@@ -254,7 +260,7 @@ impl Runtime {
             core.pushed_out_at_ns as f64 / 1e6,
             core.tasks_pushed_in,
             core.pushed_in_at_ns as f64 / 1e6,
-            Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed)),
+            Duration::from_nanos(sh.figures.busy_ns.load(Ordering::Relaxed)),
             core.grains,
             core.tasks_run_for_others,
             core.ops,
@@ -262,8 +268,8 @@ impl Runtime {
             core.chunks_received,
         );
         self.measured.store(true, Ordering::Release);
-        let busy = Duration::from_nanos(sh.busy_ns.load(Ordering::Relaxed));
-        let resources = lock(&sh.resources)
+        let busy = Duration::from_nanos(sh.figures.busy_ns.load(Ordering::Relaxed));
+        let resources = lock(&sh.res.state)
             .as_ref()
             .map(|st| st.table.counts())
             .unwrap_or_default();
@@ -275,8 +281,8 @@ impl Runtime {
                 core,
                 busy,
                 idle: (session * workers as u32).saturating_sub(busy),
-                between: Duration::from_nanos(sh.between_ns.load(Ordering::Relaxed)),
-                betweens: sh.betweens.load(Ordering::Relaxed),
+                between: Duration::from_nanos(sh.figures.between_ns.load(Ordering::Relaxed)),
+                betweens: sh.figures.betweens.load(Ordering::Relaxed),
                 session,
                 start: start_total,
                 start_figures: outcome.figures,

@@ -134,12 +134,17 @@ impl Runtime {
     where
         F: Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
     {
-        let mut k = self.shared.kinds.write().unwrap_or_else(|p| p.into_inner());
+        let mut k = self
+            .shared
+            .kinds
+            .fns
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         if k.len() <= kind as usize {
             k.resize(kind as usize + 1, None);
         }
         k[kind as usize] = Some(Arc::new(f));
-        self.shared.kinds_version.fetch_add(1, Ordering::Release);
+        self.shared.kinds.version.fetch_add(1, Ordering::Release);
     }
 
     /// Adds a resource beside the CPU workers (issue #16): `executor` takes up to
@@ -183,7 +188,7 @@ impl Runtime {
         }
         executor.set_waker(resources::waker(sh));
         {
-            let mut g = lock(&sh.resources);
+            let mut g = lock(&sh.res.state);
             let st = g.get_or_insert_with(|| {
                 resources::State::new(
                     titus_core::resources::Resources::new(
@@ -202,7 +207,7 @@ impl Runtime {
             st.bits = titus_core::resources::type_bits(st.table.specs(), types);
             st.executors.push(executor);
         }
-        sh.has_res.store(true, Ordering::Release);
+        sh.res.added.store(true, Ordering::Release);
         let mut t = lock(&self.res_thread);
         if t.is_none() {
             let s = sh.clone();
@@ -238,7 +243,7 @@ impl Runtime {
                 .upgrade()
                 .ok_or_else(|| "the runtime is gone".to_string())?;
             let f = {
-                let kinds = sh.kinds.read().unwrap_or_else(|p| p.into_inner());
+                let kinds = sh.kinds.fns.read().unwrap_or_else(|p| p.into_inner());
                 kinds.get(kind as usize).cloned().flatten()
             };
             match f {
@@ -255,12 +260,12 @@ impl Runtime {
         let sh = &self.shared;
         // Lazily, opening connected nobody (its time is the closing barrier's wait).
         let connect = if sh.lazy {
-            sh.contacts.connect_time()
+            sh.progress.contacts.connect_time()
         } else {
             sh.fabric.connect_time()
         };
         Connections {
-            contacted: sh.contacts.peers(),
+            contacted: sh.progress.contacts.peers(),
             opened: if sh.lazy {
                 Vec::new()
             } else {
@@ -279,7 +284,12 @@ impl Runtime {
 
     /// Whether task kind `kind` has a registered function.
     pub fn has_kind(&self, kind: u16) -> bool {
-        let k = self.shared.kinds.read().unwrap_or_else(|p| p.into_inner());
+        let k = self
+            .shared
+            .kinds
+            .fns
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         k.get(kind as usize).is_some_and(Option::is_some)
     }
 }
@@ -287,21 +297,23 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.cv.notify_all();
+        self.shared.workers.cv.notify_all();
         self.shared.done_cv.notify_all();
-        self.shared.res_cv.notify_all();
+        self.shared.res.cv.notify_all();
         if let Some(t) = lock(&self.res_thread).take() {
             let _ = t.join();
         }
         // The executors end their threads.
-        drop(lock(&self.shared.resources).take());
+        drop(lock(&self.shared.res.state).take());
         // A progress thread inside a provider call that does not return within the
         // operation timeout is left behind (detached): joining it would hang the process.
         let give_up = Instant::now() + self.shared.cfg.op_timeout;
-        while self.shared.submitting.load(Ordering::Acquire) != 0 && Instant::now() < give_up {
+        while self.shared.progress.submitting.load(Ordering::Acquire) != 0
+            && Instant::now() < give_up
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let stuck = self.shared.submitting.load(Ordering::Acquire) != 0;
+        let stuck = self.shared.progress.submitting.load(Ordering::Acquire) != 0;
         for (i, t) in self.threads.drain(..).enumerate() {
             if i == 0 && stuck {
                 tracing::warn!("the progress thread is stuck in the fabric provider: left behind");

@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::{validate, with_mapper};
 use crate::local_gather::{LocalGather, LocalMember};
+use crate::shared::{Figures, ProgressSide, Registered, ResourceSide, WorkerSleep};
 
 /// The fabric configuration for `node`: TASKS and INBOX exposed to every rank this one
 /// talks to — its out- and in-neighbours (thieves, result senders and next hops, which
@@ -249,39 +250,49 @@ impl Runtime {
         let size = fabric.size();
         let shared = Arc::new(Shared {
             node: Mutex::new(node),
-            cv: Condvar::new(),
-            idle_workers: std::sync::atomic::AtomicUsize::new(0),
-            busy_workers: std::sync::atomic::AtomicUsize::new(0),
             done_cv: Condvar::new(),
-            kinds: RwLock::new(Vec::new()),
-            kinds_version: std::sync::atomic::AtomicU64::new(0),
             origin: Instant::now(),
-            shutdown: AtomicBool::new(false),
             cfg: cfg.clone(),
-            busy_ns: std::sync::atomic::AtomicU64::new(0),
-            between_ns: std::sync::atomic::AtomicU64::new(0),
-            betweens: std::sync::atomic::AtomicU64::new(0),
-            last_task_end: std::sync::atomic::AtomicU64::new(0),
-            idle_spans: Mutex::new(Vec::new()),
-            timings: tracing::enabled!(tracing::Level::DEBUG),
-            progress_cpu: std::sync::OnceLock::new(),
-            epoch_running: AtomicBool::new(false),
-            starting: AtomicBool::new(false),
-            driver_deadline: std::sync::atomic::AtomicU64::new(0),
-            open: Mutex::new(Default::default()),
             inline: fabric.caps().immediate,
             serve: fabric.caps().workers_serve(),
-            contacts: contacts::Contacts::new(rank, size),
             lazy: lazy && fabric.connects_lazily(),
-            fabric,
             peers,
-            resources: Mutex::new(None),
-            has_res: AtomicBool::new(false),
-            res_cv: Condvar::new(),
-            res_wake: Mutex::new(false),
-            res_epoch: std::sync::atomic::AtomicU64::new(0),
-            submitting: std::sync::atomic::AtomicU64::new(0),
-            submitting_peer: std::sync::atomic::AtomicU32::new(0),
+            shutdown: AtomicBool::new(false),
+            epoch_running: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
+            workers: WorkerSleep {
+                cv: Condvar::new(),
+                idle: std::sync::atomic::AtomicUsize::new(0),
+                busy: std::sync::atomic::AtomicUsize::new(0),
+            },
+            kinds: Registered {
+                fns: RwLock::new(Vec::new()),
+                version: std::sync::atomic::AtomicU64::new(0),
+            },
+            progress: ProgressSide {
+                deadline: std::sync::atomic::AtomicU64::new(0),
+                open: Mutex::new(Default::default()),
+                submitting: std::sync::atomic::AtomicU64::new(0),
+                submitting_peer: std::sync::atomic::AtomicU32::new(0),
+                contacts: contacts::Contacts::new(rank, size),
+            },
+            res: ResourceSide {
+                state: Mutex::new(None),
+                added: AtomicBool::new(false),
+                cv: Condvar::new(),
+                wake: Mutex::new(false),
+                epoch: std::sync::atomic::AtomicU64::new(0),
+            },
+            figures: Figures {
+                busy_ns: std::sync::atomic::AtomicU64::new(0),
+                between_ns: std::sync::atomic::AtomicU64::new(0),
+                betweens: std::sync::atomic::AtomicU64::new(0),
+                last_task_end: std::sync::atomic::AtomicU64::new(0),
+                idle_spans: Mutex::new(Vec::new()),
+                timings: tracing::enabled!(tracing::Level::DEBUG),
+                progress_cpu: std::sync::OnceLock::new(),
+            },
+            fabric,
         });
         let mut threads = Vec::new();
         let s = shared.clone();

@@ -74,7 +74,7 @@ pub(crate) fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -
             && !serving
             && node
                 .poll_timeout()
-                .is_some_and(|t| t.0 < sh.driver_deadline.load(Ordering::Acquire)))
+                .is_some_and(|t| t.0 < sh.progress.deadline.load(Ordering::Acquire)))
 }
 
 /// Reports a task's result to the node and passes on what the node then wants.

@@ -123,7 +123,7 @@ impl State {
 /// Where a task a worker took goes: `Some(task)`: this worker runs it (counted on the
 /// CPU); `None`: submitted to an executor (or failed there, reported).
 pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
-    let mut guard = lock(&sh.resources);
+    let mut guard = lock(&sh.res.state);
     let st = guard.as_mut()?;
     let id = st.table.select(task.kind).unwrap_or(0);
     st.table.submit(id);
@@ -152,7 +152,7 @@ fn submit(sh: &Shared, st: &mut State, id: usize, task: Task) -> Option<(Task, S
             ))
         }
         Ok(h) => {
-            let epoch = sh.res_epoch.load(Ordering::Acquire);
+            let epoch = sh.res.epoch.load(Ordering::Acquire);
             st.inflight
                 .insert((id, h), (task.id(), Instant::now(), epoch));
             None
@@ -166,14 +166,14 @@ fn submit(sh: &Shared, st: &mut State, id: usize, task: Task) -> Option<(Task, S
 
 /// A worker finished a task it ran.
 pub(crate) fn cpu_done(sh: &Shared) {
-    if let Some(st) = lock(&sh.resources).as_mut() {
+    if let Some(st) = lock(&sh.res.state).as_mut() {
         st.table.complete(0);
     }
 }
 
 /// A task the resource thread left for the workers.
 pub(crate) fn take_ready(sh: &Shared) -> Option<Ready> {
-    lock(&sh.resources).as_mut()?.ready.pop_front()
+    lock(&sh.res.state).as_mut()?.ready.pop_front()
 }
 
 /// The resource thread: reap completions, refill executors with room, wait.
@@ -182,16 +182,17 @@ pub(crate) fn run(sh: &Shared) {
     while !sh.shutdown.load(Ordering::Acquire) {
         reap(sh, &mut done);
         fill(sh);
-        let g = lock(&sh.res_wake);
+        let g = lock(&sh.res.wake);
         if !*g {
             let (mut g, _) = sh
-                .res_cv
+                .res
+                .cv
                 .wait_timeout(g, Duration::from_millis(1))
                 .unwrap_or_else(|p| p.into_inner());
             *g = false;
         } else {
             drop(g);
-            *lock(&sh.res_wake) = false;
+            *lock(&sh.res.wake) = false;
         }
     }
 }
@@ -200,9 +201,9 @@ pub(crate) fn run(sh: &Shared) {
 fn reap(sh: &Shared, done: &mut Completions) {
     let mut reports = Vec::new();
     {
-        let mut guard = lock(&sh.resources);
+        let mut guard = lock(&sh.res.state);
         let Some(st) = guard.as_mut() else { return };
-        let epoch = sh.res_epoch.load(Ordering::Acquire);
+        let epoch = sh.res.epoch.load(Ordering::Acquire);
         let now = Instant::now();
         for i in 0..st.executors.len() {
             done.clear();
@@ -249,7 +250,7 @@ fn fill(sh: &Shared) {
         // which asks victims for their work when the queue holds none) and the kinds the
         // executors with room run.
         let (state, kinds, room) = {
-            let mut g = lock(&sh.resources);
+            let mut g = lock(&sh.res.state);
             let Some(st) = g.as_mut() else { return };
             // Up to FILL_CHUNK tasks for the executors' room (none while tasks wait for
             // the workers).
@@ -307,7 +308,7 @@ fn fill(sh: &Shared) {
         // dispatched again by the worker that takes it.
         let (mut to_cpu, mut failed) = (false, Vec::new());
         {
-            let mut guard = lock(&sh.resources);
+            let mut guard = lock(&sh.res.state);
             let Some(st) = guard.as_mut() else { return };
             for task in tasks {
                 if to_cpu {
@@ -346,8 +347,8 @@ pub(crate) fn waker(sh: &Arc<Shared>) -> Waker {
     let weak = Arc::downgrade(sh);
     Arc::new(move || {
         if let Some(sh) = weak.upgrade() {
-            *lock(&sh.res_wake) = true;
-            sh.res_cv.notify_one();
+            *lock(&sh.res.wake) = true;
+            sh.res.cv.notify_one();
         }
     })
 }

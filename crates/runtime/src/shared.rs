@@ -25,8 +25,8 @@ impl Memory for SegMem<'_> {
 impl Shared {
     /// Wakes the workers that wait for tasks (none waiting: no system call).
     pub(crate) fn wake_workers(&self) {
-        if self.idle_workers.load(Ordering::Acquire) > 0 {
-            self.cv.notify_all();
+        if self.workers.idle.load(Ordering::Acquire) > 0 {
+            self.workers.cv.notify_all();
         }
     }
 
@@ -35,42 +35,111 @@ impl Shared {
     /// workers after it: waking all of them each time had a rank's idle workers queue for
     /// the node's lock to find nothing, on every task of its busy ones.
     pub(crate) fn wake_workers_for(&self, queued: usize) {
-        let idle = self.idle_workers.load(Ordering::Acquire);
+        let idle = self.workers.idle.load(Ordering::Acquire);
         if idle == 0 {
             return;
         }
-        if queued >= idle || self.has_res.load(Ordering::Acquire) {
-            self.cv.notify_all();
+        if queued >= idle || self.res.added.load(Ordering::Acquire) {
+            self.workers.cv.notify_all();
         } else {
             for _ in 0..queued {
-                self.cv.notify_one();
+                self.workers.cv.notify_one();
             }
         }
     }
 }
 
-/// What the threads share.
+/// What the threads share, split by who writes it: what is fixed at open, the workers'
+/// sleep, the registered task functions, the progress thread's, the resource thread's,
+/// and the epoch's figures. The node itself sits behind its own lock.
 pub(crate) struct Shared {
     pub(crate) fabric: Arc<dyn Fabric>,
     pub(crate) node: Mutex<Node>,
+    /// Wakes the user thread when the epoch may be over — only then: woken on every
+    /// progress turn, it took a core's worth of futex calls from the workers of a
+    /// 2-core node.
+    pub(crate) done_cv: Condvar,
+    pub(crate) origin: Instant,
+    pub(crate) cfg: RuntimeConfig,
+    /// The fabric completes operations inside their call (`immediate`).
+    pub(crate) inline: bool,
+    /// Workers drive the node themselves between tasks — the signals that arrived, its
+    /// timers, its operations' completions, and where operations are immediate (the node
+    /// backend) its commands — and the progress thread naps while they all run tasks:
+    /// on the node backend, and where libfabric's progress polls (shm: the workers poll
+    /// it between tasks anyway, and a progress thread woken for each step waited for a
+    /// core on a node whose cores all ran workers).
+    pub(crate) serve: bool,
+    /// This rank's fabric peers: whose liveness an idle rank checks.
+    pub(crate) peers: Vec<u32>,
+    /// Whether the fabric connects peers on first contact.
+    pub(crate) lazy: bool,
+    /// The runtime is closing: every thread leaves.
+    pub(crate) shutdown: AtomicBool,
+    /// An epoch runs: workers may take tasks from the node.
+    pub(crate) epoch_running: AtomicBool,
+    /// An epoch start runs (`titus_core::start`): the progress thread keeps its naps short
+    /// and sweeps its peers' liveness, as in an epoch.
+    pub(crate) starting: AtomicBool,
+    pub(crate) workers: WorkerSleep,
+    pub(crate) kinds: Registered,
+    pub(crate) progress: ProgressSide,
+    pub(crate) res: ResourceSide,
+    pub(crate) figures: Figures,
+}
+
+/// The workers' sleep: who waits for tasks, who runs them.
+pub(crate) struct WorkerSleep {
     /// Wakes idle workers (tasks may be available); notified only while one waits.
     pub(crate) cv: Condvar,
     /// Workers waiting on `cv` (changed under the node's lock).
-    pub(crate) idle_workers: std::sync::atomic::AtomicUsize,
+    pub(crate) idle: std::sync::atomic::AtomicUsize,
     /// Workers between their first task and running out of tasks: while all are, they
     /// serve signals and timers themselves on inline fabrics.
-    pub(crate) busy_workers: std::sync::atomic::AtomicUsize,
-    /// Wakes the user thread when the epoch may be over — only then: woken on every
-    /// progress turn, it took a core's worth of futex calls from the workers of a
-    /// 2-core node (170 ms of system time in a 1.2 s chemistry run).
-    pub(crate) done_cv: Condvar,
-    pub(crate) kinds: RwLock<Vec<Option<TaskFn>>>,
-    /// Bumped by every registration: a worker keeps its own copy of `kinds` while this
-    /// stands still (a lock and a reference count per task cost tens of ns).
-    pub(crate) kinds_version: std::sync::atomic::AtomicU64,
-    pub(crate) origin: Instant,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) cfg: RuntimeConfig,
+    pub(crate) busy: std::sync::atomic::AtomicUsize,
+}
+
+/// The registered task functions, and a version every registration bumps: a worker keeps
+/// its own copy while the version stands still (a lock and a reference count per task
+/// cost tens of ns).
+pub(crate) struct Registered {
+    pub(crate) fns: RwLock<Vec<Option<TaskFn>>>,
+    pub(crate) version: std::sync::atomic::AtomicU64,
+}
+
+/// What the progress thread publishes, and what whoever drives the node shares with it.
+pub(crate) struct ProgressSide {
+    /// When the progress thread's current wait ends (node time, ns): a worker that makes
+    /// the node want something earlier wakes it.
+    pub(crate) deadline: std::sync::atomic::AtomicU64,
+    /// This rank's operations in flight: whoever drives the node (the progress thread,
+    /// a worker between tasks) collects their completions ([`driver::drive_inline`]).
+    pub(crate) open: Mutex<driver::OpenOps>,
+    /// When (`now()` + 1, ns) the progress thread entered the fabric call it is in to post
+    /// an operation, 0 outside one, and to which peer: a provider that never returns (shm
+    /// spinning on a lock in memory a dead peer held) is noticed by the waiting user
+    /// thread instead of hanging the job.
+    pub(crate) submitting: std::sync::atomic::AtomicU64,
+    pub(crate) submitting_peer: std::sync::atomic::AtomicU32,
+    /// The ranks operated on, and their first contacts' cost.
+    pub(crate) contacts: contacts::Contacts,
+}
+
+/// The resource thread's: accelerators beside the CPU workers.
+pub(crate) struct ResourceSide {
+    /// Their state (None: none added).
+    pub(crate) state: Mutex<Option<resources::State>>,
+    /// Whether resources were added (workers dispatch through the policy).
+    pub(crate) added: AtomicBool,
+    /// Wakes the resource thread (an executor completed something).
+    pub(crate) cv: Condvar,
+    pub(crate) wake: Mutex<bool>,
+    /// Epochs started: completions of an earlier (failed) epoch's submissions are dropped.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
+}
+
+/// The epoch's figures, gathered by the workers and read by the user thread.
+pub(crate) struct Figures {
     /// Nanoseconds workers spent in tasks this epoch.
     pub(crate) busy_ns: std::sync::atomic::AtomicU64,
     /// Nanoseconds workers spent from a task's end to their next task's start where they
@@ -87,57 +156,16 @@ pub(crate) struct Shared {
     pub(crate) timings: bool,
     /// Where the progress thread's CPU time is read (set as it starts).
     pub(crate) progress_cpu: std::sync::OnceLock<thread_cpu::ThreadCpu>,
-    /// An epoch runs: workers may take tasks from the node.
-    pub(crate) epoch_running: AtomicBool,
-    /// An epoch start runs (`titus_core::start`): the progress thread keeps its naps short
-    /// and sweeps its peers' liveness, as in an epoch.
-    pub(crate) starting: AtomicBool,
-    /// When the progress thread's current wait ends (node time, ns): a worker that makes
-    /// the node want something earlier wakes it.
-    pub(crate) driver_deadline: std::sync::atomic::AtomicU64,
-    /// This rank's operations in flight: whoever drives the node (the progress thread,
-    /// a worker between tasks) collects their completions ([`driver::drive_inline`]).
-    pub(crate) open: Mutex<driver::OpenOps>,
-    /// The fabric completes operations inside their call (`immediate`).
-    pub(crate) inline: bool,
-    /// Workers drive the node themselves between tasks — the signals that arrived, its
-    /// timers, its operations' completions, and where operations are immediate (the node
-    /// backend) its commands — and the progress thread naps while they all run tasks:
-    /// on the node backend, and where libfabric's progress polls (shm: the workers poll
-    /// it between tasks anyway, and a progress thread woken for each step waited
-    /// 0.5–2.5 ms for a core on a node whose cores all ran workers).
-    pub(crate) serve: bool,
-    /// This rank's fabric peers: whose liveness an idle rank checks.
-    pub(crate) peers: Vec<u32>,
-    /// The ranks operated on, and their first contacts' cost.
-    pub(crate) contacts: contacts::Contacts,
-    /// Whether the fabric connects peers on first contact.
-    pub(crate) lazy: bool,
-    /// Resources beside the CPU workers (None: none added).
-    pub(crate) resources: Mutex<Option<resources::State>>,
-    /// Whether resources were added (workers dispatch through the policy).
-    pub(crate) has_res: AtomicBool,
-    /// Wakes the resource thread (an executor completed something).
-    pub(crate) res_cv: Condvar,
-    pub(crate) res_wake: Mutex<bool>,
-    /// Epochs started: completions of an earlier (failed) epoch's submissions are dropped.
-    pub(crate) res_epoch: std::sync::atomic::AtomicU64,
-    /// When (`now()` + 1, ns) the progress thread entered the fabric call it is in to post
-    /// an operation, 0 outside one, and to which peer: a provider that never returns (shm
-    /// spinning on a lock in memory a dead peer held) is noticed by the waiting user
-    /// thread instead of hanging the job.
-    pub(crate) submitting: std::sync::atomic::AtomicU64,
-    pub(crate) submitting_peer: std::sync::atomic::AtomicU32,
 }
 
 impl Shared {
     /// The peer and the time the progress thread has been inside one fabric call posting
     /// an operation, when that is longer than the operation timeout.
     pub(crate) fn stuck_in_fabric(&self) -> Option<(titus_core::Rank, Duration)> {
-        let since = self.submitting.load(Ordering::Acquire);
+        let since = self.progress.submitting.load(Ordering::Acquire);
         let stuck = Duration::from_nanos(self.now().0.saturating_sub(since.saturating_sub(1)));
         (since != 0 && stuck > self.cfg.op_timeout)
-            .then(|| (self.submitting_peer.load(Ordering::Acquire), stuck))
+            .then(|| (self.progress.submitting_peer.load(Ordering::Acquire), stuck))
     }
 
     /// `e`, or where another rank aborted the epoch for a peer it lost and a peer of this
@@ -207,7 +235,7 @@ impl Shared {
     pub(crate) fn workers_serving(&self) -> bool {
         self.serve
             && self.epoch_running.load(Ordering::Acquire)
-            && self.busy_workers.load(Ordering::Acquire) >= self.cfg.workers
+            && self.workers.busy.load(Ordering::Acquire) >= self.cfg.workers
     }
 
     pub(crate) fn now(&self) -> Time {

@@ -107,9 +107,14 @@ impl Kinds {
     fn get(&mut self, sh: &Shared, kind: u16) -> Option<&crate::TaskFn> {
         // The version read before the copy: a registration in between copies again next
         // time.
-        let now = sh.kinds_version.load(Ordering::Acquire);
+        let now = sh.kinds.version.load(Ordering::Acquire);
         if now != self.version {
-            self.fns = sh.kinds.read().unwrap_or_else(|p| p.into_inner()).clone();
+            self.fns = sh
+                .kinds
+                .fns
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             self.version = now;
         }
         self.fns.get(usize::from(kind)).and_then(Option::as_ref)
@@ -186,7 +191,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let mut last_end: Option<Instant> = None;
     let mut kinds = Kinds::new();
     while !sh.shutdown.load(Ordering::Acquire) {
-        let res = sh.has_res.load(Ordering::Acquire);
+        let res = sh.res.added.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
         // goes where the policy says (this worker, or an executor: then take the next).
         let (task, counted) = match carried.take() {
@@ -223,13 +228,13 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             if sh.inline && await_answer(sh) {
                 continue;
             }
-            if sh.timings && idle_since.is_none() {
+            if sh.figures.timings && idle_since.is_none() {
                 idle_since = Some(sh.now().0);
             }
             // Going idle: the progress thread takes over the timers and signals.
             if ran {
                 ran = false;
-                sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
+                sh.workers.busy.fetch_sub(1, Ordering::AcqRel);
                 if sh.serve {
                     sh.fabric.set_workers_serve(false);
                     sh.fabric.wake();
@@ -250,8 +255,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
                 drop(node);
                 continue;
             }
-            sh.idle_workers.fetch_add(1, Ordering::AcqRel);
+            sh.workers.idle.fetch_add(1, Ordering::AcqRel);
             let (node, waited) = sh
+                .workers
                 .cv
                 .wait_timeout(node, idle)
                 .unwrap_or_else(|p| p.into_inner());
@@ -260,18 +266,18 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             } else {
                 IDLE_FIRST
             };
-            sh.idle_workers.fetch_sub(1, Ordering::AcqRel);
+            sh.workers.idle.fetch_sub(1, Ordering::AcqRel);
             drop(node);
             continue;
         };
         idle = IDLE_FIRST;
         if let Some(since) = idle_since.take() {
             let now = sh.now().0;
-            crate::lock(&sh.idle_spans).push((since, now.saturating_sub(since)));
+            crate::lock(&sh.figures.idle_spans).push((since, now.saturating_sub(since)));
         }
         if !ran {
             ran = true;
-            sh.busy_workers.fetch_add(1, Ordering::AcqRel);
+            sh.workers.busy.fetch_add(1, Ordering::AcqRel);
         }
         // A task predicted costly keeps this worker from serving signals for long: the
         // progress thread serves them meanwhile (a thief's request would otherwise wait
@@ -281,7 +287,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // (`titus_core::COSTLY_TASK_NS`.)
         let costly = sh.inline && task.cost_ns >= titus_core::COSTLY_TASK_NS;
         if costly {
-            sh.busy_workers.fetch_sub(1, Ordering::AcqRel);
+            sh.workers.busy.fetch_sub(1, Ordering::AcqRel);
             sh.fabric.long_task(true);
         }
         // (Not across a costly task's hand-over to the progress thread.)
@@ -291,15 +297,15 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         };
         if let Some(e) = last_end.take() {
             let gap = t.saturating_duration_since(e).as_nanos() as u64;
-            sh.between_ns.fetch_add(gap, Ordering::Relaxed);
-            sh.betweens.fetch_add(1, Ordering::Relaxed);
+            sh.figures.between_ns.fetch_add(gap, Ordering::Relaxed);
+            sh.figures.betweens.fetch_add(1, Ordering::Relaxed);
         }
         let result = execute(sh, &mut kinds, &task);
         let end = Instant::now();
         last_end = Some(end);
         if costly {
             sh.fabric.long_task(false);
-            sh.busy_workers.fetch_add(1, Ordering::AcqRel);
+            sh.workers.busy.fetch_add(1, Ordering::AcqRel);
         }
         // The task's measured cost: it travels home with the result.
         let cost_ns = (end.duration_since(t).as_nanos() as u64).max(1);
@@ -312,9 +318,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             last_poll = end;
             served = true;
         }
-        sh.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
-        if sh.timings {
-            sh.last_task_end.fetch_max(sh.now().0, Ordering::Relaxed);
+        sh.figures.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
+        if sh.figures.timings {
+            sh.figures
+                .last_task_end
+                .fetch_max(sh.now().0, Ordering::Relaxed);
         }
         if res {
             crate::resources::cpu_done(sh);
