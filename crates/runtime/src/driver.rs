@@ -8,6 +8,9 @@
 //! [`LIVENESS_AFTER`] makes the driver ask the fabric whether the peer's process is gone
 //! (`Fabric::peer_gone`: on one node, the kernel knows), at most every [`LIVENESS_EVERY`]
 //! per peer; a vanished process fails the epoch within about a second, naming the rank.
+//!
+//! The protocol by which the progress thread and the workers share the node and the
+//! fabric's progress, state by state: `serve_and_idle.md`, beside this file.
 
 use crate::{SegMem, Shared};
 use std::sync::atomic::Ordering;
@@ -51,7 +54,7 @@ pub(crate) struct Open {
     driver: bool,
 }
 
-/// The rank's operations in flight, by fabric id ([`Shared::open`]): whoever drives the
+/// The rank's operations in flight, by fabric id ([`crate::shared::ProgressSide::open`]): whoever drives the
 /// node — the progress thread, or a worker between tasks — collects what completed, under
 /// this map's lock, so each completion is handed to the node once.
 pub(crate) type OpenOps = std::collections::HashMap<OpId, Open>;
@@ -67,7 +70,7 @@ const INLINE_MAX: usize = 64;
 /// ([`titus_fabric::Capabilities::immediate`]: the node backend) the node's commands,
 /// their completions fed straight back — a steal inside a node is then a few cache-line
 /// transfers, not two thread wake-ups (an operation that stays open joins
-/// [`Shared::open`]). Where the fabric's progress polls (libfabric's shm) it collects the
+/// [`crate::shared::ProgressSide::open`]). Where the fabric's progress polls (libfabric's shm) it collects the
 /// completions of every open operation instead, so that on a node whose cores all run
 /// workers what arrived does not wait for the progress thread to be scheduled (measured
 /// on 2 cores: 0.5–2.5 ms per protocol step); submitting stays the progress thread's.
@@ -152,7 +155,7 @@ fn test_open(
     });
 }
 
-/// Feeds `node` the operations in [`Shared::open`] that completed (a worker's turn: it
+/// Feeds `node` the operations in [`crate::shared::ProgressSide::open`] that completed (a worker's turn: it
 /// tests each; the progress thread drains its own).
 fn collect_open(sh: &Shared, node: &mut titus_core::Node, mem: &SegMem<'_>) {
     let f = &*sh.fabric;

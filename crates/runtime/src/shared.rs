@@ -95,7 +95,7 @@ pub(crate) struct WorkerSleep {
     /// Workers waiting on `cv` (changed under the node's lock).
     pub(crate) idle: std::sync::atomic::AtomicUsize,
     /// Workers between their first task and running out of tasks: while all are, they
-    /// serve signals and timers themselves on inline fabrics.
+    /// serve signals and timers themselves where workers serve (`Shared::serve`).
     pub(crate) busy: std::sync::atomic::AtomicUsize,
 }
 

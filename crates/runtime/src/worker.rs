@@ -7,7 +7,8 @@
 //! fabric completes operations inside their call (the node backend), the worker submits
 //! what the node then wants itself (`driver::drive_inline`). A task's error (or panic,
 //! caught) fails the epoch with its message on every rank. Where the
-//! fabric's progress must poll (shm), a worker polls it between tasks.
+//! fabric's progress must poll (shm), a worker polls it between tasks. Who serves the
+//! node and when each thread sleeps: `serve_and_idle.md`, beside this file.
 
 use crate::report::{Unreported, pass_on, release, report};
 use crate::{RuntimeError, SegMem, Shared};
