@@ -154,8 +154,8 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     eprintln!(
         "titus sim --calibrate: the progress thread's CPU per operation (dlb-bench, 2 ranks, 3 runs) …"
     );
-    let fabric_model =
-        titus_sim::Model::from_fabric_bench(&preset.to_string(), provider).map_err(UsageError)?;
+    let fabric_model = titus_sim::Model::from_fabric_bench(&preset.to_string(), provider)
+        .map_err(UsageError::from)?;
     let (mut serves, mut issues, mut busies, mut owns) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Three runs that can be fitted, of at most six: a run whose two ranks happened to
@@ -242,7 +242,7 @@ pub fn run(provider: &str, out: Option<&Path>) -> Result<u8, UsageError> {
     preset["node"] = node;
     let text = serde_json::to_string_pretty(&preset).map_err(|e| UsageError(e.to_string()))?;
     // The preset must read back as one.
-    titus_sim::Model::from_fabric_bench(&text, provider).map_err(UsageError)?;
+    titus_sim::Model::from_fabric_bench(&text, provider).map_err(UsageError::from)?;
     match out {
         Some(p) => std::fs::write(p, text + "\n")
             .map_err(|e| UsageError(format!("cannot write '{}': {e}", p.display())))?,
@@ -409,7 +409,8 @@ fn take_terms(
     let tasks = BETWEEN_TASKS.to_string();
     let mut p = preset.clone();
     p["node"] = node.clone();
-    let base = titus_sim::Model::from_fabric_bench(&p.to_string(), provider)?;
+    let base =
+        titus_sim::Model::from_fabric_bench(&p.to_string(), provider).map_err(|e| e.to_string())?;
     let gaps = |balanced_us: f64, foreign_us: f64| -> Result<(f64, f64), String> {
         let mut model = base.clone();
         let c = model

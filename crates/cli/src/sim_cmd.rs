@@ -144,9 +144,9 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
             let text = std::fs::read_to_string(p).map_err(|e| {
                 UsageError(format!("cannot read --preset-file '{}': {e}", p.display()))
             })?;
-            Model::from_fabric_bench(&text, &p.display().to_string()).map_err(UsageError)
+            Model::from_fabric_bench(&text, &p.display().to_string()).map_err(UsageError::from)
         }
-        None => Model::preset(&a.preset).map_err(UsageError),
+        None => Model::preset(&a.preset).map_err(UsageError::from),
     }
     .and_then(|mut m| {
         let check = |flag: &str, v: f64| {
@@ -169,7 +169,7 @@ fn model(a: &SimArgs) -> Result<Model, UsageError> {
     .and_then(|mut m| {
         if let Some(p) = &a.node_preset {
             let mut cpu = Model::preset(p)
-                .map_err(UsageError)?
+                .map_err(UsageError::from)?
                 .cpu
                 .ok_or_else(|| UsageError(format!("--node-preset {p}: it has no node model")))?;
             // The per-core costs travel; what an operation waits on a busy target and one

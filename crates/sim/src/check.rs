@@ -323,14 +323,16 @@ fn draw_and_run(
         b => b.to_string(),
     };
     let preset = crate::model::PRESETS[rng.below(4) as usize];
-    let mut model = Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e)))?;
+    let mut model =
+        Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
     // A third of the jobs are hybrid: nodes of consecutive ranks talk through the node
     // model, atomics through the fabric's (drawn apart, so the other draws stay the same).
     let mut mix = Rng::from_keys(&[seed, key, 0x6e6f_6465]); // "node"
     let per_node =
         (ranks > 1 && mix.chance(1.0 / 3.0)).then(|| 1 + mix.below(u64::from(ranks - 1)) as u32);
     if let Some(k) = per_node {
-        let node = Model::preset("node").map_err(|e| (format!("seed {seed}"), Violation(e)))?;
+        let node = Model::preset("node")
+            .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
         model = model.with_nodes(k, node);
         // A core per rank at least: the presets carry this 2-core machine's cores, and
         // 170 ranks of 3 workers on 2 modelled cores ran every task ~250× slower, while

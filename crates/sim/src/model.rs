@@ -151,11 +151,16 @@ impl Cpu {
     }
 
     /// The `node` object of a preset file.
-    pub fn from_json(v: &Value, name: &str) -> Result<Cpu, String> {
+    pub fn from_json(v: &Value, name: &str) -> Result<Cpu, PresetError> {
         let f = |k: &str, lo: f64, hi: f64| {
             v[k].as_f64()
                 .filter(|x| x.is_finite() && (lo..=hi).contains(x))
-                .ok_or_else(|| format!("preset '{name}': node.{k} missing or not in [{lo}, {hi}]"))
+                .ok_or_else(|| PresetError::NodeField {
+                    preset: name.into(),
+                    key: k.into(),
+                    lo,
+                    hi,
+                })
         };
         let us = |k: &str, absent: f64| match v.get(k) {
             None => Ok(absent),
@@ -198,8 +203,72 @@ fn in_bounds(x: f64, (lo, hi): (f64, f64)) -> Option<f64> {
     (x.is_finite() && (lo..=hi).contains(&x)).then_some(x)
 }
 
-fn out_of_bounds(name: &str, field: &str, x: f64, (lo, hi): (f64, f64)) -> String {
-    format!("preset '{name}': {field} is {x}, outside [{lo}, {hi}]")
+fn out_of_bounds(name: &str, field: &str, x: f64, (lo, hi): (f64, f64)) -> PresetError {
+    PresetError::OutOfBounds {
+        preset: name.into(),
+        field: field.into(),
+        value: x,
+        lo,
+        hi,
+    }
+}
+
+/// A fabric model that cannot be read: a preset name or file, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PresetError {
+    /// No preset of that name.
+    #[error("unknown preset '{0}' (expected {list})", list = PRESETS.join(", "))]
+    Unknown(String),
+    /// Not the JSON `titus fabric-bench --json` prints.
+    #[error("preset '{preset}': not fabric-bench JSON: {detail}")]
+    NotJson {
+        /// The preset.
+        preset: String,
+        /// The parser's words.
+        detail: String,
+    },
+    /// A figure the model needs is absent.
+    #[error("preset '{preset}': no {field}")]
+    Missing {
+        /// The preset.
+        preset: String,
+        /// What is absent.
+        field: String,
+    },
+    /// A figure outside what a fabric can be.
+    #[error("preset '{preset}': {field} is {value}, outside [{lo}, {hi}]")]
+    OutOfBounds {
+        /// The preset.
+        preset: String,
+        /// The figure.
+        field: String,
+        /// Its value.
+        value: f64,
+        /// The least it may be.
+        lo: f64,
+        /// The most.
+        hi: f64,
+    },
+    /// A node figure absent or out of its range.
+    #[error("preset '{preset}': node.{key} missing or not in [{lo}, {hi}]")]
+    NodeField {
+        /// The preset.
+        preset: String,
+        /// The `node` object's key.
+        key: String,
+        /// The least it may be.
+        lo: f64,
+        /// The most.
+        hi: f64,
+    },
+    /// A flag that is not a boolean.
+    #[error("preset '{preset}': {key} is not true or false")]
+    NotBool {
+        /// The preset.
+        preset: String,
+        /// The key.
+        key: String,
+    },
 }
 
 /// Preset names (`node` last: the checker draws among the first four).
@@ -229,7 +298,7 @@ impl Model {
     /// (libfabric's), `node` (the node backend: CPU atomics on shared memory) and `mem`,
     /// all but the first derived from `titus fabric-bench --json` runs on the 2-core
     /// development machine (`crates/sim/presets/*.json`).
-    pub fn preset(name: &str) -> Result<Model, String> {
+    pub fn preset(name: &str) -> Result<Model, PresetError> {
         match name {
             "ib-hdr" => Ok(Model {
                 name: name.into(),
@@ -259,10 +328,7 @@ impl Model {
             "shm" => Self::from_fabric_bench(include_str!("../presets/shm.json"), name),
             "node" => Self::from_fabric_bench(include_str!("../presets/node.json"), name),
             "mem" => Self::from_fabric_bench(include_str!("../presets/mem.json"), name),
-            o => Err(format!(
-                "unknown preset '{o}' (expected {})",
-                PRESETS.join(", ")
-            )),
+            o => Err(PresetError::Unknown(o.into())),
         }
     }
 
@@ -275,17 +341,23 @@ impl Model {
     /// connections are free. A `node` object (what `titus sim --calibrate` adds) gives
     /// the node's cores ([`Cpu`]); `polled_progress` and `workers_serve` (fabric-bench's,
     /// false where absent), [`Model::polled`] and [`Model::workers_serve`].
-    pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, String> {
-        let v: Value = serde_json::from_str(json.trim())
-            .map_err(|e| format!("preset '{name}': not fabric-bench JSON: {e}"))?;
+    pub fn from_fabric_bench(json: &str, name: &str) -> Result<Model, PresetError> {
+        let missing = |field: String| PresetError::Missing {
+            preset: name.into(),
+            field,
+        };
+        let v: Value = serde_json::from_str(json.trim()).map_err(|e| PresetError::NotJson {
+            preset: name.into(),
+            detail: e.to_string(),
+        })?;
         let rows = v["rows"]
             .as_array()
-            .ok_or_else(|| format!("preset '{name}': no 'rows' array"))?;
-        let p50 = |op: &str, bytes: u64| -> Result<f64, String> {
+            .ok_or_else(|| missing("'rows' array".into()))?;
+        let p50 = |op: &str, bytes: u64| -> Result<f64, PresetError> {
             rows.iter()
                 .find(|r| r["op"] == op && r["bytes"] == bytes)
                 .and_then(|r| r["p50_us"].as_f64())
-                .ok_or_else(|| format!("preset '{name}': no p50_us for {op} of {bytes} bytes"))
+                .ok_or_else(|| missing(format!("p50_us for {op} of {bytes} bytes")))
                 .and_then(|x| {
                     in_bounds(x, OP_US).ok_or_else(|| {
                         out_of_bounds(name, &format!("p50_us of {op} of {bytes} bytes"), x, OP_US)
@@ -298,7 +370,7 @@ impl Model {
         let rt = p50("write-signal round trip", 8)?;
         let bw = v["read_bandwidth_gbs"]
             .as_f64()
-            .ok_or_else(|| format!("preset '{name}': no read_bandwidth_gbs"))?;
+            .ok_or_else(|| missing("read_bandwidth_gbs".into()))?;
         let bw = in_bounds(bw, BANDWIDTH_GBS)
             .ok_or_else(|| out_of_bounds(name, "read_bandwidth_gbs", bw, BANDWIDTH_GBS))?;
         let (connect_ns, connection_bytes) = match v.get("connections") {
@@ -307,7 +379,7 @@ impl Model {
                 let f = |k: &str, bounds: (f64, f64)| {
                     let x = c[k]
                         .as_f64()
-                        .ok_or_else(|| format!("preset '{name}': no connections.{k}"))?;
+                        .ok_or_else(|| missing(format!("connections.{k}")))?;
                     in_bounds(x, bounds)
                         .ok_or_else(|| out_of_bounds(name, &format!("connections.{k}"), x, bounds))
                 };
@@ -322,9 +394,10 @@ impl Model {
         };
         let flag = |key: &str| match v.get(key) {
             None => Ok(false),
-            Some(b) => b
-                .as_bool()
-                .ok_or_else(|| format!("preset '{name}': {key} is not true or false")),
+            Some(b) => b.as_bool().ok_or_else(|| PresetError::NotBool {
+                preset: name.into(),
+                key: key.into(),
+            }),
         };
         let cpu = match v.get("node") {
             None => None,
@@ -376,11 +449,13 @@ mod tests {
         assert!(
             Model::preset("carrier-pigeon")
                 .unwrap_err()
+                .to_string()
                 .contains("ib-hdr")
         );
         assert!(
             Model::from_fabric_bench("{\"rows\": []}", "x")
                 .unwrap_err()
+                .to_string()
                 .contains("no p50_us for read")
         );
         // This machine's presets carry its cores (measured by `titus sim --calibrate`);
@@ -391,7 +466,12 @@ mod tests {
         }
         assert!(ib.cpu.is_none());
         let v: Value = serde_json::from_str(r#"{"cores": 0, "busy_slowdown": 1}"#).unwrap();
-        assert!(Cpu::from_json(&v, "x").unwrap_err().contains("node.cores"));
+        assert!(
+            Cpu::from_json(&v, "x")
+                .unwrap_err()
+                .to_string()
+                .contains("node.cores")
+        );
         // The optional µs figures: checked where present, their default where absent.
         let v: Value = serde_json::from_str(
             r#"{"cores": 2, "busy_slowdown": 1, "wake_us": 1, "progress_share": 0}"#,
@@ -407,6 +487,7 @@ mod tests {
         assert!(
             Cpu::from_json(&bad, "x")
                 .unwrap_err()
+                .to_string()
                 .contains("node.byte_ns")
         );
         bad["byte_ns"] = 0.4.into();
@@ -415,6 +496,7 @@ mod tests {
         assert!(
             Cpu::from_json(&bad, "x")
                 .unwrap_err()
+                .to_string()
                 .contains("node.own_op_us")
         );
         // This machine's tcp: a busy target's wait; shm's model has its own rule for it.

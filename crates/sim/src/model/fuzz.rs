@@ -87,7 +87,7 @@ proptest! {
                     prop_assert!(c.cores >= 1 && c.busy_slowdown.is_finite(), "{c:?}");
                 }
             }
-            Err(e) => prop_assert!(e.starts_with("preset 'fuzzed'"), "{e}"),
+            Err(e) => prop_assert!(e.to_string().starts_with("preset 'fuzzed'"), "{e}"),
         }
     }
 }
