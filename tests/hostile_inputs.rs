@@ -32,6 +32,15 @@ const CASES: &[(&str, &str)] = &[
     ),
     // Sizes that allocate.
     (
+        "dlb-bench --ranks 1000 --workers 3 --resources ranks=0-499:accel=1",
+        "4500 threads",
+    ),
+    (
+        "titus launch -n 2 --bootstrap 127.0.0.1:0 -- true",
+        "--bootstrap",
+    ),
+    ("titus launch -n 2 --bootstrap :5000 -- true", "--bootstrap"),
+    (
         "dlb-bench --ranks 2 --resources ranks=0:accel=1024;ranks=0-1:accel=1",
         "rank 0 would have 1025 accelerators",
     ),

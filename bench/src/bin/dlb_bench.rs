@@ -497,13 +497,15 @@ fn main() {
                     .unwrap_or_else(|e| e.exit())
                     .0
                     .map_or(0, |r| r.iter().map(|l| l.len() as u64).sum::<u64>());
-                let threads = u64::from(ranks) * 2 + accels;
+                // Each rank's workers and its progress thread, and every accelerator.
+                let workers = run.args.workers as u64;
+                let threads = u64::from(ranks) * (workers + 1) + accels;
                 if threads > titus_runtime::LOCAL_THREADS_MAX {
                     fail(
                         2,
                         &format!(
-                            "--resources: {accels} emulated accelerators (a thread each) \
-                             beside {ranks} ranks' workers and progress threads: {threads} \
+                            "--ranks {ranks} × (--workers {workers} + a progress thread) \
+                             and {accels} emulated accelerators (a thread each): {threads} \
                              threads, more than {} in one process",
                             titus_runtime::LOCAL_THREADS_MAX
                         ),

@@ -340,14 +340,20 @@ pub fn run(args: LaunchArgs) -> Result<u8, UsageError> {
         }
         None => None,
     };
+    // As every rank will read it: a host, and a port in 1..=65535.
     let bootstrap = match args.bootstrap {
         Some(b)
-            if b.rsplit_once(':')
-                .is_some_and(|(_, p)| p.parse::<u16>().is_ok()) =>
+            if b.rsplit_once(':').is_some_and(|(h, p)| {
+                !h.trim().is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0)
+            }) =>
         {
             b
         }
-        Some(b) => return Err(UsageError(format!("--bootstrap '{b}' is not host:port"))),
+        Some(b) => {
+            return Err(UsageError(format!(
+                "--bootstrap '{b}' is not host:port (a host, and a port in 1..=65535)"
+            )));
+        }
         None => free_loopback_port()?,
     };
     check_provider(args.provider.as_deref())?;
