@@ -60,6 +60,7 @@ pub mod start;
 mod stats;
 mod steal;
 mod termination;
+mod worker_policy;
 
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
 pub use config_error::ConfigError;
@@ -77,46 +78,12 @@ pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent};
 pub use steal::TaskArea;
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
+pub use worker_policy::{
+    BUSY_NAP_NS, COSTLY_TASK_NS, GRAIN_TASKS_MAX, MAX_WAIT_NS, OPEN_OPS_WAIT_NS,
+    default_worker_grain, progress_wait_ns, report_held_now,
+};
 
 use std::time::Duration;
-
-/// Most tasks a worker takes from its rank's queue at once (its grain): the runtime's
-/// workers and the simulator's alike.
-pub const GRAIN_TASKS_MAX: usize = 64;
-
-/// A task predicted to take at least this long (ns) is "costly": a worker reports what it
-/// holds before running it, and on the node backend (whose workers serve signals between
-/// tasks) the progress thread serves them meanwhile.
-pub const COSTLY_TASK_NS: u64 = 200_000;
-
-/// A polling fabric's progress-thread nap while every worker of its rank runs tasks and
-/// serves the fabric between them (`polled_progress`): what arrives meanwhile waits for a
-/// task's end or this nap's (the runtime's driver; the simulator's model of it), ns.
-pub const BUSY_NAP_NS: u64 = 10_000_000;
-
-/// The longest wait of a rank's progress thread while operations of its own are in
-/// flight, ns: it then polls its fabric at least this often whatever else it waits for (a
-/// completion dispatched just before a wait starts would not end it). The runtime's
-/// driver; the simulator serves a polled target's atomics no later.
-pub const OPEN_OPS_WAIT_NS: u64 = 1_000_000;
-
-/// Whether a worker that finished a task of its grain and has `next` to run reports the
-/// `held` results it holds now (the oldest ended `held_for_ns` ago; `grain_ns` its grain)
-/// rather than with its next take from the queue: before a costly task, at
-/// [`GRAIN_TASKS_MAX`] results, or once the oldest is a grain old (a zero grain: at once).
-/// The runtime's workers and the simulator's follow it.
-pub fn report_held_now(next_cost_ns: u64, held: usize, held_for_ns: u64, grain_ns: u64) -> bool {
-    next_cost_ns >= COSTLY_TASK_NS || held >= GRAIN_TASKS_MAX || held_for_ns >= grain_ns
-}
-
-/// A worker's grain by default with `workers` workers per rank: seconds of estimated work
-/// it takes from the rank's queue at once — 25 µs per worker (up to 8), at most 200 µs.
-/// The more workers share a rank's queue, the less often each may take it (measured on 16
-/// cores: 2 ranks of 8 workers ran the chemistry example's steps ~1.4× faster with 200 µs
-/// than without; one worker per rank the same at 50 µs, worse at 200 µs).
-pub fn default_worker_grain(workers: usize) -> Duration {
-    (Duration::from_micros(25) * workers.min(8) as u32).min(Duration::from_micros(200))
-}
 
 /// A rank number.
 pub type Rank = u32;

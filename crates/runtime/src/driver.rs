@@ -21,8 +21,6 @@ use titus_fabric::{Fabric, FabricError, OpId, Piece};
 /// How long a failed operation's peer is asked whether its process exited (see
 /// `failure_to`).
 const GONE_GRACE: Duration = Duration::from_millis(100);
-/// Longest block in the fabric: the bound on noticing shutdown.
-const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Nap of a polling fabric while nobody needs this rank's progress soon.
 const IDLE_NAP: Duration = Duration::from_millis(1);
 /// Nap of a polling fabric while every worker runs tasks and polls between them
@@ -475,22 +473,17 @@ pub(crate) fn run(sh: &Shared) {
             if sweep && (!node.is_done() || node.starting()) {
                 sweep_peers(sh, &mut node, &mem, gone);
             }
-            let mut wait = node
-                .poll_timeout()
-                .map_or(MAX_WAIT, |t| t.since(now))
-                .min(MAX_WAIT);
-            // While the workers serve, turn at least every busy nap: what arrived waits
-            // for a worker's task end or this.
+            // The policy's wait (`titus_core::progress_wait_ns`): the node's deadline,
+            // a busy nap while the workers serve, none with commands, short with
+            // operations of its own in flight.
             let serve = sh.workers_serving();
-            if serve {
-                wait = wait.min(BUSY_NAP);
-            }
-            if node.has_commands() {
-                wait = Duration::ZERO;
-            } else if open_now > 0 {
-                // A completion dispatched just before the wait starts would not end it.
-                wait = wait.min(Duration::from_nanos(titus_core::OPEN_OPS_WAIT_NS));
-            }
+            let wait = Duration::from_nanos(titus_core::progress_wait_ns(
+                node.poll_timeout()
+                    .map(|t| t.since(now).as_nanos().min(u128::from(u64::MAX)) as u64),
+                serve,
+                node.has_commands(),
+                open_now > 0,
+            ));
             sh.progress
                 .deadline
                 .store(now.plus(wait).0, Ordering::Release);

@@ -370,16 +370,17 @@ impl<'a> Sim<'a> {
         let p = peer as usize;
         let busy_until = match self.task_ends.get(p) {
             Some(ends) if peer != from && self.per[p].idle == 0 => {
-                // With operations of its own in flight its progress thread turns sooner.
+                // Its progress thread's next turn, as the runtime's driver waits
+                // (workers serving, no commands: the model issues them at once).
                 let nap = now
-                    + if self.nodes[p].in_flight() > 0 {
-                        titus_core::OPEN_OPS_WAIT_NS
-                    } else {
-                        titus_core::BUSY_NAP_NS
-                    };
-                let nap = self.nodes[p]
-                    .poll_timeout()
-                    .map_or(nap, |t| t.0.max(now).min(nap));
+                    + titus_core::progress_wait_ns(
+                        self.nodes[p]
+                            .poll_timeout()
+                            .map(|t| t.0.saturating_sub(now)),
+                        true,
+                        false,
+                        self.nodes[p].in_flight() > 0,
+                    );
                 ends.iter().map(|e| e.0).min().map(|end| end.min(nap))
             }
             _ => None,
