@@ -222,7 +222,7 @@ int titus_init(struct titus_t **handle, const char *options_text);
 // Collective.
 int titus_init_exchange(struct titus_t **handle, int rank, int size, titus_allgather_fn allgather, void *ctx, const char *options_text);
 
-// Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
+// Adds a resource beside this rank's CPU workers (an accelerator's queue): it
 // holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
 // relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
 // `nkinds` 0, of every kind at speed `speeds[0]` (1 if `speeds` is NULL). Each ready task

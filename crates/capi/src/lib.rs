@@ -301,7 +301,7 @@ pub extern "C" fn titus_init_exchange(
     })
 }
 
-/// Adds a resource beside this rank's CPU workers (an accelerator's queue, issue #16): it
+/// Adds a resource beside this rank's CPU workers (an accelerator's queue): it
 /// holds up to `capacity` tasks at once, of the `nkinds` kinds at `kinds` with their speeds
 /// relative to one worker at `speeds` (a hint for dispatch and statistics) — or, with
 /// `nkinds` 0, of every kind at speed `speeds[0]` (1 if `speeds` is NULL). Each ready task

@@ -1,4 +1,4 @@
-//! Resources from C (issue #16): an executor given as a pair of callbacks — launch a task,
+//! Resources from C: an executor given as a pair of callbacks — launch a task,
 //! test for finished ones — with a context and a capacity, as an accelerator's queue is
 //! driven (a CUDA stream and its events, an OpenCL queue).
 

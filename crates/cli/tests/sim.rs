@@ -321,7 +321,7 @@ fn bad_epochs_and_drift_are_one_line_and_exit_code_2() {
         ),
         (&["--worker-grain-us", "-1"][..], "--worker-grain-us -1"),
         (&["--worker-grain-us", "inf"][..], "--worker-grain-us inf"),
-        // Resource descriptions (issue #16): a missing rank, a speed ≤ 0, no capacity.
+        // Resource descriptions: a missing rank, a speed ≤ 0, no capacity.
         (
             &["--ranks", "4", "--resources", "ranks=0-4:accel=1"][..],
             "names rank 4, but the job has 4 ranks",

@@ -323,7 +323,7 @@ pub struct Config {
     /// its transfer; 20 µs by default (a loopback steal takes 20–80 µs; `titus sim` sets
     /// it from its fabric model). A share of less estimated work stays with its owner.
     pub move_cost: Duration,
-    /// The job's resource types for per-type work requests (issue #16; index: the type's
+    /// The job's resource types for per-type work requests (index: the type's
     /// id; [`resources::type_table`]). Empty (the default): none — a thief asks for any
     /// work when its queue runs dry. With types, each rank's driver tells its node which
     /// it has and which have an idle instance ([`Node::set_resource_types`]); under

@@ -14,7 +14,7 @@
 //! table order (the baselines). The table is plain data: the runtime's workers and the simulator's worker
 //! model drive the same [`Resources`] (submit on dispatch, complete on completion).
 //!
-//! Per-type work requests (issue #16 items 3–4): the job's *resource types* are kind sets
+//! Per-type work requests: the job's *resource types* are kind sets
 //! ([`KindSet`], `Config::resource_types`, the same on every rank; [`type_table`] derives
 //! them from the ranks' resources). A rank tells its node which types it has and which
 //! have an idle instance; a type whose idle instances find no queued task they can run is

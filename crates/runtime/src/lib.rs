@@ -147,7 +147,7 @@ impl Runtime {
         self.shared.kinds.version.fetch_add(1, Ordering::Release);
     }
 
-    /// Adds a resource beside the CPU workers (issue #16): `executor` takes up to
+    /// Adds a resource beside the CPU workers: `executor` takes up to
     /// `capacity` tasks at once of the kinds `variants` names (with their speeds relative
     /// to a worker); each ready task goes to the capable resource the `dispatch` policy
     /// picks (the policy of the first call holds for all). Between epochs only; the name

@@ -1,4 +1,4 @@
-//! Resources beside the CPU workers (issue #16): executors that accept submissions and
+//! Resources beside the CPU workers: executors that accept submissions and
 //! complete them later, dispatched through the core's policy
 //! ([`titus_core::resources::Resources`], the same table the simulator drives).
 //!
@@ -366,7 +366,7 @@ pub(crate) fn spec(
     }
 }
 
-/// An emulated accelerator (issue #16, item 5) — **emulation, not a device**: a thread
+/// An emulated accelerator — **emulation, not a device**: a thread
 /// that runs the kind's CPU variant (for its result) and then sleeps until `cost / speed`
 /// has passed since it started, `cost` being the CPU variant's measured time; so a speed
 /// below 1 is emulated exactly, and a speed above 1 cannot be (the CPU variant takes its

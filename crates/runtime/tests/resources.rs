@@ -1,4 +1,4 @@
-//! Resources beside the CPU workers (issue #16) in the runtime over the in-process
+//! Resources beside the CPU workers in the runtime over the in-process
 //! fabric: with an emulated accelerator and an out-of-order executor on some ranks, every
 //! result arrives once and right, and the per-resource counts add up; an executor that
 //! fails fails the epoch on every rank naming the resource; bad resources are refused.

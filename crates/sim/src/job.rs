@@ -132,7 +132,7 @@ impl StartCpu {
     }
 }
 
-/// The ranks' resources beside their CPU workers (issue #16; `titus_core::resources`).
+/// The ranks' resources beside their CPU workers (`titus_core::resources`).
 /// Default: none anywhere — every task runs on a CPU worker, exactly as without them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SimResources {

@@ -1,4 +1,4 @@
-//! Resources beside the CPU workers in the simulator (issue #16): every task runs exactly
+//! Resources beside the CPU workers in the simulator: every task runs exactly
 //! once and comes home right (the simulator's checker) with accelerators on some ranks,
 //! kinds without an accelerator variant, tasks that complete out of order, every dispatch
 //! policy; a failing resource fails the run naming it; bad resources are refused.

@@ -245,7 +245,7 @@ pub struct BenchArgs {
     /// Worker threads per rank.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub workers: usize,
-    /// Accelerators beside the workers (issue #16): GROUP[;GROUP...], GROUP =
+    /// Accelerators beside the workers: GROUP[;GROUP...], GROUP =
     /// ranks=A-B:accel=N[:speed=S][:capacity=C][:kinds=K,...], e.g.
     /// `ranks=0-895:accel=1:speed=8:capacity=1` (N accelerators on each of ranks A..=B, S
     /// times a worker, C tasks at once). The runtime emulates each with a thread that runs
