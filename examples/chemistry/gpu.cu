@@ -1,6 +1,6 @@
 /*
  * gpu.cu: the chemistry example's cells on a CUDA GPU, as a Titus resource beside the CPU
- * workers (titus_add_resource: a launch and a test callback, issue #16).
+ * workers (titus_add_resource: a launch and a test callback).
  *
  * Titus hands the resource one cell at a time (launch); a GPU wants thousands. So launch
  * only copies the cell into a pinned host batch, and test — which Titus calls about every
