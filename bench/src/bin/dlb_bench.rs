@@ -42,7 +42,7 @@ static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
 /// One rank's run, every epoch of it: returns the reports (one per epoch) on rank 0.
 fn rank_main(rt: &Runtime, run: &Run, plan: &Plan) -> Result<Option<Vec<Report>>, String> {
     let rank = rt.rank();
-    let base = titus_workload::generate(&plan.spec)?;
+    let base = titus_workload::generate(&plan.spec).map_err(|e| e.to_string())?;
     // Every rank has drawn its workload (megabytes of payload for some profiles) before
     // rank 0 calibrates: a rank still drawing would share its core and slow the measure.
     if run.args.calibration.is_none() {

@@ -296,6 +296,12 @@ impl From<dlb::UsageError> for RunError {
     }
 }
 
+impl From<titus_workload::WorkloadError> for RunError {
+    fn from(e: titus_workload::WorkloadError) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
 impl From<&str> for RunError {
     fn from(e: &str) -> Self {
         Self::Failed(e.into())

@@ -90,11 +90,59 @@ pub struct TaskSpec {
     pub cost: f64,
 }
 
+/// A workload that cannot be made: its ranks, its counts file, or its task time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    /// No rank to hold the tasks.
+    #[error("a workload needs at least one rank")]
+    NoRanks,
+    /// The gaussian ownership cannot be drawn over this many ranks.
+    #[error("a gaussian over {ranks} ranks: {detail}")]
+    Gaussian {
+        /// The ranks.
+        ranks: usize,
+        /// The distribution's words.
+        detail: String,
+    },
+    /// A counts file for another number of ranks.
+    #[error("the counts file has {file} ranks, the job {job}")]
+    CountsRanks {
+        /// Ranks in the file.
+        file: usize,
+        /// Ranks in the job.
+        job: usize,
+    },
+    /// A counts file's line that cannot be read.
+    #[error("counts file line {line}: {what}: '{text}'")]
+    CountsLine {
+        /// Its number, from 1.
+        line: usize,
+        /// What is wrong.
+        what: String,
+        /// The line, comments stripped.
+        text: String,
+    },
+    /// A rank the counts file gives no count for.
+    #[error("counts file gives no count for rank {0}")]
+    CountsMissing(usize),
+    /// A task time that is not a non-negative number of seconds.
+    #[error("task time {0} is not a non-negative number of seconds")]
+    TaskTime(f64),
+    /// A cost law that cannot be drawn at this mean.
+    #[error("task time {mean} s: {detail}")]
+    CostLaw {
+        /// The mean task time, s.
+        mean: f64,
+        /// The distribution's words.
+        detail: String,
+    },
+}
+
 /// Task counts per rank.
-pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
+pub fn counts(spec: &Spec) -> Result<Vec<u64>, WorkloadError> {
     let n = spec.ranks as usize;
     if n == 0 {
-        return Err("a workload needs at least one rank".into());
+        return Err(WorkloadError::NoRanks);
     }
     let mut rng = Rng::from_keys(&[spec.seed, 0x4f57_4e45]); // "OWNE"
     let mut c = vec![0u64; n];
@@ -109,8 +157,12 @@ pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
             // Centred on the middle of the middle rank: at small N (where 10% of the ranks
             // is less than one) the tasks pile onto that rank, the closest shape N allows.
             let mid = (n / 2) as f64 + 0.5;
-            let normal = Normal::new(mid, GAUSSIAN_SIGMA * n as f64)
-                .map_err(|e| format!("a gaussian over {n} ranks: {e}"))?;
+            let normal = Normal::new(mid, GAUSSIAN_SIGMA * n as f64).map_err(|e| {
+                WorkloadError::Gaussian {
+                    ranks: n,
+                    detail: e.to_string(),
+                }
+            })?;
             for _ in 0..spec.tasks {
                 // Wrapped round the ring of ranks, so no rank outside the job is drawn.
                 let x = rng.sample(normal).floor().rem_euclid(n as f64);
@@ -119,10 +171,10 @@ pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
         }
         Distribution::File(v) => {
             if v.len() != n {
-                return Err(format!(
-                    "the counts file has {} ranks, the job {n}",
-                    v.len()
-                ));
+                return Err(WorkloadError::CountsRanks {
+                    file: v.len(),
+                    job: n,
+                });
             }
             c.clone_from(v);
         }
@@ -131,7 +183,7 @@ pub fn counts(spec: &Spec) -> Result<Vec<u64>, String> {
 }
 
 /// Reads task counts per rank: one count per line, or `RANK COUNT` lines; `#` comments.
-pub fn parse_counts(text: &str, ranks: u32) -> Result<Vec<u64>, String> {
+pub fn parse_counts(text: &str, ranks: u32) -> Result<Vec<u64>, WorkloadError> {
     let mut c = vec![None; ranks as usize];
     let mut next = 0usize;
     for (i, line) in text.lines().enumerate() {
@@ -140,7 +192,11 @@ pub fn parse_counts(text: &str, ranks: u32) -> Result<Vec<u64>, String> {
             continue;
         }
         let words: Vec<&str> = line.split_whitespace().collect();
-        let bad = |what: &str| format!("counts file line {}: {what}: '{line}'", i + 1);
+        let bad = |what: &str| WorkloadError::CountsLine {
+            line: i + 1,
+            what: what.into(),
+            text: line.into(),
+        };
         let (rank, count) = match words.as_slice() {
             [count] => (next, *count),
             [rank, count] => (
@@ -161,26 +217,28 @@ pub fn parse_counts(text: &str, ranks: u32) -> Result<Vec<u64>, String> {
     }
     c.into_iter()
         .enumerate()
-        .map(|(r, x)| x.ok_or_else(|| format!("counts file gives no count for rank {r}")))
+        .map(|(r, x)| x.ok_or(WorkloadError::CountsMissing(r)))
         .collect()
 }
 
 /// Every rank's tasks, in index order.
-pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, String> {
+pub fn generate(spec: &Spec) -> Result<Vec<Vec<TaskSpec>>, WorkloadError> {
     if !(spec.task_time.is_finite() && spec.task_time >= 0.0) {
-        return Err(format!(
-            "task time {} is not a non-negative number of seconds",
-            spec.task_time
-        ));
+        return Err(WorkloadError::TaskTime(spec.task_time));
     }
     let counts = counts(spec)?;
     let total: u64 = counts.iter().sum();
     let mut rng = Rng::from_keys(&[spec.seed, 0x434f_5354]); // "COST"
     let mean = spec.task_time;
-    let exponential = Exp::new(1.0 / mean).map_err(|e| format!("task time {mean} s: {e}"))?;
+    let exponential = Exp::new(1.0 / mean).map_err(|e| WorkloadError::CostLaw {
+        mean,
+        detail: e.to_string(),
+    })?;
     // mean = exp(μ + σ²/2) with σ = 1.
-    let lognormal =
-        LogNormal::new(mean.ln() - 0.5, 1.0).map_err(|e| format!("task time {mean} s: {e}"))?;
+    let lognormal = LogNormal::new(mean.ln() - 0.5, 1.0).map_err(|e| WorkloadError::CostLaw {
+        mean,
+        detail: e.to_string(),
+    })?;
     // Bimodal: base cost c with 0.9c + 0.1·30c = mean.
     let base = mean / (1.0 - ZONE_FRACTION + ZONE_FRACTION * ZONE_FACTOR);
     let zone_start = (total as f64 * 0.45) as u64;
@@ -371,7 +429,7 @@ mod tests {
             ("7 1\n", "rank outside the job"),
             ("1 2 3\n", "expected COUNT or RANK COUNT"),
         ] {
-            let e = parse_counts(text, 3).unwrap_err();
+            let e = parse_counts(text, 3).unwrap_err().to_string();
             assert!(e.contains(err), "{text:?}: {e}");
         }
         assert!(

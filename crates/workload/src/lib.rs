@@ -22,8 +22,8 @@ mod pipe;
 pub mod task;
 
 pub use generate::{
-    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, ZONE_FACTOR, ZONE_FRACTION, apply_plans,
-    counts, drift_shift, epoch_tasks, generate, parse_counts,
+    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR, ZONE_FRACTION,
+    apply_plans, counts, drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use log::{DEFAULT_FILTER, init_logging, log_filter};
 pub use pipe::quiet_broken_pipe;
