@@ -70,14 +70,11 @@ pub fn join(env: &JobEnv) -> Result<Option<Box<dyn Exchange>>, BootstrapError> {
 use crate::Rank;
 use std::time::Duration;
 
-/// The variable that forces this process's node identity ([`node_identity`]): for tests
-/// that play several nodes on one machine, never needed in production.
-pub const NODE_ID_VAR: &str = crate::env_var::NODE_ID.name;
-
 /// Which node this process runs on, equal exactly for processes that can share memory
 /// through `/dev/shm` and see each other's process ids: the host name, the kernel's boot
 /// id, and the mount and pid namespaces (containers on one host are different nodes).
-/// [`NODE_ID_VAR`], when set and not empty, replaces it.
+/// `TITUS_NODE_ID` ([`crate::env_var::NODE_ID`], for tests that play several nodes on one
+/// machine), when set and not empty, replaces it.
 pub fn node_identity() -> String {
     if let Some(v) = crate::env_var::non_blank(crate::env_var::NODE_ID) {
         return format!("forced:{v}");

@@ -9,16 +9,9 @@ pub fn set_program(name: &'static str) {
 
 /// A command line, flag combination or input file that cannot run, in words that name
 /// it. The library returns it; only a program's own front end ([`fail`]) exits, with 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 impl UsageError {
     /// For a program's `main`: prints it and exits 2 ([`fail`]).

@@ -8,7 +8,7 @@
 //!    now reuse the region. The thief that held the generation's last ticket then signals
 //!    REFILL, so the owner publishes the next generation without waiting for its check.
 
-use super::{Outcome, Pending, Thief};
+use super::{ClaimedBatch, Outcome, Pending, Thief};
 use crate::ctx::Ctx;
 use crate::layout::signal::Signal;
 use crate::layout::{ClaimWord, Task, claim_batch, claim_batches, seg, tasks};
@@ -63,12 +63,12 @@ impl Thief {
                 local: Loc::new(seg::TASKS, area.staging()),
                 len: u64::from(len) * area.slot,
             },
-            Pending::ClaimRead {
+            Pending::ClaimRead(ClaimedBatch {
                 victim,
                 region,
                 len,
                 last: w.ticket + 1 == claim_batches(w.n),
-            },
+            }),
         );
         Ok(None)
     }
@@ -77,8 +77,12 @@ impl Thief {
     pub(super) fn claim_read<P: From<Pending>>(
         &mut self,
         cx: &mut Ctx<P>,
-        (victim, region, len): (usize, usize, u16),
-        last: bool,
+        ClaimedBatch {
+            victim,
+            region,
+            len,
+            last,
+        }: ClaimedBatch,
         mem: &dyn Memory,
     ) -> Result<Option<Vec<Task>>, CoreError> {
         let area = self.area;

@@ -67,19 +67,23 @@ pub(crate) enum Outcome {
     Unsupported,
 }
 
+/// A `claim` batch being read: from which target, which region, how many slots.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimedBatch {
+    pub(crate) victim: usize,
+    pub(crate) region: usize,
+    pub(crate) len: u16,
+    /// This thief took the generation's last batch.
+    pub(crate) last: bool,
+}
+
 /// The thief's operations in flight.
 #[derive(Debug)]
 pub(crate) enum Pending {
     ClaimTicket {
         victim: usize,
     },
-    ClaimRead {
-        victim: usize,
-        region: usize,
-        len: u16,
-        /// This thief took the generation's last batch.
-        last: bool,
-    },
+    ClaimRead(ClaimedBatch),
     ClaimDone {
         victim: usize,
         last: bool,
@@ -116,7 +120,7 @@ impl Pending {
     fn victim(&self) -> usize {
         match self {
             Self::ClaimTicket { victim }
-            | Self::ClaimRead { victim, .. }
+            | Self::ClaimRead(ClaimedBatch { victim, .. })
             | Self::ClaimDone { victim, .. }
             | Self::LockAcquire { victim }
             | Self::LockCount { victim }
@@ -131,7 +135,7 @@ impl Pending {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::ClaimTicket { .. } => "claim ticket (fetch-add)",
-            Self::ClaimRead { .. } => "claimed batch read",
+            Self::ClaimRead(_) => "claimed batch read",
             Self::ClaimDone { .. } => "claim done count (fetch-add)",
             Self::LockAcquire { .. } => "steal lock (compare-swap)",
             Self::LockCount { .. } => "shared count read",
@@ -459,12 +463,7 @@ impl Thief {
     ) -> Result<Option<Vec<Task>>, CoreError> {
         match p {
             Pending::ClaimTicket { victim } => self.claim_ticket(cx, victim, value),
-            Pending::ClaimRead {
-                victim,
-                region,
-                len,
-                last,
-            } => self.claim_read(cx, (victim, region, len), last, mem),
+            Pending::ClaimRead(batch) => self.claim_read(cx, batch, mem),
             Pending::ClaimDone { victim, last } => self.claim_done(cx, victim, last),
             Pending::LockAcquire { victim } => self.lock_acquired(cx, victim, value),
             Pending::LockCount { victim } => self.lock_counted(cx, victim, mem),
