@@ -689,8 +689,7 @@ fn every_start_is_the_whole_jobs_plan_in_process() {
                                     })
                                     .collect();
                                 let out = rt.run_epoch_keyed(tasks).unwrap();
-                                let all =
-                                    rt.all_gather(&start_check::encode(&out.stats.start_view));
+                                let all = rt.all_gather(&start_check::encode(&out.start_view));
                                 let views: Vec<_> = all
                                     .unwrap()
                                     .iter()

@@ -97,7 +97,7 @@ fn one(
         }
         // Every rank's start against the whole job's plan.
         let views = rt
-            .all_gather(&start_check::encode(&out.stats.start_view))
+            .all_gather(&start_check::encode(&out.start_view))
             .map_err(|e| e.to_string())?
             .iter()
             .map(|b| start_check::decode(b))

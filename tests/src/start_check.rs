@@ -1,7 +1,7 @@
 //! Every rank's epoch start held to the whole job's plan, computed plainly from what the
 //! ranks brought to it: the facts' reduce, the string scan and search, the neighbours'
 //! exchange, each checked exactly over a real backend. Each rank's start outcome (with what
-//! it brought: `EpochStats::start_view`) travels to every rank as words ([`encode`]), and
+//! it brought: `EpochOutput::start_view`) travels to every rank as words ([`encode`]), and
 //! every rank checks the whole job ([`check`]).
 
 use titus_core::StringLoads;

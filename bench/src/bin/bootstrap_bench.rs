@@ -51,7 +51,7 @@ fn fail(code: i32, msg: &str) -> ! {
 fn main() {
     let start = Instant::now();
     let args = titus_workload::dlb::parse_args_of::<Args>("bootstrap-bench");
-    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
+    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
     // PMIx's bound for one key, for both bootstraps, so that they time the same blobs.
     if args.blob > bootstrap::MAX_BLOB {
         fail(

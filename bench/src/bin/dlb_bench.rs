@@ -111,7 +111,7 @@ fn repartition(
                 .collect(),
         );
     }
-    titus_workload::apply_plans(&mut owned, &plans, how)?;
+    titus_workload::apply_plans(&mut owned, &plans, how).map_err(|e| e.to_string())?;
     Ok(owned)
 }
 
@@ -177,40 +177,7 @@ fn epoch_main(
         eprintln!("dlb-bench: verification failed: {b}");
     }
     let st = &out.stats;
-    let figs = RankFigures {
-        busy: st.busy.as_secs_f64(),
-        session: st.session.as_secs_f64(),
-        idle: st.idle.as_secs_f64(),
-        steal: st.steal.as_secs_f64(),
-        progress_cpu: st.progress_cpu.as_secs_f64(),
-        steals_ok: st.core.steals_ok,
-        steals_empty: st.core.steals_empty,
-        steals_locked: st.core.steals_locked,
-        bytes: st.core.bytes_stolen + st.core.bytes_results,
-        tasks_stolen: st.core.tasks_stolen,
-        tasks_pushed: st.core.tasks_pushed,
-        ops: st.core.ops,
-        op_latency: st.core.op_latency,
-        between: st.between.as_secs_f64(),
-        betweens: st.betweens,
-        grains: st.core.grains,
-        hops: st
-            .core
-            .result_hops
-            .iter()
-            .enumerate()
-            .map(|(h, c)| h as u64 * c)
-            .sum(),
-        homed: st.core.result_hops.iter().sum(),
-        verified: bad.is_none(),
-        digest: dlb::digest(&out.results),
-        steal_log: Vec::new(),
-        links: dlb::Links::default(),
-        start: st.start.as_secs_f64(),
-        start_bytes: st.start_figures.bytes,
-        start_messages: st.start_figures.messages,
-        start_rounds: st.start_figures.rounds,
-    };
+    let figs = RankFigures::of(st, dlb::digest(&out.results), bad.is_none(), false);
     let gathered = rt.all_gather(&figs.encode()).map_err(|e| e.to_string())?;
     let c = rt.connections();
     let mine = dlb::RankConnections {
@@ -410,7 +377,7 @@ fn ranks_given() -> bool {
 fn main() {
     titus_workload::quiet_broken_pipe();
     let args = dlb::parse_args::<Cli>().bench;
-    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e));
+    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
     check_args(&args).unwrap_or_else(|e| e.exit());
     let runs = runs(&args).unwrap_or_else(|e| e.exit());
     // Under a launcher (any that JobEnv knows), this process is one rank of the job.
@@ -571,7 +538,7 @@ fn main() {
                     eprintln!("dlb-bench: wrote {}", f.display());
                 }
             }
-            Err(e) => fail(1, &e),
+            Err(e) => fail(1, &e.to_string()),
         }
     }
     if let Some((l, _)) = reports.iter().find(|(_, r)| !r.verified) {

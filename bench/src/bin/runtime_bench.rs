@@ -485,7 +485,7 @@ fn main() {
         ));
     }
     if let Err(e) = titus_workload::check_millis("--flush-delay-ms", args.flush_delay_ms) {
-        bad(e);
+        bad(e.to_string());
     }
     if args.workers == 0 || args.workers > 1024 {
         bad(format!(

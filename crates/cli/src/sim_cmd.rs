@@ -412,7 +412,7 @@ fn simulate(
         // The runtime's serial work around each start, on each rank.
         start_cpu: titus_sim::StartCpu::RUNTIME,
     };
-    titus_sim::time::check(&job).map_err(RunError::Refused)?;
+    titus_sim::time::check(&job).map_err(|e| RunError::Refused(e.to_string()))?;
     let t0 = Instant::now();
     // Ownership as it stands (a repartition plan changes it), and each epoch's tasks
     // once a plan moved them. The reports read each epoch's tasks again afterwards, one
@@ -435,8 +435,9 @@ fn simulate(
                 .iter()
                 .map(|ts| ts.iter().map(|t| t.global).collect())
                 .collect();
-            let moves = b.repartition_plan(&keys)?;
-            titus_workload::apply_plans(&mut owned, &moves, run.args.repartition_plan.plan())?;
+            let moves = b.repartition_plan(&keys).map_err(|e| e.to_string())?;
+            titus_workload::apply_plans(&mut owned, &moves, run.args.repartition_plan.plan())
+                .map_err(|e| e.to_string())?;
             planned = true;
         }
         let all = titus_workload::epoch_tasks(&owned, next, plan.drift);
@@ -448,8 +449,6 @@ fn simulate(
     })
     .map_err(|v| format!("{}: {v}", run.label()))?;
     let wall_s = t0.elapsed().as_secs_f64();
-    let w = run.args.workers as f64;
-    let share = model.cpu.as_ref().map_or(0.0, |c| c.progress_share);
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
     let mut reports = Vec::new();
     let mut hetero = Vec::new();
@@ -464,14 +463,18 @@ fn simulate(
         };
         let all = &all;
         let work_ns: f64 = all.iter().flatten().map(|t| t.cost * 1e9).sum();
-        let makespan = outcome.iter().map(|o| o.session_ns).max().unwrap_or(0) as f64;
+        let makespan = outcome
+            .iter()
+            .map(|o| o.stats.session.as_nanos())
+            .max()
+            .unwrap_or(0) as f64;
         let accel: u64 = outcome
             .iter()
-            .flat_map(|o| o.resources.iter().skip(1))
+            .flat_map(|o| o.stats.resources.iter().skip(1))
             .map(|c| c.completed)
             .sum();
         hetero.push((work_ns / (capacity * makespan.max(1.0)), accel));
-        let figs = figures(outcome, w, scale, share, run.args.plot.is_some());
+        let figs = figures(outcome, scale, run.args.plot.is_some());
         reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
     }
     Ok(Simulated {
@@ -508,65 +511,21 @@ pub(crate) fn reports(flags: &[&str], model: &Model) -> Result<Vec<Report>, Stri
     Ok(out)
 }
 
-/// Each rank's figures of one simulated epoch (`w` workers per rank; task bytes charged
-/// `scale` times; each rank's progress thread taking `share` of a core, the node model's;
-/// the steal log kept for plots).
-fn figures(
-    ranks: &[titus_sim::RankOutcome],
-    w: f64,
-    scale: f64,
-    share: f64,
-    log: bool,
-) -> Vec<RankFigures> {
+/// Each rank's figures of one simulated epoch (task bytes charged `scale` times; the
+/// steal log kept for plots).
+fn figures(ranks: &[titus_sim::RankOutcome], scale: f64, log: bool) -> Vec<RankFigures> {
     ranks
         .iter()
         .map(|r| {
-            let st = &r.stats;
-            let session = r.session_ns as f64 * 1e-9;
-            let busy = r.busy_ns as f64 * 1e-9;
+            let st = &r.stats.core;
             RankFigures {
-                busy,
-                session,
-                idle: (session * w - busy).max(0.0),
-                progress_cpu: share * session + r.op_cpu_ns as f64 * 1e-9,
-                steal: st.steal_latency_ns.iter().sum::<u64>() as f64 * 1e-9,
-                steals_ok: st.steals_ok,
-                steals_empty: st.steals_empty,
-                steals_locked: st.steals_locked,
                 bytes: (st.bytes_stolen as f64 * scale) as u64 + st.bytes_results,
-                tasks_stolen: st.tasks_stolen,
-                tasks_pushed: st.tasks_pushed,
-                ops: st.ops,
-                op_latency: st.op_latency,
-                between: r.between.0 as f64 * 1e-9,
-                betweens: r.between.1,
-                grains: st.grains,
-                hops: st
-                    .result_hops
-                    .iter()
-                    .enumerate()
-                    .map(|(h, c)| h as u64 * c)
-                    .sum(),
-                homed: st.result_hops.iter().sum(),
-                verified: true,
-                digest: dlb::digest(&r.results),
-                steal_log: if log {
-                    st.steal_log
-                        .iter()
-                        .map(|e| (e.at_ns as f64 * 1e-9, e.victim, e.tasks))
-                        .collect()
-                } else {
-                    Vec::new()
-                },
                 links: dlb::Links {
                     peers: r.peers,
                     connect_s: r.connect_ns as f64 * 1e-9,
                     bytes: r.connection_bytes,
                 },
-                start: r.start_ns as f64 * 1e-9,
-                start_bytes: r.start.bytes,
-                start_messages: r.start.messages,
-                start_rounds: r.start.rounds,
+                ..RankFigures::of(&r.stats, dlb::digest(&r.results), true, log)
             }
         })
         .collect()
@@ -664,7 +623,7 @@ pub fn check(a: &SimArgs) -> Result<(), UsageError> {
     // A sweep point's value replaces a flag checked above: every point gets the same
     // checks, before any run (`--sweep workers=5000` is refused as `--workers 5000` is).
     if let Some(spec) = &a.bench.sweep {
-        for (point, _) in dlb::sweep_points(&a.bench, spec).map_err(UsageError)? {
+        for (point, _) in dlb::sweep_points(&a.bench, spec)? {
             dlb::check_args(&point)?;
         }
     }
@@ -802,7 +761,7 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
         dlb::print_summary(&reports);
     }
     if a.bench.plot.is_some() || a.bench.sweep.is_some() {
-        for f in titus_plot::plots(&a.bench, &reports).map_err(UsageError)? {
+        for f in titus_plot::plots(&a.bench, &reports)? {
             eprintln!("titus sim: wrote {}", f.display());
         }
     }

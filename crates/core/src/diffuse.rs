@@ -240,6 +240,21 @@ struct Split {
     cheap: StringLoads,
 }
 
+/// Why a remote rank's cost classes ([`LoadClasses::check`]) cannot be used: no rank
+/// could have sent them, so the split they would feed is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClassesError {
+    /// A class past the 64 a `u64` cost has.
+    #[error("cost class {0} (at most 63)")]
+    ClassTooHigh(u8),
+    /// A class listed with no load.
+    #[error("an empty cost class")]
+    EmptyClass,
+    /// Classes not ascending, or one repeated.
+    #[error("cost classes out of order")]
+    OutOfOrder,
+}
+
 /// A rank's predicted load per cost class (class b: tasks predicted at [2^b, 2^(b+1))
 /// ns; unknown ones at the mean of the known), ascending, no empty class: what it tells
 /// the epoch start for the string plan's split.
@@ -263,15 +278,15 @@ impl LoadClasses {
     }
 
     /// A remote rank's classes are checked: ascending, below 64, none empty.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ClassesError> {
         if let Some(&(b, _)) = self.0.iter().find(|x| x.0 >= 64) {
-            return Err(format!("cost class {b} (at most 63)"));
+            return Err(ClassesError::ClassTooHigh(b));
         }
         if self.0.iter().any(|x| x.1 == 0) {
-            return Err("an empty cost class".into());
+            return Err(ClassesError::EmptyClass);
         }
         if self.0.windows(2).any(|w| w[1].0 <= w[0].0) {
-            return Err("cost classes out of order".into());
+            return Err(ClassesError::OutOfOrder);
         }
         Ok(())
     }

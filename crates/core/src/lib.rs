@@ -41,6 +41,7 @@ mod balancing;
 mod config_error;
 mod ctx;
 mod diffuse;
+mod epoch_stats;
 mod error;
 pub mod fasthash;
 mod front;
@@ -64,10 +65,12 @@ mod worker_policy;
 
 pub use balancing::{Balancing, EAGER_RANKS_MAX, connects_lazily, default_group_size};
 pub use config_error::ConfigError;
-pub use diffuse::{LoadClasses, StringLoads, predicted_load, split_class};
+pub use diffuse::{ClassesError, LoadClasses, StringLoads, predicted_load, split_class};
+pub use epoch_stats::EpochStats;
 pub use error::{CoreError, error_code};
 pub use front::{
-    FrontView, FrontWindow, JobFront, KeySpan, Measured, Movement, Period, RankProfile,
+    FrontView, FrontWindow, JobFront, KeySpan, Measured, Movement, Period, ProfileError,
+    RankProfile,
 };
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task, TaskId};
@@ -79,8 +82,9 @@ pub use steal::TaskArea;
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
 pub use worker_policy::{
-    BUSY_NAP_NS, COSTLY_TASK_NS, GRAIN_TASKS_MAX, MAX_WAIT_NS, OPEN_OPS_WAIT_NS,
-    default_worker_grain, progress_wait_ns, report_held_now,
+    BUSY_NAP_NS, COSTLY_TASK_NS, GRAIN_TASKS_MAX, GrainTake, HeldResults, IDLE_NAP_NS,
+    IDLE_WAIT_FIRST_NS, IDLE_WAIT_MAX_NS, IdleWait, MAX_WAIT_NS, NapView, OPEN_OPS_WAIT_NS,
+    POLL_EVERY_NS, ProgressNap, WorkerPolicy, default_worker_grain,
 };
 
 use std::time::Duration;

@@ -97,29 +97,63 @@ pub const CASES: &[(&str, Case)] = &[
     ),
 ];
 
+/// The name [`run`] gives the dead-peer case, which is not in [`CASES`].
+const DEAD_PEER_CASE: &str = "dead_peer_errors_within_the_timeout";
+
+/// The first failure of the suite on a rank, named: which case, or which barrier between
+/// them, so that a failing backend says where it broke.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConformanceFailure {
+    /// A case's check failed on this rank.
+    #[error("{case} (rank {rank}): {detail}")]
+    Case {
+        /// The case's name.
+        case: &'static str,
+        /// This rank.
+        rank: Rank,
+        /// What the case found.
+        detail: String,
+    },
+    /// The barrier after a case failed.
+    #[error("barrier after {case}: {source}")]
+    Barrier {
+        /// The case before the barrier.
+        case: &'static str,
+        /// What the fabric said.
+        #[source]
+        source: FabricError,
+    },
+    /// The last barrier, where ranks leave the suite together, failed.
+    #[error("leaving the suite: {0}")]
+    Leaving(#[source] FabricError),
+}
+
 /// Runs every case on this rank (all ranks call it together), then, with `dead_peer`,
 /// the dead-peer case, which ends rank 1. Returns the first failure, named.
-pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
+pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), ConformanceFailure> {
     let mut b = Barrier::default();
     // TITUS_CONFORMANCE_ONLY=word runs only the cases whose name contains it.
     let only = crate::env_var::get(crate::env_var::CONFORMANCE_ONLY)
         .ok()
         .flatten();
-    for (name, case) in CASES {
+    for &(name, case) in CASES {
         if only.as_deref().is_some_and(|w| !name.contains(w)) {
             continue;
         }
-        case(ctx, &mut b).map_err(|e| format!("{name} (rank {}): {e}", ctx.fabric.rank()))?;
+        case(ctx, &mut b).map_err(|detail| ConformanceFailure::Case {
+            case: name,
+            rank: ctx.fabric.rank(),
+            detail,
+        })?;
         b.wait(ctx.fabric)
-            .map_err(|e| format!("barrier after {name}: {e}"))?;
+            .map_err(|source| ConformanceFailure::Barrier { case: name, source })?;
     }
     let mut live = ctx.fabric.size();
     if dead_peer {
-        dead_peer_case(ctx, &mut b).map_err(|e| {
-            format!(
-                "dead_peer_errors_within_the_timeout (rank {}): {e}",
-                ctx.fabric.rank()
-            )
+        dead_peer_case(ctx, &mut b).map_err(|detail| ConformanceFailure::Case {
+            case: DEAD_PEER_CASE,
+            rank: ctx.fabric.rank(),
+            detail,
         })?;
         if ctx.fabric.rank() == 1 {
             return Ok(()); // This rank is dead.
@@ -127,7 +161,7 @@ pub fn run(ctx: &Ctx<'_>, dead_peer: bool) -> Result<(), String> {
         live -= u32::from(live > 1);
     }
     b.finish(ctx.fabric, live)
-        .map_err(|e| format!("leaving the suite: {e}"))
+        .map_err(ConformanceFailure::Leaving)
 }
 
 /// A barrier on the fabric: fetch-add on rank 0's word, then read it until every rank of
@@ -666,7 +700,7 @@ pub fn run_rank(
     fabric: std::sync::Arc<dyn Fabric>,
     die: &dyn Fn(),
     dead_peer: bool,
-) -> Result<(), String> {
+) -> Result<(), ConformanceFailure> {
     let (tx, rx) = std::sync::mpsc::channel();
     let ctl = Control {
         fabric: fabric.clone(),

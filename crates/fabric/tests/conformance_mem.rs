@@ -12,7 +12,7 @@ fn suite(size: u32, options: MemOptions, dead_peer: bool) {
         .map(|_| conformance::config(size, Duration::from_secs(10)))
         .collect();
     let fabrics = mem::world(configs, options.clone()).unwrap();
-    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+    let results: Vec<Result<(), conformance::ConformanceFailure>> = std::thread::scope(|s| {
         let hs: Vec<_> = fabrics
             .iter()
             .map(|f| {

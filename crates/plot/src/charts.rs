@@ -1,6 +1,7 @@
 //! Plots of benchmark runs, written as PNG and SVG (plotters; the font is embedded, so a
 //! fresh machine needs no font packages).
 
+use crate::PlotError;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
@@ -35,24 +36,30 @@ fn register_font() {
 }
 
 /// Writes `chart` as `dir/stem.png` and `dir/stem.svg` (creating `dir`); returns the paths.
-pub fn save(chart: &impl Chart, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, String> {
+pub fn save(chart: &impl Chart, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, PlotError> {
     register_font();
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create plot directory '{}': {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| PlotError::PlotDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let (w, h) = chart.size();
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
     {
         let root = BitMapBackend::new(&png, (w, h)).into_drawing_area();
-        chart.draw(&root)?;
-        root.present()
-            .map_err(|e| format!("cannot write '{}': {e}", png.display()))?;
+        chart.draw(&root).map_err(PlotError::Draw)?;
+        root.present().map_err(|e| PlotError::Present {
+            path: png.clone(),
+            detail: e.to_string(),
+        })?;
     }
     {
         let root = SVGBackend::new(&svg, (w, h)).into_drawing_area();
-        chart.draw(&root)?;
-        root.present()
-            .map_err(|e| format!("cannot write '{}': {e}", svg.display()))?;
+        chart.draw(&root).map_err(PlotError::Draw)?;
+        root.present().map_err(|e| PlotError::Present {
+            path: svg.clone(),
+            detail: e.to_string(),
+        })?;
     }
     Ok(vec![png, svg])
 }

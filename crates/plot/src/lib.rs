@@ -6,7 +6,9 @@
 #![warn(missing_docs)]
 
 mod charts;
+mod plot_error;
 mod runs;
 
 pub use charts::{Bars, Chart, Lines, RankLoads, Timeline, save};
+pub use plot_error::PlotError;
 pub use runs::{MAX_DRAWN_STEALS, plots};

@@ -3,7 +3,7 @@
 //! steals per run (these three of each run's last epoch), efficiency and steals per epoch
 //! (runs of several epochs), and a sweep's CSV and efficiency curve.
 
-use crate::{Bars, Lines, RankLoads, Timeline, save};
+use crate::{Bars, Lines, PlotError, RankLoads, Timeline, save};
 use std::path::PathBuf;
 use titus_workload::dlb::{BenchArgs, CSV_HEADER, Report, csv_row};
 
@@ -12,7 +12,7 @@ pub const MAX_DRAWN_STEALS: usize = 20_000;
 
 /// Writes the plots of the runs (and the sweep's CSV and plot); returns the files.
 /// `reports` holds a row per run and epoch, in order.
-pub fn plots(args: &BenchArgs, all_epochs: &[(String, Report)]) -> Result<Vec<PathBuf>, String> {
+pub fn plots(args: &BenchArgs, all_epochs: &[(String, Report)]) -> Result<Vec<PathBuf>, PlotError> {
     let mut files = Vec::new();
     // The bars, loads and timelines show each run's last epoch.
     let last: Vec<(String, Report)> = all_epochs
@@ -94,8 +94,10 @@ pub fn plots(args: &BenchArgs, all_epochs: &[(String, Report)]) -> Result<Vec<Pa
             .clone()
             .unwrap_or_else(|| PathBuf::from("dlb-sweep"));
         let param = spec.split_once('=').map_or(spec.as_str(), |p| p.0);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|source| PlotError::SweepDir {
+            dir: dir.clone(),
+            source,
+        })?;
         let csv = dir.join("sweep.csv");
         let mut text = format!("{param},run,{CSV_HEADER}\n");
         for (l, r) in all_epochs {
@@ -105,7 +107,10 @@ pub fn plots(args: &BenchArgs, all_epochs: &[(String, Report)]) -> Result<Vec<Pa
                 csv_row(r)
             );
         }
-        std::fs::write(&csv, text).map_err(|e| format!("cannot write '{}': {e}", csv.display()))?;
+        std::fs::write(&csv, text).map_err(|source| PlotError::Csv {
+            path: csv.clone(),
+            source,
+        })?;
         files.push(csv);
         let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for (l, r) in reports {
@@ -143,7 +148,7 @@ fn epoch_plots(
     shape: &str,
     reports: &[(String, Report)],
     label: &dyn Fn(&str, &Report) -> String,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, PlotError> {
     type Series = Vec<(String, Vec<(f64, f64)>)>;
     let mut eff: Series = Vec::new();
     let mut steals: Series = Vec::new();

@@ -21,14 +21,6 @@ use titus_fabric::{Fabric, FabricError, OpId, Piece};
 /// How long a failed operation's peer is asked whether its process exited (see
 /// `failure_to`).
 const GONE_GRACE: Duration = Duration::from_millis(100);
-/// Nap of a polling fabric while nobody needs this rank's progress soon.
-const IDLE_NAP: Duration = Duration::from_millis(1);
-/// Nap of a polling fabric while every worker runs tasks and polls between them
-/// (`POLL_EVERY`): what arrives is served at the current task's end, so the progress thread
-/// only covers a task longer than this. Each of its wake-ups takes a busy core from a
-/// worker: at 1 ms, two ranks' progress threads on two cores took ~2,500 each in a 1.5 s
-/// run with no balancing at all (libfabric's shm).
-const BUSY_NAP: Duration = Duration::from_nanos(titus_core::BUSY_NAP_NS);
 /// An operation open this long makes the driver ask whether its peer still exists: far
 /// above any healthy operation (tens of µs to a few ms here, scheduling delays included),
 /// far below the operation timeout (30 s).
@@ -337,7 +329,7 @@ pub(crate) fn run(sh: &Shared) {
     let mut results: Vec<(Token, Result<u64, OpFailure>)> = Vec::new();
     let mut signals = Vec::new();
     // The nap last set (the fabric starts at its own, TITUS_PROGRESS_MAX_SLEEP_US for libfabric).
-    let mut nap_set = IDLE_NAP;
+    let mut nap_set = Duration::from_nanos(titus_core::IDLE_NAP_NS);
     // When the peers' liveness was last swept.
     let mut swept = Instant::now();
     let polled = fabric.caps().polled_progress;
@@ -473,50 +465,43 @@ pub(crate) fn run(sh: &Shared) {
             if sweep && (!node.is_done() || node.starting()) {
                 sweep_peers(sh, &mut node, &mem, gone);
             }
-            // The policy's wait (`titus_core::progress_wait_ns`): the node's deadline,
+            // The policy's wait (`WorkerPolicy::progress_wait_ns`): the node's deadline,
             // a busy nap while the workers serve, none with commands, short with
             // operations of its own in flight.
             let serve = sh.workers_serving();
-            let wait = Duration::from_nanos(titus_core::progress_wait_ns(
-                node.poll_timeout()
-                    .map(|t| t.since(now).as_nanos().min(u128::from(u64::MAX)) as u64),
-                serve,
-                node.has_commands(),
-                open_now > 0,
-            ));
+            let wait = Duration::from_nanos(
+                sh.policy.progress_wait_ns(
+                    node.poll_timeout()
+                        .map(|t| t.since(now).as_nanos().min(u128::from(u64::MAX)) as u64),
+                    serve,
+                    node.has_commands(),
+                    open_now > 0,
+                ),
+            );
             sh.progress
                 .deadline
                 .store(now.plus(wait).0, Ordering::Release);
-            // Where the fabric must poll (shm), nap briefly only while others operate on
-            // this rank (it shares work) or this rank waits for its own operations.
-            // While every worker runs tasks they poll between them (polled progress):
-            // then only this rank's own operations need short naps.
-            // A rank whose workers all wait during a running epoch is in the end game
-            // (results coming home, the termination tree, an advertisement): others
-            // operate on it and its own core is free, so its naps stay short too.
-            // Where workers serve the node between tasks (below), they also collect this
-            // rank's operations and answers: the long nap while they all run tasks.
-            // (By the busy count, which a worker lowers before it wakes this thread on
-            // going idle or starting a costly task: counted by the idle ones, a worker
-            // going idle still looked busy here and the nap was the long one — 10 ms
-            // tails at the ends of shm epochs.)
-            let polling_epoch = polled && sh.epoch_running.load(Ordering::Acquire);
+            // Where the fabric must poll (shm), the policy's nap
+            // (`WorkerPolicy::progress_nap`). Busy by the busy count, which a worker
+            // lowers before it wakes this thread on going idle or starting a costly
+            // task: counted by the idle ones, a worker going idle still looked busy here
+            // and the nap was the long one — 10 ms tails at the ends of shm epochs.
             let busy = sh.workers.busy.load(Ordering::Acquire);
-            let workers_poll = polling_epoch && busy >= sh.cfg.workers;
-            let waiting = polling_epoch && busy == 0;
             let hints = node.hints();
-            let short = !(serve && workers_poll)
-                && ((hints.expects_remote_ops && !workers_poll)
-                    || hints.awaits_remote
-                    || node.starting()
-                    || waiting
-                    || open_now > 0);
-            let nap = if short {
-                sh.cfg.epoch_nap
-            } else if workers_poll {
-                BUSY_NAP
-            } else {
-                IDLE_NAP
+            let view = titus_core::NapView {
+                polling_epoch: polled && sh.epoch_running.load(Ordering::Acquire),
+                all_workers_busy: busy >= sh.cfg.workers,
+                no_worker_busy: busy == 0,
+                workers_serve: serve,
+                expects_remote_ops: hints.expects_remote_ops,
+                awaits_remote: hints.awaits_remote,
+                starting: node.starting(),
+                own_ops_in_flight: open_now > 0,
+            };
+            let nap = match sh.policy.progress_nap(&view) {
+                titus_core::ProgressNap::Short => sh.cfg.epoch_nap,
+                titus_core::ProgressNap::Busy => Duration::from_nanos(titus_core::BUSY_NAP_NS),
+                titus_core::ProgressNap::Idle => Duration::from_nanos(titus_core::IDLE_NAP_NS),
             };
             if nap != nap_set {
                 nap_set = nap;

@@ -280,19 +280,19 @@ impl Runtime {
             stats: EpochStats {
                 core,
                 busy,
-                idle: (session * workers as u32).saturating_sub(busy),
+                idle: EpochStats::idle_of(session, workers, busy),
                 between: Duration::from_nanos(sh.figures.between_ns.load(Ordering::Relaxed)),
                 betweens: sh.figures.betweens.load(Ordering::Relaxed),
                 session,
                 start: start_total,
                 start_figures: outcome.figures,
-                start_view: outcome,
                 steal,
                 progress_cpu,
                 protocol: sh.cfg.core.protocol.name(),
                 workers,
                 resources,
             },
+            start_view: outcome,
         }))
     }
 }

@@ -50,9 +50,10 @@ pub use backend::{AUTO, AUTO_NAME, Auto, BACKENDS, Backend, MEM, backend_names};
 pub use config::{LOCAL_THREADS_MAX, Mappers, RuntimeConfig, TaskFn};
 pub use error::RuntimeError;
 pub use local_gather::AllGatherFn;
-pub use output::{Connections, EpochOutput, EpochStats, TaskIn};
+pub use output::{Connections, EpochOutput, TaskIn};
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub(crate) use shared::{SegMem, Shared, lock};
+pub use titus_core::EpochStats;
 pub use titus_core::layout::PAYLOAD_MAX;
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
@@ -251,7 +252,7 @@ impl Runtime {
                 None => Err(format!("no function registered for task kind {kind}")),
             }
         });
-        let e = Emulated::new(name, speed, f).map_err(RuntimeError::Config)?;
+        let e = Emulated::new(name, speed, f).map_err(|e| RuntimeError::Config(e.to_string()))?;
         self.add_resource(name, capacity, Variants::All(speed), dispatch, Box::new(e))
     }
 

@@ -253,6 +253,7 @@ impl Runtime {
             done_cv: Condvar::new(),
             origin: Instant::now(),
             cfg: cfg.clone(),
+            policy: titus_core::WorkerPolicy::new(cfg.grain(), cfg.worker_batch),
             inline: fabric.caps().immediate,
             serve: fabric.caps().workers_serve(),
             lazy: lazy && fabric.connects_lazily(),

@@ -2,47 +2,6 @@
 
 use super::*;
 
-/// Figures of one epoch on this rank.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EpochStats {
-    /// The protocol's figures (tasks, steals by outcome, bytes, chunks, hops, ...).
-    pub core: CoreStats,
-    /// Time workers spent running tasks, summed over workers.
-    pub busy: Duration,
-    /// Worker time not spent running tasks: session × workers − busy.
-    pub idle: Duration,
-    /// Of it, the workers' time from a task's end to their next task's start where they
-    /// went straight on (reporting the result, taking the next task, serving the node
-    /// between tasks), summed, and how many such gaps: the runtime's own time per task.
-    pub between: Duration,
-    /// Gaps counted in [`EpochStats::between`].
-    pub betweens: u64,
-    /// Time from the epoch call to this rank's end of the epoch: its start included.
-    pub session: Duration,
-    /// Time from the epoch call to its tasks' start: the epoch start
-    /// (`titus_core::start`), with its bytes, messages and rounds.
-    pub start: Duration,
-    /// The epoch start's figures.
-    pub start_figures: titus_core::start::StartFigures,
-    /// What the epoch start found (the job's facts, this rank's load after the front, its
-    /// neighbours' loads, its part of the string plan) and what the rank brought to it:
-    /// what its pushes were planned from.
-    pub start_view: titus_core::start::StartOutcome,
-    /// Time spent in steal attempts (first operation to outcome), summed.
-    pub steal: Duration,
-    /// CPU time of the rank's progress thread during the epoch (Linux; zero elsewhere):
-    /// serving the fabric and driving the protocol. Where every core runs a worker, it
-    /// comes out of the tasks' time.
-    pub progress_cpu: Duration,
-    /// Steal protocol in use.
-    pub protocol: &'static str,
-    /// Workers.
-    pub workers: usize,
-    /// Submissions and completions per resource, the CPU workers first (empty without
-    /// resources beside them, [`Runtime::add_resource`]).
-    pub resources: Vec<ResourceCounts>,
-}
-
 /// The connections a rank made and their price, since it started
 /// ([`Runtime::connections`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,4 +48,8 @@ pub struct EpochOutput {
     pub costs_ns: Vec<u64>,
     /// Figures.
     pub stats: EpochStats,
+    /// What the epoch start found (the job's facts, this rank's load after the front, its
+    /// neighbours' loads, its part of the string plan) and what the rank brought to it:
+    /// what its pushes were planned from.
+    pub start_view: titus_core::start::StartOutcome,
 }

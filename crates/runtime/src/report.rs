@@ -3,19 +3,15 @@
 
 use crate::{SegMem, Shared};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
-use titus_core::Task;
+use titus_core::{HeldResults, Task};
 
 /// A task's identity, its result and its measured cost (ns).
 pub(crate) type Done = (titus_core::TaskId, Result<Vec<u8>, String>, u64);
 
-/// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`).
+/// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`),
+/// held by the policy's rule ([`titus_core::WorkerPolicy::report_now`]).
 #[derive(Default)]
-pub(crate) struct Unreported {
-    pub(crate) done: Vec<Done>,
-    /// When the first of them ended.
-    pub(crate) since: Option<Instant>,
-}
+pub(crate) struct Unreported(pub(crate) HeldResults<Done>);
 
 impl Unreported {
     /// Hands every held result to the locked `node`.
@@ -25,14 +21,12 @@ impl Unreported {
         node: &mut titus_core::Node,
         mem: &SegMem<'_>,
     ) {
-        hand(node, sh.now(), self.done.drain(..), mem);
-        self.since = None;
+        hand(node, sh.now(), self.0.drain(), mem);
     }
 
     /// Reports every held result under one lock of the node ([`report_all`]).
     pub(crate) fn flush(&mut self, sh: &Shared) {
-        report_all(sh, self.done.drain(..));
-        self.since = None;
+        report_all(sh, self.0.drain());
     }
 }
 

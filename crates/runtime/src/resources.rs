@@ -380,10 +380,21 @@ pub struct Emulated {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// An emulated accelerator whose thread could not be started ([`Emulated::new`]): the
+/// system refused a thread, so the resource cannot be added.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the emulated accelerator {name:?}: {source}")]
+pub struct EmulatedStartError {
+    /// The accelerator's name.
+    pub name: String,
+    /// What starting its thread gave.
+    pub source: std::io::Error,
+}
+
 impl Emulated {
     /// An emulated accelerator running `f(kind, payload)` (the CPU variants) at `speed`
     /// times a CPU worker.
-    pub fn new(name: &str, speed: f64, f: KindFn) -> Result<Self, String> {
+    pub fn new(name: &str, speed: f64, f: KindFn) -> Result<Self, EmulatedStartError> {
         let (tx, jobs) = mpsc::channel::<(u64, u16, Vec<u8>)>();
         let (out, rx) = mpsc::channel();
         let wake: Arc<std::sync::Mutex<Option<Waker>>> = Arc::default();
@@ -409,7 +420,10 @@ impl Emulated {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the emulated accelerator {name:?}: {e}"))?;
+            .map_err(|source| EmulatedStartError {
+                name: name.into(),
+                source,
+            })?;
         Ok(Self {
             tx: Some(tx),
             rx,

@@ -61,6 +61,9 @@ pub(crate) struct Shared {
     pub(crate) done_cv: Condvar,
     pub(crate) origin: Instant,
     pub(crate) cfg: RuntimeConfig,
+    /// What the workers take, hold and report, and the progress thread's waits and naps
+    /// (from `cfg`'s grain and batch).
+    pub(crate) policy: titus_core::WorkerPolicy,
     /// The fabric completes operations inside their call (`immediate`).
     pub(crate) inline: bool,
     /// Workers drive the node themselves between tasks — the signals that arrived, its
@@ -240,6 +243,11 @@ impl Shared {
 
     pub(crate) fn now(&self) -> Time {
         Time(self.origin.elapsed().as_nanos() as u64)
+    }
+
+    /// `at` on the node's clock (no clock reading).
+    pub(crate) fn time_of(&self, at: Instant) -> Time {
+        Time(at.saturating_duration_since(self.origin).as_nanos() as u64)
     }
 
     pub(crate) fn lock_node(&self) -> MutexGuard<'_, Node> {

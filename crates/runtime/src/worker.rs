@@ -78,11 +78,7 @@ fn take_grain(
     mem: &SegMem<'_>,
 ) -> Option<Task> {
     // (A zero grain takes `worker_batch` tasks: the budget admits nothing beyond `min`.)
-    let grain = sh.cfg.grain().as_nanos() as u64;
-    let min = sh.cfg.worker_batch;
-    let mut tasks = node
-        .take_grain(now, min, titus_core::GRAIN_TASKS_MAX.max(min), grain, mem)
-        .into_iter();
+    let mut tasks = node.take_grain(now, sh.policy.take(), mem).into_iter();
     let first = tasks.next();
     for t in tasks {
         w.push(t);
@@ -138,11 +134,6 @@ fn execute(sh: &Shared, kinds: &mut Kinds, task: &Task) -> Result<Vec<u8>, Strin
     })
 }
 
-/// An idle worker's first wait for news, and the longest (the safety net under the
-/// progress thread's notifications).
-const IDLE_FIRST: Duration = Duration::from_millis(1);
-const IDLE_MAX: Duration = Duration::from_millis(16);
-
 /// How long an idle worker of an inline fabric watches for an awaited steal answer.
 const ANSWER_SPIN: Duration = Duration::from_micros(50);
 
@@ -169,13 +160,10 @@ fn await_answer(sh: &Shared) -> bool {
     true
 }
 
-/// How often a worker polls a fabric whose progress must poll, between tasks.
-const POLL_EVERY: Duration = Duration::from_micros(20);
-
 fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     let polled = sh.fabric.caps().polled_progress;
     let mut last_poll = Instant::now();
-    let mut idle = IDLE_FIRST;
+    let mut idle = titus_core::IdleWait::default();
     // A task ran since this worker last went idle (it counts among the busy workers).
     let mut ran = false;
     // When this worker last found nothing to run (debug timings only).
@@ -219,7 +207,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             last_end = None;
             // (Held results come with a task still to run; a switch to resources or an
             // error path may leave some: never go idle on them.)
-            if !held.done.is_empty() {
+            if !held.0.is_empty() {
                 held.flush(sh);
                 continue;
             }
@@ -242,8 +230,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
                 }
             }
             // Nothing here: sleep until the progress thread brings news (it notifies after
-            // every turn), at most a millisecond, twice as long after each wait that ended
-            // with nothing (up to IDLE_MAX): a rank without work costs next to no CPU.
+            // every turn), at most the policy's idle wait (`titus_core::IdleWait`).
             let node = sh.lock_node();
             // What this worker just did may have brought work back (taking from the node
             // drove it inline: `claim` takes back its published tasks when its workers
@@ -260,18 +247,14 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             let (node, waited) = sh
                 .workers
                 .cv
-                .wait_timeout(node, idle)
+                .wait_timeout(node, idle.next())
                 .unwrap_or_else(|p| p.into_inner());
-            idle = if waited.timed_out() {
-                (idle * 2).min(IDLE_MAX)
-            } else {
-                IDLE_FIRST
-            };
+            idle.waited(waited.timed_out());
             sh.workers.idle.fetch_sub(1, Ordering::AcqRel);
             drop(node);
             continue;
         };
-        idle = IDLE_FIRST;
+        idle.reset();
         if let Some(since) = idle_since.take() {
             let now = sh.now().0;
             crate::lock(&sh.figures.idle_spans).push((since, now.saturating_sub(since)));
@@ -285,8 +268,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // for the task's end — milliseconds in a chemistry front), woken by their
         // senders where the fabric can (`Progress::long_task`), not by this worker: on a
         // shared core that wake-up handed the core away before every costly task.
-        // (`titus_core::COSTLY_TASK_NS`.)
-        let costly = sh.inline && task.cost_ns >= titus_core::COSTLY_TASK_NS;
+        // (`titus_core::WorkerPolicy::is_costly`.)
+        let costly = sh.inline && sh.policy.is_costly(task.cost_ns);
         if costly {
             sh.workers.busy.fetch_sub(1, Ordering::AcqRel);
             sh.fabric.long_task(true);
@@ -314,7 +297,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         // instead of waking on a core this worker needs (on a 2-core node its 10–200 µs
         // naps slowed the tasks by a fifth).
         let mut served = false;
-        if polled && end.duration_since(last_poll) >= POLL_EVERY {
+        if polled
+            && sh
+                .policy
+                .polls_now(end.duration_since(last_poll).as_nanos() as u64)
+        {
             sh.fabric.poll();
             last_poll = end;
             served = true;
@@ -365,14 +352,11 @@ fn report_and_take(
     let id = task.id();
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
         // (A zero grain flushes at once: one task, one report.)
-        held.done.push((id, result, cost_ns));
-        let since = *held.since.get_or_insert(ended);
-        if titus_core::report_held_now(
-            next.cost_ns,
-            held.done.len(),
-            ended.duration_since(since).as_nanos() as u64,
-            sh.cfg.grain().as_nanos() as u64,
-        ) {
+        let ended = sh.time_of(ended).0;
+        if held
+            .0
+            .hold((id, result, cost_ns), ended, next.cost_ns, &sh.policy)
+        {
             held.flush(sh);
             return (Some(next), false);
         }

@@ -312,7 +312,7 @@ fn draw_and_run(
     let loads: Vec<u64> = tasks.iter().map(|t| t.len() as u64).collect();
     balancing
         .apply(&mut core, &mut overlay, ranks, Some(&loads))
-        .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
+        .map_err(|e| (format!("seed {seed}"), Violation::Job(e.to_string())))?;
     if core.sharing.is_some() {
         overlay = drawn_overlay;
         core.routing = drawn_routing;
@@ -323,8 +323,8 @@ fn draw_and_run(
         b => b.to_string(),
     };
     let preset = crate::model::PRESETS[rng.below(4) as usize];
-    let mut model =
-        Model::preset(preset).map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
+    let mut model = Model::preset(preset)
+        .map_err(|e| (format!("seed {seed}"), Violation::Job(e.to_string())))?;
     // A third of the jobs are hybrid: nodes of consecutive ranks talk through the node
     // model, atomics through the fabric's (drawn apart, so the other draws stay the same).
     let mut mix = Rng::from_keys(&[seed, key, 0x6e6f_6465]); // "node"
@@ -332,7 +332,7 @@ fn draw_and_run(
         (ranks > 1 && mix.chance(1.0 / 3.0)).then(|| 1 + mix.below(u64::from(ranks - 1)) as u32);
     if let Some(k) = per_node {
         let node = Model::preset("node")
-            .map_err(|e| (format!("seed {seed}"), Violation(e.to_string())))?;
+            .map_err(|e| (format!("seed {seed}"), Violation::Job(e.to_string())))?;
         model = model.with_nodes(k, node);
         // A core per rank at least: the presets carry this 2-core machine's cores, and
         // 170 ranks of 3 workers on 2 modelled cores ran every task ~250× slower, while
@@ -626,7 +626,7 @@ fn draw_and_run(
             .iter()
             .map(|ts| ts.iter().map(|t| t.key).collect())
             .collect();
-        let plans = b.repartition_plan(&keys)?;
+        let plans = b.repartition_plan(&keys).map_err(|e| e.to_string())?;
         for (from, moves) in plans.iter().enumerate() {
             for m in moves {
                 let at = next[from]
@@ -647,7 +647,7 @@ fn draw_and_run(
     match simulate_with(&job, &mut between) {
         // The injected failure, told to every rank (each stopped with an error) before any
         // task ran twice: what the runtime promises.
-        Err(v) if job.resources.fail.is_some() && v.0.contains("(injected)") => {
+        Err(v) if job.resources.fail.is_some() && v.to_string().contains("(injected)") => {
             match failed_everywhere(&v) {
                 Some((events, trace)) => Ok(Drawn {
                     what,
@@ -664,7 +664,7 @@ fn draw_and_run(
         Ok(o) => {
             let mut exercised = Exercised::default();
             for r in o.earlier.iter().flatten().chain(&o.ranks) {
-                let st = &r.stats;
+                let st = &r.stats.core;
                 exercised.add(&Exercised {
                     steals_ok: st.steals_ok,
                     steals_failed: st.steals_empty + st.steals_locked,

@@ -3,8 +3,8 @@
 use crate::check;
 use crate::model::Model;
 use std::collections::BTreeMap;
-use titus_core::resources::{Dispatch, KindSet, ResourceCounts, ResourceSpec};
-use titus_core::{Config, Stats};
+use titus_core::Config;
+use titus_core::resources::{Dispatch, KindSet, ResourceSpec};
 use titus_overlay::OverlayParams;
 
 /// One task of the simulated workload.
@@ -198,6 +198,12 @@ impl Job<'_> {
         self.worker_grain_ns
             .unwrap_or_else(|| titus_core::default_worker_grain(self.workers).as_nanos() as u64)
     }
+
+    /// The policy its workers follow: the runtime's, with its grain and one task at least
+    /// per take (the runtime's default `worker_batch`).
+    pub fn worker_policy(&self) -> titus_core::WorkerPolicy {
+        titus_core::WorkerPolicy::new(std::time::Duration::from_nanos(self.grain_ns()), 1)
+    }
 }
 
 impl std::fmt::Debug for Job<'_> {
@@ -213,23 +219,12 @@ impl std::fmt::Debug for Job<'_> {
 /// What one rank did.
 #[derive(Debug, Clone, Default)]
 pub struct RankOutcome {
-    /// The core's figures.
-    pub stats: Stats,
-    /// Worker time running tasks, ns.
-    pub busy_ns: u64,
-    /// Its progress thread's CPU for operations this epoch, issued and served, ns (the
-    /// node model's `op_serve_ns` and `op_issue_ns`; 0 without).
-    pub op_cpu_ns: u64,
-    /// Its workers' time from a task's end to their next task's start where they went
-    /// straight on, ns, and how many such gaps (the node model's time around each task;
-    /// none without it): the runtime's `EpochStats::between`.
-    pub between: (u64, u64),
-    /// From the epoch call (its start's beginning) to this rank's end of the epoch, ns.
-    pub session_ns: u64,
-    /// From the epoch call to its tasks' start: the epoch start, ns.
-    pub start_ns: u64,
-    /// The epoch start's bytes, messages and rounds.
-    pub start: titus_core::start::StartFigures,
+    /// Its figures, in the runtime's shape. `busy` counts the CPU workers' tasks;
+    /// `between` is the node model's time around each task (none without it);
+    /// `progress_cpu` the node model's progress share of a core over the session plus
+    /// the operations it issued and served (`op_issue_ns`, `op_serve_ns`); `steal` the
+    /// summed steal latencies.
+    pub stats: titus_core::EpochStats,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
@@ -243,9 +238,6 @@ pub struct RankOutcome {
     pub connect_ns: u64,
     /// Memory its connections hold, bytes.
     pub connection_bytes: f64,
-    /// Submissions and completions per resource, the CPU workers first (empty for a
-    /// rank without resources beside its workers).
-    pub resources: Vec<ResourceCounts>,
     /// Time its resources other than the CPU workers spent on tasks, ns.
     pub accel_busy_ns: u64,
     /// Time each of its resources (0: the CPU workers) spent on each owner's tasks, ns:
@@ -274,30 +266,46 @@ pub struct Outcome {
     pub plans_checked: u64,
 }
 
-/// An invariant that did not hold, or a run that did not end.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Violation(pub String);
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a simulated run did not end as a run must: the job could not run as given, an
+/// invariant did not hold, or every rank stopped with an error.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Violation {
+    /// The job cannot run as given (no worker, an overlay or a resource description
+    /// that cannot be built): nothing was simulated.
+    #[error("{0}")]
+    Job(String),
+    /// The job would make virtual time pass what the simulator can count.
+    #[error(transparent)]
+    Time(#[from] crate::time::TimeError),
+    /// An invariant of the protocol did not hold (a task run twice, a result lost, a
+    /// start that disagrees with the whole job's plan), or the run did not end: what, in
+    /// words, for whoever reads the failing seed.
+    #[error("{0}")]
+    Broken(String),
+    /// A rank failed and every rank stopped with an error, told the first failure — the
+    /// runtime's promise — with no task run twice up to then.
+    #[error("{first}; {FAILED_EVERYWHERE} by {at_ms:.3} ms ({events} events, trace {trace:016x})")]
+    FailedEverywhere {
+        /// The first failure, naming its rank.
+        first: String,
+        /// When the last rank stopped, virtual ms.
+        at_ms: f64,
+        /// Events simulated.
+        events: u64,
+        /// The run's trace hash.
+        trace: u64,
+    },
 }
 
 /// How a run that failed on every rank ends its violation's message: the failure was
 /// told to every rank, each stopped with an error, and no task ran twice up to then.
 pub const FAILED_EVERYWHERE: &str = "every rank stopped with an error";
 
-/// A run that failed on every rank ([`FAILED_EVERYWHERE`]): the events it took and its
-/// trace hash, which its violation's message ends with; None for any other violation.
+/// A run that failed on every rank ([`Violation::FailedEverywhere`]): the events it took
+/// and its trace hash; None for any other violation.
 pub fn failed_everywhere(v: &Violation) -> Option<(u64, u64)> {
-    if !v.0.contains(FAILED_EVERYWHERE) {
-        return None;
+    match v {
+        Violation::FailedEverywhere { events, trace, .. } => Some((*events, *trace)),
+        _ => None,
     }
-    // "… (N events, trace T)"
-    let tail = v.0.rsplit('(').next()?;
-    let mut words = tail.trim_end_matches(')').split_whitespace();
-    let events = words.next()?.parse().ok()?;
-    let trace = u64::from_str_radix(words.nth(2)?, 16).ok()?;
-    Some((events, trace))
 }

@@ -42,11 +42,13 @@ mod job;
 mod mem;
 pub mod model;
 mod queue;
+mod repartition_error;
 pub mod time;
 
 pub use engine::{Between, simulate_with};
 pub use job::*;
 pub use model::Model;
+pub use repartition_error::RepartitionError;
 
 /// What a driver does between epochs ([`simulate_with`]): given [`Between`], the next
 /// epoch's task lists (one per rank) to run instead of the job's, or `None` to run the

@@ -19,6 +19,63 @@ fn seconds(ns: f64) -> String {
     format!("{:.3e} s", ns / 1e9)
 }
 
+/// [`DELAY_MAX_NS`] in seconds, for errors.
+fn delay_max() -> String {
+    seconds(DELAY_MAX_NS as f64)
+}
+
+/// What of a job could schedule a delay past [`DELAY_MAX_NS`] ([`check`]): the job is
+/// refused before it runs, since past it virtual time could leave u64.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TimeError {
+    /// The costliest task, at its slowest, lasts too long.
+    #[error(
+        "the costliest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
+         node model's sharing) would last {} of virtual time; at most {} ({DELAY_MAX_NS} ns)",
+        seconds(*.costliest_ns as f64),
+        seconds(*.longest_ns),
+        delay_max()
+    )]
+    TaskTooLong {
+        /// The costliest task's cost, ns.
+        costliest_ns: u64,
+        /// The most a task can be slowed.
+        factor: f64,
+        /// The task at its slowest, ns (NaN where it cannot be known).
+        longest_ns: f64,
+    },
+    /// A rank's stall that ends too late.
+    #[error(
+        "the stall of rank {rank} ends at {}; at most {}",
+        seconds(*.from_ns as f64 + *.len_ns as f64),
+        delay_max()
+    )]
+    StallTooLong {
+        /// The stalled rank.
+        rank: u32,
+        /// When the stall starts, ns.
+        from_ns: u64,
+        /// How long it lasts, ns.
+        len_ns: u64,
+    },
+    /// A start skew too long.
+    #[error("a start skew of {}; at most {}", seconds(*.0 as f64), delay_max())]
+    StartSkew(
+        /// The skew, ns.
+        u64,
+    ),
+    /// An operation of a fabric model that takes too long, or a negative or NaN time.
+    #[error("fabric model '{model}': its {op} takes {}; at most {}", seconds(*.ns), delay_max())]
+    FabricOp {
+        /// The model's name.
+        model: String,
+        /// The operation.
+        op: &'static str,
+        /// Its time, ns.
+        ns: f64,
+    },
+}
+
 /// The most any one task of `job` can be slowed: its rank's `--slow` factor on a CPU
 /// worker, or its slowest resource; times the node model's sharing of the cores at its
 /// fullest (every worker of every rank of a node busy, and their progress threads).
@@ -55,7 +112,7 @@ fn slowest_factor(job: &Job<'_>) -> f64 {
 /// Refuses a job that could schedule a delay past [`DELAY_MAX_NS`]: its costliest task at
 /// the slowest its faults, resources and node model make it, a stall, the start's skew,
 /// or an operation of its fabric model. The error names what is too long.
-pub fn check(job: &Job<'_>) -> Result<(), String> {
+pub fn check(job: &Job<'_>) -> Result<(), TimeError> {
     let limit = DELAY_MAX_NS as f64;
     let costliest = job
         .tasks
@@ -69,29 +126,23 @@ pub fn check(job: &Job<'_>) -> Result<(), String> {
     let longest = costliest as f64 * factor;
     // (NaN cannot happen: costs are integers and factors finite; refused all the same.)
     if longest.is_nan() || longest > limit {
-        return Err(format!(
-            "the costliest task ({}) slowed {factor:.3e} times (--slow, resource speeds, the \
-             node model's sharing) would last {} of virtual time; at most {} ({DELAY_MAX_NS} ns)",
-            seconds(costliest as f64),
-            seconds(longest),
-            seconds(limit)
-        ));
+        return Err(TimeError::TaskTooLong {
+            costliest_ns: costliest,
+            factor,
+            longest_ns: longest,
+        });
     }
     if let Some((rank, from, len)) = job.faults.stall
         && from.saturating_add(len) > DELAY_MAX_NS
     {
-        return Err(format!(
-            "the stall of rank {rank} ends at {}; at most {}",
-            seconds(from as f64 + len as f64),
-            seconds(limit)
-        ));
+        return Err(TimeError::StallTooLong {
+            rank,
+            from_ns: from,
+            len_ns: len,
+        });
     }
     if job.start_skew_ns > DELAY_MAX_NS {
-        return Err(format!(
-            "a start skew of {}; at most {}",
-            seconds(job.start_skew_ns as f64),
-            seconds(limit)
-        ));
+        return Err(TimeError::StartSkew(job.start_skew_ns));
     }
     let models = std::iter::once(&job.model).chain(job.model.node.as_ref().map(|(_, m)| &**m));
     for m in models {
@@ -108,12 +159,11 @@ pub fn check(job: &Job<'_>) -> Result<(), String> {
             ),
         ];
         if let Some((what, ns)) = ops.iter().find(|(_, ns)| !(0.0..=limit).contains(ns)) {
-            return Err(format!(
-                "fabric model '{}': its {what} takes {}; at most {}",
-                m.name,
-                seconds(*ns),
-                seconds(limit)
-            ));
+            return Err(TimeError::FabricOp {
+                model: m.name.clone(),
+                op: what,
+                ns: *ns,
+            });
         }
     }
     Ok(())

@@ -89,12 +89,12 @@ fn bimodal_with_cost_aware_batches_runs_each_task_once_and_ends() {
                 );
                 // Stolen in the first epoch (no prediction yet); in the second the string
                 // plan may push everything where it goes.
-                let stolen: u64 = o.earlier[0].iter().map(|r| r.stats.tasks_stolen).sum();
+                let stolen: u64 = o.earlier[0].iter().map(|r| r.stats.core.tasks_stolen).sum();
                 assert!(stolen > 0, "{protocol:?} {cost_aware} {name}: work moved");
                 let moved: u64 = o
                     .ranks
                     .iter()
-                    .map(|r| r.stats.tasks_stolen + r.stats.tasks_pushed)
+                    .map(|r| r.stats.core.tasks_stolen + r.stats.core.tasks_pushed)
                     .sum();
                 assert!(moved > 0, "{protocol:?} {cost_aware} {name}: moved again");
                 let ran: usize = o.ranks.iter().map(|r| r.results.len()).sum();
@@ -115,7 +115,10 @@ fn the_end_game_keeps_work_cheaper_to_finish_than_to_move() {
             j.core.move_cost = Duration::from_millis(1);
             j.later_epochs.clear();
             let o = simulate(&j).unwrap_or_else(|v| panic!("{protocol:?}: {v}"));
-            o.ranks.iter().map(|r| r.stats.tasks_stolen).sum::<u64>()
+            o.ranks
+                .iter()
+                .map(|r| r.stats.core.tasks_stolen)
+                .sum::<u64>()
         };
         assert_eq!(stolen(true), 0, "{protocol:?}: nothing worth moving");
         assert!(

@@ -56,7 +56,7 @@ fn job(
 }
 
 fn sum(ranks: &[titus_sim::RankOutcome], f: impl Fn(&Stats) -> u64) -> u64 {
-    ranks.iter().map(|r| f(&r.stats)).sum()
+    ranks.iter().map(|r| f(&r.stats.core)).sum()
 }
 
 fn run(protocol: Protocol, workers: usize, grain: Option<u64>, t: Vec<Vec<SimTask>>) -> Outcome {

@@ -88,11 +88,11 @@ fn a_mapper_that_refuses_every_steal_still_terminates() {
             let o = simulate(&job(protocol, advertise, Some(&refuse))).unwrap_or_else(|v| {
                 panic!("{protocol:?} advertise {advertise}: {v}");
             });
-            let ran: Vec<u64> = o.ranks.iter().map(|r| r.stats.tasks_run).collect();
+            let ran: Vec<u64> = o.ranks.iter().map(|r| r.stats.core.tasks_run).collect();
             assert_eq!(ran[0], 400, "{protocol:?} {advertise}: rank 0 ran its own");
             assert!(ran[1..].iter().all(|&n| n == 0), "{ran:?}");
             // Nothing moved, so no advertisement either.
-            assert!(o.ranks.iter().all(|r| r.stats.adverts_sent == 0));
+            assert!(o.ranks.iter().all(|r| r.stats.core.adverts_sent == 0));
         }
     }
 }
@@ -104,14 +104,14 @@ fn a_cap_bounds_each_steal_and_work_still_moves() {
         let default = simulate(&job(protocol, true, None)).unwrap();
         let capped = simulate(&job(protocol, true, Some(&cap))).unwrap();
         let stolen = |o: &titus_sim::Outcome| -> Vec<u64> {
-            o.ranks.iter().map(|r| r.stats.tasks_stolen).collect()
+            o.ranks.iter().map(|r| r.stats.core.tasks_stolen).collect()
         };
         let (d, c) = (stolen(&default), stolen(&capped));
         assert!(d.iter().sum::<u64>() > 0, "{protocol:?}: {d:?}");
         // A steal under the cap brings one task at most.
         for r in &capped.ranks {
             assert!(
-                r.stats.tasks_stolen <= r.stats.steals_ok,
+                r.stats.core.tasks_stolen <= r.stats.core.steals_ok,
                 "{protocol:?}: {:?}",
                 r.stats
             );

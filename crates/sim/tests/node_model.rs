@@ -50,6 +50,11 @@ fn run(cpu: Option<Cpu>, ranks_per_node: Option<u32>) -> Outcome {
     simulate(&job).unwrap_or_else(|v| panic!("{v}"))
 }
 
+/// A rank's workers' time between tasks, ns.
+fn between_ns(o: &titus_sim::RankOutcome) -> u64 {
+    o.stats.between.as_nanos() as u64
+}
+
 fn cpu(cores: u32, busy_slowdown: f64, wake_ns: f64, progress_share: f64) -> Cpu {
     Cpu {
         cores,
@@ -213,7 +218,7 @@ fn a_polled_target_serves_atomics_between_its_tasks() {
         model.cpu = Some(cpu(2, 1.0, 0.0, 0.0));
         model.polled = polled;
         let out = one_owner(model, &format!("polled {polled}"));
-        out.ranks[1].stats.steal_latency_ns.clone()
+        out.ranks[1].stats.core.steal_latency_ns.clone()
     };
     let at_once = latencies(false);
     let between = latencies(true);
@@ -242,16 +247,21 @@ fn operations_cost_their_ranks_progress_cpu_and_lengthen_busy_ranks_tasks() {
     let ops: u64 = charged
         .ranks
         .iter()
-        .map(|o| o.stats.ops + o.start.messages)
+        .map(|o| o.stats.core.ops + o.stats.start_figures.messages)
         .sum();
-    let cpu: u64 = charged.ranks.iter().map(|o| o.op_cpu_ns).sum();
+    // (No progress share: the progress CPU is the operations' alone.)
+    let cpu: u64 = charged
+        .ranks
+        .iter()
+        .map(|o| o.stats.progress_cpu.as_nanos() as u64)
+        .sum();
     assert!(ops > 0);
     // Every operation arrived; all but those still completing at the end came back.
     assert!(
         cpu <= ops * 80_000 && cpu >= ops * 30_000 + (ops * 50_000) * 9 / 10,
         "{cpu} ns for {ops} operations"
     );
-    assert!(plain.ranks.iter().all(|o| o.op_cpu_ns == 0));
+    assert!(plain.ranks.iter().all(|o| o.stats.progress_cpu.is_zero()));
     // The owners' own operations (their shared sets' checks) come while their workers
     // run tasks: tasks lengthen, never beyond twice their cost.
     let costs: Vec<u64> = charged
@@ -286,7 +296,7 @@ fn a_busy_target_serves_later_and_own_memory_takes_its_time() {
     let plain = run(0.0, 100.0);
     let late = run(300_000.0, 40_000.0);
     let mean = |o: &Outcome, r: usize, k: usize| {
-        let l = o.ranks[r].stats.op_latency[k];
+        let l = o.ranks[r].stats.core.op_latency[k];
         assert!(
             l.count > 0,
             "rank {r} completed no {}",
@@ -360,7 +370,7 @@ fn where_workers_serve_the_node_its_bytes_are_time_between_tasks() {
     assert!(paid(&debt) > 0, "the progress thread's debt: nothing paid");
     assert_eq!(paid(&served), 0, "a served node's tasks paid for bytes");
     // The owner's gaps hold what its tasks paid before (no other term here).
-    let (before, after) = (debt.ranks[0].between.0, served.ranks[0].between.0);
+    let (before, after) = (between_ns(&debt.ranks[0]), between_ns(&served.ranks[0]));
     assert_eq!(before, 0, "no time between tasks without the bytes");
     let owed = paid(&debt);
     assert!(
@@ -381,13 +391,13 @@ fn a_grain_pays_the_time_around_a_task_once() {
     for (r, o) in single.ranks.iter().enumerate() {
         // One at a time: every task after the first came straight from the node (but
         // one, where the epoch start's last write completed between two tasks).
-        let (ns, gaps) = o.between;
+        let (ns, gaps) = (between_ns(o), o.stats.betweens);
         assert!((198..=199).contains(&gaps), "rank {r}: {gaps} gaps");
         assert_eq!(ns, gaps * OVERHEAD_NS as u64, "rank {r}");
     }
     for (r, o) in grain.ranks.iter().enumerate() {
         // Grains of ~10 tasks: the same gaps, a take from the node in about one of ten.
-        let (ns, gaps) = o.between;
+        let (ns, gaps) = (between_ns(o), o.stats.betweens);
         assert!((198..=199).contains(&gaps), "rank {r}: {gaps} gaps");
         assert!(
             ns > 0 && ns <= 199 * OVERHEAD_NS as u64 / 5,
@@ -407,18 +417,18 @@ fn a_take_pays_for_each_task_of_its_grain_beyond_the_first() {
         c.grain_task_ns = GRAIN_TASK_NS
     });
     for (r, (p, d)) in plain.ranks.iter().zip(&costly.ranks).enumerate() {
-        let takes = p.stats.grains;
-        assert_eq!(d.stats.grains, takes, "rank {r}");
+        let takes = p.stats.core.grains;
+        assert_eq!(d.stats.core.grains, takes, "rank {r}");
         assert!((20..40).contains(&takes), "rank {r}: {takes} takes");
         // Takes that came straight after a task (not the first) paid the time around a
         // task once each, and now the grain's other tasks' share with it.
-        let counted = p.between.0 / OVERHEAD_NS as u64;
-        assert_eq!(p.between.0, counted * OVERHEAD_NS as u64, "rank {r}");
+        let counted = between_ns(p) / OVERHEAD_NS as u64;
+        assert_eq!(between_ns(p), counted * OVERHEAD_NS as u64, "rank {r}");
         assert!(
             counted < takes && counted + 3 >= takes,
             "rank {r}: {counted}"
         );
-        let extra = d.between.0 - p.between.0;
+        let extra = between_ns(d) - between_ns(p);
         assert_eq!(extra % GRAIN_TASK_NS as u64, 0, "rank {r}: {extra} ns");
         let tasks = extra / GRAIN_TASK_NS as u64;
         let beyond = 200 - takes;
@@ -427,14 +437,17 @@ fn a_take_pays_for_each_task_of_its_grain_beyond_the_first() {
             tasks <= beyond - uncounted && tasks + 9 * uncounted >= beyond,
             "rank {r}: {tasks} tasks paid for, {beyond} beyond a take's first"
         );
-        assert_eq!(d.between.1, p.between.1, "rank {r}");
+        assert_eq!(d.stats.betweens, p.stats.betweens, "rank {r}");
     }
     // One at a time, a take holds no more than its task.
     let single = grain_run(Balancing::None, 0, |_| {});
     let single_costly = grain_run(Balancing::None, 0, |c| c.grain_task_ns = GRAIN_TASK_NS);
     for (p, d) in single.ranks.iter().zip(&single_costly.ranks) {
-        assert_eq!(p.stats.grains, 200);
-        assert_eq!(d.between, p.between);
+        assert_eq!(p.stats.core.grains, 200);
+        assert_eq!(
+            (d.stats.between, d.stats.betweens),
+            (p.stats.between, p.stats.betweens)
+        );
     }
 }
 
@@ -446,10 +459,10 @@ fn a_take_pays_more_while_its_rank_balances() {
     let plain = grain_run(Balancing::None, 0, balanced);
     let stealing = grain_run(Balancing::Smallworld, 0, balanced);
     for (p, s) in plain.ranks.iter().zip(&stealing.ranks) {
-        assert_eq!(p.between.0, p.between.1 * OVERHEAD_NS as u64);
+        assert_eq!(between_ns(p), p.stats.betweens * OVERHEAD_NS as u64);
         assert_eq!(
-            s.between.0,
-            s.between.1 * (OVERHEAD_NS + BALANCED_NS) as u64
+            between_ns(s),
+            s.stats.betweens * (OVERHEAD_NS + BALANCED_NS) as u64
         );
     }
 }

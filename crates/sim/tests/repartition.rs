@@ -90,7 +90,7 @@ fn repartitioning_every_epoch_evens_out_gaussian_ownership_without_balancing() {
             .iter()
             .map(|ts| ts.iter().map(|t| t.global).collect())
             .collect();
-        let moves = b.repartition_plan(&keys)?;
+        let moves = b.repartition_plan(&keys).map_err(|e| e.to_string())?;
         for (from, ms) in moves.iter().enumerate() {
             for m in ms {
                 assert_eq!(m.to.abs_diff(from as u32), 1, "rank {from}: {m:?}");
@@ -101,7 +101,8 @@ fn repartitioning_every_epoch_evens_out_gaussian_ownership_without_balancing() {
             &mut owned,
             &moves,
             titus_core::repartition::RepartitionPlan::Neighbours,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let all = epoch_tasks(&owned, b.epoch as u32 + 1, DRIFT);
         let tasks = sim_tasks(&all);
         ran.push(all);
@@ -136,7 +137,10 @@ fn repartitioning_every_epoch_evens_out_gaussian_ownership_without_balancing() {
                     .all(|(i, t)| (t.owner, t.index) == (r as u32, i as u32))
             );
             assert_eq!(ranks[r].results.len(), ts.len(), "epoch {e}, rank {r}");
-            assert_eq!(ranks[r].busy_ns, ts.iter().map(cost_ns).sum::<u64>());
+            assert_eq!(
+                ranks[r].stats.busy.as_nanos() as u64,
+                ts.iter().map(cost_ns).sum::<u64>()
+            );
         }
         largest.push(largest_owned(all));
     }
@@ -151,7 +155,12 @@ fn repartitioning_every_epoch_evens_out_gaussian_ownership_without_balancing() {
     // And so does the epoch's makespan.
     let makespan: Vec<u64> = outcomes
         .iter()
-        .map(|rs| rs.iter().map(|r| r.session_ns).max().unwrap_or(0))
+        .map(|rs| {
+            rs.iter()
+                .map(|r| r.stats.session.as_nanos() as u64)
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     eprintln!("largest owned work per epoch {largest:?} ns, makespan {makespan:?} ns");
     assert!(makespan.last() < makespan.first(), "{makespan:?}");
@@ -180,15 +189,21 @@ fn without_changes_between_epochs_the_run_is_the_plain_one() {
     assert_eq!((plain.trace, plain.events), (hooked.trace, hooked.events));
     // A driver that fails, or gives tasks for the wrong number of ranks, ends the run.
     let e = simulate_with(&job, &mut |_: &Between<'_>| Err("no plan".into())).unwrap_err();
-    assert!(e.0.contains("between epochs 1 and 2: no plan"), "{e}");
+    assert!(
+        e.to_string().contains("between epochs 1 and 2: no plan"),
+        "{e}"
+    );
     let e = simulate_with(&job, &mut |_: &Between<'_>| Ok(Some(vec![Vec::new()]))).unwrap_err();
-    assert!(e.0.contains("1 task lists for 32 ranks"), "{e}");
+    assert!(e.to_string().contains("1 task lists for 32 ranks"), "{e}");
     let e = simulate_with(&job, &mut |b: &Between<'_>| {
-        b.repartition_plan(&[vec![1, 1]]).map(|_| None)
+        b.repartition_plan(&[vec![1, 1]])
+            .map(|_| None)
+            .map_err(|e| e.to_string())
     })
     .unwrap_err();
     assert!(
-        e.0.contains("1 key lists for a repartition plan of 32 ranks"),
+        e.to_string()
+            .contains("1 key lists for a repartition plan of 32 ranks"),
         "{e}"
     );
 }

@@ -93,8 +93,8 @@ fn exactly_once_with_mixed_resources_under_every_policy() {
                 } else {
                     0
                 };
-                assert_eq!(o.resources.len(), want, "rank {r}");
-                for (i, c) in o.resources.iter().enumerate() {
+                assert_eq!(o.stats.resources.len(), want, "rank {r}");
+                for (i, c) in o.stats.resources.iter().enumerate() {
                     assert_eq!(c.submitted, c.completed, "rank {r} resource {i}");
                     sub += c.submitted;
                     done += c.completed;
@@ -133,11 +133,12 @@ fn a_failing_resource_fails_the_run_naming_it() {
     res.fail = Some((0, 1, 3));
     let e = run(res, 2).unwrap_err();
     assert!(
-        e.0.contains("resource 1 of rank 0 failed its submission 3"),
+        e.to_string()
+            .contains("resource 1 of rank 0 failed its submission 3"),
         "{e}"
     );
     // The ABORT flood reached every rank: each stopped with an error.
-    assert!(e.0.contains(titus_sim::FAILED_EVERYWHERE), "{e}");
+    assert!(e.to_string().contains(titus_sim::FAILED_EVERYWHERE), "{e}");
 }
 
 #[test]
@@ -150,14 +151,14 @@ fn bad_resources_are_refused() {
     });
     let e = run(res, 1).unwrap_err();
     assert!(
-        e.0.contains("rank 3") && e.0.contains("\"broken\" has capacity 0"),
+        e.to_string().contains("rank 3") && e.to_string().contains("\"broken\" has capacity 0"),
         "{e}"
     );
     let res = SimResources {
         per_rank: vec![Vec::new(); RANKS as usize + 1],
         ..SimResources::default()
     };
-    assert!(run(res, 1).unwrap_err().0.contains("33 ranks"));
+    assert!(run(res, 1).unwrap_err().to_string().contains("33 ranks"));
     // Resource types are sorted kind sets without repeats, as resources state them.
     let (core, overlay) = common::balanced(
         Balancing::Smallworld,
@@ -176,7 +177,8 @@ fn bad_resources_are_refused() {
     );
     let e = simulate(&job).unwrap_err();
     assert!(
-        e.0.contains("resource type 1 lists kinds [2, 1]") && e.0.contains("ascending"),
+        e.to_string().contains("resource type 1 lists kinds [2, 1]")
+            && e.to_string().contains("ascending"),
         "{e}"
     );
 }

@@ -46,13 +46,13 @@ fn a_malformed_start_message_stops_every_rank_naming_its_sender_and_the_field() 
         };
         let v = simulate(&job).expect_err("a malformed message must fail the run");
         assert!(
-            v.0.contains(&format!(
+            v.to_string().contains(&format!(
                 "rank {culprit} sent a malformed start message (version)"
             )),
             "{ranks} ranks: the sender and the field are not named: {v}"
         );
         assert!(
-            v.0.contains(FAILED_EVERYWHERE) && failed_everywhere(&v).is_some(),
+            v.to_string().contains(FAILED_EVERYWHERE) && failed_everywhere(&v).is_some(),
             "{ranks} ranks: not every rank stopped: {v}"
         );
     }
@@ -73,7 +73,7 @@ fn without_the_fault_the_same_jobs_run() {
             )
         };
         let out = simulate(&job).unwrap_or_else(|v| panic!("{ranks} ranks: {v}"));
-        assert!(out.ranks.iter().all(|r| r.start.messages > 0));
+        assert!(out.ranks.iter().all(|r| r.stats.start_figures.messages > 0));
     }
 }
 
@@ -115,7 +115,8 @@ fn a_ranks_planning_cpu_is_charged_in_its_start() {
     .enumerate()
     {
         for (r, (b, c)) in b.iter().zip(c).enumerate() {
-            let grown = c.start_ns as i64 - b.start_ns as i64;
+            let grown =
+                c.stats.start.as_nanos() as u64 as i64 - b.stats.start.as_nanos() as u64 as i64;
             assert!(
                 (55_000..=70_000).contains(&grown),
                 "epoch {epoch}, rank {r}: the start grew {grown} ns, not the 60 µs charged"

@@ -67,5 +67,9 @@ fn a_supplied_epoch_without_tasks_is_named() {
         ..job(3)
     };
     let v = simulate(&job).expect_err("no tasks for epoch 2");
-    assert!(v.0.contains("epoch 2: the driver supplied no tasks"), "{v}");
+    assert!(
+        v.to_string()
+            .contains("epoch 2: the driver supplied no tasks"),
+        "{v}"
+    );
 }

@@ -19,6 +19,7 @@
 //! Every draw comes from the seeded generator through `rand_distr`'s distributions
 //! (normal, exponential, lognormal), so a workload is reproducible from its parameters.
 
+use crate::PlansError;
 use rand::RngExt as _;
 use rand_distr::{Exp, LogNormal, Normal};
 use titus_core::fasthash::IntMap;
@@ -320,11 +321,14 @@ pub fn apply_plans(
     owned: &mut [Vec<TaskSpec>],
     moves: &[Vec<Move>],
     plan: titus_core::repartition::RepartitionPlan,
-) -> Result<(), String> {
+) -> Result<(), PlansError> {
     let neighbours_only = plan == titus_core::repartition::RepartitionPlan::Neighbours;
     let n = owned.len();
     if moves.len() != n {
-        return Err(format!("{} repartition plans for {n} ranks", moves.len()));
+        return Err(PlansError::Count {
+            plans: moves.len(),
+            ranks: n,
+        });
     }
     // Every plan is checked before anything moves (a bad one leaves `owned` as it was).
     let mut dest: Vec<IntMap<u64, usize>> = Vec::with_capacity(n);
@@ -333,10 +337,10 @@ pub fn apply_plans(
         for m in plan {
             let to = m.to as usize;
             if to >= n || to == from || (neighbours_only && to.abs_diff(from) != 1) {
-                return Err(format!("rank {from} planned a move to rank {}", m.to));
+                return Err(PlansError::MoveTo { from, to: m.to });
             }
             if to_of.insert(m.key, to).is_some() {
-                return Err(format!("rank {from} planned to move task {} twice", m.key));
+                return Err(PlansError::Twice { from, key: m.key });
             }
         }
         let found = owned[from]
@@ -348,10 +352,7 @@ pub fn apply_plans(
                 .iter()
                 .find(|m| !owned[from].iter().any(|t| t.global == m.key))
         {
-            return Err(format!(
-                "rank {from} planned to move task {} it does not own",
-                m.key
-            ));
+            return Err(PlansError::NotOwned { from, key: m.key });
         }
         dest.push(to_of);
     }
@@ -586,7 +587,9 @@ mod tests {
             ),
         ] {
             let mut owned = base.clone();
-            let e = apply_plans(&mut owned, &plans, RepartitionPlan::Neighbours).unwrap_err();
+            let e = apply_plans(&mut owned, &plans, RepartitionPlan::Neighbours)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(needle), "{e}");
             assert_eq!(owned, base, "nothing moved");
         }

@@ -19,14 +19,16 @@ pub mod dlb;
 mod generate;
 mod log;
 mod pipe;
+mod plans_error;
 pub mod task;
 
 pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR, ZONE_FRACTION,
     apply_plans, counts, drift_shift, epoch_tasks, generate, parse_counts,
 };
-pub use log::{DEFAULT_FILTER, init_logging, log_filter};
+pub use log::{DEFAULT_FILTER, LogError, init_logging, log_filter};
 pub use pipe::quiet_broken_pipe;
+pub use plans_error::PlansError;
 /// One move of a repartition plan ([`apply_plans`] takes every rank's).
 pub use titus_core::repartition::{Move, RepartitionPlan};
 
@@ -48,14 +50,25 @@ pub fn show_number(x: f64) -> String {
     }
 }
 
+/// A tuning flag given in milliseconds that is not a number in [0, 60000]
+/// ([`check_millis`]): longer waits than a minute would only stall a run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{flag} {} is not a number of milliseconds in [0, 60000]", show_number(*.ms))]
+pub struct MillisError {
+    /// The flag.
+    pub flag: String,
+    /// Its value.
+    pub ms: f64,
+}
+
 /// A tuning flag given in milliseconds (`--backoff-max-ms`, `--flush-delay-ms`): none, or
 /// a number in [0, 60000]; the error names the flag and the value.
-pub fn check_millis(flag: &str, value: Option<f64>) -> Result<(), String> {
+pub fn check_millis(flag: &str, value: Option<f64>) -> Result<(), MillisError> {
     match value {
-        Some(ms) if !(0.0..=60_000.0).contains(&ms) => Err(format!(
-            "{flag} {} is not a number of milliseconds in [0, 60000]",
-            show_number(ms)
-        )),
+        Some(ms) if !(0.0..=60_000.0).contains(&ms) => Err(MillisError {
+            flag: flag.into(),
+            ms,
+        }),
         _ => Ok(()),
     }
 }

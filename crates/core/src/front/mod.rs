@@ -29,6 +29,7 @@
 mod density;
 mod movement;
 mod profile;
+mod profile_error;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +38,7 @@ pub use density::Period;
 pub use movement::Movement;
 pub(crate) use movement::{CostField, SAMPLES, movement as movement_between, sample_key};
 pub use profile::{KeySpan, Measured, PARTS_MAX, RankProfile};
+pub use profile_error::ProfileError;
 
 /// The translation of the job's costs between the last two epochs, as every rank sees it
 /// where every rank's profile is at hand: the reference the epoch start's bounded

@@ -1,6 +1,8 @@
 //! What a rank tells the job of its keys and costs: its span now, and what it measured
 //! in the epoch before.
 
+use super::ProfileError;
+
 /// A rank's keys: the least, the greatest, and how many (0: none; then `lo` and `hi` are
 /// meaningless).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,14 +33,15 @@ impl KeySpan {
     }
 
     /// Checks what another rank sent: keys inside the span, no more than it holds.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ProfileError> {
         if self.count > 0
             && (self.hi < self.lo || u128::from(self.count) > u128::from(self.hi - self.lo) + 1)
         {
-            return Err(format!(
-                "{} keys in the span {}..={}",
-                self.count, self.lo, self.hi
-            ));
+            return Err(ProfileError::SpanKeys {
+                count: self.count,
+                lo: self.lo,
+                hi: self.hi,
+            });
         }
         Ok(())
     }
@@ -142,56 +145,61 @@ impl Measured {
     /// first at the span's least key, each inside the span after the one before, with
     /// no more keys than its range holds, keys and costs adding up to the span's; one
     /// without keys has none.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ProfileError> {
         let s = self.span;
         if s.count == 0 {
             return match self.parts.is_empty() && self.load == 0 {
                 true => Ok(()),
-                false => Err("parts or a cost without keys".into()),
+                false => Err(ProfileError::PartsWithoutKeys),
             };
         }
         s.check()?;
         if self.parts.is_empty() || self.parts.len() > PARTS_MAX {
-            return Err(format!(
-                "{} parts for {} keys (1 to {PARTS_MAX})",
-                self.parts.len(),
-                s.count
-            ));
+            return Err(ProfileError::PartCount {
+                parts: self.parts.len(),
+                keys: s.count,
+            });
         }
         if self.parts[0].0 != s.lo {
-            return Err(format!(
-                "the first part starts at key {}, the span at {}",
-                self.parts[0].0, s.lo
-            ));
+            return Err(ProfileError::FirstPart {
+                first: self.parts[0].0,
+                lo: s.lo,
+            });
         }
         for (i, p) in self.parts.iter().enumerate() {
             let end = match self.parts.get(i + 1) {
                 Some(next) if next.0 > p.0 && next.0 <= s.hi => next.0 - 1,
                 Some(next) => {
-                    return Err(format!(
-                        "part {} starts at key {}, after {} in a span to {}",
-                        i + 1,
-                        next.0,
-                        p.0,
-                        s.hi
-                    ));
+                    return Err(ProfileError::PartOrder {
+                        part: i + 1,
+                        start: next.0,
+                        after: p.0,
+                        hi: s.hi,
+                    });
                 }
                 None => s.hi,
             };
             if p.1 == 0 || u128::from(p.1) > u128::from(end - p.0) + 1 {
-                return Err(format!("part {i} holds {} keys in {}..={end}", p.1, p.0));
+                return Err(ProfileError::PartKeys {
+                    part: i,
+                    keys: p.1,
+                    lo: p.0,
+                    hi: end,
+                });
             }
         }
         let keys: u128 = self.parts.iter().map(|p| u128::from(p.1)).sum();
         let cost: u128 = self.parts.iter().map(|p| u128::from(p.2)).sum();
         if keys != u128::from(s.count) || cost.min(u128::from(u64::MAX)) != u128::from(self.load) {
-            return Err(format!(
-                "parts of {keys} keys and {cost} ns for {} keys and {} ns",
-                s.count, self.load
-            ));
+            return Err(ProfileError::PartsSum {
+                keys,
+                cost,
+                count: s.count,
+                load: self.load,
+            });
         }
         if !(self.moment.is_finite() && self.key_sum.is_finite()) {
-            return Err("moments not finite".into());
+            return Err(ProfileError::MomentsNotFinite);
         }
         Ok(())
     }
@@ -208,7 +216,7 @@ pub struct RankProfile {
 
 impl RankProfile {
     /// Checks what another rank sent (both spans, the parts).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ProfileError> {
         self.now.check()?;
         self.last.check()
     }

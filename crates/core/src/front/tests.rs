@@ -176,26 +176,42 @@ fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
     let mut bad = m.clone();
     bad.parts[3].1 += 1;
     assert!(
-        bad.check().unwrap_err().contains("keys in"),
+        bad.check().unwrap_err().to_string().contains("keys in"),
         "{:?}",
         bad.check()
     );
     let mut bad = m.clone();
     bad.parts[3].2 += 1;
-    assert!(bad.check().unwrap_err().contains("parts of 1000 keys and"));
+    assert!(
+        bad.check()
+            .unwrap_err()
+            .to_string()
+            .contains("parts of 1000 keys and")
+    );
     let mut bad = m.clone();
     bad.parts = (0..=PARTS_MAX as u64).map(|k| (k, 1, 1)).collect();
-    assert!(bad.check().unwrap_err().contains("257 parts for 1000 keys"));
+    assert!(
+        bad.check()
+            .unwrap_err()
+            .to_string()
+            .contains("257 parts for 1000 keys")
+    );
     let mut bad = m.clone();
     bad.parts[0].0 = 1;
     assert!(
         bad.check()
             .unwrap_err()
+            .to_string()
             .contains("first part starts at key 1")
     );
     let mut bad = m.clone();
     bad.parts.swap(4, 5);
-    assert!(bad.check().unwrap_err().contains("part 5 starts at key"));
+    assert!(
+        bad.check()
+            .unwrap_err()
+            .to_string()
+            .contains("part 5 starts at key")
+    );
     let mut bad = m.clone();
     bad.parts.last_mut().unwrap().0 = 1_000;
     assert!(bad.check().is_err(), "a part past the span");
@@ -210,7 +226,12 @@ fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
         parts: vec![(10, 0, 0), (11, 2, 5)],
         ..Measured::default()
     };
-    assert!(one.check().unwrap_err().contains("part 0 holds 0 keys"));
+    assert!(
+        one.check()
+            .unwrap_err()
+            .to_string()
+            .contains("part 0 holds 0 keys")
+    );
     let backwards = RankProfile {
         now: KeySpan {
             lo: 9,
@@ -223,11 +244,17 @@ fn parts_resolve_a_rank_finer_and_remote_profiles_are_checked() {
         backwards
             .check()
             .unwrap_err()
+            .to_string()
             .contains("2 keys in the span 9..=3")
     );
     let mut bad = m;
     bad.span.count = 5_000;
-    assert!(bad.check().unwrap_err().contains("5000 keys in the span"));
+    assert!(
+        bad.check()
+            .unwrap_err()
+            .to_string()
+            .contains("5000 keys in the span")
+    );
     assert_eq!(Measured::default().check(), Ok(()));
 }
 

@@ -2,6 +2,7 @@
 //! which resource types are idle.
 
 use super::*;
+use crate::GrainTake;
 
 impl Node {
     /// Replaces this rank's mapper (its stealing policy: [`crate::mapper`]); the default
@@ -10,18 +11,14 @@ impl Node {
         self.queue.mapper = mapper;
     }
 
-    /// A worker's grain of tasks: `min` from the front, then more while their estimated
-    /// costs sum within `budget_ns`, at most `max` (tasks of unknown cost one at a time
-    /// beyond `min`: they may be long, and what a worker holds no other rank can steal).
-    pub fn take_grain(
-        &mut self,
-        now: Time,
-        min: usize,
-        max: usize,
-        budget_ns: u64,
-        mem: &dyn Memory,
-    ) -> Vec<Task> {
-        let out = self.take_with(now, true, mem, |q| q.take_front_within(min, max, budget_ns));
+    /// A worker's grain of tasks ([`crate::WorkerPolicy::take`]): `take.min` from the
+    /// front, then more while their estimated costs sum within `take.budget_ns`, at most
+    /// `take.max` (tasks of unknown cost one at a time beyond `min`: they may be long, and
+    /// what a worker holds no other rank can steal).
+    pub fn take_grain(&mut self, now: Time, take: GrainTake, mem: &dyn Memory) -> Vec<Task> {
+        let out = self.take_with(now, true, mem, |q| {
+            q.take_front_within(take.min, take.max, take.budget_ns)
+        });
         if !out.is_empty() {
             self.cx.stats.grains += 1;
         }

@@ -551,7 +551,8 @@ impl SpanRecord {
             hi: r.u64("span")?,
             count: r.u64("span")?,
         };
-        span.check().map_err(|e| FieldError::new("span", e))?;
+        span.check()
+            .map_err(|e| FieldError::new("span", e.to_string()))?;
         let flag = r.u32("reach")?;
         let parts_bytes = r.u32("parts' bytes")?;
         let reach = match (flag, r.u64("reach")?) {
@@ -631,7 +632,8 @@ pub fn decode_measured(rec: &SpanRecord, parts: &[u8]) -> Result<Measured, Field
         key_sum: 0.0,
         parts: decoded,
     };
-    m.check().map_err(|e| FieldError::new("parts", e))?;
+    m.check()
+        .map_err(|e| FieldError::new("parts", e.to_string()))?;
     Ok(m)
 }
 

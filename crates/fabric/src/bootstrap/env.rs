@@ -19,7 +19,7 @@
 //! `MPI_LOCALRANKID`/`MPI_LOCALNRANKS`. The runtime divides the cores this process may use
 //! by the local size to choose its default worker count.
 
-use super::BootstrapError;
+use super::{BootstrapError, SlurmPortError, TaskListError};
 use crate::Rank;
 use std::time::Duration;
 
@@ -182,17 +182,19 @@ pub const SLURM_STEPS: u64 = 32;
 /// (`/proc/sys/net/ipv4/ip_local_port_range`, [`ephemeral_ports`]): a port inside it is an
 /// error (a listener of srun or slurmstepd may hold it), never a silent other choice,
 /// since every rank must derive the same port.
-pub fn slurm_port(job: u64, step: u64, ephemeral: (u16, u16)) -> Result<u16, String> {
+pub fn slurm_port(job: u64, step: u64, ephemeral: (u16, u16)) -> Result<u16, SlurmPortError> {
     let slot =
         (job % (u64::from(SLURM_PORT_SPAN) / SLURM_STEPS)) * SLURM_STEPS + step % SLURM_STEPS;
     let port = SLURM_PORT_BASE + (slot % u64::from(SLURM_PORT_SPAN)) as u16;
     let (lo, hi) = ephemeral;
     if (lo..=hi).contains(&port) {
-        return Err(format!(
-            "the port derived for Slurm job {job} step {step}, {port}, is in this node's ephemeral \
-             range {lo}-{hi} (net.ipv4.ip_local_port_range): set TITUS_BOOTSTRAP=host:port, or \
-             reserve ports for the step (srun --resv-ports)"
-        ));
+        return Err(SlurmPortError {
+            job,
+            step,
+            port,
+            lo,
+            hi,
+        });
     }
     Ok(port)
 }
@@ -340,7 +342,7 @@ impl JobEnv {
     /// PMIx server in a build without a PMIx client is an error, not a silent fallback.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
         Self::from_vars_full(get, titus_pmix_sys::AVAILABLE, ephemeral_ports(), &|| {
-            let c = titus_pmix_sys::Client::init().map_err(|e| e.to_string())?;
+            let c = titus_pmix_sys::Client::init()?;
             Ok((c.rank(), c.size()))
         })
     }
@@ -353,7 +355,11 @@ impl JobEnv {
         ephemeral: (u16, u16),
     ) -> Result<Self, BootstrapError> {
         Self::from_vars_full(get, pmix_available, ephemeral, &|| {
-            Err("no PMIx server to ask".into())
+            Err(titus_pmix_sys::Error {
+                kind: titus_pmix_sys::ErrorKind::Unavailable,
+                status: 0,
+                message: "no PMIx server to ask".into(),
+            })
         })
     }
 
@@ -364,7 +370,7 @@ impl JobEnv {
         get: impl Fn(&str) -> Option<String>,
         pmix_available: bool,
         ephemeral: (u16, u16),
-        pmix_job: &dyn Fn() -> Result<(u32, u32), String>,
+        pmix_job: &dyn Fn() -> Result<(u32, u32), titus_pmix_sys::Error>,
     ) -> Result<Self, BootstrapError> {
         let num = |var: &str, v: String| -> Result<u32, BootstrapError> {
             v.trim().parse::<u32>().map_err(|_| BootstrapError::BadVar {
@@ -520,7 +526,7 @@ impl JobEnv {
                             reason: "not a non-negative integer".into(),
                         })?,
                     };
-                    let port = slurm_port(job, step, ephemeral).map_err(BootstrapError::Missing)?;
+                    let port = slurm_port(job, step, ephemeral)?;
                     (Via::SlurmDerived, Some(format!("{host}:{port}")))
                 }
                 _ => (Via::SlurmDerived, None),
@@ -663,7 +669,7 @@ pub fn slurm_local_size(
             value: list.clone(),
             reason,
         };
-        let counts = tasks_per_node(&list).map_err(bad)?;
+        let counts = tasks_per_node(&list).map_err(|e| bad(e.to_string()))?;
         let n = match get("SLURM_NODEID") {
             Some(id) => {
                 let node: usize = id.trim().parse().map_err(|_| BootstrapError::BadVar {
@@ -702,7 +708,7 @@ pub fn slurm_local_size(
 }
 
 /// Expands a Slurm per-node task list: `2(x3),1` is `[2, 2, 2, 1]`.
-pub fn tasks_per_node(list: &str) -> Result<Vec<u32>, String> {
+pub fn tasks_per_node(list: &str) -> Result<Vec<u32>, TaskListError> {
     let mut counts = Vec::new();
     for item in list.trim().split(',') {
         let item = item.trim();
@@ -712,18 +718,18 @@ pub fn tasks_per_node(list: &str) -> Result<Vec<u32>, String> {
                 let times = rest
                     .strip_suffix(')')
                     .and_then(|r| r.strip_prefix('x'))
-                    .ok_or_else(|| format!("'{item}' is not COUNT or COUNT(xREPEAT)"))?;
+                    .ok_or_else(|| TaskListError::Form(item.into()))?;
                 let times: usize = times
                     .parse()
-                    .map_err(|_| format!("the repeat in '{item}' is not a number"))?;
+                    .map_err(|_| TaskListError::RepeatNotNumber(item.into()))?;
                 (count, times)
             }
         };
         let count: u32 = count
             .parse()
-            .map_err(|_| format!("'{item}' does not start with a task count"))?;
+            .map_err(|_| TaskListError::NoCount(item.into()))?;
         if repeat == 0 || counts.len() + repeat > 1 << 20 {
-            return Err(format!("the repeat in '{item}' is out of range"));
+            return Err(TaskListError::RepeatOutOfRange(item.into()));
         }
         counts.extend(std::iter::repeat_n(count, repeat));
     }

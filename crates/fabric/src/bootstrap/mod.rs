@@ -24,6 +24,7 @@ mod client;
 mod env;
 mod pmix;
 mod server;
+mod slurm_error;
 mod wire;
 
 pub use client::Rendezvous;
@@ -34,6 +35,7 @@ pub use env::{
 };
 pub use pmix::{MAX_BLOB, Pmix};
 pub use server::serve;
+pub use slurm_error::{SlurmPortError, TaskListError};
 
 /// Joins the job's bootstrap as `env` chose it ([`Via`]): the rendezvous or the PMIx
 /// server; `None` for a single rank, which needs none. Says which in the log (`info`).
@@ -157,6 +159,9 @@ pub enum BootstrapError {
     /// bootstrap).
     #[error("PMIx bootstrap: {0}")]
     Pmix(String),
+    /// Under Slurm, the port derived for the rendezvous is one the node may hand out.
+    #[error(transparent)]
+    SlurmPort(#[from] SlurmPortError),
 }
 
 fn list(ranks: &[Rank]) -> String {

@@ -2,6 +2,7 @@
 //! each epoch's end.
 
 use super::*;
+use std::time::Duration;
 
 impl<'a> Sim<'a> {
     /// Each rank calls the epoch at `now` plus its skew: its start (`titus_core::start`)
@@ -9,7 +10,7 @@ impl<'a> Sim<'a> {
     /// twice fails the run, as it fails the runtime's epoch.
     pub(super) fn start_epoch(&mut self, now: u64) -> Result<(), Violation> {
         if self.current.len() != self.nodes.len() {
-            return Err(Violation(format!(
+            return Err(Violation::Broken(format!(
                 "epoch {}: {} task lists for {} ranks",
                 self.epoch + 1,
                 self.current.len(),
@@ -18,8 +19,9 @@ impl<'a> Sim<'a> {
         }
         for r in 0..self.nodes.len() {
             let keys: Vec<u64> = self.current[r].iter().map(|t| t.key).collect();
-            CostHistory::check_keys(&keys)
-                .map_err(|e| Violation(format!("epoch {}, rank {r}: {e}", self.epoch + 1)))?;
+            CostHistory::check_keys(&keys).map_err(|e| {
+                Violation::Broken(format!("epoch {}, rank {r}: {e}", self.epoch + 1))
+            })?;
             self.keys[r] = keys;
         }
         if self.job.check_start {
@@ -69,7 +71,7 @@ impl<'a> Sim<'a> {
             return Ok(());
         };
         out.runs(&own, false)
-            .map_err(|e| Violation(format!("epoch {}, rank {n}: {e}", self.epoch + 1)))?;
+            .map_err(|e| Violation::Broken(format!("epoch {}, rank {n}: {e}", self.epoch + 1)))?;
         let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
             .iter()
             .map(|t| titus_core::NewTask {
@@ -82,7 +84,7 @@ impl<'a> Sim<'a> {
         let prediction = out.prediction(&self.keys[i], own, &self.history[i]);
         self.nodes[i]
             .start_epoch_predicted(Time(now), tasks, prediction.as_ref(), &self.mems[i])
-            .map_err(|e| Violation(format!("rank {n}: start: {e}")))?;
+            .map_err(|e| Violation::Broken(format!("rank {n}: start: {e}")))?;
         self.per[i].start = Some(now);
         self.per[i].home_seen = self.nodes[i].results_home().0;
         self.start_figures[i] = (now - self.began[i], out.figures);
@@ -93,7 +95,7 @@ impl<'a> Sim<'a> {
                 let (load, string) = (&r.loads[i], r.string.rank_string(n));
                 let string_used = out.string.is_some();
                 if out.load != *load || (string_used && out.string.as_ref() != Some(&string)) {
-                    return Err(Violation(format!(
+                    return Err(Violation::Broken(format!(
                         "epoch {}, rank {n}: the start planned load {:?} and {:?}, the whole job's plan {load:?} and {string:?}",
                         self.epoch + 1,
                         out.load,
@@ -112,20 +114,20 @@ impl<'a> Sim<'a> {
         while self.done_count < n {
             let Some((t, seq, slot)) = self.pop() else {
                 if let Some((_, _, first)) = &self.first_failure {
-                    return Err(Violation(format!(
+                    return Err(Violation::Broken(format!(
                         "{first}; but {} of {n} ranks never stopped: {}",
                         n - self.failed_count,
                         self.unfailed()
                     )));
                 }
                 let stuck = self.stuck();
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "the run stalled: nothing left to happen with {} of {n} ranks done; {stuck}",
                     self.done_count
                 )));
             };
             if t > time::HORIZON_NS {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "virtual time passed {} s ({} ns) with {} of {n} ranks done",
                     time::HORIZON_NS / 1_000_000_000,
                     time::HORIZON_NS,
@@ -195,7 +197,7 @@ impl<'a> Sim<'a> {
             }
             if self.events > self.job.max_events {
                 if let Some((_, _, first)) = &self.first_failure {
-                    return Err(Violation(format!(
+                    return Err(Violation::Broken(format!(
                         "{first}; but {} of {n} ranks had not stopped after {} events: {}",
                         n - self.failed_count,
                         self.events,
@@ -203,7 +205,7 @@ impl<'a> Sim<'a> {
                     )));
                 }
                 let stuck = self.stuck();
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "no end after {} events ({} of {n} ranks done); {stuck}",
                     self.events, self.done_count
                 )));
@@ -230,7 +232,7 @@ impl<'a> Sim<'a> {
         let n = self.nodes.len();
         for (o, r) in self.runs.iter().enumerate() {
             if let Some(x) = r.iter().position(|&c| c != 1) {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "task {x} of rank {o} ran {} times",
                     r[x]
                 )));
@@ -242,7 +244,7 @@ impl<'a> Sim<'a> {
             let results = std::mem::take(&mut self.results[r]);
             let costs_ns = std::mem::take(&mut self.costs[r]);
             if costs_ns.len() != tasks.len() {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "rank {r} got {} costs for {} tasks",
                     costs_ns.len(),
                     tasks.len()
@@ -252,7 +254,7 @@ impl<'a> Sim<'a> {
                 // The cost that came home is the one the task ran for where it ran.
                 let ran = self.ran_for[r][x];
                 if c != ran {
-                    return Err(Violation(format!(
+                    return Err(Violation::Broken(format!(
                         "task {x} of rank {r} came home with cost {c} ns, ran for {ran} ns \
                          (drawn {} ns)",
                         tasks[x].cost_ns
@@ -260,7 +262,7 @@ impl<'a> Sim<'a> {
                 }
             }
             if results.len() != tasks.len() {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "rank {r} got {} results for {} tasks",
                     results.len(),
                     tasks.len()
@@ -268,12 +270,14 @@ impl<'a> Sim<'a> {
             }
             for (x, res) in results.iter().enumerate() {
                 if *res != (self.job.result)(&tasks[x].payload) {
-                    return Err(Violation(format!("task {x} of rank {r} came home wrong")));
+                    return Err(Violation::Broken(format!(
+                        "task {x} of rank {r} came home wrong"
+                    )));
                 }
             }
             let max_hops = stats.result_hops.len().saturating_sub(1);
             if max_hops > n {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "a result of rank {r} took {max_hops} hops in a job of {n}"
                 )));
             }
@@ -285,21 +289,37 @@ impl<'a> Sim<'a> {
                     self.contacts[r].len() as u32,
                 ),
             };
+            let session = Duration::from_nanos(self.per[r].end.unwrap_or(0) - self.began[r]);
+            let busy = Duration::from_nanos(self.per[r].busy);
+            let share = self
+                .job
+                .model
+                .cpu
+                .as_ref()
+                .map_or(0.0, |c| c.progress_share);
+            let stats = titus_core::EpochStats {
+                busy,
+                idle: titus_core::EpochStats::idle_of(session, self.job.workers, busy),
+                between: Duration::from_nanos(self.per[r].between.0),
+                betweens: self.per[r].between.1,
+                session,
+                start: Duration::from_nanos(self.start_figures[r].0),
+                start_figures: self.start_figures[r].1,
+                steal: Duration::from_nanos(stats.steal_latency_ns.iter().sum()),
+                progress_cpu: session.mul_f64(share) + Duration::from_nanos(self.per[r].op_cpu),
+                protocol: self.job.core.protocol.name(),
+                workers: self.job.workers,
+                resources: self.res(r).map(Resources::counts).unwrap_or_default(),
+                core: stats,
+            };
             out.push(RankOutcome {
                 stats,
-                busy_ns: self.per[r].busy,
-                op_cpu_ns: self.per[r].op_cpu,
-                between: self.per[r].between,
-                session_ns: self.per[r].end.unwrap_or(0) - self.began[r],
-                start_ns: self.start_figures[r].0,
-                start: self.start_figures[r].1,
                 results,
                 costs_ns,
                 peers: contacts,
                 connections,
                 connect_ns: self.connect_ns[r],
                 connection_bytes,
-                resources: self.res(r).map(Resources::counts).unwrap_or_default(),
                 accel_busy_ns: self.accel_busy[r],
                 busy_by_owner: std::mem::take(&mut self.busy_by_owner[r]),
                 dispatches: std::mem::take(&mut self.dispatches[r]),
@@ -327,7 +347,7 @@ impl<'a> Sim<'a> {
                 _ => false,
             };
             if !leftover {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "epoch {}: {ev:?} still in flight after every rank ended it",
                     epoch + 1
                 )));

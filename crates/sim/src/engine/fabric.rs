@@ -99,7 +99,7 @@ impl<'a> Sim<'a> {
                     if known {
                         *checked = peer;
                     } else if !on_start_segment(&op) {
-                        return Err(Violation(format!(
+                        return Err(Violation::Broken(format!(
                             "rank {from} operated on rank {peer}, which is not among its fabric peers (the runtime has no address for it): {op:?}"
                         )));
                     }
@@ -191,7 +191,7 @@ impl<'a> Sim<'a> {
                     if remote.offset >= tasks::COUNT
                         && u64::from_le_bytes(w) != layout::lock::held_by(from)
                     {
-                        return Err(Violation(format!(
+                        return Err(Violation::Broken(format!(
                             "rank {from} read rank {peer}'s shared set at offset {} without holding its lock (word {})",
                             remote.offset,
                             u64::from_le_bytes(w)
@@ -373,7 +373,7 @@ impl<'a> Sim<'a> {
                 // Its progress thread's next turn, as the runtime's driver waits
                 // (workers serving, no commands: the model issues them at once).
                 let nap = now
-                    + titus_core::progress_wait_ns(
+                    + self.policy.progress_wait_ns(
                         self.nodes[p]
                             .poll_timeout()
                             .map(|t| t.0.saturating_sub(now)),

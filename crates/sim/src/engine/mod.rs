@@ -24,7 +24,7 @@ use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::repartition::Move;
 use titus_core::resources::{ResourceSpec, Resources, Variants, type_bits, type_table};
-use titus_core::{CostHistory, Node, Op, Protocol, Stats, Time, Token};
+use titus_core::{CostHistory, HeldResults, Node, Op, Protocol, Stats, Time, Token};
 use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
 use workers::Unreported;
@@ -134,9 +134,8 @@ struct PerRank {
     /// one has).
     held: Option<titus_core::Task>,
     /// Without resources: results its workers hold to report with their next take from
-    /// the node (the runtime's `Unreported`), and when the first of them ended.
-    unreported: Vec<Unreported>,
-    unreported_since: Option<u64>,
+    /// the node (as the runtime's workers hold theirs).
+    unreported: HeldResults<Unreported>,
     /// The resource types it has (bits of `Config::resource_types`; 0 where the job has
     /// none).
     types_mine: u64,
@@ -166,6 +165,8 @@ struct PerRank {
 
 struct Sim<'a> {
     job: &'a Job<'a>,
+    /// What its workers take, hold and report, and its progress threads' waits.
+    policy: titus_core::WorkerPolicy,
     nodes: Vec<Node>,
     mems: Vec<SparseMem>,
     /// Events by (time, sequence); the events themselves wait in the slab.
@@ -441,7 +442,7 @@ impl<'a> Sim<'a> {
                 };
                 self.nodes[i]
                     .begin_start(Time(now), input, &self.mems[i])
-                    .map_err(|e| Violation(format!("rank {node}: start: {e}")))?;
+                    .map_err(|e| Violation::Broken(format!("rank {node}: start: {e}")))?;
                 self.own[i] = Some(own);
                 self.after(node, now)?;
             }
@@ -491,7 +492,7 @@ impl<'a> Sim<'a> {
                 if self.activity == before && self.per[i].timer_at == Some(now) {
                     self.per[i].idle_wakes += 1;
                     if self.per[i].idle_wakes > SPIN_MAX {
-                        return Err(Violation(format!(
+                        return Err(Violation::Broken(format!(
                             "rank {node} spins: {} timers in a row did nothing and left its deadline at once",
                             self.per[i].idle_wakes
                         )));
@@ -536,14 +537,11 @@ impl<'a> Sim<'a> {
                     // `report_and_take`).
                     Some(next) if res == 0 => {
                         let next_cost = next.cost_ns;
-                        self.per[i].unreported.push((task, result, cost));
-                        let since = *self.per[i].unreported_since.get_or_insert(now);
-                        if titus_core::report_held_now(
-                            next_cost,
-                            self.per[i].unreported.len(),
-                            now - since,
-                            self.job.grain_ns(),
-                        ) {
+                        let p = &self.policy;
+                        if self.per[i]
+                            .unreported
+                            .hold((task, result, cost), now, next_cost, p)
+                        {
                             self.flush(i, now);
                         }
                     }
@@ -566,21 +564,21 @@ impl<'a> Sim<'a> {
 pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<Outcome, Violation> {
     let ranks = job.overlay.ranks;
     if job.tasks.len() != ranks as usize {
-        return Err(Violation(format!(
+        return Err(Violation::Broken(format!(
             "{} task lists for {ranks} ranks",
             job.tasks.len()
         )));
     }
     if job.workers == 0 {
-        return Err(Violation("a rank needs at least one worker".into()));
+        return Err(Violation::Job("a rank needs at least one worker".into()));
     }
-    time::check(job).map_err(Violation)?;
+    time::check(job)?;
     let n = ranks as usize;
     let mut res = vec![None; n];
     let described = &job.resources.per_rank;
     let cpu_kinds = &job.resources.cpu_kinds;
     if described.len() > n || cpu_kinds.len() > n {
-        return Err(Violation(format!(
+        return Err(Violation::Broken(format!(
             "resources described for {} ranks in a job of {n}",
             described.len().max(cpu_kinds.len())
         )));
@@ -599,7 +597,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         if specs.len() > 1 || specs[0].variants != Variants::All(1.0) {
             *slot = Some(
                 Resources::new(specs.clone(), job.resources.dispatch)
-                    .map_err(|e| Violation(format!("rank {r}: {e}")))?,
+                    .map_err(|e| Violation::Broken(format!("rank {r}: {e}")))?,
             );
         }
         specs_of.push(specs);
@@ -610,7 +608,8 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     let mut types_mine = vec![0u64; n];
     let mut types_of: Vec<Vec<u64>> = vec![Vec::new(); n];
     if res.iter().any(Option::is_some) {
-        let table = type_table(specs_of.iter().map(Vec::as_slice)).map_err(|e| Violation(e.0))?;
+        let table =
+            type_table(specs_of.iter().map(Vec::as_slice)).map_err(|e| Violation::Job(e.0))?;
         if table.len() > 1 && core.resource_types.is_empty() {
             core.resource_types = table;
         }
@@ -622,12 +621,12 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     if res.iter().all(Option::is_none) {
         res = Vec::new();
     }
-    let overlay = Overlay::new(job.overlay.clone()).map_err(|e| Violation(e.to_string()))?;
+    let overlay = Overlay::new(job.overlay.clone()).map_err(|e| Violation::Job(e.to_string()))?;
     let mut nodes = Vec::with_capacity(ranks as usize);
     let mut mems = Vec::with_capacity(ranks as usize);
     for r in 0..ranks {
         let mut n = Node::new(core.clone(), overlay.clone(), r)
-            .map_err(|e| Violation(format!("rank {r}: {e}")))?;
+            .map_err(|e| Violation::Broken(format!("rank {r}: {e}")))?;
         if let Some(make) = job.mapper {
             n.set_mapper(make(r));
         }
@@ -653,6 +652,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     }
     let mut sim = Sim {
         job,
+        policy: job.worker_policy(),
         nodes,
         mems,
         queue: EventQueue::default(),
@@ -770,14 +770,14 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             });
             now = sim.clock;
             let tasks = tasks.map_err(|e| {
-                Violation(format!(
+                Violation::Broken(format!(
                     "between epochs {} and {}: {e}",
                     epoch + 1,
                     epoch + 2
                 ))
             })?;
             if tasks.is_none() && epoch >= job.later_epochs.len() {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "epoch {}: the driver supplied no tasks (Job::later_epochs_supplied)",
                     epoch + 2
                 )));

@@ -1,6 +1,7 @@
 //! A repartition start between epochs, run over the simulated fabric.
 
 use super::*;
+use crate::RepartitionError;
 
 /// A rank's repartition start's outcome, with its own prediction.
 pub(super) type PlanOutcome = (
@@ -27,7 +28,7 @@ impl std::fmt::Debug for Between<'_> {
 
 /// What [`Between`] drives: the simulated job between two epochs.
 pub(super) trait RepartitionStart {
-    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String>;
+    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, RepartitionError>;
 }
 
 impl Between<'_> {
@@ -37,19 +38,19 @@ impl Between<'_> {
     /// before the next epoch, and plans from its place in the string as the job's
     /// `repartition_plan` says. `keys[r]`: the tasks rank r owns, in string order. A key
     /// given twice, or a list per rank missing, fails naming why.
-    pub fn repartition_plan(&self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String> {
+    pub fn repartition_plan(&self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, RepartitionError> {
         self.sim.borrow_mut().repartition_plan(keys)
     }
 }
 
 impl RepartitionStart for Sim<'_> {
-    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, String> {
+    fn repartition_plan(&mut self, keys: &[Vec<u64>]) -> Result<Vec<Vec<Move>>, RepartitionError> {
         let n = self.nodes.len();
         if keys.len() != n {
-            return Err(format!(
-                "{} key lists for a repartition plan of {n} ranks",
-                keys.len()
-            ));
+            return Err(RepartitionError::KeyLists {
+                lists: keys.len(),
+                ranks: n,
+            });
         }
         let reference = self.job.check_start.then(|| self.whole_job_positions(keys));
         self.plan_keys = Some(keys.to_vec());
@@ -64,25 +65,26 @@ impl RepartitionStart for Sim<'_> {
         }
         let ended = self.run_epoch(self.job.faults.stall);
         self.plan_keys = None;
-        self.clock = self.clock.max(ended.map_err(|e| e.0)?);
+        self.clock = self.clock.max(ended.map_err(RepartitionError::Run)?);
         let mut plans = Vec::with_capacity(n);
         for (r, k) in keys.iter().enumerate() {
             let (outcome, own) = self.planned[r].take().expect("every rank's start ended");
-            let out = outcome.map_err(|e| format!("rank {r}: {e}"))?;
+            let out = outcome.map_err(|error| RepartitionError::Start { rank: r, error })?;
             if let Some((movement, positions)) = &reference
                 && out.movement == *movement
             {
                 if out.position != positions[r] {
-                    return Err(format!(
-                        "rank {r}: the repartition start placed it at {:?}, the whole job's plan at {:?}",
-                        out.position, positions[r]
-                    ));
+                    return Err(RepartitionError::Position {
+                        rank: r,
+                        start: Box::new(out.position),
+                        whole: Box::new(positions[r]),
+                    });
                 }
                 self.plans_checked += 1;
             }
             let plan = out
                 .repartition_plan(k, own, &self.history[r], self.job.core.repartition_plan)
-                .map_err(|e| format!("rank {r}: {e}"))?;
+                .map_err(|error| RepartitionError::Plan { rank: r, error })?;
             plans.push(plan);
         }
         Ok(plans)

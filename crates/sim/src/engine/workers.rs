@@ -58,14 +58,9 @@ impl<'a> Sim<'a> {
                         None => {
                             // What the workers hold is reported with their take from the node.
                             self.flush(i, now);
+                            let take = self.policy.take();
                             let mut got = self.nodes[i]
-                                .take_grain(
-                                    Time(now),
-                                    1,
-                                    titus_core::GRAIN_TASKS_MAX,
-                                    self.job.grain_ns(),
-                                    &self.mems[i],
-                                )
+                                .take_grain(Time(now), take, &self.mems[i])
                                 .into_iter();
                             let Some(first) = got.next() else {
                                 break;
@@ -91,7 +86,7 @@ impl<'a> Sim<'a> {
                 && t.select(task.kind).is_none()
             {
                 if !t.can_run(task.kind) {
-                    return Err(Violation(format!(
+                    return Err(Violation::Broken(format!(
                         "rank {n}: task kind {} has no variant on its resources",
                         task.kind
                     )));
@@ -105,14 +100,14 @@ impl<'a> Sim<'a> {
                 .get_mut(o)
                 .and_then(|r| r.get_mut(x))
                 .ok_or_else(|| {
-                    Violation(format!(
+                    Violation::Broken(format!(
                         "rank {n} got task {x} of rank {o}, which does not exist"
                     ))
                 })?;
             *count += 1;
             self.activity += 1;
             if *count > 1 {
-                return Err(Violation(format!(
+                return Err(Violation::Broken(format!(
                     "task {x} of rank {o} ran twice (second time on rank {n})"
                 )));
             }
@@ -272,7 +267,7 @@ impl<'a> Sim<'a> {
                             code: *code,
                         };
                         if *e != told {
-                            return Err(Violation(format!(
+                            return Err(Violation::Broken(format!(
                                 "{first}; then rank {n} failed otherwise: {e}"
                             )));
                         }
@@ -280,14 +275,15 @@ impl<'a> Sim<'a> {
                 }
             }
             if self.failed_count == self.nodes.len() {
-                // Its tail is read back by `failed_everywhere`.
-                return Err(Violation(format!(
-                    "{}; {FAILED_EVERYWHERE} by {:.3} ms ({} events, trace {:016x})",
-                    self.first_failure.as_ref().map_or("", |f| f.2.as_str()),
-                    now as f64 / 1e6,
-                    self.events,
-                    self.trace
-                )));
+                return Err(Violation::FailedEverywhere {
+                    first: self
+                        .first_failure
+                        .as_ref()
+                        .map_or(String::new(), |f| f.2.clone()),
+                    at_ms: now as f64 / 1e6,
+                    events: self.events,
+                    trace: self.trace,
+                });
             }
             return Ok(());
         }
@@ -300,7 +296,7 @@ impl<'a> Sim<'a> {
         self.home_total += u64::from(home - self.per[i].home_seen);
         self.per[i].home_seen = home;
         if self.nodes[i].termination_detected() && self.home_total != self.own_total {
-            return Err(Violation(format!(
+            return Err(Violation::Broken(format!(
                 "rank {n} declared the end with {} of {} results home",
                 self.home_total, self.own_total
             )));
@@ -313,7 +309,7 @@ impl<'a> Sim<'a> {
             self.stats[i] = self.nodes[i].stats().clone();
             let out = self.nodes[i]
                 .take_epoch_results()
-                .map_err(|e| Violation(format!("rank {n}: {e}")))?;
+                .map_err(|e| Violation::Broken(format!("rank {n}: {e}")))?;
             // The measured costs, as they came home, are the next epoch's predictions;
             // recording them delays the rank's next call.
             self.history[i].record(&self.keys[i], &out.costs_ns);
@@ -326,8 +322,7 @@ impl<'a> Sim<'a> {
 
     /// Reports every result rank `i`'s workers hold.
     pub(super) fn flush(&mut self, i: usize, now: u64) {
-        self.per[i].unreported_since = None;
-        for (task, result, cost) in std::mem::take(&mut self.per[i].unreported) {
+        for (task, result, cost) in self.per[i].unreported.drain() {
             self.nodes[i].task_done(Time(now), task, result, cost, &self.mems[i]);
         }
     }

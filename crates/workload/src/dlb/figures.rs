@@ -21,7 +21,7 @@ pub struct RankFigures {
     /// Its completed operations by kind ([`titus_core::OP_KINDS`]).
     pub op_latency: [titus_core::OpLatency; titus_core::OP_KINDS.len()],
     /// Its workers' time between tasks where they went straight on (s), and how many
-    /// such gaps (`titus_runtime::EpochStats::between`).
+    /// such gaps (`titus_core::EpochStats::between`).
     pub between: f64,
     /// Gaps counted in [`RankFigures::between`].
     pub betweens: u64,
@@ -186,6 +186,54 @@ pub fn connection_figures(all: &[RankConnections]) -> Vec<Links> {
 }
 
 impl RankFigures {
+    /// A rank's figures from its epoch's stats, whoever produced them (the runtime, the
+    /// simulator): `digest` of its results ([`digest`]), whether they `verified`, and its
+    /// steal log where `steal_log` (a real job gathers it separately). The links come from
+    /// the job's connections ([`connection_figures`]).
+    pub fn of(st: &titus_core::EpochStats, digest: u64, verified: bool, steal_log: bool) -> Self {
+        let c = &st.core;
+        Self {
+            busy: st.busy.as_secs_f64(),
+            session: st.session.as_secs_f64(),
+            idle: st.idle.as_secs_f64(),
+            steal: st.steal.as_secs_f64(),
+            progress_cpu: st.progress_cpu.as_secs_f64(),
+            ops: c.ops,
+            op_latency: c.op_latency,
+            between: st.between.as_secs_f64(),
+            betweens: st.betweens,
+            grains: c.grains,
+            steals_ok: c.steals_ok,
+            steals_empty: c.steals_empty,
+            steals_locked: c.steals_locked,
+            bytes: c.bytes_stolen + c.bytes_results,
+            tasks_stolen: c.tasks_stolen,
+            tasks_pushed: c.tasks_pushed,
+            hops: c
+                .result_hops
+                .iter()
+                .enumerate()
+                .map(|(h, n)| h as u64 * n)
+                .sum(),
+            homed: c.result_hops.iter().sum(),
+            verified,
+            digest,
+            steal_log: match steal_log {
+                true => c
+                    .steal_log
+                    .iter()
+                    .map(|e| (e.at_ns as f64 * 1e-9, e.victim, e.tasks))
+                    .collect(),
+                false => Vec::new(),
+            },
+            links: Links::default(),
+            start: st.start.as_secs_f64(),
+            start_bytes: st.start_figures.bytes,
+            start_messages: st.start_figures.messages,
+            start_rounds: st.start_figures.rounds,
+        }
+    }
+
     /// As numbers, for a job-wide all-gather (the steal log travels separately).
     pub fn encode(&self) -> Vec<u8> {
         let mut v = vec![

@@ -311,16 +311,16 @@ pub fn name<T: ValueEnum>(v: T) -> &'static str {
 
 /// `--worker-grain-us` as a duration (None: the runtime's default): 0 to 1 s (the
 /// runtime's own bound on `worker_grain`).
-pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, String> {
+pub fn worker_grain(args: &BenchArgs) -> Result<Option<std::time::Duration>, UsageError> {
     match args.worker_grain_us {
         None => Ok(None),
         Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => Ok(Some(
             std::time::Duration::from_nanos((us * 1e3).round() as u64),
         )),
-        Some(us) => Err(format!(
+        Some(us) => Err(UsageError(format!(
             "--worker-grain-us {}: expected microseconds in [0, 1000000]",
             crate::show_number(us)
-        )),
+        ))),
     }
 }
 
@@ -356,9 +356,7 @@ pub fn check_args(args: &BenchArgs) -> Result<(), UsageError> {
             return Err(UsageError(e.to_string()));
         }
     }
-    if let Err(e) = worker_grain(args) {
-        return Err(UsageError(e.to_string()));
-    }
+    worker_grain(args)?;
     if args.group_size == Some(0) {
         return Err(UsageError("--group-size must be at least 1".into()));
     }
@@ -397,27 +395,47 @@ pub fn check_args(args: &BenchArgs) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// Why plots could not be written into a `--plot` directory ([`check_plot_dir`]): found
+/// before any run starts, so hours of runs do not end without their plots.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotDirError {
+    /// The path names something other than a directory.
+    #[error("exists and is not a directory")]
+    NotADirectory,
+    /// The path has no directory name (a root, say).
+    #[error("is not a directory name")]
+    NoName,
+    /// A new directory whose parent is missing: likely a typo.
+    #[error("its parent directory '{}' does not exist", .0.display())]
+    NoParent(std::path::PathBuf),
+    /// The directory where the plots would go refuses a file.
+    #[error("cannot write into '{}': {source}", .dir.display())]
+    NotWritable {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What creating a file there gave.
+        source: std::io::Error,
+    },
+}
+
 /// Whether plots can be written into `dir` once the runs are over: an existing directory
 /// this process may write into, or a new one whose parent is such a directory (a missing
 /// parent is refused as a likely typo). Checked before any run starts; the probe file it
 /// writes is removed at once.
-pub fn check_plot_dir(dir: &std::path::Path) -> Result<(), String> {
+pub fn check_plot_dir(dir: &std::path::Path) -> Result<(), PlotDirError> {
     let target = if dir.exists() {
         if !dir.is_dir() {
-            return Err("exists and is not a directory".into());
+            return Err(PlotDirError::NotADirectory);
         }
         dir.to_path_buf()
     } else {
         let parent = match dir.parent() {
             Some(p) if p.as_os_str().is_empty() => std::path::PathBuf::from("."),
             Some(p) => p.to_path_buf(),
-            None => return Err("is not a directory name".into()),
+            None => return Err(PlotDirError::NoName),
         };
         if !parent.is_dir() {
-            return Err(format!(
-                "its parent directory '{}' does not exist",
-                parent.display()
-            ));
+            return Err(PlotDirError::NoParent(parent));
         }
         parent
     };
@@ -426,7 +444,10 @@ pub fn check_plot_dir(dir: &std::path::Path) -> Result<(), String> {
         .write(true)
         .create_new(true)
         .open(&probe)
-        .map_err(|e| format!("cannot write into '{}': {e}", target.display()))?;
+        .map_err(|source| PlotDirError::NotWritable {
+            dir: target.clone(),
+            source,
+        })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }

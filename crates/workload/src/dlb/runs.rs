@@ -98,7 +98,7 @@ pub fn runs(args: &BenchArgs) -> Result<Vec<Run>, UsageError> {
     );
     let points: Vec<(BenchArgs, Option<String>)> = match &args.sweep {
         None => vec![(args.clone(), None)],
-        Some(spec) => sweep_points(args, spec).map_err(|e| UsageError(e.to_string()))?,
+        Some(spec) => sweep_points(args, spec)?,
     };
     let mut out = Vec::new();
     for (a, v) in points {
@@ -191,23 +191,23 @@ pub fn expand<T: Copy + PartialEq>(list: &[T], all: T, every: &[T]) -> Vec<T> {
 pub fn sweep_points(
     args: &BenchArgs,
     spec: &str,
-) -> Result<Vec<(BenchArgs, Option<String>)>, String> {
+) -> Result<Vec<(BenchArgs, Option<String>)>, UsageError> {
     let (param, values) = spec
         .split_once('=')
-        .ok_or_else(|| format!("--sweep '{spec}': expected PARAM=V1,V2,..."))?;
+        .ok_or_else(|| UsageError(format!("--sweep '{spec}': expected PARAM=V1,V2,...")))?;
     let values: Vec<&str> = values
         .split(',')
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .collect();
     if values.is_empty() {
-        return Err(format!("--sweep '{spec}': no values"));
+        return Err(UsageError(format!("--sweep '{spec}': no values")));
     }
     let mut out = Vec::new();
     for v in values {
         let mut a = args.clone();
         a.sweep = None;
-        let bad = |what: &str| format!("--sweep {param}: '{v}' is not {what}");
+        let bad = |what: &str| UsageError(format!("--sweep {param}: '{v}' is not {what}"));
         match param {
             "ranks" => a.ranks = v.parse().map_err(|_| bad("a rank count"))?,
             "tasks" => a.tasks = Some(v.parse().map_err(|_| bad("a task count"))?),
@@ -217,9 +217,9 @@ pub fn sweep_points(
             "seed" => a.seed = v.parse().map_err(|_| bad("a seed"))?,
             "group-size" => a.group_size = Some(v.parse().map_err(|_| bad("a group size"))?),
             p => {
-                return Err(format!(
+                return Err(UsageError(format!(
                     "--sweep: unknown parameter '{p}' (expected ranks, tasks, task-time, payload, workers, seed or group-size)"
-                ));
+                )));
             }
         }
         out.push((a, Some(v.to_string())));

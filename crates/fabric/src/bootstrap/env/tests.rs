@@ -447,7 +447,7 @@ fn slurm_ports_never_collide_where_they_used_to() {
             );
         }
     }
-    let err = slurm_port(3, 0, (1024, 65_535)).unwrap_err();
+    let err = slurm_port(3, 0, (1024, 65_535)).unwrap_err().to_string();
     assert!(
         err.contains("ephemeral") && err.contains("TITUS_BOOTSTRAP"),
         "{err}"
@@ -548,7 +548,11 @@ fn a_bare_pmix_launcher_gives_rank_and_size() {
     );
     assert_eq!(e.ranks_on_node(), 1, "the node's ranks are unknown");
     let err = JobEnv::from_vars_full(vars(&bare), true, (32_768, 60_999), &|| {
-        Err("PMIx_Init failed".into())
+        Err(titus_pmix_sys::Error {
+            kind: titus_pmix_sys::ErrorKind::Other,
+            status: 0,
+            message: "PMIx_Init failed".into(),
+        })
     })
     .unwrap_err()
     .to_string();
