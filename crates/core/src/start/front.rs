@@ -76,20 +76,10 @@ impl Grid {
         self.first_from(i128::from(lo))..self.first_from(i128::from(hi) + 1)
     }
 
-    /// The last sample at or below key `k` (the first, below it), where `k` is on the grid.
-    fn at_or_below(&self, k: i128) -> Option<usize> {
-        if k < i128::from(self.lo) || k > i128::from(self.hi) {
-            return None;
-        }
-        let guess = ((k - i128::from(self.lo)) as f64 / self.step()) as usize;
-        let mut i = guess.min(SAMPLES - 1);
-        while i > 0 && self.key(i) > k {
-            i -= 1;
-        }
-        while i + 1 < SAMPLES && self.key(i + 1) <= k {
-            i += 1;
-        }
-        Some(i)
+    /// Every sampled key, in order.
+    fn keys(&self) -> Vec<i128> {
+        let step = self.step();
+        (0..SAMPLES).map(|i| sample_key(self.lo, step, i)).collect()
     }
 }
 
@@ -388,6 +378,9 @@ impl Wire for FrontSums {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SampledField {
     grid: Grid,
+    /// The grid's keys, computed once: the root's shift scores look up ~50,000 keys a
+    /// start, and computing each (a float to i128 conversion) cost ~20 ms a step.
+    keys: Vec<i128>,
     samples: Vec<Option<f64>>,
     /// Σ (cost − floor · keys) over the ranks.
     w: f64,
@@ -411,6 +404,7 @@ impl SampledField {
         let x = sums.moment - floor * sums.key_sum + sums.off_load - floor * sums.off_count;
         Some(Self {
             grid,
+            keys: grid.keys(),
             samples: sums.samples.dense(),
             w,
             x,
@@ -420,9 +414,29 @@ impl SampledField {
     }
 }
 
+impl SampledField {
+    /// The last sample at or below key `k` (the first, below it), where `k` is on the grid.
+    fn at_or_below(&self, k: i128) -> Option<usize> {
+        let (lo, hi) = (self.grid.lo, self.grid.hi);
+        if k < i128::from(lo) || k > i128::from(hi) {
+            return None;
+        }
+        // The guess only says where the walk starts.
+        let guess = ((k - i128::from(lo)) as u64 as f64 / self.grid.step()) as usize;
+        let mut i = guess.min(SAMPLES - 1);
+        while i > 0 && self.keys[i] > k {
+            i -= 1;
+        }
+        while i + 1 < SAMPLES && self.keys[i + 1] <= k {
+            i += 1;
+        }
+        Some(i)
+    }
+}
+
 impl CostField for SampledField {
     fn at(&self, k: i128) -> Option<f64> {
-        self.samples[self.grid.at_or_below(k)?]
+        self.samples[self.at_or_below(k)?]
     }
     fn range(&self) -> (u64, u64) {
         (self.grid.lo, self.grid.hi)
