@@ -63,6 +63,12 @@ const CASES: &[(&str, &str)] = &[
     ("titus launch -n 4294967295 -- true", "-n 4294967295"),
     ("titus sim --ranks 4 --epochs 4294967295", "--epochs"),
     ("dlb-bench --epochs 4294967295", "--epochs"),
+    // UTS trees that are none of the benchmark's, and sizes past their bounds.
+    ("uts-bench -q 1.5", "-q 1.5"),
+    ("uts-bench -m 101", "-m 101"),
+    ("uts-bench -t 3", "-t"),
+    ("uts-bench --frontier 16777217", "--frontier 16777217"),
+    ("uts-bench --ranks 100000", "--ranks 100000"),
     (
         "dlb-bench --ranks 4294967295",
         "--ranks 4294967295: at most 2048",

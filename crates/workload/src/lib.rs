@@ -21,6 +21,7 @@ mod log;
 mod pipe;
 mod plans_error;
 pub mod task;
+pub mod uts;
 
 pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR, ZONE_FRACTION,

@@ -1,0 +1,389 @@
+//! `uts-bench`: the UTS benchmark (`titus_workload::uts`) on Titus.
+//!
+//! The tree's flags are UTS's own (`-t -b -r -a -d -q -m -f -g`), so the published sample
+//! trees paste as they are: T1 is `-t 1 -a 3 -d 10 -b 4 -r 19`. Rank 0 first traverses
+//! the tree alone (the sequential baseline, one thread); then every rank expands the same
+//! top of the tree breadth first until it holds `--frontier` nodes, owns a contiguous
+//! block of them, and hands them to Titus as one epoch of tasks, each traversing its
+//! subtree. Titus balances the subtrees, whose sizes nobody knows in advance; the counts
+//! must equal the sequential traversal's, or the run fails.
+//!
+//! Tasks that spawn tasks would let the tree's own nodes be the tasks. Until then a
+//! static frontier stands in for them, and a deep narrow tree (a binomial one) shows its
+//! limit: a subtree larger than a rank's share cannot be split.
+//!
+//! In process: `uts-bench --ranks 2 -t 1 -a 3 -d 10 -b 4 -r 19`. Under a launcher
+//! (`titus launch -n 2 -- uts-bench …`, srun, mpirun): the launcher sets the ranks; rank
+//! 0 prints. The other ranks wait for rank 0's sequential traversal in the bootstrap's
+//! all-gather: past a minute of it, raise `TITUS_BOOTSTRAP_TIMEOUT`.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::time::Instant;
+use titus_fabric::bootstrap::JobEnv;
+use titus_fabric::mem::MemOptions;
+use titus_runtime::Balancing;
+use titus_runtime::{Runtime, RuntimeConfig, TaskIn};
+use titus_workload::dlb::fail;
+use titus_workload::uts::{Counts, GeoShape, Node, Tree, TreeKind};
+
+/// UTS: the unbalanced tree search benchmark, on Titus.
+#[derive(Debug, clap::Parser)]
+#[command(name = "uts-bench", version)]
+struct Cli {
+    /// Tree kind: 0 binomial, 1 geometric, 2 hybrid.
+    #[arg(short = 't', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    kind: u8,
+    /// The root's branching factor.
+    #[arg(short = 'b', default_value_t = 4.0, allow_negative_numbers = true)]
+    b: f64,
+    /// The root's seed.
+    #[arg(short = 'r', default_value_t = 0)]
+    seed: u32,
+    /// Geometric shape: 0 linear, 1 exponential decrease, 2 cyclic, 3 fixed.
+    #[arg(short = 'a', default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    shape: u8,
+    /// Geometric tree depth.
+    #[arg(short = 'd', default_value_t = 6)]
+    d: u32,
+    /// Binomial probability of children.
+    #[arg(short = 'q', default_value_t = 15.0 / 64.0, allow_negative_numbers = true)]
+    q: f64,
+    /// Binomial number of children.
+    #[arg(short = 'm', default_value_t = 4)]
+    m: u32,
+    /// Hybrid: depth fraction where the geometric tree turns binomial.
+    #[arg(short = 'f', default_value_t = 0.5, allow_negative_numbers = true)]
+    f: f64,
+    /// SHA-1 evaluations per child (work per node).
+    #[arg(short = 'g', default_value_t = 1)]
+    g: u32,
+    /// Ranks in this process (under a launcher, the launcher's).
+    #[arg(long, default_value_t = 1)]
+    ranks: u32,
+    /// Worker threads per rank.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Balancer: none, smallworld, random, master or hierarchical.
+    #[arg(long, default_value = "smallworld")]
+    balancer: Balancing,
+    /// Frontier nodes the top of the tree is expanded to: the tasks (0: 64 per worker of
+    /// the job).
+    #[arg(long, default_value_t = 0)]
+    frontier: u32,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Most frontier nodes: each is a task of 24 bytes and its result.
+const FRONTIER_MAX: u32 = 1 << 24;
+
+impl Cli {
+    fn tree(&self) -> Tree {
+        Tree {
+            kind: match self.kind {
+                0 => TreeKind::Binomial,
+                1 => TreeKind::Geometric,
+                _ => TreeKind::Hybrid,
+            },
+            b: self.b,
+            seed: self.seed,
+            shape: match self.shape {
+                0 => GeoShape::Linear,
+                1 => GeoShape::ExpDec,
+                2 => GeoShape::Cyclic,
+                _ => GeoShape::Fixed,
+            },
+            d: self.d,
+            q: self.q,
+            m: self.m,
+            f: self.f,
+            g: self.g,
+        }
+    }
+}
+
+/// A node as a task's payload: its state and its depth.
+fn encode_node(n: &Node) -> Vec<u8> {
+    let mut v = n.state.to_vec();
+    v.extend_from_slice(&n.depth.to_le_bytes());
+    v
+}
+
+fn decode_node(b: &[u8]) -> Result<Node, String> {
+    let (state, depth) = match (b.get(..20), b.get(20..24)) {
+        (Some(s), Some(d)) if b.len() == 24 => (s, d),
+        _ => return Err(format!("a UTS node is 24 bytes, not {}", b.len())),
+    };
+    Ok(Node {
+        state: state.try_into().expect("20 bytes"),
+        depth: u32::from_le_bytes(depth.try_into().expect("4 bytes")),
+    })
+}
+
+/// Counts as a task's result, and back.
+fn encode_counts(c: &Counts) -> Vec<u8> {
+    let mut v = c.nodes.to_le_bytes().to_vec();
+    v.extend_from_slice(&c.leaves.to_le_bytes());
+    v.extend_from_slice(&c.max_depth.to_le_bytes());
+    v
+}
+
+fn decode_counts(b: &[u8]) -> Result<Counts, String> {
+    if b.len() != 20 {
+        return Err(format!("UTS counts are 20 bytes, not {}", b.len()));
+    }
+    let u = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
+    Ok(Counts {
+        nodes: u(0..8),
+        leaves: u(8..16),
+        max_depth: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
+    })
+}
+
+/// The top of the tree expanded breadth first until at least `want` nodes wait (or the
+/// tree ends): the frontier, and the counts of the nodes above it.
+fn frontier(tree: &Tree, want: usize) -> (Vec<Node>, Counts) {
+    let mut above = Counts::default();
+    let mut open = VecDeque::from([tree.root()]);
+    while open.len() < want
+        && let Some(n) = open.pop_front()
+    {
+        above.nodes += 1;
+        above.max_depth = above.max_depth.max(n.depth);
+        let k = tree.children(&n);
+        if k == 0 {
+            above.leaves += 1;
+        }
+        open.extend((0..k).map(|i| tree.child(&n, i)));
+    }
+    (open.into(), above)
+}
+
+/// The job's figures, on rank 0.
+struct Figures {
+    counts: Counts,
+    seconds: f64,
+    sequential: Counts,
+    sequential_s: f64,
+    tasks: usize,
+}
+
+/// One rank's part: its block of the frontier as one epoch; on rank 0, the job's counts.
+fn rank_main(
+    rt: &Runtime,
+    tree: &Tree,
+    want: usize,
+    sequential: Option<(Counts, f64)>,
+) -> Result<Option<Figures>, String> {
+    let (rank, size) = (rt.rank() as usize, rt.size() as usize);
+    // Rank 0's baseline, measured before anyone starts: every rank waits for it here.
+    let base = match sequential {
+        Some((c, s)) => encode_counts(&c)
+            .into_iter()
+            .chain(s.to_le_bytes())
+            .collect(),
+        None => Vec::new(),
+    };
+    let gathered = rt.all_gather(&base).map_err(|e| e.to_string())?;
+    let b0 = gathered.first().ok_or("no rank 0")?;
+    let (seq, seq_s) = match b0.len() {
+        28 => (
+            decode_counts(&b0[..20])?,
+            f64::from_le_bytes(b0[20..28].try_into().expect("8 bytes")),
+        ),
+        n => return Err(format!("rank 0 sent a {n}-byte baseline, not 28")),
+    };
+    let t0 = Instant::now();
+    let (nodes, above) = frontier(tree, want);
+    let block = nodes.len().div_ceil(size);
+    let mine = nodes.iter().skip(rank * block).take(block);
+    let tasks: Vec<TaskIn> = mine
+        .enumerate()
+        .map(|(i, n)| TaskIn {
+            key: (rank * block + i) as u64,
+            kind: 0,
+            payload: encode_node(n),
+            priority: 0,
+            cost_hint_ns: 0,
+        })
+        .collect();
+    let out = rt.run_epoch_keyed(tasks).map_err(|e| e.to_string())?;
+    let mut counts = Counts::default();
+    for r in &out.results {
+        counts.add(&decode_counts(r)?);
+    }
+    let all = rt
+        .all_gather(&encode_counts(&counts))
+        .map_err(|e| e.to_string())?;
+    let seconds = t0.elapsed().as_secs_f64();
+    if rank != 0 {
+        return Ok(None);
+    }
+    let mut total = above;
+    for (r, b) in all.iter().enumerate() {
+        total.add(&decode_counts(b).map_err(|e| format!("rank {r}'s counts: {e}"))?);
+    }
+    Ok(Some(Figures {
+        counts: total,
+        seconds,
+        sequential: seq,
+        sequential_s: seq_s,
+        tasks: nodes.len(),
+    }))
+}
+
+/// The task: traverse the subtree below the node in the payload.
+fn traverse_task(tree: Tree) -> impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync {
+    move |payload| {
+        let n = decode_node(payload)?;
+        Ok(encode_counts(&tree.traverse(n)))
+    }
+}
+
+fn sequential(tree: &Tree) -> (Counts, f64) {
+    let t0 = Instant::now();
+    let c = tree.traverse(tree.root());
+    (c, t0.elapsed().as_secs_f64())
+}
+
+fn config(cli: &Cli, ranks: u32) -> RuntimeConfig {
+    let mut cfg = RuntimeConfig {
+        workers: cli.workers,
+        ..RuntimeConfig::default()
+    };
+    cfg.balance(cli.balancer, ranks, None)
+        .unwrap_or_else(|e| fail(2, &e.to_string()));
+    cfg
+}
+
+fn main() {
+    titus_workload::quiet_broken_pipe();
+    let cli = titus_workload::dlb::parse_args_of::<Cli>("uts-bench");
+    titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
+    let tree = cli.tree();
+    tree.check().unwrap_or_else(|e| fail(2, &e.to_string()));
+    if !(1..=64).contains(&cli.workers) {
+        fail(2, &format!("--workers {}: 1 to 64", cli.workers));
+    }
+    if cli.frontier > FRONTIER_MAX {
+        fail(
+            2,
+            &format!("--frontier {}: at most {FRONTIER_MAX}", cli.frontier),
+        );
+    }
+    let env = Some(JobEnv::from_env().unwrap_or_else(|e| fail(2, &e.to_string())))
+        .filter(JobEnv::launched);
+    let ranks = env.as_ref().map_or(cli.ranks, |e| e.size);
+    let ranks_max = (titus_runtime::LOCAL_THREADS_MAX / (cli.workers as u64 + 1)) as u32;
+    if env.is_none() && !(1..=ranks_max).contains(&ranks) {
+        fail(
+            2,
+            &format!(
+                "--ranks {ranks}: 1 to {ranks_max} in one process of --workers {}",
+                cli.workers
+            ),
+        );
+    }
+    let want = match cli.frontier {
+        0 => 64 * ranks as usize * cli.workers,
+        k => k as usize,
+    };
+    let figures = match &env {
+        Some(env) => {
+            let job = env.session(0).unwrap_or_else(|e| fail(2, &e.to_string()));
+            let rt = Runtime::from_job(
+                config(&cli, ranks),
+                titus_runtime::Backend::default_fabric(None),
+                job,
+            )
+            .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
+            rt.register_fallible(0, traverse_task(tree));
+            let seq = (rt.rank() == 0).then(|| sequential(&tree));
+            rank_main(&rt, &tree, want, seq).unwrap_or_else(|e| fail(1, &e))
+        }
+        None => {
+            let seq = sequential(&tree);
+            let rts = Runtime::local(ranks, config(&cli, ranks), MemOptions::default())
+                .unwrap_or_else(|e| fail(2, &e.to_string()));
+            let results: Vec<Result<Option<Figures>, String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = rts
+                    .into_iter()
+                    .map(|rt| {
+                        rt.register_fallible(0, traverse_task(tree));
+                        let (tree, seq) = (&tree, (rt.rank() == 0).then_some(seq));
+                        s.spawn(move || rank_main(&rt, tree, want, seq))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().expect("rank thread"))
+                    .collect()
+            });
+            let mut figures = None;
+            for r in results {
+                match r {
+                    Ok(Some(f)) => figures = Some(f),
+                    Ok(None) => {}
+                    Err(e) => fail(1, &e),
+                }
+            }
+            figures
+        }
+    };
+    let Some(f) = figures else { return };
+    report(&cli, ranks, &f);
+    if f.counts != f.sequential {
+        fail(
+            1,
+            &format!(
+                "the balanced traversal counted {:?}, the sequential one {:?}",
+                f.counts, f.sequential
+            ),
+        );
+    }
+}
+
+/// Prints the figures: nodes, leaves, depth, rates, and the efficiency against the
+/// sequential traversal (its time over the job's threads' time).
+fn report(cli: &Cli, ranks: u32, f: &Figures) {
+    let threads = f64::from(ranks) * cli.workers as f64;
+    let nodes_per_s = f.counts.nodes as f64 / f.seconds;
+    let efficiency = f.sequential_s / (f.seconds * threads);
+    if cli.json {
+        let v = serde_json::json!({
+            "nodes": f.counts.nodes,
+            "leaves": f.counts.leaves,
+            "max_depth": f.counts.max_depth,
+            "nodes_per_s": nodes_per_s,
+            "nodes_per_s_per_rank": nodes_per_s / f64::from(ranks),
+            "efficiency": efficiency,
+            "seconds": f.seconds,
+            "sequential_s": f.sequential_s,
+            "sequential_nodes_per_s": f.sequential.nodes as f64 / f.sequential_s,
+            "ranks": ranks,
+            "workers": cli.workers,
+            "balancer": cli.balancer.to_string(),
+            "frontier": f.tasks,
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "uts-bench: {} ranks × {} workers, {}, {} frontier tasks",
+        ranks, cli.workers, cli.balancer, f.tasks
+    );
+    println!(
+        "nodes {}  leaves {}  max depth {}",
+        f.counts.nodes, f.counts.leaves, f.counts.max_depth
+    );
+    println!(
+        "{:.3} s, {:.3e} nodes/s ({:.3e} per rank); sequential {:.3} s ({:.3e} nodes/s); efficiency {:.3}",
+        f.seconds,
+        nodes_per_s,
+        nodes_per_s / f64::from(ranks),
+        f.sequential_s,
+        f.sequential.nodes as f64 / f.sequential_s,
+        efficiency
+    );
+}
