@@ -34,7 +34,14 @@ use titus_workload::task;
 struct Cli {
     #[command(flatten)]
     bench: BenchArgs,
+    /// Write each rank's timeline to DIR (`titus trace DIR` merges them); as
+    /// `TITUS_TRACE=DIR`.
+    #[arg(long, value_name = "DIR")]
+    trace: Option<std::path::PathBuf>,
 }
+
+/// `--trace`, for every run's runtime.
+static TRACE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
 
 /// Tasks run in this process (the progress bar's count).
 static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
@@ -277,6 +284,7 @@ fn epoch_main(
 fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
     let c = dlb::config(run, ranks, plan).unwrap_or_else(|e| e.exit());
     RuntimeConfig {
+        trace: TRACE.get().cloned().flatten(),
         workers: run.args.workers,
         // (Checked with the other flags before any run.)
         worker_grain: dlb::worker_grain(&run.args).unwrap_or(None),
@@ -376,7 +384,9 @@ fn ranks_given() -> bool {
 
 fn main() {
     titus_workload::quiet_broken_pipe();
-    let args = dlb::parse_args::<Cli>().bench;
+    let cli = dlb::parse_args::<Cli>();
+    let _ = TRACE.set(cli.trace);
+    let args = cli.bench;
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
     check_args(&args).unwrap_or_else(|e| e.exit());
     let runs = runs(&args).unwrap_or_else(|e| e.exit());

@@ -206,7 +206,8 @@ extern "C" {
 // (workers, worker_grain, balancer, protocol, backend, provider, max_payload, max_result, seed,
 // group_size, op_timeout, epoch_timeout, min_private, steal_below, backoff_max,
 // check_interval, flush_delay, push_wait, diffusion, diffusion_plan, repartition_plan, advertise,
-// cost_aware, shortcuts, shortcut_draw, dispatch, resource_types, log), overridden by `TITUS_OPTIONS`. `workers` defaults to
+// cost_aware, shortcuts, shortcut_draw, dispatch, resource_types, log, trace), overridden by `TITUS_OPTIONS`. `trace` names a
+// directory for each rank's timeline (`titus trace DIR` merges them). `workers` defaults to
 // this rank's share of the node: max(1, cores this process may use (affinity mask, cgroup
 // quota) / ranks of the job on this node (from the launcher: `titus launch`, Slurm, Open
 // MPI, Hydra)). libtitus prints nothing unless asked: `log` (a filter such as `info` or

@@ -69,6 +69,7 @@ const OPTIONS: &[(&str, &str)] = &[
     ("dispatch", "least-loaded|round-robin|fixed"),
     ("resource_types", "e.g. all/1/2+3"),
     ("log", "a filter such as info; directives separated by ';'"),
+    ("trace", "a directory for each rank's timeline"),
 ];
 
 /// The options of [`OPTIONS`] and what each value may be, for the error message of an
@@ -196,6 +197,8 @@ impl Options {
                 }
                 "provider" => self.provider = Some(value.into()),
                 "log" => self.log = Some(value.into()),
+                "trace" if value.is_empty() => return Err(bad("a directory")),
+                "trace" => self.cfg.trace = Some(value.into()),
                 "max_payload" => self.cfg.core.max_payload = within(titus_runtime::PAYLOAD_MAX)?,
                 "max_result" => self.cfg.core.max_result = within(titus_runtime::PAYLOAD_MAX)?,
                 "seed" => {
@@ -334,7 +337,10 @@ mod tests {
         for &(key, _) in OPTIONS {
             // A value no option takes: the arm refuses it (or, for free text, takes it).
             match Options::parse(&format!("{key}=\u{1}"), None) {
-                Ok(_) => assert!(["provider", "log"].contains(&key), "{key} took \\u{{1}}"),
+                Ok(_) => assert!(
+                    ["provider", "log", "trace"].contains(&key),
+                    "{key} took \\u{{1}}"
+                ),
                 Err(e) => assert!(!e.contains("unknown option"), "{key}: {e}"),
             }
             assert!(e.contains(&format!(" {key}")), "{key} is not listed: {e}");

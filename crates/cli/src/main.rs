@@ -7,6 +7,7 @@ mod launch;
 mod limits;
 mod overlay_cmd;
 mod sim_cmd;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,6 +42,10 @@ enum Command {
     /// (same flags and report as dlb-bench), and deterministic simulation testing
     /// (`--check --seeds N`).
     Sim(Box<sim_cmd::SimArgs>),
+    /// Merge the ranks' timelines (`TITUS_TRACE=DIR`, `dlb-bench --trace DIR`) into one
+    /// trace-event file for Perfetto or chrome://tracing, and summarize where each rank's
+    /// time went.
+    Trace(trace_cmd::TraceArgs),
 }
 
 /// A failure to report on one line, with exit code 2.
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
                 None => sim_cmd::run(*args),
             }),
         ),
+        Command::Trace(args) => ("titus trace", trace_cmd::run(&args)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

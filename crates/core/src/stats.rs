@@ -135,4 +135,6 @@ pub struct StealEvent {
     pub victim: Rank,
     /// How many tasks.
     pub tasks: u32,
+    /// From the attempt's first operation to its outcome (ns).
+    pub latency_ns: u64,
 }

@@ -66,6 +66,12 @@ pub const OPTIONS: Var = Var {
     default: "none",
     meaning: "libtitus options applied after the program's own (so they win)",
 };
+/// `TITUS_TRACE`.
+pub const TRACE: Var = Var {
+    name: "TITUS_TRACE",
+    default: "off",
+    meaning: "a directory: each rank writes its timeline there (titus trace DIR merges them)",
+};
 /// `TITUS_CONFORMANCE_ONLY`.
 pub const CONFORMANCE_ONLY: Var = Var {
     name: "TITUS_CONFORMANCE_ONLY",
@@ -74,7 +80,7 @@ pub const CONFORMANCE_ONLY: Var = Var {
 };
 
 /// Every variable of this module.
-pub const VARS: [Var; 9] = [
+pub const VARS: [Var; 10] = [
     PROVIDER,
     FI_PROVIDER,
     NODE_ID,
@@ -83,6 +89,7 @@ pub const VARS: [Var; 9] = [
     IFACE,
     LOG,
     OPTIONS,
+    TRACE,
     CONFORMANCE_ONLY,
 ];
 

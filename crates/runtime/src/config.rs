@@ -37,6 +37,9 @@ pub struct RuntimeConfig {
     /// the latency of remote operations on this rank, and each nap costs CPU that workers
     /// would use (`Progress::set_progress_nap`).
     pub epoch_nap: Duration,
+    /// Where each rank writes its timeline, one JSON line per epoch (`titus trace DIR`
+    /// merges them); None: `TITUS_TRACE` if set, else no trace.
+    pub trace: Option<std::path::PathBuf>,
     /// Each rank's mapper (its stealing policy, [`titus_core::mapper`]); `None`: the
     /// core's default.
     pub mapper: Option<Mappers>,
@@ -84,6 +87,7 @@ impl Default for RuntimeConfig {
             worker_batch: 1,
             worker_grain: None,
             epoch_nap: Duration::from_micros(200),
+            trace: None,
             mapper: None,
             lazy_connect: None,
         }

@@ -129,6 +129,9 @@ impl Runtime {
         skip_if_none: bool,
     ) -> Result<Option<EpochOutput>, RuntimeError> {
         let call = Instant::now();
+        if let Some(tr) = &self.shared.trace {
+            tr.begin_epoch();
+        }
         let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
         let tasks: Vec<NewTask> = tasks
             .into_iter()
@@ -181,10 +184,13 @@ impl Runtime {
         };
         let cpu_start = read_progress_cpu();
         let locked;
+        let tasks_from;
         {
             let mut node = sh.lock_node();
             locked = start.elapsed();
-            node.start_epoch_predicted(sh.now(), tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
+            let started = sh.now();
+            tasks_from = started.0;
+            node.start_epoch_predicted(started, tasks, prediction.as_ref(), &SegMem(&*sh.fabric))?;
             sh.epoch_running.store(true, Ordering::Release);
         }
         let start_time = start.elapsed();
@@ -274,24 +280,38 @@ impl Runtime {
             .map(|st| st.table.counts())
             .unwrap_or_default();
         let workers = sh.cfg.workers;
+        let stats = EpochStats {
+            core,
+            busy,
+            idle: EpochStats::idle_of(session, workers, busy),
+            between: Duration::from_nanos(sh.figures.between_ns.load(Ordering::Relaxed)),
+            betweens: sh.figures.betweens.load(Ordering::Relaxed),
+            session,
+            start: start_total,
+            start_figures: outcome.figures,
+            steal,
+            progress_cpu,
+            protocol: sh.cfg.core.protocol.name(),
+            workers,
+            resources,
+        };
+        if let Some(tr) = &sh.trace {
+            let call_ns = sh.time_of(call).0;
+            let phases = crate::trace::StartPhases {
+                call_ns,
+                input_ns: prepare_time.as_nanos() as u64,
+                collectives_ns: gather_time.as_nanos() as u64,
+                prediction_ns: plan_time.as_nanos() as u64,
+                pushes_ns: start_time.as_nanos() as u64,
+            };
+            let end_ns = call_ns + session.as_nanos() as u64;
+            tr.write_epoch(phases, tasks_from, end_ns, &stats)
+                .map_err(|e| RuntimeError::Config(e.to_string()))?;
+        }
         Ok(Some(EpochOutput {
             results: out.results,
             costs_ns: out.costs_ns,
-            stats: EpochStats {
-                core,
-                busy,
-                idle: EpochStats::idle_of(session, workers, busy),
-                between: Duration::from_nanos(sh.figures.between_ns.load(Ordering::Relaxed)),
-                betweens: sh.figures.betweens.load(Ordering::Relaxed),
-                session,
-                start: start_total,
-                start_figures: outcome.figures,
-                steal,
-                progress_cpu,
-                protocol: sh.cfg.core.protocol.name(),
-                workers,
-                resources,
-            },
+            stats,
             start_view: outcome,
         }))
     }

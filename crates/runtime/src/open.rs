@@ -248,10 +248,21 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         let rank = fabric.rank();
         let size = fabric.size();
+        let origin = Instant::now();
+        let trace_dir = match &cfg.trace {
+            Some(d) => Some(d.clone()),
+            None => titus_fabric::env_var::non_blank(titus_fabric::env_var::TRACE)
+                .map(std::path::PathBuf::from),
+        };
+        let trace = trace_dir
+            .map(|d| crate::trace::Recorder::open(&d, rank, cfg.workers, origin))
+            .transpose()
+            .map_err(|e| RuntimeError::Config(e.to_string()))?;
         let shared = Arc::new(Shared {
             node: Mutex::new(node),
             done_cv: Condvar::new(),
-            origin: Instant::now(),
+            origin,
+            trace,
             cfg: cfg.clone(),
             policy: titus_core::WorkerPolicy::new(cfg.grain(), cfg.worker_batch),
             inline: fabric.caps().immediate,

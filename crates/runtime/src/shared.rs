@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     /// it between tasks anyway, and a progress thread woken for each step waited for a
     /// core on a node whose cores all ran workers).
     pub(crate) serve: bool,
+    /// The timeline's recorder, where tracing is on ([`crate::RuntimeConfig::trace`]).
+    pub(crate) trace: Option<crate::trace::Recorder>,
     /// This rank's fabric peers: whose liveness an idle rank checks.
     pub(crate) peers: Vec<u32>,
     /// Whether the fabric connects peers on first contact.

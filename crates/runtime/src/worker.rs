@@ -217,7 +217,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             if sh.inline && await_answer(sh) {
                 continue;
             }
-            if sh.figures.timings && idle_since.is_none() {
+            if (sh.figures.timings || sh.trace.is_some()) && idle_since.is_none() {
                 idle_since = Some(sh.now().0);
             }
             // Going idle: the progress thread takes over the timers and signals.
@@ -257,7 +257,13 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         idle.reset();
         if let Some(since) = idle_since.take() {
             let now = sh.now().0;
-            crate::lock(&sh.figures.idle_spans).push((since, now.saturating_sub(since)));
+            let span = (since, now.saturating_sub(since));
+            if sh.figures.timings {
+                crate::lock(&sh.figures.idle_spans).push(span);
+            }
+            if let Some(tr) = &sh.trace {
+                tr.idle(me, span.0, span.1);
+            }
         }
         if !ran {
             ran = true;
@@ -286,6 +292,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
         }
         let result = execute(sh, &mut kinds, &task);
         let end = Instant::now();
+        if let Some(tr) = &sh.trace {
+            tr.task(me, sh.time_of(t).0, sh.time_of(end).0, &task);
+        }
         last_end = Some(end);
         if costly {
             sh.fabric.long_task(false);

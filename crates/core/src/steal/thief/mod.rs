@@ -378,11 +378,10 @@ impl Thief {
     ) {
         let now = cx.now;
         let stats = &mut cx.stats;
-        let mut rtype = 0;
+        let (mut rtype, mut latency_ns) = (0, 0);
         if let Some(a) = self.attempt.take() {
-            stats
-                .steal_latency_ns
-                .push(now.since(a.started).as_nanos() as u64);
+            latency_ns = now.since(a.started).as_nanos() as u64;
+            stats.steal_latency_ns.push(latency_ns);
             rtype = a.rtype;
         }
         if let Outcome::Got(n, bytes) = outcome {
@@ -394,6 +393,7 @@ impl Thief {
                     at_ns: now.since(cx.started).as_nanos() as u64,
                     victim: from,
                     tasks: n as u32,
+                    latency_ns,
                 });
             }
         }

@@ -1,0 +1,294 @@
+//! `titus trace DIR`: merges the ranks' trace files (`TITUS_TRACE=DIR`, `dlb-bench
+//! --trace DIR`) into one trace-event file that Perfetto and `chrome://tracing` open, and
+//! prints a summary: each rank's busy, idle and steal shares, its top victims, the bytes
+//! it moved, and each epoch's slowest start phase.
+//!
+//! Ranks are processes and workers threads; each rank's start phases and steals sit on a
+//! thread of their own after its workers. Clocks are the ranks' wall clocks, shifted so
+//! that the first epoch call of any rank is at 0. A missing or corrupt rank file is named
+//! on stderr and the others are merged.
+
+use crate::UsageError;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `titus trace`.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// The directory the ranks wrote (`titus-trace-rank<R>.jsonl`).
+    dir: PathBuf,
+    /// The merged trace-event file (default: DIR/titus-trace.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// One epoch of one rank, as its file holds it.
+#[derive(Debug, serde::Deserialize)]
+struct EpochRecord {
+    rank: u32,
+    epoch: u64,
+    workers: usize,
+    call_ns: u64,
+    tasks_from_ns: u64,
+    end_ns: u64,
+    phases_ns: BTreeMap<String, u64>,
+    stats: BTreeMap<String, u64>,
+    /// Per worker: [start, length, owner, index, kind].
+    tasks: Vec<Vec<[u64; 5]>>,
+    /// [worker, start, length].
+    idle: Vec<[u64; 3]>,
+    /// [when, victim, tasks, latency].
+    steals: Vec<[u64; 4]>,
+    dropped: u64,
+}
+
+/// The ranks' files in `dir`, by rank, and the epochs each holds (the lines that parse).
+fn read_dir(dir: &Path) -> Result<Vec<EpochRecord>, UsageError> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| UsageError(format!("'{}': {e}", dir.display())))?;
+    let mut files: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rank = name
+                .strip_prefix("titus-trace-rank")?
+                .strip_suffix(".jsonl")?
+                .parse()
+                .ok()?;
+            Some((rank, e.path()))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(UsageError(format!(
+            "no titus-trace-rank<R>.jsonl in '{}' (TITUS_TRACE=DIR writes them)",
+            dir.display()
+        )));
+    }
+    // Ranks missing from the sequence are named: their part of the picture is gone.
+    let last = files.last().map_or(0, |f| f.0);
+    for r in 0..=last {
+        if !files.iter().any(|f| f.0 == r) {
+            eprintln!("titus trace: rank {r}'s file is missing; merging the others");
+        }
+    }
+    let mut records = Vec::new();
+    for (rank, path) in files {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("titus trace: '{}': {e}; merging the others", path.display());
+                continue;
+            }
+        };
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            match serde_json::from_str::<EpochRecord>(line) {
+                Ok(r) if r.rank == rank && r.tasks.len() == r.workers => records.push(r),
+                Ok(r) => eprintln!(
+                    "titus trace: '{}' line {}: rank {} with {} worker lists for {} workers; skipped",
+                    path.display(),
+                    n + 1,
+                    r.rank,
+                    r.tasks.len(),
+                    r.workers
+                ),
+                Err(e) => eprintln!(
+                    "titus trace: '{}' line {}: {e}; skipped",
+                    path.display(),
+                    n + 1
+                ),
+            }
+        }
+    }
+    if records.is_empty() {
+        return Err(UsageError(format!(
+            "titus trace: no epoch could be read in '{}'",
+            dir.display()
+        )));
+    }
+    Ok(records)
+}
+
+/// The trace events of `records`, times in µs from `zero` (ns).
+fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
+    let us = |ns: u64| ns.saturating_sub(zero) as f64 / 1e3;
+    let mut ev = Vec::new();
+    let mut named = std::collections::BTreeSet::new();
+    for r in records {
+        let (pid, progress) = (r.rank, r.workers);
+        if named.insert(r.rank) {
+            ev.push(
+                json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                "args": {"name": format!("rank {pid}")}}),
+            );
+            for w in 0..r.workers {
+                ev.push(
+                    json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": w,
+                    "args": {"name": format!("worker {w}")}}),
+                );
+            }
+            ev.push(
+                json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": progress,
+                "args": {"name": "start and steals"}}),
+            );
+        }
+        // The start's phases, one after another from the epoch call.
+        let mut at = r.call_ns;
+        for phase in ["input", "collectives", "prediction", "pushes"] {
+            let len = r.phases_ns.get(phase).copied().unwrap_or(0);
+            ev.push(
+                json!({"ph": "X", "name": format!("start: {phase}"), "cat": "start",
+                "pid": pid, "tid": progress, "ts": us(at), "dur": len as f64 / 1e3,
+                "args": {"epoch": r.epoch}}),
+            );
+            at += len;
+        }
+        ev.push(
+            json!({"ph": "X", "name": format!("epoch {}", r.epoch), "cat": "epoch",
+            "pid": pid, "tid": progress, "ts": us(r.tasks_from_ns),
+            "dur": r.end_ns.saturating_sub(r.tasks_from_ns) as f64 / 1e3}),
+        );
+        for (w, tasks) in r.tasks.iter().enumerate() {
+            for &[start, len, owner, index, kind] in tasks {
+                let name = if owner == u64::from(r.rank) {
+                    "task"
+                } else {
+                    "stolen task"
+                };
+                ev.push(
+                    json!({"ph": "X", "name": name, "cat": format!("owner {owner}"),
+                    "pid": pid, "tid": w, "ts": us(start), "dur": len as f64 / 1e3,
+                    "args": {"owner": owner, "index": index, "kind": kind}}),
+                );
+            }
+        }
+        for &[w, start, len] in &r.idle {
+            ev.push(
+                json!({"ph": "X", "name": "idle", "cat": "idle", "pid": pid, "tid": w,
+                "ts": us(start), "dur": len as f64 / 1e3}),
+            );
+        }
+        for &[at, victim, tasks, latency] in &r.steals {
+            ev.push(
+                json!({"ph": "i", "s": "t", "name": "steal", "cat": "steal", "pid": pid,
+                "tid": progress, "ts": us(at),
+                "args": {"victim": victim, "tasks": tasks, "latency_us": latency as f64 / 1e3}}),
+            );
+        }
+    }
+    ev
+}
+
+/// The summary: per rank, and each epoch's slowest start phase.
+fn summary(records: &[EpochRecord]) -> String {
+    let mut out = String::from(
+        "rank  epochs  busy   idle   steal  steals ok/empty/locked  top victims (tasks)      bytes moved  dropped\n",
+    );
+    let mut by_rank: BTreeMap<u32, Vec<&EpochRecord>> = BTreeMap::new();
+    for r in records {
+        by_rank.entry(r.rank).or_default().push(r);
+    }
+    for (rank, rs) in &by_rank {
+        let stat = |k: &str| {
+            rs.iter()
+                .map(|r| r.stats.get(k).copied().unwrap_or(0))
+                .sum::<u64>()
+        };
+        let span: u64 = rs
+            .iter()
+            .map(|r| r.end_ns.saturating_sub(r.call_ns) * r.workers as u64)
+            .sum();
+        let busy: u64 = rs
+            .iter()
+            .flat_map(|r| r.tasks.iter().flatten())
+            .map(|t| t[1])
+            .sum();
+        let idle: u64 = rs.iter().flat_map(|r| r.idle.iter()).map(|i| i[2]).sum();
+        let steal: u64 = rs.iter().flat_map(|r| r.steals.iter()).map(|s| s[3]).sum();
+        let mut victims: BTreeMap<u64, u64> = BTreeMap::new();
+        for s in rs.iter().flat_map(|r| r.steals.iter()) {
+            *victims.entry(s[1]).or_default() += s[2];
+        }
+        let mut top: Vec<(u64, u64)> = victims.into_iter().collect();
+        top.sort_by_key(|&(v, n)| (std::cmp::Reverse(n), v));
+        let top: Vec<String> = top
+            .iter()
+            .take(3)
+            .map(|(v, n)| format!("{v} ({n})"))
+            .collect();
+        let share = |x: u64| 100.0 * x as f64 / span.max(1) as f64;
+        out += &format!(
+            "{rank:<5} {:<7} {:>5.1}% {:>5.1}% {:>5.1}%  {:<23} {:<24} {:<12} {}\n",
+            rs.len(),
+            share(busy),
+            share(idle),
+            share(steal),
+            format!(
+                "{}/{}/{}",
+                stat("steals_ok"),
+                stat("steals_empty"),
+                stat("steals_locked")
+            ),
+            if top.is_empty() {
+                "-".to_string()
+            } else {
+                top.join(", ")
+            },
+            stat("bytes_stolen") + stat("bytes_results"),
+            rs.iter().map(|r| r.dropped).sum::<u64>(),
+        );
+    }
+    let mut epochs: BTreeMap<u64, Vec<&EpochRecord>> = BTreeMap::new();
+    for r in records {
+        epochs.entry(r.epoch).or_default().push(r);
+    }
+    out += "epoch  slowest start phase (rank, ms)  start, slowest rank (ms)  run (ms)\n";
+    for (e, rs) in &epochs {
+        let slowest = rs
+            .iter()
+            .flat_map(|r| r.phases_ns.iter().map(move |(p, &ns)| (ns, p, r.rank)))
+            .max();
+        let start = rs
+            .iter()
+            .map(|r| r.tasks_from_ns.saturating_sub(r.call_ns))
+            .max();
+        let run = rs
+            .iter()
+            .map(|r| r.end_ns.saturating_sub(r.tasks_from_ns))
+            .max();
+        out += &format!(
+            "{e:<6} {:<32} {:<25.3} {:.3}\n",
+            slowest.map_or("-".into(), |(ns, p, r)| format!(
+                "{p} ({r}, {:.3})",
+                ns as f64 / 1e6
+            )),
+            start.unwrap_or(0) as f64 / 1e6,
+            run.unwrap_or(0) as f64 / 1e6,
+        );
+    }
+    out
+}
+
+pub fn run(a: &TraceArgs) -> Result<u8, UsageError> {
+    let records = read_dir(&a.dir)?;
+    let zero = records.iter().map(|r| r.call_ns).min().unwrap_or(0);
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| a.dir.join("titus-trace.json"));
+    let doc = json!({"traceEvents": events(&records, zero), "displayTimeUnit": "ms"});
+    let text =
+        serde_json::to_string(&doc).map_err(|e| UsageError(format!("encoding the trace: {e}")))?;
+    std::fs::write(&out, text).map_err(|e| UsageError(format!("'{}': {e}", out.display())))?;
+    print!("{}", summary(&records));
+    println!(
+        "trace: {} (open in https://ui.perfetto.dev or chrome://tracing)",
+        out.display()
+    );
+    Ok(0)
+}

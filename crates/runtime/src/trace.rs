@@ -1,0 +1,299 @@
+//! A rank's timeline on request (`RuntimeConfig::trace`, `TITUS_TRACE=DIR`): each
+//! worker's task and idle spans, the epoch start's phases, and the steals, written as one
+//! JSON line per epoch to `DIR/titus-trace-rank<R>.jsonl` at the epoch's end.
+//! `titus trace DIR` merges the ranks' files into one trace-event file that Perfetto and
+//! `chrome://tracing` open.
+//!
+//! Each worker records into a buffer of its own (a lock nobody else takes during the
+//! epoch), bounded by [`SPANS_MAX`] spans an epoch; past it the record counts what it
+//! dropped. Times are wall-clock nanoseconds since the Unix epoch, so the ranks of one
+//! machine line up exactly and those of a cluster as well as their clocks agree.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Most spans (tasks and idle) a worker records in one epoch: 24 bytes each, so 24 MiB.
+pub const SPANS_MAX: usize = 1 << 20;
+
+/// The trace file of rank `rank` in `dir`.
+pub fn file_of(dir: &Path, rank: u32) -> PathBuf {
+    dir.join(format!("titus-trace-rank{rank}.jsonl"))
+}
+
+/// Why tracing could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("trace directory '{dir}': {source}")]
+pub struct TraceDirError {
+    /// The directory.
+    pub dir: PathBuf,
+    /// What the file system said.
+    pub source: std::io::Error,
+}
+
+/// A task a worker ran: start and length (ns on the rank's clock), owner, index, kind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TaskSpan {
+    start_ns: u64,
+    len_ns: u64,
+    owner: u32,
+    index: u32,
+    kind: u16,
+}
+
+/// One worker's spans of the epoch running.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerSpans {
+    tasks: Vec<TaskSpan>,
+    /// Idle spans that ended in a task: start, length (ns on the rank's clock).
+    idle: Vec<(u64, u64)>,
+    dropped: u64,
+}
+
+impl WorkerSpans {
+    fn room(&mut self) -> bool {
+        let room = self.tasks.len() + self.idle.len() < SPANS_MAX;
+        if !room {
+            self.dropped += 1;
+        }
+        room
+    }
+}
+
+/// The epoch start's phases on this rank, ns.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StartPhases {
+    /// From the epoch call (ns on the rank's clock).
+    pub(crate) call_ns: u64,
+    pub(crate) input_ns: u64,
+    pub(crate) collectives_ns: u64,
+    pub(crate) prediction_ns: u64,
+    pub(crate) pushes_ns: u64,
+}
+
+/// One epoch's line in a rank's file (`titus trace` reads it back).
+#[derive(Debug, serde::Serialize)]
+struct EpochRecord {
+    rank: u32,
+    epoch: u64,
+    workers: usize,
+    protocol: &'static str,
+    /// Wall-clock ns: the epoch call, its tasks' start, its end.
+    call_ns: u64,
+    tasks_from_ns: u64,
+    end_ns: u64,
+    phases_ns: PhasesRecord,
+    stats: StatsRecord,
+    /// Per worker: [start, length, owner, index, kind].
+    tasks: Vec<Vec<[u64; 5]>>,
+    /// [worker, start, length].
+    idle: Vec<[u64; 3]>,
+    /// [when, victim, tasks, latency].
+    steals: Vec<[u64; 4]>,
+    dropped: u64,
+}
+
+/// The start's phases, ns.
+#[derive(Debug, serde::Serialize)]
+struct PhasesRecord {
+    input: u64,
+    collectives: u64,
+    prediction: u64,
+    pushes: u64,
+}
+
+/// The epoch's figures that the summary reads.
+#[derive(Debug, serde::Serialize)]
+struct StatsRecord {
+    tasks_run: u64,
+    tasks_owned: u64,
+    steals_ok: u64,
+    steals_empty: u64,
+    steals_locked: u64,
+    steals_logged: u64,
+    tasks_stolen: u64,
+    tasks_pushed: u64,
+    bytes_stolen: u64,
+    bytes_results: u64,
+    chunks_sent: u64,
+    chunks_received: u64,
+    busy_ns: u64,
+    session_ns: u64,
+}
+
+/// A rank's recorder: the workers' buffers and the file.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    workers: Vec<Mutex<WorkerSpans>>,
+    file: Mutex<std::fs::File>,
+    path: PathBuf,
+    /// The rank's clock's origin, in ns since the Unix epoch.
+    origin_unix_ns: u64,
+    rank: u32,
+    /// Epochs written.
+    epochs: std::sync::atomic::AtomicU64,
+}
+
+impl Recorder {
+    /// Starts rank `rank`'s trace in `dir` (created if missing; its file truncated), for
+    /// `workers` workers whose clock started at `origin`: an unwritable directory fails
+    /// here, not at the first epoch's end.
+    pub(crate) fn open(
+        dir: &Path,
+        rank: u32,
+        workers: usize,
+        origin: Instant,
+    ) -> Result<Self, TraceDirError> {
+        let err = |source| TraceDirError {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(err)?;
+        let path = file_of(dir, rank);
+        let file = std::fs::File::create(&path).map_err(err)?;
+        let since_origin = origin.elapsed();
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Ok(Self {
+            workers: (0..workers).map(|_| Mutex::default()).collect(),
+            file: Mutex::new(file),
+            path,
+            origin_unix_ns: now_unix.saturating_sub(since_origin).as_nanos() as u64,
+            rank,
+            epochs: Default::default(),
+        })
+    }
+
+    /// An epoch begins: what a failed one left is dropped.
+    pub(crate) fn begin_epoch(&self) {
+        for spans in &self.workers {
+            *crate::lock(spans) = WorkerSpans::default();
+        }
+    }
+
+    /// Worker `w` ran a task from `start_ns` to `end_ns` (the rank's clock).
+    pub(crate) fn task(&self, w: usize, start_ns: u64, end_ns: u64, t: &titus_core::Task) {
+        let mut spans = crate::lock(&self.workers[w]);
+        if spans.room() {
+            spans.tasks.push(TaskSpan {
+                start_ns,
+                len_ns: end_ns.saturating_sub(start_ns),
+                owner: t.owner,
+                index: t.index,
+                kind: t.kind,
+            });
+        }
+    }
+
+    /// Worker `w` waited for work from `start_ns` for `len_ns` (the rank's clock).
+    pub(crate) fn idle(&self, w: usize, start_ns: u64, len_ns: u64) {
+        let mut spans = crate::lock(&self.workers[w]);
+        if spans.room() {
+            spans.idle.push((start_ns, len_ns));
+        }
+    }
+
+    /// Writes the epoch's record and empties the buffers: its start's phases, the start
+    /// of its tasks and its end (the rank's clock), and its stats. An epoch that failed
+    /// writes nothing.
+    pub(crate) fn write_epoch(
+        &self,
+        phases: StartPhases,
+        tasks_from_ns: u64,
+        end_ns: u64,
+        stats: &titus_core::EpochStats,
+    ) -> Result<(), TraceDirError> {
+        let o = self.origin_unix_ns;
+        let epoch = self
+            .epochs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut workers = Vec::new();
+        let mut idle = Vec::new();
+        let mut dropped = 0;
+        for (w, spans) in self.workers.iter().enumerate() {
+            let s = std::mem::take(&mut *crate::lock(spans));
+            dropped += s.dropped;
+            workers.push(
+                s.tasks
+                    .iter()
+                    .map(|t| {
+                        [
+                            o + t.start_ns,
+                            t.len_ns,
+                            t.owner.into(),
+                            t.index.into(),
+                            t.kind.into(),
+                        ]
+                    })
+                    .collect::<Vec<[u64; 5]>>(),
+            );
+            // A worker's wait may have begun before the epoch (between epochs): clipped
+            // to it.
+            idle.extend(s.idle.iter().filter_map(|&(at, len)| {
+                let (from, to) = (at.max(phases.call_ns), (at + len).min(end_ns));
+                (from < to).then(|| [w as u64, o + from, to - from])
+            }));
+        }
+        let c = &stats.core;
+        // The core logs steals from the tasks' start on this rank.
+        let steals: Vec<[u64; 4]> = c
+            .steal_log
+            .iter()
+            .map(|e| {
+                [
+                    o + tasks_from_ns + e.at_ns,
+                    e.victim.into(),
+                    e.tasks.into(),
+                    e.latency_ns,
+                ]
+            })
+            .collect();
+        let record = EpochRecord {
+            rank: self.rank,
+            epoch,
+            workers: stats.workers,
+            protocol: stats.protocol,
+            call_ns: o + phases.call_ns,
+            tasks_from_ns: o + tasks_from_ns,
+            end_ns: o + end_ns,
+            phases_ns: PhasesRecord {
+                input: phases.input_ns,
+                collectives: phases.collectives_ns,
+                prediction: phases.prediction_ns,
+                pushes: phases.pushes_ns,
+            },
+            stats: StatsRecord {
+                tasks_run: c.tasks_run,
+                tasks_owned: c.tasks_owned,
+                steals_ok: c.steals_ok,
+                steals_empty: c.steals_empty,
+                steals_locked: c.steals_locked,
+                steals_logged: c.steal_log.len() as u64,
+                tasks_stolen: c.tasks_stolen,
+                tasks_pushed: c.tasks_pushed,
+                bytes_stolen: c.bytes_stolen,
+                bytes_results: c.bytes_results,
+                chunks_sent: c.chunks_sent,
+                chunks_received: c.chunks_received,
+                busy_ns: stats.busy.as_nanos() as u64,
+                session_ns: stats.session.as_nanos() as u64,
+            },
+            tasks: workers,
+            idle,
+            steals,
+            dropped,
+        };
+        // One write a record: formatted straight into the file, each number was a
+        // system call of its own.
+        let mut line = serde_json::to_vec(&record).expect("numbers and names serialize");
+        line.push(b'\n');
+        crate::lock(&self.file)
+            .write_all(&line)
+            .map_err(|source| TraceDirError {
+                dir: self.path.clone(),
+                source,
+            })
+    }
+}

@@ -1,0 +1,197 @@
+//! Traces (`dlb-bench --trace DIR`, `titus trace DIR`): a traced run's files match the
+//! run, the merged file is trace-event JSON, and bad directories and files are named.
+
+use std::path::Path;
+use std::process::Command;
+use titus_tests::{bin, output_text};
+
+/// A scratch directory under the test's own target directory, emptied.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn records(dir: &Path, rank: u32) -> Vec<serde_json::Value> {
+    let f = dir.join(format!("titus-trace-rank{rank}.jsonl"));
+    std::fs::read_to_string(&f)
+        .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// Checks rank files against the run they traced: every task the stats count has its
+/// span, every logged steal its event, every span inside its epoch.
+fn check_ranks(dir: &Path, ranks: u32, epochs: usize) {
+    for rank in 0..ranks {
+        let rs = records(dir, rank);
+        assert_eq!(rs.len(), epochs, "rank {rank}: one record per epoch");
+        for r in &rs {
+            let st = &r["stats"];
+            let spans: usize = r["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_array().unwrap().len())
+                .sum();
+            assert_eq!(r["dropped"], 0);
+            assert_eq!(
+                spans as u64,
+                st["tasks_run"].as_u64().unwrap(),
+                "rank {rank}"
+            );
+            assert_eq!(
+                r["steals"].as_array().unwrap().len() as u64,
+                st["steals_ok"].as_u64().unwrap(),
+                "rank {rank}: every successful steal in the timeline"
+            );
+            let (from, end) = (
+                r["call_ns"].as_u64().unwrap(),
+                r["end_ns"].as_u64().unwrap(),
+            );
+            for w in r["tasks"].as_array().unwrap() {
+                for t in w.as_array().unwrap() {
+                    let (s, len) = (t[0].as_u64().unwrap(), t[1].as_u64().unwrap());
+                    assert!(
+                        from <= s && s + len <= end,
+                        "rank {rank}: a task outside its epoch"
+                    );
+                }
+            }
+            for i in r["idle"].as_array().unwrap() {
+                let (s, len) = (i[1].as_u64().unwrap(), i[2].as_u64().unwrap());
+                assert!(
+                    from <= s && s + len <= end,
+                    "rank {rank}: an idle span outside"
+                );
+            }
+        }
+    }
+}
+
+/// The merged file: trace-event JSON, each event with its fields, a complete one with
+/// its length; the task events as many as the tasks the ranks ran.
+fn check_merged(dir: &Path, tasks: u64) {
+    let out = Command::new(bin("titus"))
+        .args(["trace"])
+        .arg(dir)
+        .output()
+        .expect("titus trace");
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("busy"));
+    let text = std::fs::read_to_string(dir.join("titus-trace.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).expect("the merged file parses");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let mut task_events = 0;
+    for e in events {
+        for key in ["ph", "pid", "tid", "name"] {
+            assert!(!e[key].is_null(), "{key} in {e}");
+        }
+        if e["ph"] != "M" {
+            assert!(e["ts"].as_f64().is_some_and(|t| t >= 0.0), "ts in {e}");
+        }
+        if e["ph"] == "X" {
+            assert!(e["dur"].as_f64().is_some(), "dur in {e}");
+            if e["name"].as_str().unwrap().ends_with("task") {
+                task_events += 1;
+            }
+        }
+    }
+    assert_eq!(task_events, tasks);
+}
+
+fn tasks_run(dir: &Path, ranks: u32) -> u64 {
+    (0..ranks)
+        .flat_map(|r| records(dir, r))
+        .map(|r| r["stats"]["tasks_run"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_traced_dlb_bench_run_matches_its_figures() {
+    let dir = scratch("trace-dlb");
+    let out = Command::new(bin("dlb-bench"))
+        .args([
+            "--ranks",
+            "2",
+            "--profile",
+            "quick",
+            "--balancer",
+            "smallworld",
+        ])
+        .args(["--epochs", "2", "--no-progress", "--trace"])
+        .arg(&dir)
+        .output()
+        .expect("dlb-bench");
+    assert!(out.status.success(), "{}", output_text(&out));
+    check_ranks(&dir, 2, 2);
+    check_merged(&dir, tasks_run(&dir, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ranks_as_processes_trace_through_the_environment() {
+    let dir = scratch("trace-launch");
+    let out = Command::new(bin("titus"))
+        .args(["launch", "-n", "2", "--timeout", "120", "--"])
+        .arg(bin("dlb-bench"))
+        .args(["--profile", "quick", "--no-progress"])
+        .env("TITUS_TRACE", &dir)
+        .output()
+        .expect("titus launch");
+    assert!(out.status.success(), "{}", output_text(&out));
+    check_ranks(&dir, 2, 1);
+    check_merged(&dir, tasks_run(&dir, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_trace_directories_and_files_are_named() {
+    // A directory that cannot be made: refused at start, naming it.
+    let blocker = scratch("trace-blocker");
+    std::fs::write(&blocker, b"a file, not a directory").unwrap();
+    let out = Command::new(bin("dlb-bench"))
+        .args(["--ranks", "1", "--tasks", "10", "--no-progress", "--trace"])
+        .arg(blocker.join("sub"))
+        .output()
+        .expect("dlb-bench");
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("trace directory"),
+        "{}",
+        output_text(&out)
+    );
+    let _ = std::fs::remove_file(&blocker);
+    // A corrupt rank file and a missing one: named, the others merged.
+    let dir = scratch("trace-corrupt");
+    let out = Command::new(bin("dlb-bench"))
+        .args(["--ranks", "3", "--tasks", "60", "--no-progress", "--trace"])
+        .arg(&dir)
+        .output()
+        .expect("dlb-bench");
+    assert!(out.status.success(), "{}", output_text(&out));
+    std::fs::write(dir.join("titus-trace-rank1.jsonl"), b"{not json\n").unwrap();
+    std::fs::remove_file(dir.join("titus-trace-rank2.jsonl")).unwrap();
+    std::fs::write(dir.join("titus-trace-rank3.jsonl"), b"").unwrap();
+    let out = Command::new(bin("titus"))
+        .arg("trace")
+        .arg(&dir)
+        .output()
+        .expect("titus trace");
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("titus-trace-rank1.jsonl' line 1"), "{text}");
+    assert!(text.contains("rank 2's file is missing"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // No trace at all.
+    let empty = scratch("trace-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = Command::new(bin("titus"))
+        .arg("trace")
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let _ = std::fs::remove_dir_all(&empty);
+}
