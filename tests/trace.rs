@@ -73,13 +73,30 @@ fn check_ranks(dir: &Path, ranks: u32, epochs: usize) {
 /// The merged file: trace-event JSON, each event with its fields, a complete one with
 /// its length; the task events as many as the tasks the ranks ran.
 fn check_merged(dir: &Path, tasks: u64) {
+    let (png, svg) = (dir.join("timeline.png"), dir.join("timeline.svg"));
     let out = Command::new(bin("titus"))
         .args(["trace"])
         .arg(dir)
+        .arg("--png")
+        .arg(&png)
+        .arg("--svg")
+        .arg(&svg)
         .output()
         .expect("titus trace");
     assert!(out.status.success(), "{}", output_text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("busy"));
+    // The pictures: a PNG and an SVG, each with something drawn.
+    let png = std::fs::read(&png).expect("the PNG");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 1000,
+        "{} bytes",
+        png.len()
+    );
+    let svg = std::fs::read_to_string(&svg).expect("the SVG");
+    assert!(
+        svg.contains("<svg") && svg.matches("<rect").count() > 2,
+        "{svg}"
+    );
     let text = std::fs::read_to_string(dir.join("titus-trace.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).expect("the merged file parses");
     let events = v["traceEvents"].as_array().expect("traceEvents");

@@ -21,6 +21,13 @@ pub struct TraceArgs {
     /// The merged trace-event file (default: DIR/titus-trace.json).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Draw the timeline as a PNG: a row per worker, tasks coloured by their owner, idle
+    /// grey, steals marked.
+    #[arg(long, value_name = "FILE.png")]
+    png: Option<PathBuf>,
+    /// The same as an SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    svg: Option<PathBuf>,
 }
 
 /// One epoch of one rank, as its file holds it.
@@ -184,6 +191,50 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
     ev
 }
 
+/// The timeline's picture: a row per worker of each rank, seconds from `zero` (ns).
+fn picture(records: &[EpochRecord], zero: u64) -> titus_plot::RankTimeline {
+    use titus_plot::{Activity, WorkerRow};
+    let s = |ns: u64| ns.saturating_sub(zero) as f64 / 1e9;
+    let mut rows: BTreeMap<(u32, u32), WorkerRow> = BTreeMap::new();
+    let mut steals = Vec::new();
+    let mut epochs = Vec::new();
+    let mut span: f64 = 0.0;
+    for r in records {
+        span = span.max(s(r.end_ns));
+        epochs.push(s(r.tasks_from_ns));
+        for (w, tasks) in r.tasks.iter().enumerate() {
+            let row = rows.entry((r.rank, w as u32)).or_insert_with(|| WorkerRow {
+                rank: r.rank,
+                worker: w as u32,
+                spans: Vec::new(),
+            });
+            row.spans.extend(tasks.iter().map(|t| {
+                let owner = u32::try_from(t[2]).unwrap_or(u32::MAX);
+                (s(t[0]), s(t[0] + t[1]), Activity::Task { owner })
+            }));
+        }
+        for i in &r.idle {
+            if let Some(row) = rows.get_mut(&(r.rank, i[0] as u32)) {
+                row.spans.push((s(i[1]), s(i[1] + i[2]), Activity::Idle));
+            }
+        }
+        steals.extend(r.steals.iter().map(|st| (s(st[0]), r.rank, st[1] as u32)));
+    }
+    epochs.sort_by(f64::total_cmp);
+    epochs.dedup();
+    let ranks = rows.keys().map(|k| k.0 + 1).max().unwrap_or(0);
+    titus_plot::RankTimeline {
+        title: format!(
+            "{ranks} ranks, {} epochs",
+            records.iter().map(|r| r.epoch).max().map_or(0, |e| e + 1)
+        ),
+        rows: rows.into_values().collect(),
+        steals,
+        epochs,
+        span_s: span,
+    }
+}
+
 /// The summary: per rank, and each epoch's slowest start phase.
 fn summary(records: &[EpochRecord]) -> String {
     let mut out = String::from(
@@ -290,5 +341,11 @@ pub fn run(a: &TraceArgs) -> Result<u8, UsageError> {
         "trace: {} (open in https://ui.perfetto.dev or chrome://tracing)",
         out.display()
     );
+    if a.png.is_some() || a.svg.is_some() {
+        titus_plot::save_as(&picture(&records, zero), a.png.as_deref(), a.svg.as_deref())?;
+        for p in a.png.iter().chain(&a.svg) {
+            println!("timeline: {}", p.display());
+        }
+    }
     Ok(0)
 }

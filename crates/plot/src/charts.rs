@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Something drawable into a PNG and an SVG of the same size.
 pub trait Chart {
@@ -20,8 +20,35 @@ pub trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
+}
+
+/// Writes `chart` to a PNG and an SVG at the paths given (either may be left out).
+pub fn save_as(
+    chart: &impl Chart,
+    png: Option<&Path>,
+    svg: Option<&Path>,
+) -> Result<(), PlotError> {
+    register_font();
+    let (w, h) = chart.size();
+    if let Some(png) = png {
+        let root = BitMapBackend::new(png, (w, h)).into_drawing_area();
+        chart.draw(&root).map_err(PlotError::Draw)?;
+        root.present().map_err(|e| PlotError::Present {
+            path: png.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    }
+    if let Some(svg) = svg {
+        let root = SVGBackend::new(svg, (w, h)).into_drawing_area();
+        chart.draw(&root).map_err(PlotError::Draw)?;
+        root.present().map_err(|e| PlotError::Present {
+            path: svg.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    }
+    Ok(())
 }
 
 fn register_font() {
@@ -64,7 +91,7 @@ pub fn save(chart: &impl Chart, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, 
     Ok(vec![png, svg])
 }
 
-fn colour(i: usize) -> RGBColor {
+pub(crate) fn colour(i: usize) -> RGBColor {
     const C: [RGBColor; 8] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),

@@ -230,11 +230,25 @@ impl Recorder {
                     .collect::<Vec<[u64; 5]>>(),
             );
             // A worker's wait may have begun before the epoch (between epochs): clipped
-            // to it.
-            idle.extend(s.idle.iter().filter_map(|&(at, len)| {
-                let (from, to) = (at.max(phases.call_ns), (at + len).min(end_ns));
-                (from < to).then(|| [w as u64, o + from, to - from])
-            }));
+            // to it. After its last span it waited for the epoch's end (a wait that no
+            // task ended, which it did not record).
+            let last = s
+                .tasks
+                .iter()
+                .map(|t| t.start_ns + t.len_ns)
+                .chain(s.idle.iter().map(|&(at, len)| at + len))
+                .max()
+                .unwrap_or(tasks_from_ns);
+            idle.extend(
+                s.idle
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once((last, end_ns.saturating_sub(last))))
+                    .filter_map(|(at, len)| {
+                        let (from, to) = (at.max(phases.call_ns), (at + len).min(end_ns));
+                        (from < to).then(|| [w as u64, o + from, to - from])
+                    }),
+            );
         }
         let c = &stats.core;
         // The core logs steals from the tasks' start on this rank.
