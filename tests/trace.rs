@@ -164,6 +164,44 @@ fn ranks_as_processes_trace_through_the_environment() {
 }
 
 #[test]
+fn a_simulated_run_traces_as_the_runtime_does() {
+    let dir = scratch("trace-sim");
+    let out = Command::new(bin("titus"))
+        .args([
+            "sim",
+            "--ranks",
+            "8",
+            "--profile",
+            "quick",
+            "--balancer",
+            "smallworld",
+        ])
+        .args(["--epochs", "2", "--workers", "2", "--trace"])
+        .arg(&dir)
+        .output()
+        .expect("titus sim");
+    assert!(out.status.success(), "{}", output_text(&out));
+    check_ranks(&dir, 8, 2);
+    check_merged(&dir, tasks_run(&dir, 8));
+    // One run only, of a few thousand ranks at most.
+    let out = Command::new(bin("titus"))
+        .args([
+            "sim",
+            "--ranks",
+            "8",
+            "--balancer",
+            "none,smallworld",
+            "--trace",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(output_text(&out).contains("--trace takes one run"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_trace_directories_and_files_are_named() {
     // A directory that cannot be made: refused at start, naming it.
     let blocker = scratch("trace-blocker");

@@ -13,7 +13,8 @@
 //! does not count that).
 
 use crate::UsageError;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use titus_core::layout;
 use titus_sim::{Faults, Job, Model, SimTask, check};
@@ -53,6 +54,10 @@ pub struct SimArgs {
     /// Latency jitter: each operation's latency × (1 + U(0, J)), so operations overtake.
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     jitter: f64,
+    /// Write each simulated rank's timeline to DIR, as the runtime's `TITUS_TRACE` does
+    /// (`titus trace DIR` merges them); one run of at most 4,096 ranks.
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
     /// Slow ranks, RANK:FACTOR[,RANK:FACTOR...]: their tasks take FACTOR times longer.
     #[arg(long, value_name = "LIST")]
     slow: Option<String>,
@@ -411,6 +416,7 @@ fn simulate(
             .map(|g| g.as_nanos() as u64),
         // The runtime's serial work around each start, on each rank.
         start_cpu: titus_sim::StartCpu::RUNTIME,
+        trace: a.trace.is_some(),
     };
     titus_sim::time::check(&job).map_err(|e| RunError::Refused(e.to_string()))?;
     let t0 = Instant::now();
@@ -448,6 +454,9 @@ fn simulate(
         Ok(Some(tasks))
     })
     .map_err(|v| format!("{}: {v}", run.label()))?;
+    if let Some(dir) = &a.trace {
+        write_trace(dir, &out, run.args.workers).map_err(RunError::Refused)?;
+    }
     let wall_s = t0.elapsed().as_secs_f64();
     let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
     let mut reports = Vec::new();
@@ -529,6 +538,72 @@ fn figures(ranks: &[titus_sim::RankOutcome], scale: f64, log: bool) -> Vec<RankF
             }
         })
         .collect()
+}
+
+/// Most ranks `--trace` writes: a file each, and every task's span in memory.
+const TRACE_RANKS_MAX: u32 = 4096;
+
+/// Writes each rank's epochs to `dir/titus-trace-rank<R>.jsonl`, as the runtime's trace
+/// does, in virtual ns: a worker's spans are its lane's, and its idle time the gaps
+/// between them within the epoch.
+fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(), String> {
+    use titus_runtime::trace::{
+        EpochRecord, PhasesRecord, StatsRecord, append, file_of, steals_of,
+    };
+    let io = |e: std::io::Error| format!("--trace '{}': {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let epochs: Vec<&Vec<titus_sim::RankOutcome>> = out
+        .earlier
+        .iter()
+        .chain(std::iter::once(&out.ranks))
+        .collect();
+    for r in 0..out.ranks.len() {
+        let mut file =
+            std::io::BufWriter::new(std::fs::File::create(file_of(dir, r as u32)).map_err(io)?);
+        for (e, ranks) in epochs.iter().enumerate() {
+            let o = &ranks[r];
+            let st = &o.stats;
+            let tasks_from = o.called_ns + st.start.as_nanos() as u64;
+            let end = o.called_ns + st.session.as_nanos() as u64;
+            let lanes = o.spans.iter().map(|s| s[5] as usize + 1).max().unwrap_or(0);
+            let mut tasks = vec![Vec::new(); lanes.max(workers)];
+            for s in &o.spans {
+                tasks[s[5] as usize].push([s[0], s[1], s[2], s[3], s[4]]);
+            }
+            let mut idle = Vec::new();
+            for (w, spans) in tasks.iter_mut().enumerate() {
+                spans.sort_unstable();
+                let mut free = tasks_from;
+                for s in spans.iter().chain(std::iter::once(&[end, 0, 0, 0, 0])) {
+                    if s[0] > free {
+                        idle.push([w as u64, free, s[0] - free]);
+                    }
+                    free = free.max(s[0] + s[1]);
+                }
+            }
+            let record = EpochRecord {
+                rank: r as u32,
+                epoch: e as u64,
+                workers: tasks.len(),
+                protocol: st.protocol.to_string(),
+                call_ns: o.called_ns,
+                tasks_from_ns: tasks_from,
+                end_ns: end,
+                phases_ns: PhasesRecord {
+                    collectives: st.start.as_nanos() as u64,
+                    ..PhasesRecord::default()
+                },
+                stats: StatsRecord::of(st),
+                tasks,
+                idle,
+                steals: steals_of(st, tasks_from),
+                dropped: 0,
+            };
+            append(&mut file, &record).map_err(io)?;
+        }
+        file.flush().map_err(io)?;
+    }
+    Ok(())
 }
 
 /// The most seeds one `--check` runs: 10,000 take about two minutes here, so this is
@@ -644,6 +719,20 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     }
     let mut reports: Vec<(String, Report)> = Vec::new();
     let runs = dlb::runs(&a.bench)?;
+    if a.trace.is_some() {
+        if runs.len() != 1 {
+            return Err(UsageError(format!(
+                "--trace takes one run, not {} (one balancer, no --sweep)",
+                runs.len()
+            )));
+        }
+        if runs[0].args.ranks > TRACE_RANKS_MAX {
+            return Err(UsageError(format!(
+                "--trace: at most {TRACE_RANKS_MAX} ranks (a file each, every task's span kept), not {}",
+                runs[0].args.ranks
+            )));
+        }
+    }
     // Before any run: every sweep point must fit in memory. Measured: 100,000 simulated
     // ranks peaked at 6.96 GiB (~70 KiB a rank with its events, segments and overlay
     // rows), plus a task's record and events.

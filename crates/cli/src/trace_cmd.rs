@@ -30,25 +30,7 @@ pub struct TraceArgs {
     svg: Option<PathBuf>,
 }
 
-/// One epoch of one rank, as its file holds it.
-#[derive(Debug, serde::Deserialize)]
-struct EpochRecord {
-    rank: u32,
-    epoch: u64,
-    workers: usize,
-    call_ns: u64,
-    tasks_from_ns: u64,
-    end_ns: u64,
-    phases_ns: BTreeMap<String, u64>,
-    stats: BTreeMap<String, u64>,
-    /// Per worker: [start, length, owner, index, kind].
-    tasks: Vec<Vec<[u64; 5]>>,
-    /// [worker, start, length].
-    idle: Vec<[u64; 3]>,
-    /// [when, victim, tasks, latency].
-    steals: Vec<[u64; 4]>,
-    dropped: u64,
-}
+use titus_runtime::trace::EpochRecord;
 
 /// The ranks' files in `dir`, by rank, and the epochs each holds (the lines that parse).
 fn read_dir(dir: &Path) -> Result<Vec<EpochRecord>, UsageError> {
@@ -146,8 +128,7 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
         }
         // The start's phases, one after another from the epoch call.
         let mut at = r.call_ns;
-        for phase in ["input", "collectives", "prediction", "pushes"] {
-            let len = r.phases_ns.get(phase).copied().unwrap_or(0);
+        for (phase, len) in r.phases_ns.named() {
             ev.push(
                 json!({"ph": "X", "name": format!("start: {phase}"), "cat": "start",
                 "pid": pid, "tid": progress, "ts": us(at), "dur": len as f64 / 1e3,
@@ -245,10 +226,8 @@ fn summary(records: &[EpochRecord]) -> String {
         by_rank.entry(r.rank).or_default().push(r);
     }
     for (rank, rs) in &by_rank {
-        let stat = |k: &str| {
-            rs.iter()
-                .map(|r| r.stats.get(k).copied().unwrap_or(0))
-                .sum::<u64>()
+        let stat = |f: fn(&titus_runtime::trace::StatsRecord) -> u64| {
+            rs.iter().map(|r| f(&r.stats)).sum::<u64>()
         };
         let span: u64 = rs
             .iter()
@@ -281,16 +260,16 @@ fn summary(records: &[EpochRecord]) -> String {
             share(steal),
             format!(
                 "{}/{}/{}",
-                stat("steals_ok"),
-                stat("steals_empty"),
-                stat("steals_locked")
+                stat(|s| s.steals_ok),
+                stat(|s| s.steals_empty),
+                stat(|s| s.steals_locked)
             ),
             if top.is_empty() {
                 "-".to_string()
             } else {
                 top.join(", ")
             },
-            stat("bytes_stolen") + stat("bytes_results"),
+            stat(|s| s.bytes_stolen + s.bytes_results),
             rs.iter().map(|r| r.dropped).sum::<u64>(),
         );
     }
@@ -302,7 +281,7 @@ fn summary(records: &[EpochRecord]) -> String {
     for (e, rs) in &epochs {
         let slowest = rs
             .iter()
-            .flat_map(|r| r.phases_ns.iter().map(move |(p, &ns)| (ns, p, r.rank)))
+            .flat_map(|r| r.phases_ns.named().map(move |(p, ns)| (ns, p, r.rank)))
             .max();
         let start = rs
             .iter()

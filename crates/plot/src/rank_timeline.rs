@@ -2,7 +2,7 @@
 //! task coloured by the rank that owns it, idle time in grey, and a mark where a steal
 //! ended on its thief's rows (`titus trace --png/--svg`).
 
-use crate::charts::{Chart, FONT, colour, err};
+use crate::charts::{Chart, FONT, err};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -53,6 +53,25 @@ pub const ROWS_MAX: usize = 256;
 const COLUMNS: usize = 1600;
 
 const IDLE: RGBColor = RGBColor(215, 215, 215);
+
+/// An owner's colour: twelve without grey, which is idle time's.
+fn owner_colour(owner: u32) -> RGBColor {
+    const C: [RGBColor; 12] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+        RGBColor(31, 60, 110),
+        RGBColor(160, 70, 0),
+        RGBColor(20, 90, 40),
+    ];
+    C[owner as usize % C.len()]
+}
 
 impl RankTimeline {
     /// Each row's runs of equal activity over [`COLUMNS`] columns: (first, last + 1, what).
@@ -138,7 +157,7 @@ impl Chart for RankTimeline {
             chart
                 .draw_series(self.runs(row).into_iter().map(|(a, b, what)| {
                     let fill = match what {
-                        Activity::Task { owner } => colour(owner as usize).filled(),
+                        Activity::Task { owner } => owner_colour(owner).filled(),
                         Activity::Idle => IDLE.filled(),
                     };
                     Rectangle::new([(a as f64 * col, top), (b as f64 * col, bottom)], fill)

@@ -33,7 +33,7 @@ mod report;
 pub mod resources;
 mod shared;
 mod thread_cpu;
-mod trace;
+pub mod trace;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -72,54 +72,129 @@ pub(crate) struct StartPhases {
     pub(crate) pushes_ns: u64,
 }
 
-/// One epoch's line in a rank's file (`titus trace` reads it back).
-#[derive(Debug, serde::Serialize)]
-struct EpochRecord {
-    rank: u32,
-    epoch: u64,
-    workers: usize,
-    protocol: &'static str,
-    /// Wall-clock ns: the epoch call, its tasks' start, its end.
-    call_ns: u64,
-    tasks_from_ns: u64,
-    end_ns: u64,
-    phases_ns: PhasesRecord,
-    stats: StatsRecord,
+/// One epoch's line in a rank's file: what the runtime writes, what `titus sim --trace`
+/// writes for a simulated rank, and what `titus trace` reads back.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct EpochRecord {
+    /// The rank.
+    pub rank: u32,
+    /// The epoch, from 0.
+    pub epoch: u64,
+    /// Its workers: as many lists in `tasks`.
+    pub workers: usize,
+    /// The steal protocol.
+    pub protocol: String,
+    /// The epoch call, ns (wall clock since the Unix epoch; virtual time in a simulation).
+    pub call_ns: u64,
+    /// Its tasks' start, ns.
+    pub tasks_from_ns: u64,
+    /// Its end on this rank, ns.
+    pub end_ns: u64,
+    /// The start's phases, ns.
+    pub phases_ns: PhasesRecord,
+    /// The epoch's figures.
+    pub stats: StatsRecord,
     /// Per worker: [start, length, owner, index, kind].
-    tasks: Vec<Vec<[u64; 5]>>,
+    pub tasks: Vec<Vec<[u64; 5]>>,
     /// [worker, start, length].
-    idle: Vec<[u64; 3]>,
+    pub idle: Vec<[u64; 3]>,
     /// [when, victim, tasks, latency].
-    steals: Vec<[u64; 4]>,
-    dropped: u64,
+    pub steals: Vec<[u64; 4]>,
+    /// Spans past [`SPANS_MAX`] a worker, not recorded.
+    pub dropped: u64,
 }
 
-/// The start's phases, ns.
-#[derive(Debug, serde::Serialize)]
-struct PhasesRecord {
-    input: u64,
-    collectives: u64,
-    prediction: u64,
-    pushes: u64,
+/// The start's phases, ns (a simulated start is all `collectives`).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+pub struct PhasesRecord {
+    /// The input: the rank's history, its prediction (at the root, the front's decision).
+    pub input: u64,
+    /// The collectives over the fabric.
+    pub collectives: u64,
+    /// The prediction from what they found.
+    pub prediction: u64,
+    /// The pushes and the queue's start.
+    pub pushes: u64,
+}
+
+impl PhasesRecord {
+    /// The phases in order, named.
+    pub fn named(&self) -> [(&'static str, u64); 4] {
+        [
+            ("input", self.input),
+            ("collectives", self.collectives),
+            ("prediction", self.prediction),
+            ("pushes", self.pushes),
+        ]
+    }
 }
 
 /// The epoch's figures that the summary reads.
-#[derive(Debug, serde::Serialize)]
-struct StatsRecord {
-    tasks_run: u64,
-    tasks_owned: u64,
-    steals_ok: u64,
-    steals_empty: u64,
-    steals_locked: u64,
-    steals_logged: u64,
-    tasks_stolen: u64,
-    tasks_pushed: u64,
-    bytes_stolen: u64,
-    bytes_results: u64,
-    chunks_sent: u64,
-    chunks_received: u64,
-    busy_ns: u64,
-    session_ns: u64,
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)]
+pub struct StatsRecord {
+    pub tasks_run: u64,
+    pub tasks_owned: u64,
+    pub steals_ok: u64,
+    pub steals_empty: u64,
+    pub steals_locked: u64,
+    pub steals_logged: u64,
+    pub tasks_stolen: u64,
+    pub tasks_pushed: u64,
+    pub bytes_stolen: u64,
+    pub bytes_results: u64,
+    pub chunks_sent: u64,
+    pub chunks_received: u64,
+    pub busy_ns: u64,
+    pub session_ns: u64,
+}
+
+impl StatsRecord {
+    /// From an epoch's stats.
+    pub fn of(stats: &titus_core::EpochStats) -> Self {
+        let c = &stats.core;
+        Self {
+            tasks_run: c.tasks_run,
+            tasks_owned: c.tasks_owned,
+            steals_ok: c.steals_ok,
+            steals_empty: c.steals_empty,
+            steals_locked: c.steals_locked,
+            steals_logged: c.steal_log.len() as u64,
+            tasks_stolen: c.tasks_stolen,
+            tasks_pushed: c.tasks_pushed,
+            bytes_stolen: c.bytes_stolen,
+            bytes_results: c.bytes_results,
+            chunks_sent: c.chunks_sent,
+            chunks_received: c.chunks_received,
+            busy_ns: stats.busy.as_nanos() as u64,
+            session_ns: stats.session.as_nanos() as u64,
+        }
+    }
+}
+
+/// The steals of `stats`' log, at `tasks_from_ns` plus their time: [when, victim, tasks,
+/// latency].
+pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 4]> {
+    stats
+        .core
+        .steal_log
+        .iter()
+        .map(|e| {
+            [
+                tasks_from_ns + e.at_ns,
+                e.victim.into(),
+                e.tasks.into(),
+                e.latency_ns,
+            ]
+        })
+        .collect()
+}
+
+/// Appends `record` to `file` as one line, one write.
+pub fn append(file: &mut impl Write, record: &EpochRecord) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    file.write_all(&line)
 }
 
 /// A rank's recorder: the workers' buffers and the file.
@@ -250,25 +325,11 @@ impl Recorder {
                     }),
             );
         }
-        let c = &stats.core;
-        // The core logs steals from the tasks' start on this rank.
-        let steals: Vec<[u64; 4]> = c
-            .steal_log
-            .iter()
-            .map(|e| {
-                [
-                    o + tasks_from_ns + e.at_ns,
-                    e.victim.into(),
-                    e.tasks.into(),
-                    e.latency_ns,
-                ]
-            })
-            .collect();
         let record = EpochRecord {
             rank: self.rank,
             epoch,
             workers: stats.workers,
-            protocol: stats.protocol,
+            protocol: stats.protocol.to_string(),
             call_ns: o + phases.call_ns,
             tasks_from_ns: o + tasks_from_ns,
             end_ns: o + end_ns,
@@ -278,36 +339,18 @@ impl Recorder {
                 prediction: phases.prediction_ns,
                 pushes: phases.pushes_ns,
             },
-            stats: StatsRecord {
-                tasks_run: c.tasks_run,
-                tasks_owned: c.tasks_owned,
-                steals_ok: c.steals_ok,
-                steals_empty: c.steals_empty,
-                steals_locked: c.steals_locked,
-                steals_logged: c.steal_log.len() as u64,
-                tasks_stolen: c.tasks_stolen,
-                tasks_pushed: c.tasks_pushed,
-                bytes_stolen: c.bytes_stolen,
-                bytes_results: c.bytes_results,
-                chunks_sent: c.chunks_sent,
-                chunks_received: c.chunks_received,
-                busy_ns: stats.busy.as_nanos() as u64,
-                session_ns: stats.session.as_nanos() as u64,
-            },
+            stats: StatsRecord::of(stats),
             tasks: workers,
             idle,
-            steals,
+            // The core logs steals from the tasks' start on this rank.
+            steals: steals_of(stats, o + tasks_from_ns),
             dropped,
         };
         // One write a record: formatted straight into the file, each number was a
         // system call of its own.
-        let mut line = serde_json::to_vec(&record).expect("numbers and names serialize");
-        line.push(b'\n');
-        crate::lock(&self.file)
-            .write_all(&line)
-            .map_err(|source| TraceDirError {
-                dir: self.path.clone(),
-                source,
-            })
+        append(&mut *crate::lock(&self.file), &record).map_err(|source| TraceDirError {
+            dir: self.path.clone(),
+            source,
+        })
     }
 }

@@ -94,6 +94,9 @@ pub struct Job<'a> {
     pub worker_grain_ns: Option<u64>,
     /// Each rank's CPU per task of its own around an epoch's start, charged on that rank.
     pub start_cpu: StartCpu,
+    /// Keep each CPU task's span ([`RankOutcome::spans`]) for a timeline (`titus sim
+    /// --trace`): memory per task run.
+    pub trace: bool,
 }
 
 /// A rank's CPU per task of its own around an epoch's start, outside the start's messages:
@@ -190,6 +193,7 @@ impl Job<'_> {
             resources: SimResources::default(),
             worker_grain_ns: None,
             start_cpu: StartCpu::RUNTIME,
+            trace: false,
         }
     }
 
@@ -225,6 +229,12 @@ pub struct RankOutcome {
     /// the operations it issued and served (`op_issue_ns`, `op_serve_ns`); `steal` the
     /// summed steal latencies.
     pub stats: titus_core::EpochStats,
+    /// When this rank called the epoch (virtual ns): its start, then its tasks from
+    /// `stats.start` on, to its end `stats.session` after it.
+    pub called_ns: u64,
+    /// With [`Job::trace`]: each CPU task it ran, [start, length, owner, index, kind,
+    /// worker] (virtual ns; the worker a lane of its own, first free first).
+    pub spans: Vec<[u64; 6]>,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.

@@ -314,6 +314,12 @@ impl<'a> Sim<'a> {
             };
             out.push(RankOutcome {
                 stats,
+                called_ns: self.began[r],
+                spans: self
+                    .spans
+                    .get_mut(r)
+                    .map(std::mem::take)
+                    .unwrap_or_default(),
                 results,
                 costs_ns,
                 peers: contacts,

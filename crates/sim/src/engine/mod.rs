@@ -165,6 +165,10 @@ struct PerRank {
 
 struct Sim<'a> {
     job: &'a Job<'a>,
+    /// With [`Job::trace`], per rank: this epoch's task spans, and when each of its
+    /// workers' lanes is free (empty without).
+    spans: Vec<Vec<[u64; 6]>>,
+    lanes: Vec<Vec<u64>>,
     /// What its workers take, hold and report, and its progress threads' waits.
     policy: titus_core::WorkerPolicy,
     nodes: Vec<Node>,
@@ -650,8 +654,11 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
             *s = f;
         }
     }
+    let traced = if job.trace { n } else { 0 };
     let mut sim = Sim {
         job,
+        spans: vec![Vec::new(); traced],
+        lanes: vec![Vec::new(); traced],
         policy: job.worker_policy(),
         nodes,
         mems,

@@ -205,6 +205,23 @@ impl<'a> Sim<'a> {
                 }
             }
             if res == 0
+                && let Some(spans) = self.spans.get_mut(i)
+            {
+                // The first lane free by the task's start is its worker's (a freed worker
+                // took it: at most `workers` run at once).
+                let (start, lanes) = (now + delay, &mut self.lanes[i]);
+                let lane = match lanes.iter().position(|&free| free <= start) {
+                    Some(l) => l,
+                    None => {
+                        lanes.push(0);
+                        lanes.len() - 1
+                    }
+                };
+                lanes[lane] = start + cost;
+                let (o, x, k) = (task.owner, task.index, task.kind);
+                spans.push([start, cost, o.into(), x.into(), k.into(), lane as u64]);
+            }
+            if res == 0
                 && let Some(ends) = self.task_ends.get_mut(i)
             {
                 ends.push((now + delay + cost, task.owner, task.index));
