@@ -41,10 +41,20 @@ fn check_ranks(dir: &Path, ranks: u32, epochs: usize) {
                 st["tasks_run"].as_u64().unwrap(),
                 "rank {rank}"
             );
+            // Every steal in the timeline, what it found with it (0: tasks).
+            let steals = r["steals"].as_array().unwrap();
+            let got = steals.iter().filter(|s| s[4] == 0).count() as u64;
+            let n = |k: &str| st[k].as_u64().unwrap();
+            assert_eq!(got, n("steals_ok"), "rank {rank}: every successful steal");
             assert_eq!(
-                r["steals"].as_array().unwrap().len() as u64,
-                st["steals_ok"].as_u64().unwrap(),
-                "rank {rank}: every successful steal in the timeline"
+                steals.len() as u64,
+                n("steals_ok") + n("steals_empty") + n("steals_locked"),
+                "rank {rank}: every attempt"
+            );
+            assert_eq!(
+                r["keys"].as_array().unwrap().len() as u64,
+                n("tasks_owned"),
+                "rank {rank}: a key per task owned"
             );
             let (from, end) = (
                 r["call_ns"].as_u64().unwrap(),
@@ -112,6 +122,7 @@ fn check_merged(dir: &Path, tasks: u64) {
             assert!(e["dur"].as_f64().is_some(), "dur in {e}");
             if e["name"].as_str().unwrap().ends_with("task") {
                 task_events += 1;
+                assert!(e["args"]["key"].as_u64().is_some(), "a task's key: {e}");
             }
         }
     }

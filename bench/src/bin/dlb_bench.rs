@@ -200,6 +200,7 @@ fn epoch_main(
         st.core
             .steal_log
             .iter()
+            .filter(|e| e.outcome == titus_runtime::StealOutcome::Got)
             .flat_map(|e| {
                 [
                     e.at_ns as f64 * 1e-9,

@@ -418,6 +418,14 @@ fn simulate(
         start_cpu: titus_sim::StartCpu::RUNTIME,
         trace: a.trace.is_some(),
     };
+    // Tracing keeps the failed steals too, as the runtime's does.
+    let job = Job {
+        core: titus_core::Config {
+            timeline: job.trace,
+            ..job.core
+        },
+        ..job
+    };
     titus_sim::time::check(&job).map_err(|e| RunError::Refused(e.to_string()))?;
     let t0 = Instant::now();
     // Ownership as it stands (a repartition plan changes it), and each epoch's tasks
@@ -595,6 +603,7 @@ fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(
                 },
                 stats: StatsRecord::of(st),
                 tasks,
+                keys: o.keys.clone(),
                 idle,
                 steals: steals_of(st, tasks_from),
                 dropped: 0,

@@ -105,6 +105,11 @@ fn read_dir(dir: &Path) -> Result<Vec<EpochRecord>, UsageError> {
 
 /// The trace events of `records`, times in µs from `zero` (ns).
 fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
+    // A task's key is its owner's, by index, in the same epoch.
+    let keys: std::collections::HashMap<(u64, u64), &Vec<u64>> = records
+        .iter()
+        .map(|r| ((r.epoch, u64::from(r.rank)), &r.keys))
+        .collect();
     let us = |ns: u64| ns.saturating_sub(zero) as f64 / 1e3;
     let mut ev = Vec::new();
     let mut named = std::collections::BTreeSet::new();
@@ -141,6 +146,12 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
             "pid": pid, "tid": progress, "ts": us(r.tasks_from_ns),
             "dur": r.end_ns.saturating_sub(r.tasks_from_ns) as f64 / 1e3}),
         );
+        // (Null where the owner's file or its epoch is missing.)
+        let key_of = |owner: u64, index: u64| {
+            keys.get(&(r.epoch, owner))
+                .and_then(|k| k.get(index as usize))
+                .copied()
+        };
         for (w, tasks) in r.tasks.iter().enumerate() {
             for &[start, len, owner, index, kind] in tasks {
                 let name = if owner == u64::from(r.rank) {
@@ -151,7 +162,8 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
                 ev.push(
                     json!({"ph": "X", "name": name, "cat": format!("owner {owner}"),
                     "pid": pid, "tid": w, "ts": us(start), "dur": len as f64 / 1e3,
-                    "args": {"owner": owner, "index": index, "kind": kind}}),
+                    "args": {"owner": owner, "index": index, "kind": kind,
+                        "key": key_of(owner, index)}}),
                 );
             }
         }
@@ -161,11 +173,16 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
                 "ts": us(start), "dur": len as f64 / 1e3}),
             );
         }
-        for &[at, victim, tasks, latency] in &r.steals {
+        for &[at, victim, tasks, latency, outcome] in &r.steals {
+            let name = match outcome {
+                0 => "steal",
+                1 => "steal: empty",
+                _ => "steal: locked",
+            };
             ev.push(
-                json!({"ph": "i", "s": "t", "name": "steal", "cat": "steal", "pid": pid,
-                "tid": progress, "ts": us(at),
-                "args": {"victim": victim, "tasks": tasks, "latency_us": latency as f64 / 1e3}}),
+                json!({"ph": "i", "s": "t", "name": name, "cat": "steal", "pid": pid,
+                "tid": progress, "ts": us(at), "args": {"victim": victim, "tasks": tasks,
+                "latency_us": latency as f64 / 1e3, "protocol": r.protocol}}),
             );
         }
     }
@@ -199,7 +216,12 @@ fn picture(records: &[EpochRecord], zero: u64) -> titus_plot::RankTimeline {
                 row.spans.push((s(i[1]), s(i[1] + i[2]), Activity::Idle));
             }
         }
-        steals.extend(r.steals.iter().map(|st| (s(st[0]), r.rank, st[1] as u32)));
+        steals.extend(
+            r.steals
+                .iter()
+                .filter(|st| st[4] == 0)
+                .map(|st| (s(st[0]), r.rank, st[1] as u32)),
+        );
     }
     epochs.sort_by(f64::total_cmp);
     epochs.dedup();
@@ -241,7 +263,11 @@ fn summary(records: &[EpochRecord]) -> String {
         let idle: u64 = rs.iter().flat_map(|r| r.idle.iter()).map(|i| i[2]).sum();
         let steal: u64 = rs.iter().flat_map(|r| r.steals.iter()).map(|s| s[3]).sum();
         let mut victims: BTreeMap<u64, u64> = BTreeMap::new();
-        for s in rs.iter().flat_map(|r| r.steals.iter()) {
+        for s in rs
+            .iter()
+            .flat_map(|r| r.steals.iter())
+            .filter(|s| s[4] == 0)
+        {
             *victims.entry(s[1]).or_default() += s[2];
         }
         let mut top: Vec<(u64, u64)> = victims.into_iter().collect();

@@ -77,7 +77,7 @@ pub use layout::{ResultRecord, Task, TaskId};
 pub use mapper::{DefaultMapper, Mapper};
 pub use node::{DriverHints, EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
-pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent};
+pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent, StealOutcome};
 pub use steal::TaskArea;
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
@@ -336,6 +336,9 @@ pub struct Config {
     /// backoff is kept per (victim, type); `claim` and `lock` (one-sided: a victim cannot
     /// filter) steal as without types, when the queue runs dry.
     pub resource_types: Vec<resources::KindSet>,
+    /// Keep the steals that found nothing or a locked victim in the stats' steal log too,
+    /// for a timeline (the runtime's `trace`): memory per attempt, so off by default.
+    pub timeline: bool,
 }
 
 /// Where diffusion sends a rank's excess of predicted load (`diffuse.rs`).
@@ -416,6 +419,7 @@ impl Default for Config {
             cost_aware: true,
             move_cost: Duration::from_micros(20),
             resource_types: Vec::new(),
+            timeline: false,
         }
     }
 }

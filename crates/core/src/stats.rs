@@ -81,7 +81,7 @@ pub struct Stats {
     /// lock of the rank's state in the runtime): tasks run / grains is the mean grain.
     pub grains: u64,
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
-    /// work from whom.
+    /// work from whom; with [`crate::Config::timeline`], the failed ones too.
     pub steal_log: Vec<StealEvent>,
 }
 
@@ -137,4 +137,29 @@ pub struct StealEvent {
     pub tasks: u32,
     /// From the attempt's first operation to its outcome (ns).
     pub latency_ns: u64,
+    /// What it found.
+    pub outcome: StealOutcome,
+}
+
+/// What a steal found ([`StealEvent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StealOutcome {
+    /// Tasks.
+    #[default]
+    Got,
+    /// Nothing to take.
+    Empty,
+    /// The victim's set locked by another thief.
+    Locked,
+}
+
+impl StealOutcome {
+    /// Its name in a trace.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Got => "got",
+            Self::Empty => "empty",
+            Self::Locked => "locked",
+        }
+    }
 }

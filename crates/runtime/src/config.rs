@@ -116,6 +116,16 @@ impl RuntimeConfig {
     }
 }
 
+/// The trace directory: the configuration's, else `TITUS_TRACE`'s; tracing keeps the
+/// core's failed steals too ([`titus_core::Config::timeline`]).
+pub(crate) fn resolve_trace(cfg: &mut RuntimeConfig) {
+    if cfg.trace.is_none() {
+        cfg.trace = titus_fabric::env_var::non_blank(titus_fabric::env_var::TRACE)
+            .map(std::path::PathBuf::from);
+    }
+    cfg.core.timeline |= cfg.trace.is_some();
+}
+
 pub(crate) fn validate(cfg: &RuntimeConfig) -> Result<(), RuntimeError> {
     if cfg.worker_batch == 0 {
         return Err(RuntimeError::Config(

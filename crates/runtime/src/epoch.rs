@@ -305,7 +305,7 @@ impl Runtime {
                 pushes_ns: start_time.as_nanos() as u64,
             };
             let end_ns = call_ns + session.as_nanos() as u64;
-            tr.write_epoch(phases, tasks_from, end_ns, &stats)
+            tr.write_epoch(&keys, phases, tasks_from, end_ns, &stats)
                 .map_err(|e| RuntimeError::Config(e.to_string()))?;
         }
         Ok(Some(EpochOutput {
@@ -357,6 +357,7 @@ pub(crate) fn steal_summary(core: &titus_core::Stats) -> String {
     let got: Vec<String> = core
         .steal_log
         .iter()
+        .filter(|e| e.outcome == titus_core::StealOutcome::Got)
         .take(4)
         .map(|e| format!("{} tasks from {} at {}", e.tasks, e.victim, ms(e.at_ns)))
         .collect();

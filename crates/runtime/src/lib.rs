@@ -59,7 +59,7 @@ pub use titus_core::layout::PAYLOAD_MAX;
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, Protocol, Routing, Sharing,
-    Stats as CoreStats, repartition::RepartitionPlan,
+    Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
 };
 pub use titus_overlay::{OverlayParams, SHORTCUTS_MAX, ShortcutDraw};
 

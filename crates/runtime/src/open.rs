@@ -2,7 +2,7 @@
 //! fabric's segments it registers.
 
 use super::*;
-use crate::config::{validate, with_mapper};
+use crate::config::{resolve_trace, validate, with_mapper};
 use crate::local_gather::{LocalGather, LocalMember};
 use crate::shared::{Figures, ProgressSide, Registered, ResourceSide, WorkerSleep};
 
@@ -70,6 +70,7 @@ impl Runtime {
         options: MemOptions,
     ) -> Result<Vec<Runtime>, RuntimeError> {
         validate(&cfg)?;
+        resolve_trace(&mut cfg);
         if cfg.workers == 0 {
             cfg.workers = cores::default_workers(ranks);
         }
@@ -136,6 +137,7 @@ impl Runtime {
         env: JobEnv,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
+        resolve_trace(&mut cfg);
         let local_ranks = env.ranks_on_node();
         cfg.overlay.ranks = env.size;
         let (opener, provider) = match backend {
@@ -174,6 +176,7 @@ impl Runtime {
         exchange: Box<dyn Exchange>,
     ) -> Result<Runtime, RuntimeError> {
         validate(&cfg)?;
+        resolve_trace(&mut cfg);
         let local_ranks = cores::ranks_on_node_from_env()?;
         let Backend::Fabric { name, provider } = backend else {
             return Err(RuntimeError::Config(
@@ -249,13 +252,10 @@ impl Runtime {
         let rank = fabric.rank();
         let size = fabric.size();
         let origin = Instant::now();
-        let trace_dir = match &cfg.trace {
-            Some(d) => Some(d.clone()),
-            None => titus_fabric::env_var::non_blank(titus_fabric::env_var::TRACE)
-                .map(std::path::PathBuf::from),
-        };
-        let trace = trace_dir
-            .map(|d| crate::trace::Recorder::open(&d, rank, cfg.workers, origin))
+        let trace = cfg
+            .trace
+            .as_ref()
+            .map(|d| crate::trace::Recorder::open(d, rank, cfg.workers, origin))
             .transpose()
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         let shared = Arc::new(Shared {

@@ -1,6 +1,7 @@
 //! A rank's timeline on request (`RuntimeConfig::trace`, `TITUS_TRACE=DIR`): each
-//! worker's task and idle spans, the epoch start's phases, and the steals, written as one
-//! JSON line per epoch to `DIR/titus-trace-rank<R>.jsonl` at the epoch's end.
+//! worker's task and idle spans, the epoch start's phases, every steal with what it found
+//! (the core keeps the failed ones too: `Config::timeline`), and the rank's tasks' keys,
+//! written as one JSON line per epoch to `DIR/titus-trace-rank<R>.jsonl` at its end.
 //! `titus trace DIR` merges the ranks' files into one trace-event file that Perfetto and
 //! `chrome://tracing` open.
 //!
@@ -96,10 +97,14 @@ pub struct EpochRecord {
     pub stats: StatsRecord,
     /// Per worker: [start, length, owner, index, kind].
     pub tasks: Vec<Vec<[u64; 5]>>,
+    /// This rank's own tasks' keys, by index: a task's key is its owner's `keys[index]`.
+    #[serde(default)]
+    pub keys: Vec<u64>,
     /// [worker, start, length].
     pub idle: Vec<[u64; 3]>,
-    /// [when, victim, tasks, latency].
-    pub steals: Vec<[u64; 4]>,
+    /// [when, victim, tasks, latency, outcome]: outcome 0 got tasks, 1 found none, 2
+    /// found the victim locked.
+    pub steals: Vec<[u64; 5]>,
     /// Spans past [`SPANS_MAX`] a worker, not recorded.
     pub dropped: u64,
 }
@@ -173,18 +178,26 @@ impl StatsRecord {
 }
 
 /// The steals of `stats`' log, at `tasks_from_ns` plus their time: [when, victim, tasks,
-/// latency].
-pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 4]> {
+/// latency, outcome].
+pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 5]> {
+    use titus_core::StealOutcome;
     stats
         .core
         .steal_log
         .iter()
         .map(|e| {
+            let outcome = match e.outcome {
+                StealOutcome::Got => 0,
+                StealOutcome::Empty => 1,
+                StealOutcome::Locked => 2,
+            };
+            let (victim, tasks) = (e.victim.into(), e.tasks.into());
             [
                 tasks_from_ns + e.at_ns,
-                e.victim.into(),
-                e.tasks.into(),
+                victim,
+                tasks,
                 e.latency_ns,
+                outcome,
             ]
         })
         .collect()
@@ -275,6 +288,7 @@ impl Recorder {
     /// writes nothing.
     pub(crate) fn write_epoch(
         &self,
+        keys: &[u64],
         phases: StartPhases,
         tasks_from_ns: u64,
         end_ns: u64,
@@ -341,6 +355,7 @@ impl Recorder {
             },
             stats: StatsRecord::of(stats),
             tasks: workers,
+            keys: keys.to_vec(),
             idle,
             // The core logs steals from the tasks' start on this rank.
             steals: steals_of(stats, o + tasks_from_ns),

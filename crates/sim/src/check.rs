@@ -292,6 +292,7 @@ fn draw_and_run(
         cost_aware: true,
         move_cost: Duration::from_micros(20),
         resource_types: Vec::new(),
+        timeline: false,
     };
     core.forward_delay = core.flush_delay;
     let mut tasks = draw_tasks(&mut rng, ranks, 0);
@@ -618,6 +619,14 @@ fn draw_and_run(
         // A quarter of the jobs keep their timelines: recording must change no event
         // (decided by the seed, not drawn, so the other draws stay the same).
         trace: seed.is_multiple_of(4),
+    };
+    // Tracing keeps the failed steals too (the log only: no event changes).
+    let job = Job {
+        core: Config {
+            timeline: job.trace,
+            ..job.core
+        },
+        ..job
     };
     let repartitioned = std::cell::Cell::new(0u64);
     let mut between = |b: &Between<'_>| -> Result<Option<Vec<Vec<SimTask>>>, String> {

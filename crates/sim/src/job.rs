@@ -235,6 +235,8 @@ pub struct RankOutcome {
     /// With [`Job::trace`]: each CPU task it ran, [start, length, owner, index, kind,
     /// worker] (virtual ns; the worker a lane of its own, first free first).
     pub spans: Vec<[u64; 6]>,
+    /// With [`Job::trace`]: its own tasks' keys this epoch, by index.
+    pub keys: Vec<u64>,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.

@@ -320,6 +320,10 @@ impl<'a> Sim<'a> {
                     .get_mut(r)
                     .map(std::mem::take)
                     .unwrap_or_default(),
+                keys: match self.job.trace {
+                    true => self.keys[r].clone(),
+                    false => Vec::new(),
+                },
                 results,
                 costs_ns,
                 peers: contacts,

@@ -38,7 +38,7 @@ use crate::layout::Task;
 use crate::layout::signal::Signal;
 use crate::mapper::{Mapper, Victims};
 use crate::neighbours::{Backoff, Neighbours};
-use crate::{CoreError, Memory, Protocol, Rank, STEAL_LOG_MAX, StealEvent, Time};
+use crate::{CoreError, Memory, Protocol, Rank, STEAL_LOG_MAX, StealEvent, StealOutcome, Time};
 use titus_overlay::rng::Rng;
 
 /// A REQUEST carries the thief's epoch modulo 2^20.
@@ -384,18 +384,27 @@ impl Thief {
             stats.steal_latency_ns.push(latency_ns);
             rtype = a.rtype;
         }
-        if let Outcome::Got(n, bytes) = outcome {
-            stats.steals_ok += 1;
-            stats.tasks_stolen += n;
-            stats.bytes_stolen += bytes;
-            if stats.steal_log.len() < STEAL_LOG_MAX {
-                stats.steal_log.push(StealEvent {
-                    at_ns: now.since(cx.started).as_nanos() as u64,
-                    victim: from,
-                    tasks: n as u32,
-                    latency_ns,
-                });
+        let logged = match outcome {
+            Outcome::Got(n, bytes) => {
+                stats.steals_ok += 1;
+                stats.tasks_stolen += n;
+                stats.bytes_stolen += bytes;
+                Some((n as u32, StealOutcome::Got))
             }
+            Outcome::Empty if cx.cfg.timeline => Some((0, StealOutcome::Empty)),
+            Outcome::Locked if cx.cfg.timeline => Some((0, StealOutcome::Locked)),
+            _ => None,
+        };
+        if let Some((tasks, outcome)) = logged
+            && stats.steal_log.len() < STEAL_LOG_MAX
+        {
+            stats.steal_log.push(StealEvent {
+                at_ns: now.since(cx.started).as_nanos() as u64,
+                victim: from,
+                tasks,
+                latency_ns,
+                outcome,
+            });
         }
         if rtype > 0 {
             // A typed attempt: its own backoff; no favourite, blacklist or WAIT.
