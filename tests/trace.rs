@@ -51,6 +51,11 @@ fn check_ranks(dir: &Path, ranks: u32, epochs: usize) {
                 n("steals_ok") + n("steals_empty") + n("steals_locked"),
                 "rank {rank}: every attempt"
             );
+            // Every chunk of results in the timeline, both ways.
+            let transfers = r["transfers"].as_array().unwrap();
+            let of = |k: u64| transfers.iter().filter(|t| t[3] == k).count() as u64;
+            assert_eq!(of(0), n("chunks_sent"), "rank {rank}: results sent");
+            assert_eq!(of(1), n("chunks_received"), "rank {rank}: results received");
             assert_eq!(
                 r["keys"].as_array().unwrap().len() as u64,
                 n("tasks_owned"),

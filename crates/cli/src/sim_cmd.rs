@@ -556,7 +556,7 @@ const TRACE_RANKS_MAX: u32 = 4096;
 /// between them within the epoch.
 fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(), String> {
     use titus_runtime::trace::{
-        EpochRecord, PhasesRecord, StatsRecord, append, file_of, steals_of,
+        EpochRecord, PhasesRecord, StatsRecord, append, file_of, steals_of, transfers_of,
     };
     let io = |e: std::io::Error| format!("--trace '{}': {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(io)?;
@@ -607,6 +607,7 @@ fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(
                 idle,
                 steals: steals_of(st, tasks_from),
                 dropped: 0,
+                transfers: transfers_of(st, tasks_from),
             };
             append(&mut file, &record).map_err(io)?;
         }

@@ -173,6 +173,18 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
                 "ts": us(start), "dur": len as f64 / 1e3}),
             );
         }
+        for &[at, peer, bytes, kind] in &r.transfers {
+            let name = match kind {
+                0 => "results sent",
+                1 => "results received",
+                2 => "tasks pushed",
+                _ => "tasks pushed in",
+            };
+            ev.push(
+                json!({"ph": "i", "s": "t", "name": name, "cat": "chunk", "pid": pid,
+                "tid": progress, "ts": us(at), "args": {"peer": peer, "bytes": bytes}}),
+            );
+        }
         for &[at, victim, tasks, latency, outcome] in &r.steals {
             let name = match outcome {
                 0 => "steal",

@@ -77,7 +77,10 @@ pub use layout::{ResultRecord, Task, TaskId};
 pub use mapper::{DefaultMapper, Mapper};
 pub use node::{DriverHints, EpochResults, NewTask, Node, Prediction};
 pub use share::Sharing;
-pub use stats::{OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent, StealOutcome};
+pub use stats::{
+    OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent, StealOutcome, TRANSFER_LOG_MAX,
+    Transfer, TransferEvent,
+};
 pub use steal::TaskArea;
 pub use termination::DONE_GRACE;
 pub use titus_overlay::Routing;
@@ -337,7 +340,8 @@ pub struct Config {
     /// filter) steal as without types, when the queue runs dry.
     pub resource_types: Vec<resources::KindSet>,
     /// Keep the steals that found nothing or a locked victim in the stats' steal log too,
-    /// for a timeline (the runtime's `trace`): memory per attempt, so off by default.
+    /// and every chunk sent or received in its transfer log, for a timeline (the
+    /// runtime's `trace`): memory per event, so off by default.
     pub timeline: bool,
 }
 

@@ -83,6 +83,9 @@ pub struct Stats {
     /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
     /// work from whom; with [`crate::Config::timeline`], the failed ones too.
     pub steal_log: Vec<StealEvent>,
+    /// With [`crate::Config::timeline`]: the chunks this rank sent and received, results
+    /// and pushed tasks, in order (at most [`TRANSFER_LOG_MAX`]).
+    pub transfer_log: Vec<TransferEvent>,
 }
 
 /// The kinds of [`Stats::op_latency`], in its order: reads, writes that carry data,
@@ -139,6 +142,56 @@ pub struct StealEvent {
     pub latency_ns: u64,
     /// What it found.
     pub outcome: StealOutcome,
+}
+
+/// Most chunks [`Stats::transfer_log`] keeps an epoch.
+pub const TRANSFER_LOG_MAX: usize = 1 << 16;
+
+/// A chunk that left or reached this rank ([`Stats::transfer_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferEvent {
+    /// When, from the start of the epoch on this rank (ns).
+    pub at_ns: u64,
+    /// The next hop it went to, or the rank it came from.
+    pub peer: Rank,
+    /// Its bytes.
+    pub bytes: u64,
+    /// What it carried, and which way.
+    pub kind: Transfer,
+}
+
+/// What a chunk carried, and which way ([`TransferEvent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Results, sent towards their homes.
+    ResultsSent,
+    /// Results, received (home or to pass on).
+    ResultsReceived,
+    /// Tasks pushed (diffusion, the string plan), sent.
+    TasksSent,
+    /// Tasks pushed here or through here, received.
+    TasksReceived,
+}
+
+impl Transfer {
+    /// Its name in a trace.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ResultsSent => "results sent",
+            Self::ResultsReceived => "results received",
+            Self::TasksSent => "tasks pushed",
+            Self::TasksReceived => "tasks pushed in",
+        }
+    }
+}
+
+impl Stats {
+    /// Logs a chunk (with [`crate::Config::timeline`]; at most [`TRANSFER_LOG_MAX`]).
+    pub(crate) fn log_transfer(&mut self, on: bool, event: TransferEvent) {
+        if on && self.transfer_log.len() < TRANSFER_LOG_MAX {
+            self.transfer_log.push(event);
+        }
+    }
 }
 
 /// What a steal found ([`StealEvent`]).

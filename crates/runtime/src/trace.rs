@@ -107,6 +107,10 @@ pub struct EpochRecord {
     pub steals: Vec<[u64; 5]>,
     /// Spans past [`SPANS_MAX`] a worker, not recorded.
     pub dropped: u64,
+    /// [when, peer, bytes, kind]: kind 0 results sent, 1 results received, 2 tasks pushed,
+    /// 3 tasks pushed in (`titus_core::Transfer`).
+    #[serde(default)]
+    pub transfers: Vec<[u64; 4]>,
 }
 
 /// The start's phases, ns (a simulated start is all `collectives`).
@@ -199,6 +203,26 @@ pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64
                 e.latency_ns,
                 outcome,
             ]
+        })
+        .collect()
+}
+
+/// The chunks of `stats`' transfer log, at `tasks_from_ns` plus their time: [when, peer,
+/// bytes, kind].
+pub fn transfers_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 4]> {
+    use titus_core::Transfer;
+    stats
+        .core
+        .transfer_log
+        .iter()
+        .map(|e| {
+            let kind = match e.kind {
+                Transfer::ResultsSent => 0,
+                Transfer::ResultsReceived => 1,
+                Transfer::TasksSent => 2,
+                Transfer::TasksReceived => 3,
+            };
+            [tasks_from_ns + e.at_ns, e.peer.into(), e.bytes, kind]
         })
         .collect()
 }
@@ -360,6 +384,7 @@ impl Recorder {
             // The core logs steals from the tasks' start on this rank.
             steals: steals_of(stats, o + tasks_from_ns),
             dropped,
+            transfers: transfers_of(stats, o + tasks_from_ns),
         };
         // One write a record: formatted straight into the file, each number was a
         // system call of its own.

@@ -25,6 +25,7 @@ use crate::fasthash::IntSet;
 use crate::layout::signal::Signal;
 use crate::layout::{self, Chunk, seg};
 use crate::{CoreError, Loc, Memory, Op, Rank};
+use crate::{Transfer, TransferEvent};
 
 /// Offset of the reservation word in INBOX.
 pub(crate) const RESERVED: u64 = 0;
@@ -171,9 +172,21 @@ impl Inbox {
         }
         .consumed += len;
         // Pushed tasks count where they stay (the node), not where they pass.
-        if let Chunk::Results(_) = &chunk {
-            cx.stats.chunks_received += 1;
-        }
+        let kind = match &chunk {
+            Chunk::Results(_) => {
+                cx.stats.chunks_received += 1;
+                Transfer::ResultsReceived
+            }
+            _ => Transfer::TasksReceived,
+        };
+        let at_ns = cx.now.since(cx.started).as_nanos() as u64;
+        let event = TransferEvent {
+            at_ns,
+            peer: from,
+            bytes: len,
+            kind,
+        };
+        cx.stats.log_transfer(cx.cfg.timeline, event);
         Ok(chunk)
     }
 

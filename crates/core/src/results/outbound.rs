@@ -27,7 +27,7 @@ use crate::fasthash::IntMap;
 use crate::layout::signal::{self, Signal};
 use crate::layout::{self, PushedTask, ResultRecord, seg};
 use crate::neighbours::Neighbours;
-use crate::{Config, Loc, Memory, Op, Rank, Time};
+use crate::{Config, Loc, Memory, Op, Rank, Time, Transfer, TransferEvent};
 use std::time::Duration;
 
 use super::inbox::INBOX_DATA;
@@ -468,13 +468,24 @@ impl Outbound {
                     .and_then(|o| o.flight.take())
                     .expect("a write belongs to a chunk");
                 self.free.push(f.slot);
-                if f.tasks {
+                let at_ns = cx.now.since(cx.started).as_nanos() as u64;
+                let kind = if f.tasks {
                     cx.stats.bytes_pushed += f.len;
-                    cx.stats.pushed_out_at_ns = cx.now.since(cx.started).as_nanos() as u64;
+                    cx.stats.pushed_out_at_ns = at_ns;
+                    Transfer::TasksSent
                 } else {
                     cx.stats.chunks_sent += 1;
                     cx.stats.bytes_results += f.len;
-                }
+                    Transfer::ResultsSent
+                };
+                let (peer, bytes) = (hop as Rank, f.len);
+                let event = TransferEvent {
+                    at_ns,
+                    peer,
+                    bytes,
+                    kind,
+                };
+                cx.stats.log_transfer(cx.cfg.timeline, event);
             }
             Pending::Overflow => {}
         }
