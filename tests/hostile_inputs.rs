@@ -5,8 +5,8 @@
 use std::process::Command;
 use titus_tests::bin;
 
-/// The table (docs/results.md lists where each case came from): a command line, as a
-/// shell would split it (`NAME=value` words first set the environment), and what its
+/// The table (docs/results.md, "Hostile input", says what it covers): a command line, as
+/// a shell would split it (`NAME=value` words first set the environment), and what its
 /// one line must say.
 const CASES: &[(&str, &str)] = &[
     // Numbers past virtual time's range.
