@@ -40,9 +40,6 @@ struct Cli {
     trace: Option<std::path::PathBuf>,
 }
 
-/// `--trace`, for every run's runtime.
-static TRACE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-
 /// Tasks run in this process (the progress bar's count).
 static TASKS_RUN: AtomicU64 = AtomicU64::new(0);
 
@@ -282,10 +279,11 @@ fn epoch_main(
 
 /// The runtime configuration of `run` at `ranks` ranks: DLB_Bench's core and overlay
 /// configuration ([`dlb::config`], the simulator's too) with the run's workers.
-fn config(run: &Run, ranks: u32, plan: &Plan) -> RuntimeConfig {
+/// The runtime's configuration of `run`, its timeline written to `trace` (`--trace`).
+fn config(run: &Run, ranks: u32, plan: &Plan, trace: Option<&std::path::Path>) -> RuntimeConfig {
     let c = dlb::config(run, ranks, plan).unwrap_or_else(|e| e.exit());
     RuntimeConfig {
-        trace: TRACE.get().cloned().flatten(),
+        trace: trace.map(std::path::Path::to_path_buf),
         workers: run.args.workers,
         // (Checked with the other flags before any run.)
         worker_grain: dlb::worker_grain(&run.args).unwrap_or(None),
@@ -386,7 +384,6 @@ fn ranks_given() -> bool {
 fn main() {
     titus_workload::quiet_broken_pipe();
     let cli = dlb::parse_args::<Cli>();
-    let _ = TRACE.set(cli.trace);
     let args = cli.bench;
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
     check_args(&args).unwrap_or_else(|e| e.exit());
@@ -438,7 +435,7 @@ fn main() {
                     .and_then(|k| env.session(k).map_err(|e| e.to_string()))
                     .unwrap_or_else(|e| fail(2, &e));
                 let rt = Runtime::from_job(
-                    config(run, env.size, &plan),
+                    config(run, env.size, &plan, cli.trace.as_deref()),
                     Backend::default_fabric(None),
                     job,
                 )
@@ -494,8 +491,12 @@ fn main() {
                 if run.args.calibration.is_none() {
                     calibration(plan.payload);
                 }
-                let rts = Runtime::local(ranks, config(run, ranks, &plan), MemOptions::default())
-                    .unwrap_or_else(|e| fail(2, &e.to_string()));
+                let rts = Runtime::local(
+                    ranks,
+                    config(run, ranks, &plan, cli.trace.as_deref()),
+                    MemOptions::default(),
+                )
+                .unwrap_or_else(|e| fail(2, &e.to_string()));
                 let _bar = Progress::start(
                     !args.no_progress && !args.json && !args.csv,
                     run.label(),

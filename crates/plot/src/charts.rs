@@ -69,40 +69,28 @@ pub fn save(chart: &impl Chart, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, 
         dir: dir.to_path_buf(),
         source,
     })?;
-    let (w, h) = chart.size();
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
-    {
-        let root = BitMapBackend::new(&png, (w, h)).into_drawing_area();
-        chart.draw(&root).map_err(PlotError::Draw)?;
-        root.present().map_err(|e| PlotError::Present {
-            path: png.clone(),
-            detail: e.to_string(),
-        })?;
-    }
-    {
-        let root = SVGBackend::new(&svg, (w, h)).into_drawing_area();
-        chart.draw(&root).map_err(PlotError::Draw)?;
-        root.present().map_err(|e| PlotError::Present {
-            path: svg.clone(),
-            detail: e.to_string(),
-        })?;
-    }
+    save_as(chart, Some(&png), Some(&svg))?;
     Ok(vec![png, svg])
 }
 
+/// The charts' colours, grey left out (grey is idle time in a timeline).
+pub(crate) const HUES: [RGBColor; 7] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+];
+
+/// Series `i`'s colour: the hues, then grey.
 pub(crate) fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-    ];
-    C[i % C.len()]
+    HUES.get(i % (HUES.len() + 1))
+        .copied()
+        .unwrap_or(RGBColor(127, 127, 127))
 }
 
 /// One bar per label (e.g. efficiency per balancer).

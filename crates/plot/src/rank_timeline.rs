@@ -2,7 +2,7 @@
 //! task coloured by the rank that owns it, idle time in grey, and a mark where a steal
 //! ended on its thief's rows (`titus trace --png/--svg`).
 
-use crate::charts::{Chart, FONT, err};
+use crate::charts::{Chart, FONT, HUES, err};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -54,23 +54,19 @@ const COLUMNS: usize = 1600;
 
 const IDLE: RGBColor = RGBColor(215, 215, 215);
 
-/// An owner's colour: twelve without grey, which is idle time's.
+/// An owner's colour: the charts' hues and five more, none grey (idle time's).
 fn owner_colour(owner: u32) -> RGBColor {
-    const C: [RGBColor; 12] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
+    const MORE: [RGBColor; 5] = [
         RGBColor(188, 189, 34),
         RGBColor(23, 190, 207),
         RGBColor(31, 60, 110),
         RGBColor(160, 70, 0),
         RGBColor(20, 90, 40),
     ];
-    C[owner as usize % C.len()]
+    let i = owner as usize % (HUES.len() + MORE.len());
+    HUES.get(i)
+        .copied()
+        .unwrap_or(MORE[i.saturating_sub(HUES.len())])
 }
 
 impl RankTimeline {

@@ -297,15 +297,14 @@ impl Runtime {
         };
         if let Some(tr) = &sh.trace {
             let call_ns = sh.time_of(call).0;
-            let phases = crate::trace::StartPhases {
-                call_ns,
-                input_ns: prepare_time.as_nanos() as u64,
-                collectives_ns: gather_time.as_nanos() as u64,
-                prediction_ns: plan_time.as_nanos() as u64,
-                pushes_ns: start_time.as_nanos() as u64,
+            let phases = crate::trace::PhasesRecord {
+                input: prepare_time.as_nanos() as u64,
+                collectives: gather_time.as_nanos() as u64,
+                prediction: plan_time.as_nanos() as u64,
+                pushes: start_time.as_nanos() as u64,
             };
             let end_ns = call_ns + session.as_nanos() as u64;
-            tr.write_epoch(&keys, phases, tasks_from, end_ns, &stats)
+            tr.write_epoch(&keys, call_ns, phases, tasks_from, end_ns, &stats)
                 .map_err(|e| RuntimeError::Config(e.to_string()))?;
         }
         Ok(Some(EpochOutput {

@@ -62,17 +62,6 @@ impl WorkerSpans {
     }
 }
 
-/// The epoch start's phases on this rank, ns.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StartPhases {
-    /// From the epoch call (ns on the rank's clock).
-    pub(crate) call_ns: u64,
-    pub(crate) input_ns: u64,
-    pub(crate) collectives_ns: u64,
-    pub(crate) prediction_ns: u64,
-    pub(crate) pushes_ns: u64,
-}
-
 /// One epoch's line in a rank's file: what the runtime writes, what `titus sim --trace`
 /// writes for a simulated rank, and what `titus trace` reads back.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -313,7 +302,8 @@ impl Recorder {
     pub(crate) fn write_epoch(
         &self,
         keys: &[u64],
-        phases: StartPhases,
+        call_ns: u64,
+        phases: PhasesRecord,
         tasks_from_ns: u64,
         end_ns: u64,
         stats: &titus_core::EpochStats,
@@ -358,7 +348,7 @@ impl Recorder {
                     .copied()
                     .chain(std::iter::once((last, end_ns.saturating_sub(last))))
                     .filter_map(|(at, len)| {
-                        let (from, to) = (at.max(phases.call_ns), (at + len).min(end_ns));
+                        let (from, to) = (at.max(call_ns), (at + len).min(end_ns));
                         (from < to).then(|| [w as u64, o + from, to - from])
                     }),
             );
@@ -368,15 +358,10 @@ impl Recorder {
             epoch,
             workers: stats.workers,
             protocol: stats.protocol.to_string(),
-            call_ns: o + phases.call_ns,
+            call_ns: o + call_ns,
             tasks_from_ns: o + tasks_from_ns,
             end_ns: o + end_ns,
-            phases_ns: PhasesRecord {
-                input: phases.input_ns,
-                collectives: phases.collectives_ns,
-                prediction: phases.prediction_ns,
-                pushes: phases.pushes_ns,
-            },
+            phases_ns: phases,
             stats: StatsRecord::of(stats),
             tasks: workers,
             keys: keys.to_vec(),
