@@ -60,5 +60,8 @@ for r in 0 1; do
   p=$([ $r -eq 0 ] && echo $p0 || echo $p1)
   rc=0; wait "$p" || rc=$?
   [ -n "${HD_VERBOSE:-}" ] && cat "$out/$r"
-  echo "rank $r: exit $rc, $(echo "$(date +%s.%N) - $t_cut" | bc) s after the cut (or earlier): $(tail -n 1 "$out/$r")"
+  # The rank's own last error, not libfabric's teardown warnings that may follow it.
+  last="$(grep '^runtime-bench' "$out/$r" | tail -n 1 || true)"
+  [ -n "$last" ] || last="$(tail -n 1 "$out/$r")"
+  echo "rank $r: exit $rc, $(echo "$(date +%s.%N) - $t_cut" | bc) s after the cut (or earlier): $last"
 done
