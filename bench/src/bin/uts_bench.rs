@@ -2,15 +2,18 @@
 //!
 //! The tree's flags are UTS's own (`-t -b -r -a -d -q -m -f -g`), so the published sample
 //! trees paste as they are: T1 is `-t 1 -a 3 -d 10 -b 4 -r 19`. Rank 0 first traverses
-//! the tree alone (the sequential baseline, one thread); then every rank expands the same
-//! top of the tree breadth first until it holds `--frontier` nodes, owns a contiguous
-//! block of them, and hands them to Titus as one epoch of tasks, each traversing its
-//! subtree. Titus balances the subtrees, whose sizes nobody knows in advance; the counts
-//! must equal the sequential traversal's, or the run fails.
+//! the tree alone (the sequential baseline, one thread); then the job traverses it on
+//! Titus, and the counts must equal the sequential traversal's, or the run fails.
 //!
-//! Tasks that spawn tasks would let the tree's own nodes be the tasks. Until then a
-//! static frontier stands in for them, and a deep narrow tree (a binomial one) shows its
-//! limit: a subtree larger than a rank's share cannot be split.
+//! - `--mode spawn` (the default): rank 0's one task is the root. A task visits up to
+//!   `--chunk` nodes depth first from the nodes in its payload, then spawns what is left
+//!   on its stack as tasks of at most [`NODES_PER_TASK`] nodes (the newest run next on
+//!   the same rank; thieves take the oldest, nearest the root). The spawned tasks'
+//!   counts are reduced over the job (nodes and leaves summed, the depth's maximum).
+//! - `--mode static`: every rank expands the same top of the tree breadth first until it
+//!   holds `--frontier` nodes, owns a contiguous block of them, and hands them to Titus
+//!   as one epoch of tasks, each traversing its subtree. A deep narrow tree (a binomial
+//!   one) shows the limit: a subtree larger than a rank's share cannot be split.
 //!
 //! In process: `uts-bench --ranks 2 -t 1 -a 3 -d 10 -b 4 -r 19`. Under a launcher
 //! (`titus launch -n 2 -- uts-bench …`, srun, mpirun): the launcher sets the ranks; rank
@@ -23,6 +26,7 @@ use std::time::Instant;
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_runtime::Balancing;
+use titus_runtime::{ReduceOp, Spawning, TaskCtx};
 use titus_runtime::{Runtime, RuntimeConfig, TaskIn};
 use titus_workload::dlb::fail;
 use titus_workload::uts::{Counts, GeoShape, Node, Tree, TreeKind};
@@ -71,9 +75,36 @@ struct Cli {
     /// the job).
     #[arg(long, default_value_t = 0)]
     frontier: u32,
+    /// How the tree becomes tasks: `spawn` (tasks spawn their subtrees' rest) or
+    /// `static` (a frontier fixed before the epoch).
+    #[arg(long, default_value = "spawn")]
+    mode: Mode,
+    /// Spawn mode: the nodes a task visits before it spawns the rest of its stack.
+    #[arg(long, default_value_t = 1024)]
+    chunk: u32,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// How the tree becomes tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// Tasks spawn the rest of their subtrees.
+    Spawn,
+    /// A frontier fixed before the epoch.
+    Static,
+}
+
+/// Most nodes a spawned task carries (24 bytes each, within the default 256-byte payload).
+const NODES_PER_TASK: usize = 8;
+
+/// Most nodes a task visits before it spawns (`--chunk`).
+const CHUNK_MAX: u32 = 1 << 24;
+
+/// The reduction's lanes: nodes, leaves (sums), the greatest depth, and tasks (a sum).
+fn lanes() -> Vec<ReduceOp> {
+    vec![ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum]
 }
 
 /// Most frontier nodes: each is a task of 24 bytes and its result.
@@ -120,6 +151,82 @@ fn decode_node(b: &[u8]) -> Result<Node, String> {
         state: state.try_into().expect("20 bytes"),
         depth: u32::from_le_bytes(depth.try_into().expect("4 bytes")),
     })
+}
+
+/// Nodes back to back, as a spawned task's payload.
+fn decode_nodes(b: &[u8]) -> Result<Vec<Node>, String> {
+    if b.is_empty() || !b.len().is_multiple_of(24) {
+        return Err(format!(
+            "a UTS task carries whole 24-byte nodes, not {} bytes",
+            b.len()
+        ));
+    }
+    b.chunks_exact(24).map(decode_node).collect()
+}
+
+/// The spawning task: visits up to `chunk` nodes depth first from its payload's nodes,
+/// then spawns the rest of its stack (the newest part first: it runs next here). An
+/// epoch task's counts go home as its result; a spawned task's are the reduction's lanes.
+fn spawning_task(
+    tree: Tree,
+    chunk: u32,
+) -> impl Fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync {
+    move |ctx, payload| {
+        let mut stack = decode_nodes(payload)?;
+        let mut counts = Counts::default();
+        let mut visited = 0;
+        while visited < chunk
+            && let Some(n) = stack.pop()
+        {
+            visited += 1;
+            counts.nodes += 1;
+            counts.max_depth = counts.max_depth.max(n.depth);
+            let k = tree.fanout(&n);
+            if k == 0 {
+                counts.leaves += 1;
+            }
+            stack.extend((0..k).map(|i| tree.child(&n, i)));
+        }
+        for part in stack.rchunks(NODES_PER_TASK) {
+            let payload = part.iter().flat_map(encode_node).collect();
+            ctx.spawn(0, payload).map_err(|e| e.to_string())?;
+        }
+        Ok(encode_lanes(&counts))
+    }
+}
+
+/// One task's counts as the reduction's lanes (little-endian u64 each).
+fn encode_lanes(c: &Counts) -> Vec<u8> {
+    [c.nodes, c.leaves, u64::from(c.max_depth), 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
+/// Lanes back to counts, and the tasks they count.
+fn decode_lanes(v: &[u64]) -> Result<(Counts, u64), String> {
+    let &[nodes, leaves, depth, tasks] = v else {
+        return Err(format!("UTS lanes are 4 values, not {}", v.len()));
+    };
+    let max_depth = u32::try_from(depth).map_err(|_| format!("a depth of {depth}"))?;
+    Ok((
+        Counts {
+            nodes,
+            leaves,
+            max_depth,
+        },
+        tasks,
+    ))
+}
+
+/// A result's bytes as lanes.
+fn lanes_of(b: &[u8]) -> Result<Vec<u64>, String> {
+    if b.len() != 32 {
+        return Err(format!("UTS lanes are 32 bytes, not {}", b.len()));
+    }
+    Ok(b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
 }
 
 /// Counts as a task's result, and back.
@@ -175,6 +282,7 @@ fn rank_main(
     rt: &Runtime,
     tree: &Tree,
     want: usize,
+    mode: Mode,
     sequential: Option<(Counts, f64)>,
 ) -> Result<Option<Figures>, String> {
     let (rank, size) = (rt.rank() as usize, rt.size() as usize);
@@ -196,6 +304,37 @@ fn rank_main(
         n => return Err(format!("rank 0 sent a {n}-byte baseline, not 28")),
     };
     let t0 = Instant::now();
+    if mode == Mode::Spawn {
+        let tasks = if rank == 0 {
+            vec![TaskIn {
+                key: 0,
+                kind: 0,
+                payload: encode_node(&tree.root()),
+                priority: 0,
+                cost_hint_ns: 0,
+            }]
+        } else {
+            Vec::new()
+        };
+        let out = rt.run_epoch_keyed(tasks).map_err(|e| e.to_string())?;
+        let seconds = t0.elapsed().as_secs_f64();
+        if rank != 0 {
+            return Ok(None);
+        }
+        let (mut counts, mut tasks) = decode_lanes(&out.reduced)?;
+        for r in &out.results {
+            let (c, t) = decode_lanes(&lanes_of(r)?)?;
+            counts.add(&c);
+            tasks += t;
+        }
+        return Ok(Some(Figures {
+            counts,
+            seconds,
+            sequential: seq,
+            sequential_s: seq_s,
+            tasks: tasks as usize,
+        }));
+    }
     let (nodes, above) = frontier(tree, want);
     let block = nodes.len().div_ceil(size);
     let mine = nodes.iter().skip(rank * block).take(block);
@@ -255,7 +394,18 @@ fn config(cli: &Cli, ranks: u32) -> RuntimeConfig {
     };
     cfg.balance(cli.balancer, ranks, None)
         .unwrap_or_else(|e| fail(2, &e.to_string()));
+    if cli.mode == Mode::Spawn {
+        cfg.core.spawning = Some(Spawning::reduced(lanes()));
+    }
     cfg
+}
+
+/// Registers the task of `cli`'s mode.
+fn register(rt: &Runtime, cli: &Cli, tree: Tree) {
+    match cli.mode {
+        Mode::Spawn => rt.register_spawning(0, spawning_task(tree, cli.chunk)),
+        Mode::Static => rt.register_fallible(0, traverse_task(tree)),
+    }
 }
 
 fn main() {
@@ -266,6 +416,9 @@ fn main() {
     tree.check().unwrap_or_else(|e| fail(2, &e.to_string()));
     if !(1..=64).contains(&cli.workers) {
         fail(2, &format!("--workers {}: 1 to 64", cli.workers));
+    }
+    if !(1..=CHUNK_MAX).contains(&cli.chunk) {
+        fail(2, &format!("--chunk {}: 1 to {CHUNK_MAX}", cli.chunk));
     }
     if cli.frontier > FRONTIER_MAX {
         fail(
@@ -299,9 +452,9 @@ fn main() {
                 job,
             )
             .unwrap_or_else(|e| fail(if e.is_usage() { 2 } else { 1 }, &e.to_string()));
-            rt.register_fallible(0, traverse_task(tree));
+            register(&rt, &cli, tree);
             let seq = (rt.rank() == 0).then(|| sequential(&tree));
-            rank_main(&rt, &tree, want, seq).unwrap_or_else(|e| fail(1, &e))
+            rank_main(&rt, &tree, want, cli.mode, seq).unwrap_or_else(|e| fail(1, &e))
         }
         None => {
             let seq = sequential(&tree);
@@ -311,9 +464,10 @@ fn main() {
                 let hs: Vec<_> = rts
                     .into_iter()
                     .map(|rt| {
-                        rt.register_fallible(0, traverse_task(tree));
+                        register(&rt, &cli, tree);
                         let (tree, seq) = (&tree, (rt.rank() == 0).then_some(seq));
-                        s.spawn(move || rank_main(&rt, tree, want, seq))
+                        let mode = cli.mode;
+                        s.spawn(move || rank_main(&rt, tree, want, mode, seq))
                     })
                     .collect();
                 hs.into_iter()
@@ -364,14 +518,19 @@ fn report(cli: &Cli, ranks: u32, f: &Figures) {
             "ranks": ranks,
             "workers": cli.workers,
             "balancer": cli.balancer.to_string(),
-            "frontier": f.tasks,
+            "mode": format!("{:?}", cli.mode).to_lowercase(),
+            "tasks": f.tasks,
         });
+        let mut v = v;
+        if cli.mode == Mode::Static {
+            v["frontier"] = f.tasks.into();
+        }
         println!("{v}");
         return;
     }
     println!(
-        "uts-bench: {} ranks × {} workers, {}, {} frontier tasks",
-        ranks, cli.workers, cli.balancer, f.tasks
+        "uts-bench: {} ranks × {} workers, {}, {} tasks ({:?})",
+        ranks, cli.workers, cli.balancer, f.tasks, cli.mode
     );
     println!(
         "nodes {}  leaves {}  max depth {}",

@@ -52,6 +52,18 @@ pub enum ConfigError {
     /// No outbox slot.
     #[error("outbox_slots must be at least 1")]
     NoOutboxSlots,
+    /// A spawning job's reduction has no lane or too many, or it bounds its queue at 0.
+    #[error(
+        "spawning: {lanes} reduction lanes (1 to {max}) and a queue bound of {queued_max} tasks (at least 1)"
+    )]
+    Spawning {
+        /// Its lanes.
+        lanes: usize,
+        /// The most lanes.
+        max: usize,
+        /// Its bound on queued tasks.
+        queued_max: u64,
+    },
     /// More resource types than a type mask holds.
     #[error("{types} resource types; at most {max}")]
     ResourceTypes {

@@ -186,7 +186,7 @@ mod tests {
         };
         let a = cx.issue(read(1), "a");
         let b = cx.issue(read(1), "b");
-        cx.signal(1, Signal::Up, "c");
+        cx.signal(1, Signal::Up { wave: 0 }, "c");
         assert_eq!(cx.stats.ops, 3);
         assert_eq!(cx.poll_command().map(|c| c.token), Some(a));
         assert_eq!(cx.complete(b), Some("b"));

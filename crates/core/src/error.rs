@@ -32,6 +32,10 @@ pub mod error_code {
     pub const USAGE: u32 = 10;
     /// [`super::CoreError::DuplicateKey`].
     pub const DUPLICATE_KEY: u32 = 11;
+    /// [`super::CoreError::SpawnBound`].
+    pub const SPAWN_BOUND: u32 = 12;
+    /// [`super::CoreError::SpawnedResult`].
+    pub const SPAWNED_RESULT: u32 = 13;
 
     /// What `code` says, in words (for a rank that learned only the code).
     pub fn meaning(code: u32) -> &'static str {
@@ -46,6 +50,8 @@ pub mod error_code {
             CONFIG => "a bad configuration",
             USAGE => "a call out of turn",
             DUPLICATE_KEY => "a task key given twice",
+            SPAWN_BOUND => "its spawned tasks passed the queue's bound",
+            SPAWNED_RESULT => "a spawned task's result did not fit the reduction",
             _ => "an unknown code",
         }
     }
@@ -53,7 +59,10 @@ pub mod error_code {
     /// Whether `code` says that a task itself failed (its function failed, or its payload
     /// or result exceeded the limits), as opposed to the protocol or the fabric.
     pub fn is_task_failure(code: u32) -> bool {
-        matches!(code, RESULT_TOO_LARGE | PAYLOAD_TOO_LARGE | TASK_FAILED)
+        matches!(
+            code,
+            RESULT_TOO_LARGE | PAYLOAD_TOO_LARGE | TASK_FAILED | SPAWN_BOUND | SPAWNED_RESULT
+        )
     }
 }
 
@@ -152,6 +161,32 @@ pub enum CoreError {
         /// The second.
         second: u32,
     },
+    /// Spawned tasks filled this rank's queue past the job's bound (a runaway tree).
+    #[error(
+        "rank {rank} holds {queued} queued tasks after a spawn, over the job's bound of {bound} (Spawning::queued_max): a runaway tree"
+    )]
+    SpawnBound {
+        /// The rank.
+        rank: Rank,
+        /// Its queued tasks with the spawn.
+        queued: u64,
+        /// The bound.
+        bound: u64,
+    },
+    /// A spawned task's result is not one u64 per lane of the job's reduction.
+    #[error(
+        "a spawned task of kind {kind} returned {len} bytes on rank {ran_on}; the job's reduction takes {expected} (8 per lane)"
+    )]
+    SpawnedResult {
+        /// Its kind.
+        kind: u16,
+        /// Its result's length.
+        len: usize,
+        /// What the reduction takes.
+        expected: usize,
+        /// Where it ran.
+        ran_on: Rank,
+    },
 }
 
 impl CoreError {
@@ -170,6 +205,8 @@ impl CoreError {
             Self::Config(_) => c::CONFIG,
             Self::Usage(_) => c::USAGE,
             Self::DuplicateKey { .. } => c::DUPLICATE_KEY,
+            Self::SpawnBound { .. } => c::SPAWN_BOUND,
+            Self::SpawnedResult { .. } => c::SPAWNED_RESULT,
         }
     }
 

@@ -57,6 +57,7 @@ mod results;
 mod router;
 pub mod seed;
 mod share;
+pub mod spawn;
 pub mod start;
 mod stats;
 mod steal;
@@ -343,6 +344,9 @@ pub struct Config {
     /// and every chunk sent or received in its transfer log, for a timeline (the
     /// runtime's `trace`): memory per event, so off by default.
     pub timeline: bool,
+    /// Tasks may spawn tasks, and how their results combine (`spawn.rs`); `None`: the
+    /// bag is fixed when the epoch starts, and a spawn is refused.
+    pub spawning: Option<spawn::Spawning>,
 }
 
 /// Where diffusion sends a rank's excess of predicted load (`diffuse.rs`).
@@ -424,6 +428,7 @@ impl Default for Config {
             move_cost: Duration::from_micros(20),
             resource_types: Vec::new(),
             timeline: false,
+            spawning: None,
         }
     }
 }

@@ -125,8 +125,27 @@ impl Queue {
     /// estimates ([`bound`]); with any priority other than 0 (now or before, this epoch)
     /// the queue is put in priority order.
     fn joined(&mut self, from: usize, remote: bool) {
+        self.account(from..self.tasks.len(), remote);
+        self.reorder(from > 0);
+    }
+
+    /// Tasks spawned on this rank join at the front: its workers go depth first (a
+    /// tree's frontier stays small), and thieves take the oldest, nearest the root, from
+    /// the back. The first task of `tasks` runs first.
+    pub(crate) fn push_front(&mut self, tasks: Vec<Task>) {
+        let n = tasks.len();
+        for t in tasks.into_iter().rev() {
+            self.tasks.push_front(t);
+        }
+        self.account(0..n, false);
+        self.reorder(n < self.tasks.len());
+    }
+
+    /// The mapper sets the priorities and estimates of the tasks at `range`, which count
+    /// in the queue's sums from now on.
+    fn account(&mut self, range: std::ops::Range<usize>, remote: bool) {
         let mapper = &mut self.mapper;
-        for t in self.tasks.range_mut(from..) {
+        for t in self.tasks.range_mut(range) {
             let i = info(t);
             t.priority = mapper.priority(&i);
             t.cost_ns = bound(t.cost_ns, mapper.estimate_ns(&i), remote);
@@ -140,7 +159,11 @@ impl Queue {
                 self.seen.insert(at, t.kind);
             }
         }
-        if self.sorted && from > 0 {
+    }
+
+    /// Puts the queue back in its order after tasks joined (`mixed`: beside others).
+    fn reorder(&mut self, mixed: bool) {
+        if self.sorted && mixed {
             // A queue in predicted order stays so: newcomers (pushed, stolen) join by
             // their estimate, so the costly ones run early wherever they came from and the
             // epoch ends on cheap tasks, which split finely (a costly task pushed to the

@@ -10,8 +10,11 @@ pub struct Stats {
     pub tasks_owned: u64,
     /// Tasks this rank ran (its own and others').
     pub tasks_run: u64,
-    /// Of those, tasks owned by other ranks.
+    /// Of those, tasks owned by other ranks (a spawned task's owner is the rank that
+    /// spawned it).
     pub tasks_run_for_others: u64,
+    /// Tasks spawned here by tasks running here (`crate::spawn`).
+    pub tasks_spawned: u64,
     /// Tasks this rank took from victims.
     pub tasks_stolen: u64,
     /// Steal attempts.

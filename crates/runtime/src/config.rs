@@ -3,9 +3,11 @@
 
 use super::*;
 
-/// A task function: payload in, result out, or why the task failed (which fails the
-/// epoch on every rank with [`CoreError::TaskFailed`] carrying that text).
-pub type TaskFn = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
+/// A task function: payload in (with the running task's context, through which it may
+/// spawn), result out, or why the task failed (which fails the epoch on every rank with
+/// [`CoreError::TaskFailed`] carrying that text).
+pub type TaskFn =
+    Arc<dyn Fn(&mut crate::TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// Runtime configuration; every rank of a job must agree on `core` and `overlay`.
 #[derive(Debug, Clone)]

@@ -310,6 +310,7 @@ impl Runtime {
         Ok(Some(EpochOutput {
             results: out.results,
             costs_ns: out.costs_ns,
+            reduced: out.reduced,
             stats,
             start_view: outcome,
         }))

@@ -32,6 +32,7 @@ mod output;
 mod report;
 pub mod resources;
 mod shared;
+mod task_ctx;
 mod thread_cpu;
 pub mod trace;
 mod worker;
@@ -54,9 +55,11 @@ pub use local_gather::AllGatherFn;
 pub use output::{Connections, EpochOutput, TaskIn};
 pub use resources::{Completions, Emulated, Executor, Waker};
 pub(crate) use shared::{SegMem, Shared, lock};
+pub use task_ctx::TaskCtx;
 pub use titus_core::EpochStats;
 pub use titus_core::layout::PAYLOAD_MAX;
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
+pub use titus_core::spawn::{ReduceOp, SpawnError, Spawning};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, Protocol, Routing, Sharing,
     Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
@@ -135,6 +138,15 @@ impl Runtime {
     pub fn register_fallible<F>(&self, kind: u16, f: F)
     where
         F: Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    {
+        self.register_spawning(kind, move |_, p| f(p));
+    }
+
+    /// [`Runtime::register_fallible`] for a function that may spawn tasks through its
+    /// [`TaskCtx`] (a job whose `core.spawning` is set; elsewhere a spawn is refused).
+    pub fn register_spawning<F>(&self, kind: u16, f: F)
+    where
+        F: Fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
     {
         let mut k = self
             .shared
@@ -240,6 +252,7 @@ impl Runtime {
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         // Weak: the executor lives in the shared state.
         let weak = Arc::downgrade(&self.shared);
+        let rank = self.rank;
         let f: resources::KindFn = Arc::new(move |kind, payload| {
             let sh = weak
                 .upgrade()
@@ -249,7 +262,8 @@ impl Runtime {
                 kinds.get(kind as usize).cloned().flatten()
             };
             match f {
-                Some(f) => f(payload),
+                // An emulated device runs no task that spawns: the context refuses.
+                Some(f) => f(&mut TaskCtx::new(rank, None, &mut Vec::new()), payload),
                 None => Err(format!("no function registered for task kind {kind}")),
             }
         });

@@ -46,6 +46,9 @@ pub struct EpochOutput {
     pub results: Vec<Vec<u8>>,
     /// Each task's duration measured where it ran (ns), in task order.
     pub costs_ns: Vec<u64>,
+    /// A spawning job's reduction of its spawned tasks' results over every rank, lane
+    /// by lane (the same on every rank); empty when the job does not spawn.
+    pub reduced: Vec<u64>,
     /// Figures.
     pub stats: EpochStats,
     /// What the epoch start found (the job's facts, this rank's load after the front, its

@@ -34,7 +34,7 @@ pub(crate) fn spawn(
             let (sh, stealers) = (sh.clone(), stealers.clone());
             std::thread::Builder::new()
                 .name(format!("titus-worker-{rank}.{i}"))
-                .spawn(move || run(&sh, i, w, &stealers))
+                .spawn(move || run(&sh, i, w, &stealers, rank))
                 .map_err(|e| RuntimeError::Config(format!("cannot start worker {i}: {e}")))
         })
         .collect()
@@ -118,14 +118,24 @@ impl Kinds {
     }
 }
 
-fn execute(sh: &Shared, kinds: &mut Kinds, task: &Task) -> Result<Vec<u8>, String> {
+/// Runs `task` on rank `rank`; the children it spawns land in `spawned`.
+fn execute(
+    sh: &Shared,
+    kinds: &mut Kinds,
+    task: &Task,
+    rank: u32,
+    spawned: &mut Vec<titus_core::NewTask>,
+) -> Result<Vec<u8>, String> {
     let Some(f) = kinds.get(sh, task.kind) else {
         return Err(format!(
             "no function registered for task kind {}",
             task.kind
         ));
     };
-    catch_unwind(AssertUnwindSafe(|| f(&task.payload))).unwrap_or_else(|p| {
+    let core = &sh.cfg.core;
+    let limit = core.spawning.as_ref().map(|_| core.max_payload);
+    let mut ctx = crate::TaskCtx::new(rank, limit, spawned);
+    catch_unwind(AssertUnwindSafe(|| f(&mut ctx, &task.payload))).unwrap_or_else(|p| {
         Err(p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -160,7 +170,7 @@ fn await_answer(sh: &Shared) -> bool {
     true
 }
 
-fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
+fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank: u32) {
     let polled = sh.fabric.caps().polled_progress;
     let mut last_poll = Instant::now();
     let mut idle = titus_core::IdleWait::default();
@@ -179,6 +189,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
     // tasks, `EpochStats::between`).
     let mut last_end: Option<Instant> = None;
     let mut kinds = Kinds::new();
+    // The children of the task that runs (handed to the node before its result).
+    let mut spawned = Vec::new();
     while !sh.shutdown.load(Ordering::Acquire) {
         let res = sh.res.added.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -290,8 +302,11 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             sh.figures.between_ns.fetch_add(gap, Ordering::Relaxed);
             sh.figures.betweens.fetch_add(1, Ordering::Relaxed);
         }
-        let result = execute(sh, &mut kinds, &task);
+        let result = execute(sh, &mut kinds, &task, rank, &mut spawned);
         let end = Instant::now();
+        if !spawned.is_empty() {
+            hand_spawned(sh, &mut spawned);
+        }
         if let Some(tr) = &sh.trace {
             tr.task(me, sh.time_of(t).0, sh.time_of(end).0, &task);
         }
@@ -333,6 +348,16 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>]) {
             }
         }
     }
+}
+
+/// Hands the children a task spawned to the node, before its result: they must count as
+/// created before it counts as done (`titus_core::spawn`). A refusal here means that the
+/// epoch failed (the task's own checks came at each spawn): the node has the error.
+fn hand_spawned(sh: &Shared, spawned: &mut Vec<titus_core::NewTask>) {
+    let mem = SegMem(&*sh.fabric);
+    let mut node = sh.lock_node();
+    let _ = node.spawned(sh.now(), std::mem::take(spawned), &mem);
+    pass_on(sh, node);
 }
 
 /// Reports a task's result and returns this worker's next task: its own or a sibling's

@@ -293,6 +293,7 @@ fn draw_and_run(
         move_cost: Duration::from_micros(20),
         resource_types: Vec::new(),
         timeline: false,
+        spawning: None,
     };
     core.forward_delay = core.flush_delay;
     let mut tasks = draw_tasks(&mut rng, ranks, 0);

@@ -242,6 +242,16 @@ impl Tree {
         }
     }
 
+    /// How many children `n` has within the depth bound ([`DEPTH_MAX`]): what a
+    /// traversal expands.
+    pub fn fanout(&self, n: &Node) -> u32 {
+        if n.depth < DEPTH_MAX {
+            self.children(n)
+        } else {
+            0
+        }
+    }
+
     /// Traverses the tree below `from` (included), depth first, with its own stack.
     pub fn traverse(&self, from: Node) -> Counts {
         let mut counts = Counts::default();
@@ -249,11 +259,7 @@ impl Tree {
         while let Some(n) = stack.pop() {
             counts.nodes += 1;
             counts.max_depth = counts.max_depth.max(n.depth);
-            let k = if n.depth < DEPTH_MAX {
-                self.children(&n)
-            } else {
-                0
-            };
+            let k = self.fanout(&n);
             if k == 0 {
                 counts.leaves += 1;
             }

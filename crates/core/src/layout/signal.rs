@@ -7,8 +7,8 @@
 //! | CHUNK    | offset 30, length 30                               | results: chunk written      |
 //! | OVERFLOW | generation 16, offset 44                           | results: reservation full   |
 //! | RESET    | (none)                                             | results: inbox reset        |
-//! | UP       | (none)                                             | termination                 |
-//! | DONE     | (none)                                             | termination                 |
+//! | UP       | (32 zero bits), wave 28                            | termination                 |
+//! | DONE     | (31 zero bits), again 1, wave 28                   | termination                 |
 //! | REQUEST  | epoch 20, workers_idle 1, resource type 11, sequence 28  | `request` thief             |
 //! | REPLY    | tasks 20, unsupported 1, (11 zero bits), sequence 28 | `request` victim          |
 //! | ABORT    | (12 zero bits), origin rank 32, error code 16      | a failed rank, then floods  |
@@ -107,6 +107,8 @@ pub const TYPE_BITS: u32 = 11;
 pub const HOPS_BITS: u32 = 8;
 /// Bits of an ADVERT's task count (its hops take the 8 above).
 pub const ADVERT_TASKS_BITS: u32 = 28;
+/// Bits of a termination wave's number (UP, DONE).
+pub const WAVE_BITS: u32 = 28;
 /// Bits of a LOAD's report number.
 pub const REPORT_BITS: u32 = 20;
 /// Bits of the rank a FORWARD names (work sharing supports at most 2^24 ranks).
@@ -131,10 +133,19 @@ pub enum Signal {
     },
     /// The inbox was reset: the receiver may reserve again.
     Reset,
-    /// Termination: the sender's subtree is complete.
-    Up,
-    /// Termination: the epoch is over.
-    Done,
+    /// Termination: the sender's subtree is complete (a fixed bag), or its report for a
+    /// wave is in the receiver's slot (spawning: `crate::termination`).
+    Up {
+        /// The wave, modulo 2^28 (0 for a fixed bag).
+        wave: u32,
+    },
+    /// Termination: the epoch is over, or (spawning) the next wave begins.
+    Done {
+        /// Not the end: wave `wave` begins.
+        again: bool,
+        /// The wave that begins, modulo 2^28 (0 for a fixed bag and at the end).
+        wave: u32,
+    },
     /// `request`: the sender asks for tasks.
     Request {
         /// The sender's epoch modulo 2^20.
@@ -221,8 +232,8 @@ impl Signal {
             Self::Chunk { .. } => CHUNK,
             Self::Overflow { .. } => OVERFLOW,
             Self::Reset => RESET,
-            Self::Up => UP,
-            Self::Done => DONE,
+            Self::Up { .. } => UP,
+            Self::Done { .. } => DONE,
             Self::Request { .. } => REQUEST,
             Self::Reply { .. } => REPLY,
             Self::Abort { .. } => ABORT,
@@ -265,7 +276,11 @@ impl Signal {
             Self::Overflow { generation, offset } => {
                 u64::from(generation) << OVERFLOW_OFFSET_BITS | offset & mask(OVERFLOW_OFFSET_BITS)
             }
-            Self::Reset | Self::Up | Self::Done | Self::Refill => 0,
+            Self::Reset | Self::Refill => 0,
+            Self::Up { wave } => u64::from(wave) & mask(WAVE_BITS),
+            Self::Done { again, wave } => {
+                u64::from(again) << WAVE_BITS | u64::from(wave) & mask(WAVE_BITS)
+            }
             Self::Request {
                 epoch,
                 seq,
@@ -333,8 +348,13 @@ impl Signal {
                 offset: p & mask(OVERFLOW_OFFSET_BITS),
             },
             RESET => Self::Reset,
-            UP => Self::Up,
-            DONE => Self::Done,
+            UP => Self::Up {
+                wave: (p & mask(WAVE_BITS)) as u32,
+            },
+            DONE => Self::Done {
+                again: p >> WAVE_BITS & 1 == 1,
+                wave: (p & mask(WAVE_BITS)) as u32,
+            },
             REQUEST => Self::Request {
                 epoch: p >> HIGH_SHIFT,
                 seq: p & mask(SEQ_BITS),
@@ -412,8 +432,11 @@ mod tests {
             (any::<u16>(), 0..=mask(OVERFLOW_OFFSET_BITS))
                 .prop_map(|(generation, offset)| Signal::Overflow { generation, offset }),
             Just(Signal::Reset),
-            Just(Signal::Up),
-            Just(Signal::Done),
+            (0..=mask(WAVE_BITS)).prop_map(|w| Signal::Up { wave: w as u32 }),
+            (any::<bool>(), 0..=mask(WAVE_BITS)).prop_map(|(again, w)| Signal::Done {
+                again,
+                wave: w as u32
+            }),
             (
                 high.clone(),
                 seq.clone(),
@@ -485,7 +508,24 @@ mod tests {
     #[test]
     fn the_wire_values_are_the_documented_ones() {
         // These words travel between ranks that may run different builds.
-        assert_eq!(Signal::Up.pack(), 4 << 60);
+        assert_eq!(Signal::Up { wave: 0 }.pack(), 4 << 60);
+        assert_eq!(Signal::Up { wave: 9 }.pack(), 4 << 60 | 9);
+        assert_eq!(
+            Signal::Done {
+                again: false,
+                wave: 0
+            }
+            .pack(),
+            5 << 60
+        );
+        assert_eq!(
+            Signal::Done {
+                again: true,
+                wave: 3
+            }
+            .pack(),
+            5 << 60 | 1 << 28 | 3
+        );
         assert_eq!(
             Signal::Chunk {
                 offset: 64,
@@ -571,7 +611,7 @@ mod tests {
             e.to_string(),
             "rank 7 sent malformed data: signal of unknown kind 0"
         );
-        let e = Signal::unpack(pack(UP, 1), 7).unwrap_err();
+        let e = Signal::unpack(pack(UP, 1 << 28), 7).unwrap_err();
         assert!(e.to_string().contains("UP signal"), "{e}");
         let e = Signal::unpack(pack(REPLY, 1 << 30), 2).unwrap_err();
         assert!(e.to_string().contains("REPLY signal"), "{e}");

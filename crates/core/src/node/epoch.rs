@@ -127,12 +127,12 @@ impl Node {
         } else {
             Vec::new()
         };
+        self.start_termination();
         let cx = &mut self.cx;
         cx.now = now;
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        self.term.start();
         self.results.home.start(tasks.len());
         cx.stats = Stats {
             tasks_owned: tasks.len() as u64,
@@ -269,6 +269,10 @@ impl Node {
         }
         self.running = false;
         let (results, costs_ns) = self.results.home.take()?;
-        Ok(EpochResults { results, costs_ns })
+        Ok(EpochResults {
+            results,
+            costs_ns,
+            reduced: self.term.reduced().map(<[u64]>::to_vec).unwrap_or_default(),
+        })
     }
 }

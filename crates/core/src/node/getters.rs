@@ -46,7 +46,12 @@ impl Node {
             self.area.bytes(),
             inbox::INBOX_DATA + self.cx.cfg.inbox_bytes,
             self.results.out.slots() as u64 * self.cx.cfg.chunk_bytes,
-            self.start.bytes(),
+            self.start.bytes()
+                + if self.cx.cfg.spawning.is_some() {
+                    crate::termination::waves::REGION
+                } else {
+                    0
+                },
         ]
     }
 

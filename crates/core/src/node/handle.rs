@@ -72,6 +72,11 @@ impl Node {
         if owner != rank {
             self.cx.stats.tasks_run_for_others += 1;
         }
+        if index == crate::spawn::SPAWNED_INDEX && self.cx.cfg.spawning.is_some() {
+            self.spawned_done(kind, result);
+            self.drive(mem);
+            return;
+        }
         match result {
             Err(detail) => self.fail(CoreError::TaskFailed {
                 owner,
@@ -362,9 +367,9 @@ impl Node {
                 self.thief.on_advert(cx, from, epoch);
                 Ok(())
             }
-            Signal::Up => self.term.on_up(cx, from),
-            Signal::Done => {
-                if self.term.on_done(cx, from)? {
+            Signal::Up { wave } => self.term.on_up(cx, from, wave, mem),
+            Signal::Done { again, wave } => {
+                if self.term.on_done(cx, from, again, wave, mem)? {
                     self.queue.workers_idle = false;
                 }
                 Ok(())

@@ -72,6 +72,7 @@ mod epoch;
 mod getters;
 mod handle;
 mod poll;
+mod spawn;
 mod work;
 
 /// What a command's completion means, by the part that issued it.
@@ -159,6 +160,9 @@ pub struct EpochResults {
     pub results: Vec<Vec<u8>>,
     /// Each task's cost measured where it ran, ns.
     pub costs_ns: Vec<u64>,
+    /// A spawning job's reduction of its spawned tasks' results over every rank, lane by
+    /// lane (`crate::spawn`); empty when the job does not spawn.
+    pub reduced: Vec<u64>,
 }
 
 /// What a node's remote activity asks of its driver ([`Node::hints`]).
@@ -197,6 +201,8 @@ pub struct Node {
     /// idle instance ([`Node::set_resource_types`]).
     types_mine: u64,
     types_idle: u64,
+    /// Spawned tasks this epoch (a spawning job: `crate::spawn`).
+    spawn: crate::spawn::Counts,
 }
 
 impl Node {
@@ -262,6 +268,18 @@ impl Node {
             }
             .into());
         }
+        if let Some(sp) = &cfg.spawning
+            && (sp.lanes.is_empty()
+                || sp.lanes.len() > crate::spawn::LANES_MAX
+                || sp.queued_max == 0)
+        {
+            return Err(ConfigError::Spawning {
+                lanes: sp.lanes.len(),
+                max: crate::spawn::LANES_MAX,
+                queued_max: sp.queued_max,
+            }
+            .into());
+        }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {
@@ -299,6 +317,7 @@ impl Node {
             balanced_start: false,
             types_mine: 0,
             types_idle: 0,
+            spawn: crate::spawn::Counts::default(),
         })
     }
 }

@@ -45,7 +45,7 @@ impl Node {
         if self.failed.is_some() || !self.running {
             return;
         }
-        self.termination_step();
+        self.termination_step(mem);
         if self.term.is_done() {
             return;
         }
@@ -75,7 +75,7 @@ impl Node {
         self.results.step(cx, &self.router, mem, idle);
         self.share
             .step(cx, self.queue.len(), self.thief.has_targets());
-        self.termination_step();
+        self.termination_step(mem);
     }
 
     /// Whether the thief may look for work now. After a balanced start (diffusion from
@@ -88,11 +88,5 @@ impl Node {
     /// steal but may not must not wake the rank over and over.
     pub(super) fn steals(&self) -> bool {
         !(self.balanced_start && self.owner.has_published())
-    }
-
-    pub(super) fn termination_step(&mut self) {
-        if self.term.step(&mut self.cx, self.results.home.complete()) {
-            self.queue.workers_idle = false;
-        }
     }
 }

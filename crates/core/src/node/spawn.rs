@@ -1,0 +1,142 @@
+//! Tasks that create tasks (`crate::spawn`): children join this rank's queue, and a
+//! spawned task's result joins this rank's partial of the job's reduction.
+
+use super::*;
+use crate::spawn::{Counts, SPAWNED_INDEX, SpawnError};
+use crate::termination::Report;
+
+impl Node {
+    /// A task running here spawned `tasks`: they join the front of this rank's queue,
+    /// where they run or are stolen like any other. Call it before that task's
+    /// [`Node::task_done`] (its children must count as created before it counts as
+    /// done: the waves' argument rests on it). Refused when the job declared no
+    /// spawning, outside an epoch, or with a payload over the limit; a spawn that takes
+    /// the queue past [`crate::spawn::Spawning::queued_max`] fails the epoch on every
+    /// rank.
+    pub fn spawned(
+        &mut self,
+        now: Time,
+        tasks: Vec<NewTask>,
+        mem: &dyn Memory,
+    ) -> Result<(), SpawnError> {
+        self.cx.now = now;
+        let Some(spawning) = &self.cx.cfg.spawning else {
+            return Err(SpawnError::NotSpawning);
+        };
+        if let Some(e) = &self.failed {
+            return Err(SpawnError::Failed(e.clone()));
+        }
+        if !self.running || self.term.is_done() {
+            return Err(SpawnError::NoEpoch);
+        }
+        let limit = self.cx.cfg.max_payload;
+        if let Some(t) = tasks.iter().find(|t| t.payload.len() > limit as usize) {
+            return Err(SpawnError::PayloadTooLarge {
+                len: t.payload.len(),
+                limit,
+            });
+        }
+        let queued = (self.queue.len() + tasks.len()) as u64;
+        if queued > spawning.queued_max {
+            let e = CoreError::SpawnBound {
+                rank: self.cx.rank,
+                queued,
+                bound: spawning.queued_max,
+            };
+            self.fail(e.clone());
+            return Err(SpawnError::Failed(e));
+        }
+        let rank = self.cx.rank;
+        self.spawn.created += tasks.len() as u64;
+        self.cx.stats.tasks_spawned += tasks.len() as u64;
+        self.queue.push_front(
+            tasks
+                .into_iter()
+                .map(|t| Task {
+                    owner: rank,
+                    index: SPAWNED_INDEX,
+                    kind: t.kind,
+                    priority: t.priority,
+                    cost_ns: t.cost_hint_ns.min(layout::COST_HINT_MAX_NS),
+                    payload: t.payload,
+                })
+                .collect(),
+        );
+        self.queue.workers_idle = false;
+        self.owner.work_arrived(now);
+        self.drive(mem);
+        Ok(())
+    }
+
+    /// A spawned task of `kind` ended here with `result`: it joins this rank's partial.
+    pub(super) fn spawned_done(&mut self, kind: u16, result: Result<Vec<u8>, String>) {
+        let spawning = self
+            .cx
+            .cfg
+            .spawning
+            .as_ref()
+            .expect("only a spawning job has spawned tasks");
+        let rank = self.cx.rank;
+        let e = match result {
+            Err(detail) => CoreError::TaskFailed {
+                owner: rank,
+                index: SPAWNED_INDEX,
+                ran_on: rank,
+                detail: format!("a spawned task of kind {kind}: {detail}"),
+            },
+            Ok(data) => match spawning.decode(&data) {
+                Some(v) => {
+                    spawning.combine(&mut self.spawn.partial, &v);
+                    self.spawn.completed += 1;
+                    return;
+                }
+                None => CoreError::SpawnedResult {
+                    kind,
+                    len: data.len(),
+                    expected: spawning.result_bytes(),
+                    ran_on: rank,
+                },
+            },
+        };
+        self.fail(e);
+    }
+
+    /// A new epoch's spawn counts and termination: waves when the job spawns.
+    pub(super) fn start_termination(&mut self) {
+        let waves = self.cx.cfg.spawning.clone().map(|s| {
+            self.spawn = Counts {
+                partial: s.identity(),
+                ..Counts::default()
+            };
+            crate::termination::Waves::new(s, self.start.bytes())
+        });
+        self.term.start(waves);
+    }
+
+    /// Termination's step after every input: one pass up the tree for a fixed bag,
+    /// waves when the job spawns.
+    pub(super) fn termination_step(&mut self, mem: &dyn Memory) {
+        let complete = self.results.home.complete();
+        let ended = if self.term.has_waves() {
+            let ready = complete && self.queue.is_empty() && self.queue.workers_idle;
+            let spawn = &self.spawn;
+            let own = || Report {
+                created: spawn.created,
+                completed: spawn.completed,
+                lanes: spawn.partial.clone(),
+            };
+            match self.term.step_wave(&mut self.cx, mem, ready, own) {
+                Ok(ended) => ended,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            }
+        } else {
+            self.term.step(&mut self.cx, complete)
+        };
+        if ended {
+            self.queue.workers_idle = false;
+        }
+    }
+}

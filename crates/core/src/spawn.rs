@@ -1,0 +1,162 @@
+//! Tasks that create tasks: what a job declares to spawn, and how the results of spawned
+//! tasks are combined.
+//!
+//! A running task hands its children to its rank ([`crate::Node::spawned`]) before it is
+//! reported done. They join the front of that rank's queue (its workers go depth first,
+//! so a tree's frontier stays small) and are stolen from the back like any other task
+//! (the oldest, nearest the root: the work that splits furthest).
+//!
+//! A spawned task has no place in an owner's task list, so nothing per spawned task
+//! travels home: its result is a value of the job's [`Reduction`], combined into the
+//! partial of the rank that ran it, and the partials are combined over the termination
+//! tree as the epoch ends (`crate::termination`). Epoch tasks keep their results, which
+//! go home as always.
+//!
+//! Termination cannot rest on owners alone once the bag grows: the termination tree runs
+//! waves of created and completed counts instead (`crate::termination`, "Waves").
+
+/// Index of a spawned task: it has none in its owner's task list.
+pub const SPAWNED_INDEX: u32 = u32::MAX;
+
+/// Most lanes a reduction may have (a wave's report carries them all).
+pub const LANES_MAX: usize = 8;
+
+/// Default bound on the spawned tasks a rank holds queued ([`Spawning::queued_max`]).
+pub const QUEUED_MAX_DEFAULT: u64 = 1 << 22;
+
+/// How one lane of a reduction combines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Wrapping sum.
+    Sum,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+impl ReduceOp {
+    /// The value that changes nothing.
+    pub fn identity(self) -> u64 {
+        match self {
+            Self::Sum | Self::Max => 0,
+            Self::Min => u64::MAX,
+        }
+    }
+
+    /// `a ⊕ b`.
+    pub fn combine(self, a: u64, b: u64) -> u64 {
+        match self {
+            Self::Sum => a.wrapping_add(b),
+            Self::Max => a.max(b),
+            Self::Min => a.min(b),
+        }
+    }
+
+    /// Its name in flags and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sum => "sum",
+            Self::Max => "max",
+            Self::Min => "min",
+        }
+    }
+}
+
+/// A job whose tasks may spawn tasks (every rank the same).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Spawning {
+    /// How spawned tasks' results combine: each result is one little-endian u64 per lane.
+    pub lanes: Vec<ReduceOp>,
+    /// The most spawned tasks a rank may hold queued: a runaway tree fails the epoch on
+    /// every rank, naming this bound, before it exhausts memory.
+    pub queued_max: u64,
+}
+
+impl Spawning {
+    /// A job whose spawned tasks' results are combined lane by lane with `lanes`.
+    pub fn reduced(lanes: Vec<ReduceOp>) -> Self {
+        Self {
+            lanes,
+            queued_max: QUEUED_MAX_DEFAULT,
+        }
+    }
+
+    /// Every lane's identity: a rank's partial before any spawned task ran.
+    pub fn identity(&self) -> Vec<u64> {
+        self.lanes.iter().map(|op| op.identity()).collect()
+    }
+
+    /// Combines `right` into `acc`, lane by lane (both have [`Spawning::lanes`]' length).
+    pub fn combine(&self, acc: &mut [u64], right: &[u64]) {
+        for ((a, &b), op) in acc.iter_mut().zip(right).zip(&self.lanes) {
+            *a = op.combine(*a, b);
+        }
+    }
+
+    /// Bytes of one spawned task's result.
+    pub fn result_bytes(&self) -> usize {
+        self.lanes.len() * 8
+    }
+
+    /// A spawned task's result as lane values, if it has the right length.
+    pub fn decode(&self, data: &[u8]) -> Option<Vec<u64>> {
+        (data.len() == self.result_bytes()).then(|| {
+            data.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect()
+        })
+    }
+}
+
+/// A rank's spawned tasks this epoch: what its waves report (`crate::termination`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Spawned here (handed over by a task running here).
+    pub(crate) created: u64,
+    /// Completed here (wherever they were spawned).
+    pub(crate) completed: u64,
+    /// The reduction of their results, lane by lane.
+    pub(crate) partial: Vec<u64>,
+}
+
+/// Why a spawn was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnError {
+    /// The job did not declare spawning (`Config::spawning`).
+    #[error("this job's tasks may not spawn (it declared no spawning: Config::spawning)")]
+    NotSpawning,
+    /// No epoch runs here.
+    #[error("a task was spawned while no epoch runs")]
+    NoEpoch,
+    /// A child's payload is over `Config::max_payload`.
+    #[error("a spawned task has a {len}-byte payload, over the {limit}-byte limit")]
+    PayloadTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        limit: u32,
+    },
+    /// The epoch already failed (or this spawn failed it: the queue passed its bound).
+    #[error("the epoch failed: {0}")]
+    Failed(crate::CoreError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_combine_by_their_operations() {
+        let s = Spawning::reduced(vec![ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
+        let mut acc = s.identity();
+        assert_eq!(acc, [0, 0, u64::MAX]);
+        s.combine(&mut acc, &[3, 7, 9]);
+        s.combine(&mut acc, &[4, 2, 5]);
+        assert_eq!(acc, [7, 7, 5]);
+        let bytes: Vec<u8> = [1u64, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(s.decode(&bytes), Some(vec![1, 2, 3]));
+        assert_eq!(s.decode(&bytes[..16]), None, "a short result is refused");
+        assert_eq!(ReduceOp::Sum.combine(u64::MAX, 2), 1, "sums wrap");
+    }
+}

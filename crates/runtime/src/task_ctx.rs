@@ -1,0 +1,64 @@
+//! What a running task may ask of its rank: spawn children (a job that declared
+//! spawning, `CoreConfig::spawning`).
+
+use titus_core::NewTask;
+use titus_core::spawn::SpawnError;
+
+/// A running task's handle on its rank, passed to functions registered with
+/// [`crate::Runtime::register_spawning`]. It lives as long as the task's call: children
+/// spawned through it join the rank's queue when the task returns, before its result is
+/// reported.
+#[derive(Debug)]
+pub struct TaskCtx<'a> {
+    rank: u32,
+    /// The job's payload limit, or None when it does not spawn.
+    max_payload: Option<u32>,
+    spawned: &'a mut Vec<NewTask>,
+}
+
+impl<'a> TaskCtx<'a> {
+    pub(crate) fn new(rank: u32, max_payload: Option<u32>, spawned: &'a mut Vec<NewTask>) -> Self {
+        Self {
+            rank,
+            max_payload,
+            spawned,
+        }
+    }
+
+    /// The rank the task runs on.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Spawns a task of `kind` with `payload`: it joins this rank's queue (the front: a
+    /// rank goes depth first, thieves take the oldest) and may be stolen like any other.
+    /// Its result, one little-endian u64 per lane of the job's reduction, joins the
+    /// reduction that every rank gets at the epoch's end ([`crate::EpochOutput::reduced`]).
+    pub fn spawn(&mut self, kind: u16, payload: Vec<u8>) -> Result<(), SpawnError> {
+        self.spawn_task(NewTask {
+            kind,
+            payload,
+            ..NewTask::default()
+        })
+    }
+
+    /// [`TaskCtx::spawn`] with a priority and a cost hint.
+    pub fn spawn_task(&mut self, task: NewTask) -> Result<(), SpawnError> {
+        let Some(limit) = self.max_payload else {
+            return Err(SpawnError::NotSpawning);
+        };
+        if task.payload.len() > limit as usize {
+            return Err(SpawnError::PayloadTooLarge {
+                len: task.payload.len(),
+                limit,
+            });
+        }
+        self.spawned.push(task);
+        Ok(())
+    }
+
+    /// Tasks spawned so far by this call.
+    pub fn spawned(&self) -> usize {
+        self.spawned.len()
+    }
+}
