@@ -161,8 +161,16 @@ fn decode_nodes(b: &[u8]) -> Result<Vec<Node>, String> {
             b.len()
         ));
     }
-    b.chunks_exact(24).map(decode_node).collect()
+    // Room for the stack a task grows from them (a reallocation per task showed).
+    let mut nodes = Vec::with_capacity(STACK_ROOM);
+    for c in b.chunks_exact(24) {
+        nodes.push(decode_node(c)?);
+    }
+    Ok(nodes)
 }
+
+/// The stack a task starts with room for.
+const STACK_ROOM: usize = 512;
 
 /// The spawning task: visits up to `chunk` nodes depth first from its payload's nodes,
 /// then spawns the rest of its stack (the newest part first: it runs next here). An
@@ -188,7 +196,11 @@ fn spawning_task(
             stack.extend((0..k).map(|i| tree.child(&n, i)));
         }
         for part in stack.rchunks(NODES_PER_TASK) {
-            let payload = part.iter().flat_map(encode_node).collect();
+            let mut payload = Vec::with_capacity(part.len() * 24);
+            for n in part {
+                payload.extend_from_slice(&n.state);
+                payload.extend_from_slice(&n.depth.to_le_bytes());
+            }
             ctx.spawn(0, payload).map_err(|e| e.to_string())?;
         }
         Ok(encode_lanes(&counts))

@@ -185,6 +185,7 @@ impl Tree {
     }
 
     /// Child `i` of `parent`.
+    #[inline]
     pub fn child(&self, parent: &Node, i: u32) -> Node {
         let mut input = [0u8; 24];
         input[..20].copy_from_slice(&parent.state);
@@ -201,6 +202,7 @@ impl Tree {
     }
 
     /// How many children `n` has.
+    #[inline]
     pub fn children(&self, n: &Node) -> u32 {
         let drawn = match self.kind {
             TreeKind::Binomial if n.depth == 0 => return self.b.floor() as u32,
@@ -214,6 +216,7 @@ impl Tree {
         drawn.min(CHILDREN_MAX)
     }
 
+    #[inline]
     fn binomial(&self, n: &Node) -> u32 {
         if probability(n) < self.q { self.m } else { 0 }
     }
@@ -244,6 +247,7 @@ impl Tree {
 
     /// How many children `n` has within the depth bound ([`DEPTH_MAX`]): what a
     /// traversal expands.
+    #[inline]
     pub fn fanout(&self, n: &Node) -> u32 {
         if n.depth < DEPTH_MAX {
             self.children(n)
@@ -270,6 +274,7 @@ impl Tree {
 }
 
 /// A node's draw as a probability in [0, 1).
+#[inline]
 fn probability(n: &Node) -> f64 {
     let last = [n.state[16], n.state[17], n.state[18], n.state[19]];
     f64::from(u32::from_be_bytes(last) & 0x7fff_ffff) / 2_147_483_648.0
