@@ -69,6 +69,8 @@ const CASES: &[(&str, &str)] = &[
     ("uts-bench -t 3", "-t"),
     ("uts-bench --frontier 16777217", "--frontier 16777217"),
     ("uts-bench --ranks 100000", "--ranks 100000"),
+    ("uts-bench --chunk 0", "--chunk 0"),
+    ("uts-bench --mode dynamic", "--mode"),
     (
         "dlb-bench --ranks 4294967295",
         "--ranks 4294967295: at most 2048",

@@ -1,5 +1,6 @@
 //! `uts-bench`: the balanced traversal of a UTS tree counts exactly what the library's
-//! sequential traversal counts, in one process and as processes under `titus launch`,
+//! sequential traversal counts, with tasks that spawn tasks and with a static frontier,
+//! in one process and as 2 and 3 processes under `titus launch` (node and `tcp;ofi_rxm`),
 //! over every balancer and a binomial tree as well as a geometric one.
 
 use std::process::Command;
@@ -55,24 +56,50 @@ fn check(mut c: Command, tree: &[&str], what: &str) {
     }
 }
 
+/// Spawn mode with tasks of 16 nodes: thousands of spawns, steals and waves on a small
+/// tree.
+const SPAWN: &[&str] = &["--mode", "spawn", "--chunk", "16"];
+
 #[test]
 fn every_balancer_in_one_process_counts_the_whole_tree() {
     for balancer in ["none", "smallworld", "random", "master", "hierarchical"] {
         for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
-            let mut c = Command::new(bin("uts-bench"));
-            c.args(["--ranks", "3", "--balancer", balancer]);
-            check(c, tree, &format!("{name}, {balancer}"));
+            for mode in [SPAWN, &["--mode", "static"][..]] {
+                let mut c = Command::new(bin("uts-bench"));
+                c.args(["--ranks", "3", "--balancer", balancer]).args(mode);
+                check(c, tree, &format!("{name}, {balancer}, {mode:?}"));
+            }
         }
     }
 }
 
 #[test]
 fn ranks_as_processes_count_the_whole_tree() {
-    for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
-        let mut c = Command::new(bin("titus"));
-        c.args(["launch", "-n", "2", "--no-prefix", "--timeout", "120", "--"])
-            .arg(bin("uts-bench"))
-            .args(["--workers", "2"]);
-        check(c, tree, &format!("{name} under titus launch"));
+    let mut providers = vec!["node"];
+    if titus_tests::libfabric_or_skip() {
+        providers.push("tcp;ofi_rxm");
     }
+    for provider in providers {
+        for ranks in ["2", "3"] {
+            for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
+                let mut c = Command::new(bin("titus"));
+                c.args(["launch", "-n", ranks, "--provider", provider, "--no-prefix"])
+                    .args(["--timeout", "120", "--"])
+                    .arg(bin("uts-bench"))
+                    .args(["--workers", "2"])
+                    .args(SPAWN);
+                check(
+                    c,
+                    tree,
+                    &format!("{name}, {ranks} processes over {provider}"),
+                );
+            }
+        }
+    }
+    // A static frontier under the launcher, too.
+    let mut c = Command::new(bin("titus"));
+    c.args(["launch", "-n", "2", "--no-prefix", "--timeout", "120", "--"])
+        .arg(bin("uts-bench"))
+        .args(["--mode", "static"]);
+    check(c, GEO, "a static frontier under titus launch");
 }

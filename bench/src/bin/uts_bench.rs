@@ -80,7 +80,7 @@ struct Cli {
     #[arg(long, default_value = "spawn")]
     mode: Mode,
     /// Spawn mode: the nodes a task visits before it spawns the rest of its stack.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 4096)]
     chunk: u32,
     /// One JSON object instead of text.
     #[arg(long)]

@@ -50,7 +50,7 @@ pub mod error_code {
             CONFIG => "a bad configuration",
             USAGE => "a call out of turn",
             DUPLICATE_KEY => "a task key given twice",
-            SPAWN_BOUND => "its spawned tasks passed the queue's bound",
+            SPAWN_BOUND => "its spawned tasks passed the job's queue bound (Spawning::queued_max)",
             SPAWNED_RESULT => "a spawned task's result did not fit the reduction",
             _ => "an unknown code",
         }
