@@ -131,6 +131,7 @@ fn built() -> &'static Built {
         );
         compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
         compile("gcc", root().join("tests/capi/resource.c"), "resource", &[]);
+        compile("gcc", root().join("tests/capi/spawn.c"), "spawn", &[]);
         // The header from C++ (extern "C", no C-only constructs).
         run_ok(
             Command::new("g++")
@@ -586,5 +587,32 @@ fn a_resource_driven_from_c_callbacks() {
             text.contains(&format!("rank {r} of 2: resource results right")),
             "{text}"
         );
+    }
+}
+
+#[test]
+fn tasks_spawned_from_c_reduce_to_the_trees_counted_apart() {
+    let b = built();
+    let out = run_ok(
+        Command::new(b.dir.join("spawn")).env_remove("TITUS_OPTIONS"),
+        "spawn, one process",
+    );
+    let text = titus_tests::output_text(&out);
+    assert!(text.contains("rank 0 of 1: spawned trees right"), "{text}");
+    if !titus_tests::libfabric_or_skip() {
+        return;
+    }
+    for ranks in [2, 3] {
+        let out = run_ok(
+            titus_launch(ranks, &b.dir.join("spawn")).env_remove("TITUS_OPTIONS"),
+            &format!("spawn, titus launch -n {ranks}"),
+        );
+        let text = titus_tests::output_text(&out);
+        for r in 0..ranks {
+            assert!(
+                text.contains(&format!("rank {r} of {ranks}: spawned trees right")),
+                "{text}"
+            );
+        }
     }
 }

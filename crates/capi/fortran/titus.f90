@@ -160,6 +160,34 @@ module titus
       type(c_ptr), value :: t
     end function titus_run
 
+    ! A task function that may spawn (option spawn=LANES): titus_task_fn's arguments after
+    ! `task`, a type(c_ptr), value handle for titus_spawn, valid only during the call.
+    integer(c_int) function titus_register_spawning(t, kind, task, ctx) &
+        bind(C, name="titus_register_spawning")
+      import :: c_int, c_ptr, c_funptr
+      type(c_ptr), value :: t
+      integer(c_int), value :: kind
+      type(c_funptr), value :: task
+      type(c_ptr), value :: ctx
+    end function titus_register_spawning
+
+    integer(c_int) function titus_spawn(task, kind, payload, len) bind(C, name="titus_spawn")
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: task
+      integer(c_int), value :: kind
+      type(c_ptr), value :: payload
+      integer(c_size_t), value :: len
+    end function titus_spawn
+
+    integer(c_int) function titus_reduced(t, out_values, capacity, lanes) &
+        bind(C, name="titus_reduced")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_int64_t), intent(out) :: out_values(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: lanes
+    end function titus_reduced
+
     integer(c_int) function titus_result_count(t, count) bind(C, name="titus_result_count")
       import :: c_int, c_ptr, c_size_t
       type(c_ptr), value :: t

@@ -91,6 +91,10 @@
 // A Titus runtime: one per rank (process), opaque.
 typedef struct titus_t titus_t;
 
+// A running task, opaque: valid only inside the call of the task function it was
+// handed to.
+typedef struct titus_task_t titus_task_t;
+
 // The application's all-gather (for example `MPI_Allgather` over its communicator): every
 // rank contributes `len` bytes at `send`; `recv` receives `len` bytes from each rank, in
 // rank order (`size * len` bytes). Returns 0 on success. Called only from inside
@@ -116,6 +120,10 @@ typedef int (*titus_launch_fn)(int kind, const void *payload, size_t payload_len
 // `TITUS_ERR_TASK`. Called repeatedly (about every millisecond while tasks are out) until
 // it reports nothing, completions in any order.
 typedef int (*titus_test_fn)(uint64_t *handle, void *result, size_t result_capacity, size_t *result_len, int *done, void *ctx);
+
+// A task function that may spawn: [`titus_task_fn`]'s arguments after `task`, the
+// running task's handle for `titus_spawn` (valid only during this call).
+typedef int (*titus_spawning_task_fn)(struct titus_task_t *task, const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
 // Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
 // job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
@@ -307,6 +315,27 @@ int titus_result(struct titus_t *t, size_t index, void *buf, size_t capacity, si
 // `record_size`). TITUS_ERR_BUFFER_TOO_SMALL, copying nothing, when `count` is below the
 // number of results or a result is longer than `record_size`.
 int titus_results_fixed(struct titus_t *t, void *out_records, size_t record_size, size_t count);
+
+// Registers task kind `kind` with a function that may spawn tasks (`titus_spawn`), in a
+// job that declared spawning with the option `spawn=LANES`. Otherwise as
+// `titus_register`.
+int titus_register_spawning(struct titus_t *t, int kind, titus_spawning_task_fn task, void *ctx);
+
+// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
+// from inside the running task `task`: it joins this rank's queue when the task returns,
+// before its result, and may be stolen like any other. Its result must be one
+// little-endian uint64_t per lane of the option `spawn`: it joins the job's reduction
+// (`titus_reduced`). TITUS_ERR_INVALID outside a running task's call, with a handle of
+// a task that returned, in a job without the option `spawn`, or with a payload over
+// `max_payload`.
+int titus_spawn(struct titus_task_t *task, int kind, const void *payload, size_t len);
+
+// Copies the last step's reduction of spawned results (one uint64_t per lane of the
+// option `spawn`, the same on every rank) into `out` (`capacity` values) and their
+// number into `*lanes`. A job without spawning has 0 lanes. When `capacity` is too
+// small, nothing is copied, `*lanes` is the number needed and the call returns
+// TITUS_ERR_BUFFER_TOO_SMALL.
+int titus_reduced(struct titus_t *t, uint64_t *out_values, size_t capacity, size_t *lanes);
 
 // This rank's figures of the last titus_run.
 int titus_stats_get(struct titus_t *t, struct titus_stats *stats);

@@ -27,11 +27,13 @@ mod resource;
 
 mod error;
 mod results;
+mod spawn;
 mod stats;
 mod tasks;
 
 pub use error::*;
 pub use results::*;
+pub use spawn::*;
 pub use stats::*;
 pub use tasks::*;
 
@@ -124,6 +126,8 @@ struct Inner {
     results: Vec<Vec<u8>>,
     /// Measured cost of each result's task, ns.
     costs: Vec<u64>,
+    /// The last step's reduction of spawned results (the option `spawn`).
+    reduced: Vec<u64>,
     stats: titus_stats,
     /// Nominal work stated for the next titus_run, seconds.
     nominal: f64,
@@ -210,6 +214,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispat
             hints: None,
             costs: Vec::new(),
             results: Vec::new(),
+            reduced: Vec::new(),
             stats: titus_stats::default(),
             nominal: 0.0,
             failed: None,
@@ -469,6 +474,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             inner.stats = stats_of(&out.stats, nominal);
             inner.results = out.results;
             inner.costs = out.costs_ns;
+            inner.reduced = out.reduced;
             Ok(())
         })
     })

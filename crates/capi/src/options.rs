@@ -70,6 +70,8 @@ const OPTIONS: &[(&str, &str)] = &[
     ("resource_types", "e.g. all/1/2+3"),
     ("log", "a filter such as info; directives separated by ';'"),
     ("trace", "a directory for each rank's timeline"),
+    ("spawn", "lanes sum|max|min joined by '+', e.g. sum+sum+max"),
+    ("spawn_queue_max", ""),
 ];
 
 /// The options of [`OPTIONS`] and what each value may be, for the error message of an
@@ -196,6 +198,39 @@ impl Options {
                     }
                 }
                 "provider" => self.provider = Some(value.into()),
+                "spawn" => {
+                    let lanes = value
+                        .split('+')
+                        .map(str::parse)
+                        .collect::<Result<Vec<titus_runtime::ReduceOp>, _>>()
+                        .ok()
+                        .filter(|l| (1..=titus_runtime::spawn::LANES_MAX).contains(&l.len()))
+                        .ok_or_else(|| {
+                            bad("1 to 8 lanes, each sum, max or min, joined by '+' (e.g. sum+sum+max)")
+                        })?;
+                    let queued_max = self
+                        .cfg
+                        .core
+                        .spawning
+                        .as_ref()
+                        .map_or(titus_runtime::spawn::QUEUED_MAX_DEFAULT, |s| s.queued_max);
+                    self.cfg.core.spawning = Some(titus_runtime::Spawning { lanes, queued_max });
+                }
+                "spawn_queue_max" => {
+                    let max = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|&v| v > 0)
+                        .ok_or_else(|| bad("a positive integer"))?;
+                    match &mut self.cfg.core.spawning {
+                        Some(s) => s.queued_max = max,
+                        None => {
+                            return Err(format!(
+                                "{source}: spawn_queue_max needs spawn=LANES before it"
+                            ));
+                        }
+                    }
+                }
                 "log" => self.log = Some(value.into()),
                 "trace" if value.is_empty() => return Err(bad("a directory")),
                 "trace" => self.cfg.trace = Some(value.into()),

@@ -40,9 +40,17 @@ pub extern "C" fn titus_register(
                 Error::Invalid(format!("the function of task kind {kind} is NULL"))
             })?;
             let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
-            inner
-                .rt
-                .register_fallible(kind, move |payload| run_task(f, ctx, kind, cap, payload));
+            inner.rt.register_fallible(kind, move |payload| {
+                // (The whole `UserPtr` moves in, which is Send; not its raw field alone.)
+                let ctx = &ctx;
+                run_task(kind, cap, payload, |input, len, result, cap, result_len| {
+                    // The pointers and lengths are valid for the call (`run_task`); `ctx`
+                    // is the user's, handed back unchanged (the header's contract covers
+                    // it).
+                    // SAFETY: the arguments are valid for the call, as just said.
+                    unsafe { f(input, len, result, cap, result_len, ctx.0) }
+                })
+            });
             Ok(())
         })
     })
@@ -52,20 +60,14 @@ pub(crate) fn task_kind(kind: c_int) -> Result<u16, Error> {
     u16::try_from(kind).map_err(|_| Error::Invalid(format!("task kind {kind} is not in 0..=65535")))
 }
 
-/// Runs one task through the user's function, on a worker thread.
+/// Runs one task through the user's function, on a worker thread: `call` gets the
+/// payload (16-byte aligned, `payload.len()` bytes), the result buffer (16-byte aligned,
+/// `cap` bytes) and the out-pointer for the result's length, all valid for the call.
 pub(crate) fn run_task(
-    f: unsafe extern "C" fn(
-        *const c_void,
-        usize,
-        *mut c_void,
-        usize,
-        *mut usize,
-        *mut c_void,
-    ) -> c_int,
-    ctx: UserPtr,
     kind: u16,
     cap: usize,
     payload: &[u8],
+    call: impl FnOnce(*const c_void, usize, *mut c_void, usize, *mut usize) -> c_int,
 ) -> Result<Vec<u8>, String> {
     SCRATCH.with(|scratch| {
         // A task that ran a task on this thread from inside itself would find the buffers
@@ -100,19 +102,14 @@ pub(crate) fn run_task(
         result[..d].fill(0);
         let mut len = 0usize;
         // `input` holds `payload.len()` readable bytes and `result` `cap` writable bytes,
-        // both 16-byte aligned and alive for the call; `len` is a valid out-pointer; `ctx`
-        // is the user's, handed back unchanged (the header's contract covers it).
-        // SAFETY: the pointers and lengths just described are valid for the call.
-        let rc = unsafe {
-            f(
-                input.as_ptr().cast(),
-                payload.len(),
-                result.as_mut_ptr().cast(),
-                cap,
-                &mut len,
-                ctx.0,
-            )
-        };
+        // both 16-byte aligned and alive for the call; `len` is a valid out-pointer.
+        let rc = call(
+            input.as_ptr().cast(),
+            payload.len(),
+            result.as_mut_ptr().cast(),
+            cap,
+            &mut len,
+        );
         // Until it is known to have succeeded, anything it could reach counts as written.
         *dirty = n_out;
         // The runtime turns a failed task into a failed time step on every rank, quietly

@@ -63,6 +63,19 @@ impl ReduceOp {
     }
 }
 
+impl std::str::FromStr for ReduceOp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sum" => Ok(Self::Sum),
+            "max" => Ok(Self::Max),
+            "min" => Ok(Self::Min),
+            _ => Err(format!("reduction '{s}': sum, max or min")),
+        }
+    }
+}
+
 /// A job whose tasks may spawn tasks (every rank the same).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Spawning {

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, NewTask, Node, Time};
+use titus_core::{Config as CoreConfig, Loc, Mapper, Memory, Node, Time};
 use titus_fabric::backend::{Opened, Opener};
 use titus_fabric::bootstrap::{self, Exchange, JobEnv};
 use titus_fabric::mem::{self, MemOptions};
@@ -59,10 +59,10 @@ pub use task_ctx::TaskCtx;
 pub use titus_core::EpochStats;
 pub use titus_core::layout::PAYLOAD_MAX;
 pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
-pub use titus_core::spawn::{ReduceOp, SpawnError, Spawning};
+pub use titus_core::spawn::{self, ReduceOp, SpawnError, Spawning};
 pub use titus_core::{
-    Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, Protocol, Routing, Sharing,
-    Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
+    Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, NewTask, Protocol, Routing,
+    Sharing, Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
 };
 pub use titus_overlay::{OverlayParams, SHORTCUTS_MAX, ShortcutDraw};
 

@@ -57,6 +57,12 @@ impl<'a> TaskCtx<'a> {
         Ok(())
     }
 
+    /// The job's payload limit for a spawned task, or None when the job declared no
+    /// spawning (every spawn is then refused).
+    pub fn max_payload(&self) -> Option<u32> {
+        self.max_payload
+    }
+
     /// Tasks spawned so far by this call.
     pub fn spawned(&self) -> usize {
         self.spawned.len()
