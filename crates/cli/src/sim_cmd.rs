@@ -416,6 +416,7 @@ fn simulate(
             .map(|g| g.as_nanos() as u64),
         // The runtime's serial work around each start, on each rank.
         start_cpu: titus_sim::StartCpu::RUNTIME,
+        spawn: None,
         trace: a.trace.is_some(),
     };
     // Tracing keeps the failed steals too, as the runtime's does.

@@ -33,6 +33,49 @@ pub fn check_result(payload: &[u8]) -> Vec<u8> {
     h.to_le_bytes().to_vec()
 }
 
+/// Levels of children a checker's spawning task may have below it.
+const SPAWN_DEPTH: u8 = 3;
+
+/// The checker's spawning tasks: every task spawns 0 to 2 children (drawn from its
+/// payload's hash) while fewer than [`SPAWN_DEPTH`] levels lie above it; a child's
+/// payload is `S`, its depth, its parent's hash and its place (11 bytes: within the
+/// checker's 24-byte payloads). A spawned task runs 1 to 200 µs and returns (1, its
+/// hash): summed over the job, its count and a checksum that a lost or duplicated task
+/// changes.
+pub fn check_spawn(payload: &[u8], _spawned: bool) -> crate::Spawned {
+    let h = u64::from_le_bytes(check_result(payload).try_into().expect("8 bytes"));
+    let depth = match payload {
+        [b'S', d, ..] if payload.len() == 11 => *d,
+        _ => 0,
+    };
+    let k = if depth < SPAWN_DEPTH { (h >> 8) % 3 } else { 0 };
+    crate::Spawned {
+        cost_ns: 1_000 + (h >> 16) % 200_000,
+        children: (0..k as u8)
+            .map(|i| {
+                let mut p = vec![b'S', depth + 1];
+                p.extend_from_slice(&h.to_le_bytes());
+                p.push(i);
+                p
+            })
+            .collect(),
+        lanes: vec![1, h],
+    }
+}
+
+/// What the spawned tasks below an epoch task with `payload` sum to: their count and
+/// their hashes ([`check_spawn`]'s lanes).
+fn spawned_below(payload: &[u8]) -> (u64, u64) {
+    let (mut n, mut sum) = (0u64, 0u64);
+    for c in check_spawn(payload, false).children {
+        let s = check_spawn(&c, true);
+        let (cn, cs) = spawned_below(&c);
+        n += 1 + cn;
+        sum = sum.wrapping_add(s.lanes[1]).wrapping_add(cs);
+    }
+    (n, sum)
+}
+
 /// What a seed drew, in words.
 #[derive(Debug, Clone)]
 pub struct Drawn {
@@ -75,6 +118,8 @@ pub struct Exercised {
     pub repartitioned: u64,
     /// Ranks' repartition starts held to the whole job's plan.
     pub plans_checked: u64,
+    /// Tasks spawned by running tasks.
+    pub spawned: u64,
 }
 
 impl Exercised {
@@ -93,6 +138,7 @@ impl Exercised {
         self.failed_everywhere += other.failed_everywhere;
         self.repartitioned += other.repartitioned;
         self.plans_checked += other.plans_checked;
+        self.spawned += other.spawned;
     }
 }
 
@@ -617,6 +663,7 @@ fn draw_and_run(
             .then_some(&make_mapper as &crate::MapperFactory),
         worker_grain_ns,
         start_cpu,
+        spawn: None,
         // A quarter of the jobs keep their timelines: recording must change no event
         // (decided by the seed, not drawn, so the other draws stay the same).
         trace: seed.is_multiple_of(4),
@@ -628,6 +675,27 @@ fn draw_and_run(
             ..job.core
         },
         ..job
+    };
+    // A third of the jobs' tasks spawn trees of tasks below them (a reduction of their
+    // results, termination by waves), mixed with the fixed bag. Decided apart from the
+    // other draws, which stay as they were.
+    let spawning = Rng::from_keys(&[seed, key, 0x7370_6177]).chance(1.0 / 3.0); // "spaw"
+    let job = match spawning {
+        true => {
+            what += ", tasks spawn trees";
+            Job {
+                core: Config {
+                    spawning: Some(titus_core::spawn::Spawning::reduced(vec![
+                        titus_core::spawn::ReduceOp::Sum,
+                        titus_core::spawn::ReduceOp::Sum,
+                    ])),
+                    ..job.core
+                },
+                spawn: Some(&check_spawn),
+                ..job
+            }
+        }
+        false => job,
     };
     let repartitioned = std::cell::Cell::new(0u64);
     let mut between = |b: &Between<'_>| -> Result<Option<Vec<Vec<SimTask>>>, String> {
@@ -675,6 +743,29 @@ fn draw_and_run(
             }
         }
         Ok(o) => {
+            if spawning {
+                // Every epoch's reduction, on every rank: each spawned task once.
+                let epochs = std::iter::once(&job.tasks).chain(&job.later_epochs);
+                let outcomes = o.earlier.iter().chain(std::iter::once(&o.ranks));
+                for (e, (tasks, ranks)) in epochs.zip(outcomes).enumerate() {
+                    let (n, sum) = tasks.iter().flatten().fold((0u64, 0u64), |(n, s), t| {
+                        let (cn, cs) = spawned_below(&t.payload);
+                        (n + cn, s.wrapping_add(cs))
+                    });
+                    for (r, out) in ranks.iter().enumerate() {
+                        if out.reduced != [n, sum] {
+                            return Err((
+                                what,
+                                Violation::Broken(format!(
+                                    "epoch {e}, rank {r}: the reduction of spawned results is {:?}, \
+                                     the {n} tasks spawned give [{n}, {sum}]",
+                                    out.reduced
+                                )),
+                            ));
+                        }
+                    }
+                }
+            }
             let mut exercised = Exercised::default();
             for r in o.earlier.iter().flatten().chain(&o.ranks) {
                 let st = &r.stats.core;
@@ -692,6 +783,7 @@ fn draw_and_run(
                     failed_everywhere: 0,
                     repartitioned: 0,
                     plans_checked: 0,
+                    spawned: st.tasks_spawned,
                 });
             }
             exercised.repartitioned = repartitioned.get();
@@ -773,13 +865,14 @@ mod tests {
     fn two_hundred_seeds_hold_every_invariant() {
         let range = titus_core::seed::seeds(0..200);
         let seeds = range.end - range.start;
-        let (mut events, mut gone_tolerated, mut failed) = (0, 0, 0);
+        let (mut events, mut gone_tolerated, mut failed, mut spawned) = (0, 0, 0, 0);
         for seed in range {
             match check_seed(seed) {
                 Ok(d) => {
                     events += d.events;
                     gone_tolerated += d.exercised.gone_tolerated;
                     failed += d.exercised.failed_everywhere;
+                    spawned += d.exercised.spawned;
                 }
                 Err((what, v)) => panic!(
                     "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1, or {} cargo test -p titus-sim --lib",
@@ -797,6 +890,11 @@ mod tests {
         assert!(
             seeds < 100 || failed > 0,
             "no injected failure stopped a run in {seeds} seeds"
+        );
+        // A third of the jobs' tasks spawn.
+        assert!(
+            seeds < 100 || spawned > 0,
+            "no task spawned in {seeds} seeds"
         );
     }
 

@@ -97,6 +97,25 @@ pub struct Job<'a> {
     /// Keep each CPU task's span ([`RankOutcome::spans`]) for a timeline (`titus sim
     /// --trace`): memory per task run.
     pub trace: bool,
+    /// Tasks that spawn tasks (with `core.spawning` set): what each task spawns, and a
+    /// spawned task's cost and result ([`SpawnModel`]); `None`: a fixed bag.
+    pub spawn: Option<&'a SpawnModel>,
+}
+
+/// What a task of a spawning job does, from its payload: `spawned` says whether the task
+/// itself was spawned (its cost and lanes count then; an epoch task's come from its
+/// [`SimTask`] and [`Job::result`]).
+pub type SpawnModel = dyn Fn(&[u8], bool) -> Spawned + Sync;
+
+/// What one task of a spawning job does ([`SpawnModel`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spawned {
+    /// How long it runs on a CPU worker, ns (a spawned task's; ignored for an epoch task).
+    pub cost_ns: u64,
+    /// The payloads of the children it spawns (kind 0).
+    pub children: Vec<Vec<u8>>,
+    /// Its result, one value per lane of the job's reduction (a spawned task's).
+    pub lanes: Vec<u64>,
 }
 
 /// A rank's CPU per task of its own around an epoch's start, outside the start's messages:
@@ -194,6 +213,7 @@ impl Job<'_> {
             worker_grain_ns: None,
             start_cpu: StartCpu::RUNTIME,
             trace: false,
+            spawn: None,
         }
     }
 
@@ -239,6 +259,8 @@ pub struct RankOutcome {
     pub keys: Vec<u64>,
     /// This rank's results, in task order.
     pub results: Vec<Vec<u8>>,
+    /// A spawning job's reduction of its spawned tasks' results (empty otherwise).
+    pub reduced: Vec<u64>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
     pub costs_ns: Vec<u64>,
     /// Ranks it exchanged operations with so far (either way), since the job began.

@@ -498,6 +498,7 @@ fn grain_run(balancing: Balancing, grain_ns: u64, terms: impl Fn(&mut Cpu)) -> O
         seed: 9,
         worker_grain_ns: Some(grain_ns),
         start_cpu: titus_sim::StartCpu::NONE,
+        spawn: None,
         ..Job::new(core, overlay, model, tasks)
     };
     simulate(&job).unwrap_or_else(|v| panic!("grain {grain_ns}: {v}"))

@@ -89,6 +89,7 @@ fn a_ranks_planning_cpu_is_charged_in_its_start() {
             later_epochs: vec![tasks(ranks)],
             check_start: true,
             start_cpu: cpu,
+            spawn: None,
             ..Job::new(
                 core,
                 overlay,

@@ -29,6 +29,9 @@ pub const DONE_GRACE: Duration = Duration::from_secs(2);
 
 pub(crate) mod waves;
 
+#[cfg(test)]
+mod model_check;
+
 pub(crate) use waves::{Report, Waves};
 
 /// The tree parent of `r`.

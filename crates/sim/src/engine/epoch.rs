@@ -242,6 +242,7 @@ impl<'a> Sim<'a> {
         for (r, tasks) in tasks.iter().enumerate() {
             let stats = std::mem::take(&mut self.stats[r]);
             let results = std::mem::take(&mut self.results[r]);
+            let reduced = std::mem::take(&mut self.reduced[r]);
             let costs_ns = std::mem::take(&mut self.costs[r]);
             if costs_ns.len() != tasks.len() {
                 return Err(Violation::Broken(format!(
@@ -325,6 +326,7 @@ impl<'a> Sim<'a> {
                     false => Vec::new(),
                 },
                 results,
+                reduced,
                 costs_ns,
                 peers: contacts,
                 connections,

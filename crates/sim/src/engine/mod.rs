@@ -72,6 +72,8 @@ enum Ev {
         cost: u64,
         /// The resource that ran it (0: a CPU worker).
         res: usize,
+        /// The children it spawns (a spawning job), handed over before its result.
+        children: Vec<Vec<u8>>,
     },
 }
 
@@ -208,6 +210,8 @@ struct Sim<'a> {
     lock_check: bool,
     stats: Vec<Stats>,
     results: Vec<Vec<Vec<u8>>>,
+    /// Per rank: its last epoch's reduction of spawned results (a spawning job).
+    reduced: Vec<Vec<u64>>,
     costs: Vec<Vec<u64>>,
     /// Per rank: the last measured cost of each task (by key), across epochs.
     history: Vec<CostHistory>,
@@ -513,10 +517,26 @@ impl<'a> Sim<'a> {
                 result,
                 cost,
                 res,
+                children,
             } => {
                 let i = node as usize;
                 if let Some(table) = self.res_mut(i) {
                     table.complete(res);
+                }
+                if !children.is_empty() {
+                    // Before its result, as the runtime's workers hand them over.
+                    let tasks = children
+                        .into_iter()
+                        .map(|payload| titus_core::NewTask {
+                            kind,
+                            payload,
+                            ..titus_core::NewTask::default()
+                        })
+                        .collect();
+                    match self.nodes[i].spawned(Time(now), tasks, &self.mems[i]) {
+                        Ok(()) | Err(titus_core::spawn::SpawnError::Failed(_)) => {}
+                        Err(e) => return Err(Violation::Broken(format!("rank {node}: {e}"))),
+                    }
                 }
                 if res == 0 {
                     self.per[i].idle += 1;
@@ -694,6 +714,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         lock_check: job.core.protocol == Protocol::Lock && job.core.sharing.is_none(),
         stats: vec![Stats::default(); n],
         results: vec![Vec::new(); n],
+        reduced: vec![Vec::new(); n],
         costs: vec![Vec::new(); n],
         history: vec![CostHistory::default(); n],
         own: vec![None; n],

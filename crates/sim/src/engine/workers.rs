@@ -95,24 +95,44 @@ impl<'a> Sim<'a> {
                 break;
             }
             let (o, x) = (task.owner as usize, task.index as usize);
-            let count = self
-                .runs
-                .get_mut(o)
-                .and_then(|r| r.get_mut(x))
-                .ok_or_else(|| {
-                    Violation::Broken(format!(
-                        "rank {n} got task {x} of rank {o}, which does not exist"
-                    ))
-                })?;
-            *count += 1;
+            let spawned = task.index == titus_core::spawn::SPAWNED_INDEX;
             self.activity += 1;
-            if *count > 1 {
-                return Err(Violation::Broken(format!(
-                    "task {x} of rank {o} ran twice (second time on rank {n})"
-                )));
-            }
-            let drawn = self.tasks()[o][x].cost_ns;
-            let mut result = Ok((self.job.result)(&task.payload));
+            // A spawning job's task: what it spawns, and a spawned task's cost and lanes
+            // (its exactly-once is the reduction's, checked by the job's driver).
+            let model = self.job.spawn.map(|m| m(&task.payload, spawned));
+            let (drawn, mut result) = match (&model, spawned) {
+                (Some(m), true) => (
+                    m.cost_ns,
+                    Ok(m.lanes.iter().flat_map(|v| v.to_le_bytes()).collect()),
+                ),
+                (None, true) => {
+                    return Err(Violation::Broken(format!(
+                        "rank {n} got a spawned task in a job without a spawn model"
+                    )));
+                }
+                (_, false) => {
+                    let count =
+                        self.runs
+                            .get_mut(o)
+                            .and_then(|r| r.get_mut(x))
+                            .ok_or_else(|| {
+                                Violation::Broken(format!(
+                                    "rank {n} got task {x} of rank {o}, which does not exist"
+                                ))
+                            })?;
+                    *count += 1;
+                    if *count > 1 {
+                        return Err(Violation::Broken(format!(
+                            "task {x} of rank {o} ran twice (second time on rank {n})"
+                        )));
+                    }
+                    (
+                        self.tasks()[o][x].cost_ns,
+                        Ok((self.job.result)(&task.payload)),
+                    )
+                }
+            };
+            let children = model.map(|m| m.children).unwrap_or_default();
             // A rank with resources dispatches through the core's policy (the CPU workers,
             // resource 0, have room: a worker is idle); one without runs it on the worker.
             let (res, f) = match self.res_mut(i) {
@@ -179,7 +199,9 @@ impl<'a> Sim<'a> {
                 0
             };
             let cost = cost + owed;
-            self.ran_for[o][x] = cost;
+            if !spawned {
+                self.ran_for[o][x] = cost;
+            }
             if let Some((fr, fres, nth)) = self.job.resources.fail
                 && fr == n
                 && fres == res
@@ -237,6 +259,7 @@ impl<'a> Sim<'a> {
                     result,
                     cost,
                     res,
+                    children,
                 },
             );
         }
@@ -332,6 +355,7 @@ impl<'a> Sim<'a> {
             self.history[i].record(&self.keys[i], &out.costs_ns);
             self.history_owed[i] = StartCpu::of(self.job.start_cpu.history_ns, self.keys[i].len());
             self.results[i] = out.results;
+            self.reduced[i] = out.reduced;
             self.costs[i] = out.costs_ns;
         }
         Ok(())
