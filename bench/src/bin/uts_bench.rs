@@ -7,7 +7,7 @@
 //!
 //! - `--mode spawn` (the default): rank 0's one task is the root. A task visits up to
 //!   `--chunk` nodes depth first from the nodes in its payload, then spawns what is left
-//!   on its stack as tasks of at most [`NODES_PER_TASK`] nodes (the newest run next on
+//!   on its stack as tasks of at most 8 nodes (the newest run next on
 //!   the same rank; thieves take the oldest, nearest the root). The spawned tasks'
 //!   counts are reduced over the job (nodes and leaves summed, the depth's maximum).
 //! - `--mode static`: every rank expands the same top of the tree breadth first until it
@@ -26,42 +26,18 @@ use std::time::Instant;
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_runtime::Balancing;
-use titus_runtime::{ReduceOp, Spawning, TaskCtx};
 use titus_runtime::{Runtime, RuntimeConfig, TaskIn};
+use titus_runtime::{Spawning, TaskCtx};
 use titus_workload::dlb::fail;
-use titus_workload::uts::{Counts, GeoShape, Node, Tree, TreeKind};
+use titus_workload::uts::{Counts, Node, Tree, TreeArgs};
+use titus_workload::uts_task;
 
 /// UTS: the unbalanced tree search benchmark, on Titus.
 #[derive(Debug, clap::Parser)]
 #[command(name = "uts-bench", version)]
 struct Cli {
-    /// Tree kind: 0 binomial, 1 geometric, 2 hybrid.
-    #[arg(short = 't', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
-    kind: u8,
-    /// The root's branching factor.
-    #[arg(short = 'b', default_value_t = 4.0, allow_negative_numbers = true)]
-    b: f64,
-    /// The root's seed.
-    #[arg(short = 'r', default_value_t = 0)]
-    seed: u32,
-    /// Geometric shape: 0 linear, 1 exponential decrease, 2 cyclic, 3 fixed.
-    #[arg(short = 'a', default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
-    shape: u8,
-    /// Geometric tree depth.
-    #[arg(short = 'd', default_value_t = 6)]
-    d: u32,
-    /// Binomial probability of children.
-    #[arg(short = 'q', default_value_t = 15.0 / 64.0, allow_negative_numbers = true)]
-    q: f64,
-    /// Binomial number of children.
-    #[arg(short = 'm', default_value_t = 4)]
-    m: u32,
-    /// Hybrid: depth fraction where the geometric tree turns binomial.
-    #[arg(short = 'f', default_value_t = 0.5, allow_negative_numbers = true)]
-    f: f64,
-    /// SHA-1 evaluations per child (work per node).
-    #[arg(short = 'g', default_value_t = 1)]
-    g: u32,
+    #[command(flatten)]
+    tree: TreeArgs,
     /// Ranks in this process (under a launcher, the launcher's).
     #[arg(long, default_value_t = 1)]
     ranks: u32,
@@ -80,7 +56,7 @@ struct Cli {
     #[arg(long, default_value = "spawn")]
     mode: Mode,
     /// Spawn mode: the nodes a task visits before it spawns the rest of its stack.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = uts_task::CHUNK_DEFAULT)]
     chunk: u32,
     /// One JSON object instead of text.
     #[arg(long)]
@@ -96,44 +72,11 @@ enum Mode {
     Static,
 }
 
-/// Most nodes a spawned task carries (24 bytes each, within the default 256-byte payload).
-const NODES_PER_TASK: usize = 8;
-
 /// Most nodes a task visits before it spawns (`--chunk`).
 const CHUNK_MAX: u32 = 1 << 24;
 
-/// The reduction's lanes: nodes, leaves (sums), the greatest depth, and tasks (a sum).
-fn lanes() -> Vec<ReduceOp> {
-    vec![ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum]
-}
-
 /// Most frontier nodes: each is a task of 24 bytes and its result.
 const FRONTIER_MAX: u32 = 1 << 24;
-
-impl Cli {
-    fn tree(&self) -> Tree {
-        Tree {
-            kind: match self.kind {
-                0 => TreeKind::Binomial,
-                1 => TreeKind::Geometric,
-                _ => TreeKind::Hybrid,
-            },
-            b: self.b,
-            seed: self.seed,
-            shape: match self.shape {
-                0 => GeoShape::Linear,
-                1 => GeoShape::ExpDec,
-                2 => GeoShape::Cyclic,
-                _ => GeoShape::Fixed,
-            },
-            d: self.d,
-            q: self.q,
-            m: self.m,
-            f: self.f,
-            g: self.g,
-        }
-    }
-}
 
 /// A node as a task's payload: its state and its depth.
 fn encode_node(n: &Node) -> Vec<u8> {
@@ -153,82 +96,22 @@ fn decode_node(b: &[u8]) -> Result<Node, String> {
     })
 }
 
-/// Nodes back to back, as a spawned task's payload.
-fn decode_nodes(b: &[u8]) -> Result<Vec<Node>, String> {
-    if b.is_empty() || !b.len().is_multiple_of(24) {
-        return Err(format!(
-            "a UTS task carries whole 24-byte nodes, not {} bytes",
-            b.len()
-        ));
-    }
-    // Room for the stack a task grows from them (a reallocation per task showed).
-    let mut nodes = Vec::with_capacity(STACK_ROOM);
-    for c in b.chunks_exact(24) {
-        nodes.push(decode_node(c)?);
-    }
-    Ok(nodes)
-}
-
-/// The stack a task starts with room for.
-const STACK_ROOM: usize = 512;
-
-/// The spawning task: visits up to `chunk` nodes depth first from its payload's nodes,
-/// then spawns the rest of its stack (the newest part first: it runs next here). An
-/// epoch task's counts go home as its result; a spawned task's are the reduction's lanes.
+/// The spawning task ([`uts_task::expand`]): an epoch task's counts go home as its
+/// result; a spawned task's are the reduction's lanes.
 fn spawning_task(
     tree: Tree,
     chunk: u32,
 ) -> impl Fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync {
     move |ctx, payload| {
-        let mut stack = decode_nodes(payload)?;
-        let mut counts = Counts::default();
-        let mut visited = 0;
-        while visited < chunk
-            && let Some(n) = stack.pop()
-        {
-            visited += 1;
-            counts.nodes += 1;
-            counts.max_depth = counts.max_depth.max(n.depth);
-            let k = tree.fanout(&n);
-            if k == 0 {
-                counts.leaves += 1;
-            }
-            stack.extend((0..k).map(|i| tree.child(&n, i)));
+        let e = uts_task::expand(&tree, uts_task::decode_nodes(payload)?, chunk);
+        for p in e.spawn {
+            ctx.spawn(0, p).map_err(|e| e.to_string())?;
         }
-        for part in stack.rchunks(NODES_PER_TASK) {
-            let mut payload = Vec::with_capacity(part.len() * 24);
-            for n in part {
-                payload.extend_from_slice(&n.state);
-                payload.extend_from_slice(&n.depth.to_le_bytes());
-            }
-            ctx.spawn(0, payload).map_err(|e| e.to_string())?;
-        }
-        Ok(encode_lanes(&counts))
+        Ok(uts_task::lane_values(&e.counts)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect())
     }
-}
-
-/// One task's counts as the reduction's lanes (little-endian u64 each).
-fn encode_lanes(c: &Counts) -> Vec<u8> {
-    [c.nodes, c.leaves, u64::from(c.max_depth), 1]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect()
-}
-
-/// Lanes back to counts, and the tasks they count.
-fn decode_lanes(v: &[u64]) -> Result<(Counts, u64), String> {
-    let &[nodes, leaves, depth, tasks] = v else {
-        return Err(format!("UTS lanes are 4 values, not {}", v.len()));
-    };
-    let max_depth = u32::try_from(depth).map_err(|_| format!("a depth of {depth}"))?;
-    Ok((
-        Counts {
-            nodes,
-            leaves,
-            max_depth,
-        },
-        tasks,
-    ))
 }
 
 /// A result's bytes as lanes.
@@ -333,9 +216,9 @@ fn rank_main(
         if rank != 0 {
             return Ok(None);
         }
-        let (mut counts, mut tasks) = decode_lanes(&out.reduced)?;
+        let (mut counts, mut tasks) = uts_task::counts_of(&out.reduced)?;
         for r in &out.results {
-            let (c, t) = decode_lanes(&lanes_of(r)?)?;
+            let (c, t) = uts_task::counts_of(&lanes_of(r)?)?;
             counts.add(&c);
             tasks += t;
         }
@@ -407,7 +290,7 @@ fn config(cli: &Cli, ranks: u32) -> RuntimeConfig {
     cfg.balance(cli.balancer, ranks, None)
         .unwrap_or_else(|e| fail(2, &e.to_string()));
     if cli.mode == Mode::Spawn {
-        cfg.core.spawning = Some(Spawning::reduced(lanes()));
+        cfg.core.spawning = Some(Spawning::reduced(uts_task::lanes()));
     }
     cfg
 }
@@ -424,7 +307,7 @@ fn main() {
     titus_workload::quiet_broken_pipe();
     let cli = titus_workload::dlb::parse_args_of::<Cli>("uts-bench");
     titus_workload::init_logging().unwrap_or_else(|e| fail(2, &e.to_string()));
-    let tree = cli.tree();
+    let tree = cli.tree.tree();
     tree.check().unwrap_or_else(|e| fail(2, &e.to_string()));
     if !(1..=64).contains(&cli.workers) {
         fail(2, &format!("--workers {}: 1 to 64", cli.workers));

@@ -7,6 +7,7 @@ mod launch;
 mod limits;
 mod overlay_cmd;
 mod sim_cmd;
+mod sim_uts;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};

@@ -25,7 +25,7 @@ use titus_workload::task;
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
     #[command(flatten)]
-    bench: BenchArgs,
+    pub(crate) bench: BenchArgs,
     /// Fabric model: ib-hdr, tcp-loopback, shm, node or mem.
     #[arg(long, default_value = "ib-hdr")]
     preset: String,
@@ -95,9 +95,20 @@ pub struct SimArgs {
     /// virtual ones: the results equal dlb-bench's. Small runs only.
     #[arg(long)]
     real_tasks: bool,
+    /// A UTS tree instead of DLB_Bench, in UTS's own flags (as uts-bench takes them), e.g.
+    /// --uts '-t 1 -a 3 -d 15 -b 4 -r 29' (T1XL): tasks that spawn tasks, rank 0 holding
+    /// the root; --ranks, --workers, --balancer, --seed and --json apply.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub(crate) uts: Option<String>,
+    /// --uts: virtual time per node, ns (this machine's SHA-1 node: ~100 ns).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) uts_node_ns: u64,
+    /// --uts: the nodes a task visits before it spawns the rest of its stack.
+    #[arg(long, default_value_t = titus_workload::uts_task::CHUNK_DEFAULT)]
+    pub(crate) uts_chunk: u32,
 }
 
-fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {
+pub(crate) fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {
     if !(a.jitter.is_finite() && a.jitter >= 0.0) {
         return Err(UsageError(format!(
             "--jitter {} is not a non-negative number",
@@ -143,7 +154,7 @@ fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {
     Ok(f)
 }
 
-fn model(a: &SimArgs) -> Result<Model, UsageError> {
+pub(crate) fn model(a: &SimArgs) -> Result<Model, UsageError> {
     match &a.preset_file {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| {
@@ -720,6 +731,9 @@ pub fn check(a: &SimArgs) -> Result<(), UsageError> {
 pub fn run(a: SimArgs) -> Result<u8, UsageError> {
     if a.check {
         return run_check(&a);
+    }
+    if let Some(spec) = &a.uts {
+        return crate::sim_uts::run(&a, spec);
     }
     let model = model(&a)?;
     let faults = parse_faults(&a)?;

@@ -22,6 +22,7 @@ mod pipe;
 mod plans_error;
 pub mod task;
 pub mod uts;
+pub mod uts_task;
 
 pub use generate::{
     Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR, ZONE_FRACTION,

@@ -16,6 +16,7 @@
 //! operations are the specification's, in its order, through the platform's libm, so the
 //! published counts come out exactly.
 
+use clap::Parser as _;
 use sha1::{Digest, Sha1};
 
 /// Most children of any node but a binomial tree's root (the specification's cap).
@@ -114,6 +115,86 @@ pub enum TreeError {
     /// `-g` zero or past 1,000.
     #[error("-g {0}: 1 to 1000 evaluations a child")]
     Granularity(u32),
+}
+
+/// A tree's flags, UTS's own (`-t -b -r -a -d -q -m -f -g`), so the published sample
+/// trees paste as they are: `uts-bench`'s, and `titus sim --uts`'s in one string.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TreeArgs {
+    /// Tree kind: 0 binomial, 1 geometric, 2 hybrid.
+    #[arg(short = 't', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub kind: u8,
+    /// The root's branching factor.
+    #[arg(short = 'b', default_value_t = 4.0, allow_negative_numbers = true)]
+    pub b: f64,
+    /// The root's seed.
+    #[arg(short = 'r', default_value_t = 0)]
+    pub seed: u32,
+    /// Geometric shape: 0 linear, 1 exponential decrease, 2 cyclic, 3 fixed.
+    #[arg(short = 'a', default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub shape: u8,
+    /// Geometric tree depth.
+    #[arg(short = 'd', default_value_t = 6)]
+    pub d: u32,
+    /// Binomial probability of children.
+    #[arg(short = 'q', default_value_t = 15.0 / 64.0, allow_negative_numbers = true)]
+    pub q: f64,
+    /// Binomial number of children.
+    #[arg(short = 'm', default_value_t = 4)]
+    pub m: u32,
+    /// Hybrid: depth fraction where the geometric tree turns binomial.
+    #[arg(short = 'f', default_value_t = 0.5, allow_negative_numbers = true)]
+    pub f: f64,
+    /// SHA-1 evaluations per child (work per node).
+    #[arg(short = 'g', default_value_t = 1)]
+    pub g: u32,
+}
+
+/// [`TreeArgs`] alone, to read them from one string.
+#[derive(Debug, clap::Parser)]
+#[command(name = "--uts", no_binary_name = true, disable_help_flag = true)]
+struct TreeSpec {
+    #[command(flatten)]
+    tree: TreeArgs,
+}
+
+impl TreeArgs {
+    /// The tree these flags name (not yet checked: [`Tree::check`]).
+    pub fn tree(&self) -> Tree {
+        Tree {
+            kind: match self.kind {
+                0 => TreeKind::Binomial,
+                1 => TreeKind::Geometric,
+                _ => TreeKind::Hybrid,
+            },
+            b: self.b,
+            seed: self.seed,
+            shape: match self.shape {
+                0 => GeoShape::Linear,
+                1 => GeoShape::ExpDec,
+                2 => GeoShape::Cyclic,
+                _ => GeoShape::Fixed,
+            },
+            d: self.d,
+            q: self.q,
+            m: self.m,
+            f: self.f,
+            g: self.g,
+        }
+    }
+
+    /// The checked tree of a string of flags, e.g. `-t 1 -a 3 -d 10 -b 4 -r 19`.
+    pub fn parse_tree(spec: &str) -> Result<Tree, String> {
+        let args = TreeSpec::try_parse_from(spec.split_whitespace()).map_err(|e| {
+            format!(
+                "--uts '{spec}': {}",
+                e.to_string().lines().next().unwrap_or("")
+            )
+        })?;
+        let tree = args.tree.tree();
+        tree.check().map_err(|e| format!("--uts '{spec}': {e}"))?;
+        Ok(tree)
+    }
 }
 
 /// A node: its state and its depth.
