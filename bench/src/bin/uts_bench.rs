@@ -103,7 +103,7 @@ fn spawning_task(
     chunk: u32,
 ) -> impl Fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync {
     move |ctx, payload| {
-        let e = uts_task::expand(&tree, uts_task::decode_nodes(payload)?, chunk);
+        let e = uts_task::expand(&tree, uts_task::decode_nodes(payload)?, chunk, ctx.queued());
         for p in e.spawn {
             ctx.spawn(0, p).map_err(|e| e.to_string())?;
         }

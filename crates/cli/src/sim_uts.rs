@@ -43,10 +43,10 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
     let model = model(a)?;
     let faults = parse_faults(a)?;
     let (node_ns, chunk) = (a.uts_node_ns, a.uts_chunk);
-    let spawn = move |payload: &[u8], _spawned: bool| -> Spawned {
+    let spawn = move |payload: &[u8], queued: usize| -> Spawned {
         // (Payloads are the core's: a bad one is a bug; no nodes, no work.)
         let nodes = uts_task::decode_nodes(payload).unwrap_or_default();
-        let e = uts_task::expand(&tree, nodes, chunk);
+        let e = uts_task::expand(&tree, nodes, chunk, queued);
         Spawned {
             cost_ns: e.counts.nodes.saturating_mul(node_ns).max(1),
             children: e.spawn,
@@ -54,7 +54,8 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         }
     };
     let result = move |payload: &[u8]| -> Vec<u8> {
-        let Spawned { lanes, .. } = spawn(payload, false);
+        // (The root alone: rank 0's queue is empty when it starts.)
+        let Spawned { lanes, .. } = spawn(payload, 0);
         lanes.iter().flat_map(|v| v.to_le_bytes()).collect()
     };
     for run in dlb::runs(&a.bench)? {
@@ -71,12 +72,20 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
             seed: run.args.seed,
             ..titus_overlay::OverlayParams::default()
         };
+        core.protocol = match run.protocol {
+            dlb::ProtocolArg::Lock => titus_core::Protocol::Lock,
+            dlb::ProtocolArg::Claim | dlb::ProtocolArg::All => titus_core::Protocol::Claim,
+            dlb::ProtocolArg::Request => titus_core::Protocol::Request,
+        };
+        if let Some(b) = run.args.backoff_max_ms {
+            core.backoff_max = std::time::Duration::from_secs_f64(b / 1e3).max(core.backoff_base);
+        }
         run.balancer
             .apply(&mut core, &mut overlay, ranks, None)
             .map_err(|e| UsageError(e.to_string()))?;
         overlay.ranks = ranks;
         let root = uts_task::encode_nodes(&[tree.root()]);
-        let root_cost = spawn(&root, false).cost_ns;
+        let root_cost = spawn(&root, 0).cost_ns;
         let mut tasks = vec![Vec::new(); ranks as usize];
         tasks[0].push(SimTask {
             key: 0,

@@ -11,15 +11,23 @@ use titus_core::spawn::SpawnError;
 #[derive(Debug)]
 pub struct TaskCtx<'a> {
     rank: u32,
+    /// Tasks queued on this rank when its worker last took from the node.
+    queued: usize,
     /// The job's payload limit, or None when it does not spawn.
     max_payload: Option<u32>,
     spawned: &'a mut Vec<NewTask>,
 }
 
 impl<'a> TaskCtx<'a> {
-    pub(crate) fn new(rank: u32, max_payload: Option<u32>, spawned: &'a mut Vec<NewTask>) -> Self {
+    pub(crate) fn new(
+        rank: u32,
+        queued: usize,
+        max_payload: Option<u32>,
+        spawned: &'a mut Vec<NewTask>,
+    ) -> Self {
         Self {
             rank,
+            queued,
             max_payload,
             spawned,
         }
@@ -28,6 +36,13 @@ impl<'a> TaskCtx<'a> {
     /// The rank the task runs on.
     pub fn rank(&self) -> u32 {
         self.rank
+    }
+
+    /// The tasks its rank held queued when this task's worker last took from it (no lock:
+    /// a recent count). None queued means that the rank has nothing for thieves: a task
+    /// that can split its work should split it now.
+    pub fn queued(&self) -> usize {
+        self.queued
     }
 
     /// Spawns a task of `kind` with `payload`: it joins this rank's queue (the front: a

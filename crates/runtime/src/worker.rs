@@ -79,11 +79,17 @@ fn take_grain(
 ) -> Option<Task> {
     // (A zero grain takes `worker_batch` tasks: the budget admits nothing beyond `min`.)
     let mut tasks = node.take_grain(now, sh.policy.take(), mem).into_iter();
+    QUEUED_SEEN.set(node.queued());
     let first = tasks.next();
     for t in tasks {
         w.push(t);
     }
     first
+}
+
+thread_local! {
+    /// The node's queue length when this worker last held its lock (`TaskCtx::queued`).
+    static QUEUED_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A worker's copy of the registered task functions, taken again after a registration.
@@ -134,7 +140,7 @@ fn execute(
     };
     let core = &sh.cfg.core;
     let limit = core.spawning.as_ref().map(|_| core.max_payload);
-    let mut ctx = crate::TaskCtx::new(rank, limit, spawned);
+    let mut ctx = crate::TaskCtx::new(rank, QUEUED_SEEN.get(), limit, spawned);
     catch_unwind(AssertUnwindSafe(|| f(&mut ctx, &task.payload))).unwrap_or_else(|p| {
         Err(p
             .downcast_ref::<&str>()
@@ -357,6 +363,7 @@ fn hand_spawned(sh: &Shared, spawned: &mut Vec<titus_core::NewTask>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
     let _ = node.spawned(sh.now(), std::mem::take(spawned), &mem);
+    QUEUED_SEEN.set(node.queued());
     pass_on(sh, node);
 }
 

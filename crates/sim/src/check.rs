@@ -42,7 +42,7 @@ const SPAWN_DEPTH: u8 = 3;
 /// checker's 24-byte payloads). A spawned task runs 1 to 200 µs and returns (1, its
 /// hash): summed over the job, its count and a checksum that a lost or duplicated task
 /// changes.
-pub fn check_spawn(payload: &[u8], _spawned: bool) -> crate::Spawned {
+pub fn check_spawn(payload: &[u8], _queued: usize) -> crate::Spawned {
     let h = u64::from_le_bytes(check_result(payload).try_into().expect("8 bytes"));
     let depth = match payload {
         [b'S', d, ..] if payload.len() == 11 => *d,
@@ -67,8 +67,8 @@ pub fn check_spawn(payload: &[u8], _spawned: bool) -> crate::Spawned {
 /// their hashes ([`check_spawn`]'s lanes).
 fn spawned_below(payload: &[u8]) -> (u64, u64) {
     let (mut n, mut sum) = (0u64, 0u64);
-    for c in check_spawn(payload, false).children {
-        let s = check_spawn(&c, true);
+    for c in check_spawn(payload, 0).children {
+        let s = check_spawn(&c, 0);
         let (cn, cs) = spawned_below(&c);
         n += 1 + cn;
         sum = sum.wrapping_add(s.lanes[1]).wrapping_add(cs);

@@ -102,10 +102,10 @@ pub struct Job<'a> {
     pub spawn: Option<&'a SpawnModel>,
 }
 
-/// What a task of a spawning job does, from its payload: `spawned` says whether the task
-/// itself was spawned (its cost and lanes count then; an epoch task's come from its
-/// [`SimTask`] and [`Job::result`]).
-pub type SpawnModel = dyn Fn(&[u8], bool) -> Spawned + Sync;
+/// What a task of a spawning job does, from its payload and the tasks its rank held
+/// queued when it started (the runtime's `TaskCtx::queued`). Its cost and lanes count
+/// for a spawned task; an epoch task's come from its [`SimTask`] and [`Job::result`].
+pub type SpawnModel = dyn Fn(&[u8], usize) -> Spawned + Sync;
 
 /// What one task of a spawning job does ([`SpawnModel`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,6 +4,11 @@
 //! newest first (they run next on the same rank, and thieves take the oldest, nearest
 //! the root, from the queue's back). Its counts are the job's reduction's lanes
 //! ([`lanes`]).
+//!
+//! A task that starts on a rank whose queue is empty visits only [`HUNGRY_CHUNK`] nodes
+//! before it spawns: its rank has nothing for thieves, so the work must spread now (at
+//! the start, from the root, and at the end), as GLB splits its bag when thieves wait.
+//! Where the queue holds work, whole chunks keep the tasks' overhead small.
 
 use crate::uts::{Counts, Node, Tree};
 use titus_core::spawn::ReduceOp;
@@ -13,6 +18,9 @@ pub const NODES_PER_TASK: usize = 8;
 
 /// Bytes of a node in a payload: its state, then its depth (little-endian).
 pub const NODE_BYTES: usize = 24;
+
+/// The nodes a task visits before it spawns when its rank's queue was empty.
+pub const HUNGRY_CHUNK: u32 = 64;
 
 /// Most nodes a task may visit before it spawns (`--chunk`).
 pub const CHUNK_MAX: u32 = 1 << 24;
@@ -88,9 +96,15 @@ pub struct Expansion {
     pub spawn: Vec<Vec<u8>>,
 }
 
-/// Visits up to `chunk` nodes of `tree` depth first from `stack` (the last node first),
-/// and splits what is left into the payloads of the tasks to spawn.
-pub fn expand(tree: &Tree, mut stack: Vec<Node>, chunk: u32) -> Expansion {
+/// Visits up to `chunk` nodes of `tree` depth first from `stack` (the last node first;
+/// [`HUNGRY_CHUNK`] at most when the rank's queue held nothing, `queued` 0), and splits
+/// what is left into the payloads of the tasks to spawn.
+pub fn expand(tree: &Tree, mut stack: Vec<Node>, chunk: u32, queued: usize) -> Expansion {
+    let chunk = if queued == 0 {
+        chunk.min(HUNGRY_CHUNK)
+    } else {
+        chunk
+    };
     let mut counts = Counts::default();
     let mut visited = 0;
     while visited < chunk
@@ -131,7 +145,7 @@ mod tests {
         let (mut got, mut tasks) = (Counts::default(), 0);
         let mut bag = vec![encode_nodes(&[tree.root()])];
         while let Some(p) = bag.pop() {
-            let e = expand(&tree, decode_nodes(&p).unwrap(), 7);
+            let e = expand(&tree, decode_nodes(&p).unwrap(), 7, bag.len());
             got.add(&e.counts);
             tasks += 1;
             assert!(

@@ -99,7 +99,8 @@ impl<'a> Sim<'a> {
             self.activity += 1;
             // A spawning job's task: what it spawns, and a spawned task's cost and lanes
             // (its exactly-once is the reduction's, checked by the job's driver).
-            let model = self.job.spawn.map(|m| m(&task.payload, spawned));
+            let queued = self.nodes[i].queued();
+            let model = self.job.spawn.map(|m| m(&task.payload, queued));
             let (drawn, mut result) = match (&model, spawned) {
                 (Some(m), true) => (
                     m.cost_ns,
