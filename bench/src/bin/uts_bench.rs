@@ -103,7 +103,21 @@ fn spawning_task(
     chunk: u32,
 ) -> impl Fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync {
     move |ctx, payload| {
-        let e = uts_task::expand(&tree, uts_task::decode_nodes(payload)?, chunk, ctx.queued());
+        let queued = ctx.queued();
+        let mut refused = None;
+        let mut give = |_, payloads: Vec<Vec<u8>>| {
+            for p in payloads {
+                if let Err(e) = ctx.spawn(0, p) {
+                    refused = Some(e.to_string());
+                }
+            }
+            ctx.hand_over();
+        };
+        let nodes = uts_task::decode_nodes(payload)?;
+        let e = uts_task::expand(&tree, nodes, chunk, queued, &mut give);
+        if let Some(e) = refused {
+            return Err(e);
+        }
         for p in e.spawn {
             ctx.spawn(0, p).map_err(|e| e.to_string())?;
         }

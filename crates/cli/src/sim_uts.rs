@@ -46,11 +46,15 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
     let spawn = move |payload: &[u8], queued: usize| -> Spawned {
         // (Payloads are the core's: a bad one is a bug; no nodes, no work.)
         let nodes = uts_task::decode_nodes(payload).unwrap_or_default();
-        let e = uts_task::expand(&tree, nodes, chunk, queued);
+        let mut early = None;
+        let e = uts_task::expand(&tree, nodes, chunk, queued, &mut |visited, given| {
+            early = Some((u64::from(visited) * node_ns, given));
+        });
         Spawned {
             cost_ns: e.counts.nodes.saturating_mul(node_ns).max(1),
             children: e.spawn,
             lanes: uts_task::lane_values(&e.counts).to_vec(),
+            early,
         }
     };
     let result = move |payload: &[u8]| -> Vec<u8> {

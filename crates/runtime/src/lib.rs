@@ -263,7 +263,10 @@ impl Runtime {
             };
             match f {
                 // An emulated device runs no task that spawns: the context refuses.
-                Some(f) => f(&mut TaskCtx::new(rank, 0, None, &mut Vec::new()), payload),
+                Some(f) => f(
+                    &mut TaskCtx::new(rank, 0, None, &mut Vec::new(), None),
+                    payload,
+                ),
                 None => Err(format!("no function registered for task kind {kind}")),
             }
         });

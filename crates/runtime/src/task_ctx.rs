@@ -4,11 +4,13 @@
 use titus_core::NewTask;
 use titus_core::spawn::SpawnError;
 
+/// Hands children to the rank now (the worker's, under the node's lock).
+pub(crate) type Hand<'a> = &'a dyn Fn(Vec<NewTask>);
+
 /// A running task's handle on its rank, passed to functions registered with
 /// [`crate::Runtime::register_spawning`]. It lives as long as the task's call: children
 /// spawned through it join the rank's queue when the task returns, before its result is
-/// reported.
-#[derive(Debug)]
+/// reported, or earlier with [`TaskCtx::hand_over`].
 pub struct TaskCtx<'a> {
     rank: u32,
     /// Tasks queued on this rank when its worker last took from the node.
@@ -16,6 +18,17 @@ pub struct TaskCtx<'a> {
     /// The job's payload limit, or None when it does not spawn.
     max_payload: Option<u32>,
     spawned: &'a mut Vec<NewTask>,
+    hand: Option<Hand<'a>>,
+}
+
+impl std::fmt::Debug for TaskCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskCtx")
+            .field("rank", &self.rank)
+            .field("queued", &self.queued)
+            .field("spawned", &self.spawned.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> TaskCtx<'a> {
@@ -24,12 +37,25 @@ impl<'a> TaskCtx<'a> {
         queued: usize,
         max_payload: Option<u32>,
         spawned: &'a mut Vec<NewTask>,
+        hand: Option<Hand<'a>>,
     ) -> Self {
         Self {
             rank,
             queued,
             max_payload,
             spawned,
+            hand,
+        }
+    }
+
+    /// Hands the children spawned so far to the rank now, while this task goes on: they
+    /// may run on other workers or be stolen before it ends (a lock of the rank's node).
+    /// A task that splits its work for thieves calls it once, not per child.
+    pub fn hand_over(&mut self) {
+        if let Some(hand) = self.hand
+            && !self.spawned.is_empty()
+        {
+            hand(std::mem::take(self.spawned));
         }
     }
 

@@ -140,7 +140,11 @@ fn execute(
     };
     let core = &sh.cfg.core;
     let limit = core.spawning.as_ref().map(|_| core.max_payload);
-    let mut ctx = crate::TaskCtx::new(rank, QUEUED_SEEN.get(), limit, spawned);
+    let hand = |tasks: Vec<titus_core::NewTask>| {
+        let mut tasks = tasks;
+        hand_spawned(sh, &mut tasks);
+    };
+    let mut ctx = crate::TaskCtx::new(rank, QUEUED_SEEN.get(), limit, spawned, Some(&hand));
     catch_unwind(AssertUnwindSafe(|| f(&mut ctx, &task.payload))).unwrap_or_else(|p| {
         Err(p
             .downcast_ref::<&str>()

@@ -60,6 +60,7 @@ pub fn check_spawn(payload: &[u8], _queued: usize) -> crate::Spawned {
             })
             .collect(),
         lanes: vec![1, h],
+        early: None,
     }
 }
 

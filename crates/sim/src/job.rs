@@ -116,6 +116,9 @@ pub struct Spawned {
     pub children: Vec<Vec<u8>>,
     /// Its result, one value per lane of the job's reduction (a spawned task's).
     pub lanes: Vec<u64>,
+    /// Children it hands over while it runs (`TaskCtx::hand_over`), and how far into its
+    /// cost, ns: stealable before it ends.
+    pub early: Option<(u64, Vec<Vec<u8>>)>,
 }
 
 /// A rank's CPU per task of its own around an epoch's start, outside the start's messages:

@@ -5,10 +5,11 @@
 //! the root, from the queue's back). Its counts are the job's reduction's lanes
 //! ([`lanes`]).
 //!
-//! A task that starts on a rank whose queue is empty visits only [`HUNGRY_CHUNK`] nodes
-//! before it spawns: its rank has nothing for thieves, so the work must spread now (at
-//! the start, from the root, and at the end), as GLB splits its bag when thieves wait.
-//! Where the queue holds work, whole chunks keep the tasks' overhead small.
+//! A task that starts on a rank whose queue is empty gives the older half of its stack
+//! away after [`HUNGRY_CHUNK`] nodes (spawned and handed over at once, while it goes on):
+//! its rank has nothing for thieves, so the work must spread now (at the start, from the
+//! root, and at the end), as GLB splits its bag when thieves wait. Where the queue holds
+//! work, whole chunks keep the tasks' overhead small.
 
 use crate::uts::{Counts, Node, Tree};
 use titus_core::spawn::ReduceOp;
@@ -19,7 +20,8 @@ pub const NODES_PER_TASK: usize = 8;
 /// Bytes of a node in a payload: its state, then its depth (little-endian).
 pub const NODE_BYTES: usize = 24;
 
-/// The nodes a task visits before it spawns when its rank's queue was empty.
+/// The nodes a task visits before it gives half its stack away when its rank's queue was
+/// empty.
 pub const HUNGRY_CHUNK: u32 = 64;
 
 /// Most nodes a task may visit before it spawns (`--chunk`).
@@ -96,20 +98,29 @@ pub struct Expansion {
     pub spawn: Vec<Vec<u8>>,
 }
 
-/// Visits up to `chunk` nodes of `tree` depth first from `stack` (the last node first;
-/// [`HUNGRY_CHUNK`] at most when the rank's queue held nothing, `queued` 0), and splits
-/// what is left into the payloads of the tasks to spawn.
-pub fn expand(tree: &Tree, mut stack: Vec<Node>, chunk: u32, queued: usize) -> Expansion {
-    let chunk = if queued == 0 {
-        chunk.min(HUNGRY_CHUNK)
-    } else {
-        chunk
-    };
+/// Visits up to `chunk` nodes of `tree` depth first from `stack` (the last node first),
+/// and splits what is left into the payloads of the tasks to spawn. When the rank's queue
+/// held nothing (`queued` 0), after [`HUNGRY_CHUNK`] nodes the older half of the stack
+/// goes to `give` (with the nodes visited so far), to be handed over at once.
+pub fn expand(
+    tree: &Tree,
+    mut stack: Vec<Node>,
+    chunk: u32,
+    queued: usize,
+    give: &mut dyn FnMut(u32, Vec<Vec<u8>>),
+) -> Expansion {
     let mut counts = Counts::default();
     let mut visited = 0;
     while visited < chunk
         && let Some(n) = stack.pop()
     {
+        if queued == 0 && visited == HUNGRY_CHUNK.min(chunk) && stack.len() >= 2 {
+            let half: Vec<Node> = stack.drain(..stack.len() / 2).collect();
+            give(
+                visited,
+                half.rchunks(NODES_PER_TASK).map(encode_nodes).collect(),
+            );
+        }
         visited += 1;
         counts.nodes += 1;
         counts.max_depth = counts.max_depth.max(n.depth);
@@ -132,7 +143,8 @@ mod tests {
 
     #[test]
     fn tasks_that_spawn_count_the_whole_tree() {
-        // T1 five levels shallower, in tasks of 7 nodes: every node once.
+        // T1 five levels shallower, in tasks of 100 nodes, half a stack given away
+        // whenever the bag is empty: every node once.
         let tree = Tree {
             kind: TreeKind::Geometric,
             shape: GeoShape::Fixed,
@@ -145,7 +157,15 @@ mod tests {
         let (mut got, mut tasks) = (Counts::default(), 0);
         let mut bag = vec![encode_nodes(&[tree.root()])];
         while let Some(p) = bag.pop() {
-            let e = expand(&tree, decode_nodes(&p).unwrap(), 7, bag.len());
+            let mut given = Vec::new();
+            let e = expand(
+                &tree,
+                decode_nodes(&p).unwrap(),
+                100,
+                bag.len(),
+                &mut |_, g| given.extend(g),
+            );
+            bag.extend(given);
             got.add(&e.counts);
             tasks += 1;
             assert!(
@@ -156,7 +176,7 @@ mod tests {
             bag.extend(e.spawn);
         }
         assert_eq!(got, want);
-        assert!(tasks > want.nodes / 7, "{tasks} tasks");
+        assert!(tasks > want.nodes / 100, "{tasks} tasks");
         let (c, t) = counts_of(&lane_values(&want)).unwrap();
         assert_eq!((c, t), (want, 1));
         assert!(decode_nodes(&[0; 23]).is_err());

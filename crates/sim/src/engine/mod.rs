@@ -75,6 +75,12 @@ enum Ev {
         /// The children it spawns (a spawning job), handed over before its result.
         children: Vec<Vec<u8>>,
     },
+    /// A running task hands children to its rank before it ends (`TaskCtx::hand_over`).
+    Spawn {
+        node: u32,
+        kind: u16,
+        children: Vec<Vec<u8>>,
+    },
 }
 
 impl Ev {
@@ -88,7 +94,8 @@ impl Ev {
             | Ev::Failed { node, .. }
             | Ev::Signal { node, .. }
             | Ev::Timer { node }
-            | Ev::TaskDone { node, .. } => Some(*node),
+            | Ev::TaskDone { node, .. }
+            | Ev::Spawn { node, .. } => Some(*node),
         }
     }
 }
@@ -409,6 +416,32 @@ impl<'a> Sim<'a> {
         self.res.get_mut(i).and_then(Option::as_mut)
     }
 
+    /// A task on rank `node` hands the children it spawned to its rank.
+    fn hand_spawned(
+        &mut self,
+        node: u32,
+        now: u64,
+        kind: u16,
+        children: Vec<Vec<u8>>,
+    ) -> Result<(), Violation> {
+        if children.is_empty() {
+            return Ok(());
+        }
+        let i = node as usize;
+        let tasks = children
+            .into_iter()
+            .map(|payload| titus_core::NewTask {
+                kind,
+                payload,
+                ..titus_core::NewTask::default()
+            })
+            .collect();
+        match self.nodes[i].spawned(Time(now), tasks, &self.mems[i]) {
+            Ok(()) | Err(titus_core::spawn::SpawnError::Failed(_)) => Ok(()),
+            Err(e) => Err(Violation::Broken(format!("rank {node}: {e}"))),
+        }
+    }
+
     fn handle(&mut self, now: u64, ev: Ev) -> Result<(), Violation> {
         let (kind, a, b) = match &ev {
             Ev::Start { node } => (1, *node as u64, 0),
@@ -421,6 +454,7 @@ impl<'a> Sim<'a> {
             Ev::TaskDone {
                 node, owner, index, ..
             } => (6, *node as u64, (*owner as u64) << 32 | *index as u64),
+            Ev::Spawn { node, children, .. } => (9, *node as u64, children.len() as u64),
         };
         self.trace = mix(mix(mix(self.trace, now), kind), mix(a, b));
         self.events += 1;
@@ -509,6 +543,14 @@ impl<'a> Sim<'a> {
                     self.per[i].idle_wakes = 0;
                 }
             }
+            Ev::Spawn {
+                node,
+                kind,
+                children,
+            } => {
+                self.hand_spawned(node, now, kind, children)?;
+                self.after(node, now)?;
+            }
             Ev::TaskDone {
                 node,
                 owner,
@@ -523,21 +565,8 @@ impl<'a> Sim<'a> {
                 if let Some(table) = self.res_mut(i) {
                     table.complete(res);
                 }
-                if !children.is_empty() {
-                    // Before its result, as the runtime's workers hand them over.
-                    let tasks = children
-                        .into_iter()
-                        .map(|payload| titus_core::NewTask {
-                            kind,
-                            payload,
-                            ..titus_core::NewTask::default()
-                        })
-                        .collect();
-                    match self.nodes[i].spawned(Time(now), tasks, &self.mems[i]) {
-                        Ok(()) | Err(titus_core::spawn::SpawnError::Failed(_)) => {}
-                        Err(e) => return Err(Violation::Broken(format!("rank {node}: {e}"))),
-                    }
-                }
+                // Before its result, as the runtime's workers hand them over.
+                self.hand_spawned(node, now, kind, children)?;
                 if res == 0 {
                     self.per[i].idle += 1;
                     if let Some(ends) = self.task_ends.get_mut(i)

@@ -133,7 +133,7 @@ impl<'a> Sim<'a> {
                     )
                 }
             };
-            let children = model.map(|m| m.children).unwrap_or_default();
+            let (children, early) = model.map_or((Vec::new(), None), |m| (m.children, m.early));
             // A rank with resources dispatches through the core's policy (the CPU workers,
             // resource 0, have room: a worker is idle); one without runs it on the worker.
             let (res, f) = match self.res_mut(i) {
@@ -249,6 +249,18 @@ impl<'a> Sim<'a> {
             {
                 ends.push((now + delay + cost, task.owner, task.index));
                 debug_assert!(ends.len() <= self.job.workers, "rank {n}: {ends:?}");
+            }
+            if let Some((at, early)) = early {
+                // As far into the task as into its drawn cost.
+                let at = (at as f64 * cost as f64 / drawn.max(1) as f64) as u64;
+                self.at(
+                    now + delay + at.min(cost),
+                    Ev::Spawn {
+                        node: n,
+                        kind: task.kind,
+                        children: early,
+                    },
+                );
             }
             self.at(
                 now + delay + cost,
