@@ -21,8 +21,9 @@
 //!   (`router.rs`), aggregated per next hop (`results/outbound.rs`: one fetch-add
 //!   reservation in the next hop's inbox, one gathered write, one signal); the receiving
 //!   inbox (`results/inbox.rs`) pushes back when full, nothing is dropped;
-//! - termination (`termination.rs`): a binary tree over ranks reduces "all my results
-//!   are home" and broadcasts the end of the epoch;
+//! - termination (`termination/`): a binary tree over ranks reduces "all my results
+//!   are home" and broadcasts the end of the epoch; a job whose tasks spawn tasks
+//!   (`spawn.rs`) runs waves of created and completed counts over it instead;
 //! - diffusion (`diffuse.rs`): at an epoch's start, a rank that predicts more load than
 //!   a neighbour (from the costs measured last epoch, [`CostHistory`]) pushes tasks to
 //!   it through the results channel before its workers start;
