@@ -81,6 +81,16 @@ fn config(protocol: Protocol, seed: u64) -> RuntimeConfig {
     cfg
 }
 
+/// One epoch on one rank: the job's reduction, and this rank's epoch results.
+#[derive(Debug)]
+struct EpochRun {
+    reduced: Vec<u64>,
+    results: Vec<Vec<u8>>,
+}
+
+/// A rank's epochs, or its error.
+type RankRun = Result<Vec<EpochRun>, RuntimeError>;
+
 /// Runs `epochs` epochs of `roots` trees per rank (rank 0 owns them all when `skewed`) on
 /// `ranks` ranks; each rank's outcome: per epoch, the job's reduction and this rank's
 /// epoch results.
@@ -92,7 +102,7 @@ fn run(
     roots: u32,
     skewed: bool,
     f: fn(&mut TaskCtx<'_>, &[u8]) -> Result<Vec<u8>, String>,
-) -> Vec<Result<Vec<(Vec<u64>, Vec<Vec<u8>>)>, RuntimeError>> {
+) -> Vec<RankRun> {
     let rts = Runtime::local(ranks, cfg, options).unwrap();
     for rt in &rts {
         rt.register_spawning(0, f);
@@ -110,7 +120,10 @@ fn run(
                             .map(|i| (0, node(root_seed(e, r, i), 0)))
                             .collect();
                         let o = rt.run_epoch(tasks)?;
-                        out.push((o.reduced, o.results));
+                        out.push(EpochRun {
+                            reduced: o.reduced,
+                            results: o.results,
+                        });
                     }
                     Ok(out)
                 })
@@ -125,13 +138,7 @@ fn root_seed(epoch: u32, rank: u32, i: u32) -> u64 {
 }
 
 /// Checks every rank's outcome against the trees counted apart.
-fn check(
-    what: &str,
-    ranks: u32,
-    roots: u32,
-    skewed: bool,
-    outcomes: Vec<Result<Vec<(Vec<u64>, Vec<Vec<u8>>)>, RuntimeError>>,
-) {
+fn check(what: &str, ranks: u32, roots: u32, skewed: bool, outcomes: Vec<RankRun>) {
     let epochs: Vec<_> = outcomes
         .into_iter()
         .enumerate()
@@ -141,7 +148,7 @@ fn check(
         let (mut nodes, mut depth, mut spawned) = (0, 0, 0);
         for r in 0..ranks {
             let mine = if skewed && r > 0 { 0 } else { roots };
-            let (_, results) = &epochs[r as usize][e];
+            let results = &epochs[r as usize][e].results;
             assert_eq!(results.len(), mine as usize, "{what}");
             for i in 0..mine {
                 let (n, d) = subtree(root_seed(e as u32, r, i), 0);
@@ -155,7 +162,7 @@ fn check(
         }
         for (r, per) in epochs.iter().enumerate() {
             assert_eq!(
-                per[e].0,
+                per[e].reduced,
                 [spawned, depth],
                 "{what}: epoch {e}, rank {r}: the job's reduction (trees of {nodes} nodes)"
             );
