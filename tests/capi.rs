@@ -132,6 +132,12 @@ fn built() -> &'static Built {
         compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
         compile("gcc", root().join("tests/capi/resource.c"), "resource", &[]);
         compile("gcc", root().join("tests/capi/spawn.c"), "spawn", &[]);
+        compile(
+            "gfortran",
+            root().join("tests/capi/spawn.f90"),
+            "spawn-f",
+            &["-Wno-unused-dummy-argument"],
+        );
         // The header from C++ (extern "C", no C-only constructs).
         run_ok(
             Command::new("g++")
@@ -591,7 +597,7 @@ fn a_resource_driven_from_c_callbacks() {
 }
 
 #[test]
-fn tasks_spawned_from_c_reduce_to_the_trees_counted_apart() {
+fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart() {
     let b = built();
     let out = run_ok(
         Command::new(b.dir.join("spawn")).env_remove("TITUS_OPTIONS"),
@@ -599,8 +605,28 @@ fn tasks_spawned_from_c_reduce_to_the_trees_counted_apart() {
     );
     let text = titus_tests::output_text(&out);
     assert!(text.contains("rank 0 of 1: spawned trees right"), "{text}");
+    let out = run_ok(
+        Command::new(b.dir.join("spawn-f")).env_remove("TITUS_OPTIONS"),
+        "spawn-f, one process",
+    );
+    let text = titus_tests::output_text(&out);
+    assert!(
+        text.contains("rank 0 of 1: fortran spawned trees right"),
+        "{text}"
+    );
     if !titus_tests::libfabric_or_skip() {
         return;
+    }
+    let out = run_ok(
+        titus_launch(2, &b.dir.join("spawn-f")).env_remove("TITUS_OPTIONS"),
+        "spawn-f, titus launch -n 2",
+    );
+    let text = titus_tests::output_text(&out);
+    for r in 0..2 {
+        assert!(
+            text.contains(&format!("rank {r} of 2: fortran spawned trees right")),
+            "{text}"
+        );
     }
     for ranks in [2, 3] {
         let out = run_ok(
