@@ -99,7 +99,9 @@ fn check_merged(dir: &Path, tasks: u64) {
         .output()
         .expect("titus trace");
     assert!(out.status.success(), "{}", output_text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("busy"));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("busy"));
+    assert!(!summary.contains("log is full"), "{summary}");
     // The pictures: a PNG and an SVG, each with something drawn.
     let png = std::fs::read(&png).expect("the PNG");
     assert!(
@@ -242,6 +244,13 @@ fn bad_trace_directories_and_files_are_named() {
         .output()
         .expect("dlb-bench");
     assert!(out.status.success(), "{}", output_text(&out));
+    // Rank 0 counted a steal its log lacks: the summary says its log was full.
+    let rank0 = dir.join("titus-trace-rank0.jsonl");
+    let first = std::fs::read_to_string(&rank0).unwrap();
+    let mut rec: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let ok = rec["stats"]["steals_ok"].as_u64().unwrap();
+    rec["stats"]["steals_ok"] = (ok + 1).into();
+    std::fs::write(&rank0, format!("{rec}\n")).unwrap();
     std::fs::write(dir.join("titus-trace-rank1.jsonl"), b"{not json\n").unwrap();
     std::fs::remove_file(dir.join("titus-trace-rank2.jsonl")).unwrap();
     std::fs::write(dir.join("titus-trace-rank3.jsonl"), b"").unwrap();
@@ -254,6 +263,10 @@ fn bad_trace_directories_and_files_are_named() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("titus-trace-rank1.jsonl' line 1"), "{text}");
     assert!(text.contains("rank 2's file is missing"), "{text}");
+    assert!(
+        text.contains("rank 0 epoch 0: the steal log is full"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     // No trace at all.
     let empty = scratch("trace-empty");

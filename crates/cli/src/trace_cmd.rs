@@ -339,6 +339,29 @@ fn summary(records: &[EpochRecord]) -> String {
             run.unwrap_or(0) as f64 / 1e6,
         );
     }
+    // The logs a rank keeps are bounded: say where one was full, so that a timeline that
+    // lacks steals or chunks is not taken for a rank that had none.
+    for r in records {
+        let s = &r.stats;
+        let steals = s.steals_ok + s.steals_empty + s.steals_locked;
+        if s.steals_logged < steals {
+            out += &format!(
+                "rank {} epoch {}: the steal log is full: {} of {steals} steals recorded (at most {})\n",
+                r.rank,
+                r.epoch,
+                s.steals_logged,
+                titus_core::STEAL_LOG_MAX
+            );
+        }
+        if r.transfers.len() >= titus_core::TRANSFER_LOG_MAX {
+            out += &format!(
+                "rank {} epoch {}: the chunk log is full: its first {} chunks recorded\n",
+                r.rank,
+                r.epoch,
+                titus_core::TRANSFER_LOG_MAX
+            );
+        }
+    }
     out
 }
 
