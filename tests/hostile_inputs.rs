@@ -71,6 +71,9 @@ const CASES: &[(&str, &str)] = &[
     ("uts-bench --ranks 100000", "--ranks 100000"),
     ("uts-bench --chunk 0", "--chunk 0"),
     ("uts-bench --mode dynamic", "--mode"),
+    ("titus sim --uts -q=1.5", "-q 1.5"),
+    ("titus sim --uts -t=7", "-t"),
+    ("titus sim --uts -t=1 --uts-chunk 0", "--uts-chunk 0"),
     (
         "dlb-bench --ranks 4294967295",
         "--ranks 4294967295: at most 2048",

@@ -1,7 +1,8 @@
 //! `uts-bench`: the balanced traversal of a UTS tree counts exactly what the library's
 //! sequential traversal counts, with tasks that spawn tasks and with a static frontier,
 //! in one process and as 2 and 3 processes under `titus launch` (node and `tcp;ofi_rxm`),
-//! over every balancer and a binomial tree as well as a geometric one.
+//! over every balancer and a binomial tree as well as a geometric one, and simulated
+//! (`titus sim --uts`).
 
 use std::process::Command;
 use titus_tests::{bin, output_text};
@@ -102,4 +103,40 @@ fn ranks_as_processes_count_the_whole_tree() {
         .arg(bin("uts-bench"))
         .args(["--mode", "static"]);
     check(c, GEO, "a static frontier under titus launch");
+}
+
+/// `titus sim --uts`: the same trees, simulated at 1 and 64 ranks over two presets,
+/// count what the sequential traversal counts.
+#[test]
+fn the_simulator_traverses_the_same_trees() {
+    for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
+        for (ranks, preset) in [("1", "ib-hdr"), ("64", "ib-hdr"), ("16", "tcp-loopback")] {
+            let mut c = Command::new(bin("titus"));
+            c.args([
+                "sim",
+                "--ranks",
+                ranks,
+                "--preset",
+                preset,
+                "--uts-chunk",
+                "16",
+            ])
+            .arg("--uts")
+            .arg(tree.join(" "));
+            let out = c.arg("--json").output().expect("titus sim --uts");
+            let text = output_text(&out);
+            assert!(out.status.success(), "{name}, {ranks} ranks: {text}");
+            let v: serde_json::Value =
+                serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&text);
+            let t = tree_of(tree);
+            let want = t.traverse(t.root());
+            assert_eq!(v["nodes"], want.nodes, "{name}, {ranks} ranks: {text}");
+            assert_eq!(v["leaves"], want.leaves, "{name}, {ranks} ranks: {text}");
+            assert_eq!(
+                v["max_depth"], want.max_depth,
+                "{name}, {ranks} ranks: {text}"
+            );
+            assert!(v["efficiency"].as_f64().is_some_and(|e| e > 0.0), "{text}");
+        }
+    }
 }
