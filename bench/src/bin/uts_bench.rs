@@ -166,12 +166,7 @@ fn frontier(tree: &Tree, want: usize) -> (Vec<Node>, Counts) {
     while open.len() < want
         && let Some(n) = open.pop_front()
     {
-        above.nodes += 1;
-        above.max_depth = above.max_depth.max(n.depth);
-        let k = tree.children(&n);
-        if k == 0 {
-            above.leaves += 1;
-        }
+        let k = tree.visit(&n, &mut above);
         open.extend((0..k).map(|i| tree.child(&n, i)));
     }
     (open.into(), above)
@@ -410,31 +405,30 @@ fn main() {
 /// Prints the figures: nodes, leaves, depth, rates, and the efficiency against the
 /// sequential traversal (its time over the job's threads' time).
 fn report(cli: &Cli, ranks: u32, f: &Figures) {
-    let threads = f64::from(ranks) * cli.workers as f64;
-    let nodes_per_s = f.counts.nodes as f64 / f.seconds;
-    let efficiency = f.sequential_s / (f.seconds * threads);
+    let t = uts_task::Traversal {
+        counts: f.counts,
+        tasks: f.tasks as u64,
+        seconds: f.seconds,
+        sequential_s: f.sequential_s,
+        ranks,
+        workers: cli.workers,
+    };
+    let (nodes_per_s, efficiency) = (t.nodes_per_s(), t.efficiency());
     if cli.json {
-        let v = serde_json::json!({
-            "nodes": f.counts.nodes,
-            "leaves": f.counts.leaves,
-            "max_depth": f.counts.max_depth,
-            "nodes_per_s": nodes_per_s,
-            "nodes_per_s_per_rank": nodes_per_s / f64::from(ranks),
-            "efficiency": efficiency,
-            "seconds": f.seconds,
-            "sequential_s": f.sequential_s,
-            "sequential_nodes_per_s": f.sequential.nodes as f64 / f.sequential_s,
-            "ranks": ranks,
-            "workers": cli.workers,
-            "balancer": cli.balancer.to_string(),
-            "mode": format!("{:?}", cli.mode).to_lowercase(),
-            "tasks": f.tasks,
-        });
-        let mut v = v;
+        let mut v = t.json();
+        v.insert(
+            "sequential_nodes_per_s".into(),
+            (f.sequential.nodes as f64 / f.sequential_s).into(),
+        );
+        v.insert("balancer".into(), cli.balancer.to_string().into());
+        v.insert(
+            "mode".into(),
+            format!("{:?}", cli.mode).to_lowercase().into(),
+        );
         if cli.mode == Mode::Static {
-            v["frontier"] = f.tasks.into();
+            v.insert("frontier".into(), f.tasks.into());
         }
-        println!("{v}");
+        println!("{}", serde_json::Value::Object(v));
         return;
     }
     println!(

@@ -54,11 +54,8 @@ pub extern "C" fn titus_register_spawning(
 ) -> c_int {
     call("titus_register_spawning", || {
         with(t, |inner| {
-            let kind = task_kind(kind)?;
-            let f = task.ok_or_else(|| {
-                Error::Invalid(format!("the function of task kind {kind} is NULL"))
-            })?;
-            let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
+            let (kind, f, cap) = registration(inner, kind, task)?;
+            let ctx = UserPtr(ctx);
             inner.rt.register_spawning(kind, move |tcx, payload| {
                 // (The whole `UserPtr` moves in, which is Send; not its raw field alone.)
                 let ctx = &ctx;

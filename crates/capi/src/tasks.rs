@@ -35,11 +35,8 @@ pub extern "C" fn titus_register(
 ) -> c_int {
     call("titus_register", || {
         with(t, |inner| {
-            let kind = task_kind(kind)?;
-            let f = task.ok_or_else(|| {
-                Error::Invalid(format!("the function of task kind {kind} is NULL"))
-            })?;
-            let (cap, ctx) = (inner.rt.config().core.max_result as usize, UserPtr(ctx));
+            let (kind, f, cap) = registration(inner, kind, task)?;
+            let ctx = UserPtr(ctx);
             inner.rt.register_fallible(kind, move |payload| {
                 // (The whole `UserPtr` moves in, which is Send; not its raw field alone.)
                 let ctx = &ctx;
@@ -54,6 +51,19 @@ pub extern "C" fn titus_register(
             Ok(())
         })
     })
+}
+
+/// A registration's checked kind and function, and the result buffer's capacity
+/// (`max_result`).
+pub(crate) fn registration<F>(
+    inner: &Inner,
+    kind: c_int,
+    task: Option<F>,
+) -> Result<(u16, F, usize), Error> {
+    let kind = task_kind(kind)?;
+    let f =
+        task.ok_or_else(|| Error::Invalid(format!("the function of task kind {kind} is NULL")))?;
+    Ok((kind, f, inner.rt.config().core.max_result as usize))
 }
 
 pub(crate) fn task_kind(kind: c_int) -> Result<u16, Error> {

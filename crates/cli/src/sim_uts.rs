@@ -144,30 +144,28 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
 
 fn report(a: &SimArgs, run: &dlb::Run, preset: &str, f: &Figures) {
     let ranks = run.args.ranks;
-    let threads = f64::from(ranks) * run.args.workers as f64;
-    let nodes_per_s = f.counts.nodes as f64 / f.seconds;
-    let efficiency = f.sequential_s / (f.seconds * threads);
+    let t = uts_task::Traversal {
+        counts: f.counts,
+        tasks: f.tasks,
+        seconds: f.seconds,
+        sequential_s: f.sequential_s,
+        ranks,
+        workers: run.args.workers,
+    };
+    let (nodes_per_s, efficiency) = (t.nodes_per_s(), t.efficiency());
     if a.bench.json {
-        let v = serde_json::json!({
-            "nodes": f.counts.nodes,
-            "leaves": f.counts.leaves,
-            "max_depth": f.counts.max_depth,
-            "nodes_per_s": nodes_per_s,
-            "nodes_per_s_per_rank": nodes_per_s / f64::from(ranks),
-            "efficiency": efficiency,
-            "seconds": f.seconds,
-            "sequential_s": f.sequential_s,
-            "tasks": f.tasks,
-            "ranks": ranks,
-            "workers": run.args.workers,
-            "balancer": run.balancer.to_string(),
-            "preset": preset,
-            "uts_node_ns": a.uts_node_ns,
-            "uts_chunk": a.uts_chunk,
-            "sim_events": f.events,
-            "sim_wall_s": f.wall_s,
-        });
-        println!("{v}");
+        let mut v = t.json();
+        for (k, x) in [
+            ("balancer", run.balancer.to_string().into()),
+            ("preset", preset.into()),
+            ("uts_node_ns", a.uts_node_ns.into()),
+            ("uts_chunk", a.uts_chunk.into()),
+            ("sim_events", f.events.into()),
+            ("sim_wall_s", f.wall_s.into()),
+        ] {
+            v.insert(k.into(), x);
+        }
+        println!("{}", serde_json::Value::Object(v));
         return;
     }
     println!(

@@ -337,17 +337,25 @@ impl Tree {
         }
     }
 
+    /// Counts `n` in `counts` (a leaf when it has no children within the depth bound)
+    /// and returns how many children to expand: every traversal's step.
+    #[inline]
+    pub fn visit(&self, n: &Node, counts: &mut Counts) -> u32 {
+        counts.nodes += 1;
+        counts.max_depth = counts.max_depth.max(n.depth);
+        let k = self.fanout(n);
+        if k == 0 {
+            counts.leaves += 1;
+        }
+        k
+    }
+
     /// Traverses the tree below `from` (included), depth first, with its own stack.
     pub fn traverse(&self, from: Node) -> Counts {
         let mut counts = Counts::default();
         let mut stack = vec![from];
         while let Some(n) = stack.pop() {
-            counts.nodes += 1;
-            counts.max_depth = counts.max_depth.max(n.depth);
-            let k = self.fanout(&n);
-            if k == 0 {
-                counts.leaves += 1;
-            }
+            let k = self.visit(&n, &mut counts);
             stack.extend((0..k).map(|i| self.child(&n, i)));
         }
         counts

@@ -89,6 +89,58 @@ pub fn decode_nodes(b: &[u8]) -> Result<Vec<Node>, String> {
     Ok(nodes)
 }
 
+/// A balanced traversal's figures, as `uts-bench` and `titus sim --uts` report them.
+#[derive(Debug, Clone, Copy)]
+pub struct Traversal {
+    /// What it counted.
+    pub counts: Counts,
+    /// The tasks that ran.
+    pub tasks: u64,
+    /// Its time, s (from the first rank's epoch call to the last rank's end).
+    pub seconds: f64,
+    /// The sequential traversal's time, s.
+    pub sequential_s: f64,
+    /// Ranks and their workers.
+    pub ranks: u32,
+    /// Workers per rank.
+    pub workers: usize,
+}
+
+impl Traversal {
+    /// Nodes a second, the job's.
+    pub fn nodes_per_s(&self) -> f64 {
+        self.counts.nodes as f64 / self.seconds
+    }
+
+    /// The sequential time over the job's threads' time.
+    pub fn efficiency(&self) -> f64 {
+        self.sequential_s / (self.seconds * f64::from(self.ranks) * self.workers as f64)
+    }
+
+    /// The JSON keys both programs report: `nodes`, `leaves`, `max_depth`,
+    /// `nodes_per_s`, `nodes_per_s_per_rank`, `efficiency`, `seconds`, `sequential_s`,
+    /// `tasks`, `ranks`, `workers`.
+    pub fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let v = serde_json::json!({
+            "nodes": self.counts.nodes,
+            "leaves": self.counts.leaves,
+            "max_depth": self.counts.max_depth,
+            "nodes_per_s": self.nodes_per_s(),
+            "nodes_per_s_per_rank": self.nodes_per_s() / f64::from(self.ranks),
+            "efficiency": self.efficiency(),
+            "seconds": self.seconds,
+            "sequential_s": self.sequential_s,
+            "tasks": self.tasks,
+            "ranks": self.ranks,
+            "workers": self.workers,
+        });
+        match v {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("an object"),
+        }
+    }
+}
+
 /// What one task did: the nodes it visited, and the payloads of the tasks it spawns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expansion {
@@ -122,12 +174,7 @@ pub fn expand(
             );
         }
         visited += 1;
-        counts.nodes += 1;
-        counts.max_depth = counts.max_depth.max(n.depth);
-        let k = tree.fanout(&n);
-        if k == 0 {
-            counts.leaves += 1;
-        }
+        let k = tree.visit(&n, &mut counts);
         stack.extend((0..k).map(|i| tree.child(&n, i)));
     }
     Expansion {

@@ -628,34 +628,64 @@ mod tests {
         fn deliver(&mut self, r: usize) -> Result<usize, CoreError> {
             let mut n = 0;
             while let Some(c) = self.cx[r].poll_command() {
-                let crate::Op::Write {
-                    peer,
-                    remote,
-                    pieces,
-                    signal,
-                } = c.op
-                else {
-                    panic!("{:?}", c.op)
-                };
-                let mut off = remote.offset;
-                for (loc, len) in pieces {
-                    let mut buf = vec![0; len as usize];
-                    self.mem[r].read(loc, &mut buf);
-                    self.mem[peer as usize].write(crate::Loc::new(remote.segment, off), &buf);
-                    off += len;
-                }
-                let p = peer as usize;
-                let (cx, t, mem) = (&mut self.cx[p], &mut self.t[p], &self.mem[p]);
-                match Signal::unpack(signal.expect("a signal"), r as Rank)? {
-                    Signal::Up { wave } => t.on_up(cx, r as Rank, wave, mem)?,
-                    Signal::Done { again, wave } => {
-                        t.on_done(cx, r as Rank, again, wave, mem)?;
-                    }
-                    s => panic!("{s:?}"),
-                }
+                let w = Landing::of(&self.mem[r], c.op);
+                let p = w.peer as usize;
+                w.land(r as Rank, &mut self.cx[p], &mut self.t[p], &self.mem[p])?;
                 n += 1;
             }
             Ok(n)
+        }
+    }
+
+    /// A wave's write, its bytes gathered from the sender's memory: what lands where.
+    pub(super) struct Landing {
+        pub(super) peer: Rank,
+        remote: crate::Loc,
+        bytes: Vec<u8>,
+        signal: u64,
+    }
+
+    impl Landing {
+        /// The write `op`, its pieces read from `mem`.
+        pub(super) fn of(mem: &Mem, op: crate::Op) -> Self {
+            let crate::Op::Write {
+                peer,
+                remote,
+                pieces,
+                signal,
+            } = op
+            else {
+                panic!("a wave sends writes, not {op:?}")
+            };
+            let mut bytes = Vec::new();
+            for (loc, len) in pieces {
+                let mut buf = vec![0; len as usize];
+                mem.read(loc, &mut buf);
+                bytes.extend(buf);
+            }
+            Self {
+                peer,
+                remote,
+                bytes,
+                signal: signal.expect("a wave's write signals"),
+            }
+        }
+
+        /// It lands at the receiver (its context, termination, memory): the bytes, then
+        /// the signal from `from`.
+        pub(super) fn land(
+            &self,
+            from: Rank,
+            cx: &mut Ctx<Pending>,
+            t: &mut Termination,
+            mem: &Mem,
+        ) -> Result<(), CoreError> {
+            mem.write(self.remote, &self.bytes);
+            match Signal::unpack(self.signal, from)? {
+                Signal::Up { wave } => t.on_up(cx, from, wave, mem),
+                Signal::Done { again, wave } => t.on_done(cx, from, again, wave, mem).map(drop),
+                s => panic!("{s:?}"),
+            }
         }
     }
 

@@ -5,6 +5,7 @@
 //! spawned task once; once the tasks are gone and the messages delivered, the epoch must
 //! end everywhere.
 
+use super::tests::Landing;
 use super::*;
 use crate::Config;
 use crate::ctx::testing::{Mem, proptest_config};
@@ -124,36 +125,13 @@ impl World {
 
     fn deliver(&mut self, k: usize) {
         let (from, c) = self.wire.swap_remove(k);
-        let crate::Op::Write {
-            peer,
-            remote,
-            pieces,
-            signal,
-        } = c.op
-        else {
-            panic!("{:?}", c.op)
-        };
-        let mut off = remote.offset;
-        for (loc, len) in pieces {
-            let mut buf = vec![0; len as usize];
-            self.ranks[from].mem.read(loc, &mut buf);
-            self.ranks[peer as usize]
-                .mem
-                .write(crate::Loc::new(remote.segment, off), &buf);
-            off += len;
-        }
-        let to = &mut self.ranks[peer as usize];
-        match Signal::unpack(signal.expect("signalled"), from as Rank).unwrap() {
-            Signal::Up { wave } => to.term.on_up(&to.cx, from as Rank, wave, &to.mem),
-            Signal::Done { again, wave } => to
-                .term
-                .on_done(&mut to.cx, from as Rank, again, wave, &to.mem)
-                .map(drop),
-            s => panic!("{s:?}"),
-        }
-        .expect("a wave message in turn");
+        let w = Landing::of(&self.ranks[from].mem, c.op);
+        let peer = w.peer as usize;
+        let to = &mut self.ranks[peer];
+        w.land(from as Rank, &mut to.cx, &mut to.term, &to.mem)
+            .expect("a wave message in turn");
         while let Some(c) = to.cx.poll_command() {
-            self.wire.push((peer as usize, c));
+            self.wire.push((peer, c));
         }
     }
 
