@@ -122,11 +122,10 @@ impl Spawning {
     }
 }
 
-/// A rank's spawned tasks this epoch: what its waves report (`crate::termination`).
+/// A rank's spawned tasks this epoch: what its waves report (`crate::termination`), with
+/// those spawned here (`Stats::tasks_spawned`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
-    /// Spawned here (handed over by a task running here).
-    pub(crate) created: u64,
     /// Completed here (wherever they were spawned).
     pub(crate) completed: u64,
     /// The reduction of their results, lane by lane.

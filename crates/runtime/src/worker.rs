@@ -314,9 +314,6 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
         }
         let result = execute(sh, &mut kinds, &task, rank, &mut spawned);
         let end = Instant::now();
-        if !spawned.is_empty() {
-            hand_spawned(sh, &mut spawned);
-        }
         if let Some(tr) = &sh.trace {
             tr.task(me, sh.time_of(t).0, sh.time_of(end).0, &task);
         }
@@ -348,11 +345,24 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
         }
         if res {
             crate::resources::cpu_done(sh);
+            if !spawned.is_empty() {
+                hand_spawned(sh, &mut spawned);
+            }
             report(sh, &task, result, cost_ns);
         } else {
             let local;
-            (carried, local) =
-                report_and_take(sh, &task, result, cost_ns, end, &mut held, me, &w, stealers);
+            (carried, local) = report_and_take(
+                sh,
+                &task,
+                result,
+                &mut spawned,
+                cost_ns,
+                end,
+                &mut held,
+                me,
+                &w,
+                stealers,
+            );
             if local && !served {
                 carried_at = Some(end);
             }
@@ -382,11 +392,14 @@ fn hand_spawned(sh: &Shared, spawned: &mut Vec<titus_core::NewTask>) {
 /// node per grain. Nothing is lost: a worker takes from the node, and so reports,
 /// before it can go idle. The flag: the next task came from the deques and nothing was
 /// reported (the next task's clock may start at this one's end: one reading per task).
+/// The children the task spawned go to the node first, under the report's lock when it
+/// takes one (`hand_spawned`).
 #[allow(clippy::too_many_arguments)]
 fn report_and_take(
     sh: &Shared,
     task: &Task,
     result: Result<Vec<u8>, String>,
+    spawned: &mut Vec<titus_core::NewTask>,
     cost_ns: u64,
     ended: Instant,
     held: &mut Unreported,
@@ -396,6 +409,9 @@ fn report_and_take(
 ) -> (Option<Task>, bool) {
     let id = task.id();
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
+        if !spawned.is_empty() {
+            hand_spawned(sh, spawned);
+        }
         // (A zero grain flushes at once: one task, one report.)
         let ended = sh.time_of(ended).0;
         if held
@@ -409,8 +425,12 @@ fn report_and_take(
     }
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    held.report_into(sh, &mut node, &mem);
     let now = sh.now();
+    if !spawned.is_empty() {
+        // (Refused only when the epoch failed: the node has the error.)
+        let _ = node.spawned(now, std::mem::take(spawned), &mem);
+    }
+    held.report_into(sh, &mut node, &mem);
     node.task_done(now, id, result, cost_ns, &mem);
     let mut next = None;
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {

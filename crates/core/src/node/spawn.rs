@@ -47,7 +47,7 @@ impl Node {
             return Err(SpawnError::Failed(e));
         }
         let rank = self.cx.rank;
-        self.spawn.created += tasks.len() as u64;
+        // (The waves count what was created here from the epoch's figures.)
         self.cx.stats.tasks_spawned += tasks.len() as u64;
         self.queue.push_front(
             tasks
@@ -119,9 +119,9 @@ impl Node {
         let complete = self.results.home.complete();
         let ended = if self.term.has_waves() {
             let ready = complete && self.queue.is_empty() && self.queue.workers_idle;
-            let spawn = &self.spawn;
+            let (spawn, created) = (&self.spawn, self.cx.stats.tasks_spawned);
             let own = || Report {
-                created: spawn.created,
+                created,
                 completed: spawn.completed,
                 lanes: spawn.partial.clone(),
             };

@@ -80,6 +80,7 @@ pub(crate) struct Termination {
     children_up: u32,
     /// The children whose UP arrived (for [`Termination::waiting_for`]).
     up_from: Vec<Rank>,
+    /// A fixed bag's UP went up (waves keep their own: [`Waves::sent`]).
     sent_up: bool,
     done: bool,
     /// A gone peer first seen while this rank awaited DONE, why, and when.
@@ -133,10 +134,15 @@ impl Termination {
         self.done
     }
 
+    /// Whether this rank sent its UP: once a fixed bag, for the current wave in waves.
+    fn reported(&self) -> bool {
+        self.waves.as_ref().map_or(self.sent_up, Waves::sent)
+    }
+
     /// Whether this rank sent UP and waits only for DONE: its subtree finished, and the
     /// epoch's outcome is decided once every other subtree has too.
     pub(crate) fn awaits_done(&self) -> bool {
-        self.sent_up && !self.done
+        self.reported() && !self.done
     }
 
     /// A liveness sweep's finding at `now` (`gone`: a peer whose process is gone, and
@@ -215,7 +221,7 @@ impl Termination {
     pub(crate) fn waiting_for(&self, rank: Rank, size: u32) -> Waiting {
         if self.done {
             Waiting::Nothing
-        } else if self.sent_up {
+        } else if self.reported() {
             Waiting::Done(tree_parent(rank).unwrap_or(0))
         } else if let Some(w) = &self.waves {
             Waiting::Up(
@@ -278,7 +284,6 @@ impl Termination {
                 len,
                 wave,
             } => {
-                self.sent_up = true;
                 cx.issue(
                     Op::Write {
                         peer: parent.expect("a rank that reports has a parent"),
@@ -347,7 +352,6 @@ impl Termination {
                 }),
                 Some(w) if again => {
                     w.on_again(from, wave)?;
-                    self.sent_up = false;
                     for c in tree_children(cx.rank, cx.size) {
                         cx.signal(c, Signal::Done { again, wave }, Pending::Done);
                     }
