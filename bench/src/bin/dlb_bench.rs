@@ -181,7 +181,9 @@ fn epoch_main(
         eprintln!("dlb-bench: verification failed: {b}");
     }
     let st = &out.stats;
-    let figs = RankFigures::of(st, dlb::digest(&out.results), bad.is_none(), false);
+    // The steal timeline (only drawn with --plot) travels apart from the figures.
+    let plot = run.args.plot.is_some();
+    let figs = RankFigures::of(st, dlb::digest(&out.results), bad.is_none(), plot);
     let gathered = rt.all_gather(&figs.encode()).map_err(|e| e.to_string())?;
     let c = rt.connections();
     let mine = dlb::RankConnections {
@@ -192,23 +194,11 @@ fn epoch_main(
         bytes_per_connection: c.bytes_per_connection as f64,
     };
     let links = rt.all_gather(&mine.encode()).map_err(|e| e.to_string())?;
-    // The steal timeline (only drawn with --plot).
-    let log: Vec<f64> = if run.args.plot.is_some() {
-        st.core
-            .steal_log
-            .iter()
-            .filter(|e| e.outcome == titus_runtime::StealOutcome::Got)
-            .flat_map(|e| {
-                [
-                    e.at_ns as f64 * 1e-9,
-                    f64::from(e.victim),
-                    f64::from(e.tasks),
-                ]
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let log: Vec<f64> = figs
+        .steal_log
+        .iter()
+        .flat_map(|&(at_s, victim, tasks)| [at_s, f64::from(victim), f64::from(tasks)])
+        .collect();
     let logs = rt
         .all_gather(&encode_f64s(&log))
         .map_err(|e| e.to_string())?;

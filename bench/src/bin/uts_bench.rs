@@ -72,29 +72,8 @@ enum Mode {
     Static,
 }
 
-/// Most nodes a task visits before it spawns (`--chunk`).
-const CHUNK_MAX: u32 = 1 << 24;
-
 /// Most frontier nodes: each is a task of 24 bytes and its result.
 const FRONTIER_MAX: u32 = 1 << 24;
-
-/// A node as a task's payload: its state and its depth.
-fn encode_node(n: &Node) -> Vec<u8> {
-    let mut v = n.state.to_vec();
-    v.extend_from_slice(&n.depth.to_le_bytes());
-    v
-}
-
-fn decode_node(b: &[u8]) -> Result<Node, String> {
-    let (state, depth) = match (b.get(..20), b.get(20..24)) {
-        (Some(s), Some(d)) if b.len() == 24 => (s, d),
-        _ => return Err(format!("a UTS node is 24 bytes, not {}", b.len())),
-    };
-    Ok(Node {
-        state: state.try_into().expect("20 bytes"),
-        depth: u32::from_le_bytes(depth.try_into().expect("4 bytes")),
-    })
-}
 
 /// The spawning task ([`uts_task::expand`]): an epoch task's counts go home as its
 /// result; a spawned task's are the reduction's lanes.
@@ -121,41 +100,8 @@ fn spawning_task(
         for p in e.spawn {
             ctx.spawn(0, p).map_err(|e| e.to_string())?;
         }
-        Ok(uts_task::lane_values(&e.counts)
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect())
+        Ok(uts_task::encode_counts(&e.counts, 1))
     }
-}
-
-/// A result's bytes as lanes.
-fn lanes_of(b: &[u8]) -> Result<Vec<u64>, String> {
-    if b.len() != 32 {
-        return Err(format!("UTS lanes are 32 bytes, not {}", b.len()));
-    }
-    Ok(b.chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect())
-}
-
-/// Counts as a task's result, and back.
-fn encode_counts(c: &Counts) -> Vec<u8> {
-    let mut v = c.nodes.to_le_bytes().to_vec();
-    v.extend_from_slice(&c.leaves.to_le_bytes());
-    v.extend_from_slice(&c.max_depth.to_le_bytes());
-    v
-}
-
-fn decode_counts(b: &[u8]) -> Result<Counts, String> {
-    if b.len() != 20 {
-        return Err(format!("UTS counts are 20 bytes, not {}", b.len()));
-    }
-    let u = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
-    Ok(Counts {
-        nodes: u(0..8),
-        leaves: u(8..16),
-        max_depth: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
-    })
 }
 
 /// The top of the tree expanded breadth first until at least `want` nodes wait (or the
@@ -172,13 +118,10 @@ fn frontier(tree: &Tree, want: usize) -> (Vec<Node>, Counts) {
     (open.into(), above)
 }
 
-/// The job's figures, on rank 0.
+/// The job's figures, on rank 0: the traversal's, and the sequential one's counts.
 struct Figures {
-    counts: Counts,
-    seconds: f64,
+    traversal: uts_task::Traversal,
     sequential: Counts,
-    sequential_s: f64,
-    tasks: usize,
 }
 
 /// One rank's part: its block of the frontier as one epoch; on rank 0, the job's counts.
@@ -192,20 +135,28 @@ fn rank_main(
     let (rank, size) = (rt.rank() as usize, rt.size() as usize);
     // Rank 0's baseline, measured before anyone starts: every rank waits for it here.
     let base = match sequential {
-        Some((c, s)) => encode_counts(&c)
-            .into_iter()
-            .chain(s.to_le_bytes())
-            .collect(),
+        Some((c, s)) => [uts_task::encode_counts(&c, 0), s.to_le_bytes().to_vec()].concat(),
         None => Vec::new(),
     };
     let gathered = rt.all_gather(&base).map_err(|e| e.to_string())?;
     let b0 = gathered.first().ok_or("no rank 0")?;
     let (seq, seq_s) = match b0.len() {
-        28 => (
-            decode_counts(&b0[..20])?,
-            f64::from_le_bytes(b0[20..28].try_into().expect("8 bytes")),
+        40 => (
+            uts_task::decode_counts(&b0[..32])?.0,
+            f64::from_le_bytes(b0[32..40].try_into().expect("8 bytes")),
         ),
-        n => return Err(format!("rank 0 sent a {n}-byte baseline, not 28")),
+        n => return Err(format!("rank 0 sent a {n}-byte baseline, not 40")),
+    };
+    let figures = |counts, tasks, seconds| Figures {
+        traversal: uts_task::Traversal {
+            counts,
+            tasks,
+            seconds,
+            sequential_s: seq_s,
+            ranks: size as u32,
+            workers: rt.config().workers,
+        },
+        sequential: seq,
     };
     let t0 = Instant::now();
     if mode == Mode::Spawn {
@@ -213,7 +164,7 @@ fn rank_main(
             vec![TaskIn {
                 key: 0,
                 kind: 0,
-                payload: encode_node(&tree.root()),
+                payload: uts_task::encode_nodes(&[tree.root()]),
                 priority: 0,
                 cost_hint_ns: 0,
             }]
@@ -225,19 +176,8 @@ fn rank_main(
         if rank != 0 {
             return Ok(None);
         }
-        let (mut counts, mut tasks) = uts_task::counts_of(&out.reduced)?;
-        for r in &out.results {
-            let (c, t) = uts_task::counts_of(&lanes_of(r)?)?;
-            counts.add(&c);
-            tasks += t;
-        }
-        return Ok(Some(Figures {
-            counts,
-            seconds,
-            sequential: seq,
-            sequential_s: seq_s,
-            tasks: tasks as usize,
-        }));
+        let (counts, tasks) = uts_task::totals(&out.reduced, &out.results)?;
+        return Ok(Some(figures(counts, tasks, seconds)));
     }
     let (nodes, above) = frontier(tree, want);
     let block = nodes.len().div_ceil(size);
@@ -247,18 +187,15 @@ fn rank_main(
         .map(|(i, n)| TaskIn {
             key: (rank * block + i) as u64,
             kind: 0,
-            payload: encode_node(n),
+            payload: uts_task::encode_nodes(std::slice::from_ref(n)),
             priority: 0,
             cost_hint_ns: 0,
         })
         .collect();
     let out = rt.run_epoch_keyed(tasks).map_err(|e| e.to_string())?;
-    let mut counts = Counts::default();
-    for r in &out.results {
-        counts.add(&decode_counts(r)?);
-    }
+    let (counts, tasks) = uts_task::totals(&[0, 0, 0, 0], &out.results)?;
     let all = rt
-        .all_gather(&encode_counts(&counts))
+        .all_gather(&uts_task::encode_counts(&counts, tasks))
         .map_err(|e| e.to_string())?;
     let seconds = t0.elapsed().as_secs_f64();
     if rank != 0 {
@@ -266,22 +203,20 @@ fn rank_main(
     }
     let mut total = above;
     for (r, b) in all.iter().enumerate() {
-        total.add(&decode_counts(b).map_err(|e| format!("rank {r}'s counts: {e}"))?);
+        let (c, _) = uts_task::decode_counts(b).map_err(|e| format!("rank {r}'s counts: {e}"))?;
+        total.add(&c);
     }
-    Ok(Some(Figures {
-        counts: total,
-        seconds,
-        sequential: seq,
-        sequential_s: seq_s,
-        tasks: nodes.len(),
-    }))
+    Ok(Some(figures(total, nodes.len() as u64, seconds)))
 }
 
 /// The task: traverse the subtree below the node in the payload.
 fn traverse_task(tree: Tree) -> impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync {
     move |payload| {
-        let n = decode_node(payload)?;
-        Ok(encode_counts(&tree.traverse(n)))
+        let mut counts = Counts::default();
+        for n in uts_task::decode_nodes(payload)? {
+            counts.add(&tree.traverse(n));
+        }
+        Ok(uts_task::encode_counts(&counts, 1))
     }
 }
 
@@ -321,8 +256,11 @@ fn main() {
     if !(1..=64).contains(&cli.workers) {
         fail(2, &format!("--workers {}: 1 to 64", cli.workers));
     }
-    if !(1..=CHUNK_MAX).contains(&cli.chunk) {
-        fail(2, &format!("--chunk {}: 1 to {CHUNK_MAX}", cli.chunk));
+    if !(1..=uts_task::CHUNK_MAX).contains(&cli.chunk) {
+        fail(
+            2,
+            &format!("--chunk {}: 1 to {}", cli.chunk, uts_task::CHUNK_MAX),
+        );
     }
     if cli.frontier > FRONTIER_MAX {
         fail(
@@ -390,13 +328,13 @@ fn main() {
         }
     };
     let Some(f) = figures else { return };
-    report(&cli, ranks, &f);
-    if f.counts != f.sequential {
+    report(&cli, &f);
+    if f.traversal.counts != f.sequential {
         fail(
             1,
             &format!(
                 "the balanced traversal counted {:?}, the sequential one {:?}",
-                f.counts, f.sequential
+                f.traversal.counts, f.sequential
             ),
         );
     }
@@ -404,21 +342,14 @@ fn main() {
 
 /// Prints the figures: nodes, leaves, depth, rates, and the efficiency against the
 /// sequential traversal (its time over the job's threads' time).
-fn report(cli: &Cli, ranks: u32, f: &Figures) {
-    let t = uts_task::Traversal {
-        counts: f.counts,
-        tasks: f.tasks as u64,
-        seconds: f.seconds,
-        sequential_s: f.sequential_s,
-        ranks,
-        workers: cli.workers,
-    };
+fn report(cli: &Cli, f: &Figures) {
+    let t = &f.traversal;
     let (nodes_per_s, efficiency) = (t.nodes_per_s(), t.efficiency());
     if cli.json {
         let mut v = t.json();
         v.insert(
             "sequential_nodes_per_s".into(),
-            (f.sequential.nodes as f64 / f.sequential_s).into(),
+            (f.sequential.nodes as f64 / t.sequential_s).into(),
         );
         v.insert("balancer".into(), cli.balancer.to_string().into());
         v.insert(
@@ -426,26 +357,26 @@ fn report(cli: &Cli, ranks: u32, f: &Figures) {
             format!("{:?}", cli.mode).to_lowercase().into(),
         );
         if cli.mode == Mode::Static {
-            v.insert("frontier".into(), f.tasks.into());
+            v.insert("frontier".into(), t.tasks.into());
         }
         println!("{}", serde_json::Value::Object(v));
         return;
     }
     println!(
         "uts-bench: {} ranks × {} workers, {}, {} tasks ({:?})",
-        ranks, cli.workers, cli.balancer, f.tasks, cli.mode
+        t.ranks, t.workers, cli.balancer, t.tasks, cli.mode
     );
     println!(
         "nodes {}  leaves {}  max depth {}",
-        f.counts.nodes, f.counts.leaves, f.counts.max_depth
+        t.counts.nodes, t.counts.leaves, t.counts.max_depth
     );
     println!(
         "{:.3} s, {:.3e} nodes/s ({:.3e} per rank); sequential {:.3} s ({:.3e} nodes/s); efficiency {:.3}",
-        f.seconds,
+        t.seconds,
         nodes_per_s,
-        nodes_per_s / f64::from(ranks),
-        f.sequential_s,
-        f.sequential.nodes as f64 / f.sequential_s,
+        nodes_per_s / f64::from(t.ranks),
+        t.sequential_s,
+        f.sequential.nodes as f64 / t.sequential_s,
         efficiency
     );
 }

@@ -430,14 +430,6 @@ fn simulate(
         spawn: None,
         trace: a.trace.is_some(),
     };
-    // Tracing keeps the failed steals too, as the runtime's does.
-    let job = Job {
-        core: titus_core::Config {
-            timeline: job.trace,
-            ..job.core
-        },
-        ..job
-    };
     titus_sim::time::check(&job).map_err(|e| RunError::Refused(e.to_string()))?;
     let t0 = Instant::now();
     // Ownership as it stands (a repartition plan changes it), and each epoch's tasks

@@ -10,17 +10,15 @@
 use crate::UsageError;
 use crate::sim_cmd::{SimArgs, model, parse_faults};
 use titus_core::Config;
+use titus_core::spawn::Spawning;
 use titus_sim::{Job, SimTask, Spawned};
 use titus_workload::dlb;
-use titus_workload::uts::{Counts, TreeArgs};
+use titus_workload::uts::TreeArgs;
 use titus_workload::uts_task;
 
-/// One simulated traversal's figures.
+/// One simulated traversal's figures, and what simulating it took.
 struct Figures {
-    counts: Counts,
-    tasks: u64,
-    seconds: f64,
-    sequential_s: f64,
+    traversal: uts_task::Traversal,
     events: u64,
     wall_s: f64,
 }
@@ -53,14 +51,20 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         Spawned {
             cost_ns: e.counts.nodes.saturating_mul(node_ns).max(1),
             children: e.spawn,
-            lanes: uts_task::lane_values(&e.counts).to_vec(),
+            lanes: uts_task::lane_values(&e.counts, 1).to_vec(),
             early,
         }
     };
-    let result = move |payload: &[u8]| -> Vec<u8> {
-        // (The root alone: rank 0's queue is empty when it starts.)
-        let Spawned { lanes, .. } = spawn(payload, 0);
-        lanes.iter().flat_map(|v| v.to_le_bytes()).collect()
+    // The one epoch task, the root, expanded once: its cost, and its result (rank 0's
+    // queue is empty when it starts, as the model then finds it).
+    let root = uts_task::encode_nodes(&[tree.root()]);
+    let at_root = spawn(&root, 0);
+    let root_result = Spawning::encode(&at_root.lanes);
+    let result = |payload: &[u8]| -> Vec<u8> {
+        match payload == root.as_slice() {
+            true => root_result.clone(),
+            false => Spawning::encode(&spawn(payload, 0).lanes),
+        }
     };
     for run in dlb::runs(&a.bench)? {
         let ranks = run.args.ranks;
@@ -69,18 +73,14 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         }
         let mut core = Config {
             seed: run.args.seed,
-            spawning: Some(titus_core::spawn::Spawning::reduced(uts_task::lanes())),
+            spawning: Some(Spawning::reduced(uts_task::lanes())),
             ..Config::default()
         };
         let mut overlay = titus_overlay::OverlayParams {
             seed: run.args.seed,
             ..titus_overlay::OverlayParams::default()
         };
-        core.protocol = match run.protocol {
-            dlb::ProtocolArg::Lock => titus_core::Protocol::Lock,
-            dlb::ProtocolArg::Claim | dlb::ProtocolArg::All => titus_core::Protocol::Claim,
-            dlb::ProtocolArg::Request => titus_core::Protocol::Request,
-        };
+        core.protocol = run.protocol.protocol();
         if let Some(b) = run.args.backoff_max_ms {
             core.backoff_max = std::time::Duration::from_secs_f64(b / 1e3).max(core.backoff_base);
         }
@@ -88,14 +88,12 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
             .apply(&mut core, &mut overlay, ranks, None)
             .map_err(|e| UsageError(e.to_string()))?;
         overlay.ranks = ranks;
-        let root = uts_task::encode_nodes(&[tree.root()]);
-        let root_cost = spawn(&root, 0).cost_ns;
         let mut tasks = vec![Vec::new(); ranks as usize];
         tasks[0].push(SimTask {
             key: 0,
             kind: 0,
-            cost_ns: root_cost,
-            payload: root,
+            cost_ns: at_root.cost_ns,
+            payload: root.clone(),
             hint_ns: 0,
             priority: 0,
         });
@@ -112,16 +110,7 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         let out = titus_sim::simulate(&job).map_err(|e| UsageError(e.to_string()))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let r0 = &out.ranks[0];
-        let (mut counts, mut tasks) = uts_task::counts_of(&r0.reduced).map_err(UsageError)?;
-        for r in &r0.results {
-            let lanes: Vec<u64> = r
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect();
-            let (c, t) = uts_task::counts_of(&lanes).map_err(UsageError)?;
-            counts.add(&c);
-            tasks += t;
-        }
+        let (counts, tasks) = uts_task::totals(&r0.reduced, &r0.results).map_err(UsageError)?;
         let first = out.ranks.iter().map(|r| r.called_ns).min().unwrap_or(0);
         let last = out
             .ranks
@@ -130,10 +119,14 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
             .max()
             .unwrap_or(0);
         let f = Figures {
-            counts,
-            tasks,
-            seconds: last.saturating_sub(first) as f64 / 1e9,
-            sequential_s: (counts.nodes * node_ns) as f64 / 1e9,
+            traversal: uts_task::Traversal {
+                counts,
+                tasks,
+                seconds: last.saturating_sub(first) as f64 / 1e9,
+                sequential_s: (counts.nodes * node_ns) as f64 / 1e9,
+                ranks,
+                workers: run.args.workers,
+            },
             events: out.events,
             wall_s,
         };
@@ -143,15 +136,8 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
 }
 
 fn report(a: &SimArgs, run: &dlb::Run, preset: &str, f: &Figures) {
-    let ranks = run.args.ranks;
-    let t = uts_task::Traversal {
-        counts: f.counts,
-        tasks: f.tasks,
-        seconds: f.seconds,
-        sequential_s: f.sequential_s,
-        ranks,
-        workers: run.args.workers,
-    };
+    let t = &f.traversal;
+    let ranks = t.ranks;
     let (nodes_per_s, efficiency) = (t.nodes_per_s(), t.efficiency());
     if a.bench.json {
         let mut v = t.json();
@@ -172,13 +158,13 @@ fn report(a: &SimArgs, run: &dlb::Run, preset: &str, f: &Figures) {
         "titus sim --uts: {ranks} ranks × {} workers, {}, {preset}: {} nodes, {} leaves, max depth {}, {} tasks",
         run.args.workers,
         run.balancer,
-        f.counts.nodes,
-        f.counts.leaves,
-        f.counts.max_depth,
-        f.tasks
+        t.counts.nodes,
+        t.counts.leaves,
+        t.counts.max_depth,
+        t.tasks
     );
     println!(
         "{:.4} s virtual, {:.3e} nodes/s; sequential {:.3} s; efficiency {:.4} ({} events in {:.1} s)",
-        f.seconds, nodes_per_s, f.sequential_s, efficiency, f.events, f.wall_s
+        t.seconds, nodes_per_s, t.sequential_s, efficiency, f.events, f.wall_s
     );
 }

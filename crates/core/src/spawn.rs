@@ -112,6 +112,11 @@ impl Spawning {
         self.lanes.len() * 8
     }
 
+    /// Lane values as a spawned task's result: little-endian u64s.
+    pub fn encode(values: &[u64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     /// A spawned task's result as lane values, if it has the right length.
     pub fn decode(&self, data: &[u8]) -> Option<Vec<u64>> {
         (data.len() == self.result_bytes()).then(|| {

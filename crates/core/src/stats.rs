@@ -189,6 +189,14 @@ impl Transfer {
 }
 
 impl Stats {
+    /// The successful steals of [`Stats::steal_log`] (a timeline keeps the failed ones
+    /// too), in order.
+    pub fn steals_got(&self) -> impl Iterator<Item = &StealEvent> {
+        self.steal_log
+            .iter()
+            .filter(|e| e.outcome == StealOutcome::Got)
+    }
+
     /// Logs a chunk (with [`crate::Config::timeline`]; at most [`TRANSFER_LOG_MAX`]).
     pub(crate) fn log_transfer(&mut self, on: bool, event: TransferEvent) {
         if on && self.transfer_log.len() < TRANSFER_LOG_MAX {

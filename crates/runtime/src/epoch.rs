@@ -355,9 +355,7 @@ pub(crate) fn steal_summary(core: &titus_core::Stats) -> String {
         .map(|&l| ms(l))
         .collect();
     let got: Vec<String> = core
-        .steal_log
-        .iter()
-        .filter(|e| e.outcome == titus_core::StealOutcome::Got)
+        .steals_got()
         .take(4)
         .map(|e| format!("{} tasks from {} at {}", e.tasks, e.victim, ms(e.at_ns)))
         .collect();

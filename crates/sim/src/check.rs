@@ -67,14 +67,16 @@ pub fn check_spawn(payload: &[u8], _queued: usize) -> crate::Spawned {
 /// What the spawned tasks below an epoch task with `payload` sum to: their count and
 /// their hashes ([`check_spawn`]'s lanes).
 fn spawned_below(payload: &[u8]) -> (u64, u64) {
-    let (mut n, mut sum) = (0u64, 0u64);
-    for c in check_spawn(payload, 0).children {
-        let s = check_spawn(&c, 0);
-        let (cn, cs) = spawned_below(&c);
-        n += 1 + cn;
-        sum = sum.wrapping_add(s.lanes[1]).wrapping_add(cs);
-    }
-    (n, sum)
+    sum_trees(&check_spawn(payload, 0).children)
+}
+
+/// The spawned tasks with these payloads and all below them: count and hashes.
+fn sum_trees(payloads: &[Vec<u8>]) -> (u64, u64) {
+    payloads.iter().fold((0, 0), |(n, sum), p| {
+        let s = check_spawn(p, 0);
+        let (cn, cs) = sum_trees(&s.children);
+        (n + 1 + cn, sum.wrapping_add(s.lanes[1]).wrapping_add(cs))
+    })
 }
 
 /// What a seed drew, in words.
@@ -668,14 +670,6 @@ fn draw_and_run(
         // A quarter of the jobs keep their timelines: recording must change no event
         // (decided by the seed, not drawn, so the other draws stay the same).
         trace: seed.is_multiple_of(4),
-    };
-    // Tracing keeps the failed steals too (the log only: no event changes).
-    let job = Job {
-        core: Config {
-            timeline: job.trace,
-            ..job.core
-        },
-        ..job
     };
     // A third of the jobs' tasks spawn trees of tasks below them (a reduction of their
     // results, termination by waves), mixed with the fixed bag. Decided apart from the

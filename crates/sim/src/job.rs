@@ -95,7 +95,8 @@ pub struct Job<'a> {
     /// Each rank's CPU per task of its own around an epoch's start, charged on that rank.
     pub start_cpu: StartCpu,
     /// Keep each CPU task's span ([`RankOutcome::spans`]) for a timeline (`titus sim
-    /// --trace`): memory per task run.
+    /// --trace`), and the core's steal and chunk logs (`Config::timeline`): memory per
+    /// task run.
     pub trace: bool,
     /// Tasks that spawn tasks (with `core.spawning` set): what each task spawns, and a
     /// spawned task's cost and result ([`SpawnModel`]); `None`: a fixed bag.

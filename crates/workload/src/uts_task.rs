@@ -12,7 +12,7 @@
 //! work, whole chunks keep the tasks' overhead small.
 
 use crate::uts::{Counts, Node, Tree};
-use titus_core::spawn::ReduceOp;
+use titus_core::spawn::{ReduceOp, Spawning};
 
 /// Most nodes a spawned task carries (24 bytes each, within the default 256-byte payload).
 pub const NODES_PER_TASK: usize = 8;
@@ -37,9 +37,35 @@ pub fn lanes() -> Vec<ReduceOp> {
     vec![ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum]
 }
 
-/// One task's counts as lane values ([`lanes`]).
-pub fn lane_values(c: &Counts) -> [u64; 4] {
-    [c.nodes, c.leaves, u64::from(c.max_depth), 1]
+/// Counts of `tasks` tasks as lane values ([`lanes`]).
+pub fn lane_values(c: &Counts, tasks: u64) -> [u64; 4] {
+    [c.nodes, c.leaves, u64::from(c.max_depth), tasks]
+}
+
+/// Counts of `tasks` tasks as a result's bytes (the lanes, [`Spawning::encode`]): every
+/// UTS task's result, spawned or not, and what a rank sends of its own.
+pub fn encode_counts(c: &Counts, tasks: u64) -> Vec<u8> {
+    Spawning::encode(&lane_values(c, tasks))
+}
+
+/// A result's bytes ([`encode_counts`]) back to counts and the tasks they count.
+pub fn decode_counts(b: &[u8]) -> Result<(Counts, u64), String> {
+    let v = Spawning::reduced(lanes())
+        .decode(b)
+        .ok_or_else(|| format!("UTS counts are 32 bytes, not {}", b.len()))?;
+    counts_of(&v)
+}
+
+/// The job's counts and tasks: the reduction of the spawned tasks' lanes and the epoch
+/// tasks' own results.
+pub fn totals(reduced: &[u64], results: &[Vec<u8>]) -> Result<(Counts, u64), String> {
+    let (mut counts, mut tasks) = counts_of(reduced)?;
+    for r in results {
+        let (c, t) = decode_counts(r)?;
+        counts.add(&c);
+        tasks += t;
+    }
+    Ok((counts, tasks))
 }
 
 /// Lane values back to counts, and the tasks they count.
@@ -224,8 +250,9 @@ mod tests {
         }
         assert_eq!(got, want);
         assert!(tasks > want.nodes / 100, "{tasks} tasks");
-        let (c, t) = counts_of(&lane_values(&want)).unwrap();
+        let (c, t) = decode_counts(&encode_counts(&want, 1)).unwrap();
         assert_eq!((c, t), (want, 1));
+        assert!(decode_counts(&[0; 24]).is_err());
         assert!(decode_nodes(&[0; 23]).is_err());
         assert!(decode_nodes(&[]).is_err());
     }

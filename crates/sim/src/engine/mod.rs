@@ -658,6 +658,9 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
     // Per-type requests where the ranks' resources run different kind sets (one set for
     // all: a starved type is an empty queue, as without types).
     let mut core = job.core.clone();
+    // Tracing keeps the failed steals and the chunks too, as the runtime's does (the
+    // logs only: no event changes).
+    core.timeline |= job.trace;
     let mut types_mine = vec![0u64; n];
     let mut types_of: Vec<Vec<u64>> = vec![Vec::new(); n];
     if res.iter().any(Option::is_some) {

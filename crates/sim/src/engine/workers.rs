@@ -102,10 +102,7 @@ impl<'a> Sim<'a> {
             let queued = self.nodes[i].queued();
             let model = self.job.spawn.map(|m| m(&task.payload, queued));
             let (drawn, mut result) = match (&model, spawned) {
-                (Some(m), true) => (
-                    m.cost_ns,
-                    Ok(m.lanes.iter().flat_map(|v| v.to_le_bytes()).collect()),
-                ),
+                (Some(m), true) => (m.cost_ns, Ok(titus_core::spawn::Spawning::encode(&m.lanes))),
                 (None, true) => {
                     return Err(Violation::Broken(format!(
                         "rank {n} got a spawned task in a job without a spawn model"

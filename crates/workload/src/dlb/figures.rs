@@ -219,11 +219,8 @@ impl RankFigures {
             verified,
             digest,
             steal_log: match steal_log {
-                // (Successes only: a trace keeps the failed ones too.)
                 true => c
-                    .steal_log
-                    .iter()
-                    .filter(|e| e.outcome == titus_core::StealOutcome::Got)
+                    .steals_got()
                     .map(|e| (e.at_ns as f64 * 1e-9, e.victim, e.tasks))
                     .collect(),
                 false => Vec::new(),

@@ -145,6 +145,17 @@ pub enum ProtocolArg {
     All,
 }
 
+impl ProtocolArg {
+    /// The core's protocol of one run (`all` runs `claim` first).
+    pub fn protocol(self) -> titus_core::Protocol {
+        match self {
+            Self::Lock => titus_core::Protocol::Lock,
+            Self::Claim | Self::All => titus_core::Protocol::Claim,
+            Self::Request => titus_core::Protocol::Request,
+        }
+    }
+}
+
 /// DLB_Bench's flags (shared by `dlb-bench` and `titus sim`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {

@@ -25,7 +25,7 @@ use clap::ValueEnum;
 use clap::builder::PossibleValue;
 use serde::Serialize;
 use std::path::PathBuf;
-use titus_core::{Balancing, Config, Protocol};
+use titus_core::{Balancing, Config};
 use titus_overlay::OverlayParams;
 
 #[cfg(test)]

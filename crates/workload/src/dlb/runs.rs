@@ -243,11 +243,7 @@ pub fn config(run: &Run, ranks: u32, plan: &Plan) -> Result<RunConfig, UsageErro
     let payload = plan.payload;
     let mut core = Config::default();
     let mut overlay = OverlayParams::default();
-    core.protocol = match run.protocol {
-        ProtocolArg::Lock => Protocol::Lock,
-        ProtocolArg::Claim | ProtocolArg::All => Protocol::Claim,
-        ProtocolArg::Request => Protocol::Request,
-    };
+    core.protocol = run.protocol.protocol();
     core.seed = args.seed;
     overlay.seed = args.seed;
     core.advertise = on(&args.advertise);
