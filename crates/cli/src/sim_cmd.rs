@@ -559,9 +559,7 @@ const TRACE_RANKS_MAX: u32 = 4096;
 /// does, in virtual ns: a worker's spans are its lane's, and its idle time the gaps
 /// between them within the epoch.
 fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(), String> {
-    use titus_runtime::trace::{
-        EpochRecord, PhasesRecord, StatsRecord, append, file_of, steals_of, transfers_of,
-    };
+    use titus_runtime::trace::{EpochRecord, PhasesRecord, append, file_of};
     let io = |e: std::io::Error| format!("--trace '{}': {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(io)?;
     let epochs: Vec<&Vec<titus_sim::RankOutcome>> = out
@@ -594,24 +592,17 @@ fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(
                 }
             }
             let record = EpochRecord {
-                rank: r as u32,
-                epoch: e as u64,
                 workers: tasks.len(),
-                protocol: st.protocol.to_string(),
                 call_ns: o.called_ns,
-                tasks_from_ns: tasks_from,
                 end_ns: end,
                 phases_ns: PhasesRecord {
                     collectives: st.start.as_nanos() as u64,
                     ..PhasesRecord::default()
                 },
-                stats: StatsRecord::of(st),
                 tasks,
                 keys: o.keys.clone(),
                 idle,
-                steals: steals_of(st, tasks_from),
-                dropped: 0,
-                transfers: transfers_of(st, tasks_from),
+                ..EpochRecord::of(r as u32, e as u64, st, tasks_from)
             };
             append(&mut file, &record).map_err(io)?;
         }

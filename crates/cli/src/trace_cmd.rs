@@ -30,6 +30,7 @@ pub struct TraceArgs {
     svg: Option<PathBuf>,
 }
 
+use titus_core::{StealOutcome, Transfer};
 use titus_runtime::trace::EpochRecord;
 
 /// The ranks' files in `dir`, by rank, and the epochs each holds (the lines that parse).
@@ -174,22 +175,18 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
             );
         }
         for &[at, peer, bytes, kind] in &r.transfers {
-            let name = match kind {
-                0 => "results sent",
-                1 => "results received",
-                2 => "tasks pushed",
-                _ => "tasks pushed in",
-            };
+            // (A code past the known ones reads as the last: files of newer builds.)
+            let kind = Transfer::ALL.get(kind as usize).copied();
+            let name = kind.unwrap_or(Transfer::TasksReceived).name();
             ev.push(
                 json!({"ph": "i", "s": "t", "name": name, "cat": "chunk", "pid": pid,
                 "tid": progress, "ts": us(at), "args": {"peer": peer, "bytes": bytes}}),
             );
         }
         for &[at, victim, tasks, latency, outcome] in &r.steals {
-            let name = match outcome {
-                0 => "steal",
-                1 => "steal: empty",
-                _ => "steal: locked",
+            let name = match StealOutcome::ALL.get(outcome as usize).copied() {
+                Some(StealOutcome::Got) => "steal".to_string(),
+                o => format!("steal: {}", o.unwrap_or(StealOutcome::Locked).name()),
             };
             ev.push(
                 json!({"ph": "i", "s": "t", "name": name, "cat": "steal", "pid": pid,
@@ -344,12 +341,12 @@ fn summary(records: &[EpochRecord]) -> String {
     for r in records {
         let s = &r.stats;
         let steals = s.steals_ok + s.steals_empty + s.steals_locked;
-        if s.steals_logged < steals {
+        if (r.steals.len() as u64) < steals {
             out += &format!(
                 "rank {} epoch {}: the steal log is full: {} of {steals} steals recorded (at most {})\n",
                 r.rank,
                 r.epoch,
-                s.steals_logged,
+                r.steals.len(),
                 titus_core::STEAL_LOG_MAX
             );
         }

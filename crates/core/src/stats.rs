@@ -177,6 +177,19 @@ pub enum Transfer {
 }
 
 impl Transfer {
+    /// Every kind, in the order of its code in a trace ([`Transfer::code`]).
+    pub const ALL: [Self; 4] = [
+        Self::ResultsSent,
+        Self::ResultsReceived,
+        Self::TasksSent,
+        Self::TasksReceived,
+    ];
+
+    /// Its number in a trace: its place in [`Transfer::ALL`].
+    pub fn code(self) -> u64 {
+        self as u64
+    }
+
     /// Its name in a trace.
     pub fn name(self) -> &'static str {
         match self {
@@ -218,6 +231,14 @@ pub enum StealOutcome {
 }
 
 impl StealOutcome {
+    /// Every outcome, in the order of its code in a trace ([`StealOutcome::code`]).
+    pub const ALL: [Self; 3] = [Self::Got, Self::Empty, Self::Locked];
+
+    /// Its number in a trace: its place in [`StealOutcome::ALL`].
+    pub fn code(self) -> u64 {
+        self as u64
+    }
+
     /// Its name in a trace.
     pub fn name(self) -> &'static str {
         match self {
@@ -225,5 +246,22 @@ impl StealOutcome {
             Self::Empty => "empty",
             Self::Locked => "locked",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_codes_are_places_in_all() {
+        // The codes are in trace files: each kind's code is its place, and stays so.
+        for (i, t) in Transfer::ALL.iter().enumerate() {
+            assert_eq!(t.code(), i as u64, "{t:?}");
+        }
+        for (i, o) in StealOutcome::ALL.iter().enumerate() {
+            assert_eq!(o.code(), i as u64, "{o:?}");
+        }
+        assert_eq!(Transfer::TasksReceived.name(), "tasks pushed in");
     }
 }

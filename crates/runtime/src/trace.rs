@@ -170,27 +170,45 @@ impl StatsRecord {
     }
 }
 
+impl EpochRecord {
+    /// What `stats` gives a record of rank `rank`'s epoch `epoch` whose tasks started at
+    /// `tasks_from_ns` (the logs' origin): the workers, the protocol, the figures, the
+    /// steals and the chunks. The caller adds its times, spans and keys.
+    pub fn of(rank: u32, epoch: u64, stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Self {
+        Self {
+            rank,
+            epoch,
+            workers: stats.workers,
+            protocol: stats.protocol.to_string(),
+            call_ns: 0,
+            tasks_from_ns,
+            end_ns: 0,
+            phases_ns: PhasesRecord::default(),
+            stats: StatsRecord::of(stats),
+            tasks: Vec::new(),
+            keys: Vec::new(),
+            idle: Vec::new(),
+            steals: steals_of(stats, tasks_from_ns),
+            dropped: 0,
+            transfers: transfers_of(stats, tasks_from_ns),
+        }
+    }
+}
+
 /// The steals of `stats`' log, at `tasks_from_ns` plus their time: [when, victim, tasks,
 /// latency, outcome].
-pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 5]> {
-    use titus_core::StealOutcome;
+fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 5]> {
     stats
         .core
         .steal_log
         .iter()
         .map(|e| {
-            let outcome = match e.outcome {
-                StealOutcome::Got => 0,
-                StealOutcome::Empty => 1,
-                StealOutcome::Locked => 2,
-            };
-            let (victim, tasks) = (e.victim.into(), e.tasks.into());
             [
                 tasks_from_ns + e.at_ns,
-                victim,
-                tasks,
+                e.victim.into(),
+                e.tasks.into(),
                 e.latency_ns,
-                outcome,
+                e.outcome.code(),
             ]
         })
         .collect()
@@ -198,20 +216,18 @@ pub fn steals_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64
 
 /// The chunks of `stats`' transfer log, at `tasks_from_ns` plus their time: [when, peer,
 /// bytes, kind].
-pub fn transfers_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 4]> {
-    use titus_core::Transfer;
+fn transfers_of(stats: &titus_core::EpochStats, tasks_from_ns: u64) -> Vec<[u64; 4]> {
     stats
         .core
         .transfer_log
         .iter()
         .map(|e| {
-            let kind = match e.kind {
-                Transfer::ResultsSent => 0,
-                Transfer::ResultsReceived => 1,
-                Transfer::TasksSent => 2,
-                Transfer::TasksReceived => 3,
-            };
-            [tasks_from_ns + e.at_ns, e.peer.into(), e.bytes, kind]
+            [
+                tasks_from_ns + e.at_ns,
+                e.peer.into(),
+                e.bytes,
+                e.kind.code(),
+            ]
         })
         .collect()
 }
@@ -353,23 +369,16 @@ impl Recorder {
                     }),
             );
         }
+        // (The core logs steals and chunks from the tasks' start on this rank.)
         let record = EpochRecord {
-            rank: self.rank,
-            epoch,
-            workers: stats.workers,
-            protocol: stats.protocol.to_string(),
             call_ns: o + call_ns,
-            tasks_from_ns: o + tasks_from_ns,
             end_ns: o + end_ns,
             phases_ns: phases,
-            stats: StatsRecord::of(stats),
             tasks: workers,
             keys: keys.to_vec(),
             idle,
-            // The core logs steals from the tasks' start on this rank.
-            steals: steals_of(stats, o + tasks_from_ns),
             dropped,
-            transfers: transfers_of(stats, o + tasks_from_ns),
+            ..EpochRecord::of(self.rank, epoch, stats, o + tasks_from_ns)
         };
         // One write a record: formatted straight into the file, each number was a
         // system call of its own.
