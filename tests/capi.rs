@@ -597,7 +597,7 @@ fn a_resource_driven_from_c_callbacks() {
 }
 
 #[test]
-fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart() {
+fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart_or_come_home() {
     let b = built();
     let out = run_ok(
         Command::new(b.dir.join("spawn")).env_remove("TITUS_OPTIONS"),
@@ -605,6 +605,17 @@ fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart() {
     );
     let text = titus_tests::output_text(&out);
     assert!(text.contains("rank 0 of 1: spawned trees right"), "{text}");
+    let out = run_ok(
+        Command::new(b.dir.join("spawn"))
+            .arg("home")
+            .env_remove("TITUS_OPTIONS"),
+        "spawn home, one process",
+    );
+    let text = titus_tests::output_text(&out);
+    assert!(
+        text.contains("rank 0 of 1: spawned results home right"),
+        "{text}"
+    );
     let out = run_ok(
         Command::new(b.dir.join("spawn-f")).env_remove("TITUS_OPTIONS"),
         "spawn-f, one process",
@@ -637,6 +648,19 @@ fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart() {
         for r in 0..ranks {
             assert!(
                 text.contains(&format!("rank {r} of {ranks}: spawned trees right")),
+                "{text}"
+            );
+        }
+        let out = run_ok(
+            titus_launch(ranks, &b.dir.join("spawn"))
+                .arg("home")
+                .env_remove("TITUS_OPTIONS"),
+            &format!("spawn home, titus launch -n {ranks}"),
+        );
+        let text = titus_tests::output_text(&out);
+        for r in 0..ranks {
+            assert!(
+                text.contains(&format!("rank {r} of {ranks}: spawned results home right")),
                 "{text}"
             );
         }

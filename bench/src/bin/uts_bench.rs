@@ -86,7 +86,7 @@ fn spawning_task(
         let mut refused = None;
         let mut give = |_, payloads: Vec<Vec<u8>>| {
             for p in payloads {
-                if let Err(e) = ctx.spawn(0, p) {
+                if let Err(e) = ctx.spawn(0, 0, p) {
                     refused = Some(e.to_string());
                 }
             }
@@ -98,7 +98,7 @@ fn spawning_task(
             return Err(e);
         }
         for p in e.spawn {
-            ctx.spawn(0, p).map_err(|e| e.to_string())?;
+            ctx.spawn(0, 0, p).map_err(|e| e.to_string())?;
         }
         Ok(uts_task::encode_counts(&e.counts, 1))
     }

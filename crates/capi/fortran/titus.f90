@@ -179,6 +179,34 @@ module titus
       integer(c_size_t), value :: len
     end function titus_spawn
 
+    ! As titus_spawn, under `key`: with spawn=home the result comes home with it.
+    integer(c_int) function titus_spawn_keyed(task, key, kind, payload, len) &
+        bind(C, name="titus_spawn_keyed")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: task
+      integer(c_int64_t), value :: key
+      integer(c_int), value :: kind
+      type(c_ptr), value :: payload
+      integer(c_size_t), value :: len
+    end function titus_spawn_keyed
+
+    integer(c_int) function titus_spawned_count(t, count) bind(C, name="titus_spawned_count")
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: t
+      integer(c_size_t), intent(out) :: count
+    end function titus_spawned_count
+
+    integer(c_int) function titus_spawned_result(t, index, key, buf, capacity, len) &
+        bind(C, name="titus_spawned_result")
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: t
+      integer(c_size_t), value :: index   ! 0-based, as in C
+      integer(c_int64_t), intent(out) :: key
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: len
+    end function titus_spawned_result
+
     integer(c_int) function titus_reduced(t, out_values, capacity, lanes) &
         bind(C, name="titus_reduced")
       import :: c_int, c_ptr, c_size_t, c_int64_t

@@ -321,14 +321,19 @@ int titus_results_fixed(struct titus_t *t, void *out_records, size_t record_size
 // `titus_register`.
 int titus_register_spawning(struct titus_t *t, int kind, titus_spawning_task_fn task, void *ctx);
 
-// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
-// from inside the running task `task`: it joins this rank's queue when the task returns,
-// before its result, and may be stolen like any other. Its result must be one
-// little-endian uint64_t per lane of the option `spawn`: it joins the job's reduction
-// (`titus_reduced`). TITUS_ERR_INVALID outside a running task's call, with a handle of
-// a task that returned, in a job without the option `spawn`, or with a payload over
-// `max_payload`.
+// `titus_spawn_keyed` with key 0.
 int titus_spawn(struct titus_task_t *task, int kind, const void *payload, size_t len);
+
+// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
+// under `key`, from inside the running task `task`: it joins this rank's queue when the
+// task returns, before its result, and may be stolen like any other. With the option
+// `spawn=home` its result travels home to the rank that owns the step's task it
+// descends from, which reads it with its key (`titus_spawned_result`). With
+// `spawn=LANES` its result must be one little-endian uint64_t per lane: it joins the
+// job's reduction (`titus_reduced`), and the key is unused. TITUS_ERR_INVALID outside a
+// running task's call, with a handle of a task that returned, in a job without the
+// option `spawn`, or with a payload over `max_payload`.
+int titus_spawn_keyed(struct titus_task_t *task, uint64_t key, int kind, const void *payload, size_t len);
 
 // Copies the last step's reduction of spawned results (one uint64_t per lane of the
 // option `spawn`, the same on every rank) into `out` (`capacity` values) and their
@@ -336,6 +341,17 @@ int titus_spawn(struct titus_task_t *task, int kind, const void *payload, size_t
 // small, nothing is copied, `*lanes` is the number needed and the call returns
 // TITUS_ERR_BUFFER_TOO_SMALL.
 int titus_reduced(struct titus_t *t, uint64_t *out_values, size_t capacity, size_t *lanes);
+
+// The number of spawned results that came home to this rank in the last step (the
+// option `spawn=home`): those of the spawned tasks descended from its own tasks, each
+// once. 0 in a job that reduces them or does not spawn.
+int titus_spawned_count(struct titus_t *t, size_t *count);
+
+// Copies spawned result `index` (ordered by key, then by bytes) into `buf` (`capacity`
+// bytes), its size into `*len` and its key into `*key`. When `capacity` is too small,
+// nothing is copied, `*len` is the size needed and the call returns
+// TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
+int titus_spawned_result(struct titus_t *t, size_t index, uint64_t *key, void *buf, size_t capacity, size_t *len);
 
 // This rank's figures of the last titus_run.
 int titus_stats_get(struct titus_t *t, struct titus_stats *stats);

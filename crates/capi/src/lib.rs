@@ -126,8 +126,10 @@ struct Inner {
     results: Vec<Vec<u8>>,
     /// Measured cost of each result's task, ns.
     costs: Vec<u64>,
-    /// The last step's reduction of spawned results (the option `spawn`).
+    /// The last step's reduction of spawned results (the option `spawn=LANES`).
     reduced: Vec<u64>,
+    /// The last step's spawned results home here, ordered by key (`spawn=home`).
+    spawned: Vec<titus_runtime::SpawnedResult>,
     stats: titus_stats,
     /// Nominal work stated for the next titus_run, seconds.
     nominal: f64,
@@ -215,6 +217,7 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispat
             costs: Vec::new(),
             results: Vec::new(),
             reduced: Vec::new(),
+            spawned: Vec::new(),
             stats: titus_stats::default(),
             nominal: 0.0,
             failed: None,
@@ -475,6 +478,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             inner.results = out.results;
             inner.costs = out.costs_ns;
             inner.reduced = out.reduced;
+            inner.spawned = out.spawned;
             Ok(())
         })
     })

@@ -70,7 +70,10 @@ const OPTIONS: &[(&str, &str)] = &[
     ("resource_types", "e.g. all/1/2+3"),
     ("log", "a filter such as info; directives separated by ';'"),
     ("trace", "a directory for each rank's timeline"),
-    ("spawn", "lanes sum|max|min joined by '+', e.g. sum+sum+max"),
+    (
+        "spawn",
+        "home, or lanes sum|max|min joined by '+', e.g. sum+sum+max",
+    ),
     ("spawn_queue_max", ""),
 ];
 
@@ -199,15 +202,19 @@ impl Options {
                 }
                 "provider" => self.provider = Some(value.into()),
                 "spawn" => {
-                    let lanes = value
+                    let lanes = if value == "home" {
+                        Vec::new()
+                    } else {
+                        value
                         .split('+')
                         .map(str::parse)
                         .collect::<Result<Vec<titus_runtime::ReduceOp>, _>>()
                         .ok()
                         .filter(|l| (1..=titus_runtime::spawn::LANES_MAX).contains(&l.len()))
                         .ok_or_else(|| {
-                            bad("1 to 8 lanes, each sum, max or min, joined by '+' (e.g. sum+sum+max)")
-                        })?;
+                            bad("home, or 1 to 8 lanes, each sum, max or min, joined by '+' (e.g. sum+sum+max)")
+                        })?
+                    };
                     let queued_max = self
                         .cfg
                         .core
@@ -226,7 +233,7 @@ impl Options {
                         Some(s) => s.queued_max = max,
                         None => {
                             return Err(format!(
-                                "{source}: spawn_queue_max needs spawn=LANES before it"
+                                "{source}: spawn_queue_max needs spawn=home or spawn=LANES before it"
                             ));
                         }
                     }

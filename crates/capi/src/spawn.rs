@@ -1,6 +1,8 @@
 //! Tasks that spawn tasks from C and Fortran: a spawning task function gets a handle on
-//! its running task, through which `titus_spawn` hands children to its rank; after the
-//! step, `titus_reduced` reads the job's reduction of their results (the option `spawn`).
+//! its running task, through which `titus_spawn` hands children to its rank. After the
+//! step, `titus_spawned_count` and `titus_spawned_result` read the spawned results that
+//! came home with their keys (the option `spawn=home`), or `titus_reduced` the job's
+//! reduction of them (`spawn=LANES`).
 
 use super::*;
 use std::sync::atomic::AtomicU64;
@@ -88,13 +90,7 @@ pub extern "C" fn titus_register_spawning(
     })
 }
 
-/// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
-/// from inside the running task `task`: it joins this rank's queue when the task returns,
-/// before its result, and may be stolen like any other. Its result must be one
-/// little-endian uint64_t per lane of the option `spawn`: it joins the job's reduction
-/// (`titus_reduced`). TITUS_ERR_INVALID outside a running task's call, with a handle of
-/// a task that returned, in a job without the option `spawn`, or with a payload over
-/// `max_payload`.
+/// `titus_spawn_keyed` with key 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_spawn(
     task: *mut titus_task_t,
@@ -102,7 +98,38 @@ pub extern "C" fn titus_spawn(
     payload: *const c_void,
     len: usize,
 ) -> c_int {
-    call("titus_spawn", || {
+    spawn("titus_spawn", task, 0, kind, payload, len)
+}
+
+/// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
+/// under `key`, from inside the running task `task`: it joins this rank's queue when the
+/// task returns, before its result, and may be stolen like any other. With the option
+/// `spawn=home` its result travels home to the rank that owns the step's task it
+/// descends from, which reads it with its key (`titus_spawned_result`). With
+/// `spawn=LANES` its result must be one little-endian uint64_t per lane: it joins the
+/// job's reduction (`titus_reduced`), and the key is unused. TITUS_ERR_INVALID outside a
+/// running task's call, with a handle of a task that returned, in a job without the
+/// option `spawn`, or with a payload over `max_payload`.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_spawn_keyed(
+    task: *mut titus_task_t,
+    key: u64,
+    kind: c_int,
+    payload: *const c_void,
+    len: usize,
+) -> c_int {
+    spawn("titus_spawn_keyed", task, key, kind, payload, len)
+}
+
+fn spawn(
+    name: &'static str,
+    task: *mut titus_task_t,
+    key: u64,
+    kind: c_int,
+    payload: *const c_void,
+    len: usize,
+) -> c_int {
+    call(name, || {
         let kind = task_kind(kind)?;
         let payload = bytes(payload, len, "the payload")?;
         RUNNING.with(|r| {
@@ -117,7 +144,9 @@ pub extern "C" fn titus_spawn(
                     )
                 })?;
             let limit = run.limit.ok_or_else(|| {
-                Error::Invalid("the job declared no spawning (the option spawn=LANES)".into())
+                Error::Invalid(
+                    "the job declared no spawning (the option spawn=home or spawn=LANES)".into(),
+                )
             })?;
             if payload.len() > limit as usize {
                 return Err(Error::Invalid(format!(
@@ -126,6 +155,7 @@ pub extern "C" fn titus_spawn(
                 )));
             }
             run.spawned.push(NewTask {
+                key,
                 kind,
                 payload: payload.to_vec(),
                 ..NewTask::default()
@@ -167,6 +197,52 @@ pub extern "C" fn titus_reduced(
                     .copy_from_slice(&inner.reduced);
             }
             Ok(())
+        })
+    })
+}
+
+/// The number of spawned results that came home to this rank in the last step (the
+/// option `spawn=home`): those of the spawned tasks descended from its own tasks, each
+/// once. 0 in a job that reduces them or does not spawn.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_spawned_count(t: *mut titus_t, count: *mut usize) -> c_int {
+    call("titus_spawned_count", || {
+        with(t, |inner| {
+            *out(count, "count")? = inner.spawned.len();
+            Ok(())
+        })
+    })
+}
+
+/// Copies spawned result `index` (ordered by key, then by bytes) into `buf` (`capacity`
+/// bytes), its size into `*len` and its key into `*key`. When `capacity` is too small,
+/// nothing is copied, `*len` is the size needed and the call returns
+/// TITUS_ERR_BUFFER_TOO_SMALL (`buf` may be NULL to ask for the size).
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_spawned_result(
+    t: *mut titus_t,
+    index: usize,
+    key: *mut u64,
+    buf: *mut c_void,
+    capacity: usize,
+    len: *mut usize,
+) -> c_int {
+    call("titus_spawned_result", || {
+        with(t, |inner| {
+            let (key, len) = (out(key, "key")?, out(len, "len")?);
+            let n = inner.spawned.len();
+            let r = inner.spawned.get(index).ok_or_else(|| {
+                Error::Invalid(format!("spawned result {index} of {n}: no such result"))
+            })?;
+            *key = r.key;
+            *len = r.data.len();
+            if capacity < r.data.len() {
+                return Err(Error::TooSmall(format!(
+                    "spawned result {index} has {} bytes; the buffer holds {capacity}",
+                    r.data.len()
+                )));
+            }
+            results::copy_out(buf, &r.data, "the buffer")
         })
     })
 }

@@ -812,6 +812,7 @@ fn byte_ns() -> f64 {
                     // Something else the process allocated meanwhile.
                     others.push(vec![1u8; 16 + rng.below(2048) as usize]);
                     titus_core::Task {
+                        key: 0,
                         owner: 0,
                         index: s as u32 * BYTE_ROUND_TASKS + i,
                         kind: 0,

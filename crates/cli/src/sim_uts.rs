@@ -44,14 +44,15 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
     let spawn = move |payload: &[u8], queued: usize| -> Spawned {
         // (Payloads are the core's: a bad one is a bug; no nodes, no work.)
         let nodes = uts_task::decode_nodes(payload).unwrap_or_default();
+        let tasks = |payloads: Vec<Vec<u8>>| payloads.into_iter().map(|p| (0, p).into()).collect();
         let mut early = None;
         let e = uts_task::expand(&tree, nodes, chunk, queued, &mut |visited, given| {
-            early = Some((u64::from(visited) * node_ns, given));
+            early = Some((u64::from(visited) * node_ns, tasks(given)));
         });
         Spawned {
             cost_ns: e.counts.nodes.saturating_mul(node_ns).max(1),
-            children: e.spawn,
-            lanes: uts_task::lane_values(&e.counts, 1).to_vec(),
+            children: tasks(e.spawn),
+            result: Spawning::encode(&uts_task::lane_values(&e.counts, 1)),
             early,
         }
     };
@@ -59,11 +60,10 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
     // queue is empty when it starts, as the model then finds it).
     let root = uts_task::encode_nodes(&[tree.root()]);
     let at_root = spawn(&root, 0);
-    let root_result = Spawning::encode(&at_root.lanes);
     let result = |payload: &[u8]| -> Vec<u8> {
         match payload == root.as_slice() {
-            true => root_result.clone(),
-            false => Spawning::encode(&spawn(payload, 0).lanes),
+            true => at_root.result.clone(),
+            false => spawn(payload, 0).result,
         }
     };
     for run in dlb::runs(&a.bench)? {

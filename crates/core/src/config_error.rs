@@ -54,7 +54,7 @@ pub enum ConfigError {
     NoOutboxSlots,
     /// A spawning job's reduction has no lane or too many, or it bounds its queue at 0.
     #[error(
-        "spawning: {lanes} reduction lanes (1 to {max}) and a queue bound of {queued_max} tasks (at least 1)"
+        "spawning: {lanes} reduction lanes (at most {max}; none: results travel home) and a queue bound of {queued_max} tasks (at least 1)"
     )]
     Spawning {
         /// Its lanes.

@@ -123,7 +123,7 @@ pub(crate) fn pick(
     max_record: usize,
     dest: Rank,
 ) -> Vec<PushedTask> {
-    let fits = |t: &Task| layout::task_record_len(t.payload.len()) <= max_record;
+    let fits = |t: &Task| layout::task_record_len(t.wire_len()) <= max_record;
     let total: u128 = tasks
         .iter()
         .zip(costs.iter())
@@ -585,6 +585,7 @@ mod tests {
     fn tasks(n: u32) -> Vec<Task> {
         (0..n)
             .map(|index| Task {
+                key: 0,
                 owner: 0,
                 index,
                 kind: 0,

@@ -25,7 +25,7 @@ pub mod seg {
 /// Version word at offset 0 of TASKS: "TITUS" + layout version 3 (version 2: result
 /// records carry their task's measured cost; chunks of pushed tasks; version 3: task
 /// slots carry their task's estimated cost).
-pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0003;
+pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0004;
 
 /// Offsets in the TASKS header (64 bytes).
 pub mod tasks {
@@ -134,9 +134,13 @@ pub struct Task {
     pub cost_ns: u64,
     /// Input bytes.
     pub payload: Vec<u8>,
+    /// A spawned task's key, given by its spawner: its result reaches the owner with it
+    /// (`crate::spawn`). Epoch tasks are named by their index and carry 0.
+    pub key: u64,
 }
 
-/// Which task a result belongs to: its owner, its index there, its kind.
+/// Which task a result belongs to: its owner, its index there, its kind (and a spawned
+/// task's key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TaskId {
     /// The rank that owns the task.
@@ -145,6 +149,8 @@ pub struct TaskId {
     pub index: u32,
     /// Task kind (registered function).
     pub kind: u16,
+    /// A spawned task's key (0 for an epoch task).
+    pub key: u64,
 }
 
 impl Task {
@@ -154,8 +160,45 @@ impl Task {
             owner: self.owner,
             index: self.index,
             kind: self.kind,
+            key: self.key,
         }
     }
+
+    /// Bytes its payload takes on the wire: a spawned task's key travels first
+    /// ([`KEY_BYTES`]).
+    pub fn wire_len(&self) -> usize {
+        key_bytes(self.index) + self.payload.len()
+    }
+}
+
+/// Bytes of the key that leads a spawned task's payload and a spawned result's data on
+/// the wire, inside their counted length (so every walker of slots and records cuts them
+/// by that length alone).
+pub const KEY_BYTES: usize = 8;
+
+/// [`KEY_BYTES`] for a spawned task's or result's `index`, else 0.
+pub fn key_bytes(index: u32) -> usize {
+    if index == crate::spawn::SPAWNED_INDEX {
+        KEY_BYTES
+    } else {
+        0
+    }
+}
+
+/// Splits the key off a spawned record's counted bytes (`index`), or gives key 0;
+/// `None` if a spawned record is too short to hold its key.
+fn split_key(index: u32, bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let k = key_bytes(index);
+    let key = bytes.get(..k)?;
+    let mut word = [0u8; 8];
+    word[..k].copy_from_slice(key);
+    Some((u64::from_le_bytes(word), &bytes[k..]))
+}
+
+/// Appends a spawned record's key (none for an epoch task's) and then `bytes`.
+fn extend_keyed(out: &mut Vec<u8>, index: u32, key: u64, bytes: &[u8]) {
+    out.extend_from_slice(&key.to_le_bytes()[..key_bytes(index)]);
+    out.extend_from_slice(bytes);
 }
 
 /// Bytes of a task slot before the payload: owner (4), index (4), kind (2), priority
@@ -170,20 +213,23 @@ pub const COST_HINT_MAX_NS: u64 = 86_400_000_000_000;
 /// allocated at this size in every region of every rank's TASKS segment).
 pub const PAYLOAD_MAX: u32 = 64 << 20;
 
-/// Size of a task slot for payloads of up to `max_payload` bytes (8-aligned).
+/// Size of a task slot for payloads of up to `max_payload` bytes, with a spawned task's
+/// key (8-aligned).
 pub fn slot_size(max_payload: u32) -> u64 {
-    (SLOT_HEADER + u64::from(max_payload)).next_multiple_of(8)
+    (SLOT_HEADER + KEY_BYTES as u64 + u64::from(max_payload)).next_multiple_of(8)
 }
 
-/// Writes `task` into `out` (one slot).
+/// Writes `task` into `out` (one slot); the length field counts a spawned task's key.
 pub fn encode_task(task: &Task, out: &mut [u8]) {
+    let k = key_bytes(task.index);
     out[0..4].copy_from_slice(&task.owner.to_le_bytes());
     out[4..8].copy_from_slice(&task.index.to_le_bytes());
     out[8..10].copy_from_slice(&task.kind.to_le_bytes());
     out[10..12].copy_from_slice(&task.priority.to_le_bytes());
-    out[12..16].copy_from_slice(&(task.payload.len() as u32).to_le_bytes());
+    out[12..16].copy_from_slice(&(task.wire_len() as u32).to_le_bytes());
     out[16..24].copy_from_slice(&task.cost_ns.to_le_bytes());
-    out[24..24 + task.payload.len()].copy_from_slice(&task.payload);
+    out[24..24 + k].copy_from_slice(&task.key.to_le_bytes()[..k]);
+    out[24 + k..24 + task.wire_len()].copy_from_slice(&task.payload);
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -214,18 +260,23 @@ pub fn decode_task(
             "task owner {owner} outside the job (size {size})"
         )));
     }
-    if len > max_payload || SLOT_HEADER as usize + len as usize > slot.len() {
-        return Err(bad(format!(
-            "task payload of {len} bytes (limit {max_payload})"
-        )));
+    let limit = max_payload as usize + key_bytes(index);
+    if len as usize > limit || SLOT_HEADER as usize + len as usize > slot.len() {
+        return Err(bad(format!("task payload of {len} bytes (limit {limit})")));
     }
+    let Some((key, payload)) = split_key(index, &slot[24..24 + len as usize]) else {
+        return Err(bad(format!(
+            "spawned task of {len} bytes, short of its {KEY_BYTES}-byte key"
+        )));
+    };
     Ok(Task {
         owner,
         index,
         kind,
         priority,
         cost_ns,
-        payload: slot[24..24 + len as usize].to_vec(),
+        payload: payload.to_vec(),
+        key,
     })
 }
 
@@ -240,6 +291,15 @@ pub struct ResultRecord {
     pub cost_ns: u64,
     /// The result bytes.
     pub data: Vec<u8>,
+    /// A spawned task's key (0 for an epoch task's result).
+    pub key: u64,
+}
+
+impl ResultRecord {
+    /// Bytes its data takes on the wire: a spawned result's key travels first.
+    pub fn wire_len(&self) -> usize {
+        key_bytes(self.index) + self.data.len()
+    }
 }
 
 /// A task pushed by diffusion, with the cost its owner predicted for it and the rank it
@@ -289,10 +349,10 @@ pub fn task_record_len(len: usize) -> usize {
 pub fn push_record(body: &mut Vec<u8>, r: &ResultRecord, hops: u32) {
     body.extend_from_slice(&r.owner.to_le_bytes());
     body.extend_from_slice(&r.index.to_le_bytes());
-    body.extend_from_slice(&(r.data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(r.wire_len() as u32).to_le_bytes());
     body.extend_from_slice(&hops.to_le_bytes());
     body.extend_from_slice(&r.cost_ns.to_le_bytes());
-    body.extend_from_slice(&r.data);
+    extend_keyed(body, r.index, r.key, &r.data);
     body.resize(body.len().next_multiple_of(8), 0);
 }
 
@@ -301,13 +361,13 @@ pub fn push_record(body: &mut Vec<u8>, r: &ResultRecord, hops: u32) {
 pub fn push_task_record(body: &mut Vec<u8>, t: &Task, predicted_ns: u64, dest: Rank) {
     body.extend_from_slice(&t.owner.to_le_bytes());
     body.extend_from_slice(&t.index.to_le_bytes());
-    body.extend_from_slice(&(t.payload.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(t.wire_len() as u32).to_le_bytes());
     body.extend_from_slice(&t.kind.to_le_bytes());
     body.extend_from_slice(&t.priority.to_le_bytes());
     body.extend_from_slice(&predicted_ns.to_le_bytes());
     body.extend_from_slice(&dest.to_le_bytes());
     body.extend_from_slice(&[0u8; 4]);
-    body.extend_from_slice(&t.payload);
+    extend_keyed(body, t.index, t.key, &t.payload);
     body.resize(body.len().next_multiple_of(8), 0);
 }
 
@@ -388,7 +448,8 @@ pub fn decode_chunk(
                 "{what} owner {owner} outside the job (size {size})"
             )));
         }
-        if len > limit {
+        let limit = limit as usize + key_bytes(index);
+        if len as usize > limit {
             return Err(bad(format!("{what} of {len} bytes (limit {limit})")));
         }
         let end = at + record_len(len as usize) + extra;
@@ -398,7 +459,12 @@ pub fn decode_chunk(
             )));
         }
         let data_at = at + RECORD_HEADER + extra;
-        let data = chunk[data_at..data_at + len as usize].to_vec();
+        let Some((key, data)) = split_key(index, &chunk[data_at..data_at + len as usize]) else {
+            return Err(bad(format!(
+                "spawned {what} of {len} bytes, short of its {KEY_BYTES}-byte key"
+            )));
+        };
+        let data = data.to_vec();
         if tasks {
             let dest = u32_at(chunk, at + RECORD_HEADER);
             if dest >= size {
@@ -415,6 +481,7 @@ pub fn decode_chunk(
                     priority: (tag >> 16) as u16 as i16,
                     cost_ns: cost.min(COST_HINT_MAX_NS),
                     payload: data,
+                    key,
                 },
                 predicted_ns: cost,
             });
@@ -425,6 +492,7 @@ pub fn decode_chunk(
                     index,
                     cost_ns: cost,
                     data,
+                    key,
                 },
                 tag,
             ));
@@ -485,6 +553,7 @@ mod tests {
     #[test]
     fn tasks_and_chunks_round_trip_and_reject_garbage() {
         let t = Task {
+            key: 0,
             owner: 3,
             index: 9,
             kind: 2,
@@ -512,12 +581,14 @@ mod tests {
         );
         let recs = vec![
             ResultRecord {
+                key: 0,
                 owner: 0,
                 index: 1,
                 cost_ns: 12_345,
                 data: vec![1, 2, 3],
             },
             ResultRecord {
+                key: 0,
                 owner: 2,
                 index: 5,
                 cost_ns: 0,

@@ -77,7 +77,7 @@ pub use front::{
 pub use history::CostHistory;
 pub use layout::{ResultRecord, Task, TaskId};
 pub use mapper::{DefaultMapper, Mapper};
-pub use node::{DriverHints, EpochResults, NewTask, Node, Prediction};
+pub use node::{DriverHints, EpochResults, NewTask, Node, Prediction, SpawnedResult};
 pub use share::Sharing;
 pub use stats::{
     OP_KINDS, OpLatency, STEAL_LOG_MAX, Stats, StealEvent, StealOutcome, TRANSFER_LOG_MAX,

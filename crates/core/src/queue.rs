@@ -606,6 +606,7 @@ mod tests {
 
     fn task(index: u32) -> Task {
         Task {
+            key: 0,
             owner: 0,
             index,
             kind: 0,
@@ -787,6 +788,7 @@ mod cost_tests {
 
     fn costed(index: u32, cost_ns: u64) -> Task {
         Task {
+            key: 0,
             owner: 0,
             index,
             kind: 0,

@@ -6,15 +6,19 @@
 //! the next hop's inbox, one gathered write, one signal); the next hop's [`inbox`] parses
 //! them and routes each record on the same way. Records of the same owner that meet at a
 //! rank travel together from there on (TITUS_DLB §4.2). A full inbox pushes back (OVERFLOW,
-//! RESET); nothing is dropped.
+//! RESET); nothing is dropped. A spawned task's result travels the same way to the owner
+//! of the epoch task it descends from, with its key, when the job routes them home
+//! (`crate::spawn`).
 
 pub(crate) mod inbox;
 pub(crate) mod outbound;
 
+use crate::SpawnedResult;
 use crate::ctx::Ctx;
 use crate::layout::signal::Signal;
 use crate::layout::{Chunk, PushedTask, ResultRecord};
 use crate::router::Router;
+use crate::spawn::SPAWNED_INDEX;
 use crate::{CoreError, Memory, Rank, Stats, Time};
 use inbox::Inbox;
 use outbound::Outbound;
@@ -29,15 +33,27 @@ pub(crate) struct Home {
     costs: Vec<u64>,
     /// How many are home.
     home: u32,
+    /// Whether the job routes spawned results home (`Spawning::routes_home`).
+    takes_spawned: bool,
+    /// The results of spawned tasks descended from this rank's tasks, as they arrived.
+    spawned: Vec<SpawnedResult>,
 }
 
 impl Home {
-    /// A new epoch with `own` tasks.
-    pub(crate) fn start(&mut self, own: usize) {
+    /// A new epoch with `own` tasks; `takes_spawned`: the job routes spawned results
+    /// home.
+    pub(crate) fn start(&mut self, own: usize, takes_spawned: bool) {
         self.own = own as u32;
         self.results = vec![None; own];
         self.costs = vec![0; own];
         self.home = 0;
+        self.takes_spawned = takes_spawned;
+        self.spawned.clear();
+    }
+
+    /// Spawned results delivered here this epoch (the waves count them).
+    pub(crate) fn spawned_delivered(&self) -> u64 {
+        self.spawned.len() as u64
     }
 
     /// (results home, tasks owned).
@@ -51,17 +67,22 @@ impl Home {
         self.home >= self.own
     }
 
-    /// Stores the result of own task `index` (which ran for `cost_ns`), which arrived from
-    /// `from` after `hops` hops.
+    /// Stores the result of own task `index` (which ran for `cost_ns`), or of a spawned
+    /// task of `key` descended from one, which arrived from `from` after `hops` hops.
     fn store(
         &mut self,
         stats: &mut Stats,
-        index: u32,
+        (index, key): (u32, u64),
         (data, cost_ns): (Vec<u8>, u64),
         from: Rank,
         hops: u32,
     ) -> Result<(), CoreError> {
         let count = self.own;
+        if index == SPAWNED_INDEX && self.takes_spawned {
+            self.spawned.push(SpawnedResult { key, data });
+            count_hops(stats, hops);
+            return Ok(());
+        }
         let slot = self
             .results
             .get_mut(index as usize)
@@ -72,12 +93,16 @@ impl Home {
         *slot = Some(data);
         self.costs[index as usize] = cost_ns;
         self.home += 1;
-        let h = hops as usize;
-        if stats.result_hops.len() <= h {
-            stats.result_hops.resize(h + 1, 0);
-        }
-        stats.result_hops[h] += 1;
+        count_hops(stats, hops);
         Ok(())
+    }
+
+    /// The spawned results home here, ordered by key (then data: the order of arrival
+    /// is the run's, not the job's).
+    pub(crate) fn take_spawned(&mut self) -> Vec<SpawnedResult> {
+        let mut spawned = std::mem::take(&mut self.spawned);
+        spawned.sort_unstable();
+        spawned
     }
 
     /// The results and their measured costs (ns), in task order, once every one is home.
@@ -88,6 +113,15 @@ impl Home {
             .collect::<Result<_, _>>()?;
         Ok((results, std::mem::take(&mut self.costs)))
     }
+}
+
+/// Counts a result home after `hops` hops.
+fn count_hops(stats: &mut Stats, hops: u32) {
+    let h = hops as usize;
+    if stats.result_hops.len() <= h {
+        stats.result_hops.resize(h + 1, 0);
+    }
+    stats.result_hops[h] += 1;
 }
 
 /// Results routing: this rank's own results, the buffers and chunks it sends, its inbox.
@@ -120,7 +154,7 @@ impl Results {
         if rec.owner == cx.rank {
             return self.home.store(
                 &mut cx.stats,
-                rec.index,
+                (rec.index, rec.key),
                 (rec.data, rec.cost_ns),
                 from,
                 hops,

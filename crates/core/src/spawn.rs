@@ -6,11 +6,16 @@
 //! so a tree's frontier stays small) and are stolen from the back like any other task
 //! (the oldest, nearest the root: the work that splits furthest).
 //!
-//! A spawned task has no place in an owner's task list, so nothing per spawned task
-//! travels home: its result is a value of the job's [`Reduction`], combined into the
-//! partial of the rank that ran it, and the partials are combined over the termination
-//! tree as the epoch ends (`crate::termination`). Epoch tasks keep their results, which
-//! go home as always.
+//! A spawned task belongs to the owner of the epoch task it descends from, and carries
+//! the key its spawner gave it. Its result goes one of two ways ([`Spawning::lanes`]):
+//! - **home** (the default, no lanes): routed to that owner like an epoch task's result,
+//!   hop by hop and coarsened, exactly once; the owner gets it with its key
+//!   ([`crate::SpawnedResult`]);
+//! - **reduced**: one u64 per lane of an associative, commutative reduction, combined into
+//!   the partial of the rank that ran it; nothing per task travels, and the partials are
+//!   combined over the termination tree as the epoch ends (`crate::termination`).
+//!
+//! Epoch tasks keep their results, which go home as always.
 //!
 //! Termination cannot rest on owners alone once the bag grows: the termination tree runs
 //! waves of created and completed counts instead (`crate::termination`, "Waves").
@@ -80,19 +85,37 @@ impl std::str::FromStr for ReduceOp {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Spawning {
     /// How spawned tasks' results combine: each result is one little-endian u64 per lane.
+    /// No lanes: each result travels home with its key instead.
     pub lanes: Vec<ReduceOp>,
     /// The most spawned tasks a rank may hold queued: a runaway tree fails the epoch on
     /// every rank, naming this bound, before it exhausts memory.
     pub queued_max: u64,
 }
 
+impl Default for Spawning {
+    fn default() -> Self {
+        Self::home()
+    }
+}
+
 impl Spawning {
+    /// A job whose spawned tasks' results travel home, each with its key, to the owner of
+    /// the epoch task they descend from.
+    pub fn home() -> Self {
+        Self::reduced(Vec::new())
+    }
+
     /// A job whose spawned tasks' results are combined lane by lane with `lanes`.
     pub fn reduced(lanes: Vec<ReduceOp>) -> Self {
         Self {
             lanes,
             queued_max: QUEUED_MAX_DEFAULT,
         }
+    }
+
+    /// Whether spawned results travel home (no reduction).
+    pub fn routes_home(&self) -> bool {
+        self.lanes.is_empty()
     }
 
     /// Every lane's identity: a rank's partial before any spawned task ran.
@@ -146,6 +169,9 @@ pub enum SpawnError {
     /// No epoch runs here.
     #[error("a task was spawned while no epoch runs")]
     NoEpoch,
+    /// The spawning task's owner is not a rank of the job.
+    #[error("a task was spawned by a task whose owner, rank {0}, is outside the job")]
+    NoParent(u32),
     /// A child's payload is over `Config::max_payload`.
     #[error("a spawned task has a {len}-byte payload, over the {limit}-byte limit")]
     PayloadTooLarge {

@@ -89,7 +89,7 @@ impl TaskArea {
         let mut buf = Vec::with_capacity(tasks.len() * 32);
         for t in tasks {
             let at = buf.len();
-            buf.resize(at + packed_len(t.payload.len()), 0);
+            buf.resize(at + packed_len(t.wire_len()), 0);
             layout::encode_task(t, &mut buf[at..]);
         }
         mem.write(Loc::new(seg::TASKS, self.region(region)), &buf);
@@ -119,13 +119,12 @@ impl TaskArea {
             }
             mem.read(Loc::new(seg::TASKS, at), &mut header);
             let len = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
-            if len > self.max_payload {
+            // (A spawned task's key travels inside the length: `layout::KEY_BYTES`.)
+            let limit = self.max_payload as usize + layout::KEY_BYTES;
+            if len as usize > limit {
                 return Err(CoreError::Malformed {
                     from,
-                    what: format!(
-                        "steal reply: task payload of {len} bytes (limit {})",
-                        self.max_payload
-                    ),
+                    what: format!("steal reply: task payload of {len} bytes (limit {limit})"),
                 });
             }
             let record = packed_len(len as usize) as u64;
@@ -164,7 +163,8 @@ impl TaskArea {
     }
 }
 
-/// Bytes of a packed task record: the slot header and the payload, 8-aligned.
+/// Bytes of a packed task record: the slot header and the payload (with a spawned task's
+/// key), 8-aligned.
 fn packed_len(payload: usize) -> usize {
     (layout::SLOT_HEADER as usize + payload).next_multiple_of(8)
 }
@@ -186,6 +186,7 @@ mod tests {
 
     fn task(index: u32, len: usize) -> Task {
         Task {
+            key: 0,
             owner: 1,
             index,
             kind: 3,

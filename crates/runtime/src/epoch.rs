@@ -136,6 +136,7 @@ impl Runtime {
         let tasks: Vec<NewTask> = tasks
             .into_iter()
             .map(|t| NewTask {
+                key: t.key,
                 kind: t.kind,
                 payload: t.payload,
                 priority: t.priority,
@@ -311,6 +312,7 @@ impl Runtime {
             results: out.results,
             costs_ns: out.costs_ns,
             reduced: out.reduced,
+            spawned: out.spawned,
             stats,
             start_view: outcome,
         }))

@@ -62,7 +62,7 @@ pub use titus_core::resources::{Dispatch, ResourceCounts, Variants};
 pub use titus_core::spawn::{self, ReduceOp, SpawnError, Spawning};
 pub use titus_core::{
     Balancing, CoreError, CostHistory, DONE_GRACE, DiffusionPlan, NewTask, Protocol, Routing,
-    Sharing, Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
+    Sharing, SpawnedResult, Stats as CoreStats, StealOutcome, repartition::RepartitionPlan,
 };
 pub use titus_overlay::{OverlayParams, SHORTCUTS_MAX, ShortcutDraw};
 

@@ -47,8 +47,12 @@ pub struct EpochOutput {
     /// Each task's duration measured where it ran (ns), in task order.
     pub costs_ns: Vec<u64>,
     /// A spawning job's reduction of its spawned tasks' results over every rank, lane
-    /// by lane (the same on every rank); empty when the job does not spawn.
+    /// by lane (the same on every rank); empty when the job does not spawn or routes
+    /// spawned results home.
     pub reduced: Vec<u64>,
+    /// A job that routes spawned results home: the results of the spawned tasks that
+    /// descend from this rank's tasks, each once with its key, ordered by key.
+    pub spawned: Vec<titus_core::SpawnedResult>,
     /// Figures.
     pub stats: EpochStats,
     /// What the epoch start found (the job's facts, this rank's load after the front, its

@@ -71,19 +71,23 @@ impl<'a> TaskCtx<'a> {
         self.queued
     }
 
-    /// Spawns a task of `kind` with `payload`: it joins this rank's queue (the front: a
-    /// rank goes depth first, thieves take the oldest) and may be stolen like any other.
-    /// Its result, one little-endian u64 per lane of the job's reduction, joins the
-    /// reduction that every rank gets at the epoch's end ([`crate::EpochOutput::reduced`]).
-    pub fn spawn(&mut self, kind: u16, payload: Vec<u8>) -> Result<(), SpawnError> {
+    /// Spawns a task of `kind` with `payload` under `key`: it joins this rank's queue
+    /// (the front: a rank goes depth first, thieves take the oldest) and may be stolen
+    /// like any other. Its result travels home to the owner of the epoch task this one
+    /// descends from, which gets it with `key` ([`crate::EpochOutput::spawned`]); or,
+    /// where the job declared a reduction, it is one little-endian u64 per lane and joins
+    /// the reduction that every rank gets at the epoch's end
+    /// ([`crate::EpochOutput::reduced`]; the key is then unused).
+    pub fn spawn(&mut self, key: u64, kind: u16, payload: Vec<u8>) -> Result<(), SpawnError> {
         self.spawn_task(NewTask {
+            key,
             kind,
             payload,
             ..NewTask::default()
         })
     }
 
-    /// [`TaskCtx::spawn`] with a priority and a cost hint.
+    /// [`TaskCtx::spawn`] with a priority and a cost hint ([`NewTask::key`] is the key).
     pub fn spawn_task(&mut self, task: NewTask) -> Result<(), SpawnError> {
         let Some(limit) = self.max_payload else {
             return Err(SpawnError::NotSpawning);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use titus_core::Task;
+use titus_core::{Task, TaskId};
 
 pub(crate) fn spawn(
     sh: &Arc<Shared>,
@@ -140,9 +140,10 @@ fn execute(
     };
     let core = &sh.cfg.core;
     let limit = core.spawning.as_ref().map(|_| core.max_payload);
+    let parent = task.id();
     let hand = |tasks: Vec<titus_core::NewTask>| {
         let mut tasks = tasks;
-        hand_spawned(sh, &mut tasks);
+        hand_spawned(sh, parent, &mut tasks);
     };
     let mut ctx = crate::TaskCtx::new(rank, QUEUED_SEEN.get(), limit, spawned, Some(&hand));
     catch_unwind(AssertUnwindSafe(|| f(&mut ctx, &task.payload))).unwrap_or_else(|p| {
@@ -346,7 +347,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
         if res {
             crate::resources::cpu_done(sh);
             if !spawned.is_empty() {
-                hand_spawned(sh, &mut spawned);
+                hand_spawned(sh, task.id(), &mut spawned);
             }
             report(sh, &task, result, cost_ns);
         } else {
@@ -373,10 +374,10 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
 /// Hands the children a task spawned to the node, before its result: they must count as
 /// created before it counts as done (`titus_core::spawn`). A refusal here means that the
 /// epoch failed (the task's own checks came at each spawn): the node has the error.
-fn hand_spawned(sh: &Shared, spawned: &mut Vec<titus_core::NewTask>) {
+fn hand_spawned(sh: &Shared, parent: TaskId, spawned: &mut Vec<titus_core::NewTask>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let _ = node.spawned(sh.now(), std::mem::take(spawned), &mem);
+    let _ = node.spawned(sh.now(), parent, std::mem::take(spawned), &mem);
     QUEUED_SEEN.set(node.queued());
     pass_on(sh, node);
 }
@@ -410,7 +411,7 @@ fn report_and_take(
     let id = task.id();
     if let Some(next) = w.pop().or_else(|| steal_sibling(me, stealers)) {
         if !spawned.is_empty() {
-            hand_spawned(sh, spawned);
+            hand_spawned(sh, id, spawned);
         }
         // (A zero grain flushes at once: one task, one report.)
         let ended = sh.time_of(ended).0;
@@ -428,7 +429,7 @@ fn report_and_take(
     let now = sh.now();
     if !spawned.is_empty() {
         // (Refused only when the epoch failed: the node has the error.)
-        let _ = node.spawned(now, std::mem::take(spawned), &mem);
+        let _ = node.spawned(now, id, std::mem::take(spawned), &mem);
     }
     held.report_into(sh, &mut node, &mem);
     node.task_done(now, id, result, cost_ns, &mem);

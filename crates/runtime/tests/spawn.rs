@@ -1,9 +1,10 @@
 //! Tasks that spawn tasks, over the in-process fabric: a random tree of spawns (children
 //! handed over while their parent runs, or when it returns) reduces to exactly its size
 //! (computed apart) under every steal protocol and over a delayed fabric, epoch after
-//! epoch; a runaway tree fails every rank naming the bound; a spawn
-//! where the job declared none, and a spawned result the reduction cannot take, are
-//! refused.
+//! epoch, or, where results travel home, brings each spawned result home once with its
+//! key to the owner of its root; a runaway tree fails every rank naming the bound; a
+//! spawn where the job declared none, and a spawned result the reduction cannot take,
+//! are refused.
 
 use std::time::Duration;
 use titus_fabric::mem::{DelayModel, MemOptions};
@@ -45,14 +46,24 @@ fn subtree(seed: u64, depth: u32) -> (u64, u64) {
     (n, d)
 }
 
-/// The task: spawns its node's children; its lanes are (1 node, its depth).
-fn expand(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<Vec<u8>, String> {
+/// The seeds of every node below (seed, depth), counted apart.
+fn descendants(seed: u64, depth: u32, out: &mut Vec<u64>) {
+    for i in 0..children(seed, depth) {
+        let c = child_seed(seed, i);
+        out.push(c);
+        descendants(c, depth + 1, out);
+    }
+}
+
+/// Spawns the node's children, each under its seed as its key; returns (seed, depth).
+fn spawn_children(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<(u64, u32), String> {
     let seed = u64::from_le_bytes(p[..8].try_into().unwrap());
     let depth = u32::from_le_bytes(p[8..12].try_into().unwrap());
     // Some work, so that queues build up and thieves find something.
     std::hint::black_box((0..200).fold(seed, |a, b| mix(a ^ b)));
     for i in 0..children(seed, depth) {
-        ctx.spawn(0, node(child_seed(seed, i), depth + 1))
+        let c = child_seed(seed, i);
+        ctx.spawn(c, 0, node(c, depth + 1))
             .map_err(|e| e.to_string())?;
         // Half the levels hand their children over while the task goes on.
         if depth % 2 == 0 {
@@ -60,10 +71,24 @@ fn expand(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<Vec<u8>, String> {
         }
     }
     std::hint::black_box((0..200).fold(seed, |a, b| mix(a ^ b)));
+    Ok((seed, depth))
+}
+
+/// The task of a reducing job: spawns its node's children; its lanes are (1 node, its
+/// depth).
+fn expand(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<Vec<u8>, String> {
+    let (_, depth) = spawn_children(ctx, p)?;
     Ok([1u64, u64::from(depth)]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect())
+}
+
+/// The task of a job whose results travel home: spawns its node's children; its result
+/// is its node.
+fn expand_home(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<Vec<u8>, String> {
+    let (seed, depth) = spawn_children(ctx, p)?;
+    Ok(node(seed, depth))
 }
 
 fn config(protocol: Protocol, seed: u64) -> RuntimeConfig {
@@ -86,6 +111,7 @@ fn config(protocol: Protocol, seed: u64) -> RuntimeConfig {
 struct EpochRun {
     reduced: Vec<u64>,
     results: Vec<Vec<u8>>,
+    spawned: Vec<titus_runtime::SpawnedResult>,
 }
 
 /// A rank's epochs, or its error.
@@ -123,6 +149,7 @@ fn run(
                         out.push(EpochRun {
                             reduced: o.reduced,
                             results: o.results,
+                            spawned: o.spawned,
                         });
                     }
                     Ok(out)
@@ -166,6 +193,58 @@ fn check(what: &str, ranks: u32, roots: u32, skewed: bool, outcomes: Vec<RankRun
                 [spawned, depth],
                 "{what}: epoch {e}, rank {r}: the job's reduction (trees of {nodes} nodes)"
             );
+        }
+    }
+}
+
+/// Checks that each rank got home, once each, the results of the spawned tasks below its
+/// own roots, with their keys, and its roots' own results.
+fn check_home(what: &str, roots: u32, skewed: bool, outcomes: Vec<RankRun>) {
+    for (r, o) in outcomes.into_iter().enumerate() {
+        let per = o.unwrap_or_else(|e| panic!("{what}: rank {r}: {e}"));
+        for (e, run) in per.iter().enumerate() {
+            let mine = if skewed && r > 0 { 0 } else { roots };
+            let mut want = Vec::new();
+            for i in 0..mine {
+                let seed = root_seed(e as u32, r as u32, i);
+                assert_eq!(run.results[i as usize], node(seed, 0), "{what}");
+                descendants(seed, 0, &mut want);
+            }
+            want.sort_unstable();
+            let got: Vec<u64> = run.spawned.iter().map(|s| s.key).collect();
+            assert_eq!(
+                got, want,
+                "{what}: epoch {e}, rank {r}: the spawned results' keys"
+            );
+            for s in &run.spawned {
+                assert_eq!(
+                    s.data[..8],
+                    s.key.to_le_bytes(),
+                    "{what}: a result under another key"
+                );
+            }
+            assert!(run.reduced.is_empty(), "{what}");
+        }
+    }
+}
+
+#[test]
+fn spawned_results_come_home_with_their_keys_under_every_protocol() {
+    for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
+        for (seed, skewed) in [(11, true), (12, false)] {
+            let options = MemOptions {
+                delay: Some(DelayModel {
+                    seed,
+                    max: Duration::from_micros(100),
+                }),
+                software_progress: seed % 2 == 0,
+                hang_posts_to: None,
+            };
+            let what = format!("{protocol:?}, seed {seed}, skewed {skewed}, results home");
+            let mut cfg = config(protocol, seed);
+            cfg.core.spawning = Some(Spawning::home());
+            let out = run(3, cfg, options, 2, 4, skewed, expand_home);
+            check_home(&what, 4, skewed, out);
         }
     }
 }
@@ -217,7 +296,7 @@ fn one_rank_and_an_epoch_without_tasks_end() {
 fn a_runaway_tree_fails_every_rank_naming_the_bound() {
     fn runaway(ctx: &mut TaskCtx<'_>, _: &[u8]) -> Result<Vec<u8>, String> {
         for _ in 0..4 {
-            ctx.spawn(0, node(0, 0)).map_err(|e| e.to_string())?;
+            ctx.spawn(0, 0, node(0, 0)).map_err(|e| e.to_string())?;
         }
         Ok(vec![0; 16])
     }
@@ -237,7 +316,7 @@ fn a_runaway_tree_fails_every_rank_naming_the_bound() {
 fn a_spawned_result_the_reduction_cannot_take_fails_the_epoch() {
     fn short(ctx: &mut TaskCtx<'_>, p: &[u8]) -> Result<Vec<u8>, String> {
         if p[8] == 0 {
-            ctx.spawn(0, node(1, 1)).map_err(|e| e.to_string())?;
+            ctx.spawn(0, 0, node(1, 1)).map_err(|e| e.to_string())?;
         }
         Ok(vec![7; 9])
     }
@@ -278,7 +357,7 @@ fn a_spawn_is_refused_where_the_job_declared_none() {
         .pop()
         .unwrap();
     rt.register_spawning(0, |ctx, _| {
-        let e = ctx.spawn(0, vec![1]).expect_err("no spawning declared");
+        let e = ctx.spawn(0, 0, vec![1]).expect_err("no spawning declared");
         Ok(e.to_string().into_bytes())
     });
     let out = rt.run_epoch(vec![(0, vec![])]).unwrap();

@@ -16,7 +16,9 @@
 //!   ranks predict their loads and diffusion pushes batches (on in most seeds); pushed
 //!   chunks race with steals, inbox overflows and ranks that have not started yet.
 
-use crate::{Between, Faults, Job, Model, SimTask, Violation, failed_everywhere, simulate_with};
+use crate::{
+    Between, Faults, Job, Model, RankOutcome, SimTask, Violation, failed_everywhere, simulate_with,
+};
 use rand::RngExt as _;
 use rand_distr::Exp1;
 use std::time::Duration;
@@ -39,10 +41,20 @@ const SPAWN_DEPTH: u8 = 3;
 /// The checker's spawning tasks: every task spawns 0 to 2 children (drawn from its
 /// payload's hash) while fewer than [`SPAWN_DEPTH`] levels lie above it; a child's
 /// payload is `S`, its depth, its parent's hash and its place (11 bytes: within the
-/// checker's 24-byte payloads). A spawned task runs 1 to 200 µs and returns (1, its
-/// hash): summed over the job, its count and a checksum that a lost or duplicated task
-/// changes.
+/// checker's 24-byte payloads), and its key is its payload's hash. A spawned task runs 1
+/// to 200 µs and returns (1, its hash): summed over the job, its count and a checksum
+/// that a lost or duplicated task changes.
 pub fn check_spawn(payload: &[u8], _queued: usize) -> crate::Spawned {
+    let h = hash_of(payload);
+    crate::Spawned {
+        result: titus_core::spawn::Spawning::encode(&[1, h]),
+        ..check_spawn_home(payload, 0)
+    }
+}
+
+/// [`check_spawn`] in a job that sends results home: a spawned task returns its hash,
+/// its key.
+fn check_spawn_home(payload: &[u8], _queued: usize) -> crate::Spawned {
     let h = u64::from_le_bytes(check_result(payload).try_into().expect("8 bytes"));
     let depth = match payload {
         [b'S', d, ..] if payload.len() == 11 => *d,
@@ -56,27 +68,70 @@ pub fn check_spawn(payload: &[u8], _queued: usize) -> crate::Spawned {
                 let mut p = vec![b'S', depth + 1];
                 p.extend_from_slice(&h.to_le_bytes());
                 p.push(i);
-                p
+                titus_core::NewTask {
+                    key: hash_of(&p),
+                    payload: p,
+                    ..titus_core::NewTask::default()
+                }
             })
             .collect(),
-        lanes: vec![1, h],
+        result: h.to_le_bytes().to_vec(),
         early: None,
     }
 }
 
-/// What the spawned tasks below an epoch task with `payload` sum to: their count and
-/// their hashes ([`check_spawn`]'s lanes).
-fn spawned_below(payload: &[u8]) -> (u64, u64) {
-    sum_trees(&check_spawn(payload, 0).children)
+fn hash_of(payload: &[u8]) -> u64 {
+    u64::from_le_bytes(check_result(payload).try_into().expect("8 bytes"))
 }
 
-/// The spawned tasks with these payloads and all below them: count and hashes.
-fn sum_trees(payloads: &[Vec<u8>]) -> (u64, u64) {
-    payloads.iter().fold((0, 0), |(n, sum), p| {
-        let s = check_spawn(p, 0);
-        let (cn, cs) = sum_trees(&s.children);
-        (n + 1 + cn, sum.wrapping_add(s.lanes[1]).wrapping_add(cs))
-    })
+/// The hashes of the spawned tasks below an epoch task with `payload` (each spawned
+/// task's key, and its result's second lane), in tree order.
+fn hashes_below(payload: &[u8], out: &mut Vec<u64>) {
+    for c in check_spawn(payload, 0).children {
+        out.push(c.key);
+        hashes_below(&c.payload, out);
+    }
+}
+
+/// Checks one epoch's spawned results on every rank against the trees below its
+/// `tasks`: the job's reduction on every rank, or each rank's results home, once each
+/// with its key.
+fn check_spawned(tasks: &[Vec<SimTask>], ranks: &[RankOutcome], home: bool) -> Result<(), String> {
+    let below: Vec<Vec<u64>> = tasks
+        .iter()
+        .map(|ts| {
+            let mut v = Vec::new();
+            ts.iter().for_each(|t| hashes_below(&t.payload, &mut v));
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let n = below.iter().map(Vec::len).sum::<usize>() as u64;
+    let sum = below.iter().flatten().fold(0u64, |s, &h| s.wrapping_add(h));
+    for (r, out) in ranks.iter().enumerate() {
+        if home {
+            let keys: Vec<u64> = out.spawned.iter().map(|s| s.key).collect();
+            if keys != below[r] {
+                return Err(format!(
+                    "rank {r}: {} spawned results home, {} spawned below its tasks, or other keys",
+                    keys.len(),
+                    below[r].len()
+                ));
+            }
+            if let Some(s) = out.spawned.iter().find(|s| s.data != s.key.to_le_bytes()) {
+                return Err(format!(
+                    "rank {r}: key {} came home with another task's result",
+                    s.key
+                ));
+            }
+        } else if out.reduced != [n, sum] {
+            return Err(format!(
+                "rank {r}: the reduction of spawned results is {:?}, the {n} tasks spawned give [{n}, {sum}]",
+                out.reduced
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a seed drew, in words.
@@ -123,6 +178,8 @@ pub struct Exercised {
     pub plans_checked: u64,
     /// Tasks spawned by running tasks.
     pub spawned: u64,
+    /// Spawned results that travelled home with their keys.
+    pub spawned_home: u64,
 }
 
 impl Exercised {
@@ -142,6 +199,7 @@ impl Exercised {
         self.repartitioned += other.repartitioned;
         self.plans_checked += other.plans_checked;
         self.spawned += other.spawned;
+        self.spawned_home += other.spawned_home;
     }
 }
 
@@ -675,18 +733,33 @@ fn draw_and_run(
     // results, termination by waves), mixed with the fixed bag. Decided apart from the
     // other draws, which stay as they were.
     let spawning = Rng::from_keys(&[seed, key, 0x7370_6177]).chance(1.0 / 3.0); // "spaw"
+    // Half of those send each spawned result home with its key; the others reduce them.
+    let home = spawning && Rng::from_keys(&[seed, key, 0x686f_6d65]).chance(0.5); // "home"
     let job = match spawning {
         true => {
-            what += ", tasks spawn trees";
+            what += if home {
+                ", tasks spawn trees (results home)"
+            } else {
+                ", tasks spawn trees (results reduced)"
+            };
+            let s = if home {
+                titus_core::spawn::Spawning::home()
+            } else {
+                titus_core::spawn::Spawning::reduced(vec![
+                    titus_core::spawn::ReduceOp::Sum,
+                    titus_core::spawn::ReduceOp::Sum,
+                ])
+            };
             Job {
                 core: Config {
-                    spawning: Some(titus_core::spawn::Spawning::reduced(vec![
-                        titus_core::spawn::ReduceOp::Sum,
-                        titus_core::spawn::ReduceOp::Sum,
-                    ])),
+                    spawning: Some(s),
                     ..job.core
                 },
-                spawn: Some(&check_spawn),
+                spawn: Some(if home {
+                    &check_spawn_home
+                } else {
+                    &check_spawn
+                }),
                 ..job
             }
         }
@@ -739,25 +812,12 @@ fn draw_and_run(
         }
         Ok(o) => {
             if spawning {
-                // Every epoch's reduction, on every rank: each spawned task once.
+                // Every epoch, on every rank: each spawned task's result once.
                 let epochs = std::iter::once(&job.tasks).chain(&job.later_epochs);
                 let outcomes = o.earlier.iter().chain(std::iter::once(&o.ranks));
                 for (e, (tasks, ranks)) in epochs.zip(outcomes).enumerate() {
-                    let (n, sum) = tasks.iter().flatten().fold((0u64, 0u64), |(n, s), t| {
-                        let (cn, cs) = spawned_below(&t.payload);
-                        (n + cn, s.wrapping_add(cs))
-                    });
-                    for (r, out) in ranks.iter().enumerate() {
-                        if out.reduced != [n, sum] {
-                            return Err((
-                                what,
-                                Violation::Broken(format!(
-                                    "epoch {e}, rank {r}: the reduction of spawned results is {:?}, \
-                                     the {n} tasks spawned give [{n}, {sum}]",
-                                    out.reduced
-                                )),
-                            ));
-                        }
+                    if let Err(why) = check_spawned(tasks, ranks, home) {
+                        return Err((what, Violation::Broken(format!("epoch {e}, {why}"))));
                     }
                 }
             }
@@ -779,6 +839,7 @@ fn draw_and_run(
                     repartitioned: 0,
                     plans_checked: 0,
                     spawned: st.tasks_spawned,
+                    spawned_home: r.spawned.len() as u64,
                 });
             }
             exercised.repartitioned = repartitioned.get();
@@ -861,6 +922,7 @@ mod tests {
         let range = titus_core::seed::seeds(0..200);
         let seeds = range.end - range.start;
         let (mut events, mut gone_tolerated, mut failed, mut spawned) = (0, 0, 0, 0);
+        let mut spawned_home = 0;
         for seed in range {
             match check_seed(seed) {
                 Ok(d) => {
@@ -868,6 +930,7 @@ mod tests {
                     gone_tolerated += d.exercised.gone_tolerated;
                     failed += d.exercised.failed_everywhere;
                     spawned += d.exercised.spawned;
+                    spawned_home += d.exercised.spawned_home;
                 }
                 Err((what, v)) => panic!(
                     "seed {seed} ({what}): {v}\nreproduce: titus sim --check --seed {seed} --seeds 1, or {} cargo test -p titus-sim --lib",
@@ -890,6 +953,11 @@ mod tests {
         assert!(
             seeds < 100 || spawned > 0,
             "no task spawned in {seeds} seeds"
+        );
+        // Half of those send their results home.
+        assert!(
+            seeds < 100 || spawned_home > 0,
+            "no spawned result came home in {seeds} seeds"
         );
     }
 

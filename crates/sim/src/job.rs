@@ -3,8 +3,8 @@
 use crate::check;
 use crate::model::Model;
 use std::collections::BTreeMap;
-use titus_core::Config;
 use titus_core::resources::{Dispatch, KindSet, ResourceSpec};
+use titus_core::{Config, NewTask};
 use titus_overlay::OverlayParams;
 
 /// One task of the simulated workload.
@@ -113,13 +113,14 @@ pub type SpawnModel = dyn Fn(&[u8], usize) -> Spawned + Sync;
 pub struct Spawned {
     /// How long it runs on a CPU worker, ns (a spawned task's; ignored for an epoch task).
     pub cost_ns: u64,
-    /// The payloads of the children it spawns (kind 0).
-    pub children: Vec<Vec<u8>>,
-    /// Its result, one value per lane of the job's reduction (a spawned task's).
-    pub lanes: Vec<u64>,
+    /// The children it spawns, each with its key, kind and payload.
+    pub children: Vec<NewTask>,
+    /// Its result (a spawned task's): where the job reduces, one little-endian u64 per
+    /// lane (`Spawning::encode`); else it travels home with its key.
+    pub result: Vec<u8>,
     /// Children it hands over while it runs (`TaskCtx::hand_over`), and how far into its
     /// cost, ns: stealable before it ends.
-    pub early: Option<(u64, Vec<Vec<u8>>)>,
+    pub early: Option<(u64, Vec<NewTask>)>,
 }
 
 /// A rank's CPU per task of its own around an epoch's start, outside the start's messages:
@@ -265,6 +266,9 @@ pub struct RankOutcome {
     pub results: Vec<Vec<u8>>,
     /// A spawning job's reduction of its spawned tasks' results (empty otherwise).
     pub reduced: Vec<u64>,
+    /// A job that routes spawned results home: those below this rank's tasks, ordered
+    /// by key.
+    pub spawned: Vec<titus_core::SpawnedResult>,
     /// Each of its tasks' measured (simulated) cost, ns, in task order, as it came home.
     pub costs_ns: Vec<u64>,
     /// Ranks it exchanged operations with so far (either way), since the job began.

@@ -18,36 +18,52 @@ fn names_the_sender(e: &CoreError) -> bool {
     matches!(e, CoreError::Malformed { from: FROM, .. })
 }
 
+/// An index: an epoch task's, or a spawned task's (whose key travels).
+fn any_index() -> impl Strategy<Value = u32> {
+    prop_oneof![any::<u32>(), Just(crate::spawn::SPAWNED_INDEX)]
+}
+
+/// The key a record of `index` carries: only a spawned one's travels.
+fn key_of(index: u32, key: u64) -> u64 {
+    if key_bytes(index) == 0 { 0 } else { key }
+}
+
 fn any_task(size: u32, max_payload: u32) -> impl Strategy<Value = Task> {
     (
         0..size,
-        any::<u32>(),
+        any_index(),
         any::<u16>(),
         any::<i16>(),
         0..=COST_HINT_MAX_NS,
         proptest::collection::vec(any::<u8>(), 0..=max_payload as usize),
+        any::<u64>(),
     )
-        .prop_map(|(owner, index, kind, priority, cost_ns, payload)| Task {
-            owner,
-            index,
-            kind,
-            priority,
-            cost_ns,
-            payload,
-        })
+        .prop_map(
+            |(owner, index, kind, priority, cost_ns, payload, key)| Task {
+                key: key_of(index, key),
+                owner,
+                index,
+                kind,
+                priority,
+                cost_ns,
+                payload,
+            },
+        )
 }
 
 fn any_result(size: u32, max_result: u32) -> impl Strategy<Value = (ResultRecord, u32)> {
     (
         0..size,
-        any::<u32>(),
+        any_index(),
         any::<u64>(),
         proptest::collection::vec(any::<u8>(), 0..=max_result as usize),
         any::<u32>(),
+        any::<u64>(),
     )
-        .prop_map(|(owner, index, cost_ns, data, hops)| {
+        .prop_map(|(owner, index, cost_ns, data, hops, key)| {
             (
                 ResultRecord {
+                    key: key_of(index, key),
                     owner,
                     index,
                     cost_ns,
@@ -213,7 +229,7 @@ proptest! {
             Ok(t) => {
                 prop_assert!(t.owner < size);
                 prop_assert!(t.payload.len() <= max_payload as usize);
-                prop_assert!(SLOT_HEADER as usize + t.payload.len() <= slot.len());
+                prop_assert!(SLOT_HEADER as usize + t.wire_len() <= slot.len());
                 // What decoded encodes back into the same slot's fields.
                 let mut again = vec![0u8; slot.len()];
                 encode_task(&t, &mut again);

@@ -133,7 +133,12 @@ impl Node {
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        self.results.home.start(tasks.len());
+        let takes_spawned = cx
+            .cfg
+            .spawning
+            .as_ref()
+            .is_some_and(crate::spawn::Spawning::routes_home);
+        self.results.home.start(tasks.len(), takes_spawned);
         cx.stats = Stats {
             tasks_owned: tasks.len() as u64,
             ..Stats::default()
@@ -150,6 +155,7 @@ impl Node {
             .into_iter()
             .enumerate()
             .map(|(i, t)| Task {
+                key: 0,
                 owner: rank,
                 index: i as u32,
                 kind: t.kind,
@@ -273,6 +279,7 @@ impl Node {
             results,
             costs_ns,
             reduced: self.term.reduced().map(<[u64]>::to_vec).unwrap_or_default(),
+            spawned: self.results.home.take_spawned(),
         })
     }
 }

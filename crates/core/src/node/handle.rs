@@ -51,7 +51,9 @@ impl Node {
     pub fn task_done(
         &mut self,
         now: Time,
-        TaskId { owner, index, kind }: TaskId,
+        id @ TaskId {
+            owner, index, kind, ..
+        }: TaskId,
         result: Result<Vec<u8>, String>,
         cost_ns: u64,
         mem: &dyn Memory,
@@ -73,7 +75,7 @@ impl Node {
             self.cx.stats.tasks_run_for_others += 1;
         }
         if index == crate::spawn::SPAWNED_INDEX && self.cx.cfg.spawning.is_some() {
-            self.spawned_done(kind, result);
+            self.spawned_done(id, result, cost_ns);
             self.drive(mem);
             return;
         }
@@ -97,6 +99,7 @@ impl Node {
                     index,
                     cost_ns,
                     data,
+                    key: 0,
                 };
                 if let Err(e) = self
                     .results

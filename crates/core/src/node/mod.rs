@@ -140,6 +140,9 @@ pub struct NewTask {
     /// mapper's ([`crate::Mapper::estimate_ns`]: the measured mean of the kind). At most
     /// [`crate::layout::COST_HINT_MAX_NS`] (larger is taken as that).
     pub cost_hint_ns: u64,
+    /// A spawned task's key: its result reaches its owner with it (`crate::spawn`).
+    /// Epoch tasks are named by their place in the list, and their key is ignored.
+    pub key: u64,
 }
 
 impl From<(u16, Vec<u8>)> for NewTask {
@@ -147,8 +150,7 @@ impl From<(u16, Vec<u8>)> for NewTask {
         Self {
             kind,
             payload,
-            priority: 0,
-            cost_hint_ns: 0,
+            ..Self::default()
         }
     }
 }
@@ -161,8 +163,20 @@ pub struct EpochResults {
     /// Each task's cost measured where it ran, ns.
     pub costs_ns: Vec<u64>,
     /// A spawning job's reduction of its spawned tasks' results over every rank, lane by
-    /// lane (`crate::spawn`); empty when the job does not spawn.
+    /// lane (`crate::spawn`); empty when the job does not spawn or routes them home.
     pub reduced: Vec<u64>,
+    /// A job that routes spawned results home: those of the spawned tasks descended from
+    /// this rank's own tasks, each once, ordered by key (then by data).
+    pub spawned: Vec<SpawnedResult>,
+}
+
+/// A spawned task's result, home at the owner of the epoch task it descends from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SpawnedResult {
+    /// The key its spawner gave it.
+    pub key: u64,
+    /// Its result.
+    pub data: Vec<u8>,
 }
 
 /// What a node's remote activity asks of its driver ([`Node::hints`]).
@@ -228,8 +242,14 @@ impl Node {
         if cfg.shared_capacity == 0 || cfg.shared_capacity > u32::from(u16::MAX) {
             return Err(ConfigError::SharedCapacity(cfg.shared_capacity).into());
         }
+        // A spawned result carries its key (`layout::KEY_BYTES`).
+        let keyed = if cfg.spawning.is_some() {
+            layout::KEY_BYTES
+        } else {
+            0
+        };
         let chunk_floor =
-            (layout::CHUNK_HEADER + layout::record_len(cfg.max_result as usize)) as u64;
+            (layout::CHUNK_HEADER + layout::record_len(cfg.max_result as usize + keyed)) as u64;
         if cfg.chunk_bytes < chunk_floor {
             return Err(ConfigError::ChunkTooSmall {
                 chunk_bytes: cfg.chunk_bytes,
@@ -269,9 +289,7 @@ impl Node {
             .into());
         }
         if let Some(sp) = &cfg.spawning
-            && (sp.lanes.is_empty()
-                || sp.lanes.len() > crate::spawn::LANES_MAX
-                || sp.queued_max == 0)
+            && (sp.lanes.len() > crate::spawn::LANES_MAX || sp.queued_max == 0)
         {
             return Err(ConfigError::Spawning {
                 lanes: sp.lanes.len(),

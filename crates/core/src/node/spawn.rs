@@ -1,13 +1,15 @@
 //! Tasks that create tasks (`crate::spawn`): children join this rank's queue, and a
-//! spawned task's result joins this rank's partial of the job's reduction.
+//! spawned task's result travels home with its key or joins this rank's partial of the
+//! job's reduction.
 
 use super::*;
 use crate::spawn::{Counts, SPAWNED_INDEX, SpawnError};
 use crate::termination::Report;
 
 impl Node {
-    /// A task running here spawned `tasks`: they join the front of this rank's queue,
-    /// where they run or are stolen like any other. Call it before that task's
+    /// The task `parent`, running here, spawned `tasks`: they join the front of this
+    /// rank's queue, where they run or are stolen like any other, and belong to the owner
+    /// of `parent` (where their results go home). Call it before that task's
     /// [`Node::task_done`] (its children must count as created before it counts as
     /// done: the waves' argument rests on it). Refused when the job declared no
     /// spawning, outside an epoch, or with a payload over the limit; a spawn that takes
@@ -16,6 +18,7 @@ impl Node {
     pub fn spawned(
         &mut self,
         now: Time,
+        parent: TaskId,
         tasks: Vec<NewTask>,
         mem: &dyn Memory,
     ) -> Result<(), SpawnError> {
@@ -46,19 +49,22 @@ impl Node {
             self.fail(e.clone());
             return Err(SpawnError::Failed(e));
         }
-        let rank = self.cx.rank;
+        if parent.owner >= self.cx.size {
+            return Err(SpawnError::NoParent(parent.owner));
+        }
         // (The waves count what was created here from the epoch's figures.)
         self.cx.stats.tasks_spawned += tasks.len() as u64;
         self.queue.push_front(
             tasks
                 .into_iter()
                 .map(|t| Task {
-                    owner: rank,
+                    owner: parent.owner,
                     index: SPAWNED_INDEX,
                     kind: t.kind,
                     priority: t.priority,
                     cost_ns: t.cost_hint_ns.min(layout::COST_HINT_MAX_NS),
                     payload: t.payload,
+                    key: t.key,
                 })
                 .collect(),
         );
@@ -68,22 +74,54 @@ impl Node {
         Ok(())
     }
 
-    /// A spawned task of `kind` ended here with `result`: it joins this rank's partial.
-    pub(super) fn spawned_done(&mut self, kind: u16, result: Result<Vec<u8>, String>) {
+    /// A spawned task `id` ended here with `result` (it ran for `cost_ns`): it travels
+    /// home, or joins this rank's partial.
+    pub(super) fn spawned_done(
+        &mut self,
+        id: TaskId,
+        result: Result<Vec<u8>, String>,
+        cost_ns: u64,
+    ) {
         let spawning = self
             .cx
             .cfg
             .spawning
             .as_ref()
             .expect("only a spawning job has spawned tasks");
-        let rank = self.cx.rank;
+        let (rank, kind) = (self.cx.rank, id.kind);
         let e = match result {
             Err(detail) => CoreError::TaskFailed {
-                owner: rank,
+                owner: id.owner,
                 index: SPAWNED_INDEX,
                 ran_on: rank,
-                detail: format!("a spawned task of kind {kind}: {detail}"),
+                detail: format!("a spawned task of kind {kind}, key {}: {detail}", id.key),
             },
+            Ok(data) if spawning.routes_home() => {
+                if data.len() > self.cx.cfg.max_result as usize {
+                    CoreError::ResultTooLarge {
+                        index: SPAWNED_INDEX,
+                        len: data.len(),
+                        limit: self.cx.cfg.max_result,
+                    }
+                } else {
+                    // Counted before it leaves: the waves' "completed" is also "sent home".
+                    self.spawn.completed += 1;
+                    let rec = layout::ResultRecord {
+                        owner: id.owner,
+                        index: SPAWNED_INDEX,
+                        cost_ns,
+                        data,
+                        key: id.key,
+                    };
+                    match self
+                        .results
+                        .route(&mut self.cx, &mut self.router, rec, 0, rank)
+                    {
+                        Ok(()) => return,
+                        Err(e) => e,
+                    }
+                }
+            }
             Ok(data) => match spawning.decode(&data) {
                 Some(v) => {
                     spawning.combine(&mut self.spawn.partial, &v);
@@ -118,11 +156,17 @@ impl Node {
     pub(super) fn termination_step(&mut self, mem: &dyn Memory) {
         let complete = self.results.home.complete();
         let ended = if self.term.has_waves() {
-            let ready = complete && self.queue.is_empty() && self.queue.workers_idle;
+            // (Results still buffered here would fail the wave: report once they left.)
+            let ready = complete
+                && self.queue.is_empty()
+                && self.queue.workers_idle
+                && self.results.out.is_empty();
             let (spawn, created) = (&self.spawn, self.cx.stats.tasks_spawned);
+            let delivered = self.results.home.spawned_delivered();
             let own = || Report {
                 created,
                 completed: spawn.completed,
+                delivered,
                 lanes: spawn.partial.clone(),
             };
             match self.term.step_wave(&mut self.cx, mem, ready, own) {

@@ -272,6 +272,11 @@ impl Outbound {
             .join("; ")
     }
 
+    /// Whether nothing is buffered or travelling.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.hops.is_empty()
+    }
+
     pub(crate) fn deadline(&self) -> Option<Time> {
         // With every OUTBOX slot in flight, buffered records wait for a completion (an
         // input), not for a time.
@@ -511,6 +516,7 @@ mod tests {
 
     fn record(owner: Rank, index: u32) -> ResultRecord {
         ResultRecord {
+            key: 0,
             owner,
             index,
             cost_ns: 1,

@@ -621,6 +621,7 @@ mod tests {
             let own = || Report {
                 created,
                 completed,
+                delivered: 0,
                 lanes: lanes.to_vec(),
             };
             self.t[r]
@@ -752,6 +753,7 @@ mod tests {
         let own = || Report {
             created: 0,
             completed: 0,
+            delivered: 0,
             lanes: vec![0, 0],
         };
         assert!(
@@ -788,10 +790,7 @@ mod tests {
             *signal = Some(Signal::Up { wave: 0 }.pack());
         }
         j.mem[0].write(
-            crate::Loc::new(
-                crate::layout::seg::START,
-                8 * (3 + crate::spawn::LANES_MAX as u64),
-            ),
+            crate::Loc::new(crate::layout::seg::START, waves::SLOT),
             &5u64.to_le_bytes(),
         );
         let e = j.t[0].on_up(&j.cx[0], 2, 0, &j.mem[0]).unwrap_err();

@@ -2,8 +2,8 @@
 //! ranks that run tasks spawning tasks, thieves whose stolen tasks are in flight, and
 //! wave messages delivered in any order. Whenever the root ends the epoch, no task may
 //! exist anywhere (queued, running or in a steal) and the reduction must count every
-//! spawned task once; once the tasks are gone and the messages delivered, the epoch must
-//! end everywhere.
+//! spawned task once; where results travel home instead, none may be on its way. Once the
+//! tasks are gone and the messages delivered, the epoch must end everywhere.
 
 use super::tests::Landing;
 use super::*;
@@ -35,6 +35,8 @@ struct Peer {
     running: Option<Task>,
     created: u64,
     completed: u64,
+    /// Spawned results delivered here (results home).
+    delivered: u64,
     /// The reduction's partial: spawned tasks completed here, their greatest depth.
     lanes: [u64; 2],
 }
@@ -43,6 +45,10 @@ struct World {
     ranks: Vec<Peer>,
     /// Stolen tasks on their way: (thief, task).
     in_flight: Vec<(usize, Task)>,
+    /// Results travel home (else they are reduced).
+    home: bool,
+    /// Results on their way home, by the rank they go to.
+    results: Vec<usize>,
     /// Writes issued, not yet delivered: (from, command).
     wire: Vec<(usize, crate::Command)>,
     /// What every spawned task completed so far sums to.
@@ -52,8 +58,12 @@ struct World {
 }
 
 impl World {
-    fn new(n: usize, roots: &[u8]) -> Self {
-        let spawning = Spawning::reduced(vec![ReduceOp::Sum, ReduceOp::Max]);
+    fn new(n: usize, roots: &[u8], home: bool) -> Self {
+        let spawning = if home {
+            Spawning::home()
+        } else {
+            Spawning::reduced(vec![ReduceOp::Sum, ReduceOp::Max])
+        };
         let ranks = (0..n)
             .map(|r| {
                 let mut term = Termination::default();
@@ -72,6 +82,7 @@ impl World {
                     queue,
                     running: None,
                     completed: 0,
+                    delivered: 0,
                     lanes: [0, 0],
                 }
             })
@@ -79,6 +90,8 @@ impl World {
         World {
             ranks,
             in_flight: Vec::new(),
+            home,
+            results: Vec::new(),
             wire: Vec::new(),
             spawned: 0,
             deepest: 0,
@@ -99,11 +112,13 @@ impl World {
     fn step(&mut self, r: usize) {
         let rk = &mut self.ranks[r];
         let ready = rk.queue.is_empty() && rk.running.is_none();
-        let (created, completed, lanes) = (rk.created, rk.completed, rk.lanes);
+        let (created, completed, delivered) = (rk.created, rk.completed, rk.delivered);
+        let lanes = if self.home { vec![] } else { rk.lanes.to_vec() };
         let own = || Report {
             created,
             completed,
-            lanes: lanes.to_vec(),
+            delivered,
+            lanes,
         };
         let ended = rk
             .term
@@ -115,11 +130,18 @@ impl World {
         if ended {
             assert_eq!(r, 0, "only the root decides");
             assert_eq!(self.tasks_left(), 0, "the epoch ended with tasks left");
-            assert_eq!(
-                self.ranks[0].term.reduced(),
-                Some(&[self.spawned, self.deepest][..])
-            );
+            assert!(self.results.is_empty(), "the epoch ended with results away");
+            assert_eq!(self.ranks[0].term.reduced(), Some(&self.reduction()[..]));
             self.ended = true;
+        }
+    }
+
+    /// The reduction every rank must get: none where results travel home.
+    fn reduction(&self) -> Vec<u64> {
+        if self.home {
+            vec![]
+        } else {
+            vec![self.spawned, self.deepest]
         }
     }
 
@@ -159,6 +181,11 @@ impl World {
                         rk.created += 1;
                     }
                     rk.completed += 1;
+                    if self.home {
+                        // Its result leaves for some rank (its owner, which this
+                        // model leaves arbitrary).
+                        self.results.push(usize::from(b.wrapping_mul(13)) % n);
+                    }
                     rk.lanes[0] += 1;
                     rk.lanes[1] = rk.lanes[1].max(u64::from(t.depth));
                     self.spawned += 1;
@@ -173,7 +200,13 @@ impl World {
                     self.in_flight.push((thief, t));
                 }
             }
-            // A stolen task lands.
+            // A result gets home, or a stolen task lands.
+            3 if self.home && b.is_multiple_of(2) && !self.results.is_empty() => {
+                let to = self
+                    .results
+                    .swap_remove(usize::from(b) % self.results.len());
+                self.ranks[to].delivered += 1;
+            }
             3 => {
                 if !self.in_flight.is_empty() {
                     let (thief, t) = self
@@ -202,9 +235,10 @@ proptest! {
         n in 1usize..8,
         roots in proptest::collection::vec(any::<u8>(), 0..12),
         actions in proptest::collection::vec((any::<u8>(), any::<u8>()), 0..400),
+        home in any::<bool>(),
     ) {
         // (Every root counts as spawned here: the waves alone decide.)
-        let mut w = World::new(n, &roots);
+        let mut w = World::new(n, &roots, home);
         for (a, b) in actions {
             w.act(a, b);
         }
@@ -215,6 +249,9 @@ proptest! {
             }
             if let Some((thief, t)) = w.in_flight.pop() {
                 w.ranks[thief].queue.push(t);
+            }
+            if let Some(to) = w.results.pop() {
+                w.ranks[to].delivered += 1;
             }
             for r in 0..n {
                 w.act(0, r as u8);
@@ -228,7 +265,7 @@ proptest! {
         prop_assert!(w.ended, "the root never ended the epoch");
         for (r, rk) in w.ranks.iter().enumerate() {
             prop_assert!(rk.term.is_done(), "rank {} never learnt the end", r);
-            prop_assert_eq!(rk.term.reduced(), Some(&[w.spawned, w.deepest][..]));
+            prop_assert_eq!(rk.term.reduced(), Some(&w.reduction()[..]));
         }
     }
 }

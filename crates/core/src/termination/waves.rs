@@ -17,6 +17,13 @@
 //!    the tree with the job's reduction. Otherwise DONE(again, w + 1) goes down and every
 //!    rank reports again.
 //!
+//! Where spawned results travel home (`Spawning::routes_home`), each is a second
+//! message: sent when its task completes, received when it is *delivered* to its owner.
+//! The report carries the subtree's deliveries too, and the root also asks that
+//! delivered equal completed, stable over the two waves: the same argument then shows no
+//! result in a buffer, a chunk or an inbox on its way home. (A rank reports only once its
+//! own outbound buffers are empty; records it forwards later just fail a wave.)
+//!
 //! Why the end is right. The counters only grow. Every rank's wave-w reading precedes
 //! the root's decision on w, which precedes every wave-(w + 1) reading. Equal sums in two
 //! waves mean every rank's counters stood still between its two readings, so at the
@@ -41,8 +48,10 @@ use crate::layout::seg;
 use crate::spawn::{LANES_MAX, Spawning};
 use crate::{CoreError, Loc, Memory, Rank};
 
-/// Bytes of one slot: wave, created, completed, then the lanes.
-const SLOT: u64 = 8 * (3 + LANES_MAX as u64);
+/// Words of a report before its lanes: wave, created, completed, delivered.
+const COUNTS: usize = 4;
+/// Bytes of one slot: the counts, then the lanes.
+pub(crate) const SLOT: u64 = 8 * (COUNTS as u64 + LANES_MAX as u64);
 /// A child's report, by its place.
 const UP_IN: [u64; 2] = [0, SLOT];
 /// The job's reduction, from the parent.
@@ -64,6 +73,8 @@ pub(crate) struct Report {
     pub(crate) created: u64,
     /// Spawned tasks completed.
     pub(crate) completed: u64,
+    /// Spawned results delivered home (a job that routes them home).
+    pub(crate) delivered: u64,
     /// The partial of the spawned results' reduction.
     pub(crate) lanes: Vec<u64>,
 }
@@ -73,16 +84,22 @@ impl Report {
     fn absorb(&mut self, other: &Report, spawning: &Spawning) -> Option<()> {
         self.created = self.created.checked_add(other.created)?;
         self.completed = self.completed.checked_add(other.completed)?;
+        self.delivered = self.delivered.checked_add(other.delivered)?;
         spawning.combine(&mut self.lanes, &other.lanes);
         Some(())
     }
 
     fn encode(&self, wave: u32) -> Vec<u8> {
-        [u64::from(wave), self.created, self.completed]
-            .iter()
-            .chain(&self.lanes)
-            .flat_map(|v| v.to_le_bytes())
-            .collect()
+        [
+            u64::from(wave),
+            self.created,
+            self.completed,
+            self.delivered,
+        ]
+        .iter()
+        .chain(&self.lanes)
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
     }
 }
 
@@ -125,8 +142,8 @@ pub(crate) struct Waves {
     reports: [Option<Report>; 2],
     /// This rank's report for it went up (the root: was judged).
     sent: bool,
-    /// The root: the previous wave's sums.
-    last: Option<(u64, u64)>,
+    /// The root: the previous wave's sums (created, completed, delivered).
+    last: Option<(u64, u64, u64)>,
     /// The job's reduction, once the epoch is over.
     total: Option<Vec<u64>>,
 }
@@ -193,8 +210,10 @@ impl Waves {
         }
         self.sent = true;
         if !has_parent {
-            let counts = (sums.created, sums.completed);
-            if sums.created == sums.completed && self.last == Some(counts) {
+            let counts = (sums.created, sums.completed, sums.delivered);
+            // Every completed task's result is home, where results travel home.
+            let home = !self.spawning.routes_home() || sums.delivered == sums.completed;
+            if sums.created == sums.completed && home && self.last == Some(counts) {
                 self.total = Some(sums.lanes);
                 return Ok(Next::End);
             }
@@ -243,7 +262,7 @@ impl Waves {
             )));
         }
         let lanes = self.spawning.lanes.len();
-        let w = words(mem, self.base + UP_IN[place], 3 + lanes);
+        let w = words(mem, self.base + UP_IN[place], COUNTS + lanes);
         if w[0] != u64::from(wave) {
             return Err(bad(format!(
                 "the slot names wave {}, the signal wave {wave}",
@@ -255,7 +274,8 @@ impl Waves {
         self.reports[place] = Some(Report {
             created: w[1],
             completed: w[2],
-            lanes: w[3..].to_vec(),
+            delivered: w[3],
+            lanes: w[COUNTS..].to_vec(),
         });
         Ok(())
     }

@@ -75,6 +75,7 @@ impl<'a> Sim<'a> {
         let tasks: Vec<titus_core::NewTask> = self.tasks()[i]
             .iter()
             .map(|t| titus_core::NewTask {
+                key: 0,
                 kind: t.kind,
                 payload: t.payload.clone(),
                 priority: t.priority,
@@ -243,6 +244,7 @@ impl<'a> Sim<'a> {
             let stats = std::mem::take(&mut self.stats[r]);
             let results = std::mem::take(&mut self.results[r]);
             let reduced = std::mem::take(&mut self.reduced[r]);
+            let spawned = std::mem::take(&mut self.spawned[r]);
             let costs_ns = std::mem::take(&mut self.costs[r]);
             if costs_ns.len() != tasks.len() {
                 return Err(Violation::Broken(format!(
@@ -327,6 +329,7 @@ impl<'a> Sim<'a> {
                 },
                 results,
                 reduced,
+                spawned,
                 costs_ns,
                 peers: contacts,
                 connections,

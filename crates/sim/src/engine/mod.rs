@@ -24,7 +24,9 @@ use titus_core::layout::signal::Signal;
 use titus_core::layout::{self, seg, tasks};
 use titus_core::repartition::Move;
 use titus_core::resources::{ResourceSpec, Resources, Variants, type_bits, type_table};
-use titus_core::{CostHistory, HeldResults, Node, Op, Protocol, Stats, Time, Token};
+use titus_core::{
+    CostHistory, HeldResults, NewTask, Node, Op, Protocol, Stats, TaskId, Time, Token,
+};
 use titus_overlay::Overlay;
 use titus_overlay::rng::Rng;
 use workers::Unreported;
@@ -68,18 +70,20 @@ enum Ev {
         owner: u32,
         index: u32,
         kind: u16,
+        /// A spawned task's key.
+        key: u64,
         result: Result<Vec<u8>, String>,
         cost: u64,
         /// The resource that ran it (0: a CPU worker).
         res: usize,
         /// The children it spawns (a spawning job), handed over before its result.
-        children: Vec<Vec<u8>>,
+        children: Vec<NewTask>,
     },
     /// A running task hands children to its rank before it ends (`TaskCtx::hand_over`).
     Spawn {
         node: u32,
-        kind: u16,
-        children: Vec<Vec<u8>>,
+        parent: TaskId,
+        children: Vec<NewTask>,
     },
 }
 
@@ -219,6 +223,8 @@ struct Sim<'a> {
     results: Vec<Vec<Vec<u8>>>,
     /// Per rank: its last epoch's reduction of spawned results (a spawning job).
     reduced: Vec<Vec<u64>>,
+    /// Per rank: its last epoch's spawned results home (a job that routes them home).
+    spawned: Vec<Vec<titus_core::SpawnedResult>>,
     costs: Vec<Vec<u64>>,
     /// Per rank: the last measured cost of each task (by key), across epochs.
     history: Vec<CostHistory>,
@@ -416,27 +422,19 @@ impl<'a> Sim<'a> {
         self.res.get_mut(i).and_then(Option::as_mut)
     }
 
-    /// A task on rank `node` hands the children it spawned to its rank.
+    /// The task `parent` on rank `node` hands the children it spawned to its rank.
     fn hand_spawned(
         &mut self,
         node: u32,
         now: u64,
-        kind: u16,
-        children: Vec<Vec<u8>>,
+        parent: TaskId,
+        children: Vec<NewTask>,
     ) -> Result<(), Violation> {
         if children.is_empty() {
             return Ok(());
         }
         let i = node as usize;
-        let tasks = children
-            .into_iter()
-            .map(|payload| titus_core::NewTask {
-                kind,
-                payload,
-                ..titus_core::NewTask::default()
-            })
-            .collect();
-        match self.nodes[i].spawned(Time(now), tasks, &self.mems[i]) {
+        match self.nodes[i].spawned(Time(now), parent, children, &self.mems[i]) {
             Ok(()) | Err(titus_core::spawn::SpawnError::Failed(_)) => Ok(()),
             Err(e) => Err(Violation::Broken(format!("rank {node}: {e}"))),
         }
@@ -545,10 +543,10 @@ impl<'a> Sim<'a> {
             }
             Ev::Spawn {
                 node,
-                kind,
+                parent,
                 children,
             } => {
-                self.hand_spawned(node, now, kind, children)?;
+                self.hand_spawned(node, now, parent, children)?;
                 self.after(node, now)?;
             }
             Ev::TaskDone {
@@ -556,6 +554,7 @@ impl<'a> Sim<'a> {
                 owner,
                 index,
                 kind,
+                key,
                 result,
                 cost,
                 res,
@@ -565,8 +564,14 @@ impl<'a> Sim<'a> {
                 if let Some(table) = self.res_mut(i) {
                     table.complete(res);
                 }
+                let task = TaskId {
+                    owner,
+                    index,
+                    kind,
+                    key,
+                };
                 // Before its result, as the runtime's workers hand them over.
-                self.hand_spawned(node, now, kind, children)?;
+                self.hand_spawned(node, now, task, children)?;
                 if res == 0 {
                     self.per[i].idle += 1;
                     if let Some(ends) = self.task_ends.get_mut(i)
@@ -582,7 +587,6 @@ impl<'a> Sim<'a> {
                         };
                     }
                 }
-                let task = titus_core::TaskId { owner, index, kind };
                 match self.per[i].grain.front() {
                     // More of the grains to run (no resources here): the result waits to
                     // be reported with the next take from the node — or before a costly
@@ -747,6 +751,7 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         stats: vec![Stats::default(); n],
         results: vec![Vec::new(); n],
         reduced: vec![Vec::new(); n],
+        spawned: vec![Vec::new(); n],
         costs: vec![Vec::new(); n],
         history: vec![CostHistory::default(); n],
         own: vec![None; n],

@@ -97,12 +97,12 @@ impl<'a> Sim<'a> {
             let (o, x) = (task.owner as usize, task.index as usize);
             let spawned = task.index == titus_core::spawn::SPAWNED_INDEX;
             self.activity += 1;
-            // A spawning job's task: what it spawns, and a spawned task's cost and lanes
-            // (its exactly-once is the reduction's, checked by the job's driver).
+            // A spawning job's task: what it spawns, and a spawned task's cost and result
+            // (its exactly-once is checked by the job's driver).
             let queued = self.nodes[i].queued();
-            let model = self.job.spawn.map(|m| m(&task.payload, queued));
-            let (drawn, mut result) = match (&model, spawned) {
-                (Some(m), true) => (m.cost_ns, Ok(titus_core::spawn::Spawning::encode(&m.lanes))),
+            let mut model = self.job.spawn.map(|m| m(&task.payload, queued));
+            let (drawn, mut result) = match (&mut model, spawned) {
+                (Some(m), true) => (m.cost_ns, Ok(std::mem::take(&mut m.result))),
                 (None, true) => {
                     return Err(Violation::Broken(format!(
                         "rank {n} got a spawned task in a job without a spawn model"
@@ -254,7 +254,7 @@ impl<'a> Sim<'a> {
                     now + delay + at.min(cost),
                     Ev::Spawn {
                         node: n,
-                        kind: task.kind,
+                        parent: task.id(),
                         children: early,
                     },
                 );
@@ -266,6 +266,7 @@ impl<'a> Sim<'a> {
                     owner: task.owner,
                     index: task.index,
                     kind: task.kind,
+                    key: task.key,
                     result,
                     cost,
                     res,
@@ -366,6 +367,7 @@ impl<'a> Sim<'a> {
             self.history_owed[i] = StartCpu::of(self.job.start_cpu.history_ns, self.keys[i].len());
             self.results[i] = out.results;
             self.reduced[i] = out.reduced;
+            self.spawned[i] = out.spawned;
             self.costs[i] = out.costs_ns;
         }
         Ok(())

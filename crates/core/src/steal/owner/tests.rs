@@ -9,6 +9,7 @@ fn queue(n: u32) -> Queue {
     q.start(
         (0..n)
             .map(|index| Task {
+                key: 0,
                 owner: 0,
                 index,
                 kind: 0,
@@ -111,6 +112,7 @@ fn typed_requests_get_their_kinds_or_hear_unsupported() {
     q.start(
         (0..6)
             .map(|index| Task {
+                key: 0,
                 owner: 0,
                 index,
                 kind: (index % 2) as u16,
@@ -274,6 +276,7 @@ fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
     let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
     let mut o = Owner::new(area);
     let task = |index, cost_ns| Task {
+        key: 0,
         owner: 0,
         index,
         kind: 0,

@@ -102,6 +102,7 @@ fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
     let mut slot = vec![0u8; area.slot as usize];
     for i in 0..2u32 {
         let task = Task {
+            key: 0,
             owner: 2,
             index: i,
             kind: 0,
