@@ -664,5 +664,20 @@ fn tasks_spawned_from_c_and_fortran_reduce_to_the_trees_counted_apart_or_come_ho
                 "{text}"
             );
         }
+        let out = run_ok(
+            titus_launch(ranks, &b.dir.join("spawn"))
+                .arg("custom")
+                .env_remove("TITUS_OPTIONS"),
+            &format!("spawn custom, titus launch -n {ranks}"),
+        );
+        let text = titus_tests::output_text(&out);
+        for r in 0..ranks {
+            assert!(
+                text.contains(&format!(
+                    "rank {r} of {ranks}: spawned trees right (custom combine)"
+                )),
+                "{text}"
+            );
+        }
     }
 }

@@ -2,13 +2,17 @@
  * over two roots of a random tree; a task spawns its node's children with titus_spawn and
  * returns (1, its depth) as the reduction's lanes (option spawn=sum+max). The program
  * counts every rank's trees itself and checks the job's reduction (titus_reduced) and its
- * own roots' results against them. It also checks that titus_spawn outside a task, and
- * with the handle of a task that returned, is TITUS_ERR_INVALID.
+ * own roots' results against them. Half the levels hand their children over at once
+ * (titus_hand_over). It also checks that titus_spawn outside a task, and with the handle
+ * of a task that returned, is TITUS_ERR_INVALID.
  *
  * With the argument `home` (option spawn=home), a task spawns each child under its seed
  * (titus_spawn_keyed) and returns its own node: every rank checks that the results of
  * exactly the nodes below its own roots came home, each once, under its key
- * (titus_spawned_count, titus_spawned_result). */
+ * (titus_spawned_count, titus_spawned_result).
+ *
+ * With the argument `custom` (option spawn=custom:2), the same reduction is the job's own
+ * combine, given by titus_set_combine. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +81,8 @@ static int expand(titus_task_t *task, const void *p, size_t len, void *r, size_t
     for (unsigned i = 0; i < children(&n); i++) {
         struct node c = child(&n, i);
         if (titus_spawn(task, 0, &c, sizeof c) != TITUS_OK) return 2;
+        /* Half the levels hand their children over while the task goes on. */
+        if (n.depth % 2 == 0 && titus_hand_over(task) != TITUS_OK) return 3;
     }
     last_task = task;
     uint64_t lanes[2] = {1, n.depth};
@@ -95,10 +101,18 @@ static int expand_home(titus_task_t *task, const void *p, size_t len, void *r, s
     for (unsigned i = 0; i < children(&n); i++) {
         struct node c = child(&n, i);
         if (titus_spawn_keyed(task, c.seed, 0, &c, sizeof c) != TITUS_OK) return 2;
+        if (n.depth % 2 == 1 && titus_hand_over(task) != TITUS_OK) return 3;
     }
     memcpy(r, &n, sizeof n);
     *rlen = sizeof n;
     return 0;
+}
+
+/* spawn=custom:2: (sum, max), as the built-in lanes would combine. */
+static void sum_max(uint64_t *acc, const uint64_t *value, size_t lanes, void *ctx) {
+    if (lanes != 2 || ctx != (void *)&last_task) abort();
+    acc[0] += value[0];
+    if (value[1] > acc[1]) acc[1] = value[1];
 }
 
 static struct node root(int rank, int i) {
@@ -163,17 +177,29 @@ static int run_home(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "home") == 0) return run_home();
+    int custom = argc > 1 && strcmp(argv[1], "custom") == 0;
     titus_t *t = NULL;
-    int rc = titus_init(&t, "workers=2 spawn=sum+max");
+    int rc = titus_init(&t, custom ? "workers=2 spawn=custom:2" : "workers=2 spawn=sum+max");
     if (rc != TITUS_OK) {
         fprintf(stderr, "init: %s\n", titus_last_error());
         return 1;
     }
     int rank = 0, size = 1;
     titus_rank_size(t, &rank, &size);
+    uint64_t identity[2] = {0, 0};
+    if (custom && titus_set_combine(t, identity, 2, sum_max, (void *)&last_task) != TITUS_OK) {
+        fprintf(stderr, "rank %d: set_combine: %s\n", rank, titus_last_error());
+        return 1;
+    }
+    /* Another number of lanes, or a job without custom lanes, is refused. */
+    if (titus_set_combine(t, identity, 1, sum_max, NULL) != TITUS_ERR_INVALID) {
+        fprintf(stderr, "rank %d: a combine of the wrong shape was not refused\n", rank);
+        return 1;
+    }
     if (titus_register_spawning(t, 0, expand, NULL) != TITUS_OK) return 1;
     struct node none = {0, 0, 0};
-    if (titus_spawn(NULL, 0, &none, sizeof none) != TITUS_ERR_INVALID) {
+    if (titus_spawn(NULL, 0, &none, sizeof none) != TITUS_ERR_INVALID ||
+        titus_hand_over(NULL) != TITUS_ERR_INVALID) {
         fprintf(stderr, "rank %d: titus_spawn outside a task was not refused\n", rank);
         return 1;
     }
@@ -213,6 +239,6 @@ int main(int argc, char **argv) {
         }
         if (rank == 0) fprintf(stderr, "step %d: %llu spawned\n", step, (unsigned long long)spawned);
     }
-    printf("rank %d of %d: spawned trees right\n", rank, size);
+    printf("rank %d of %d: spawned trees right%s\n", rank, size, custom ? " (custom combine)" : "");
     return titus_finalize(&t) == TITUS_OK ? 0 : 1;
 }

@@ -179,6 +179,11 @@ module titus
       integer(c_size_t), value :: len
     end function titus_spawn
 
+    integer(c_int) function titus_hand_over(task) bind(C, name="titus_hand_over")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: task
+    end function titus_hand_over
+
     ! As titus_spawn, under `key`: with spawn=home the result comes home with it.
     integer(c_int) function titus_spawn_keyed(task, key, kind, payload, len) &
         bind(C, name="titus_spawn_keyed")
@@ -189,6 +194,18 @@ module titus
       type(c_ptr), value :: payload
       integer(c_size_t), value :: len
     end function titus_spawn_keyed
+
+    ! `combine` is a bind(C) subroutine (acc, value, lanes, ctx): acc(lanes) folded with
+    ! value(lanes), both integer(c_int64_t); lanes is integer(c_size_t), value.
+    integer(c_int) function titus_set_combine(t, identity, lanes, combine, ctx) &
+        bind(C, name="titus_set_combine")
+      import :: c_int, c_ptr, c_size_t, c_int64_t, c_funptr
+      type(c_ptr), value :: t
+      integer(c_int64_t), intent(in) :: identity(*)
+      integer(c_size_t), value :: lanes
+      type(c_funptr), value :: combine
+      type(c_ptr), value :: ctx
+    end function titus_set_combine
 
     integer(c_int) function titus_spawned_count(t, count) bind(C, name="titus_spawned_count")
       import :: c_int, c_ptr, c_size_t

@@ -125,6 +125,11 @@ typedef int (*titus_test_fn)(uint64_t *handle, void *result, size_t result_capac
 // running task's handle for `titus_spawn` (valid only during this call).
 typedef int (*titus_spawning_task_fn)(struct titus_task_t *task, const void *payload, size_t payload_len, void *result, size_t result_capacity, size_t *result_len, void *ctx);
 
+// A job's own combine for its custom lanes (`spawn=custom:N`): folds `value` into
+// `acc`, both `lanes` uint64_t. It must be associative and commutative, and may run on
+// any thread, at any time during a step.
+typedef void (*titus_combine_fn)(uint64_t *acc, const uint64_t *value, size_t lanes, void *ctx);
+
 // Figures of the last time step. `titus_stats_get`: this rank's. `titus_job_stats`: the
 // job's: `session_s` is the slowest rank's; every other time (busy, idle, steal, nominal)
 // and every count (workers included) is summed over ranks; the two efficiencies are
@@ -317,16 +322,22 @@ int titus_result(struct titus_t *t, size_t index, void *buf, size_t capacity, si
 int titus_results_fixed(struct titus_t *t, void *out_records, size_t record_size, size_t count);
 
 // Registers task kind `kind` with a function that may spawn tasks (`titus_spawn`), in a
-// job that declared spawning with the option `spawn=LANES`. Otherwise as
-// `titus_register`.
+// job that declared spawning with the option `spawn`. Otherwise as `titus_register`.
 int titus_register_spawning(struct titus_t *t, int kind, titus_spawning_task_fn task, void *ctx);
+
+// Hands the children that the running task `task` spawned so far to its rank now, while
+// the task goes on: they may run on other workers or be stolen before it returns. A task
+// that splits its work for thieves calls it once, not per child. TITUS_ERR_INVALID
+// outside a running task's call.
+int titus_hand_over(struct titus_task_t *task);
 
 // `titus_spawn_keyed` with key 0.
 int titus_spawn(struct titus_task_t *task, int kind, const void *payload, size_t len);
 
 // Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
 // under `key`, from inside the running task `task`: it joins this rank's queue when the
-// task returns, before its result, and may be stolen like any other. With the option
+// task returns, before its result, or at `titus_hand_over`, and may be stolen like any
+// other. With the option
 // `spawn=home` its result travels home to the rank that owns the step's task it
 // descends from, which reads it with its key (`titus_spawned_result`). With
 // `spawn=LANES` its result must be one little-endian uint64_t per lane: it joins the
@@ -341,6 +352,13 @@ int titus_spawn_keyed(struct titus_task_t *task, uint64_t key, int kind, const v
 // small, nothing is copied, `*lanes` is the number needed and the call returns
 // TITUS_ERR_BUFFER_TOO_SMALL.
 int titus_reduced(struct titus_t *t, uint64_t *out_values, size_t capacity, size_t *lanes);
+
+// Gives the combine of the job's custom lanes (the option `spawn=custom:N`): `identity`
+// (`lanes` values: the partial before any spawned task ran, copied) and `combine`,
+// called with `ctx`. Every rank gives the same, before its first titus_run (or between
+// steps). TITUS_ERR_INVALID in a job without custom lanes, with another number of
+// lanes, or with a NULL function.
+int titus_set_combine(struct titus_t *t, const uint64_t *identity, size_t lanes, titus_combine_fn combine, void *ctx);
 
 // The number of spawned results that came home to this rank in the last step (the
 // option `spawn=home`): those of the spawned tasks descended from its own tasks, each

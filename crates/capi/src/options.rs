@@ -202,8 +202,16 @@ impl Options {
                 }
                 "provider" => self.provider = Some(value.into()),
                 "spawn" => {
+                    let custom = value.strip_prefix("custom:").map(|n| {
+                        n.parse::<usize>()
+                            .ok()
+                            .filter(|n| (1..=titus_runtime::spawn::LANES_MAX).contains(n))
+                    });
                     let lanes = if value == "home" {
                         Vec::new()
+                    } else if let Some(n) = custom {
+                        let n = n.ok_or_else(|| bad("custom:N with N from 1 to 8 lanes"))?;
+                        vec![titus_runtime::ReduceOp::Custom; n]
                     } else {
                         value
                         .split('+')
@@ -211,8 +219,9 @@ impl Options {
                         .collect::<Result<Vec<titus_runtime::ReduceOp>, _>>()
                         .ok()
                         .filter(|l| (1..=titus_runtime::spawn::LANES_MAX).contains(&l.len()))
+                        .filter(|l| !l.contains(&titus_runtime::ReduceOp::Custom))
                         .ok_or_else(|| {
-                            bad("home, or 1 to 8 lanes, each sum, max or min, joined by '+' (e.g. sum+sum+max)")
+                            bad("home, custom:N, or 1 to 8 lanes, each sum, max or min, joined by '+' (e.g. sum+sum+max)")
                         })?
                     };
                     let queued_max = self
@@ -221,7 +230,10 @@ impl Options {
                         .spawning
                         .as_ref()
                         .map_or(titus_runtime::spawn::QUEUED_MAX_DEFAULT, |s| s.queued_max);
-                    self.cfg.core.spawning = Some(titus_runtime::Spawning { lanes, queued_max });
+                    self.cfg.core.spawning = Some(titus_runtime::Spawning {
+                        queued_max,
+                        ..titus_runtime::Spawning::reduced(lanes)
+                    });
                 }
                 "spawn_queue_max" => {
                     let max = value

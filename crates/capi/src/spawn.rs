@@ -5,8 +5,9 @@
 //! reduction of them (`spawn=LANES`).
 
 use super::*;
+use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
-use titus_runtime::NewTask;
+use titus_runtime::{NewTask, TaskCtx};
 
 /// A running task, opaque: valid only inside the call of the task function it was
 /// handed to.
@@ -29,24 +30,32 @@ pub type titus_spawning_task_fn = Option<
     ) -> c_int,
 >;
 
-/// The task running on this thread: its handle's value, the job's payload limit (None:
-/// the job declared no spawning), and the children spawned so far.
+/// The task running on this thread: its handle's value, and its context (a
+/// `TaskCtx`, type-erased), valid while its function runs.
+#[derive(Clone, Copy)]
 struct Running {
     handle: usize,
-    limit: Option<u32>,
-    spawned: Vec<NewTask>,
+    tcx: *mut c_void,
 }
 
 thread_local! {
-    static RUNNING: RefCell<Option<Running>> = const { RefCell::new(None) };
+    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
+}
+
+/// Puts back the task that ran on this thread before, when dropped.
+struct Restore(Option<Running>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        RUNNING.set(self.0);
+    }
 }
 
 /// Handle values: never 0 (NULL), never reused, so a stale handle is told apart.
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 
 /// Registers task kind `kind` with a function that may spawn tasks (`titus_spawn`), in a
-/// job that declared spawning with the option `spawn=LANES`. Otherwise as
-/// `titus_register`.
+/// job that declared spawning with the option `spawn`. Otherwise as `titus_register`.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_register_spawning(
     t: *mut titus_t,
@@ -62,29 +71,57 @@ pub extern "C" fn titus_register_spawning(
                 // (The whole `UserPtr` moves in, which is Send; not its raw field alone.)
                 let ctx = &ctx;
                 let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed) as usize;
-                let limit = tcx.max_payload();
-                RUNNING.with(|r| {
-                    *r.borrow_mut() = Some(Running {
-                        handle,
-                        limit,
-                        spawned: Vec::new(),
-                    })
-                });
+                let tcx: *mut TaskCtx<'_> = tcx;
+                // Restored when the call ends, even by a panic: the pointer must not outlive
+                // it. (A task run inside a task on this thread gets the outer one back.)
+                let _running = Restore(RUNNING.replace(Some(Running {
+                    handle,
+                    tcx: tcx.cast(),
+                })));
                 let task = std::ptr::without_provenance_mut::<titus_task_t>(handle);
-                let out = run_task(kind, cap, payload, |input, len, result, cap, result_len| {
+                run_task(kind, cap, payload, |input, len, result, cap, result_len| {
                     // The pointers and lengths are valid for the call (`run_task`); `task`
                     // is a handle, never dereferenced; `ctx` is the user's.
                     // SAFETY: the arguments are valid for the call, as just said.
                     unsafe { f(task, input, len, result, cap, result_len, ctx.0) }
-                });
-                let spawned = RUNNING
-                    .with(|r| r.borrow_mut().take())
-                    .map_or_else(Vec::new, |r| r.spawned);
-                for child in spawned {
-                    tcx.spawn_task(child).map_err(|e| e.to_string())?;
-                }
-                out
+                })
             });
+            Ok(())
+        })
+    })
+}
+
+/// The context of the running task `task` on this thread, handed to `use_it`.
+fn with_running<T>(
+    task: *mut titus_task_t,
+    use_it: impl FnOnce(&mut TaskCtx<'_>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let run = RUNNING
+        .get()
+        .filter(|run| run.handle == task.addr())
+        .ok_or_else(|| {
+            Error::Invalid(
+                "called outside a running task's function, or with the handle of a task that returned"
+                    .into(),
+            )
+        })?;
+    // SAFETY: `run.tcx` is the `TaskCtx` the running task's function got, borrowed for
+    // that call alone: RUNNING names it only while the function runs on this thread (set
+    // before, restored after), and the function does not use it meanwhile (it is inside
+    // the user's C function, which called us). So this is its only live use.
+    let tcx = unsafe { &mut *run.tcx.cast::<TaskCtx<'_>>() };
+    use_it(tcx)
+}
+
+/// Hands the children that the running task `task` spawned so far to its rank now, while
+/// the task goes on: they may run on other workers or be stolen before it returns. A task
+/// that splits its work for thieves calls it once, not per child. TITUS_ERR_INVALID
+/// outside a running task's call.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_hand_over(task: *mut titus_task_t) -> c_int {
+    call("titus_hand_over", || {
+        with_running(task, |tcx| {
+            tcx.hand_over();
             Ok(())
         })
     })
@@ -103,7 +140,8 @@ pub extern "C" fn titus_spawn(
 
 /// Spawns a task of `kind` with `len` bytes at `payload` (copied; NULL when `len` is 0)
 /// under `key`, from inside the running task `task`: it joins this rank's queue when the
-/// task returns, before its result, and may be stolen like any other. With the option
+/// task returns, before its result, or at `titus_hand_over`, and may be stolen like any
+/// other. With the option
 /// `spawn=home` its result travels home to the rank that owns the step's task it
 /// descends from, which reads it with its key (`titus_spawned_result`). With
 /// `spawn=LANES` its result must be one little-endian uint64_t per lane: it joins the
@@ -132,18 +170,8 @@ fn spawn(
     call(name, || {
         let kind = task_kind(kind)?;
         let payload = bytes(payload, len, "the payload")?;
-        RUNNING.with(|r| {
-            let mut r = r.borrow_mut();
-            let run = r
-                .as_mut()
-                .filter(|run| run.handle == task.addr())
-                .ok_or_else(|| {
-                    Error::Invalid(
-                        "called outside a running task's function, or with the handle of a task that returned"
-                            .into(),
-                    )
-                })?;
-            let limit = run.limit.ok_or_else(|| {
+        with_running(task, |tcx| {
+            let limit = tcx.max_payload().ok_or_else(|| {
                 Error::Invalid(
                     "the job declared no spawning (the option spawn=home or spawn=LANES)".into(),
                 )
@@ -154,13 +182,13 @@ fn spawn(
                     payload.len()
                 )));
             }
-            run.spawned.push(NewTask {
+            tcx.spawn_task(NewTask {
                 key,
                 kind,
                 payload: payload.to_vec(),
                 ..NewTask::default()
-            });
-            Ok(())
+            })
+            .map_err(|e| Error::Invalid(e.to_string()))
         })
     })
 }
@@ -197,6 +225,52 @@ pub extern "C" fn titus_reduced(
                     .copy_from_slice(&inner.reduced);
             }
             Ok(())
+        })
+    })
+}
+
+/// A job's own combine for its custom lanes (`spawn=custom:N`): folds `value` into
+/// `acc`, both `lanes` uint64_t. It must be associative and commutative, and may run on
+/// any thread, at any time during a step.
+pub type titus_combine_fn =
+    Option<unsafe extern "C" fn(acc: *mut u64, value: *const u64, lanes: usize, ctx: *mut c_void)>;
+
+/// Gives the combine of the job's custom lanes (the option `spawn=custom:N`): `identity`
+/// (`lanes` values: the partial before any spawned task ran, copied) and `combine`,
+/// called with `ctx`. Every rank gives the same, before its first titus_run (or between
+/// steps). TITUS_ERR_INVALID in a job without custom lanes, with another number of
+/// lanes, or with a NULL function.
+#[unsafe(no_mangle)]
+pub extern "C" fn titus_set_combine(
+    t: *mut titus_t,
+    identity: *const u64,
+    lanes: usize,
+    combine: titus_combine_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    call("titus_set_combine", || {
+        with(t, |inner| {
+            let f = combine.ok_or_else(|| Error::Invalid("the combine function is NULL".into()))?;
+            if identity.is_null() || lanes == 0 || lanes > titus_runtime::spawn::LANES_MAX {
+                return Err(Error::Invalid(format!(
+                    "{lanes} lanes at {identity:?}: 1 to {} values, not NULL",
+                    titus_runtime::spawn::LANES_MAX
+                )));
+            }
+            // SAFETY: the caller passes `lanes` readable, aligned values (header), checked
+            // non-NULL above; they are copied at once.
+            let identity = unsafe { std::slice::from_raw_parts(identity, lanes) }.to_vec();
+            let ctx = UserPtr(ctx);
+            let combine = titus_runtime::spawn::Combine::new(identity, move |acc, value| {
+                let ctx = &ctx;
+                // The slices are `acc.len()` lanes each (the core combines equal lengths).
+                // SAFETY: both pointers are valid for `lanes` values during the call.
+                unsafe { f(acc.as_mut_ptr(), value.as_ptr(), acc.len(), ctx.0) }
+            });
+            inner
+                .rt
+                .set_combine(combine)
+                .map_err(|e| Error::Invalid(e.to_string()))
         })
     })
 }

@@ -64,6 +64,9 @@ pub enum ConfigError {
         /// Its bound on queued tasks.
         queued_max: u64,
     },
+    /// A spawning job's reduction cannot be used ([`crate::spawn::Spawning::check`]).
+    #[error("spawning: {0}")]
+    Reduction(String),
     /// More resource types than a type mask holds.
     #[error("{types} resource types; at most {max}")]
     ResourceTypes {

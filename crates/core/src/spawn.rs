@@ -20,6 +20,8 @@
 //! Termination cannot rest on owners alone once the bag grows: the termination tree runs
 //! waves of created and completed counts instead (`crate::termination`, "Waves").
 
+use std::sync::Arc;
+
 /// Index of a spawned task: it has none in its owner's task list.
 pub const SPAWNED_INDEX: u32 = u32::MAX;
 
@@ -38,21 +40,24 @@ pub enum ReduceOp {
     Max,
     /// Minimum.
     Min,
+    /// The job's own combine ([`Combine`]), over every lane at once: a job's lanes are
+    /// all custom or none.
+    Custom,
 }
 
 impl ReduceOp {
-    /// The value that changes nothing.
+    /// The value that changes nothing (a custom lane's is its [`Combine`]'s).
     pub fn identity(self) -> u64 {
         match self {
-            Self::Sum | Self::Max => 0,
+            Self::Sum | Self::Max | Self::Custom => 0,
             Self::Min => u64::MAX,
         }
     }
 
-    /// `a ⊕ b`.
+    /// `a ⊕ b` (a custom lane is combined by its [`Combine`], never here).
     pub fn combine(self, a: u64, b: u64) -> u64 {
         match self {
-            Self::Sum => a.wrapping_add(b),
+            Self::Sum | Self::Custom => a.wrapping_add(b),
             Self::Max => a.max(b),
             Self::Min => a.min(b),
         }
@@ -64,9 +69,52 @@ impl ReduceOp {
             Self::Sum => "sum",
             Self::Max => "max",
             Self::Min => "min",
+            Self::Custom => "custom",
         }
     }
 }
+
+/// A reduction's combine given as code (a Rust closure, or a C callback through
+/// libtitus): `acc ⊕= value` over all lanes at once. It must be associative and
+/// commutative, as the built-in lanes are: partials are combined in whatever order the
+/// termination tree and the task runs give. Every rank gives the same one.
+#[derive(Clone)]
+pub struct Combine {
+    /// The value that changes nothing, one u64 per lane: a rank's partial before any
+    /// spawned task ran.
+    pub identity: Vec<u64>,
+    f: Arc<CombineFn>,
+}
+
+/// [`Combine`]'s function: folds the second argument into the first (same lengths).
+pub type CombineFn = dyn Fn(&mut [u64], &[u64]) + Send + Sync;
+
+impl Combine {
+    /// A combine of `identity.len()` lanes by `f`.
+    pub fn new(identity: Vec<u64>, f: impl Fn(&mut [u64], &[u64]) + Send + Sync + 'static) -> Self {
+        Self {
+            identity,
+            f: Arc::new(f),
+        }
+    }
+}
+
+impl std::fmt::Debug for Combine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Combine")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two combines are the same when they are one function with one identity.
+impl PartialEq for Combine {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.f, &other.f) && self.identity == other.identity
+    }
+}
+
+impl Eq for Combine {}
 
 impl std::str::FromStr for ReduceOp {
     type Err = String;
@@ -76,13 +124,14 @@ impl std::str::FromStr for ReduceOp {
             "sum" => Ok(Self::Sum),
             "max" => Ok(Self::Max),
             "min" => Ok(Self::Min),
-            _ => Err(format!("reduction '{s}': sum, max or min")),
+            "custom" => Ok(Self::Custom),
+            _ => Err(format!("reduction '{s}': sum, max, min or custom")),
         }
     }
 }
 
 /// A job whose tasks may spawn tasks (every rank the same).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spawning {
     /// How spawned tasks' results combine: each result is one little-endian u64 per lane.
     /// No lanes: each result travels home with its key instead.
@@ -90,6 +139,9 @@ pub struct Spawning {
     /// The most spawned tasks a rank may hold queued: a runaway tree fails the epoch on
     /// every rank, naming this bound, before it exhausts memory.
     pub queued_max: u64,
+    /// The combine of [`ReduceOp::Custom`] lanes: given with them
+    /// ([`Spawning::combined`]), or later, before an epoch (`Node::set_combine`).
+    pub combine: Option<Combine>,
 }
 
 impl Default for Spawning {
@@ -110,6 +162,16 @@ impl Spawning {
         Self {
             lanes,
             queued_max: QUEUED_MAX_DEFAULT,
+            combine: None,
+        }
+    }
+
+    /// A job whose spawned tasks' results are combined by `combine`, over as many lanes
+    /// as its identity has.
+    pub fn combined(combine: Combine) -> Self {
+        Self {
+            combine: Some(combine.clone()),
+            ..Self::reduced(vec![ReduceOp::Custom; combine.identity.len()])
         }
     }
 
@@ -118,13 +180,63 @@ impl Spawning {
         self.lanes.is_empty()
     }
 
-    /// Every lane's identity: a rank's partial before any spawned task ran.
-    pub fn identity(&self) -> Vec<u64> {
-        self.lanes.iter().map(|op| op.identity()).collect()
+    /// Whether the lanes are the job's own combine's.
+    pub fn is_custom(&self) -> bool {
+        self.lanes.contains(&ReduceOp::Custom)
     }
 
-    /// Combines `right` into `acc`, lane by lane (both have [`Spawning::lanes`]' length).
+    /// Why these lanes cannot be declared, if they cannot: too many, or custom lanes mixed
+    /// with built-in ones.
+    pub fn check_lanes(&self) -> Result<(), String> {
+        let n = self.lanes.len();
+        if n > LANES_MAX {
+            return Err(format!("{n} reduction lanes, at most {LANES_MAX}"));
+        }
+        if self.is_custom() && self.lanes.iter().any(|&op| op != ReduceOp::Custom) {
+            return Err(
+                "custom lanes mixed with built-in ones: a job's lanes are all custom or none"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Why these lanes cannot reduce an epoch, if they cannot: [`Spawning::check_lanes`],
+    /// or custom lanes without a combine of as many lanes.
+    pub fn check(&self) -> Result<(), String> {
+        self.check_lanes()?;
+        let n = self.lanes.len();
+        if self.is_custom() {
+            match &self.combine {
+                None => return Err(format!("{n} custom lanes and no combine given for them")),
+                Some(c) if c.identity.len() != n => {
+                    return Err(format!(
+                        "{n} custom lanes and a combine of {} (its identity's length)",
+                        c.identity.len()
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every lane's identity: a rank's partial before any spawned task ran.
+    pub fn identity(&self) -> Vec<u64> {
+        match &self.combine {
+            Some(c) if self.is_custom() => c.identity.clone(),
+            _ => self.lanes.iter().map(|op| op.identity()).collect(),
+        }
+    }
+
+    /// Combines `right` into `acc`, lane by lane (both have [`Spawning::lanes`]' length),
+    /// or by the job's own combine.
     pub fn combine(&self, acc: &mut [u64], right: &[u64]) {
+        if let Some(c) = &self.combine
+            && self.is_custom()
+        {
+            return (c.f)(acc, right);
+        }
         for ((a, &b), op) in acc.iter_mut().zip(right).zip(&self.lanes) {
             *a = op.combine(*a, b);
         }
@@ -201,5 +313,33 @@ mod tests {
         assert_eq!(s.decode(&bytes), Some(vec![1, 2, 3]));
         assert_eq!(s.decode(&bytes[..16]), None, "a short result is refused");
         assert_eq!(ReduceOp::Sum.combine(u64::MAX, 2), 1, "sums wrap");
+    }
+
+    #[test]
+    fn a_custom_combine_folds_every_lane_at_once_and_is_checked() {
+        // (count, argmax): the greatest value and how many tasks ran.
+        let c = Combine::new(vec![0, 0], |acc, v| {
+            acc[0] += v[0];
+            acc[1] = acc[1].max(v[1]);
+        });
+        let s = Spawning::combined(c.clone());
+        assert!(s.is_custom() && !s.routes_home());
+        assert_eq!(s.check(), Ok(()));
+        let mut acc = s.identity();
+        s.combine(&mut acc, &[1, 9]);
+        s.combine(&mut acc, &[1, 4]);
+        assert_eq!(acc, [2, 9]);
+        let missing = Spawning::reduced(vec![ReduceOp::Custom; 2]);
+        assert!(missing.check().unwrap_err().contains("no combine"));
+        let mixed = Spawning {
+            combine: Some(c.clone()),
+            ..Spawning::reduced(vec![ReduceOp::Custom, ReduceOp::Sum])
+        };
+        assert!(mixed.check().unwrap_err().contains("mixed"));
+        let short = Spawning {
+            combine: Some(c),
+            ..Spawning::reduced(vec![ReduceOp::Custom; 3])
+        };
+        assert!(short.check().unwrap_err().contains("a combine of 2"));
     }
 }

@@ -161,6 +161,17 @@ impl Runtime {
         self.shared.kinds.version.fetch_add(1, Ordering::Release);
     }
 
+    /// Gives the combine of the job's custom reduction lanes (`Spawning::lanes` all
+    /// [`ReduceOp::Custom`]), between epochs, on every rank: for a driver whose combine
+    /// comes after the configuration (libtitus's C callback). A Rust job may instead set
+    /// it in its configuration, [`Spawning::combined`].
+    pub fn set_combine(&self, combine: spawn::Combine) -> Result<(), RuntimeError> {
+        self.shared
+            .lock_node()
+            .set_combine(combine)
+            .map_err(RuntimeError::Core)
+    }
+
     /// Adds a resource beside the CPU workers: `executor` takes up to
     /// `capacity` tasks at once of the kinds `variants` names (with their speeds relative
     /// to a worker); each ready task goes to the capable resource the `dispatch` policy

@@ -1,7 +1,7 @@
 //! Tasks that spawn tasks, over the in-process fabric: a random tree of spawns (children
 //! handed over while their parent runs, or when it returns) reduces to exactly its size
 //! (computed apart) under every steal protocol and over a delayed fabric, epoch after
-//! epoch, or, where results travel home, brings each spawned result home once with its
+//! epoch (with the built-in lanes or a closure's combine), or, where results travel home, brings each spawned result home once with its
 //! key to the owner of its root; a runaway tree fails every rank naming the bound; a
 //! spawn where the job declared none, and a spawned result the reduction cannot take,
 //! are refused.
@@ -266,6 +266,28 @@ fn a_random_tree_of_spawns_reduces_to_its_size_under_every_protocol() {
             check(&what, 3, 4, skewed, out);
         }
     }
+}
+
+#[test]
+fn a_combine_given_as_a_closure_reduces_like_the_built_in_lanes() {
+    let combine = titus_runtime::spawn::Combine::new(vec![0, 0], |acc, v| {
+        acc[0] = acc[0].wrapping_add(v[0]);
+        acc[1] = acc[1].max(v[1]);
+    });
+    for protocol in [Protocol::Claim, Protocol::Request] {
+        let mut cfg = config(protocol, 21);
+        cfg.core.spawning = Some(Spawning::combined(combine.clone()));
+        let what = format!("{protocol:?}, a closure's combine");
+        let out = run(3, cfg, MemOptions::default(), 2, 4, false, expand);
+        check(&what, 3, 4, false, out);
+    }
+    // Given later (libtitus's path): refused where the job declared no custom lanes.
+    let rt = Runtime::local(1, config(Protocol::Claim, 22), MemOptions::default())
+        .unwrap()
+        .pop()
+        .unwrap();
+    let e = rt.set_combine(combine).unwrap_err().to_string();
+    assert!(e.contains("no custom lanes"), "{e}");
 }
 
 #[test]

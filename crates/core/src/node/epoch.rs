@@ -98,6 +98,9 @@ impl Node {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
+        if let Some(sp) = &self.cx.cfg.spawning {
+            sp.check().map_err(ConfigError::Reduction)?;
+        }
         let tasks: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
         if let Some((i, t)) = tasks
             .iter()

@@ -298,6 +298,9 @@ impl Node {
             }
             .into());
         }
+        if let Some(sp) = &cfg.spawning {
+            sp.check_lanes().map_err(ConfigError::Reduction)?;
+        }
         if let Some(sh) = &cfg.sharing {
             sh.check(size)?;
             if cfg.protocol != Protocol::Request {

@@ -139,6 +139,32 @@ impl Node {
         self.fail(e);
     }
 
+    /// Gives the job's combine for its custom lanes ([`crate::spawn::ReduceOp::Custom`]),
+    /// between epochs: for a driver whose combine comes after the job's configuration (a
+    /// C callback). Refused when the job declared no custom lanes, or with an identity of
+    /// another length.
+    pub fn set_combine(&mut self, combine: crate::spawn::Combine) -> Result<(), CoreError> {
+        if self.running {
+            return Err(CoreError::Usage("set_combine while an epoch is running"));
+        }
+        let Some(sp) = self.cx.cfg.spawning.as_mut().filter(|s| s.is_custom()) else {
+            return Err(ConfigError::Reduction(
+                "a combine was given, but the job declared no custom lanes".into(),
+            )
+            .into());
+        };
+        if combine.identity.len() != sp.lanes.len() {
+            return Err(ConfigError::Reduction(format!(
+                "a combine of {} lanes for the job's {} custom lanes",
+                combine.identity.len(),
+                sp.lanes.len()
+            ))
+            .into());
+        }
+        sp.combine = Some(combine);
+        Ok(())
+    }
+
     /// A new epoch's spawn counts and termination: waves when the job spawns.
     pub(super) fn start_termination(&mut self) {
         let waves = self.cx.cfg.spawning.clone().map(|s| {
