@@ -61,11 +61,14 @@ fn check(mut c: Command, tree: &[&str], what: &str) {
 /// tree.
 const SPAWN: &[&str] = &["--mode", "spawn", "--chunk", "16"];
 
+/// [`SPAWN`] with every spawned task's counts sent home to rank 0 instead of reduced.
+const SPAWN_HOME: &[&str] = &["--mode", "spawn", "--chunk", "16", "--results", "home"];
+
 #[test]
 fn every_balancer_in_one_process_counts_the_whole_tree() {
     for balancer in ["none", "smallworld", "random", "master", "hierarchical"] {
         for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
-            for mode in [SPAWN, &["--mode", "static"][..]] {
+            for mode in [SPAWN, SPAWN_HOME, &["--mode", "static"][..]] {
                 let mut c = Command::new(bin("uts-bench"));
                 c.args(["--ranks", "3", "--balancer", balancer]).args(mode);
                 check(c, tree, &format!("{name}, {balancer}, {mode:?}"));
@@ -97,6 +100,15 @@ fn ranks_as_processes_count_the_whole_tree() {
             }
         }
     }
+    // Results home, over processes: every spawned task's counts cross to rank 0.
+    for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
+        let mut c = Command::new(bin("titus"));
+        c.args(["launch", "-n", "3", "--no-prefix", "--timeout", "120", "--"])
+            .arg(bin("uts-bench"))
+            .args(["--workers", "2"])
+            .args(SPAWN_HOME);
+        check(c, tree, &format!("{name}, results home over 3 processes"));
+    }
     // A static frontier under the launcher, too.
     let mut c = Command::new(bin("titus"));
     c.args(["launch", "-n", "2", "--no-prefix", "--timeout", "120", "--"])
@@ -105,12 +117,17 @@ fn ranks_as_processes_count_the_whole_tree() {
     check(c, GEO, "a static frontier under titus launch");
 }
 
-/// `titus sim --uts`: the same trees, simulated at 1 and 64 ranks over two presets,
-/// count what the sequential traversal counts.
+/// `titus sim --uts`: the same trees, simulated at 1 to 64 ranks over two presets and
+/// with results reduced or sent home, count what the sequential traversal counts.
 #[test]
 fn the_simulator_traverses_the_same_trees() {
     for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
-        for (ranks, preset) in [("1", "ib-hdr"), ("64", "ib-hdr"), ("16", "tcp-loopback")] {
+        for (ranks, preset, results) in [
+            ("1", "ib-hdr", "reduced"),
+            ("64", "ib-hdr", "reduced"),
+            ("16", "tcp-loopback", "reduced"),
+            ("64", "ib-hdr", "home"),
+        ] {
             let mut c = Command::new(bin("titus"));
             c.args([
                 "sim",
@@ -120,6 +137,8 @@ fn the_simulator_traverses_the_same_trees() {
                 preset,
                 "--uts-chunk",
                 "16",
+                "--uts-results",
+                results,
             ])
             .arg("--uts")
             .arg(tree.join(" "));

@@ -9,7 +9,8 @@
 //!   `--chunk` nodes depth first from the nodes in its payload, then spawns what is left
 //!   on its stack as tasks of at most 8 nodes (the newest run next on
 //!   the same rank; thieves take the oldest, nearest the root). The spawned tasks'
-//!   counts are reduced over the job (nodes and leaves summed, the depth's maximum).
+//!   counts are reduced over the job (nodes and leaves summed, the depth's maximum), or
+//!   with `--results home` each travels home to rank 0, which sums them.
 //! - `--mode static`: every rank expands the same top of the tree breadth first until it
 //!   holds `--frontier` nodes, owns a contiguous block of them, and hands them to Titus
 //!   as one epoch of tasks, each traversing its subtree. A deep narrow tree (a binomial
@@ -26,8 +27,8 @@ use std::time::Instant;
 use titus_fabric::bootstrap::JobEnv;
 use titus_fabric::mem::MemOptions;
 use titus_runtime::Balancing;
+use titus_runtime::TaskCtx;
 use titus_runtime::{Runtime, RuntimeConfig, TaskIn};
-use titus_runtime::{Spawning, TaskCtx};
 use titus_workload::dlb::fail;
 use titus_workload::uts::{Counts, Node, Tree, TreeArgs};
 use titus_workload::uts_task;
@@ -58,6 +59,10 @@ struct Cli {
     /// Spawn mode: the nodes a task visits before it spawns the rest of its stack.
     #[arg(long, default_value_t = uts_task::CHUNK_DEFAULT)]
     chunk: u32,
+    /// Spawn mode: the spawned tasks' counts `reduced` over the job, or each sent `home`
+    /// to rank 0 (which owns the root) with its key.
+    #[arg(long, value_enum, default_value_t = uts_task::SpawnResults::Reduced)]
+    results: uts_task::SpawnResults,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -176,7 +181,9 @@ fn rank_main(
         if rank != 0 {
             return Ok(None);
         }
-        let (counts, tasks) = uts_task::totals(&out.reduced, &out.results)?;
+        let home = out.spawned.iter().map(|s| s.data.as_slice());
+        let results = out.results.iter().map(Vec::as_slice).chain(home);
+        let (counts, tasks) = uts_task::totals(&out.reduced, results)?;
         return Ok(Some(figures(counts, tasks, seconds)));
     }
     let (nodes, above) = frontier(tree, want);
@@ -193,7 +200,7 @@ fn rank_main(
         })
         .collect();
     let out = rt.run_epoch_keyed(tasks).map_err(|e| e.to_string())?;
-    let (counts, tasks) = uts_task::totals(&[0, 0, 0, 0], &out.results)?;
+    let (counts, tasks) = uts_task::totals(&[], out.results.iter().map(Vec::as_slice))?;
     let all = rt
         .all_gather(&uts_task::encode_counts(&counts, tasks))
         .map_err(|e| e.to_string())?;
@@ -234,7 +241,7 @@ fn config(cli: &Cli, ranks: u32) -> RuntimeConfig {
     cfg.balance(cli.balancer, ranks, None)
         .unwrap_or_else(|e| fail(2, &e.to_string()));
     if cli.mode == Mode::Spawn {
-        cfg.core.spawning = Some(Spawning::reduced(uts_task::lanes()));
+        cfg.core.spawning = Some(cli.results.spawning());
     }
     cfg
 }
@@ -358,6 +365,9 @@ fn report(cli: &Cli, f: &Figures) {
         );
         if cli.mode == Mode::Static {
             v.insert("frontier".into(), t.tasks.into());
+        } else {
+            let results = format!("{:?}", cli.results).to_lowercase();
+            v.insert("results".into(), results.into());
         }
         println!("{}", serde_json::Value::Object(v));
         return;

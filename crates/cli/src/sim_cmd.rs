@@ -106,6 +106,10 @@ pub struct SimArgs {
     /// --uts: the nodes a task visits before it spawns the rest of its stack.
     #[arg(long, default_value_t = titus_workload::uts_task::CHUNK_DEFAULT)]
     pub(crate) uts_chunk: u32,
+    /// --uts: the spawned tasks' counts `reduced` over the job, or each sent `home` to
+    /// rank 0 with its key.
+    #[arg(long, value_enum, default_value_t = titus_workload::uts_task::SpawnResults::Reduced)]
+    pub(crate) uts_results: titus_workload::uts_task::SpawnResults,
 }
 
 pub(crate) fn parse_faults(a: &SimArgs) -> Result<Faults, UsageError> {

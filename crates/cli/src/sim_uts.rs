@@ -73,7 +73,7 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         }
         let mut core = Config {
             seed: run.args.seed,
-            spawning: Some(Spawning::reduced(uts_task::lanes())),
+            spawning: Some(a.uts_results.spawning()),
             ..Config::default()
         };
         let mut overlay = titus_overlay::OverlayParams {
@@ -110,7 +110,9 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         let out = titus_sim::simulate(&job).map_err(|e| UsageError(e.to_string()))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let r0 = &out.ranks[0];
-        let (counts, tasks) = uts_task::totals(&r0.reduced, &r0.results).map_err(UsageError)?;
+        let home = r0.spawned.iter().map(|s| s.data.as_slice());
+        let results = r0.results.iter().map(Vec::as_slice).chain(home);
+        let (counts, tasks) = uts_task::totals(&r0.reduced, results).map_err(UsageError)?;
         let first = out.ranks.iter().map(|r| r.called_ns).min().unwrap_or(0);
         let last = out
             .ranks
@@ -146,6 +148,10 @@ fn report(a: &SimArgs, run: &dlb::Run, preset: &str, f: &Figures) {
             ("preset", preset.into()),
             ("uts_node_ns", a.uts_node_ns.into()),
             ("uts_chunk", a.uts_chunk.into()),
+            (
+                "uts_results",
+                format!("{:?}", a.uts_results).to_lowercase().into(),
+            ),
             ("sim_events", f.events.into()),
             ("sim_wall_s", f.wall_s.into()),
         ] {

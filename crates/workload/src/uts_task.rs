@@ -32,6 +32,27 @@ pub const CHUNK_MAX: u32 = 1 << 24;
 /// 0.877 at 1,024 nodes, 1.03 at 4,096).
 pub const CHUNK_DEFAULT: u32 = 4096;
 
+/// Where a UTS job's spawned tasks' counts go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SpawnResults {
+    /// Reduced over the job ([`lanes`]): nothing per task travels.
+    #[default]
+    Reduced,
+    /// Each routed home to the root's owner with its key, which sums them: the default
+    /// mode of a spawning job, at its hardest (every result has one destination).
+    Home,
+}
+
+impl SpawnResults {
+    /// The job's spawning declaration.
+    pub fn spawning(self) -> Spawning {
+        match self {
+            Self::Reduced => Spawning::reduced(lanes()),
+            Self::Home => Spawning::home(),
+        }
+    }
+}
+
 /// The reduction's lanes: nodes and leaves (sums), the greatest depth, and tasks (a sum).
 pub fn lanes() -> Vec<ReduceOp> {
     vec![ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum]
@@ -56,10 +77,18 @@ pub fn decode_counts(b: &[u8]) -> Result<(Counts, u64), String> {
     counts_of(&v)
 }
 
-/// The job's counts and tasks: the reduction of the spawned tasks' lanes and the epoch
-/// tasks' own results.
-pub fn totals(reduced: &[u64], results: &[Vec<u8>]) -> Result<(Counts, u64), String> {
-    let (mut counts, mut tasks) = counts_of(reduced)?;
+/// The job's counts and tasks: the reduction of the spawned tasks' lanes (none where
+/// they came home) and the results at the root's owner: the epoch tasks' own, and the
+/// spawned tasks' that came home.
+pub fn totals<'a>(
+    reduced: &[u64],
+    results: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(Counts, u64), String> {
+    // (No lanes: the spawned tasks' counts came home among the results.)
+    let (mut counts, mut tasks) = match reduced {
+        [] => (Counts::default(), 0),
+        v => counts_of(v)?,
+    };
     for r in results {
         let (c, t) = decode_counts(r)?;
         counts.add(&c);
