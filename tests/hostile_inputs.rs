@@ -71,6 +71,11 @@ const CASES: &[(&str, &str)] = &[
     ("uts-bench --ranks 100000", "--ranks 100000"),
     ("uts-bench --chunk 0", "--chunk 0"),
     ("uts-bench --mode dynamic", "--mode"),
+    ("uts-bench --results nowhere", "--results"),
+    (
+        "titus sim --uts -t=1 --uts-results nowhere",
+        "--uts-results",
+    ),
     ("titus sim --uts -q=1.5", "-q 1.5"),
     ("titus sim --uts -t=7", "-t"),
     ("titus sim --uts -t=1 --uts-chunk 0", "--uts-chunk 0"),

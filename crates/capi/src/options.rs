@@ -405,6 +405,38 @@ mod tests {
     }
 
     #[test]
+    fn spawning_is_home_lanes_or_custom_lanes() {
+        use titus_runtime::ReduceOp;
+        let spawning =
+            |v: &str| Options::parse(&format!("spawn={v}"), None).map(|o| o.cfg.core.spawning);
+        let home = spawning("home").unwrap().unwrap();
+        assert!(home.routes_home());
+        let lanes = spawning("sum+max").unwrap().unwrap().lanes;
+        assert_eq!(lanes, [ReduceOp::Sum, ReduceOp::Max]);
+        let custom = spawning("custom:3").unwrap().unwrap();
+        assert_eq!(custom.lanes, [ReduceOp::Custom; 3]);
+        assert!(
+            custom.combine.is_none(),
+            "given later, by titus_set_combine"
+        );
+        for bad in [
+            "custom:0",
+            "custom:9",
+            "custom:x",
+            "sum+custom",
+            "custom",
+            "",
+            "avg",
+        ] {
+            let e = spawning(bad).unwrap_err();
+            assert!(
+                e.contains("spawn") && e.contains("custom:N"),
+                "spawn={bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn the_push_wait_is_an_option() {
         let o = Options::parse("", None).unwrap();
         assert_eq!(o.cfg.core.push_wait, Duration::from_millis(5));
