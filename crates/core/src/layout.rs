@@ -213,10 +213,16 @@ pub const COST_HINT_MAX_NS: u64 = 86_400_000_000_000;
 /// allocated at this size in every region of every rank's TASKS segment).
 pub const PAYLOAD_MAX: u32 = 64 << 20;
 
-/// Size of a task slot for payloads of up to `max_payload` bytes, with a spawned task's
-/// key (8-aligned).
+/// Size of a task slot for payloads of up to `max_payload` bytes (8-aligned).
 pub fn slot_size(max_payload: u32) -> u64 {
-    (SLOT_HEADER + KEY_BYTES as u64 + u64::from(max_payload)).next_multiple_of(8)
+    (SLOT_HEADER + u64::from(max_payload)).next_multiple_of(8)
+}
+
+/// Size of a task slot in a job of `cfg`: a spawning job's holds a spawned task's key
+/// too; a fixed bag's is as it always was.
+pub fn slot_size_of(cfg: &crate::Config) -> u64 {
+    let key = if cfg.spawning.is_some() { KEY_BYTES } else { 0 };
+    slot_size(cfg.max_payload.saturating_add(key as u32))
 }
 
 /// Writes `task` into `out` (one slot); the length field counts a spawned task's key.

@@ -47,7 +47,7 @@ impl TaskArea {
     /// The geometry of `cfg`'s TASKS segment in a job of `size` ranks.
     pub fn new(cfg: &Config, size: u32) -> Self {
         Self {
-            slot: layout::slot_size(cfg.max_payload),
+            slot: layout::slot_size_of(cfg),
             capacity: u64::from(cfg.shared_capacity),
             size,
             max_payload: cfg.max_payload,

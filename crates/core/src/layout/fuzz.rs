@@ -241,7 +241,7 @@ proptest! {
 
     #[test]
     fn valid_slots_round_trip(t in any_task(16, 64), extra in 0u32..64) {
-        let mut slot = vec![0u8; slot_size(64 + extra) as usize];
+        let mut slot = vec![0u8; slot_size(64 + extra + KEY_BYTES as u32) as usize];
         encode_task(&t, &mut slot);
         prop_assert_eq!(decode_task(&slot, FROM, 16, 64 + extra), Ok(t));
     }
@@ -255,9 +255,11 @@ proptest! {
         n in 0u64..=4,
         size in 1u32..8,
     ) {
+        // (A spawning job's slots: the tasks drawn may be spawned ones, with keys.)
         let cfg = Config {
             max_payload: 24,
             shared_capacity: 4,
+            spawning: Some(crate::spawn::Spawning::home()),
             ..Config::default()
         };
         let area = TaskArea::new(&cfg, size);
