@@ -72,7 +72,7 @@ const OPTIONS: &[(&str, &str)] = &[
     ("trace", "a directory for each rank's timeline"),
     (
         "spawn",
-        "home, or lanes sum|max|min joined by '+', e.g. sum+sum+max",
+        "home, lanes sum|max|min joined by '+' (e.g. sum+sum+max), or custom:N",
     ),
     ("spawn_queue_max", ""),
 ];

@@ -105,10 +105,14 @@ fn with_running<T>(
                     .into(),
             )
         })?;
+    // Unnamed while in use: a call that reached user code on this thread meanwhile (and
+    // back here with the same handle) is refused, never a second borrow.
+    let _back = Restore(RUNNING.take());
     // SAFETY: `run.tcx` is the `TaskCtx` the running task's function got, borrowed for
     // that call alone: RUNNING names it only while the function runs on this thread (set
-    // before, restored after), and the function does not use it meanwhile (it is inside
-    // the user's C function, which called us). So this is its only live use.
+    // before, restored after), the function does not use it meanwhile (it is inside the
+    // user's C function, which called us), and RUNNING forgets it until `use_it` returns.
+    // So this is its only live use.
     let tcx = unsafe { &mut *run.tcx.cast::<TaskCtx<'_>>() };
     use_it(tcx)
 }

@@ -22,9 +22,10 @@ pub mod seg {
     pub const START: SegmentId = SegmentId(3);
 }
 
-/// Version word at offset 0 of TASKS: "TITUS" + layout version 3 (version 2: result
+/// Version word at offset 0 of TASKS: "TITUS" + layout version 4 (version 2: result
 /// records carry their task's measured cost; chunks of pushed tasks; version 3: task
-/// slots carry their task's estimated cost).
+/// slots carry their task's estimated cost; version 4: a spawned task's slot and record
+/// lead with its key, inside their counted length).
 pub const LAYOUT_MAGIC: u64 = 0x5449_5455_5300_0004;
 
 /// Offsets in the TASKS header (64 bytes).
@@ -183,6 +184,19 @@ pub fn key_bytes(index: u32) -> usize {
     } else {
         0
     }
+}
+
+/// Refuses a spawned task's slot or record from `from` in a job that does not spawn
+/// (`spawning` false): none can exist there, and its key would not fit the job's slots
+/// and chunks.
+pub fn refuse_spawned(index: u32, from: Rank, spawning: bool) -> Result<(), CoreError> {
+    if key_bytes(index) > 0 && !spawning {
+        return Err(CoreError::Malformed {
+            from,
+            what: "a spawned task's slot or record in a job that does not spawn".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Splits the key off a spawned record's counted bytes (`index`), or gives key 0;

@@ -230,16 +230,26 @@ impl Spawning {
     }
 
     /// Combines `right` into `acc`, lane by lane (both have [`Spawning::lanes`]' length),
-    /// or by the job's own combine.
-    pub fn combine(&self, acc: &mut [u64], right: &[u64]) {
+    /// or by the job's own combine: the values may come from other ranks, so a combine
+    /// that panics on them fails the epoch (the panic's message) rather than the rank.
+    pub fn combine(&self, acc: &mut [u64], right: &[u64]) -> Result<(), String> {
         if let Some(c) = &self.combine
             && self.is_custom()
         {
-            return (c.f)(acc, right);
+            let run = std::panic::AssertUnwindSafe(|| (c.f)(acc, right));
+            return std::panic::catch_unwind(run).map_err(|p| {
+                let why = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                format!("the reduction's combine panicked: {why}")
+            });
         }
         for ((a, &b), op) in acc.iter_mut().zip(right).zip(&self.lanes) {
             *a = op.combine(*a, b);
         }
+        Ok(())
     }
 
     /// Bytes of one spawned task's result.
@@ -306,8 +316,8 @@ mod tests {
         let s = Spawning::reduced(vec![ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
         let mut acc = s.identity();
         assert_eq!(acc, [0, 0, u64::MAX]);
-        s.combine(&mut acc, &[3, 7, 9]);
-        s.combine(&mut acc, &[4, 2, 5]);
+        s.combine(&mut acc, &[3, 7, 9]).unwrap();
+        s.combine(&mut acc, &[4, 2, 5]).unwrap();
         assert_eq!(acc, [7, 7, 5]);
         let bytes: Vec<u8> = [1u64, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(s.decode(&bytes), Some(vec![1, 2, 3]));
@@ -326,9 +336,16 @@ mod tests {
         assert!(s.is_custom() && !s.routes_home());
         assert_eq!(s.check(), Ok(()));
         let mut acc = s.identity();
-        s.combine(&mut acc, &[1, 9]);
-        s.combine(&mut acc, &[1, 4]);
+        s.combine(&mut acc, &[1, 9]).unwrap();
+        s.combine(&mut acc, &[1, 4]).unwrap();
         assert_eq!(acc, [2, 9]);
+        // Values that make it panic (an overflow here) fail the epoch, not the rank.
+        let checked = Spawning::combined(Combine::new(vec![0], |acc, v| {
+            acc[0] = acc[0].checked_add(v[0]).expect("no overflow");
+        }));
+        let mut acc = vec![u64::MAX];
+        let e = checked.combine(&mut acc, &[1]).unwrap_err();
+        assert!(e.contains("combine panicked: no overflow"), "{e}");
         let missing = Spawning::reduced(vec![ReduceOp::Custom; 2]);
         assert!(missing.check().unwrap_err().contains("no combine"));
         let mixed = Spawning {

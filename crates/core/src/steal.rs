@@ -41,6 +41,8 @@ pub struct TaskArea {
     size: u32,
     /// Largest payload a slot may announce.
     max_payload: u32,
+    /// The job spawns: its slots may hold spawned tasks.
+    spawning: bool,
 }
 
 impl TaskArea {
@@ -51,6 +53,7 @@ impl TaskArea {
             capacity: u64::from(cfg.shared_capacity),
             size,
             max_payload: cfg.max_payload,
+            spawning: cfg.spawning.is_some(),
         }
     }
 
@@ -136,12 +139,9 @@ impl TaskArea {
             }
             let mut buf = vec![0u8; record as usize];
             mem.read(Loc::new(seg::TASKS, at), &mut buf);
-            out.push(layout::decode_task(
-                &buf,
-                from,
-                self.size,
-                self.max_payload,
-            )?);
+            let t = layout::decode_task(&buf, from, self.size, self.max_payload)?;
+            layout::refuse_spawned(t.index, from, self.spawning)?;
+            out.push(t);
             at += record;
         }
         Ok((out, at - offset))
@@ -158,7 +158,11 @@ impl TaskArea {
         let mut buf = vec![0u8; (n * self.slot) as usize];
         mem.read(Loc::new(seg::TASKS, offset), &mut buf);
         buf.chunks(self.slot as usize)
-            .map(|s| layout::decode_task(s, from, self.size, self.max_payload))
+            .map(|s| {
+                let t = layout::decode_task(s, from, self.size, self.max_payload)?;
+                layout::refuse_spawned(t.index, from, self.spawning)?;
+                Ok(t)
+            })
             .collect()
     }
 }

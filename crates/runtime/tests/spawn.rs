@@ -228,18 +228,24 @@ fn check_home(what: &str, roots: u32, skewed: bool, outcomes: Vec<RankRun>) {
     }
 }
 
+/// A fabric whose operations arrive up to 100 µs late (drawn from `seed`), with software
+/// progress for even seeds.
+fn delayed(seed: u64) -> MemOptions {
+    MemOptions {
+        delay: Some(DelayModel {
+            seed,
+            max: Duration::from_micros(100),
+        }),
+        software_progress: seed % 2 == 0,
+        hang_posts_to: None,
+    }
+}
+
 #[test]
 fn spawned_results_come_home_with_their_keys_under_every_protocol() {
     for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
         for (seed, skewed) in [(11, true), (12, false)] {
-            let options = MemOptions {
-                delay: Some(DelayModel {
-                    seed,
-                    max: Duration::from_micros(100),
-                }),
-                software_progress: seed % 2 == 0,
-                hang_posts_to: None,
-            };
+            let options = delayed(seed);
             let what = format!("{protocol:?}, seed {seed}, skewed {skewed}, results home");
             let mut cfg = config(protocol, seed);
             cfg.core.spawning = Some(Spawning::home());
@@ -253,14 +259,7 @@ fn spawned_results_come_home_with_their_keys_under_every_protocol() {
 fn a_random_tree_of_spawns_reduces_to_its_size_under_every_protocol() {
     for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
         for (seed, skewed) in [(1, true), (2, false)] {
-            let options = MemOptions {
-                delay: Some(DelayModel {
-                    seed,
-                    max: Duration::from_micros(100),
-                }),
-                software_progress: seed % 2 == 0,
-                hang_posts_to: None,
-            };
+            let options = delayed(seed);
             let what = format!("{protocol:?}, seed {seed}, skewed {skewed}");
             let out = run(3, config(protocol, seed), options, 2, 4, skewed, expand);
             check(&what, 3, 4, skewed, out);
@@ -281,6 +280,26 @@ fn a_combine_given_as_a_closure_reduces_like_the_built_in_lanes() {
         let out = run(3, cfg, MemOptions::default(), 2, 4, false, expand);
         check(&what, 3, 4, false, out);
     }
+    // Custom lanes whose combine one rank lacks: every rank fails, none waits for it.
+    let mut cfg = config(Protocol::Claim, 23);
+    cfg.core.spawning = Some(Spawning::reduced(vec![ReduceOp::Custom; 2]));
+    cfg.epoch_timeout = Some(Duration::from_secs(20));
+    let rts = Runtime::local(2, cfg, MemOptions::default()).unwrap();
+    rts[0].set_combine(combine.clone()).unwrap();
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = rts
+            .iter()
+            .map(|rt| {
+                rt.register_spawning(0, expand);
+                s.spawn(move || rt.run_epoch(vec![(0, node(rt.rank().into(), 0))]))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap().expect_err("the epoch fails").to_string())
+            .collect()
+    });
+    assert!(errors[1].contains("no combine"), "{errors:?}");
+    assert!(!errors[0].contains("timed out"), "{errors:?}");
     // Given later (libtitus's path): refused where the job declared no custom lanes.
     let rt = Runtime::local(1, config(Protocol::Claim, 22), MemOptions::default())
         .unwrap()

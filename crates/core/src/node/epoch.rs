@@ -2,6 +2,7 @@
 //! where diffusion planned it), and its results taken at the end.
 
 use super::*;
+use crate::spawn::Spawning;
 
 impl Node {
     /// Begins the epoch start (`crate::start`): the collectives that tell this rank what
@@ -98,8 +99,12 @@ impl Node {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if let Some(sp) = &self.cx.cfg.spawning {
-            sp.check().map_err(ConfigError::Reduction)?;
+        // A rank without its combine fails the epoch on every rank (ABORT): the others
+        // passed the start and would wait for its waves.
+        if let Some(Err(why)) = self.cx.cfg.spawning.as_ref().map(Spawning::check) {
+            let e = CoreError::from(ConfigError::Reduction(why));
+            self.fail(e.clone());
+            return Err(e);
         }
         let tasks: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
         if let Some((i, t)) = tasks
@@ -136,11 +141,7 @@ impl Node {
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        let takes_spawned = cx
-            .cfg
-            .spawning
-            .as_ref()
-            .is_some_and(crate::spawn::Spawning::routes_home);
+        let takes_spawned = cx.cfg.spawning.as_ref().is_some_and(Spawning::routes_home);
         self.results.home.start(tasks.len(), takes_spawned);
         cx.stats = Stats {
             tasks_owned: tasks.len() as u64,

@@ -12,7 +12,8 @@ impl Node {
     /// of `parent` (where their results go home). Call it before that task's
     /// [`Node::task_done`] (its children must count as created before it counts as
     /// done: the waves' argument rests on it). Refused when the job declared no
-    /// spawning, outside an epoch, or with a payload over the limit; a spawn that takes
+    /// spawning, outside an epoch, with a payload over the limit, or with a parent whose
+    /// owner is outside the job; a spawn that takes
     /// the queue past [`crate::spawn::Spawning::queued_max`] fails the epoch on every
     /// rank.
     pub fn spawned(
@@ -123,11 +124,18 @@ impl Node {
                 }
             }
             Ok(data) => match spawning.decode(&data) {
-                Some(v) => {
-                    spawning.combine(&mut self.spawn.partial, &v);
-                    self.spawn.completed += 1;
-                    return;
-                }
+                Some(v) => match spawning.combine(&mut self.spawn.partial, &v) {
+                    Ok(()) => {
+                        self.spawn.completed += 1;
+                        return;
+                    }
+                    Err(detail) => CoreError::TaskFailed {
+                        owner: id.owner,
+                        index: SPAWNED_INDEX,
+                        ran_on: rank,
+                        detail: format!("a spawned task of kind {kind}, key {}: {detail}", id.key),
+                    },
+                },
                 None => CoreError::SpawnedResult {
                     kind,
                     len: data.len(),

@@ -165,6 +165,15 @@ impl Inbox {
         mem.discard(at, len);
         let chunk =
             layout::decode_chunk(&buf, from, cx.size, cx.cfg.max_result, cx.cfg.max_payload)?;
+        let spawning = cx.cfg.spawning.is_some();
+        match &chunk {
+            Chunk::Results(records) => records
+                .iter()
+                .try_for_each(|(r, _)| layout::refuse_spawned(r.index, from, spawning))?,
+            Chunk::Tasks { tasks, .. } => tasks
+                .iter()
+                .try_for_each(|t| layout::refuse_spawned(t.task.index, from, spawning))?,
+        }
         if self.resetting {
             &mut self.next
         } else {

@@ -80,13 +80,33 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// Adds `other` (a child's subtree); `None` if a sum overflows (a malformed report).
-    fn absorb(&mut self, other: &Report, spawning: &Spawning) -> Option<()> {
-        self.created = self.created.checked_add(other.created)?;
-        self.completed = self.completed.checked_add(other.completed)?;
-        self.delivered = self.delivered.checked_add(other.delivered)?;
-        spawning.combine(&mut self.lanes, &other.lanes);
-        Some(())
+    /// Adds `other`, the report of the child `from` (its subtree): a sum that overflows
+    /// is a malformed report; a combine that panics on its partial fails the epoch.
+    fn absorb(&mut self, other: &Report, spawning: &Spawning, from: Rank) -> Result<(), CoreError> {
+        let overflow = || CoreError::Malformed {
+            from,
+            what: "termination wave: the subtree's counts overflow".into(),
+        };
+        self.created = self
+            .created
+            .checked_add(other.created)
+            .ok_or_else(overflow)?;
+        self.completed = self
+            .completed
+            .checked_add(other.completed)
+            .ok_or_else(overflow)?;
+        self.delivered = self
+            .delivered
+            .checked_add(other.delivered)
+            .ok_or_else(overflow)?;
+        spawning
+            .combine(&mut self.lanes, &other.lanes)
+            .map_err(|detail| CoreError::TaskFailed {
+                owner: from,
+                index: crate::spawn::SPAWNED_INDEX,
+                ran_on: from,
+                detail: format!("combining the partial of rank {from}'s subtree: {detail}"),
+            })
     }
 
     fn encode(&self, wave: u32) -> Vec<u8> {
@@ -202,11 +222,7 @@ impl Waves {
             // (Each child's report was checked on arrival; its sums with ours can still
             // overflow if a child lied.)
             let r = r.as_ref().expect("every child reported");
-            sums.absorb(r, &self.spawning)
-                .ok_or_else(|| CoreError::Malformed {
-                    from: child_ranks[place],
-                    what: "termination wave: the subtree's counts overflow".into(),
-                })?;
+            sums.absorb(r, &self.spawning, child_ranks[place])?;
         }
         self.sent = true;
         if !has_parent {
