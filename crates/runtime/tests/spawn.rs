@@ -236,7 +236,7 @@ fn delayed(seed: u64) -> MemOptions {
             seed,
             max: Duration::from_micros(100),
         }),
-        software_progress: seed % 2 == 0,
+        software_progress: seed.is_multiple_of(2),
         hang_posts_to: None,
     }
 }
