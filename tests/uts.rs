@@ -1,8 +1,9 @@
 //! `uts-bench`: the balanced traversal of a UTS tree counts exactly what the library's
 //! sequential traversal counts, with tasks that spawn tasks and with a static frontier,
 //! in one process and as 2 and 3 processes under `titus launch` (node and `tcp;ofi_rxm`),
-//! over every balancer and a binomial tree as well as a geometric one, and simulated
-//! (`titus sim --uts`).
+//! over every balancer and a binomial tree as well as a geometric one, as 2 processes
+//! started the way srun starts them (Slurm's variables, no Slurm), and simulated (`titus
+//! sim --uts`).
 
 use std::process::Command;
 use titus_tests::{bin, output_text};
@@ -39,7 +40,14 @@ fn tree_of(args: &[&str]) -> Tree {
 
 /// Runs `c` and checks its JSON against the sequential traversal of `tree`.
 fn check(mut c: Command, tree: &[&str], what: &str) {
-    let out = c.args(tree).arg("--json").output().expect("run uts-bench");
+    c.args(tree).arg("--json");
+    check_without_args(c, tree, what);
+}
+
+/// [`check`] for a command that has the tree's flags and `--json` already; returns its
+/// JSON.
+fn check_without_args(mut c: Command, tree: &[&str], what: &str) -> serde_json::Value {
+    let out = c.output().expect("run uts-bench");
     let text = output_text(&out);
     assert!(out.status.success(), "{what}: {text}");
     let line = String::from_utf8_lossy(&out.stdout);
@@ -55,6 +63,7 @@ fn check(mut c: Command, tree: &[&str], what: &str) {
             "{what}: {key} in {text}"
         );
     }
+    v
 }
 
 /// Spawn mode with tasks of 16 nodes: thousands of spawns, steals and waves on a small
@@ -115,6 +124,56 @@ fn ranks_as_processes_count_the_whole_tree() {
         .arg(bin("uts-bench"))
         .args(["--mode", "static"]);
     check(c, GEO, "a static frontier under titus launch");
+}
+
+/// Two processes with the variables srun gives its tasks (no PMIx: the rendezvous at the
+/// port derived from the job and step, on the first node of the list): the Slurm path of
+/// the bootstrap, which this machine has no Slurm to take. Rank 0 prints.
+#[test]
+fn processes_started_as_srun_starts_them_count_the_whole_tree() {
+    // A job id of this test's own, so that concurrent runs derive different ports.
+    let job = 40_000 + std::process::id() % 20_000;
+    for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
+        let ranks: Vec<_> = (0..2)
+            .map(|r| {
+                let mut c = Command::new(bin("uts-bench"));
+                c.env_remove("TITUS_RANK")
+                    .env_remove("TITUS_SIZE")
+                    .env_remove("PMIX_RANK")
+                    .envs([
+                        ("SLURM_PROCID", r.to_string()),
+                        ("SLURM_LOCALID", r.to_string()),
+                        ("SLURM_NTASKS", "2".into()),
+                        ("SLURM_NODEID", "0".into()),
+                        ("SLURM_STEP_TASKS_PER_NODE", "2".into()),
+                        ("SLURM_JOB_ID", job.to_string()),
+                        ("SLURM_STEP_ID", "0".into()),
+                        ("SLURM_JOB_NODELIST", "localhost".into()),
+                        ("SLURM_STEP_NODELIST", "localhost".into()),
+                    ])
+                    .args(SPAWN)
+                    .args(tree)
+                    .arg("--json");
+                c
+            })
+            .collect();
+        let mut rank1 = ranks.into_iter().rev();
+        let mut c1 = rank1.next().expect("rank 1");
+        let child = c1
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("rank 1");
+        let c0 = rank1.next().expect("rank 0");
+        let v = check_without_args(c0, tree, &format!("{name}, srun's variables"));
+        assert_eq!(v["ranks"], 2, "{name}: one job of two processes");
+        let out = child.wait_with_output().expect("rank 1 ends");
+        assert!(
+            out.status.success(),
+            "{name}: rank 1: {}",
+            output_text(&out)
+        );
+    }
 }
 
 /// `titus sim --uts`: the same trees, simulated at 1 to 64 ranks over two presets and

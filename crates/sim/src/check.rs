@@ -766,6 +766,9 @@ fn draw_and_run(
         false => job,
     };
     let repartitioned = std::cell::Cell::new(0u64);
+    // Each later epoch's tasks as the plans moved them (where a rank's spawned results
+    // go home follows its tasks).
+    let moved = std::cell::RefCell::new(std::collections::BTreeMap::new());
     let mut between = |b: &Between<'_>| -> Result<Option<Vec<Vec<SimTask>>>, String> {
         if !repartition {
             return Ok(None);
@@ -791,6 +794,7 @@ fn draw_and_run(
         }
         // Each rank's tasks in string order again.
         next.iter_mut().for_each(|ts| ts.sort_by_key(|t| t.key));
+        moved.borrow_mut().insert(b.epoch, next.clone());
         Ok(Some(next))
     };
     match simulate_with(&job, &mut between) {
@@ -813,7 +817,10 @@ fn draw_and_run(
         Ok(o) => {
             if spawning {
                 // Every epoch, on every rank: each spawned task's result once.
-                let epochs = std::iter::once(&job.tasks).chain(&job.later_epochs);
+                let moved = moved.borrow();
+                let later = (job.later_epochs.iter().enumerate())
+                    .map(|(e, ts)| moved.get(&e).unwrap_or(ts));
+                let epochs = std::iter::once(&job.tasks).chain(later);
                 let outcomes = o.earlier.iter().chain(std::iter::once(&o.ranks));
                 for (e, (tasks, ranks)) in epochs.zip(outcomes).enumerate() {
                     if let Err(why) = check_spawned(tasks, ranks, home) {
