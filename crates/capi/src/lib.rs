@@ -187,6 +187,11 @@ fn options(text: *const c_char) -> Result<Options, Error> {
             .to_str()
             .map_err(|_| Error::Invalid("the options string is not UTF-8".into()))?
     };
+    options_of(text)
+}
+
+/// The options of `text` over `TITUS_OPTIONS`, and the log they ask for.
+fn options_of(text: &str) -> Result<Options, Error> {
     let env = titus_fabric::env_var::get(titus_fabric::env_var::OPTIONS)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     let o = Options::parse(text, env.as_deref()).map_err(Error::Invalid)?;
@@ -247,19 +252,53 @@ pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_c
     call("titus_init", || {
         let slot = fresh(handle)?;
         let o = options(options_text)?;
-        let env = JobEnv::from_env().map_err(|e| Error::Fabric(e.to_string()))?;
-        let cfg = o.config(env.size).map_err(Error::Invalid)?;
-        let backend = o.backend(env.size);
-        let env = if env.size > 1 {
-            let k = SESSIONS.fetch_add(1, Ordering::Relaxed);
-            env.session(k).map_err(|e| Error::Fabric(e.to_string()))?
-        } else {
-            env
-        };
-        let rt = Runtime::from_job(cfg, backend, env)?;
+        let rt = open_job(&o)?;
         install(slot, rt, o.dispatch);
         Ok(())
     })
+}
+
+/// This rank's runtime from the launcher's environment, as titus_init opens it.
+fn open_job(o: &Options) -> Result<Runtime, Error> {
+    let env = JobEnv::from_env().map_err(|e| Error::Fabric(e.to_string()))?;
+    let cfg = o.config(env.size).map_err(Error::Invalid)?;
+    let backend = o.backend(env.size);
+    let env = if env.size > 1 {
+        let k = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        env.session(k).map_err(|e| Error::Fabric(e.to_string()))?
+    } else {
+        env
+    };
+    Ok(Runtime::from_job(cfg, backend, env)?)
+}
+
+/// libtitus for front ends written in Rust (the Python package): the runtime that
+/// titus_init would open from `options` (the same keys, `TITUS_OPTIONS` over them, the
+/// same launchers), and a step's figures as titus_stats_get gives them.
+pub mod embed {
+    use super::*;
+
+    /// This rank's runtime, as `titus_init(options)` opens it; the error names the
+    /// option or what failed.
+    pub fn open(options: &str) -> Result<Runtime, String> {
+        options_of(options)
+            .and_then(|o| open_job(&o))
+            .map_err(|e| e.message())
+    }
+
+    /// Why a step failed, as titus_run says it on every rank (collective, after a failed
+    /// step: a failed task's own words are gathered from the rank where it failed), and
+    /// whether a task failed (rather than the job).
+    pub fn step_failure(rt: &Runtime, e: titus_runtime::RuntimeError) -> (bool, String) {
+        let e = error::step_error(rt, e);
+        (matches!(e, Error::Task(_)), e.message())
+    }
+
+    /// A step's figures, as titus_stats_get gives them; `nominal_s`: the step's stated
+    /// sequential work (0: none).
+    pub fn stats(s: &titus_runtime::EpochStats, nominal_s: f64) -> titus_stats {
+        stats::stats_of(s, nominal_s)
+    }
 }
 
 /// Initialises rank `rank` of `size` whose ranks exchange fabric addresses through the

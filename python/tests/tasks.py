@@ -1,0 +1,70 @@
+"""Module-level task functions for the tests (pickled by reference, imported on every
+rank that runs them) and a script the multi-process tests launch."""
+
+import os
+import sys
+import time
+
+
+def square(x):
+    return x * x
+
+
+def spin(ms):
+    """Busy for `ms` milliseconds; returns `ms`."""
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+    return ms
+
+
+def raise_on_three(x):
+    if x == 3:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+def unpicklable_result(x):
+    return lambda: x
+
+
+def exit_rank_one(x):
+    """Kills the rank that runs item 0 of rank 1's items (a dead peer)."""
+    if x == "die":
+        os._exit(3)
+    return spin(2)
+
+
+def main():
+    """Under a launcher: every rank maps; rank 0 owns the work. Prints one line a rank."""
+    import titus
+
+    mode = sys.argv[1]
+    provider = sys.argv[2] if len(sys.argv) > 2 else None
+    options = {"provider": provider} if provider else {}
+    with titus.Runtime(**options) as rt:
+        if mode == "spin":
+            items = [1.0] * 200 if rt.rank == 0 else []
+            out = rt.map(spin, items)
+            assert out == items, out
+            s = rt.stats
+            print(f"rank {rt.rank} of {rt.size}: ran {s['tasks_run']}, "
+                  f"ran elsewhere {s['tasks_ran_elsewhere']}", flush=True)
+        elif mode == "raise":
+            try:
+                rt.map(raise_on_three, range(8) if rt.rank == 1 else [])
+            except titus.TaskError as e:
+                print(f"rank {rt.rank}: TaskError {e.exc_type}", flush=True)
+        elif mode == "kill":
+            items = (["die"] + [1] * 50) if rt.rank == 1 else [1] * 50
+            t0 = time.perf_counter()
+            try:
+                rt.map(exit_rank_one, items)
+            except titus.Error as e:
+                print(f"rank {rt.rank}: Error after {time.perf_counter() - t0:.1f} s: "
+                      f"{type(e).__name__}", flush=True)
+                os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The titus package: a map's results, its errors, its figures and its memory in one
+process; and the same maps as 2 processes under `titus launch` (node and tcp;ofi_rxm),
+including a raising task and a killed rank."""
+
+import os
+import pathlib
+import resource
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import titus
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tasks  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def titus_bin():
+    """The repository's `titus` command (TITUS_BIN, else a built one)."""
+    for path in [os.environ.get("TITUS_BIN"), ROOT / "target/release/titus", ROOT / "target/debug/titus"]:
+        if path and pathlib.Path(path).exists():
+            return str(path)
+    return shutil.which("titus") or pytest.skip("no titus command built")
+
+
+@pytest.fixture(scope="module")
+def rt():
+    with titus.Runtime() as r:
+        yield r
+
+
+def test_every_result_is_fn_of_its_item(rt):
+    assert (rt.rank, rt.size) == (0, 1)
+    assert rt.map(tasks.square, range(1000)) == [x * x for x in range(1000)]
+    assert rt.map(tasks.square, []) == []
+    s = rt.stats
+    for key in ["efficiency", "nominal_efficiency", "resolution_s", "steals",
+                "tasks_stolen", "tasks_ran_elsewhere"]:
+        assert key in s, key
+    assert s["tasks_run"] == 0
+
+
+def test_keys_carry_across_maps_and_a_key_given_twice_is_refused(rt):
+    for step in range(3):
+        out = rt.map(tasks.square, range(50), keys=[100 + i for i in range(50)],
+                     costs=[1e-6] * 50, priorities=[0] * 50)
+        assert out == [x * x for x in range(50)]
+    with pytest.raises(titus.Error, match="key"):
+        rt.map(tasks.square, range(3), keys=[7, 7, 8])
+    with pytest.raises(titus.Error, match="2 keys for 3 items"):
+        rt.map(tasks.square, range(3), keys=[1, 2])
+    # The runtime goes on after a refused map.
+    assert rt.map(tasks.square, [3]) == [9]
+
+
+def test_a_raising_task_fails_the_map_with_its_type_message_and_traceback():
+    with titus.Runtime() as rt:
+        with pytest.raises(titus.TaskError) as info:
+            rt.map(tasks.raise_on_three, range(8))
+    e = info.value
+    assert isinstance(e, titus.Error)
+    assert e.exc_type == "ValueError"
+    assert e.message == "bad item 3"
+    assert "raise ValueError" in e.traceback_text
+
+
+def test_what_cannot_be_pickled_is_named():
+    with titus.Runtime() as rt:
+        with pytest.raises(titus.Error, match="item 2 of rank 0 cannot be pickled"):
+            rt.map(tasks.square, [1, 2, lambda: 3])
+    with titus.Runtime() as rt:
+        with pytest.raises(titus.Error, match="result of item 0 cannot be pickled"):
+            rt.map(tasks.unpicklable_result, [1])
+
+
+def test_bad_options_are_named():
+    with pytest.raises(titus.Error, match="colour"):
+        titus.Runtime(colour="blue")
+    with pytest.raises(titus.Error, match="workers"):
+        titus.Runtime(workers=0)
+
+
+def test_a_thousand_maps_keep_memory_flat(rt):
+    def rss_kib():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(100):
+        rt.map(tasks.square, range(20))
+    before = rss_kib()
+    for _ in range(1000):
+        rt.map(tasks.square, range(20))
+    assert rss_kib() - before < 8 * 1024, f"{before} KiB -> {rss_kib()} KiB"
+
+
+def launch(n, mode, provider, timeout=120):
+    cmd = [titus_bin(), "launch", "-n", str(n), "--no-prefix", "--timeout", str(timeout),
+           "--", sys.executable, str(pathlib.Path(tasks.__file__)), mode]
+    if provider:
+        cmd.append(provider)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+
+
+def providers():
+    out = ["node"]
+    if shutil.which("fi_info"):
+        out.append("tcp;ofi_rxm")
+    return out
+
+
+@pytest.mark.parametrize("provider", providers())
+def test_two_processes_share_one_rank_s_work(provider):
+    p = launch(2, "spin", provider)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
+    # Rank 0 owned all 200 tasks; rank 1 stole some.
+    assert "rank 1 of 2: ran 0," not in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("provider", providers())
+def test_a_raising_task_fails_every_rank(provider):
+    p = launch(2, "raise", provider)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # Both ranks fail with the task's own type, wherever it ran (thieves take it).
+    for r in range(2):
+        assert f"rank {r}: TaskError ValueError" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_killed_rank_is_an_error_on_the_other_within_the_bound():
+    p = launch(2, "kill", None, timeout=60)
+    line = [l for l in p.stdout.splitlines() if l.startswith("rank 0: Error after")]
+    assert line, p.stdout + p.stderr
+    seconds = float(line[0].split("after ")[1].split(" s")[0])
+    assert seconds < 15, line
+
+
+def cantera_cells(*launcher):
+    script = ROOT / "examples/python/cantera_cells.py"
+    cmd = [*launcher, sys.executable, str(script), "--nx", "4", "--ny", "2", "--steps", "2", "--json"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_cantera_cells_equal_the_sequential_run(ranks):
+    pytest.importorskip("cantera", reason="pip install cantera numpy (.ci/test does)")
+    launcher = [] if ranks == 1 else [titus_bin(), "launch", "-n", "2", "--no-prefix", "--timeout", "240", "--"]
+    p = cantera_cells(*launcher)
+    assert p.returncode == 0, p.stdout + p.stderr
+    import json
+
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["bit_for_bit"] is True, report
+    assert (report["ranks"], report["cells"], report["steps"]) == (ranks, 8, 2), report

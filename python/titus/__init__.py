@@ -1,0 +1,181 @@
+"""Titus from Python: distributed dynamic load balancing of a map over ranks.
+
+Every rank (a process: ``titus launch -n N -- python3 script.py``, ``mpirun`` or
+``srun``; a single rank without a launcher) calls ``map`` with its own items; idle ranks
+steal batches of tasks from busy ones, and each rank gets back the results of its own
+items, in their order::
+
+    import titus
+
+    with titus.Runtime() as rt:                  # keyword options: libtitus's option keys
+        out = rt.map(simulate_cell, my_cells, keys=my_cell_ids)
+        print(rt.rank, rt.size, rt.stats["efficiency"])
+
+``fn`` must be a module-level function: it is pickled by reference and imported on the
+rank that runs the task. Items and results are pickled (protocol 5).
+"""
+
+import pickle
+import traceback
+
+from . import _titus
+from ._titus import Error, TaskError
+
+__all__ = ["Runtime", "Error", "TaskError"]
+
+# One worker a rank (the GIL: one rank per core), and room for a pickled item and result of a
+# few kilobytes by default (each rank registers 3 x 1,024 slots of max_payload bytes).
+_DEFAULT_OPTIONS = {"workers": 1, "max_payload": 4096, "max_result": 4096}
+
+# The separator of a failed task's type, message and traceback in its error text: a
+# printable one (␞), since the text that reaches the other ranks loses control characters
+# (and is cut to 240 bytes there: the traceback comes last).
+_SEP = "\u241e"
+
+# A payload whose function length is this carries, instead of a task, why this rank's
+# item could not be sent: it fails the map on every rank, like a task that raised.
+_POISON = 0xFFFFFFFF
+
+
+def _option_text(options):
+    parts = []
+    for key, value in {**_DEFAULT_OPTIONS, **options}.items():
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        text = str(value)
+        if not text or any(c.isspace() or c == "," for c in text):
+            raise Error(f"option {key}={text!r}: a value without spaces or commas")
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def _describe(exc):
+    """An exception as its type, message and traceback, joined by _SEP."""
+    kind = type(exc)
+    name = kind.__qualname__
+    if kind.__module__ not in ("builtins", "__main__"):
+        name = f"{kind.__module__}.{name}"
+    text = "".join(traceback.format_exception(kind, exc, exc.__traceback__))
+    return f"{name}{_SEP}{exc}{_SEP}{text}"
+
+
+_functions = {}
+
+
+def _run_task(payload):
+    """Runs one task (on a worker thread of the rank that took it): (True, the pickled
+    result) or (False, why, as _describe gives it)."""
+    view = memoryview(payload)
+    size = int.from_bytes(view[:4], "little")
+    if size == _POISON:
+        return (False, bytes(view[4:]))
+    index = int.from_bytes(view[4 + size : 12 + size], "little")
+    try:
+        key = bytes(view[4 : 4 + size])
+        fn = _functions.get(key)
+        if fn is None:
+            fn = _functions[key] = pickle.loads(key)
+        item = pickle.loads(view[12 + size :])
+    except Exception as exc:  # the function or the item did not unpickle here
+        return (False, _describe(exc).encode())
+    try:
+        result = fn(item)
+    except Exception as exc:
+        return (False, _describe(exc).encode())
+    try:
+        return (True, pickle.dumps(result, protocol=5))
+    except Exception as exc:
+        why = Error(f"the result of item {index} cannot be pickled: {exc}")
+        return (False, _describe(why).encode())
+
+
+def _task_error(err):
+    """A TaskError carrying the failed task's exception type, message and traceback (every
+    rank gets the words of the rank where it failed)."""
+    text = str(err)
+    if _SEP not in text:
+        e = TaskError(text)
+        e.exc_type, e.message, e.traceback_text = None, text, ""
+        return e
+    head, message, trace = text.split(_SEP, 2)
+    # The runtime's words come first ("task 3 of rank 0 failed on rank 1: "), then
+    # the exception's type.
+    where, _, kind = head.rpartition(": ")
+    e = TaskError(f"{where}: {kind}: {message}\n{trace}".lstrip(": "))
+    e.exc_type, e.message, e.traceback_text = kind, message, trace
+    return e
+
+
+class Runtime:
+    """One rank of a Titus job. Keyword options are libtitus's option keys (``workers``,
+    ``balancer``, ``provider``, ``max_payload``, ...; ``TITUS_OPTIONS`` overrides them).
+    Opening and closing are collective: every rank of the job does both."""
+
+    def __init__(self, **options):
+        self._rt = _titus.Runtime(_option_text(options))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Leaves the job (collective). Idempotent."""
+        self._rt.close()
+
+    @property
+    def rank(self):
+        return self._rt.rank
+
+    @property
+    def size(self):
+        return self._rt.size
+
+    @property
+    def stats(self):
+        """The last map's figures on this rank (a dict): ``efficiency``,
+        ``nominal_efficiency`` (with ``nominal_s`` given to map), ``resolution_s``,
+        ``steals``, ``tasks_stolen``, ``tasks_ran_elsewhere``, ..."""
+        return self._rt.stats
+
+    def allgather(self, obj):
+        """Every rank's ``obj`` (pickled), in rank order. Collective."""
+        blobs = self._rt.all_gather(pickle.dumps(obj, protocol=5))
+        return [pickle.loads(b) for b in blobs]
+
+    def map(self, fn, items, keys=None, costs=None, priorities=None, nominal_s=None):
+        """``[fn(x) for x in items]`` for this rank's items, in their order, balanced
+        over the job. Collective: every rank calls it, each with its own items (possibly
+        none). ``keys`` (ints) name items across calls, so each call's measured costs
+        predict the next's; ``costs`` are hints in seconds; ``priorities`` (-32768 to
+        32767) run higher first; ``nominal_s``, this rank's sequential time of its items,
+        gives ``stats["nominal_efficiency"]``. A task that raises fails the map on every
+        rank with TaskError."""
+        items = list(items)
+        payloads = []
+        try:
+            head = pickle.dumps(fn, protocol=5)
+        except Exception as exc:
+            head, why = None, f"the function {fn!r} cannot be pickled by reference: {exc}"
+        for i, item in enumerate(items):
+            if head is not None:
+                try:
+                    body = pickle.dumps(item, protocol=5)
+                except Exception as exc:
+                    head, why = None, f"item {i} of rank {self.rank} cannot be pickled: {exc}"
+            if head is None:
+                break
+            payloads.append(len(head).to_bytes(4, "little") + head + i.to_bytes(8, "little") + body)
+        if head is None:
+            # Every rank must fail, not wait for this one: one task that fails carries it.
+            poison = _POISON.to_bytes(4, "little") + _describe(Error(why)).encode()
+            payloads, keys, costs, priorities = [poison], None, None, None
+        try:
+            out = self._rt.run(payloads, keys, costs, priorities, float(nominal_s or 0.0))
+        except TaskError as err:
+            raise _task_error(err) from None
+        except OverflowError as err:
+            raise Error(f"keys, costs or priorities out of range: {err}") from None
+        return [pickle.loads(r) for r in out]
