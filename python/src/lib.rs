@@ -53,6 +53,49 @@ fn run_task(payload: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// How often a map looks for a signal (Ctrl-C) while its epoch runs.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs one epoch (without the GIL) on a helper thread while this thread, Python's, looks
+/// for signals: a handler that raises (KeyboardInterrupt for Ctrl-C) fails the epoch on
+/// every rank (`Runtime::abort`), and its exception is returned beside the epoch's error.
+fn run_interruptibly(
+    rt: &Runtime,
+    tasks: Vec<TaskIn>,
+) -> (
+    Result<titus_runtime::EpochOutput, titus_runtime::RuntimeError>,
+    Option<PyErr>,
+) {
+    std::thread::scope(|s| {
+        let (done, outcome) = std::sync::mpsc::channel();
+        s.spawn(move || {
+            let _ = done.send(rt.run_epoch_keyed(tasks));
+        });
+        let mut interrupted = None;
+        loop {
+            match outcome.recv_timeout(SIGNAL_POLL) {
+                Ok(out) => return (out, interrupted),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    // (The epoch's thread panicked: the scope re-raises it.)
+                    return (
+                        Err(titus_runtime::RuntimeError::Config(
+                            "the epoch's thread panicked".into(),
+                        )),
+                        interrupted,
+                    );
+                }
+            }
+            if interrupted.is_none()
+                && let Err(e) = Python::attach(|py| py.check_signals())
+            {
+                rt.abort("interrupted by a signal on this rank (the map stopped on every rank)");
+                interrupted = Some(e);
+            }
+        }
+    })
+}
+
 /// One rank's runtime (`titus.Runtime` wraps it).
 #[pyclass(name = "Runtime", module = "titus._titus")]
 struct PyRuntime {
@@ -145,7 +188,12 @@ impl PyRuntime {
             })
             .collect();
         let rt = self.rt()?;
-        let out = py.detach(|| rt.run_epoch_keyed(tasks));
+        let (out, interrupted) = py.detach(|| run_interruptibly(rt, tasks));
+        if let Some(e) = interrupted {
+            // (The epoch failed on every rank: the others raise titus.Error, this one
+            // what interrupted it, KeyboardInterrupt for Ctrl-C.)
+            return Err(e);
+        }
         let out = out.map_err(|e| {
             // (Collective, as the failed map is: every rank learns the task's own words.)
             match py.detach(|| titus_capi::embed::step_failure(rt, e)) {

@@ -55,6 +55,20 @@ def main():
                 rt.map(raise_on_three, range(8) if rt.rank == 1 else [])
             except titus.TaskError as e:
                 print(f"rank {rt.rank}: TaskError {e.exc_type}", flush=True)
+        elif mode == "interrupt":
+            # Ctrl-C on rank 0 a second into a 10 s map: every rank stops at once.
+            import signal
+            import threading
+
+            if rt.rank == 0:
+                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            t0 = time.perf_counter()
+            try:
+                rt.map(spin, [50] * 400 if rt.rank == 0 else [])
+            except KeyboardInterrupt:
+                print(f"rank {rt.rank}: KeyboardInterrupt after {time.perf_counter() - t0:.1f} s", flush=True)
+            except titus.Error as e:
+                print(f"rank {rt.rank}: {type(e).__name__} after {time.perf_counter() - t0:.1f} s", flush=True)
         elif mode == "kill":
             items = (["die"] + [1] * 50) if rt.rank == 1 else [1] * 50
             t0 = time.perf_counter()

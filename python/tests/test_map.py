@@ -129,6 +129,33 @@ def test_a_raising_task_fails_every_rank(provider):
         assert f"rank {r}: TaskError ValueError" in p.stdout, p.stdout + p.stderr
 
 
+def test_ctrl_c_on_one_rank_stops_the_map_on_every_rank():
+    p = launch(2, "interrupt", None, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = {l.split(":")[0]: l for l in p.stdout.splitlines() if l.startswith("rank ")}
+    assert "KeyboardInterrupt" in lines.get("rank 0", ""), p.stdout + p.stderr
+    assert "Error after" in lines.get("rank 1", ""), p.stdout + p.stderr
+    for line in lines.values():
+        assert float(line.split("after ")[1].split(" s")[0]) < 5, line
+
+
+def mpirun():
+    """`mpirun -n 2` where Open MPI is installed (as root it must be told so)."""
+    if not shutil.which("mpirun"):
+        return None
+    cmd = ["mpirun", "--oversubscribe", "-n", "2"]
+    return cmd + ["--allow-run-as-root"] if os.geteuid() == 0 else cmd
+
+
+def test_two_processes_under_mpirun():
+    cmd = mpirun() or pytest.skip("no mpirun")
+    p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), "spin"],
+                       capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
+
+
 def test_a_killed_rank_is_an_error_on_the_other_within_the_bound():
     p = launch(2, "kill", None, timeout=60)
     line = [l for l in p.stdout.splitlines() if l.startswith("rank 0: Error after")]

@@ -36,6 +36,8 @@ pub mod error_code {
     pub const SPAWN_BOUND: u32 = 12;
     /// [`super::CoreError::SpawnedResult`].
     pub const SPAWNED_RESULT: u32 = 13;
+    /// [`super::CoreError::Interrupted`].
+    pub const INTERRUPTED: u32 = 14;
 
     /// What `code` says, in words (for a rank that learned only the code).
     pub fn meaning(code: u32) -> &'static str {
@@ -52,6 +54,7 @@ pub mod error_code {
             DUPLICATE_KEY => "a task key given twice",
             SPAWN_BOUND => "its spawned tasks passed the job's queue bound (Spawning::queued_max)",
             SPAWNED_RESULT => "a spawned task's result did not fit the reduction",
+            INTERRUPTED => "it was interrupted (a signal, Ctrl-C)",
             _ => "an unknown code",
         }
     }
@@ -173,6 +176,15 @@ pub enum CoreError {
         /// The bound.
         bound: u64,
     },
+    /// The driver's user stopped the epoch on this rank (a signal: Ctrl-C): every rank
+    /// stops.
+    #[error("the epoch was interrupted on rank {rank}: {why}")]
+    Interrupted {
+        /// The rank.
+        rank: Rank,
+        /// By what.
+        why: String,
+    },
     /// A spawned task's result is not one u64 per lane of the job's reduction.
     #[error(
         "a spawned task of kind {kind} returned {len} bytes on rank {ran_on}; the job's reduction takes {expected} (8 per lane)"
@@ -207,6 +219,7 @@ impl CoreError {
             Self::DuplicateKey { .. } => c::DUPLICATE_KEY,
             Self::SpawnBound { .. } => c::SPAWN_BOUND,
             Self::SpawnedResult { .. } => c::SPAWNED_RESULT,
+            Self::Interrupted { .. } => c::INTERRUPTED,
         }
     }
 

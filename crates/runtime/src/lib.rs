@@ -161,6 +161,19 @@ impl Runtime {
         self.shared.kinds.version.fetch_add(1, Ordering::Release);
     }
 
+    /// Fails the epoch running on this rank, and so on every rank (its ABORT floods the
+    /// job), with `why`: for a driver whose user asked to stop (an interrupted Python
+    /// map). The epoch's caller gets the error at once; a rank between epochs fails its
+    /// next one.
+    pub fn abort(&self, why: &str) {
+        let sh = &self.shared;
+        let mut node = sh.lock_node();
+        node.interrupt(why.to_string());
+        crate::report::pass_on(sh, node);
+        sh.workers.cv.notify_all();
+        sh.done_cv.notify_all();
+    }
+
     /// Gives the combine of the job's custom reduction lanes (`Spawning::lanes` all
     /// [`ReduceOp::Custom`]), between epochs, on every rank: for a driver whose combine
     /// comes after the configuration (libtitus's C callback). A Rust job may instead set

@@ -35,6 +35,15 @@ impl Node {
         });
     }
 
+    /// The driver's user stopped the epoch here (`why`: a signal, Ctrl-C): it fails on
+    /// every rank, as interrupted, not as a lost peer.
+    pub fn interrupt(&mut self, why: String) {
+        self.fail(CoreError::Interrupted {
+            rank: self.cx.rank,
+            why,
+        });
+    }
+
     /// The driver learnt that `peer`'s process is gone (in words: `detail`) while this rank
     /// waited: the epoch fails, naming it.
     pub fn fail_peer_gone(&mut self, peer: Rank, detail: String) {
