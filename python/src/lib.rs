@@ -96,6 +96,68 @@ fn run_interruptibly(
     })
 }
 
+/// The largest blob a rank's all-gather may return per rank (addresses and keys are a few
+/// hundred bytes): what comes back through Python is checked like any remote data.
+const GATHER_MAX: usize = 1 << 20;
+
+/// A job's address exchange through the caller's all-gather (`comm.allgather` of an
+/// mpi4py communicator): `titus.Runtime(comm=...)`.
+struct PyExchange {
+    rank: u32,
+    size: u32,
+    allgather: Py<PyAny>,
+}
+
+impl std::fmt::Debug for PyExchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the all-gather of rank {} of {}", self.rank, self.size)
+    }
+}
+
+impl titus_fabric::bootstrap::Exchange for PyExchange {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn all_gather(
+        &mut self,
+        blob: &[u8],
+    ) -> Result<Vec<Vec<u8>>, titus_fabric::bootstrap::BootstrapError> {
+        use titus_fabric::bootstrap::BootstrapError;
+        let size = self.size as usize;
+        let gathered = Python::attach(|py| -> PyResult<Vec<Vec<u8>>> {
+            let all = self.allgather.bind(py).call1((PyBytes::new(py, blob),))?;
+            let mut out = Vec::with_capacity(size);
+            for item in all.try_iter()? {
+                out.push(item?.cast_into::<PyBytes>()?.as_bytes().to_vec());
+            }
+            Ok(out)
+        })
+        .map_err(|e| BootstrapError::Failed(format!("the communicator's allgather failed: {e}")))?;
+        if gathered.len() != size {
+            return Err(BootstrapError::Protocol(format!(
+                "the communicator's allgather gave {} blobs for {size} ranks",
+                gathered.len()
+            )));
+        }
+        if let Some((r, b)) = gathered
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.len() > GATHER_MAX)
+        {
+            return Err(BootstrapError::Protocol(format!(
+                "rank {r}'s blob has {} bytes (at most {GATHER_MAX})",
+                b.len()
+            )));
+        }
+        Ok(gathered)
+    }
+}
+
 /// One rank's runtime (`titus.Runtime` wraps it).
 #[pyclass(name = "Runtime", module = "titus._titus")]
 struct PyRuntime {
@@ -116,13 +178,33 @@ impl PyRuntime {
 #[pymethods]
 impl PyRuntime {
     /// Opens this rank's runtime from libtitus's `options` text (`key=value` pairs),
-    /// under whatever launcher started the process (or a single rank without one).
-    /// Collective.
+    /// under whatever launcher started the process (or a single rank without one), or,
+    /// with `exchange` = (rank, size, allgather), over that all-gather (an MPI
+    /// communicator's). Collective.
     #[new]
-    fn new(py: Python<'_>, options: &str) -> PyResult<Self> {
-        let rt = py
-            .detach(|| titus_capi::embed::open(options))
-            .map_err(Error::new_err)?;
+    #[pyo3(signature = (options, exchange=None))]
+    fn new(
+        py: Python<'_>,
+        options: &str,
+        exchange: Option<(u32, u32, Py<PyAny>)>,
+    ) -> PyResult<Self> {
+        let rt = match exchange {
+            None => py.detach(|| titus_capi::embed::open(options)),
+            Some((rank, size, allgather)) => {
+                if size == 0 || rank >= size {
+                    return Err(Error::new_err(format!(
+                        "rank {rank} of {size} ranks: need 0 <= rank < size"
+                    )));
+                }
+                let ex = Box::new(PyExchange {
+                    rank,
+                    size,
+                    allgather,
+                });
+                py.detach(|| titus_capi::embed::open_exchange(options, ex))
+            }
+        }
+        .map_err(Error::new_err)?;
         rt.register_fallible(0, run_task);
         Ok(Self {
             rt: Some(rt),

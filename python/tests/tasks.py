@@ -42,6 +42,12 @@ def main():
     mode = sys.argv[1]
     provider = sys.argv[2] if len(sys.argv) > 2 else None
     options = {"provider": provider} if provider else {}
+    if mode == "comm":
+        # The ranks of an mpi4py communicator, addresses exchanged through it.
+        from mpi4py import MPI
+
+        options["comm"] = MPI.COMM_WORLD
+        mode = "spin"
     with titus.Runtime(**options) as rt:
         if mode == "spin":
             items = [1.0] * 200 if rt.rank == 0 else []

@@ -156,6 +156,16 @@ def test_two_processes_under_mpirun():
         assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
 
 
+def test_an_mpi4py_communicator_bootstraps_the_ranks():
+    cmd = mpirun() or pytest.skip("no mpirun")
+    pytest.importorskip("mpi4py", reason="pip install mpi4py (.ci/test does)")
+    p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), "comm"],
+                       capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
+
+
 def test_a_killed_rank_is_an_error_on_the_other_within_the_bound():
     p = launch(2, "kill", None, timeout=60)
     line = [l for l in p.stdout.splitlines() if l.startswith("rank 0: Error after")]

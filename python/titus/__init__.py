@@ -109,10 +109,15 @@ def _task_error(err):
 class Runtime:
     """One rank of a Titus job. Keyword options are libtitus's option keys (``workers``,
     ``balancer``, ``provider``, ``max_payload``, ...; ``TITUS_OPTIONS`` overrides them).
-    Opening and closing are collective: every rank of the job does both."""
+    Opening and closing are collective: every rank of the job does both. With ``comm``
+    (an mpi4py communicator) the ranks are the communicator's and exchange their
+    addresses through it: no launcher variables are read."""
 
-    def __init__(self, **options):
-        self._rt = _titus.Runtime(_option_text(options))
+    def __init__(self, comm=None, **options):
+        exchange = None
+        if comm is not None:
+            exchange = (comm.Get_rank(), comm.Get_size(), comm.allgather)
+        self._rt = _titus.Runtime(_option_text(options), exchange)
 
     def __enter__(self):
         return self

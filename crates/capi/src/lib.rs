@@ -258,6 +258,25 @@ pub extern "C" fn titus_init(handle: *mut *mut titus_t, options_text: *const c_c
     })
 }
 
+/// This rank's runtime over the application's own all-gather, as titus_init_exchange
+/// opens it.
+fn open_exchanged(
+    o: &Options,
+    ex: Box<dyn titus_fabric::bootstrap::Exchange>,
+) -> Result<Runtime, Error> {
+    let size = ex.size();
+    let cfg = o.config(size).map_err(Error::Invalid)?;
+    Ok(match o.backend(size) {
+        Backend::Mem if size == 1 => Runtime::local(1, cfg, MemOptions::default())?.remove(0),
+        Backend::Mem => {
+            return Err(Error::Invalid(
+                "backend=mem runs a single rank; this job has several".into(),
+            ));
+        }
+        backend => Runtime::from_exchange(cfg, backend, ex)?,
+    })
+}
+
 /// This rank's runtime from the launcher's environment, as titus_init opens it.
 fn open_job(o: &Options) -> Result<Runtime, Error> {
     let env = JobEnv::from_env().map_err(|e| Error::Fabric(e.to_string()))?;
@@ -283,6 +302,17 @@ pub mod embed {
     pub fn open(options: &str) -> Result<Runtime, String> {
         options_of(options)
             .and_then(|o| open_job(&o))
+            .map_err(|e| e.message())
+    }
+
+    /// This rank's runtime over the caller's own all-gather `ex` (an MPI communicator's),
+    /// as `titus_init_exchange(options)` opens it.
+    pub fn open_exchange(
+        options: &str,
+        ex: Box<dyn titus_fabric::bootstrap::Exchange>,
+    ) -> Result<Runtime, String> {
+        options_of(options)
+            .and_then(|o| open_exchanged(&o, ex))
             .map_err(|e| e.message())
     }
 
@@ -326,24 +356,13 @@ pub extern "C" fn titus_init_exchange(
         }
         let (rank, size) = (rank as u32, size as u32);
         let o = options(options_text)?;
-        let cfg = o.config(size).map_err(Error::Invalid)?;
-        let rt = match o.backend(size) {
-            Backend::Mem if size == 1 => Runtime::local(1, cfg, MemOptions::default())?.remove(0),
-            Backend::Mem => {
-                return Err(Error::Invalid(
-                    "backend=mem runs a single rank; this job has several".into(),
-                ));
-            }
-            backend => {
-                let ex = Callback {
-                    rank,
-                    size,
-                    f,
-                    ctx: UserPtr(ctx),
-                };
-                Runtime::from_exchange(cfg, backend, Box::new(ex))?
-            }
+        let ex = Callback {
+            rank,
+            size,
+            f,
+            ctx: UserPtr(ctx),
         };
+        let rt = open_exchanged(&o, Box::new(ex))?;
         install(slot, rt, o.dispatch);
         Ok(())
     })
