@@ -75,17 +75,28 @@ def run(rt, cells, states, steps, dt):
     return states, time.perf_counter() - t0
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def grid_parser(doc):
+    """The grid's flags (this program's, and `side_by_side.py`'s)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--nx", type=int, default=24)
     p.add_argument("--ny", type=int, default=8)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--dt", type=float, default=1e-3)
     p.add_argument("--fuel", default="CH4", choices=["CH4", "H2"])
     p.add_argument("--json", action="store_true")
+    return p
+
+
+def parse_grid(p):
+    """`p`'s arguments, the grid's checked."""
     a = p.parse_args()
     if a.nx < 1 or a.ny < 1 or a.steps < 1 or not a.dt > 0:
         p.error("--nx, --ny and --steps must be at least 1, --dt above 0")
+    return a
+
+
+def main():
+    a = parse_grid(grid_parser(__doc__))
 
     with titus.Runtime() as rt:
         rank, size = rt.rank, rt.size

@@ -117,19 +117,11 @@ def mpipool_child(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nx", type=int, default=24)
-    p.add_argument("--ny", type=int, default=8)
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--dt", type=float, default=1e-3)
-    p.add_argument("--fuel", default="CH4", choices=["CH4", "H2"])
-    p.add_argument("--json", action="store_true")
+    p = cells.grid_parser(__doc__)
     p.add_argument("--mpipool-child", action="store_true", help=argparse.SUPPRESS)
-    a = p.parse_args()
+    a = cells.parse_grid(p)
     if a.mpipool_child:
         return mpipool_child(a)
-    if a.nx < 1 or a.ny < 1 or a.steps < 1 or not a.dt > 0:
-        p.error("--nx, --ny and --steps must be at least 1, --dt above 0")
 
     want_states, seq_s = steps(map, grid(a), a)
     want = digest(want_states)

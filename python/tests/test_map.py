@@ -147,19 +147,13 @@ def mpirun():
     return cmd + ["--allow-run-as-root"] if os.geteuid() == 0 else cmd
 
 
-def test_two_processes_under_mpirun():
+@pytest.mark.parametrize("mode", ["spin", "comm"])
+def test_two_processes_under_mpirun(mode):
+    """The launcher's ranks (`spin`), or an mpi4py communicator's (`comm`)."""
     cmd = mpirun() or pytest.skip("no mpirun")
-    p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), "spin"],
-                       capture_output=True, text=True, timeout=150)
-    assert p.returncode == 0, p.stdout + p.stderr
-    for r in range(2):
-        assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
-
-
-def test_an_mpi4py_communicator_bootstraps_the_ranks():
-    cmd = mpirun() or pytest.skip("no mpirun")
-    pytest.importorskip("mpi4py", reason="pip install mpi4py (.ci/test does)")
-    p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), "comm"],
+    if mode == "comm":
+        pytest.importorskip("mpi4py", reason="pip install mpi4py (.ci/test does)")
+    p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), mode],
                        capture_output=True, text=True, timeout=150)
     assert p.returncode == 0, p.stdout + p.stderr
     for r in range(2):

@@ -181,9 +181,7 @@ fn rank_main(
         if rank != 0 {
             return Ok(None);
         }
-        let home = out.spawned.iter().map(|s| s.data.as_slice());
-        let results = out.results.iter().map(Vec::as_slice).chain(home);
-        let (counts, tasks) = uts_task::totals(&out.reduced, results)?;
+        let (counts, tasks) = uts_task::totals(&out.reduced, &out.results, &out.spawned)?;
         return Ok(Some(figures(counts, tasks, seconds)));
     }
     let (nodes, above) = frontier(tree, want);
@@ -200,7 +198,7 @@ fn rank_main(
         })
         .collect();
     let out = rt.run_epoch_keyed(tasks).map_err(|e| e.to_string())?;
-    let (counts, tasks) = uts_task::totals(&[], out.results.iter().map(Vec::as_slice))?;
+    let (counts, tasks) = uts_task::totals(&[], &out.results, &[])?;
     let all = rt
         .all_gather(&uts_task::encode_counts(&counts, tasks))
         .map_err(|e| e.to_string())?;

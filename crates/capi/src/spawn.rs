@@ -91,7 +91,10 @@ pub extern "C" fn titus_register_spawning(
     })
 }
 
-/// The context of the running task `task` on this thread, handed to `use_it`.
+/// The context of the running task `task` on this thread, handed to `use_it`. RUNNING
+/// names that context only while its task's function runs on this thread (set before,
+/// restored after); the function does not use it meanwhile, being inside the user's C
+/// function that called us; and RUNNING forgets it while `use_it` runs.
 fn with_running<T>(
     task: *mut titus_task_t,
     use_it: impl FnOnce(&mut TaskCtx<'_>) -> Result<T, Error>,
@@ -108,11 +111,7 @@ fn with_running<T>(
     // Unnamed while in use: a call that reached user code on this thread meanwhile (and
     // back here with the same handle) is refused, never a second borrow.
     let _back = Restore(RUNNING.take());
-    // SAFETY: `run.tcx` is the `TaskCtx` the running task's function got, borrowed for
-    // that call alone: RUNNING names it only while the function runs on this thread (set
-    // before, restored after), the function does not use it meanwhile (it is inside the
-    // user's C function, which called us), and RUNNING forgets it until `use_it` returns.
-    // So this is its only live use.
+    // SAFETY: the running task's own context, whose only live use this is (see above).
     let tcx = unsafe { &mut *run.tcx.cast::<TaskCtx<'_>>() };
     use_it(tcx)
 }

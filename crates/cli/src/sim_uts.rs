@@ -110,9 +110,8 @@ pub(crate) fn run(a: &SimArgs, spec: &str) -> Result<u8, UsageError> {
         let out = titus_sim::simulate(&job).map_err(|e| UsageError(e.to_string()))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let r0 = &out.ranks[0];
-        let home = r0.spawned.iter().map(|s| s.data.as_slice());
-        let results = r0.results.iter().map(Vec::as_slice).chain(home);
-        let (counts, tasks) = uts_task::totals(&r0.reduced, results).map_err(UsageError)?;
+        let (counts, tasks) =
+            uts_task::totals(&r0.reduced, &r0.results, &r0.spawned).map_err(UsageError)?;
         let first = out.ranks.iter().map(|r| r.called_ns).min().unwrap_or(0);
         let last = out
             .ranks

@@ -18,7 +18,7 @@ use crate::ctx::Ctx;
 use crate::layout::signal::Signal;
 use crate::layout::{Chunk, PushedTask, ResultRecord};
 use crate::router::Router;
-use crate::spawn::SPAWNED_INDEX;
+use crate::spawn::{SPAWNED_INDEX, Spawning};
 use crate::{CoreError, Memory, Rank, Stats, Time};
 use inbox::Inbox;
 use outbound::Outbound;
@@ -33,21 +33,17 @@ pub(crate) struct Home {
     costs: Vec<u64>,
     /// How many are home.
     home: u32,
-    /// Whether the job routes spawned results home (`Spawning::routes_home`).
-    takes_spawned: bool,
     /// The results of spawned tasks descended from this rank's tasks, as they arrived.
     spawned: Vec<SpawnedResult>,
 }
 
 impl Home {
-    /// A new epoch with `own` tasks; `takes_spawned`: the job routes spawned results
-    /// home.
-    pub(crate) fn start(&mut self, own: usize, takes_spawned: bool) {
+    /// A new epoch with `own` tasks.
+    pub(crate) fn start(&mut self, own: usize) {
         self.own = own as u32;
         self.results = vec![None; own];
         self.costs = vec![0; own];
         self.home = 0;
-        self.takes_spawned = takes_spawned;
         self.spawned.clear();
     }
 
@@ -67,22 +63,17 @@ impl Home {
         self.home >= self.own
     }
 
-    /// Stores the result of own task `index` (which ran for `cost_ns`), or of a spawned
-    /// task of `key` descended from one, which arrived from `from` after `hops` hops.
+    /// Stores the result of own task `index` (which ran for `cost_ns`), which arrived from
+    /// `from` after `hops` hops.
     fn store(
         &mut self,
         stats: &mut Stats,
-        (index, key): (u32, u64),
+        index: u32,
         (data, cost_ns): (Vec<u8>, u64),
         from: Rank,
         hops: u32,
     ) -> Result<(), CoreError> {
         let count = self.own;
-        if index == SPAWNED_INDEX && self.takes_spawned {
-            self.spawned.push(SpawnedResult { key, data });
-            count_hops(stats, hops);
-            return Ok(());
-        }
         let slot = self
             .results
             .get_mut(index as usize)
@@ -95,6 +86,13 @@ impl Home {
         self.home += 1;
         count_hops(stats, hops);
         Ok(())
+    }
+
+    /// Stores the result of a spawned task of `key` descended from one of this rank's
+    /// tasks, which arrived after `hops` hops.
+    fn store_spawned(&mut self, stats: &mut Stats, key: u64, data: Vec<u8>, hops: u32) {
+        self.spawned.push(SpawnedResult { key, data });
+        count_hops(stats, hops);
     }
 
     /// The spawned results home here, ordered by key (then data: the order of arrival
@@ -152,9 +150,16 @@ impl Results {
         from: Rank,
     ) -> Result<(), CoreError> {
         if rec.owner == cx.rank {
+            // (Where spawned results are reduced, one arriving is an unknown task.)
+            let routes_home = cx.cfg.spawning.as_ref().is_some_and(Spawning::routes_home);
+            if rec.index == SPAWNED_INDEX && routes_home {
+                self.home
+                    .store_spawned(&mut cx.stats, rec.key, rec.data, hops);
+                return Ok(());
+            }
             return self.home.store(
                 &mut cx.stats,
-                (rec.index, rec.key),
+                rec.index,
                 (rec.data, rec.cost_ns),
                 from,
                 hops,

@@ -145,14 +145,7 @@ fn the_complete_graph_past_the_outbox_pool() {
 fn delays_reordering_and_software_progress() {
     for seed in titus_core::seed::seeds(0..3) {
         for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
-            let options = MemOptions {
-                delay: Some(DelayModel {
-                    seed,
-                    max: Duration::from_micros(100),
-                }),
-                software_progress: seed % 2 == 0,
-                hang_posts_to: None,
-            };
+            let options = common::delayed(seed);
             let what = format!(
                 "{protocol:?}, seed {seed} (repeat: {})",
                 titus_core::seed::repeat(seed)

@@ -1,13 +1,16 @@
 //! Tasks that spawn tasks, over the in-process fabric: a random tree of spawns (children
 //! handed over while their parent runs, or when it returns) reduces to exactly its size
 //! (computed apart) under every steal protocol and over a delayed fabric, epoch after
-//! epoch (with the built-in lanes or a closure's combine), or, where results travel home, brings each spawned result home once with its
-//! key to the owner of its root; a runaway tree fails every rank naming the bound; a
-//! spawn where the job declared none, and a spawned result the reduction cannot take,
-//! are refused.
+//! epoch (with the built-in lanes or a closure's combine), or, where results travel
+//! home, brings each spawned result home once with its key to the owner of its root; a
+//! runaway tree fails every rank naming the bound; a spawn where the job declared none,
+//! and a spawned result the reduction cannot take, are refused.
 
+mod common;
+
+use common::delayed;
 use std::time::Duration;
-use titus_fabric::mem::{DelayModel, MemOptions};
+use titus_fabric::mem::MemOptions;
 use titus_runtime::{Protocol, ReduceOp, Runtime, RuntimeConfig, RuntimeError, Spawning, TaskCtx};
 
 /// A node of the test tree: its seed and depth, 12 bytes.
@@ -225,19 +228,6 @@ fn check_home(what: &str, roots: u32, skewed: bool, outcomes: Vec<RankRun>) {
             }
             assert!(run.reduced.is_empty(), "{what}");
         }
-    }
-}
-
-/// A fabric whose operations arrive up to 100 µs late (drawn from `seed`), with software
-/// progress for even seeds.
-fn delayed(seed: u64) -> MemOptions {
-    MemOptions {
-        delay: Some(DelayModel {
-            seed,
-            max: Duration::from_micros(100),
-        }),
-        software_progress: seed.is_multiple_of(2),
-        hang_posts_to: None,
     }
 }
 

@@ -12,6 +12,7 @@
 //! work, whole chunks keep the tasks' overhead small.
 
 use crate::uts::{Counts, Node, Tree};
+use titus_core::SpawnedResult;
 use titus_core::spawn::{ReduceOp, Spawning};
 
 /// Most nodes a spawned task carries (24 bytes each, within the default 256-byte payload).
@@ -77,19 +78,20 @@ pub fn decode_counts(b: &[u8]) -> Result<(Counts, u64), String> {
     counts_of(&v)
 }
 
-/// The job's counts and tasks: the reduction of the spawned tasks' lanes (none where
-/// they came home) and the results at the root's owner: the epoch tasks' own, and the
-/// spawned tasks' that came home.
-pub fn totals<'a>(
+/// The job's counts and tasks at the root's owner: the reduction of the spawned tasks'
+/// lanes (none where they came home), its epoch tasks' own results, and the spawned
+/// tasks' results that came home.
+pub fn totals(
     reduced: &[u64],
-    results: impl IntoIterator<Item = &'a [u8]>,
+    results: &[Vec<u8>],
+    spawned: &[SpawnedResult],
 ) -> Result<(Counts, u64), String> {
-    // (No lanes: the spawned tasks' counts came home among the results.)
     let (mut counts, mut tasks) = match reduced {
         [] => (Counts::default(), 0),
         v => counts_of(v)?,
     };
-    for r in results {
+    let home = spawned.iter().map(|s| &s.data);
+    for r in results.iter().chain(home) {
         let (c, t) = decode_counts(r)?;
         counts.add(&c);
         tasks += t;

@@ -141,8 +141,7 @@ impl Node {
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        let takes_spawned = cx.cfg.spawning.as_ref().is_some_and(Spawning::routes_home);
-        self.results.home.start(tasks.len(), takes_spawned);
+        self.results.home.start(tasks.len());
         cx.stats = Stats {
             tasks_owned: tasks.len() as u64,
             ..Stats::default()

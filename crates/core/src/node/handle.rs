@@ -61,7 +61,10 @@ impl Node {
         &mut self,
         now: Time,
         id @ TaskId {
-            owner, index, kind, ..
+            owner,
+            index,
+            kind,
+            key,
         }: TaskId,
         result: Result<Vec<u8>, String>,
         cost_ns: u64,
@@ -83,10 +86,17 @@ impl Node {
         if owner != rank {
             self.cx.stats.tasks_run_for_others += 1;
         }
-        if index == crate::spawn::SPAWNED_INDEX && self.cx.cfg.spawning.is_some() {
-            self.spawned_done(id, result, cost_ns);
-            self.drive(mem);
-            return;
+        if let Some(spawning) = &self.cx.cfg.spawning
+            && index == crate::spawn::SPAWNED_INDEX
+        {
+            if !spawning.routes_home() {
+                self.spawned_reduced(id, result);
+                self.drive(mem);
+                return;
+            }
+            // Going home like an epoch task's result (below). Counted before it leaves:
+            // the waves' "completed" is also "sent home".
+            self.spawn.completed += 1;
         }
         match result {
             Err(detail) => self.fail(CoreError::TaskFailed {
@@ -108,7 +118,7 @@ impl Node {
                     index,
                     cost_ns,
                     data,
-                    key: 0,
+                    key,
                 };
                 if let Err(e) = self
                     .results

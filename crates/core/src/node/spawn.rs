@@ -75,14 +75,10 @@ impl Node {
         Ok(())
     }
 
-    /// A spawned task `id` ended here with `result` (it ran for `cost_ns`): it travels
-    /// home, or joins this rank's partial.
-    pub(super) fn spawned_done(
-        &mut self,
-        id: TaskId,
-        result: Result<Vec<u8>, String>,
-        cost_ns: u64,
-    ) {
+    /// A spawned task `id` of a reducing job ended here with `result`: it joins this
+    /// rank's partial. (Where results go home, `task_done` routes them as it routes an
+    /// epoch task's.)
+    pub(super) fn spawned_reduced(&mut self, id: TaskId, result: Result<Vec<u8>, String>) {
         let spawning = self
             .cx
             .cfg
@@ -90,58 +86,26 @@ impl Node {
             .as_ref()
             .expect("only a spawning job has spawned tasks");
         let (rank, kind) = (self.cx.rank, id.kind);
-        let e = match result {
-            Err(detail) => CoreError::TaskFailed {
-                owner: id.owner,
-                index: SPAWNED_INDEX,
-                ran_on: rank,
-                detail: format!("a spawned task of kind {kind}, key {}: {detail}", id.key),
-            },
-            Ok(data) if spawning.routes_home() => {
-                if data.len() > self.cx.cfg.max_result as usize {
-                    CoreError::ResultTooLarge {
-                        index: SPAWNED_INDEX,
-                        len: data.len(),
-                        limit: self.cx.cfg.max_result,
-                    }
-                } else {
-                    // Counted before it leaves: the waves' "completed" is also "sent home".
+        let failed = |detail: String| CoreError::TaskFailed {
+            owner: id.owner,
+            index: SPAWNED_INDEX,
+            ran_on: rank,
+            detail: format!("a spawned task of kind {kind}, key {}: {detail}", id.key),
+        };
+        let e = match result.map(|data| (spawning.decode(&data), data.len())) {
+            Err(detail) => failed(detail),
+            Ok((Some(v), _)) => match spawning.combine(&mut self.spawn.partial, &v) {
+                Ok(()) => {
                     self.spawn.completed += 1;
-                    let rec = layout::ResultRecord {
-                        owner: id.owner,
-                        index: SPAWNED_INDEX,
-                        cost_ns,
-                        data,
-                        key: id.key,
-                    };
-                    match self
-                        .results
-                        .route(&mut self.cx, &mut self.router, rec, 0, rank)
-                    {
-                        Ok(()) => return,
-                        Err(e) => e,
-                    }
+                    return;
                 }
-            }
-            Ok(data) => match spawning.decode(&data) {
-                Some(v) => match spawning.combine(&mut self.spawn.partial, &v) {
-                    Ok(()) => {
-                        self.spawn.completed += 1;
-                        return;
-                    }
-                    Err(detail) => CoreError::TaskFailed {
-                        owner: id.owner,
-                        index: SPAWNED_INDEX,
-                        ran_on: rank,
-                        detail: format!("a spawned task of kind {kind}, key {}: {detail}", id.key),
-                    },
-                },
-                None => CoreError::SpawnedResult {
-                    kind,
-                    len: data.len(),
-                    expected: spawning.result_bytes(),
-                    ran_on: rank,
-                },
+                Err(detail) => failed(detail),
+            },
+            Ok((None, len)) => CoreError::SpawnedResult {
+                kind,
+                len,
+                expected: spawning.result_bytes(),
+                ran_on: rank,
             },
         };
         self.fail(e);

@@ -1,4 +1,21 @@
-//! What the runtime's test files share.
+//! What the runtime's test files share (each uses a part of it).
+#![allow(dead_code)]
+
+use std::time::Duration;
+use titus_fabric::mem::{DelayModel, MemOptions};
+
+/// An in-process fabric whose operations arrive up to 100 µs late (drawn from `seed`),
+/// with software progress for even seeds.
+pub fn delayed(seed: u64) -> MemOptions {
+    MemOptions {
+        delay: Some(DelayModel {
+            seed,
+            max: Duration::from_micros(100),
+        }),
+        software_progress: seed.is_multiple_of(2),
+        hang_posts_to: None,
+    }
+}
 
 /// A task with real work: iterated hashing of the payload, `rounds` times (the first four
 /// bytes).

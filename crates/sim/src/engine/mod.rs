@@ -67,11 +67,7 @@ enum Ev {
     },
     TaskDone {
         node: u32,
-        owner: u32,
-        index: u32,
-        kind: u16,
-        /// A spawned task's key.
-        key: u64,
+        task: TaskId,
         result: Result<Vec<u8>, String>,
         cost: u64,
         /// The resource that ran it (0: a CPU worker).
@@ -449,9 +445,11 @@ impl<'a> Sim<'a> {
             Ev::Failed { node, token, peer } => (7, *node as u64, token.0 ^ u64::from(*peer)),
             Ev::Signal { node, from, value } => (4, *node as u64, (*from as u64) << 32 ^ value),
             Ev::Timer { node } => (5, *node as u64, 0),
-            Ev::TaskDone {
-                node, owner, index, ..
-            } => (6, *node as u64, (*owner as u64) << 32 | *index as u64),
+            Ev::TaskDone { node, task, .. } => (
+                6,
+                *node as u64,
+                (task.owner as u64) << 32 | task.index as u64,
+            ),
             Ev::Spawn { node, children, .. } => (9, *node as u64, children.len() as u64),
         };
         self.trace = mix(mix(mix(self.trace, now), kind), mix(a, b));
@@ -551,10 +549,7 @@ impl<'a> Sim<'a> {
             }
             Ev::TaskDone {
                 node,
-                owner,
-                index,
-                kind,
-                key,
+                task,
                 result,
                 cost,
                 res,
@@ -564,18 +559,14 @@ impl<'a> Sim<'a> {
                 if let Some(table) = self.res_mut(i) {
                     table.complete(res);
                 }
-                let task = TaskId {
-                    owner,
-                    index,
-                    kind,
-                    key,
-                };
                 // Before its result, as the runtime's workers hand them over.
                 self.hand_spawned(node, now, task, children)?;
                 if res == 0 {
                     self.per[i].idle += 1;
                     if let Some(ends) = self.task_ends.get_mut(i)
-                        && let Some(k) = ends.iter().position(|e| (e.1, e.2) == (owner, index))
+                        && let Some(k) = ends
+                            .iter()
+                            .position(|e| (e.1, e.2) == (task.owner, task.index))
                     {
                         ends.swap_remove(k);
                     }

@@ -263,10 +263,7 @@ impl<'a> Sim<'a> {
                 now + delay + cost,
                 Ev::TaskDone {
                     node: n,
-                    owner: task.owner,
-                    index: task.index,
-                    kind: task.kind,
-                    key: task.key,
+                    task: task.id(),
                     result,
                     cost,
                     res,
