@@ -102,6 +102,8 @@ fn check_merged(dir: &Path, tasks: u64) {
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains("busy"));
     assert!(!summary.contains("log is full"), "{summary}");
+    // One host, one clock: nothing to line up.
+    assert!(!summary.contains("clocks:"), "{summary}");
     // The pictures: a PNG and an SVG, each with something drawn.
     let png = std::fs::read(&png).expect("the PNG");
     assert!(
@@ -178,6 +180,94 @@ fn ranks_as_processes_trace_through_the_environment() {
     assert!(out.status.success(), "{}", output_text(&out));
     check_ranks(&dir, 2, 1);
     check_merged(&dir, tasks_run(&dir, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each epoch's "start: collectives" events' ends in the merged file, µs, by rank.
+fn barriers_merged(dir: &Path) -> std::collections::BTreeMap<(u64, u64), f64> {
+    let text = std::fs::read_to_string(dir.join("titus-trace.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "start: collectives")
+        .map(|e| {
+            let end = e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+            let key = (
+                e["args"]["epoch"].as_u64().unwrap(),
+                e["pid"].as_u64().unwrap(),
+            );
+            (key, end)
+        })
+        .collect()
+}
+
+#[test]
+fn hosts_clocks_are_lined_up_at_the_start_barriers() {
+    use titus_runtime::trace::EpochRecord;
+    // Two played hosts, rank 0 on one and rank 1 on the other.
+    let dir = scratch("trace-hosts");
+    let out = titus_tests::launch_two_nodes(None, 2, &bin("dlb-bench"))
+        .args(["--profile", "quick", "--epochs", "3", "--no-progress"])
+        .env("TITUS_TRACE", &dir)
+        .output()
+        .expect("titus launch");
+    assert!(out.status.success(), "{}", output_text(&out));
+    check_ranks(&dir, 2, 3);
+    for (rank, host) in [(0, "node a"), (1, "node b")] {
+        assert!(records(&dir, rank).iter().all(|r| r["clock"] == host));
+    }
+    // Rank 1's host's clock runs 7 s ahead.
+    let skew: i64 = 7_000_000_000;
+    let file = dir.join("titus-trace-rank1.jsonl");
+    let skewed: String = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut r: EpochRecord = serde_json::from_str(l).unwrap();
+            r.shift(skew);
+            serde_json::to_string(&r).unwrap() + "\n"
+        })
+        .collect();
+    std::fs::write(&file, skewed).unwrap();
+    let trace = |raw: bool| {
+        let mut c = Command::new(bin("titus"));
+        c.arg("trace").arg(&dir);
+        if raw {
+            c.arg("--raw-clocks");
+        }
+        let out = c.output().expect("titus trace");
+        assert!(out.status.success(), "{}", output_text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Kept apart, the hosts' barriers lie 7 s apart.
+    let summary = trace(true);
+    assert!(!summary.contains("clocks:"), "{summary}");
+    let apart = barriers_merged(&dir);
+    for e in 0..3 {
+        let d = apart[&(e, 1)] - apart[&(e, 0)];
+        assert!((d - 7e6).abs() < 50e3, "epoch {e}: {d} µs apart");
+    }
+    // Lined up: rank 1's host moved back by about 7 s, each epoch's barriers within a
+    // few messages of each other on this one machine (50 ms on a loaded one).
+    let summary = trace(false);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("clocks: rank 1 (node b) shifted by -"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    let ms: f64 = line
+        .split("shifted by ")
+        .nth(1)
+        .and_then(|t| t.split(" ms").next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((ms + 7000.0).abs() < 50.0, "{line}");
+    let lined = barriers_merged(&dir);
+    for e in 0..3 {
+        let d = lined[&(e, 1)] - lined[&(e, 0)];
+        assert!(d.abs() < 50e3, "epoch {e}: {d} µs apart after lining up");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -56,6 +56,14 @@ def main():
             s = rt.stats
             print(f"rank {rt.rank} of {rt.size}: ran {s['tasks_run']}, "
                   f"ran elsewhere {s['tasks_ran_elsewhere']}", flush=True)
+        elif mode == "steps":
+            # Two maps of the same keyed cells, rank 0's twenty times the costlier: the
+            # second map's start predicts from the first's measured costs.
+            for _ in range(2):
+                keys = [1000 * rt.rank + i for i in range(24)]
+                ms = [4.0 if rt.rank == 0 else 0.2] * 24
+                assert rt.map(spin, ms, keys=keys) == ms
+            print(f"rank {rt.rank}: stepped", flush=True)
         elif mode == "raise":
             try:
                 rt.map(raise_on_three, range(8) if rt.rank == 1 else [])

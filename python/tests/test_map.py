@@ -84,6 +84,27 @@ def test_bad_options_are_named():
         titus.Runtime(workers=0)
 
 
+def test_a_traced_map_writes_each_task_s_span(tmp_path):
+    import json
+    trace = tmp_path / "trace"
+    with titus.Runtime(trace=str(trace), workers=2) as rt:
+        for n in [30, 7]:
+            assert rt.map(tasks.square, range(n)) == [x * x for x in range(n)]
+    lines = (trace / "titus-trace-rank0.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["epoch"] for r in records] == [0, 1]
+    for r, n in zip(records, [30, 7]):
+        spans = [span for worker in r["tasks"] for span in worker]
+        assert len(spans) == r["stats"]["tasks_run"] == n
+        assert len(r["keys"]) == n
+        assert all(r["tasks_from_ns"] <= s[0] and s[0] + s[1] <= r["end_ns"] for s in spans)
+    # A directory that cannot be made is named when the runtime opens.
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(titus.Error, match="trace directory"):
+        titus.Runtime(trace=str(blocker / "sub"))
+
+
 def test_a_thousand_maps_keep_memory_flat(rt):
     def rss_kib():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -118,6 +139,20 @@ def test_two_processes_share_one_rank_s_work(provider):
         assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
     # Rank 0 owned all 200 tasks; rank 1 stole some.
     assert "rank 1 of 2: ran 0," not in p.stdout, p.stdout
+
+
+def test_keys_carry_measured_costs_into_the_next_map_s_pushes(tmp_path):
+    import json
+    env = {**os.environ, "TITUS_TRACE": str(tmp_path)}
+    cmd = [titus_bin(), "launch", "-n", "2", "--no-prefix", "--timeout", "120", "--",
+           sys.executable, str(pathlib.Path(tasks.__file__)), "steps"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = (tmp_path / "titus-trace-rank0.jsonl").read_text().splitlines()
+    pushed = [json.loads(line)["stats"]["tasks_pushed"] for line in lines]
+    # The first map knows nothing of its cells; the second pushes rank 0's predicted
+    # excess to rank 1 before anyone steals.
+    assert pushed[0] == 0 and pushed[1] > 0, pushed
 
 
 @pytest.mark.parametrize("provider", providers())

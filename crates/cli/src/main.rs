@@ -8,6 +8,7 @@ mod limits;
 mod overlay_cmd;
 mod sim_cmd;
 mod sim_uts;
+mod trace_clocks;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};

@@ -4,9 +4,10 @@
 //! it moved, and each epoch's slowest start phase.
 //!
 //! Ranks are processes and workers threads; each rank's start phases and steals sit on a
-//! thread of their own after its workers. Clocks are the ranks' wall clocks, shifted so
-//! that the first epoch call of any rank is at 0. A missing or corrupt rank file is named
-//! on stderr and the others are merged.
+//! thread of their own after its workers. Clocks are the ranks' wall clocks, each host's
+//! lined up with rank 0's at the epochs' start barriers (`trace_clocks`), shifted so that
+//! the first epoch call of any rank is at 0. A missing or corrupt rank file is named on
+//! stderr and the others are merged.
 
 use crate::UsageError;
 use serde_json::{Value, json};
@@ -28,6 +29,10 @@ pub struct TraceArgs {
     /// The same as an SVG.
     #[arg(long, value_name = "FILE.svg")]
     svg: Option<PathBuf>,
+    /// Keep each host's own clock: do not line hosts up at the start barriers (for hosts
+    /// whose clocks agree better than a message's latency, as under PTP).
+    #[arg(long)]
+    raw_clocks: bool,
 }
 
 use titus_core::{StealOutcome, Transfer};
@@ -363,7 +368,12 @@ fn summary(records: &[EpochRecord]) -> String {
 }
 
 pub fn run(a: &TraceArgs) -> Result<u8, UsageError> {
-    let records = read_dir(&a.dir)?;
+    let mut records = read_dir(&a.dir)?;
+    let shifts = if a.raw_clocks {
+        Vec::new()
+    } else {
+        crate::trace_clocks::align(&mut records)
+    };
     let zero = records.iter().map(|r| r.call_ns).min().unwrap_or(0);
     let out = a
         .out
@@ -373,6 +383,7 @@ pub fn run(a: &TraceArgs) -> Result<u8, UsageError> {
     let text =
         serde_json::to_string(&doc).map_err(|e| UsageError(format!("encoding the trace: {e}")))?;
     std::fs::write(&out, text).map_err(|e| UsageError(format!("'{}': {e}", out.display())))?;
+    print!("{}", crate::trace_clocks::describe(&shifts));
     print!("{}", summary(&records));
     println!(
         "trace: {} (open in https://ui.perfetto.dev or chrome://tracing)",

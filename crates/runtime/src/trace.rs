@@ -8,7 +8,8 @@
 //! Each worker records into a buffer of its own (a lock nobody else takes during the
 //! epoch), bounded by [`SPANS_MAX`] spans an epoch; past it the record counts what it
 //! dropped. Times are wall-clock nanoseconds since the Unix epoch, so the ranks of one
-//! machine line up exactly and those of a cluster as well as their clocks agree.
+//! machine line up exactly. Each record names its rank's clock ([`clock_domain`]), so
+//! that `titus trace` can shift another host's ranks onto the first's.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,10 @@ pub struct EpochRecord {
     pub workers: usize,
     /// The steal protocol.
     pub protocol: String,
+    /// The clock its times were read from ([`clock_domain`]); empty for one clock (a
+    /// simulation).
+    #[serde(default)]
+    pub clock: String,
     /// The epoch call, ns (wall clock since the Unix epoch; virtual time in a simulation).
     pub call_ns: u64,
     /// Its tasks' start, ns.
@@ -180,6 +185,7 @@ impl EpochRecord {
             epoch,
             workers: stats.workers,
             protocol: stats.protocol.to_string(),
+            clock: String::new(),
             call_ns: 0,
             tasks_from_ns,
             end_ns: 0,
@@ -193,6 +199,37 @@ impl EpochRecord {
             transfers: transfers_of(stats, tasks_from_ns),
         }
     }
+
+    /// The start's barrier on this rank's clock: the end of its collectives, which none
+    /// reaches before every rank's facts reached the root, and every rank reaches within
+    /// a few messages of the broadcast. `titus trace` lines hosts up on it.
+    pub fn start_barrier_ns(&self) -> u64 {
+        self.call_ns + self.phases_ns.input + self.phases_ns.collectives
+    }
+
+    /// The record with every time moved by `delta_ns` (another clock's reading of it).
+    pub fn shift(&mut self, delta_ns: i64) {
+        let at = |t: &mut u64| *t = t.saturating_add_signed(delta_ns);
+        at(&mut self.call_ns);
+        at(&mut self.tasks_from_ns);
+        at(&mut self.end_ns);
+        self.tasks.iter_mut().flatten().for_each(|t| at(&mut t[0]));
+        self.idle.iter_mut().for_each(|i| at(&mut i[1]));
+        self.steals.iter_mut().for_each(|s| at(&mut s[0]));
+        self.transfers.iter_mut().for_each(|c| at(&mut c[0]));
+    }
+}
+
+/// The clock a rank reads: its kernel's, named by its boot id, which every process and
+/// container of one host shares. `TITUS_NODE_ID`, where set, names it instead, as it
+/// names the node: tests play hosts on one machine with it.
+pub fn clock_domain() -> String {
+    use titus_fabric::env_var;
+    if let Some(node) = env_var::non_blank(env_var::NODE_ID) {
+        return format!("node {node}");
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!("boot {}", boot.trim())
 }
 
 /// The steals of `stats`' log, at `tasks_from_ns` plus their time: [when, victim, tasks,
@@ -247,6 +284,8 @@ pub(crate) struct Recorder {
     path: PathBuf,
     /// The rank's clock's origin, in ns since the Unix epoch.
     origin_unix_ns: u64,
+    /// Its [`clock_domain`].
+    clock: String,
     rank: u32,
     /// Epochs written.
     epochs: std::sync::atomic::AtomicU64,
@@ -278,6 +317,7 @@ impl Recorder {
             file: Mutex::new(file),
             path,
             origin_unix_ns: now_unix.saturating_sub(since_origin).as_nanos() as u64,
+            clock: clock_domain(),
             rank,
             epochs: Default::default(),
         })
@@ -371,6 +411,7 @@ impl Recorder {
         }
         // (The core logs steals and chunks from the tasks' start on this rank.)
         let record = EpochRecord {
+            clock: self.clock.clone(),
             call_ns: o + call_ns,
             end_ns: o + end_ns,
             phases_ns: phases,
