@@ -2,14 +2,19 @@
 //! libtitus's options and launchers (`titus_capi::embed`), whose tasks call back into
 //! Python.
 //!
-//! The Python side (`titus/__init__.py`) pickles the function and the items. Here a map
-//! is one epoch: task kind 0 hands its payload to `titus._run_task` on a worker thread,
-//! the only place that takes the GIL. The caller's thread lets the GIL go for the whole
-//! epoch, so the progress thread and steals never wait for Python.
+//! The Python side (`titus/__init__.py`) pickles the function and the items, each as a
+//! frame of parts whose numpy buffers are out of band: here the parts are copied once,
+//! into the task's payload. A map is one epoch: task kind 0 hands its payload to
+//! `titus._run_task` on a worker thread, the only place that takes the GIL, as a
+//! bytearray that the item's arrays then view (writable, as unpickled arrays are). The
+//! caller's thread lets the GIL go for the whole epoch, so the progress thread and steals
+//! never wait for Python.
+
+mod buffer;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyByteArray, PyBytes, PyDict};
 use std::sync::OnceLock;
 use titus_runtime::{Runtime, TaskIn};
 
@@ -30,8 +35,8 @@ pyo3::create_exception!(
 static RUN_TASK: OnceLock<Py<PyAny>> = OnceLock::new();
 
 /// Runs one task's payload through `titus._run_task` (on a worker thread, under the
-/// GIL). It answers `(True, result)` or `(False, why)`: a task that raised gives its
-/// exception's type, message and traceback as the epoch's failure.
+/// GIL). It answers `(True, the result's frame)` or `(False, why)`: a task that raised
+/// gives its exception's type, message and traceback as the epoch's failure.
 fn run_task(payload: &[u8]) -> Result<Vec<u8>, String> {
     let answer = Python::attach(|py| -> PyResult<(bool, Vec<u8>)> {
         let f = match RUN_TASK.get() {
@@ -42,9 +47,9 @@ fn run_task(payload: &[u8]) -> Result<Vec<u8>, String> {
                 f
             }
         };
-        let out = f.call1((PyBytes::new(py, payload),))?;
-        let (ok, data): (bool, Bound<'_, PyBytes>) = out.extract()?;
-        Ok((ok, data.as_bytes().to_vec()))
+        let out = f.call1((PyByteArray::new(py, payload),))?;
+        let (ok, data): (bool, Bound<'_, PyAny>) = out.extract()?;
+        Ok((ok, buffer::joined(&data)?))
     });
     match answer {
         Ok((true, data)) => Ok(data),
@@ -224,20 +229,21 @@ impl PyRuntime {
         Ok(self.rt()?.size())
     }
 
-    /// One epoch of `payloads` (this rank's tasks, pickled by `titus.Runtime.map`), with
-    /// optional keys, cost hints (seconds) and priorities; `nominal_s` is the caller's
-    /// sequential time of its tasks, for `nominal_efficiency`. Returns the results in
-    /// task order. Collective; the GIL is released meanwhile.
+    /// One epoch of `payloads` (this rank's tasks, framed by `titus.Runtime.map`: bytes,
+    /// or `(total bytes, parts)`), with optional keys, cost hints (seconds) and priorities;
+    /// `nominal_s` is the caller's sequential time of its tasks, for
+    /// `nominal_efficiency`. Returns the results' frames in task order, as bytearrays.
+    /// Collective; the GIL is released meanwhile.
     #[pyo3(signature = (payloads, keys=None, costs=None, priorities=None, nominal_s=0.0))]
     fn run<'py>(
         &mut self,
         py: Python<'py>,
-        payloads: Vec<Bound<'py, PyBytes>>,
+        payloads: Vec<Bound<'py, PyAny>>,
         keys: Option<Vec<u64>>,
         costs: Option<Vec<f64>>,
         priorities: Option<Vec<i16>>,
         nominal_s: f64,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    ) -> PyResult<Vec<Bound<'py, PyByteArray>>> {
         let n = payloads.len();
         for (what, len) in [
             ("keys", keys.as_ref().map(Vec::len)),
@@ -258,17 +264,16 @@ impl PyRuntime {
                 "costs[{i}] is {c}: a cost hint is a time in seconds, at least 0"
             )));
         }
-        let tasks: Vec<TaskIn> = payloads
-            .iter()
-            .enumerate()
-            .map(|(i, p)| TaskIn {
+        let mut tasks = Vec::with_capacity(n);
+        for (i, p) in payloads.iter().enumerate() {
+            tasks.push(TaskIn {
                 key: keys.as_ref().map_or(i as u64, |k| k[i]),
                 kind: 0,
-                payload: p.as_bytes().to_vec(),
+                payload: buffer::joined(p)?,
                 priority: priorities.as_ref().map_or(0, |p| p[i]),
                 cost_hint_ns: costs.as_ref().map_or(0, |c| (c[i] * 1e9) as u64),
-            })
-            .collect();
+            });
+        }
         let rt = self.rt()?;
         let (out, interrupted) = py.detach(|| run_interruptibly(rt, tasks));
         if let Some(e) = interrupted {
@@ -284,7 +289,11 @@ impl PyRuntime {
             }
         })?;
         self.stats = titus_capi::embed::stats(&out.stats, nominal_s);
-        Ok(out.results.iter().map(|r| PyBytes::new(py, r)).collect())
+        Ok(out
+            .results
+            .iter()
+            .map(|r| PyByteArray::new(py, r))
+            .collect())
     }
 
     /// Every rank's `blob`, in rank order (collective; the GIL is released meanwhile).

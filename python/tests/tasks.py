@@ -18,6 +18,27 @@ def spin(ms):
     return ms
 
 
+def in_frame(x):
+    """Whether array `x` views the frame it arrived in (its buffer out of band), not a
+    buffer of its own size (pickled in band, or copied)."""
+    root = x
+    while True:
+        base = root.obj if isinstance(root, memoryview) else getattr(root, "base", None)
+        if base is None:
+            return isinstance(root, bytearray) and len(root) > x.nbytes
+        root = base
+
+
+def bump(x):
+    """An array plus one, added in place (so the task's array must be writable), and
+    whether it viewed the frame it arrived in; anything else as it came."""
+    if hasattr(x, "flags"):
+        viewed = in_frame(x)
+        x += 1
+        return (x, viewed)
+    return (x, None)
+
+
 def raise_on_three(x):
     if x == 3:
         raise ValueError(f"bad item {x}")

@@ -105,6 +105,37 @@ def test_a_traced_map_writes_each_task_s_span(tmp_path):
         titus.Runtime(trace=str(blocker / "sub"))
 
 
+def test_numpy_arrays_travel_out_of_band():
+    np = pytest.importorskip("numpy")
+    items = [
+        np.arange(1024, dtype=np.float64),           # contiguous, 8 KiB: out of band
+        np.asfortranarray(np.ones((64, 32))),        # Fortran order: out of band
+        np.arange(2048.0)[::2],                      # strided: pickled in band
+        np.ones(10),                                 # small: in band, cheaper
+        np.zeros(0),                                 # empty
+        {"a": np.full(3, 2, dtype=np.int32)},        # an array inside another object
+        7,
+    ]
+    with titus.Runtime(max_payload=1 << 16, max_result=1 << 15) as rt:
+        out = rt.map(tasks.bump, items)
+    (a, viewed_a), (f, viewed_f), (s, viewed_s), (o, viewed_o), (z, _), (d, _), (n, _) = out
+    assert (viewed_a, viewed_f, viewed_s, viewed_o) == (True, True, False, False)
+    assert (a == np.arange(1024) + 1).all() and a.dtype == np.float64
+    assert (f == 2).all() and f.flags.f_contiguous
+    assert (s == np.arange(2048.0)[::2] + 1).all() and (o == 2).all()
+    assert z.shape == (0,) and n == 7 and (d["a"] == 2).all()
+    # Results come back out of band too: writable views of what arrived, aligned.
+    for r in (a, f):
+        assert tasks.in_frame(r) and r.flags.writeable
+        assert r.ctypes.data % 16 == 0
+    assert not tasks.in_frame(o)  # (small: in band both ways)
+    # A frame cut short is refused, not read past its end.
+    _, parts = titus._frame(b"", np.ones(2048))
+    whole = b"".join(bytes(p) for p in parts)
+    with pytest.raises(Exception):
+        titus._unframe(memoryview(bytearray(whole[:-8])), 0)
+
+
 def test_a_thousand_maps_keep_memory_flat(rt):
     def rss_kib():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -12,10 +12,13 @@ items, in their order::
         print(rt.rank, rt.size, rt.stats["efficiency"])
 
 ``fn`` must be a module-level function: it is pickled by reference and imported on the
-rank that runs the task. Items and results are pickled (protocol 5).
+rank that runs the task. Items and results are pickled (protocol 5) with their buffers
+out of band: a numpy array's memory is copied once into the task, and the task's array is
+a writable view of what arrived.
 """
 
 import pickle
+import struct
 import traceback
 
 from . import _titus
@@ -35,6 +38,75 @@ _SEP = "\u241e"
 # A payload whose function length is this carries, instead of a task, why this rank's
 # item could not be sent: it fails the map on every rank, like a task that raised.
 _POISON = 0xFFFFFFFF
+
+
+# Out-of-band buffers start at offsets that are multiples of this within a frame, so an
+# array that views one is aligned as numpy's own allocations are.
+_ALIGN = 16
+
+# Whether items and results give their buffers out of band (map_bench.py's arrays mode
+# turns it off to compare with pickling them in band).
+_OUT_OF_BAND = True
+
+# Smaller buffers stay in band: below about 8 KiB, framing costs more than the copies it
+# saves (map_bench.py arrays).
+_OUT_OF_BAND_MIN = 8192
+
+
+def _frame(prefix, obj):
+    """``obj`` pickled (protocol 5) after ``prefix``: ``prefix``, the count of out-of-band
+    buffers (u32), and, where there are any, the pickle's length and each buffer's (u64),
+    the pickle, then each buffer at an aligned offset; otherwise the pickle. Bytes where
+    there are no buffers, else ``(total bytes, parts)`` for the runtime to copy end to
+    end: the buffers are the objects' own memory, not copies."""
+    buffers = []
+
+    def in_band(buffer):
+        if memoryview(buffer).nbytes < _OUT_OF_BAND_MIN:
+            return True
+        buffers.append(buffer)
+        return False
+
+    body = pickle.dumps(obj, protocol=5, buffer_callback=in_band if _OUT_OF_BAND else None)
+    if not buffers:
+        return prefix + b"\0\0\0\0" + body
+    raws = []
+    for b in buffers:
+        try:
+            raws.append(b.raw())
+        except BufferError:  # (memory that is not contiguous: copied into one run)
+            raws.append(memoryview(bytes(b)))
+    head = prefix + struct.pack(f"<IQ{len(raws)}Q", len(raws), len(body), *(r.nbytes for r in raws))
+    parts, at = [head, body], len(head) + len(body)
+    for r in raws:
+        pad = -at % _ALIGN
+        if pad:
+            parts.append(bytes(pad))
+        parts.append(r)
+        at += pad + r.nbytes
+    return (at, parts)
+
+
+def _unframe(view, at):
+    """The object framed at offset ``at`` of ``view`` (a memoryview of a bytearray): its
+    out-of-band buffers are views of ``view``, so arrays come back without a copy."""
+    count = int.from_bytes(view[at : at + 4], "little")
+    if count == 0:
+        return pickle.loads(view[at + 4 :])
+    (size,) = struct.unpack_from("<Q", view, at + 4)
+    at += 12
+    lengths = struct.unpack_from(f"<{count}Q", view, at)
+    at += 8 * count
+    body = view[at : at + size]
+    at += size
+    buffers = []
+    for n in lengths:
+        at += -at % _ALIGN
+        if at + n > len(view):
+            raise ValueError(f"a frame's buffer of {n} bytes at {at} runs past its {len(view)} bytes")
+        buffers.append(view[at : at + n])
+        at += n
+    return pickle.loads(body, buffers=buffers)
 
 
 def _option_text(options):
@@ -75,7 +147,7 @@ def _run_task(payload):
         fn = _functions.get(key)
         if fn is None:
             fn = _functions[key] = pickle.loads(key)
-        item = pickle.loads(view[12 + size :])
+        item = _unframe(view, 12 + size)
     except Exception as exc:  # the function or the item did not unpickle here
         return (False, _describe(exc).encode())
     try:
@@ -83,7 +155,7 @@ def _run_task(payload):
     except Exception as exc:
         return (False, _describe(exc).encode())
     try:
-        return (True, pickle.dumps(result, protocol=5))
+        return (True, _frame(b"", result))
     except Exception as exc:
         why = Error(f"the result of item {index} cannot be pickled: {exc}")
         return (False, _describe(why).encode())
@@ -167,12 +239,12 @@ class Runtime:
         for i, item in enumerate(items):
             if head is not None:
                 try:
-                    body = pickle.dumps(item, protocol=5)
+                    prefix = len(head).to_bytes(4, "little") + head + i.to_bytes(8, "little")
+                    payloads.append(_frame(prefix, item))
                 except Exception as exc:
                     head, why = None, f"item {i} of rank {self.rank} cannot be pickled: {exc}"
             if head is None:
                 break
-            payloads.append(len(head).to_bytes(4, "little") + head + i.to_bytes(8, "little") + body)
         if head is None:
             # Every rank must fail, not wait for this one: one task that fails carries it.
             poison = _POISON.to_bytes(4, "little") + _describe(Error(why)).encode()
@@ -183,4 +255,10 @@ class Runtime:
             raise _task_error(err) from None
         except OverflowError as err:
             raise Error(f"keys, costs or priorities out of range: {err}") from None
-        return [pickle.loads(r) for r in out]
+        results = []
+        for i, r in enumerate(out):
+            try:
+                results.append(_unframe(memoryview(r), 0))
+            except Exception as exc:
+                raise Error(f"the result of item {i} cannot be unpickled here: {exc}") from None
+        return results
