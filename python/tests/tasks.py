@@ -104,6 +104,22 @@ def main():
                 print(f"rank {rt.rank}: KeyboardInterrupt after {time.perf_counter() - t0:.1f} s", flush=True)
             except titus.Error as e:
                 print(f"rank {rt.rank}: {type(e).__name__} after {time.perf_counter() - t0:.1f} s", flush=True)
+        elif mode == "term":
+            # SIGTERM to rank 0 a second into a 10 s map: it leaves with SystemExit(143),
+            # and the other rank's map fails at once.
+            import signal
+            import threading
+
+            if rt.rank == 0:
+                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            t0 = time.perf_counter()
+            try:
+                rt.map(spin, [50] * 400 if rt.rank == 0 else [])
+            except SystemExit as e:
+                print(f"rank {rt.rank}: SystemExit({e.code}) after {time.perf_counter() - t0:.1f} s", flush=True)
+                raise
+            except titus.Error as e:
+                print(f"rank {rt.rank}: {type(e).__name__} after {time.perf_counter() - t0:.1f} s", flush=True)
         elif mode == "kill":
             items = (["die"] + [1] * 50) if rt.rank == 1 else [1] * 50
             t0 = time.perf_counter()

@@ -205,6 +205,17 @@ def test_ctrl_c_on_one_rank_stops_the_map_on_every_rank():
         assert float(line.split("after ")[1].split(" s")[0]) < 5, line
 
 
+def test_sigterm_on_one_rank_ends_every_rank_cleanly():
+    p = launch(2, "term", None, timeout=60)
+    lines = {l.split(":")[0]: l for l in p.stdout.splitlines() if l.startswith("rank ")}
+    assert "SystemExit(143)" in lines.get("rank 0", ""), p.stdout + p.stderr
+    assert "Error after" in lines.get("rank 1", ""), p.stdout + p.stderr
+    for line in lines.values():
+        assert float(line.split("after ")[1].split(" s")[0]) < 5, line
+    # Rank 0 left with its signal's status, through its own cleanup (no traceback).
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
+
+
 def mpirun():
     """`mpirun -n 2` where Open MPI is installed (as root it must be told so)."""
     if not shutil.which("mpirun"):

@@ -17,8 +17,11 @@ out of band: a numpy array's memory is copied once into the task, and the task's
 a writable view of what arrived.
 """
 
+import contextlib
 import pickle
+import signal
 import struct
+import threading
 import traceback
 
 from . import _titus
@@ -107,6 +110,29 @@ def _unframe(view, at):
         buffers.append(view[at : at + n])
         at += n
     return pickle.loads(body, buffers=buffers)
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminable():
+    """While a map runs, SIGTERM (a scheduler's cancel, ``kill``) raises SystemExit on this
+    rank's main thread where it would otherwise end the process at once: the map then
+    stops on every rank (as for Ctrl-C), and every rank leaves through its own cleanup
+    instead of the others waiting to find a dead peer. A handler of the program's own is
+    left alone, and the default comes back after the map."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _option_text(options):
@@ -250,7 +276,8 @@ class Runtime:
             poison = _POISON.to_bytes(4, "little") + _describe(Error(why)).encode()
             payloads, keys, costs, priorities = [poison], None, None, None
         try:
-            out = self._rt.run(payloads, keys, costs, priorities, float(nominal_s or 0.0))
+            with _terminable():
+                out = self._rt.run(payloads, keys, costs, priorities, float(nominal_s or 0.0))
         except TaskError as err:
             raise _task_error(err) from None
         except OverflowError as err:
