@@ -126,7 +126,7 @@ impl Queue {
     /// the queue is put in priority order.
     fn joined(&mut self, from: usize, remote: bool) {
         self.account(from..self.tasks.len(), remote);
-        self.reorder(from > 0);
+        self.reorder(from > 0 || remote);
     }
 
     /// Tasks spawned on this rank join at the front: its workers go depth first (a
@@ -161,7 +161,8 @@ impl Queue {
         }
     }
 
-    /// Puts the queue back in its order after tasks joined (`mixed`: beside others).
+    /// Puts the queue back in its order after tasks joined (`mixed`: beside others, or
+    /// from another rank: a stolen batch comes in the victim's batch layout).
     fn reorder(&mut self, mixed: bool) {
         if self.sorted && mixed {
             // A queue in predicted order stays so: newcomers (pushed, stolen) join by
@@ -647,6 +648,32 @@ mod tests {
         // A zero budget (no grain): `min` tasks, as take_front.
         q.start((0..5).map(|i| costed(i, 1)).collect(), false);
         assert_eq!(idx(q.take_front_within(2, 64, 0)), [0, 1]);
+    }
+
+    #[test]
+    fn tasks_joining_an_empty_queue_in_predicted_order_run_costliest_first() {
+        // A receiver that stole before its pushes came: the stolen batch (laid out for
+        // the victim's halving batches) must run costliest first, as a queue in
+        // predicted order does, or a costly task runs last (a tail of one task).
+        let mut q = Queue::default();
+        let costed = |index: u32, cost_ns: u64| Task {
+            cost_ns,
+            ..task(index)
+        };
+        let idx = |v: Vec<Task>| v.iter().map(|t| t.index).collect::<Vec<u32>>();
+        let batch = || {
+            [5, 80, 1, 40]
+                .into_iter()
+                .zip(0..)
+                .map(|(c, i)| costed(i, c))
+        };
+        q.start(VecDeque::new(), true);
+        q.extend(batch());
+        assert_eq!(idx(q.take_front(4)), [1, 3, 0, 2]);
+        // Not in predicted order: as they came.
+        q.start(VecDeque::new(), false);
+        q.extend(batch());
+        assert_eq!(idx(q.take_front(4)), [0, 1, 2, 3]);
     }
 
     #[test]

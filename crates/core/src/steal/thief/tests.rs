@@ -30,6 +30,27 @@ fn awaits_pushes_until_they_came_or_push_wait_passed() {
     assert_eq!(t.push_hold(at(1)), None);
 }
 
+#[test]
+fn a_receiver_owed_much_awaits_its_first_chunk_longer() {
+    let cfg = Config::default();
+    let (mut t, _) = thief(&cfg);
+    let at = |ms: u64| Time(ms * 1_000_000);
+    let wait = cfg.push_wait.as_nanos() as u64;
+    // Owed 1 s: the first chunk is awaited for 1/64 of it, 15.6 ms, not push_wait.
+    t.expect_push(1_000_000_000, at(0), &cfg);
+    let first = 1_000_000_000 / push::FIRST_PUSH_SHARE;
+    assert!(first > wait);
+    assert_eq!(t.push_hold(at(10)), Some(Time(first)));
+    assert_eq!(t.push_hold(Time(first)), None, "the bound");
+    // Once chunks come, each extends the wait by push_wait alone.
+    t.expect_push(1_000_000_000, at(0), &cfg);
+    t.pushed_here(400_000_000, at(12), &cfg);
+    assert_eq!(t.push_hold(at(12)), Some(Time(at(12).0 + wait)));
+    // Owed little, push_wait bounds the first wait as before.
+    t.expect_push(64 * wait / 2, at(0), &cfg);
+    assert_eq!(t.push_hold(at(0)), Some(Time(wait)));
+}
+
 /// The (sequence, resource type) of the REQUEST a command sends to rank 2.
 fn request_to_2(op: &Op) -> (u64, u16) {
     let Op::Write {
