@@ -2,6 +2,7 @@
 rank that runs them) and a script the multi-process tests launch."""
 
 import os
+import signal
 import sys
 import time
 
@@ -56,6 +57,30 @@ def exit_rank_one(x):
     return spin(2)
 
 
+def signal_to_self(rt, sig):
+    """Rank 0 sends itself `sig` a second into a map; each rank prints how its map ended."""
+    import threading
+
+    import titus
+
+    if rt.rank == 0:
+        threading.Timer(1.0, os.kill, (os.getpid(), sig)).start()
+    t0 = time.perf_counter()
+
+    def said(what):
+        print(f"rank {rt.rank}: {what} after {time.perf_counter() - t0:.1f} s", flush=True)
+
+    try:
+        rt.map(spin, [50] * 400 if rt.rank == 0 else [])
+    except KeyboardInterrupt:
+        said("KeyboardInterrupt")
+    except SystemExit as e:
+        said(f"SystemExit({e.code})")
+        raise
+    except titus.Error as e:
+        said(type(e).__name__)
+
+
 def main():
     """Under a launcher: every rank maps; rank 0 owns the work. Prints one line a rank."""
     import titus
@@ -90,36 +115,10 @@ def main():
                 rt.map(raise_on_three, range(8) if rt.rank == 1 else [])
             except titus.TaskError as e:
                 print(f"rank {rt.rank}: TaskError {e.exc_type}", flush=True)
-        elif mode == "interrupt":
-            # Ctrl-C on rank 0 a second into a 10 s map: every rank stops at once.
-            import signal
-            import threading
-
-            if rt.rank == 0:
-                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-            t0 = time.perf_counter()
-            try:
-                rt.map(spin, [50] * 400 if rt.rank == 0 else [])
-            except KeyboardInterrupt:
-                print(f"rank {rt.rank}: KeyboardInterrupt after {time.perf_counter() - t0:.1f} s", flush=True)
-            except titus.Error as e:
-                print(f"rank {rt.rank}: {type(e).__name__} after {time.perf_counter() - t0:.1f} s", flush=True)
-        elif mode == "term":
-            # SIGTERM to rank 0 a second into a 10 s map: it leaves with SystemExit(143),
-            # and the other rank's map fails at once.
-            import signal
-            import threading
-
-            if rt.rank == 0:
-                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
-            t0 = time.perf_counter()
-            try:
-                rt.map(spin, [50] * 400 if rt.rank == 0 else [])
-            except SystemExit as e:
-                print(f"rank {rt.rank}: SystemExit({e.code}) after {time.perf_counter() - t0:.1f} s", flush=True)
-                raise
-            except titus.Error as e:
-                print(f"rank {rt.rank}: {type(e).__name__} after {time.perf_counter() - t0:.1f} s", flush=True)
+        elif mode in ("interrupt", "term"):
+            # Ctrl-C (SIGTERM) on rank 0 a second into a 10 s map: every rank stops at
+            # once; rank 0 with KeyboardInterrupt (SystemExit(143), which it re-raises).
+            signal_to_self(rt, signal.SIGINT if mode == "interrupt" else signal.SIGTERM)
         elif mode == "kill":
             items = (["die"] + [1] * 50) if rt.rank == 1 else [1] * 50
             t0 = time.perf_counter()

@@ -605,7 +605,7 @@ fn arrange_for_batches(tasks: &mut Vec<Task>, mean: f64) {
 mod tests {
     use super::*;
 
-    fn task(index: u32) -> Task {
+    pub(super) fn task(index: u32) -> Task {
         Task {
             key: 0,
             owner: 0,
@@ -617,37 +617,43 @@ mod tests {
         }
     }
 
+    pub(super) fn costed(index: u32, cost_ns: u64) -> Task {
+        Task {
+            cost_ns,
+            ..task(index)
+        }
+    }
+
+    fn indices(v: Vec<Task>) -> Vec<u32> {
+        v.iter().map(|t| t.index).collect()
+    }
+
     #[test]
     fn a_grain_sums_estimates_within_its_budget() {
         let mut q = Queue::default();
-        let costed = |index: u32, cost_ns: u64| Task {
-            cost_ns,
-            ..task(index)
-        };
-        let idx = |v: Vec<Task>| v.iter().map(|t| t.index).collect::<Vec<u32>>();
         let costs = [10, 20, 30, 5, 40, 100, 1, 1];
         q.start(
             (0..8).map(|i| costed(i, costs[i as usize])).collect(),
             false,
         );
         // 10 + 20 + 30 within 60; 5 more would pass it.
-        assert_eq!(idx(q.take_front_within(1, 64, 60)), [0, 1, 2]);
+        assert_eq!(indices(q.take_front_within(1, 64, 60)), [0, 1, 2]);
         // The first task goes whatever its cost; `min` tasks whatever theirs.
-        assert_eq!(idx(q.take_front_within(1, 64, 10)), [3]);
-        assert_eq!(idx(q.take_front_within(1, 64, 10)), [4]);
-        assert_eq!(idx(q.take_front_within(2, 64, 10)), [5, 6]);
+        assert_eq!(indices(q.take_front_within(1, 64, 10)), [3]);
+        assert_eq!(indices(q.take_front_within(1, 64, 10)), [4]);
+        assert_eq!(indices(q.take_front_within(2, 64, 10)), [5, 6]);
         // `max` bounds the count.
         q.extend((8..20).map(|i| costed(i, 1)));
-        assert_eq!(idx(q.take_front_within(1, 4, 1_000)), [7, 8, 9, 10]);
+        assert_eq!(indices(q.take_front_within(1, 4, 1_000)), [7, 8, 9, 10]);
         assert_eq!(q.take_front_within(1, 64, 1_000).len(), 9, "the rest");
         assert!(q.take_front_within(1, 64, 1_000).is_empty());
         // Nothing known (no estimate, no kind mean): one at a time beyond `min`.
         q.start((0..5).map(task).collect(), false);
-        assert_eq!(idx(q.take_front_within(1, 64, 1_000)), [0]);
-        assert_eq!(idx(q.take_front_within(3, 64, 1_000)), [1, 2, 3]);
+        assert_eq!(indices(q.take_front_within(1, 64, 1_000)), [0]);
+        assert_eq!(indices(q.take_front_within(3, 64, 1_000)), [1, 2, 3]);
         // A zero budget (no grain): `min` tasks, as take_front.
         q.start((0..5).map(|i| costed(i, 1)).collect(), false);
-        assert_eq!(idx(q.take_front_within(2, 64, 0)), [0, 1]);
+        assert_eq!(indices(q.take_front_within(2, 64, 0)), [0, 1]);
     }
 
     #[test]
@@ -656,11 +662,6 @@ mod tests {
         // the victim's halving batches) must run costliest first, as a queue in
         // predicted order does, or a costly task runs last (a tail of one task).
         let mut q = Queue::default();
-        let costed = |index: u32, cost_ns: u64| Task {
-            cost_ns,
-            ..task(index)
-        };
-        let idx = |v: Vec<Task>| v.iter().map(|t| t.index).collect::<Vec<u32>>();
         let batch = || {
             [5, 80, 1, 40]
                 .into_iter()
@@ -669,11 +670,11 @@ mod tests {
         };
         q.start(VecDeque::new(), true);
         q.extend(batch());
-        assert_eq!(idx(q.take_front(4)), [1, 3, 0, 2]);
+        assert_eq!(indices(q.take_front(4)), [1, 3, 0, 2]);
         // Not in predicted order: as they came.
         q.start(VecDeque::new(), false);
         q.extend(batch());
-        assert_eq!(idx(q.take_front(4)), [0, 1, 2, 3]);
+        assert_eq!(indices(q.take_front(4)), [0, 1, 2, 3]);
     }
 
     #[test]
@@ -809,21 +810,10 @@ mod tests {
 
 #[cfg(test)]
 mod cost_tests {
+    use super::tests::costed;
     use super::*;
     use crate::Protocol;
     use crate::mapper::Profile;
-
-    fn costed(index: u32, cost_ns: u64) -> Task {
-        Task {
-            key: 0,
-            owner: 0,
-            index,
-            kind: 0,
-            priority: 0,
-            cost_ns,
-            payload: Vec::new(),
-        }
-    }
 
     /// 100 tasks of 1 ms, a contiguous band of 10 costly ones (30×) at `at`.
     fn bimodal(at: u32) -> VecDeque<Task> {
