@@ -36,7 +36,7 @@ fn a_receiver_owed_much_awaits_its_first_chunk_longer() {
     let (mut t, _) = thief(&cfg);
     let at = |ms: u64| Time(ms * 1_000_000);
     let wait = cfg.push_wait.as_nanos() as u64;
-    // Owed 1 s: the first chunk is awaited for 1/64 of it, 15.6 ms, not push_wait.
+    // Owed 1 s: the first chunk is awaited for 1/32 of it, 31 ms, not push_wait.
     t.expect_push(1_000_000_000, at(0), &cfg);
     let first = 1_000_000_000 / push::FIRST_PUSH_SHARE;
     assert!(first > wait);
@@ -47,7 +47,7 @@ fn a_receiver_owed_much_awaits_its_first_chunk_longer() {
     t.pushed_here(400_000_000, at(12), &cfg);
     assert_eq!(t.push_hold(at(12)), Some(Time(at(12).0 + wait)));
     // Owed little, push_wait bounds the first wait as before.
-    t.expect_push(64 * wait / 2, at(0), &cfg);
+    t.expect_push(push::FIRST_PUSH_SHARE * wait / 2, at(0), &cfg);
     assert_eq!(t.push_hold(at(0)), Some(Time(wait)));
 }
 
