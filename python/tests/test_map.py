@@ -147,12 +147,12 @@ def test_a_thousand_maps_keep_memory_flat(rt):
     assert rss_kib() - before < 8 * 1024, f"{before} KiB -> {rss_kib()} KiB"
 
 
-def launch(n, mode, provider, timeout=120):
+def launch(n, mode, provider, timeout=120, env=None):
     cmd = [titus_bin(), "launch", "-n", str(n), "--no-prefix", "--timeout", str(timeout),
            "--", sys.executable, str(pathlib.Path(tasks.__file__)), mode]
     if provider:
         cmd.append(provider)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30, env=env)
 
 
 def providers():
@@ -174,10 +174,7 @@ def test_two_processes_share_one_rank_s_work(provider):
 
 def test_keys_carry_measured_costs_into_the_next_map_s_pushes(tmp_path):
     import json
-    env = {**os.environ, "TITUS_TRACE": str(tmp_path)}
-    cmd = [titus_bin(), "launch", "-n", "2", "--no-prefix", "--timeout", "120", "--",
-           sys.executable, str(pathlib.Path(tasks.__file__)), "steps"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    p = launch(2, "steps", None, env={**os.environ, "TITUS_TRACE": str(tmp_path)})
     assert p.returncode == 0, p.stdout + p.stderr
     lines = (tmp_path / "titus-trace-rank0.jsonl").read_text().splitlines()
     pushed = [json.loads(line)["stats"]["tasks_pushed"] for line in lines]

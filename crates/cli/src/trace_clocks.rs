@@ -11,7 +11,7 @@
 //! together, so what one clock measured stays exact; the error is about one message's
 //! latency, and the spread of the per-epoch offsets says how well the estimate holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use titus_runtime::trace::EpochRecord;
 
 /// How one host's ranks were moved.
@@ -46,42 +46,35 @@ pub fn align(records: &mut [EpochRecord]) -> Vec<ClockShift> {
     else {
         return Vec::new();
     };
-    // clock → epoch → each rank's barrier.
-    let mut barriers: BTreeMap<&str, BTreeMap<u64, Vec<i128>>> = BTreeMap::new();
-    let mut ranks: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    // clock → epoch → its first rank through the barrier; clock → its ranks.
+    let mut first: BTreeMap<&str, BTreeMap<u64, i128>> = BTreeMap::new();
+    let mut ranks: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     for r in records.iter() {
-        let epochs = barriers.entry(&r.clock).or_default();
-        epochs
-            .entry(r.epoch)
+        let at = i128::from(r.start_barrier_ns());
+        first
+            .entry(&r.clock)
             .or_default()
-            .push(i128::from(r.start_barrier_ns()));
-        ranks.entry(&r.clock).or_default().push(r.rank);
+            .entry(r.epoch)
+            .and_modify(|t| *t = (*t).min(at))
+            .or_insert(at);
+        ranks.entry(&r.clock).or_default().insert(r.rank);
     }
-    let Some(at_reference) = barriers.get(reference.as_str()) else {
-        return Vec::new();
-    };
+    let at_reference = &first[reference.as_str()];
     let mut shifts = Vec::new();
-    for (clock, epochs) in &barriers {
+    for (clock, epochs) in &first {
         if *clock == reference {
             continue;
         }
         let mut offsets: Vec<i128> = epochs
             .iter()
-            .filter_map(|(e, at)| {
-                let theirs = at.iter().min()?;
-                let ours = at_reference.get(e)?.iter().min()?;
-                Some(ours - theirs)
-            })
+            .filter_map(|(e, theirs)| Some(at_reference.get(e)? - theirs))
             .collect();
         let Some(offset) = median(&mut offsets) else {
             continue;
         };
-        let mut host_ranks = ranks[clock].clone();
-        host_ranks.sort_unstable();
-        host_ranks.dedup();
         shifts.push(ClockShift {
             clock: clock.to_string(),
-            ranks: host_ranks,
+            ranks: ranks[clock].iter().copied().collect(),
             shift_ns: offset.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
             epochs: offsets.len(),
             spread_ns: (offsets[offsets.len() - 1] - offsets[0]).unsigned_abs() as u64,
