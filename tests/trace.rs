@@ -81,6 +81,13 @@ fn check_ranks(dir: &Path, ranks: u32, epochs: usize) {
                     "rank {rank}: an idle span outside"
                 );
             }
+            // The termination barrier: entered once the rank's subtree was complete,
+            // after its tasks began, left at the epoch's end.
+            let barrier = r["barrier_ns"].as_u64().expect("the barrier");
+            assert!(
+                r["tasks_from_ns"].as_u64().unwrap() <= barrier && barrier <= end,
+                "rank {rank}: the barrier outside its epoch"
+            );
         }
     }
 }
@@ -120,6 +127,10 @@ fn check_merged(dir: &Path, tasks: u64) {
     let v: serde_json::Value = serde_json::from_str(&text).expect("the merged file parses");
     let events = v["traceEvents"].as_array().expect("traceEvents");
     let mut task_events = 0;
+    let named = |name: &str| events.iter().filter(|e| e["name"] == name).count();
+    let epochs = events.iter().filter(|e| e["cat"] == "epoch").count();
+    assert!(epochs > 0);
+    assert_eq!(named("barrier"), epochs, "a barrier per rank and epoch");
     for e in events {
         for key in ["ph", "pid", "tid", "name"] {
             assert!(!e[key].is_null(), "{key} in {e}");

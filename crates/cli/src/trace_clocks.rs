@@ -119,7 +119,7 @@ mod tests {
         let line = serde_json::json!({
             "rank": rank, "epoch": epoch, "workers": 1, "protocol": "claim",
             "clock": clock, "call_ns": call, "tasks_from_ns": call + 2_000_000,
-            "end_ns": call + 9_000_000,
+            "end_ns": call + 9_000_000, "barrier_ns": call + 8_000_000,
             "phases_ns": {"input": 0, "collectives": 1_000_000, "prediction": 0, "pushes": 0},
             "stats": {"tasks_run": 1, "tasks_owned": 1, "steals_ok": 0, "steals_empty": 0,
                 "steals_locked": 0, "steals_logged": 0, "tasks_stolen": 0, "tasks_pushed": 0,
@@ -162,6 +162,7 @@ mod tests {
             let moved = |x: u64| x.saturating_add_signed(d);
             assert_eq!(r.call_ns, moved(b.call_ns));
             assert_eq!(r.end_ns, moved(b.end_ns));
+            assert_eq!(r.barrier_ns, b.barrier_ns.map(moved));
             assert_eq!(r.tasks_from_ns, moved(b.tasks_from_ns));
             assert_eq!(r.tasks[0][0][0], moved(b.tasks[0][0][0]));
             assert_eq!(r.idle[0][1], moved(b.idle[0][1]));

@@ -152,6 +152,13 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
             "pid": pid, "tid": progress, "ts": us(r.tasks_from_ns),
             "dur": r.end_ns.saturating_sub(r.tasks_from_ns) as f64 / 1e3}),
         );
+        if let Some(at) = r.barrier_ns {
+            ev.push(
+                json!({"ph": "X", "name": "barrier", "cat": "barrier", "pid": pid,
+                "tid": progress, "ts": us(at), "dur": r.end_ns.saturating_sub(at) as f64 / 1e3,
+                "args": {"epoch": r.epoch}}),
+            );
+        }
         // (Null where the owner's file or its epoch is missing.)
         let key_of = |owner: u64, index: u64| {
             keys.get(&(r.epoch, owner))
@@ -317,7 +324,7 @@ fn summary(records: &[EpochRecord]) -> String {
     for r in records {
         epochs.entry(r.epoch).or_default().push(r);
     }
-    out += "epoch  slowest start phase (rank, ms)  start, slowest rank (ms)  run (ms)\n";
+    out += "epoch  slowest start phase (rank, ms)  start, slowest rank (ms)  run (ms)  barrier, longest (rank, ms)\n";
     for (e, rs) in &epochs {
         let slowest = rs
             .iter()
@@ -331,14 +338,19 @@ fn summary(records: &[EpochRecord]) -> String {
             .iter()
             .map(|r| r.end_ns.saturating_sub(r.tasks_from_ns))
             .max();
+        let barrier = rs
+            .iter()
+            .filter_map(|r| Some((r.end_ns.saturating_sub(r.barrier_ns?), r.rank)))
+            .max();
         out += &format!(
-            "{e:<6} {:<32} {:<25.3} {:.3}\n",
+            "{e:<6} {:<32} {:<25.3} {:<9.3} {}\n",
             slowest.map_or("-".into(), |(ns, p, r)| format!(
                 "{p} ({r}, {:.3})",
                 ns as f64 / 1e6
             )),
             start.unwrap_or(0) as f64 / 1e6,
             run.unwrap_or(0) as f64 / 1e6,
+            barrier.map_or("-".into(), |(ns, r)| format!("{r}, {:.3}", ns as f64 / 1e6)),
         );
     }
     // The logs a rank keeps are bounded: say where one was full, so that a timeline that

@@ -71,6 +71,10 @@ pub struct Stats {
     /// after them (the queue in predicted order: the costly published ones would have run
     /// last).
     pub shares_retracted: u64,
+    /// When this rank entered the termination barrier for the last time: its subtree was
+    /// complete and it sent UP (under waves, its last report), or, at the root, the epoch
+    /// ended; from the start of the epoch on this rank (ns; `None`: it never did).
+    pub barrier_at_ns: Option<u64>,
     /// Operations that failed because their peer's process was gone and left the epoch
     /// standing: the end was known here, or a peer that may have had DONE (`DONE_GRACE`).
     pub gone_tolerated: u64,

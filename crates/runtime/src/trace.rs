@@ -85,6 +85,10 @@ pub struct EpochRecord {
     pub tasks_from_ns: u64,
     /// Its end on this rank, ns.
     pub end_ns: u64,
+    /// When this rank entered the termination barrier (its subtree complete, UP sent),
+    /// ns: from then to `end_ns` it waited for the job's DONE (`None`: it never did).
+    #[serde(default)]
+    pub barrier_ns: Option<u64>,
     /// The start's phases, ns.
     pub phases_ns: PhasesRecord,
     /// The epoch's figures.
@@ -189,6 +193,7 @@ impl EpochRecord {
             call_ns: 0,
             tasks_from_ns,
             end_ns: 0,
+            barrier_ns: stats.core.barrier_at_ns.map(|at| tasks_from_ns + at),
             phases_ns: PhasesRecord::default(),
             stats: StatsRecord::of(stats),
             tasks: Vec::new(),
@@ -213,6 +218,7 @@ impl EpochRecord {
         at(&mut self.call_ns);
         at(&mut self.tasks_from_ns);
         at(&mut self.end_ns);
+        self.barrier_ns.iter_mut().for_each(at);
         self.tasks.iter_mut().flatten().for_each(|t| at(&mut t[0]));
         self.idle.iter_mut().for_each(|i| at(&mut i[1]));
         self.steals.iter_mut().for_each(|s| at(&mut s[0]));

@@ -34,6 +34,12 @@ mod model_check;
 
 pub(crate) use waves::{Report, Waves};
 
+/// This rank's subtree is complete as far as it knows: the moment its timeline shows the
+/// barrier from ([`crate::Stats::barrier_at_ns`]).
+fn entered_barrier<P>(cx: &mut Ctx<P>) {
+    cx.stats.barrier_at_ns = Some(cx.now.since(cx.started).as_nanos() as u64);
+}
+
 /// The tree parent of `r`.
 pub(crate) fn tree_parent(r: Rank) -> Option<Rank> {
     (r > 0).then(|| (r - 1) / 2)
@@ -250,6 +256,7 @@ impl Termination {
         if self.children_up < children {
             return false;
         }
+        entered_barrier(cx);
         match tree_parent(cx.rank) {
             Some(p) => {
                 self.sent_up = true;
@@ -284,6 +291,7 @@ impl Termination {
                 len,
                 wave,
             } => {
+                entered_barrier(cx);
                 cx.issue(
                     Op::Write {
                         peer: parent.expect("a rank that reports has a parent"),
@@ -301,7 +309,10 @@ impl Termination {
                 }
                 Ok(false)
             }
-            waves::Next::End => Ok(self.finish(cx, Some(mem))),
+            waves::Next::End => {
+                entered_barrier(cx);
+                Ok(self.finish(cx, Some(mem)))
+            }
         }
     }
 
