@@ -157,6 +157,9 @@ pub(crate) enum Pending {
         landing: u64,
         len: u64,
         load: Option<u64>,
+        /// The start that asked (`StartPart::seq`): one that ended leaves reads ahead
+        /// still out, and their bytes are not the next start's.
+        start: u64,
     },
 }
 
@@ -193,8 +196,9 @@ pub(crate) struct StartPart {
     early: Vec<(Rank, u8, u8, u8, u16)>,
     /// Small landings free.
     free: Vec<u64>,
-    /// Reads waiting for a load landing.
-    waiting: Vec<(Rank, Record, u64)>,
+    /// Reads waiting for a load landing, in the order asked (the one a search needs
+    /// comes before its read-ahead), and of which start.
+    waiting: std::collections::VecDeque<(Rank, Record, u64, u64)>,
 }
 
 /// What the part wants the node to issue.
@@ -211,7 +215,7 @@ impl StartPart {
             outcome: None,
             early: Vec::new(),
             free: (0..LANDINGS).rev().collect(),
-            waiting: Vec::new(),
+            waiting: Default::default(),
         }
     }
 
@@ -328,17 +332,22 @@ impl StartPart {
             landing,
             len,
             load,
+            start,
         } = p
         {
             let mut bytes = vec![0u8; len as usize];
             mem.read(Loc::new(seg::START, landing), &mut bytes);
             if let Some(i) = load {
                 self.free.push(i);
-                if let Some((peer, record, len)) = self.waiting.pop() {
-                    self.issue_read(peer, record, len, out);
+                // (Reads an ended start queued are dropped.)
+                while let Some((peer, record, len, start)) = self.waiting.pop_front() {
+                    if start == self.seq && self.current.is_some() {
+                        self.issue_read(peer, record, len, out);
+                        break;
+                    }
                 }
             }
-            if let Some(cur) = self.current.as_mut() {
+            if let Some(cur) = self.current.as_mut().filter(|_| start == self.seq) {
                 cur.handle_read(now, peer, record, &bytes);
             }
         }
@@ -393,7 +402,7 @@ impl StartPart {
             _ => match self.free.pop() {
                 Some(i) => Some(i),
                 None => {
-                    self.waiting.push((peer, record, len));
+                    self.waiting.push_back((peer, record, len, self.seq));
                     return;
                 }
             },
@@ -413,6 +422,7 @@ impl StartPart {
                 landing,
                 len,
                 load,
+                start: self.seq,
             },
         ));
     }

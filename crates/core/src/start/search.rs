@@ -7,6 +7,11 @@
 //! place a rank probes ranks at distances 1, 2, 4, … and then inside the last step: the
 //! probes spread over the job like a hypercube's edges, and a target d ranks away costs
 //! O(log d) reads (a front that moved a few ranks, a receiver next door).
+//!
+//! The gallop's probes are the searching rank's scan partners, connected when the fabric
+//! opened; the bisection's are not, and each pays a first contact (a connection set-up,
+//! about a millisecond on InfiniBand). A caller may read the next few levels of the
+//! bisection at once ([`bisection_points`]): those first contacts overlap.
 
 use crate::Rank;
 
@@ -81,6 +86,12 @@ impl Gallop {
         };
     }
 
+    /// While bisecting: the bracket `(lo, hi)` the answer lies in (`hi`: a rank known
+    /// to satisfy the predicate, or the end).
+    pub fn bisecting(&self) -> Option<(u32, u32)> {
+        (self.step.is_none() && self.lo < self.hi).then_some((self.lo, self.hi))
+    }
+
     /// Once done: the first rank that satisfies the predicate (`None`: none does).
     pub fn found(&self) -> Option<Option<Rank>> {
         (self.lo >= self.hi).then(|| (self.hi < self.size).then_some(self.hi))
@@ -91,6 +102,30 @@ impl Gallop {
     pub fn probes(&self) -> u64 {
         self.probes
     }
+}
+
+/// The ranks the next `levels` rounds of a bisection of `lo..hi` may probe, nearest
+/// rounds first: read together, the bisection then waits for one round trip per
+/// `levels` of its rounds instead of one per round.
+pub fn bisection_points(lo: u32, hi: u32, levels: u32) -> Vec<Rank> {
+    let mut out = Vec::new();
+    let mut level = vec![(lo, hi)];
+    for _ in 0..levels {
+        let mut next = Vec::new();
+        for (lo, hi) in level {
+            if lo >= hi {
+                continue;
+            }
+            let mid = lo + (hi - lo) / 2;
+            out.push(mid);
+            // The predicate holds at `mid`: the answer is in lo..=mid, and mid is known;
+            // else it is in mid+1..hi.
+            next.push((lo, mid));
+            next.push((mid + 1, hi));
+        }
+        level = next;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -107,10 +142,22 @@ mod tests {
             let lo = rng.below(u64::from(first) + 1) as u32;
             let start = lo + rng.below(u64::from(size - lo).max(1)) as u32;
             let mut g = Gallop::new(size, lo, start);
+            // The probes of three rounds, as the points named at a round's start said.
+            let mut named: Vec<Rank> = Vec::new();
+            let mut rounds_left = 0;
             while let Some(j) = g.poll_probe() {
                 assert!(j >= lo && j < size, "probe {j} outside {lo}..{size}");
+                if let Some((blo, bhi)) = g.bisecting() {
+                    if rounds_left == 0 {
+                        named = bisection_points(blo, bhi, 3);
+                        rounds_left = 3;
+                    }
+                    assert!(named.contains(&j), "probe {j} not among {named:?}");
+                    rounds_left -= 1;
+                }
                 g.handle_probe(j, j >= first);
             }
+            assert_eq!(g.bisecting(), None);
             let want = (first < size).then_some(first);
             assert_eq!(g.found(), Some(want), "size {size} lo {lo} start {start}");
             let d = u64::from(start.abs_diff(first)) + 2;

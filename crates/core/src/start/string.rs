@@ -184,8 +184,9 @@ pub struct ReceiverSearch {
     search: Gallop,
     /// The record of the first rank known to satisfy the search, once read.
     hi_record: Option<Published>,
-    /// The end of the last receiver's interval.
+    /// The end of the last receiver's interval, and its deficit.
     last_end: Option<u128>,
+    last_own: u128,
     sends: Vec<(Rank, u64)>,
     reads: u64,
     done: bool,
@@ -203,6 +204,7 @@ impl ReceiverSearch {
             search: Gallop::new(size, 0, me),
             hi_record: None,
             last_end: None,
+            last_own: 0,
             sends: Vec::new(),
             reads: 0,
             done: a >= b || size == 0,
@@ -246,6 +248,7 @@ impl ReceiverSearch {
             return;
         }
         self.last_end = Some(before + own);
+        self.last_own = own;
         self.search = Gallop::new(self.size, j + 1, j + 1);
     }
 
@@ -253,6 +256,24 @@ impl ReceiverSearch {
     /// door).
     pub fn walking(&self) -> bool {
         self.last_end.is_some()
+    }
+
+    /// While its search bisects: the bracket of ranks the next receiver lies in.
+    pub fn bisecting(&self) -> Option<(u32, u32)> {
+        (!self.done).then(|| self.search.bisecting()).flatten()
+    }
+
+    /// Walking on: how many more receivers the rest of the interval needs, were each
+    /// owed what the last one was (an estimate: what a read-ahead should cover).
+    pub fn receivers_ahead(&self) -> u64 {
+        match self.last_end {
+            Some(end) if self.last_own > 0 => self
+                .b
+                .saturating_sub(end)
+                .div_ceil(self.last_own)
+                .min(u128::from(u64::MAX)) as u64,
+            _ => 0,
+        }
     }
 
     /// The receivers found, in rank order, once done.

@@ -4,9 +4,37 @@
 use super::*;
 
 impl EpochStart {
-    /// Whether a read this start issued has not come back yet.
-    pub(super) fn awaiting_read(&self) -> bool {
-        self.reads_out > 0
+    /// Feeds the window's search the span records already read, and reads what it
+    /// needs next (with what it will likely need after: `WindowSearch::read_ahead`);
+    /// whether the search is done.
+    pub(super) fn window_reads(&mut self, w: &mut WindowSearch) -> bool {
+        loop {
+            match w.poll_read() {
+                None => return !self.parts_out,
+                Some(WindowRead::Parts(j, bytes)) => {
+                    if !self.parts_out {
+                        self.parts_out = true;
+                        self.read(j, Record::Parts, u64::from(bytes));
+                    }
+                    return false;
+                }
+                Some(WindowRead::Record(j)) => {
+                    if let Some(rec) = self.spans.get(&j).copied() {
+                        w.handle_record(j, &rec);
+                        continue;
+                    }
+                    if !self.spans_out.contains(&j) {
+                        let ahead = w.read_ahead(BISECTION_LEVELS, WINDOW_AHEAD);
+                        for k in std::iter::once(j).chain(ahead) {
+                            if !self.spans.contains_key(&k) && self.spans_out.insert(k) {
+                                self.read(k, Record::Span, SPAN_RECORD_BYTES as u64);
+                            }
+                        }
+                    }
+                    return false;
+                }
+            }
+        }
     }
 
     pub(super) fn after_span_scan(&mut self) -> Phase {
@@ -201,15 +229,25 @@ impl EpochStart {
             let waiting = self.retry.iter().any(|r| r.1 == j);
             if !self.records_out.contains(&j) && !waiting {
                 // Walking on from a receiver, the next ones are likely next door: read
-                // ahead, twice as far each time (a pile's owner gives to dozens in a row).
-                let ahead = match searches[at].walking() {
+                // ahead as far as the rest of the interval needs at the last receiver's
+                // deficit, and at least twice as far as the last time (a pile's owner
+                // gives to dozens in a row, each read a first contact: together they
+                // overlap).
+                let search = &searches[at];
+                let ahead = match search.walking() {
                     true => {
-                        self.ahead = (self.ahead * 2).clamp(PREFETCH, PREFETCH_MAX);
+                        let needed = search.receivers_ahead().min(u64::from(PREFETCH_MAX)) as u32;
+                        self.ahead = (self.ahead * 2).max(needed).clamp(PREFETCH, PREFETCH_MAX);
                         self.ahead
                     }
                     false => 1,
                 };
-                for k in j..j.saturating_add(ahead).min(self.size) {
+                let mut wanted: Vec<Rank> = (j..j.saturating_add(ahead).min(self.size)).collect();
+                // Bisecting: the next rounds' probes too (`search::bisection_points`).
+                if let Some((lo, hi)) = search.bisecting() {
+                    wanted.extend(bisection_points(lo, hi, BISECTION_LEVELS));
+                }
+                for k in wanted {
                     if !self.records.contains_key(&k) && !self.records_out.contains(&k) {
                         self.read(k, Record::String, PUBLISHED_BYTES as u64);
                     }
