@@ -681,6 +681,9 @@ pub struct WindowSearch {
     wanted: Option<SpanRecord>,
     found: Vec<(Rank, Measured)>,
     ranks_read: u32,
+    /// Walking: how many more ranks the run likely spans, at the width of the last span
+    /// read.
+    ranks_left: u32,
     reads: u64,
     gave_up: bool,
 }
@@ -707,6 +710,7 @@ impl WindowSearch {
             wanted: None,
             found: Vec::new(),
             ranks_read: 0,
+            ranks_left: 0,
             reads: 0,
             gave_up: false,
         }
@@ -733,6 +737,7 @@ impl WindowSearch {
         self.run += 1;
         self.search = Gallop::new(self.size, 0, self.me);
         self.walk = None;
+        self.ranks_left = 0;
     }
 
     /// The record of the rank [`Self::poll_read`] named.
@@ -759,6 +764,11 @@ impl WindowSearch {
                 if self.ranks_read > WINDOW_RANKS_MAX {
                     self.gave_up = true;
                     return;
+                }
+                if s.count > 0 {
+                    let width = i128::from(s.hi - s.lo) + 1;
+                    let left = (b - i128::from(s.hi)).max(0) / width + 1;
+                    self.ranks_left = left.min(i128::from(WINDOW_RANKS_MAX)) as u32;
                 }
                 if s.count > 0 && i128::from(s.hi) >= a && !self.found.iter().any(|f| f.0 == j) {
                     self.wanted = Some(*rec);
@@ -791,15 +801,20 @@ impl WindowSearch {
     }
 
     /// The span records worth reading with the one [`Self::poll_read`] names: while its
-    /// search bisects, the next rounds' probes; while it walks, the next few ranks (its
-    /// reads one after another are first contacts: at 1,024 simulated ranks a window's
-    /// walk over 36 ranks took 36 ms).
+    /// search bisects, the next rounds' probes; while it walks, as many ranks as the run
+    /// likely spans at the width of the last span read, and at least `walk` (its reads
+    /// one after another are first contacts: at 1,024 simulated ranks a window's walk
+    /// over 36 ranks took 36 ms). Never past the ranks a window may span.
     pub fn read_ahead(&self, bisection_levels: u32, walk: u32) -> Vec<Rank> {
         if self.wanted.is_some() || self.run >= self.runs.len() || self.gave_up {
             return Vec::new();
         }
         match self.walk {
-            Some(j) => (j + 1..j.saturating_add(walk).min(self.size)).collect(),
+            Some(j) => {
+                let room = WINDOW_RANKS_MAX.saturating_sub(self.ranks_read);
+                let n = (self.ranks_left + self.ranks_left / 4).max(walk).min(room);
+                (j + 1..j.saturating_add(n).min(self.size)).collect()
+            }
             None => self.search.bisecting().map_or_else(Vec::new, |(lo, hi)| {
                 super::search::bisection_points(lo, hi, bisection_levels)
             }),

@@ -121,7 +121,7 @@ pub struct StartFigures {
     /// Messages sent and records read.
     pub messages: u64,
     /// Rounds on this rank's longest chain: the collectives' rounds and its reads one
-    /// after another.
+    /// after another (reads issued together, a search's read-ahead, are one round).
     pub rounds: u64,
 }
 
@@ -232,7 +232,7 @@ pub struct EpochStart {
     /// A repartition's: the rank's place in the string.
     position: Option<StringPosition>,
     figures: StartFigures,
-    /// Reads one after another in the current search.
+    /// Rounds of reads one after another in the current search.
     chain: u64,
     /// Reads issued and not yet back.
     reads_out: u32,
@@ -245,8 +245,6 @@ pub struct EpochStart {
     spans_out: std::collections::HashSet<Rank>,
     /// A window's parts read is out.
     parts_out: bool,
-    /// How far the last read-ahead went.
-    ahead: u32,
     error: Option<StartError>,
 }
 
@@ -302,7 +300,6 @@ impl EpochStart {
             spans: Default::default(),
             spans_out: Default::default(),
             parts_out: false,
-            ahead: PREFETCH / 2,
             error: None,
         };
         s.pump();
@@ -514,8 +511,12 @@ impl EpochStart {
             self.records_out.insert(peer);
         }
         self.figures.messages += 1;
+        // A read issued while another is out overlaps it: a round trip begins only
+        // with the first read of a batch (a search's read-ahead is one round).
+        if self.reads_out == 0 {
+            self.chain += 1;
+        }
         self.reads_out += 1;
-        self.chain += 1;
         self.out.push_back(Action::Read { peer, record, len });
     }
 

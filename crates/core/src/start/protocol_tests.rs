@@ -351,3 +351,36 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
         "{checked} starts checked, {split_checked} split, {plans_checked} plans ({plans_moved} moved)"
     );
 }
+
+/// A giver whose two receivers lie 1,700 ranks apart: walking on from the first, its
+/// search gallops far past its read-ahead, and the read it needs next lies beyond the
+/// read-ahead's bound; it is read all the same, and the start ends with the plan.
+#[test]
+fn a_giver_whose_receivers_lie_far_apart_finds_both() {
+    let s = seed(43);
+    let mut rng = Rng::from_keys(&[s]);
+    let ranks = 2_500;
+    let mean = 1_000_000u64;
+    let mut loads = vec![Some(mean); ranks];
+    loads[0] = Some(mean + 1_000);
+    loads[300] = Some(mean - 500);
+    loads[2_000] = Some(mean - 500);
+    let inputs: Vec<StartInput> = loads
+        .iter()
+        .map(|&load| StartInput {
+            tasks: 1,
+            load,
+            string_plan: true,
+            ..StartInput::default()
+        })
+        .collect();
+    let carries = vec![StartCarry::default(); ranks];
+    let out = run_start(inputs, carries, 1, &mut Board::new(), &mut rng);
+    let want = crate::StringLoads::new(&loads);
+    for (r, o) in out.results.into_iter().enumerate() {
+        let o = o.unwrap_or_else(|e| panic!("seed {s}: rank {r}: {e}"));
+        let got = o.string.expect("the string plan ran");
+        assert_eq!(got, want.rank_string(r as Rank), "seed {s}: rank {r}");
+    }
+    assert_eq!(want.rank_string(0).sends, vec![(300, 500), (2_000, 500)]);
+}

@@ -86,6 +86,11 @@ impl Gallop {
         };
     }
 
+    /// The first rank not yet known to fail the predicate.
+    pub fn lo(&self) -> u32 {
+        self.lo
+    }
+
     /// While bisecting: the bracket `(lo, hi)` the answer lies in (`hi`: a rank known
     /// to satisfy the predicate, or the end).
     pub fn bisecting(&self) -> Option<(u32, u32)> {

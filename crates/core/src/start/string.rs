@@ -184,9 +184,8 @@ pub struct ReceiverSearch {
     search: Gallop,
     /// The record of the first rank known to satisfy the search, once read.
     hi_record: Option<Published>,
-    /// The end of the last receiver's interval, and its deficit.
+    /// The end of the last receiver's interval.
     last_end: Option<u128>,
-    last_own: u128,
     sends: Vec<(Rank, u64)>,
     reads: u64,
     done: bool,
@@ -204,7 +203,6 @@ impl ReceiverSearch {
             search: Gallop::new(size, 0, me),
             hi_record: None,
             last_end: None,
-            last_own: 0,
             sends: Vec::new(),
             reads: 0,
             done: a >= b || size == 0,
@@ -248,7 +246,6 @@ impl ReceiverSearch {
             return;
         }
         self.last_end = Some(before + own);
-        self.last_own = own;
         self.search = Gallop::new(self.size, j + 1, j + 1);
     }
 
@@ -263,17 +260,22 @@ impl ReceiverSearch {
         (!self.done).then(|| self.search.bisecting()).flatten()
     }
 
-    /// Walking on: how many more receivers the rest of the interval needs, were each
-    /// owed what the last one was (an estimate: what a read-ahead should cover).
-    pub fn receivers_ahead(&self) -> u64 {
-        match self.last_end {
-            Some(end) if self.last_own > 0 => self
-                .b
-                .saturating_sub(end)
-                .div_ceil(self.last_own)
-                .min(u128::from(u64::MAX)) as u64,
-            _ => 0,
-        }
+    /// The first rank its search has not ruled out.
+    pub fn frontier(&self) -> u32 {
+        self.search.lo()
+    }
+
+    /// Walking on: how many more ranks the rest of the interval likely spans, at the
+    /// rate the walk so far placed it (excess per rank walked, the ranks between its
+    /// receivers included): what a read-ahead should cover.
+    pub fn ranks_ahead(&self) -> u64 {
+        let (Some(first), Some(last)) = (self.sends.first(), self.sends.last()) else {
+            return 0;
+        };
+        let placed: u128 = self.sends.iter().map(|s| u128::from(s.1)).sum();
+        let rest = (self.b - self.a).saturating_sub(placed);
+        let walked = u128::from(last.0 - first.0) + 1;
+        (rest.saturating_mul(walked).div_ceil(placed.max(1))).min(u128::from(u64::MAX)) as u64
     }
 
     /// The receivers found, in rank order, once done.

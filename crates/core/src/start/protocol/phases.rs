@@ -229,20 +229,32 @@ impl EpochStart {
             let waiting = self.retry.iter().any(|r| r.1 == j);
             if !self.records_out.contains(&j) && !waiting {
                 // Walking on from a receiver, the next ones are likely next door: read
-                // ahead as far as the rest of the interval needs at the last receiver's
-                // deficit, and at least twice as far as the last time (a pile's owner
-                // gives to dozens in a row, each read a first contact: together they
-                // overlap).
+                // ahead as far as the rest of the interval likely spans, with a quarter
+                // more (a pile's owner gives to dozens in a row, each read a first
+                // contact: read together, those overlap).
                 let search = &searches[at];
                 let ahead = match search.walking() {
                     true => {
-                        let needed = search.receivers_ahead().min(u64::from(PREFETCH_MAX)) as u32;
-                        self.ahead = (self.ahead * 2).max(needed).clamp(PREFETCH, PREFETCH_MAX);
-                        self.ahead
+                        let ranks = search.ranks_ahead();
+                        (ranks + ranks / 4 + 1).clamp(u64::from(PREFETCH), u64::from(PREFETCH_MAX))
+                            as u32
                     }
                     false => 1,
                 };
-                let mut wanted: Vec<Rank> = (j..j.saturating_add(ahead).min(self.size)).collect();
+                // From the first rank not ruled out: a gallop that ran past the last
+                // read-ahead leaves a gap that its bisection reads next.
+                let from = match search.walking() {
+                    true => search.frontier().min(j),
+                    false => j,
+                };
+                // The read the search needs first, then the read-ahead (bounded: a
+                // gallop's probe may lie far past the frontier).
+                let to = j
+                    .saturating_add(ahead)
+                    .min(from.saturating_add(2 * PREFETCH_MAX))
+                    .min(self.size);
+                let mut wanted = vec![j];
+                wanted.extend((from..to).filter(|&k| k != j));
                 // Bisecting: the next rounds' probes too (`search::bisection_points`).
                 if let Some((lo, hi)) = search.bisecting() {
                     wanted.extend(bisection_points(lo, hi, BISECTION_LEVELS));
