@@ -260,7 +260,11 @@ impl EpochStart {
                     wanted.extend(bisection_points(lo, hi, BISECTION_LEVELS));
                 }
                 for k in wanted {
-                    if !self.records.contains_key(&k) && !self.records_out.contains(&k) {
+                    // (What read as unpublished is read again only when needed.)
+                    if !self.records.contains_key(&k)
+                        && !self.records_out.contains(&k)
+                        && (k == j || !self.unpublished.contains(&k))
+                    {
                         self.read(k, Record::String, PUBLISHED_BYTES as u64);
                     }
                 }
