@@ -515,9 +515,11 @@ impl EpochStart {
     }
 
     fn read(&mut self, peer: Rank, record: Record, len: u64) {
-        if record == Record::String {
-            self.records_out.insert(peer);
-        }
+        match record {
+            Record::String => self.records_out.insert(peer),
+            Record::Span => self.spans_out.insert(peer),
+            Record::Parts | Record::Load => false,
+        };
         self.figures.messages += 1;
         // A read issued while another is out overlaps it: a round trip begins only
         // with the first read of a batch (a search's read-ahead is one round).

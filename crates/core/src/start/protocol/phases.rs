@@ -26,7 +26,7 @@ impl EpochStart {
                     if !self.spans_out.contains(&j) {
                         let ahead = w.read_ahead(BISECTION_LEVELS, WINDOW_AHEAD);
                         for k in std::iter::once(j).chain(ahead) {
-                            if !self.spans.contains_key(&k) && self.spans_out.insert(k) {
+                            if !self.spans.contains_key(&k) && !self.spans_out.contains(&k) {
                                 self.read(k, Record::Span, SPAN_RECORD_BYTES as u64);
                             }
                         }

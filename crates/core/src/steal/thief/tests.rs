@@ -6,12 +6,22 @@ use crate::ctx::testing::Mem;
 use crate::layout::{ClaimWord, encode_task, seg};
 use crate::{Loc, Op};
 
+/// The pushes' tests: a thief of the default configuration, and its push wait (ns).
+fn push_thief() -> (Config, Thief, u64) {
+    let cfg = Config::default();
+    let (t, _) = thief(&cfg);
+    let wait = cfg.push_wait.as_nanos() as u64;
+    (cfg, t, wait)
+}
+
+/// `ms` milliseconds into the epoch.
+fn at(ms: u64) -> Time {
+    Time(ms * 1_000_000)
+}
+
 #[test]
 fn awaits_pushes_until_they_came_or_push_wait_passed() {
-    let cfg = Config::default();
-    let (mut t, _) = thief(&cfg);
-    let at = |ms: u64| Time(ms * 1_000_000);
-    let wait = cfg.push_wait.as_nanos() as u64;
+    let (cfg, mut t, wait) = push_thief();
     assert_eq!(t.push_hold(at(0)), None, "nothing expected");
     // The string plan: 800 ns owed; a chunk of 500 extends the wait, then the rest.
     t.expect_push(800, at(0), &cfg);
@@ -32,10 +42,7 @@ fn awaits_pushes_until_they_came_or_push_wait_passed() {
 
 #[test]
 fn a_receiver_owed_much_awaits_its_first_chunk_longer() {
-    let cfg = Config::default();
-    let (mut t, _) = thief(&cfg);
-    let at = |ms: u64| Time(ms * 1_000_000);
-    let wait = cfg.push_wait.as_nanos() as u64;
+    let (cfg, mut t, wait) = push_thief();
     // Owed 1 s: the first chunk is awaited for 1/32 of it, 31 ms, not push_wait.
     t.expect_push(1_000_000_000, at(0), &cfg);
     let first = 1_000_000_000 / push::FIRST_PUSH_SHARE;
