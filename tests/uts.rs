@@ -2,8 +2,8 @@
 //! sequential traversal counts, with tasks that spawn tasks and with a static frontier,
 //! in one process and as 2 and 3 processes under `titus launch` (node and `tcp;ofi_rxm`),
 //! over every balancer and a binomial tree as well as a geometric one, as 2 processes
-//! started the way srun starts them (Slurm's variables, no Slurm), and simulated (`titus
-//! sim --uts`).
+//! started the way srun starts them (Slurm's variables, no Slurm), under srun itself where
+//! a Slurm cluster answers, and simulated (`titus sim --uts`).
 
 use std::process::Command;
 use titus_tests::{bin, output_text};
@@ -173,6 +173,37 @@ fn processes_started_as_srun_starts_them_count_the_whole_tree() {
             "{name}: rank 1: {}",
             output_text(&out)
         );
+    }
+}
+
+/// Under srun itself, where a Slurm cluster answers: Slurm's PMIx and its variables alone,
+/// 2 and 3 processes, node and `tcp;ofi_rxm`.
+#[test]
+fn srun_counts_the_whole_tree() {
+    if !titus_tests::slurm_or_skip() {
+        return;
+    }
+    let mut runs = vec![
+        ("pmix", 2, "node"),
+        ("pmix", 3, "node"),
+        ("none", 2, "node"),
+    ];
+    if titus_tests::libfabric_or_skip() {
+        runs.push(("pmix", 2, "tcp;ofi_rxm"));
+    }
+    for (mpi, ranks, provider) in runs {
+        for (name, tree) in [("geometric", GEO), ("binomial", BIN)] {
+            let mut c = titus_tests::srun(ranks, mpi);
+            c.env("TITUS_PROVIDER", provider)
+                .arg(bin("uts-bench"))
+                .args(["--workers", "1"])
+                .args(SPAWN)
+                .args(tree)
+                .arg("--json");
+            let what = format!("{name}, srun --mpi={mpi} -n {ranks} over {provider}");
+            let v = check_without_args(c, tree, &what);
+            assert_eq!(v["ranks"], ranks, "{what}: one job");
+        }
     }
 }
 

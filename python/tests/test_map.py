@@ -1,6 +1,7 @@
 """The titus package: a map's results, its errors, its figures and its memory in one
 process; and the same maps as 2 processes under `titus launch` (node and tcp;ofi_rxm),
-including a raising task and a killed rank."""
+`mpirun` and, where a Slurm cluster answers, `srun`, including a raising task and a killed
+rank."""
 
 import os
 import pathlib
@@ -229,6 +230,33 @@ def test_two_processes_under_mpirun(mode):
         pytest.importorskip("mpi4py", reason="pip install mpi4py (.ci/test does)")
     p = subprocess.run(cmd + [sys.executable, str(pathlib.Path(tasks.__file__)), mode],
                        capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr
+
+
+def slurm_answers():
+    """Whether a Slurm cluster answers here (`sinfo` shows a partition up within 5 s):
+    `deploy/slurm/one-node.sh start` makes this machine one."""
+    if not shutil.which("srun"):
+        return False
+    try:
+        p = subprocess.run(["sinfo", "--noheader", "--format=%a"], capture_output=True,
+                           text=True, timeout=5)
+    except subprocess.TimeoutExpired:
+        return False
+    return p.returncode == 0 and "up" in p.stdout
+
+
+@pytest.mark.parametrize("mpi", ["pmix", "none"])
+def test_two_processes_under_srun(mpi):
+    """Slurm's PMIx, or its variables alone (the rendezvous at the job's own port)."""
+    if not slurm_answers():
+        pytest.skip("no Slurm cluster answers here (sinfo)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TITUS_")}
+    cmd = ["srun", f"--mpi={mpi}", "--overcommit", "--kill-on-bad-exit=1", "--time=2",
+           "--ntasks=2", sys.executable, str(pathlib.Path(tasks.__file__)), "spin"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     for r in range(2):
         assert f"rank {r} of 2: ran" in p.stdout, p.stdout + p.stderr

@@ -80,6 +80,38 @@ pub fn pmix_or_skip() -> bool {
     true
 }
 
+/// Whether a Slurm cluster answers here: `sinfo` (within 5 s) shows a partition that is
+/// up. A developer's machine or a cluster's login node runs the srun tests; CI, with no
+/// Slurm daemons, skips them, printing why (`deploy/slurm/one-node.sh start` makes this
+/// machine a one-node cluster).
+pub fn slurm_or_skip() -> bool {
+    let up = Command::new("timeout")
+        .args(["5", "sinfo", "--noheader", "--format=%a"])
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("up"));
+    if !up {
+        eprintln!("skipping: no Slurm cluster answers here (sinfo)");
+    }
+    up
+}
+
+/// `srun --overcommit -n RANKS` with Slurm's `--mpi` plugin `mpi` (`pmix`, `none`), a
+/// 2-minute limit of its own, in an environment without any `TITUS_` variable but
+/// `TITUS_PROVIDER`, to be given a program: the job bootstraps as Slurm starts it.
+pub fn srun(ranks: u32, mpi: &str) -> Command {
+    let mut c = Command::new("srun");
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("TITUS_") && k != "TITUS_PROVIDER" {
+            c.env_remove(&*k);
+        }
+    }
+    c.args(["--overcommit", "--kill-on-bad-exit=1", "--time=2"])
+        .arg(format!("--mpi={mpi}"))
+        .arg(format!("--ntasks={ranks}"));
+    c
+}
+
 /// `mpirun --oversubscribe -n RANKS` (allowed as root, with a 120 s limit of its own) in
 /// an environment without any `TITUS_` variable, to be given a program: the job
 /// bootstraps through mpirun's PMIx server.
