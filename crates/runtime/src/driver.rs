@@ -333,7 +333,7 @@ pub(crate) fn run(sh: &Shared) {
     // When the peers' liveness was last swept.
     let mut swept = Instant::now();
     let polled = fabric.caps().polled_progress;
-    while !sh.shutdown.load(Ordering::Acquire) {
+    while !sh.closing() {
         // 1. Commands out.
         {
             let mut node = sh.lock_node();
@@ -439,7 +439,7 @@ pub(crate) fn run(sh: &Shared) {
         // completed would otherwise be waited for forever — a busy one every
         // LIVENESS_BUSY_EVERY, so that a dead peer is named within seconds whatever this
         // rank is doing.
-        let idle = open_now == 0 && sh.workers.idle.load(Ordering::Acquire) >= sh.cfg.workers;
+        let idle = open_now == 0 && sh.node.idle_workers() >= sh.cfg.workers;
         let sweep = now_i.duration_since(swept)
             >= if idle {
                 LIVENESS_EVERY
@@ -518,15 +518,14 @@ pub(crate) fn run(sh: &Shared) {
         };
         sh.wake_workers_for(queued);
         if done {
-            sh.done_cv.notify_all();
+            sh.node.notify_end();
         }
         // 4. Block until anything happens.
         if let Err(e) = fabric.progress(wait, &mut signals) {
             let mut node = sh.lock_node();
             node.fail_from_driver(format!("fabric progress failed: {e}"));
             drop(node);
-            sh.workers.cv.notify_all();
-            sh.done_cv.notify_all();
+            sh.node.wake_everyone();
             std::thread::sleep(Duration::from_millis(10));
         }
     }

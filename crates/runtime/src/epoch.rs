@@ -79,7 +79,7 @@ impl Runtime {
     /// Begins a start (an epoch's or a repartition's) with `input` on the locked `node`.
     pub(crate) fn begin_start(
         &self,
-        mut node: std::sync::MutexGuard<'_, Node>,
+        mut node: crate::sync::MutexGuard<'_, Node>,
         input: titus_core::start::StartInput,
     ) -> Result<(), RuntimeError> {
         let sh = &self.shared;
@@ -105,11 +105,7 @@ impl Runtime {
             if sh.fail_if_stuck(&mut node) {
                 continue;
             }
-            node = sh
-                .done_cv
-                .wait_timeout(node, Duration::from_millis(50))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            node = sh.node.wait_for_end(node, Duration::from_millis(50));
         };
         sh.starting.store(false, Ordering::Release);
         // (Its own look may wait for a frozen peer: not under the node's lock, which the
@@ -209,11 +205,7 @@ impl Runtime {
                     node.stall(),
                 ));
             }
-            node = sh
-                .done_cv
-                .wait_timeout(node, Duration::from_millis(50))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            node = sh.node.wait_for_end(node, Duration::from_millis(50));
             sh.fail_if_stuck(&mut node);
         }
         sh.epoch_running.store(false, Ordering::Release);

@@ -27,11 +27,13 @@ mod driver;
 mod epoch;
 mod error;
 mod local_gather;
+mod node_lock;
 mod open;
 mod output;
 mod report;
 pub mod resources;
 mod shared;
+mod sync;
 mod task_ctx;
 mod thread_cpu;
 pub mod trace;
@@ -170,8 +172,7 @@ impl Runtime {
         let mut node = sh.lock_node();
         node.interrupt(why.to_string());
         crate::report::pass_on(sh, node);
-        sh.workers.cv.notify_all();
-        sh.done_cv.notify_all();
+        sh.node.wake_everyone();
     }
 
     /// Gives the combine of the job's custom reduction lanes (`Spawning::lanes` all
@@ -339,9 +340,7 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.workers.cv.notify_all();
-        self.shared.done_cv.notify_all();
+        self.shared.node.close();
         self.shared.res.cv.notify_all();
         if let Some(t) = lock(&self.res_thread).take() {
             let _ = t.join();

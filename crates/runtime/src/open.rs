@@ -259,8 +259,7 @@ impl Runtime {
             .transpose()
             .map_err(|e| RuntimeError::Config(e.to_string()))?;
         let shared = Arc::new(Shared {
-            node: Mutex::new(node),
-            done_cv: Condvar::new(),
+            node: crate::node_lock::NodeLock::new(node),
             origin,
             trace,
             cfg: cfg.clone(),
@@ -269,12 +268,9 @@ impl Runtime {
             serve: fabric.caps().workers_serve(),
             lazy: lazy && fabric.connects_lazily(),
             peers,
-            shutdown: AtomicBool::new(false),
             epoch_running: AtomicBool::new(false),
             starting: AtomicBool::new(false),
             workers: WorkerSleep {
-                cv: Condvar::new(),
-                idle: std::sync::atomic::AtomicUsize::new(0),
                 busy: std::sync::atomic::AtomicUsize::new(0),
             },
             kinds: Registered {

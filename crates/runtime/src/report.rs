@@ -35,9 +35,12 @@ impl Unreported {
 /// (the last termination message among a steal's answers, say) can end the epoch, and the
 /// progress thread, whose signal the worker took, would not notice before its next turn
 /// (up to 50 ms: a whole chemistry step).
-pub(crate) fn release(sh: &Shared, node: std::sync::MutexGuard<'_, titus_core::Node>, wake: bool) {
-    let finished = node.is_done();
-    drop(node);
+pub(crate) fn release(
+    sh: &Shared,
+    node: crate::sync::MutexGuard<'_, titus_core::Node>,
+    wake: bool,
+) {
+    sh.node.unlock(node);
     if wake {
         sh.fabric.wake();
         // Where workers serve a polled fabric but leave submitting to the progress
@@ -46,9 +49,6 @@ pub(crate) fn release(sh: &Shared, node: std::sync::MutexGuard<'_, titus_core::N
         if sh.serve && !sh.inline {
             std::thread::yield_now();
         }
-    }
-    if finished {
-        sh.done_cv.notify_all();
     }
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn hand(
 
 /// Unlocks `node` after a worker's turn with it, passing on what the node then wants:
 /// driven inline where the fabric allows, else the progress thread woken if it must be.
-pub(crate) fn pass_on(sh: &Shared, mut node: std::sync::MutexGuard<'_, titus_core::Node>) {
+pub(crate) fn pass_on(sh: &Shared, mut node: crate::sync::MutexGuard<'_, titus_core::Node>) {
     let handed = sh.serve && crate::driver::drive_inline(sh, &mut node);
     let wake = needs_driver(sh, &node, handed);
     release(sh, node, wake);

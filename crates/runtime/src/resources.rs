@@ -179,7 +179,7 @@ pub(crate) fn take_ready(sh: &Shared) -> Option<Ready> {
 /// The resource thread: reap completions, refill executors with room, wait.
 pub(crate) fn run(sh: &Shared) {
     let mut done = Completions::new();
-    while !sh.shutdown.load(Ordering::Acquire) {
+    while !sh.closing() {
         reap(sh, &mut done);
         fill(sh);
         let g = lock(&sh.res.wake);

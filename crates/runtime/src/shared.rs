@@ -25,27 +25,15 @@ impl Memory for SegMem<'_> {
 impl Shared {
     /// Wakes the workers that wait for tasks (none waiting: no system call).
     pub(crate) fn wake_workers(&self) {
-        if self.workers.idle.load(Ordering::Acquire) > 0 {
-            self.workers.cv.notify_all();
-        }
+        self.node.wake_workers();
     }
 
     /// Wakes as many waiting workers as `queued` tasks can feed (all of them where
     /// resources take tasks their own way). Every thread that drives the node wakes idle
-    /// workers after it: waking all of them each time had a rank's idle workers queue for
-    /// the node's lock to find nothing, on every task of its busy ones.
+    /// workers after it.
     pub(crate) fn wake_workers_for(&self, queued: usize) {
-        let idle = self.workers.idle.load(Ordering::Acquire);
-        if idle == 0 {
-            return;
-        }
-        if queued >= idle || self.res.added.load(Ordering::Acquire) {
-            self.workers.cv.notify_all();
-        } else {
-            for _ in 0..queued {
-                self.workers.cv.notify_one();
-            }
-        }
+        self.node
+            .wake_workers_for(queued, self.res.added.load(Ordering::Acquire));
     }
 }
 
@@ -54,11 +42,10 @@ impl Shared {
 /// and the epoch's figures. The node itself sits behind its own lock.
 pub(crate) struct Shared {
     pub(crate) fabric: Arc<dyn Fabric>,
-    pub(crate) node: Mutex<Node>,
-    /// Wakes the user thread when the epoch may be over — only then: woken on every
-    /// progress turn, it took a core's worth of futex calls from the workers of a
-    /// 2-core node.
-    pub(crate) done_cv: Condvar,
+    /// The node, its lock, the workers' wait for tasks and the user thread's for the end
+    /// (woken only when the epoch may be over: woken on every progress turn, the user
+    /// thread took a core's worth of futex calls from the workers of a 2-core node).
+    pub(crate) node: crate::node_lock::NodeLock,
     pub(crate) origin: Instant,
     pub(crate) cfg: RuntimeConfig,
     /// What the workers take, hold and report, and the progress thread's waits and naps
@@ -79,8 +66,6 @@ pub(crate) struct Shared {
     pub(crate) peers: Vec<u32>,
     /// Whether the fabric connects peers on first contact.
     pub(crate) lazy: bool,
-    /// The runtime is closing: every thread leaves.
-    pub(crate) shutdown: AtomicBool,
     /// An epoch runs: workers may take tasks from the node.
     pub(crate) epoch_running: AtomicBool,
     /// An epoch start runs (`titus_core::start`): the progress thread keeps its naps short
@@ -93,12 +78,8 @@ pub(crate) struct Shared {
     pub(crate) figures: Figures,
 }
 
-/// The workers' sleep: who waits for tasks, who runs them.
+/// The workers' sleep: who runs tasks (who waits for them: `node`).
 pub(crate) struct WorkerSleep {
-    /// Wakes idle workers (tasks may be available); notified only while one waits.
-    pub(crate) cv: Condvar,
-    /// Workers waiting on `cv` (changed under the node's lock).
-    pub(crate) idle: std::sync::atomic::AtomicUsize,
     /// Workers between their first task and running out of tasks: while all are, they
     /// serve signals and timers themselves where workers serve (`Shared::serve`).
     pub(crate) busy: std::sync::atomic::AtomicUsize,
@@ -252,8 +233,13 @@ impl Shared {
         Time(at.saturating_duration_since(self.origin).as_nanos() as u64)
     }
 
-    pub(crate) fn lock_node(&self) -> MutexGuard<'_, Node> {
-        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn lock_node(&self) -> crate::sync::MutexGuard<'_, Node> {
+        self.node.lock()
+    }
+
+    /// The runtime is closing: every thread leaves.
+    pub(crate) fn closing(&self) -> bool {
+        self.node.closing()
     }
 }
 

@@ -202,7 +202,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
     let mut kinds = Kinds::new();
     // The children of the task that runs (handed to the node before its result).
     let mut spawned = Vec::new();
-    while !sh.shutdown.load(Ordering::Acquire) {
+    while !sh.closing() {
         let res = sh.res.added.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
         // goes where the policy says (this worker, or an executor: then take the next).
@@ -266,15 +266,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
                 drop(node);
                 continue;
             }
-            sh.workers.idle.fetch_add(1, Ordering::AcqRel);
-            let (node, waited) = sh
-                .workers
-                .cv
-                .wait_timeout(node, idle.next())
-                .unwrap_or_else(|p| p.into_inner());
-            idle.waited(waited.timed_out());
-            sh.workers.idle.fetch_sub(1, Ordering::AcqRel);
-            drop(node);
+            idle.waited(sh.node.wait_for_work(node, idle.next()));
             continue;
         };
         idle.reset();
@@ -377,7 +369,9 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
 fn hand_spawned(sh: &Shared, parent: TaskId, spawned: &mut Vec<titus_core::NewTask>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let _ = node.spawned(sh.now(), parent, std::mem::take(spawned), &mem);
+    let all = sh.res.added.load(Ordering::Acquire);
+    sh.node
+        .hand_over(&mut node, sh.now(), parent, spawned, &mem, all);
     QUEUED_SEEN.set(node.queued());
     pass_on(sh, node);
 }
@@ -427,10 +421,8 @@ fn report_and_take(
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
     let now = sh.now();
-    if !spawned.is_empty() {
-        // (Refused only when the epoch failed: the node has the error.)
-        let _ = node.spawned(now, id, std::mem::take(spawned), &mem);
-    }
+    let all = sh.res.added.load(Ordering::Acquire);
+    sh.node.hand_over(&mut node, now, id, spawned, &mem, all);
     held.report_into(sh, &mut node, &mem);
     node.task_done(now, id, result, cost_ns, &mem);
     let mut next = None;
