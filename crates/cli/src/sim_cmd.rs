@@ -601,6 +601,7 @@ fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(
                 end_ns: end,
                 phases_ns: PhasesRecord {
                     collectives: st.start.as_nanos() as u64,
+                    collective_phases: st.start_figures.phase_ns,
                     ..PhasesRecord::default()
                 },
                 tasks,

@@ -145,6 +145,18 @@ fn events(records: &[EpochRecord], zero: u64) -> Vec<Value> {
                 "pid": pid, "tid": progress, "ts": us(at), "dur": len as f64 / 1e3,
                 "args": {"epoch": r.epoch}}),
             );
+            // Inside the collectives, their own phases (clipped to its end: they run
+            // on the node's clock from its begin, a little before the call returned).
+            if phase == "collectives" {
+                let (mut sub, end) = (at, at + len);
+                for (name, ns) in r.phases_ns.collective_named() {
+                    let dur = ns.min(end.saturating_sub(sub));
+                    ev.push(json!({"ph": "X", "name": name, "cat": "start phase",
+                        "pid": pid, "tid": progress, "ts": us(sub), "dur": dur as f64 / 1e3,
+                        "args": {"epoch": r.epoch}}));
+                    sub += dur;
+                }
+            }
             at += len;
         }
         ev.push(
@@ -328,7 +340,12 @@ fn summary(records: &[EpochRecord]) -> String {
     for (e, rs) in &epochs {
         let slowest = rs
             .iter()
-            .flat_map(|r| r.phases_ns.named().map(move |(p, ns)| (ns, p, r.rank)))
+            .flat_map(|r| {
+                r.phases_ns
+                    .finest()
+                    .into_iter()
+                    .map(move |(p, ns)| (ns, p, r.rank))
+            })
             .max();
         let start = rs
             .iter()

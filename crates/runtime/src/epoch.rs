@@ -239,10 +239,11 @@ impl Runtime {
             Default::default()
         };
         tracing::debug!(
-            "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; start: input {:?}, collectives {:?}, prediction {:?}, pushes {:?} (node lock {:?}); run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
+            "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; start: input {:?}, collectives {:?} ({}), prediction {:?}, pushes {:?} (node lock {:?}); run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
             keys.len(),
             prepare_time,
             gather_time,
+            phases_note(&outcome.figures),
             plan_time,
             start_time,
             locked,
@@ -293,6 +294,7 @@ impl Runtime {
             let phases = crate::trace::PhasesRecord {
                 input: prepare_time.as_nanos() as u64,
                 collectives: gather_time.as_nanos() as u64,
+                collective_phases: outcome.figures.phase_ns,
                 prediction: plan_time.as_nanos() as u64,
                 pushes: start_time.as_nanos() as u64,
             };
@@ -309,6 +311,18 @@ impl Runtime {
             start_view: outcome,
         }))
     }
+}
+
+/// The debug log's account of the start's collectives: the time in each of its phases
+/// that took any, in order.
+fn phases_note(f: &titus_core::start::StartFigures) -> String {
+    titus_core::start::START_PHASES
+        .iter()
+        .zip(f.phase_ns)
+        .filter(|p| p.1 > 0)
+        .map(|(name, ns)| format!("{name} {:?}", Duration::from_nanos(ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The debug log's account of the workers' idle time in an epoch that started at

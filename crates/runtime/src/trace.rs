@@ -118,11 +118,18 @@ pub struct PhasesRecord {
     pub input: u64,
     /// The collectives over the fabric.
     pub collectives: u64,
+    /// The collectives' time by the start's own phases (`titus_core::start::START_PHASES`:
+    /// the scans, the facts, the front's window, the receivers' search...); zero in
+    /// timelines written before they were kept.
+    #[serde(default)]
+    pub collective_phases: [u64; START_PHASES.len()],
     /// The prediction from what they found.
     pub prediction: u64,
     /// The pushes and the queue's start.
     pub pushes: u64,
 }
+
+use titus_core::start::START_PHASES;
 
 impl PhasesRecord {
     /// The phases in order, named.
@@ -133,6 +140,27 @@ impl PhasesRecord {
             ("prediction", self.prediction),
             ("pushes", self.pushes),
         ]
+    }
+
+    /// The collectives' own phases that took any time, in order (none in a record
+    /// without them).
+    pub fn collective_named(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        START_PHASES
+            .into_iter()
+            .zip(self.collective_phases)
+            .filter(|p| p.1 > 0)
+    }
+
+    /// The phases in order with the collectives split into their own where the record
+    /// has them: where a slow start waited.
+    pub fn finest(&self) -> Vec<(&'static str, u64)> {
+        let mut out = vec![("input", self.input)];
+        match self.collective_named().next() {
+            Some(_) => out.extend(self.collective_named()),
+            None => out.push(("collectives", self.collectives)),
+        }
+        out.extend([("prediction", self.prediction), ("pushes", self.pushes)]);
+        out
     }
 }
 

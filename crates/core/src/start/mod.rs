@@ -54,8 +54,8 @@ pub use collective::{
 pub use drive::OwnPrediction;
 pub use facts::JobFacts;
 pub use protocol::{
-    Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, LoadSum, Record, StartCarry, StartFigures,
-    StartInput, StartOutcome,
+    Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, LoadSum, Record, START_PHASES, StartCarry,
+    StartFigures, StartInput, StartOutcome,
 };
 
 use crate::Rank;

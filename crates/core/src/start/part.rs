@@ -265,7 +265,7 @@ impl StartPart {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_signal(
         &mut self,
-        _now: Time,
+        now: Time,
         from: Rank,
         start: u8,
         step: u8,
@@ -314,6 +314,7 @@ impl StartPart {
         mem.read(Loc::new(seg::START, at), &mut bytes);
         let cur = self.current.as_mut().expect("checked");
         cur.handle_message(from, &bytes);
+        cur.note_time(now);
         self.pump(mem, out);
         Ok(())
     }
@@ -349,6 +350,7 @@ impl StartPart {
             }
             if let Some(cur) = self.current.as_mut().filter(|_| start == self.seq) {
                 cur.handle_read(now, peer, record, &bytes);
+                cur.note_time(now);
             }
         }
         self.pump(mem, out);
@@ -363,6 +365,7 @@ impl StartPart {
     pub(crate) fn on_timeout(&mut self, now: Time, mem: &dyn Memory, out: &mut Vec<Issue>) {
         if let Some(cur) = self.current.as_mut() {
             cur.handle_timeout(now);
+            cur.note_time(now);
         }
         self.pump(mem, out);
     }

@@ -115,6 +115,18 @@ impl StartCarry {
     }
 }
 
+/// A start's phases, in order, as [`StartFigures::phase_ns`] counts them.
+pub const START_PHASES: [&str; 8] = [
+    "span scan",
+    "facts",
+    "window",
+    "loads",
+    "string scan",
+    "plan scan",
+    "receivers",
+    "neighbours",
+];
+
 /// A start's figures (the JSON keys `start_bytes`, `start_messages`, `start_rounds`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StartFigures {
@@ -125,6 +137,10 @@ pub struct StartFigures {
     /// Rounds on this rank's longest chain: the collectives' rounds and its reads one
     /// after another (reads issued together, a search's read-ahead, are one round).
     pub rounds: u64,
+    /// Time in each phase ([`START_PHASES`]), ns, on the driver's clock: from the input
+    /// that moved the start into it to the one that moved it on. Which phase a slow
+    /// start waited in (a search's first contacts, a collective held up by a late rank).
+    pub phase_ns: [u64; START_PHASES.len()],
 }
 
 /// What a start hands the epoch: with what the rank brought to it, enough to hold every
@@ -214,6 +230,9 @@ pub struct EpochStart {
     carry: StartCarry,
     phase: Phase,
     began: Time,
+    /// The phase being timed ([`START_PHASES`]; None once over) and since when.
+    timed: Option<usize>,
+    timed_since: Time,
     out: VecDeque<Action>,
     /// Messages that came for a later phase.
     early: Vec<(Rank, Vec<u8>)>,
@@ -282,6 +301,8 @@ impl EpochStart {
             input,
             carry,
             began: now,
+            timed: Some(0),
+            timed_since: now,
             out: VecDeque::new(),
             early: Vec::new(),
             retry: Vec::new(),
@@ -309,7 +330,40 @@ impl EpochStart {
             error: None,
         };
         s.pump();
+        s.note_time(now);
         s
+    }
+
+    /// The driver's clock after an input: the time since the last phase change goes to
+    /// the phase the start was in, if it has moved on (to the next or past several).
+    pub fn note_time(&mut self, now: Time) {
+        let phase = self.phase_index();
+        if phase == self.timed {
+            return;
+        }
+        if let Some(i) = self.timed {
+            self.figures.phase_ns[i] += now.since(self.timed_since).as_nanos() as u64;
+        }
+        self.timed = phase;
+        self.timed_since = now;
+    }
+
+    /// The current phase's place in [`START_PHASES`] (None: over).
+    fn phase_index(&self) -> Option<usize> {
+        if self.error.is_some() {
+            return None;
+        }
+        Some(match self.phase {
+            Phase::SpanScan(_) => 0,
+            Phase::Facts(_) => 1,
+            Phase::Window(_) => 2,
+            Phase::Loads(_) => 3,
+            Phase::StringScan(_) => 4,
+            Phase::PlanScan(..) => 5,
+            Phase::Receivers { .. } => 6,
+            Phase::Neighbours { .. } => 7,
+            Phase::Done => return None,
+        })
     }
 
     /// The next thing for the driver to do.

@@ -18,6 +18,8 @@ type Board = HashMap<(Rank, Record), Vec<u8>>;
 struct Outcomes {
     results: Vec<Result<StartOutcome, StartError>>,
     carries: Vec<StartCarry>,
+    /// Each rank's start, from its begin to its end, on the run's clock.
+    spans: Vec<std::time::Duration>,
 }
 
 /// Runs one start on every rank to its end.
@@ -43,6 +45,8 @@ fn run_start(
     starts.resize_with(inputs.len(), || None);
     let mut wire: Vec<(Rank, Rank, Vec<u8>)> = Vec::new();
     let mut reads: Vec<(Rank, Rank, Record, u64)> = Vec::new();
+    let mut began = vec![now; inputs.len()];
+    let mut ended: Vec<Option<Time>> = vec![None; inputs.len()];
     let mut steps = 0u64;
     loop {
         steps += 1;
@@ -71,6 +75,11 @@ fn run_start(
                 }
             }
         }
+        for (r, s) in starts.iter().enumerate() {
+            if s.as_ref().is_some_and(EpochStart::is_over) && ended[r].is_none() {
+                ended[r] = Some(now);
+            }
+        }
         let live = starts.iter().flatten().filter(|s| !s.is_over()).count();
         if pending.is_empty() && live == 0 {
             break;
@@ -79,11 +88,15 @@ fn run_start(
         if choice == 0 && !pending.is_empty() {
             let (r, input, carry) = pending.pop().unwrap();
             starts[r] = Some(EpochStart::new(now, r as Rank, size, seq, input, carry));
+            began[r] = now;
         } else if choice == 1 && !wire.is_empty() {
             let (from, to, bytes) = wire.swap_remove(rng.below(wire.len() as u64) as usize);
             // A message for a rank that has not begun waits (in the runtime: its slot).
             match &mut starts[to as usize] {
-                Some(s) => s.handle_message(from, &bytes),
+                Some(s) => {
+                    s.handle_message(from, &bytes);
+                    s.note_time(now);
+                }
                 None => wire.push((from, to, bytes)),
             }
         } else if choice == 2 && !reads.is_empty() {
@@ -97,10 +110,9 @@ fn run_start(
                 len,
                 "rank {by} reads {record:?} of rank {peer} at its length"
             );
-            starts[by as usize]
-                .as_mut()
-                .unwrap()
-                .handle_read(now, peer, record, &bytes);
+            let s = starts[by as usize].as_mut().unwrap();
+            s.handle_read(now, peer, record, &bytes);
+            s.note_time(now);
         } else if wire.is_empty() && reads.is_empty() && !pending.is_empty() {
             continue;
         } else {
@@ -109,6 +121,7 @@ fn run_start(
             for s in starts.iter_mut().flatten() {
                 if s.poll_timeout().is_some_and(|t| t <= now) {
                     s.handle_timeout(now);
+                    s.note_time(now);
                 }
             }
         }
@@ -120,7 +133,16 @@ fn run_start(
         results.push(r);
         carries.push(c);
     }
-    Outcomes { results, carries }
+    let spans = ended
+        .iter()
+        .zip(&began)
+        .map(|(e, b)| e.expect("every start ended").since(*b))
+        .collect();
+    Outcomes {
+        results,
+        carries,
+        spans,
+    }
 }
 
 /// A rank's prediction from its own history: the last cost of each of its keys it
@@ -383,4 +405,52 @@ fn a_giver_whose_receivers_lie_far_apart_finds_both() {
         assert_eq!(got, want.rank_string(r as Rank), "seed {s}: rank {r}");
     }
     assert_eq!(want.rank_string(0).sends, vec![(300, 500), (2_000, 500)]);
+}
+
+/// A start's phases account for its whole time, each in the phase it waited in: the
+/// giver of the test above spends its search's time among the string's receivers; a
+/// rank with nothing to give passes through that phase in no time.
+#[test]
+fn a_start_s_phases_account_for_its_time() {
+    let s = seed(47);
+    let mut rng = Rng::from_keys(&[s]);
+    let ranks = 600;
+    let mean = 1_000_000u64;
+    let mut loads = vec![Some(mean); ranks];
+    loads[0] = Some(mean + 1_000);
+    loads[300] = Some(mean - 500);
+    loads[500] = Some(mean - 500);
+    let inputs: Vec<StartInput> = loads
+        .iter()
+        .map(|&load| StartInput {
+            tasks: 1,
+            load,
+            string_plan: true,
+            ..StartInput::default()
+        })
+        .collect();
+    let carries = vec![StartCarry::default(); ranks];
+    let out = run_start(inputs, carries, 1, &mut Board::new(), &mut rng);
+    let receivers = START_PHASES.iter().position(|p| *p == "receivers").unwrap();
+    for (r, (o, span)) in out.results.iter().zip(&out.spans).enumerate() {
+        let f = o
+            .as_ref()
+            .unwrap_or_else(|e| panic!("seed {s}: rank {r}: {e}"))
+            .figures;
+        let total: u64 = f.phase_ns.iter().sum();
+        assert_eq!(
+            total,
+            span.as_nanos() as u64,
+            "seed {s}: rank {r}: {:?}",
+            f.phase_ns
+        );
+        if r != 0 {
+            assert_eq!(f.phase_ns[receivers], 0, "seed {s}: rank {r} gives nothing");
+        }
+    }
+    let giver = out.results[0].as_ref().unwrap().figures;
+    assert!(
+        giver.phase_ns[receivers] > 0,
+        "seed {s}: the giver's search took no time: {giver:?}"
+    );
 }

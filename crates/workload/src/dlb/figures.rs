@@ -60,6 +60,9 @@ pub struct RankFigures {
     pub start_messages: u64,
     /// See [`RankFigures::start`].
     pub start_rounds: u64,
+    /// Its start's time in each of the start's phases, ns
+    /// (`titus_core::start::START_PHASES`).
+    pub start_phase_ns: [u64; titus_core::start::START_PHASES.len()],
 }
 
 /// Completed operations of one kind on one rank (a report's `op_latency`).
@@ -230,6 +233,7 @@ impl RankFigures {
             start_bytes: st.start_figures.bytes,
             start_messages: st.start_figures.messages,
             start_rounds: st.start_figures.rounds,
+            start_phase_ns: st.start_figures.phase_ns,
         }
     }
 
@@ -264,6 +268,7 @@ impl RankFigures {
             self.start_messages as f64,
             self.start_rounds as f64,
         ]);
+        v.extend(self.start_phase_ns.map(|ns| ns as f64));
         encode_f64s(&v)
     }
 
@@ -301,6 +306,9 @@ impl RankFigures {
             start_bytes: g(21 + 2 * titus_core::OP_KINDS.len()) as u64,
             start_messages: g(22 + 2 * titus_core::OP_KINDS.len()) as u64,
             start_rounds: g(23 + 2 * titus_core::OP_KINDS.len()) as u64,
+            start_phase_ns: std::array::from_fn(|k| {
+                g(24 + 2 * titus_core::OP_KINDS.len() + k) as u64
+            }),
         }
     }
 }

@@ -79,6 +79,9 @@ pub struct Report {
     pub start_messages: u64,
     /// The epoch start's rounds on the longest chain.
     pub start_rounds: u64,
+    /// The slowest rank's start by the start's phases, s (`titus_core::start::START_PHASES`):
+    /// where a slow start waited.
+    pub start_phases_s: std::collections::BTreeMap<&'static str, f64>,
     pub calibration_s: f64,
     pub results_digest: String,
     pub busy_s: Vec<f64>,
@@ -544,6 +547,7 @@ pub fn report(
         start_bytes: figs.iter().map(|f| f.start_bytes).max().unwrap_or(0),
         start_messages: figs.iter().map(|f| f.start_messages).max().unwrap_or(0),
         start_rounds: figs.iter().map(|f| f.start_rounds).max().unwrap_or(0),
+        start_phases_s: start_phases(figs),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",
@@ -572,4 +576,17 @@ pub fn report(
         accel_tasks: None,
         hetero_efficiency: None,
     }
+}
+
+/// The slowest rank's start by phase, s: the phases it spent any time in.
+fn start_phases(figs: &[RankFigures]) -> std::collections::BTreeMap<&'static str, f64> {
+    let Some(slowest) = figs.iter().max_by(|a, b| a.start.total_cmp(&b.start)) else {
+        return Default::default();
+    };
+    titus_core::start::START_PHASES
+        .into_iter()
+        .zip(slowest.start_phase_ns)
+        .filter(|p| p.1 > 0)
+        .map(|(name, ns)| (name, ns as f64 * 1e-9))
+        .collect()
 }
