@@ -235,7 +235,7 @@ impl EpochStart {
                 let search = &searches[at];
                 let ahead = match search.walking() {
                     true => {
-                        let ranks = search.ranks_ahead();
+                        let ranks = search.ranks_ahead(&self.records);
                         (ranks + ranks / 4 + 1).clamp(u64::from(PREFETCH), u64::from(PREFETCH_MAX))
                             as u32
                     }
