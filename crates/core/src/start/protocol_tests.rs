@@ -374,19 +374,20 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
     );
 }
 
-/// A giver whose two receivers lie 1,700 ranks apart: walking on from the first, its
-/// search gallops far past its read-ahead, and the read it needs next lies beyond the
-/// read-ahead's bound; it is read all the same, and the start ends with the plan.
-#[test]
-fn a_giver_whose_receivers_lie_far_apart_finds_both() {
-    let s = seed(43);
+/// One start of `ranks` ranks (seeded by `s`) at the mean load but rank 0, 1,000 above
+/// it, and the two `receivers`, 500 below each: the loads and the outcomes.
+fn one_giver_two_receivers(
+    s: u64,
+    ranks: usize,
+    receivers: [usize; 2],
+) -> (Vec<Option<u64>>, Outcomes) {
     let mut rng = Rng::from_keys(&[s]);
-    let ranks = 2_500;
     let mean = 1_000_000u64;
     let mut loads = vec![Some(mean); ranks];
     loads[0] = Some(mean + 1_000);
-    loads[300] = Some(mean - 500);
-    loads[2_000] = Some(mean - 500);
+    for r in receivers {
+        loads[r] = Some(mean - 500);
+    }
     let inputs: Vec<StartInput> = loads
         .iter()
         .map(|&load| StartInput {
@@ -398,6 +399,16 @@ fn a_giver_whose_receivers_lie_far_apart_finds_both() {
         .collect();
     let carries = vec![StartCarry::default(); ranks];
     let out = run_start(inputs, carries, 1, &mut Board::new(), &mut rng);
+    (loads, out)
+}
+
+/// A giver whose two receivers lie 1,700 ranks apart: walking on from the first, its
+/// search gallops far past its read-ahead, and the read it needs next lies beyond the
+/// read-ahead's bound; it is read all the same, and the start ends with the plan.
+#[test]
+fn a_giver_whose_receivers_lie_far_apart_finds_both() {
+    let s = seed(43);
+    let (loads, out) = one_giver_two_receivers(s, 2_500, [300, 2_000]);
     let want = crate::StringLoads::new(&loads);
     for (r, o) in out.results.into_iter().enumerate() {
         let o = o.unwrap_or_else(|e| panic!("seed {s}: rank {r}: {e}"));
@@ -413,24 +424,7 @@ fn a_giver_whose_receivers_lie_far_apart_finds_both() {
 #[test]
 fn a_start_s_phases_account_for_its_time() {
     let s = seed(47);
-    let mut rng = Rng::from_keys(&[s]);
-    let ranks = 600;
-    let mean = 1_000_000u64;
-    let mut loads = vec![Some(mean); ranks];
-    loads[0] = Some(mean + 1_000);
-    loads[300] = Some(mean - 500);
-    loads[500] = Some(mean - 500);
-    let inputs: Vec<StartInput> = loads
-        .iter()
-        .map(|&load| StartInput {
-            tasks: 1,
-            load,
-            string_plan: true,
-            ..StartInput::default()
-        })
-        .collect();
-    let carries = vec![StartCarry::default(); ranks];
-    let out = run_start(inputs, carries, 1, &mut Board::new(), &mut rng);
+    let (_, out) = one_giver_two_receivers(s, 600, [300, 500]);
     let receivers = START_PHASES.iter().position(|p| *p == "receivers").unwrap();
     for (r, (o, span)) in out.results.iter().zip(&out.spans).enumerate() {
         let f = o
