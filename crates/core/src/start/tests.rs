@@ -511,32 +511,3 @@ fn the_split_string_plan_by_collectives_is_the_global_plan_exactly() {
         "the split case was exercised ({splits} rounds)"
     );
 }
-
-/// A walk's read-ahead from a record read past its last receiver: a giver of 100 units
-/// whose receivers each lack 1 unit and lie every other rank (ranks 11, 13, 15, ...)
-/// has placed 1 unit with its first (rank 11); a record read 40 ranks on shows 19 units
-/// of deficit in between, so the other 99 units lie about 209 ranks ahead. The walk's
-/// own rate (1 unit a rank, from the one receiver) would say 99.
-#[test]
-fn a_walk_reads_ahead_at_the_deficits_density_a_farther_record_shows() {
-    let size = 1_000;
-    // The deficits before rank q: one unit for each odd rank from 11 below q.
-    let before = |q: u32| u128::from(q.saturating_sub(10) / 2);
-    let record = |q: u32| Published {
-        epoch: 1,
-        deficit: [(before(q), u128::from(q > 10 && q % 2 == 1)), (0, 0)],
-    };
-    let mut q = ReceiverSearch::new(0, size, 0, 0, 100);
-    let mut read = std::collections::HashMap::new();
-    while !q.walking() {
-        let j = q.poll_read().expect("the search finds its first receiver");
-        read.insert(j, record(j));
-        q.handle_record(j, &record(j));
-    }
-    assert_eq!(q.sends(), None, "walking on");
-    // Only what the search itself read: none past the receiver beyond its bracket.
-    let own_rate = q.ranks_ahead(std::iter::empty());
-    assert_eq!(own_rate, 99, "one unit a rank walked");
-    read.insert(51, record(51));
-    assert_eq!(q.ranks_ahead(&read), 209, "19 units over 40 ranks");
-}

@@ -24,7 +24,7 @@ impl EpochStart {
                         continue;
                     }
                     if !self.spans_out.contains(&j) {
-                        let ahead = w.read_ahead(BISECTION_LEVELS, WINDOW_AHEAD);
+                        let ahead = w.read_ahead(WINDOW_LEVELS, WINDOW_AHEAD);
                         for k in std::iter::once(j).chain(ahead) {
                             if !self.spans.contains_key(&k) && !self.spans_out.contains(&k) {
                                 self.read(k, Record::Span, SPAN_RECORD_BYTES as u64);
@@ -235,7 +235,7 @@ impl EpochStart {
                 let search = &searches[at];
                 let ahead = match search.walking() {
                     true => {
-                        let ranks = search.ranks_ahead(&self.records);
+                        let ranks = search.ranks_ahead();
                         (ranks + ranks / 4 + 1).clamp(u64::from(PREFETCH), u64::from(PREFETCH_MAX))
                             as u32
                     }
