@@ -316,10 +316,7 @@ impl Runtime {
 /// The debug log's account of the start's collectives: the time in each of its phases
 /// that took any, in order.
 fn phases_note(f: &titus_core::start::StartFigures) -> String {
-    titus_core::start::START_PHASES
-        .iter()
-        .zip(f.phase_ns)
-        .filter(|p| p.1 > 0)
+    titus_core::start::phases_named(&f.phase_ns)
         .map(|(name, ns)| format!("{name} {:?}", Duration::from_nanos(ns)))
         .collect::<Vec<_>>()
         .join(", ")

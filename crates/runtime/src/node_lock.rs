@@ -122,14 +122,13 @@ impl NodeLock {
 
     /// Unlocks `node`, waking the user thread where the epoch is over (or failed): a
     /// worker's report may end it, and the progress thread would not notice before its
-    /// next turn. Whether it is over.
-    pub(crate) fn unlock(&self, node: MutexGuard<'_, Node>) -> bool {
+    /// next turn.
+    pub(crate) fn unlock(&self, node: MutexGuard<'_, Node>) {
         let finished = node.is_done();
         drop(node);
         if finished {
             self.end.notify_all();
         }
-        finished
     }
 
     /// The user thread's wait for the end, at most `wait`, with the node released

@@ -35,6 +35,20 @@ impl Shared {
         self.node
             .wake_workers_for(queued, self.res.added.load(Ordering::Acquire));
     }
+
+    /// Hands the children of the running task `parent` to the locked `node` before its
+    /// result, waking idle workers for them ([`crate::node_lock::NodeLock::hand_over`]).
+    pub(crate) fn hand_over(
+        &self,
+        node: &mut Node,
+        now: Time,
+        parent: titus_core::TaskId,
+        children: &mut Vec<titus_core::NewTask>,
+        mem: &SegMem<'_>,
+    ) {
+        let all = self.res.added.load(Ordering::Acquire);
+        self.node.hand_over(node, now, parent, children, mem, all);
+    }
 }
 
 /// What the threads share, split by who writes it: what is fixed at open, the workers'

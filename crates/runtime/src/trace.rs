@@ -145,10 +145,7 @@ impl PhasesRecord {
     /// The collectives' own phases that took any time, in order (none in a record
     /// without them).
     pub fn collective_named(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        START_PHASES
-            .into_iter()
-            .zip(self.collective_phases)
-            .filter(|p| p.1 > 0)
+        titus_core::start::phases_named(&self.collective_phases)
     }
 
     /// The phases in order with the collectives split into their own where the record

@@ -369,9 +369,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
 fn hand_spawned(sh: &Shared, parent: TaskId, spawned: &mut Vec<titus_core::NewTask>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    let all = sh.res.added.load(Ordering::Acquire);
-    sh.node
-        .hand_over(&mut node, sh.now(), parent, spawned, &mem, all);
+    sh.hand_over(&mut node, sh.now(), parent, spawned, &mem);
     QUEUED_SEEN.set(node.queued());
     pass_on(sh, node);
 }
@@ -421,8 +419,7 @@ fn report_and_take(
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
     let now = sh.now();
-    let all = sh.res.added.load(Ordering::Acquire);
-    sh.node.hand_over(&mut node, now, id, spawned, &mem, all);
+    sh.hand_over(&mut node, now, id, spawned, &mem);
     held.report_into(sh, &mut node, &mem);
     node.task_done(now, id, result, cost_ns, &mem);
     let mut next = None;

@@ -55,7 +55,7 @@ pub use drive::OwnPrediction;
 pub use facts::JobFacts;
 pub use protocol::{
     Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, LoadSum, Record, START_PHASES, StartCarry,
-    StartFigures, StartInput, StartOutcome,
+    StartFigures, StartInput, StartOutcome, phases_named,
 };
 
 use crate::Rank;

@@ -132,6 +132,17 @@ pub const START_PHASES: [&str; 8] = [
     "neighbours",
 ];
 
+/// The phases that took any time of `phase_ns` ([`StartFigures::phase_ns`]), named, in
+/// order.
+pub fn phases_named(
+    phase_ns: &[u64; START_PHASES.len()],
+) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+    START_PHASES
+        .into_iter()
+        .zip(phase_ns.iter().copied())
+        .filter(|p| p.1 > 0)
+}
+
 /// A start's figures (the JSON keys `start_bytes`, `start_messages`, `start_rounds`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StartFigures {

@@ -583,10 +583,7 @@ fn start_phases(figs: &[RankFigures]) -> std::collections::BTreeMap<&'static str
     let Some(slowest) = figs.iter().max_by(|a, b| a.start.total_cmp(&b.start)) else {
         return Default::default();
     };
-    titus_core::start::START_PHASES
-        .into_iter()
-        .zip(slowest.start_phase_ns)
-        .filter(|p| p.1 > 0)
+    titus_core::start::phases_named(&slowest.start_phase_ns)
         .map(|(name, ns)| (name, ns as f64 * 1e-9))
         .collect()
 }
