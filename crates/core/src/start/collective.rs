@@ -22,6 +22,10 @@ pub trait Wire: Clone + std::fmt::Debug {
     fn check(&self, _size: u32) -> Result<(), FieldError> {
         Ok(())
     }
+    /// Checks what depends on who sent it (how many ranks its part covers).
+    fn check_sender(&self, _sender: Rank, _size: u32) -> Result<(), FieldError> {
+        Ok(())
+    }
 }
 
 /// A value a collective combines. `combine` must be associative, and need not be
@@ -86,7 +90,8 @@ fn decode_value<V: Wire>(m: &Message<'_>, size: u32) -> Result<V, StartError> {
     let mut r = BodyReader::new(m.body);
     let v = V::decode(&mut r)
         .and_then(|v| r.finish().map(|()| v))
-        .and_then(|v| v.check(size).map(|()| v));
+        .and_then(|v| v.check(size).map(|()| v))
+        .and_then(|v| v.check_sender(m.sender, size).map(|()| v));
     v.map_err(|e| StartError::Malformed {
         from: m.sender,
         field: e.field,
@@ -108,16 +113,19 @@ pub fn tree_depth(size: u32) -> u32 {
     scan_rounds(size)
 }
 
-/// The binomial tree's parent of `r`: `r` without its lowest set bit.
-fn binomial_parent(r: Rank) -> Option<Rank> {
-    (r > 0).then(|| r & (r - 1))
+/// The binomial tree's parent of `r`: `r` without its lowest set bit; in a tree cut into
+/// subtrees of `levels` levels, none for a subtree's root (a rank with `levels` low
+/// zero bits).
+fn binomial_parent(r: Rank, levels: u32) -> Option<Rank> {
+    (r > 0 && r.trailing_zeros() < levels).then(|| r & (r - 1))
 }
 
 /// The binomial tree's children of `r` in a job of `size`, by place j: r + 2^j for every
-/// j below `r`'s lowest set bit (every j for the root). Child j's subtree is the ranks
-/// r + 2^j to r + 2^(j+1) − 1, so a rank's subtree is a run of consecutive ranks.
-fn binomial_children(r: Rank, size: u32) -> Vec<Rank> {
-    let below = if r == 0 { 32 } else { r.trailing_zeros() };
+/// j below `r`'s lowest set bit (every j for the root) and below `levels`. Child j's
+/// subtree is the ranks r + 2^j to r + 2^(j+1) − 1, so a rank's subtree is a run of
+/// consecutive ranks.
+fn binomial_children(r: Rank, size: u32, levels: u32) -> Vec<Rank> {
+    let below = if r == 0 { 32 } else { r.trailing_zeros() }.min(levels);
     (0..below)
         .map(|j| u64::from(r) + (1u64 << j))
         .take_while(|&c| c < u64::from(size))
@@ -150,7 +158,10 @@ pub fn scan_rounds(size: u32) -> u32 {
 #[derive(Debug)]
 pub struct TreeReduce<V, D = V> {
     up: Step,
-    down: Step,
+    /// None: a gather, up only.
+    down: Option<Step>,
+    /// Levels of the subtrees it reduces over (32: the whole job's tree).
+    levels: u32,
     rank: Rank,
     size: u32,
     epoch: u64,
@@ -169,10 +180,30 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
     /// Rank `rank` of `size` joins with `own`, in `epoch`; `up` and `down` name its
     /// messages' steps.
     pub fn new(up: Step, down: Step, rank: Rank, size: u32, epoch: u64, own: V) -> Self {
-        let children = binomial_children(rank, size);
+        Self::over(up, Some(down), u32::BITS, rank, size, epoch, own)
+    }
+
+    /// A gather up the job's tree cut into subtrees of `levels` levels (runs of 2^levels
+    /// ranks): each subtree's root, a rank with `levels` low zero bits, ends with its
+    /// run's sum ([`Self::take_sum`]), and nothing comes down. `levels` rounds.
+    pub fn gather(step: Step, levels: u32, rank: Rank, size: u32, epoch: u64, own: V) -> Self {
+        Self::over(step, None, levels, rank, size, epoch, own)
+    }
+
+    fn over(
+        up: Step,
+        down: Option<Step>,
+        levels: u32,
+        rank: Rank,
+        size: u32,
+        epoch: u64,
+        own: V,
+    ) -> Self {
+        let children = binomial_children(rank, size, levels);
         let mut t = Self {
             up,
             down,
+            levels,
             rank,
             size,
             epoch,
@@ -222,8 +253,8 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
                 return Err(unexpected(m, "its part arrived twice".into()));
             }
             self.from_children[place] = Some(decode_value(m, self.size)?);
-        } else if m.step == self.down {
-            if binomial_parent(self.rank) != Some(m.sender) {
+        } else if Some(m.step) == self.down {
+            if self.parent() != Some(m.sender) {
                 return Err(unexpected(
                     m,
                     format!("it is not the tree parent of rank {}", self.rank),
@@ -254,7 +285,7 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
             sum.combine(c);
         }
         self.sent_up = true;
-        match binomial_parent(self.rank) {
+        match self.parent() {
             Some(p) => {
                 let place = (self.rank - p).trailing_zeros() as u8;
                 self.send(encode_value(self.up, place, self.epoch, self.rank, p, &sum));
@@ -266,7 +297,8 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
     fn send_down(&mut self, v: &D) {
         for i in 0..self.children.len() {
             let c = self.children[i];
-            let o = encode_value(self.down, 0, self.epoch, self.rank, c, v);
+            let Some(down) = self.down else { return };
+            let o = encode_value(down, 0, self.epoch, self.rank, c, v);
             self.send(o);
         }
     }
@@ -294,12 +326,20 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
 
     /// Rounds on the longest chain.
     pub fn rounds(&self) -> u32 {
-        2 * tree_depth(self.size)
+        match self.down {
+            Some(_) => 2 * tree_depth(self.size),
+            None => tree_depth(self.size).min(self.levels),
+        }
     }
 
     /// The rank's parent in the tree.
     pub fn parent(&self) -> Option<Rank> {
-        binomial_parent(self.rank)
+        binomial_parent(self.rank, self.levels)
+    }
+
+    /// A gather's part is done: sent up, or at a subtree's root, summed.
+    pub fn gathered(&self) -> bool {
+        self.sent_up
     }
 
     /// Whom this rank still waits for, for a stall's message.
@@ -308,7 +348,10 @@ impl<V: Combine, D: Wire> TreeReduce<V, D> {
             return Vec::new();
         }
         if self.sent_up {
-            return binomial_parent(self.rank).into_iter().collect();
+            if self.down.is_none() {
+                return Vec::new();
+            }
+            return self.parent().into_iter().collect();
         }
         self.children
             .iter()

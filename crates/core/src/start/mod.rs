@@ -31,6 +31,7 @@
 //! The messages' format is [`wire`]; every field another rank sent is checked, and a
 //! message that fails names its sender and the field ([`StartError`]).
 
+pub mod block;
 mod collective;
 mod drive;
 mod facts;

@@ -12,9 +12,10 @@
 //! Messages that come before this rank began the start they belong to (a rank that saw
 //! the epoch end first starts first) wait, as signals, for it.
 
+use super::block::{BLOCK_LEVELS, BLOCK_RANKS, BLOCK_READS_AT_ONCE, BLOCK_RECORD_BYTES};
 use super::front::{PARTS_BYTES_MAX, SPAN_RECORD_BYTES};
-use super::string::PUBLISHED_BYTES;
-use super::wire::{HEADER, Step};
+use super::string::{PUBLISHED_BYTES, STRINGS};
+use super::wire::{HEADER, Step, VARINT_BYTES_MAX};
 use super::{
     Action, EpochStart, LOAD_RECORD_BYTES, Record, StartCarry, StartError, StartInput,
     StartOutcome, scan_rounds,
@@ -34,6 +35,12 @@ const FACTS_DOWN: u64 = 1_200;
 const LANDINGS: u64 = 64;
 /// A small record's landing.
 const LANDING: u64 = 128;
+/// Deficit blocks read at once, each into a landing of its own.
+const BLOCK_LANDINGS: u64 = BLOCK_READS_AT_ONCE as u64;
+/// A block's gather message up at most: header, the members' count and half a block's
+/// deficits.
+const DEFICITS_UP: u64 =
+    (HEADER + 1 + (BLOCK_RANKS as usize / 2) * STRINGS * VARINT_BYTES_MAX) as u64;
 
 /// Where everything of the start lies in a rank's START segment, the same on every rank
 /// of a job.
@@ -58,6 +65,7 @@ impl StartLayout {
             Step::FactsDown => (1, FACTS_DOWN, 1),
             Step::LoadsUp => (l, SMALL, 1),
             Step::LoadsDown => (1, SMALL, 1),
+            Step::DeficitsUp => (u64::from(BLOCK_LEVELS), DEFICITS_UP, 1),
         }
     }
 
@@ -115,33 +123,47 @@ impl StartLayout {
         let span = SPAN_RECORD_BYTES as u64;
         let parts = PARTS_BYTES_MAX as u64;
         let string = PUBLISHED_BYTES as u64;
+        let load = LOAD_RECORD_BYTES as u64;
         match r {
             Record::Span => (base, span),
             Record::Parts => (base + span, parts),
             Record::String => (base + span + parts, string),
-            Record::Load => (base + span + parts + string, LOAD_RECORD_BYTES as u64),
+            Record::Load => (base + span + parts + string, load),
+            Record::Block => (
+                base + span + parts + string + load,
+                BLOCK_RECORD_BYTES as u64,
+            ),
         }
     }
 
     fn records_end(&self) -> u64 {
-        let (at, len) = self.record(Record::Load);
+        let (at, len) = self.record(Record::Block);
         (at + len).next_multiple_of(8)
     }
 
-    /// Where a read of `r` lands here (`i`: which of the small landings; the parts have
-    /// one of their own, read one rank at a time).
+    /// Where a read of `r` lands here (`i`: which of the small landings, or for a block
+    /// [`LANDINGS`] on, which of the blocks'; the parts have one of their own, read one
+    /// rank at a time).
     fn landing(&self, r: Record, i: u64) -> (u64, u64) {
         let base = self.records_end();
         let (_, len) = self.record(r);
+        let small = base + PARTS_BYTES_MAX as u64;
         match r {
             Record::Parts => (base, len),
-            _ => (base + PARTS_BYTES_MAX as u64 + i * LANDING, len),
+            Record::Block => (
+                small + LANDINGS * LANDING + (i - LANDINGS) * BLOCK_RECORD_BYTES as u64,
+                len,
+            ),
+            _ => (small + i * LANDING, len),
         }
     }
 
     /// The segment's bytes.
     pub(crate) fn bytes(&self) -> u64 {
-        self.records_end() + PARTS_BYTES_MAX as u64 + LANDINGS * LANDING
+        self.records_end()
+            + PARTS_BYTES_MAX as u64
+            + LANDINGS * LANDING
+            + BLOCK_LANDINGS * BLOCK_RECORD_BYTES as u64
     }
 }
 
@@ -196,6 +218,8 @@ pub(crate) struct StartPart {
     early: Vec<(Rank, u8, u8, u8, u16)>,
     /// Small landings free.
     free: Vec<u64>,
+    /// Block landings free.
+    free_blocks: Vec<u64>,
     /// Reads waiting for a load landing, in the order asked (the one a search needs
     /// comes before its read-ahead), and of which start.
     waiting: std::collections::VecDeque<(Rank, Record, u64, u64)>,
@@ -215,6 +239,7 @@ impl StartPart {
             outcome: None,
             early: Vec::new(),
             free: (0..LANDINGS).rev().collect(),
+            free_blocks: (LANDINGS..LANDINGS + BLOCK_LANDINGS).rev().collect(),
             waiting: Default::default(),
         }
     }
@@ -339,13 +364,21 @@ impl StartPart {
             let mut bytes = vec![0u8; len as usize];
             mem.read(Loc::new(seg::START, landing), &mut bytes);
             if let Some(i) = load {
-                self.free.push(i);
-                // (Reads an ended start queued are dropped.)
-                while let Some((peer, record, len, start)) = self.waiting.pop_front() {
-                    if start == self.seq && self.current.is_some() {
-                        self.issue_read(peer, record, len, out);
-                        break;
-                    }
+                let block = i >= LANDINGS;
+                match block {
+                    true => self.free_blocks.push(i),
+                    false => self.free.push(i),
+                }
+                // The next read that waits for a landing of this kind (reads an ended
+                // start queued are dropped).
+                self.waiting
+                    .retain(|w| w.3 == self.seq && self.current.is_some());
+                let next = self
+                    .waiting
+                    .iter()
+                    .position(|w| (w.1 == Record::Block) == block);
+                if let Some((peer, record, len, _)) = next.and_then(|k| self.waiting.remove(k)) {
+                    self.issue_read(peer, record, len, out);
                 }
             }
             if let Some(cur) = self.current.as_mut().filter(|_| start == self.seq) {
@@ -400,9 +433,13 @@ impl StartPart {
     fn issue_read(&mut self, peer: Rank, record: Record, len: u64, out: &mut Vec<Issue>) {
         // Small records land each in a landing of its own (several are read at once);
         // the parts, read one rank at a time, in theirs.
+        let free = match record {
+            Record::Block => &mut self.free_blocks,
+            _ => &mut self.free,
+        };
         let load = match record {
             Record::Parts => None,
-            _ => match self.free.pop() {
+            _ => match free.pop() {
                 Some(i) => Some(i),
                 None => {
                     self.waiting.push_back((peer, record, len, self.seq));

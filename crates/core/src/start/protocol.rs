@@ -13,7 +13,9 @@
 //! 4. **Loads** ([`Step::LoadsUp`] / [`Step::LoadsDown`], only where the costs moved and
 //!    the string plan runs): the job's loads after the front, for the string's means.
 //! 5. **String** ([`Step::StringScan`] and reads): the prefix scan, the rank's deficit
-//!    record published, and a giver's receivers found.
+//!    record published, and a giver's receivers found. Alongside the scan, each block's
+//!    own deficits gather at its leader ([`Step::DeficitsUp`], `start/block.rs`), which
+//!    publishes them as one record for the givers' walks.
 //! 6. **Neighbours** (reads, the neighbours' diffusion plan): each diffusion neighbour's
 //!    published load.
 //!
@@ -30,6 +32,10 @@
 //! its owner published it (another start's) is read again a little later; a start not
 //! done within its input's timeout fails naming the ranks it waits for.
 
+use super::block::{
+    BLOCK_LEVELS, BLOCK_RANKS, BLOCK_READS_AT_ONCE, BLOCK_RECORD_BYTES, BlockRecord, DeficitRun,
+    block_leader,
+};
 use super::front::{
     FrontDecision, FrontRoot, FrontSums, Grid, SPAN_RECORD_BYTES, SpanOrder, SpanRecord,
     WindowRead, WindowSearch, decode_measured,
@@ -56,12 +62,11 @@ pub use records::*;
 /// read one record 90 times, 6 KB of its start).
 const RETRY_FIRST: Duration = Duration::from_micros(20);
 const RETRY_MAX: Duration = Duration::from_millis(2);
-/// Records a giver reads at once while it walks from one receiver to the next, at first
-/// and at most: a pile's owner gives to dozens of ranks in a row, and one read after
-/// another cost it a round trip each (and a first contact each: read together, those
-/// overlap).
-const PREFETCH: u32 = 4;
-const PREFETCH_MAX: u32 = 128;
+/// Probes of a walk's gallop read at once, across ranks with no deficit: a gap of up to
+/// 2^8 blocks in one round.
+const GALLOP_AHEAD: u32 = 8;
+/// A bisection whose bracket lies within this many deficit blocks reads them all at once.
+const BISECT_BLOCKS: u32 = 4;
 /// Rounds of a search's bisection read at once: 15 reads, one round trip for four
 /// rounds (the bisection's probes are first contacts: at 1,024 simulated ranks a pile's
 /// giver made 9 of them one after another, 9 ms of a 14 ms start).
@@ -157,6 +162,9 @@ pub struct StartFigures {
     /// that moved the start into it to the one that moved it on. Which phase a slow
     /// start waited in (a search's first contacts, a collective held up by a late rank).
     pub phase_ns: [u64; START_PHASES.len()],
+    /// Of `bytes`, those in each phase ([`START_PHASES`]): which step carried a heavy
+    /// start's bytes (a giver's receivers, a window's reads).
+    pub phase_bytes: [u64; START_PHASES.len()],
 }
 
 /// What a start hands the epoch: with what the rank brought to it, enough to hold every
@@ -195,6 +203,8 @@ pub enum Record {
     String,
     /// Its predicted load ([`LoadRecord`]).
     Load,
+    /// A block leader's: its block's deficit intervals ([`BlockRecord`]).
+    Block,
 }
 
 /// What the start asks its driver to do.
@@ -223,7 +233,8 @@ enum Phase {
     Facts(Box<TreeReduce<FactsUp, FactsDown>>),
     Window(WindowSearch),
     Loads(TreeReduce<StringSums>),
-    StringScan(ExclusiveScan<Prefix>),
+    /// The scan, and the block's gather of own deficits.
+    StringScan(ExclusiveScan<Prefix>, Box<TreeReduce<DeficitRun>>),
     /// The scan, and the job's load after the front it places this rank's within.
     PlanScan(ExclusiveScan<LoadSum>, u128),
     Receivers {
@@ -277,6 +288,11 @@ pub struct EpochStart {
     /// one receiver to the next reads the next few at once.
     records: std::collections::HashMap<Rank, Published>,
     records_out: std::collections::HashSet<Rank>,
+    /// Deficit blocks (by leader) read into `records`, those on their way, and those
+    /// that read as not yet published.
+    blocks_read: std::collections::HashSet<Rank>,
+    blocks_out: std::collections::HashSet<Rank>,
+    blocks_unpublished: std::collections::HashSet<Rank>,
     /// Ranks whose deficit record read as not yet published: a read-ahead leaves them
     /// until a search needs them (then the retry's back-off paces the reads).
     unpublished: std::collections::HashSet<Rank>,
@@ -339,6 +355,9 @@ impl EpochStart {
             reads_out: 0,
             records: Default::default(),
             records_out: Default::default(),
+            blocks_read: Default::default(),
+            blocks_out: Default::default(),
+            blocks_unpublished: Default::default(),
             unpublished: Default::default(),
             spans: Default::default(),
             spans_out: Default::default(),
@@ -364,6 +383,14 @@ impl EpochStart {
         self.timed_since = now;
     }
 
+    /// Counts `len` bytes sent, received or read, in the current phase.
+    fn count_bytes(&mut self, len: usize) {
+        self.figures.bytes += len as u64;
+        if let Some(i) = self.phase_index() {
+            self.figures.phase_bytes[i] += len as u64;
+        }
+    }
+
     /// The current phase's place in [`START_PHASES`] (None: over).
     fn phase_index(&self) -> Option<usize> {
         if self.error.is_some() {
@@ -374,7 +401,7 @@ impl EpochStart {
             Phase::Facts(_) => 1,
             Phase::Window(_) => 2,
             Phase::Loads(_) => 3,
-            Phase::StringScan(_) => 4,
+            Phase::StringScan(..) => 4,
             Phase::PlanScan(..) => 5,
             Phase::Receivers { .. } => 6,
             Phase::Neighbours { .. } => 7,
@@ -466,7 +493,7 @@ impl EpochStart {
     fn message(&mut self, from: Rank, bytes: &[u8]) -> Result<(), StartError> {
         let m = Message::decode(from, self.seq, bytes)?;
         if self.phase_steps().contains(&m.step) {
-            self.figures.bytes += bytes.len() as u64;
+            self.count_bytes(bytes.len());
             return self.feed(&m);
         }
         if m.step.code() >= self.phase_order() {
@@ -488,7 +515,8 @@ impl EpochStart {
             Phase::SpanScan(x) => x.handle_message(m),
             Phase::Facts(x) => x.handle_message(m),
             Phase::Loads(x) => x.handle_message(m),
-            Phase::StringScan(x) => x.handle_message(m),
+            Phase::StringScan(x, _) if m.step == Step::StringScan => x.handle_message(m),
+            Phase::StringScan(_, g) => g.handle_message(m),
             Phase::PlanScan(x, _) => x.handle_message(m),
             _ => unreachable!("a phase without messages has no steps"),
         }
@@ -499,7 +527,7 @@ impl EpochStart {
         if self.is_over() {
             return;
         }
-        self.figures.bytes += bytes.len() as u64;
+        self.count_bytes(bytes.len());
         self.reads_out = self.reads_out.saturating_sub(1);
         if let Err(e) = self.read_arrived(now, peer, record, bytes) {
             self.error = Some(e);
@@ -554,6 +582,26 @@ impl EpochStart {
                 self.unpublished.remove(&peer);
                 self.records.insert(peer, p);
             }
+            (Phase::Receivers { searches, at }, Record::Block) => {
+                let rec = BlockRecord::decode(bytes, peer, self.size, seq).map_err(bad)?;
+                self.blocks_out.remove(&peer);
+                let Some(rec) = rec else {
+                    // Not published yet: read again where the search needs it.
+                    self.blocks_unpublished.insert(peer);
+                    if searches[*at]
+                        .poll_read()
+                        .is_some_and(|j| block_leader(j) == peer)
+                    {
+                        self.read_later(now, peer, record, bytes.len() as u64);
+                    }
+                    return Ok(());
+                };
+                self.blocks_unpublished.remove(&peer);
+                self.blocks_read.insert(peer);
+                for (r, p) in rec.records(peer) {
+                    self.records.entry(r).or_insert(p);
+                }
+            }
             (Phase::Neighbours { waiting }, Record::Load) => {
                 let l = LoadRecord::decode(bytes).map_err(bad)?;
                 if l.seq != seq {
@@ -568,6 +616,7 @@ impl EpochStart {
             // Read ahead and not needed after all: the phase moved on without it.
             (_, Record::Span) if self.spans_out.remove(&peer) => {}
             (_, Record::String) if self.records_out.remove(&peer) => {}
+            (_, Record::Block) if self.blocks_out.remove(&peer) => {}
             (_, record) => {
                 return Err(StartError::Unexpected {
                     from: peer,
@@ -588,6 +637,7 @@ impl EpochStart {
         match record {
             Record::String => self.records_out.insert(peer),
             Record::Span => self.spans_out.insert(peer),
+            Record::Block => self.blocks_out.insert(peer),
             Record::Parts | Record::Load => false,
         };
         self.figures.messages += 1;
@@ -606,7 +656,7 @@ impl EpochStart {
             Phase::SpanScan(_) => &[Step::SpanScan],
             Phase::Facts(_) => &[Step::FactsUp, Step::FactsDown],
             Phase::Loads(_) => &[Step::LoadsUp, Step::LoadsDown],
-            Phase::StringScan(_) => &[Step::StringScan],
+            Phase::StringScan(..) => &[Step::StringScan, Step::DeficitsUp],
             Phase::PlanScan(..) => &[Step::PlanScan],
             // Reads: messages of the loads and the string scan may come early.
             Phase::Window(_) => &[],
@@ -621,7 +671,7 @@ impl EpochStart {
             Phase::SpanScan(_) => Step::SpanScan.code(),
             Phase::Facts(_) => Step::FactsUp.code(),
             Phase::Window(_) | Phase::Loads(_) => Step::LoadsUp.code(),
-            Phase::StringScan(_) => Step::StringScan.code(),
+            Phase::StringScan(..) => Step::StringScan.code(),
             Phase::PlanScan(..) => Step::PlanScan.code(),
             Phase::Receivers { .. } | Phase::Neighbours { .. } | Phase::Done => u8::MAX,
         }
@@ -633,7 +683,7 @@ impl EpochStart {
             Phase::Facts(_) => "the job's facts",
             Phase::Window(_) => "the front's window",
             Phase::Loads(_) => "the loads after the front",
-            Phase::StringScan(_) => "the string scan",
+            Phase::StringScan(..) => "the string scan",
             Phase::PlanScan(..) => "the plan scan",
             Phase::Receivers { .. } => "the string's receivers",
             Phase::Neighbours { .. } => "the neighbours' loads",
@@ -664,7 +714,11 @@ impl EpochStart {
             Phase::SpanScan(x) => x.waiting_for(),
             Phase::Facts(x) => x.waiting_for(),
             Phase::Loads(x) => x.waiting_for(),
-            Phase::StringScan(x) => x.waiting_for(),
+            Phase::StringScan(x, g) => {
+                let mut w = x.waiting_for();
+                w.extend(g.waiting_for());
+                w
+            }
             Phase::PlanScan(x, _) => x.waiting_for(),
             Phase::Window(_) | Phase::Receivers { .. } => {
                 let mut r: Vec<Rank> = self.retry.iter().map(|r| r.1).collect();
@@ -727,13 +781,16 @@ impl EpochStart {
                 }
                 sent.extend(std::iter::from_fn(|| x.poll_send()));
             }
-            Phase::StringScan(x) => sent.extend(std::iter::from_fn(|| x.poll_send())),
+            Phase::StringScan(x, g) => {
+                sent.extend(std::iter::from_fn(|| x.poll_send()));
+                sent.extend(std::iter::from_fn(|| g.poll_send()));
+            }
             Phase::PlanScan(x, _) => sent.extend(std::iter::from_fn(|| x.poll_send())),
             _ => {}
         }
         for o in sent {
             self.figures.messages += 1;
-            self.figures.bytes += o.bytes.len() as u64;
+            self.count_bytes(o.bytes.len());
             self.out.push_back(Action::Send(o));
         }
     }
@@ -769,10 +826,11 @@ impl EpochStart {
                     false => (self.string_scan(sums), true),
                 }
             }
-            Phase::StringScan(x) if x.is_done() => {
+            Phase::StringScan(x, mut g) if x.is_done() && g.gathered() => {
+                // (The gather ran alongside the scan: no rounds of its own on the chain.)
                 self.figures.rounds += u64::from(x.rounds());
                 let before = x.result().flatten().copied().unwrap_or_default();
-                (self.after_string_scan(before), true)
+                (self.after_string_scan(before, g.take_sum()), true)
             }
             Phase::PlanScan(x, total) if x.is_done() => {
                 self.figures.rounds += u64::from(x.rounds());

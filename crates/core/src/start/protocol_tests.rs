@@ -418,7 +418,7 @@ fn a_giver_whose_receivers_lie_far_apart_finds_both() {
     assert_eq!(want.rank_string(0).sends, vec![(300, 500), (2_000, 500)]);
 }
 
-/// A start's phases account for its whole time, each in the phase it waited in: the
+/// A start's phases account for its whole time and bytes, each in the phase it waited in: the
 /// giver of the test above spends its search's time among the string's receivers; a
 /// rank with nothing to give passes through that phase in no time.
 #[test]
@@ -438,13 +438,23 @@ fn a_start_s_phases_account_for_its_time() {
             "seed {s}: rank {r}: {:?}",
             f.phase_ns
         );
+        assert_eq!(
+            f.phase_bytes.iter().sum::<u64>(),
+            f.bytes,
+            "seed {s}: rank {r}: {:?}",
+            f.phase_bytes
+        );
         if r != 0 {
             assert_eq!(f.phase_ns[receivers], 0, "seed {s}: rank {r} gives nothing");
+            assert_eq!(
+                f.phase_bytes[receivers], 0,
+                "seed {s}: rank {r} gives nothing"
+            );
         }
     }
     let giver = out.results[0].as_ref().unwrap().figures;
     assert!(
-        giver.phase_ns[receivers] > 0,
-        "seed {s}: the giver's search took no time: {giver:?}"
+        giver.phase_ns[receivers] > 0 && giver.phase_bytes[receivers] > 0,
+        "seed {s}: the giver's search took no time or read nothing: {giver:?}"
     );
 }

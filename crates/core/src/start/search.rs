@@ -86,6 +86,39 @@ impl Gallop {
         };
     }
 
+    /// While galloping: the probes of its next `n` steps, nearest first, should the
+    /// predicate keep failing (or, galloping down, holding); only the first, its own
+    /// place, before it knows which way to go.
+    pub fn gallop_ahead(&self, n: u32) -> Vec<Rank> {
+        let mut out = Vec::new();
+        let (Some(mut d), false) = (self.step, self.lo >= self.hi) else {
+            return out;
+        };
+        if d == 0 {
+            // Its first probe, its own place: which way it goes on depends on it.
+            out.push(self.start);
+            return out;
+        }
+        for _ in 0..n {
+            let at = match self.up {
+                true => u64::from(self.start) + d,
+                false => u64::from(self.start).saturating_sub(d),
+            };
+            let probe = at.clamp(u64::from(self.lo), u64::from(self.hi) - 1);
+            out.push(probe as Rank);
+            if probe != at {
+                break;
+            }
+            d *= 2;
+        }
+        out
+    }
+
+    /// While galloping: the distance of its next probe from where it started.
+    pub fn galloping(&self) -> Option<u64> {
+        self.step.filter(|_| self.lo < self.hi)
+    }
+
     /// The first rank not yet known to fail the predicate.
     pub fn lo(&self) -> u32 {
         self.lo
@@ -152,6 +185,13 @@ mod tests {
             let mut rounds_left = 0;
             while let Some(j) = g.poll_probe() {
                 assert!(j >= lo && j < size, "probe {j} outside {lo}..{size}");
+                // Galloping, the look-ahead names this probe first and, should the
+                // gallop go on, the next one second.
+                let ahead = g.gallop_ahead(3);
+                assert_eq!(ahead.is_empty(), g.galloping().is_none());
+                if let Some(&first) = ahead.first() {
+                    assert_eq!(first, j, "size {size} lo {lo} start {start}");
+                }
                 if let Some((blo, bhi)) = g.bisecting() {
                     if rounds_left == 0 {
                         named = bisection_points(blo, bhi, 3);
@@ -161,6 +201,13 @@ mod tests {
                     rounds_left -= 1;
                 }
                 g.handle_probe(j, j >= first);
+                if g.galloping().is_some_and(|d| d > 1) {
+                    assert_eq!(
+                        g.poll_probe(),
+                        ahead.get(1).copied(),
+                        "after {j}: {ahead:?}"
+                    );
+                }
             }
             assert_eq!(g.bisecting(), None);
             let want = (first < size).then_some(first);

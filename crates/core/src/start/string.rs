@@ -54,7 +54,7 @@ impl Prefix {
 
 /// No rank's excess or deficit can pass this: 2^64 ranks of 2^64 ns would (a remote
 /// prefix above it is refused, so sums never overflow).
-const PREFIX_MAX: u128 = 1 << 96;
+pub(crate) const PREFIX_MAX: u128 = 1 << 96;
 
 impl Combine for Prefix {
     fn combine(&mut self, right: &Self) {
@@ -260,6 +260,15 @@ impl ReceiverSearch {
         (!self.done).then(|| self.search.bisecting()).flatten()
     }
 
+    /// Walking on from a receiver and galloping `far` ranks or more: the probes of the
+    /// gallop's next `n` steps.
+    pub fn far_gallop(&self, far: u64, n: u32) -> Option<Vec<Rank>> {
+        match self.walking() && self.search.galloping().is_some_and(|d| d >= far) {
+            true => Some(self.search.gallop_ahead(n)),
+            false => None,
+        }
+    }
+
     /// The first rank its search has not ruled out.
     pub fn frontier(&self) -> u32 {
         self.search.lo()
@@ -276,6 +285,28 @@ impl ReceiverSearch {
         let rest = (self.b - self.a).saturating_sub(placed);
         let walked = u128::from(last.0 - first.0) + 1;
         (rest.saturating_mul(walked).div_ceil(placed.max(1))).min(u128::from(u64::MAX)) as u64
+    }
+
+    /// How many ranks at least the rest of the interval still spans: each receiver takes
+    /// at most the string's `mean` (its deficit is the mean less its load), so a read
+    /// ahead of this many is never wasted.
+    pub fn ranks_at_least(&self, mean: u64) -> u64 {
+        let rest = self.rest();
+        match mean {
+            0 => 0,
+            m => rest.div_ceil(u128::from(m)).min(u128::from(u64::MAX)) as u64,
+        }
+    }
+
+    /// Of its interval, what it has not yet placed with a receiver.
+    pub fn rest(&self) -> u128 {
+        let placed: u128 = self.sends.iter().map(|s| u128::from(s.1)).sum();
+        (self.b - self.a).saturating_sub(placed)
+    }
+
+    /// The string it searches.
+    pub fn string(&self) -> usize {
+        self.string
     }
 
     /// The receivers found, in rank order, once done.

@@ -197,6 +197,78 @@ fn the_exclusive_scan_brings_each_rank_the_ranks_before_it_in_order() {
     }
 }
 
+/// Each block's leader gathers its members' own deficits, in rank order, over the
+/// block's binomial subtree; nobody else ends with a sum, and nothing crosses a block.
+#[test]
+fn a_block_s_deficits_gather_at_its_leader_in_rank_order() {
+    use super::block::{BLOCK_LEVELS, BLOCK_RANKS, DeficitRun, block_leader, block_members};
+    let s = seed(14);
+    let mut rng = Rng::from_keys(&[s]);
+    for size in SIZES.into_iter().chain([33, 100, 130]) {
+        let values: Vec<[u64; STRINGS]> = (0..size)
+            .map(|_| [rng.below(1 << 40), rng.below(3)])
+            .collect();
+        let mut parts: Vec<TreeReduce<DeficitRun>> = (0..size)
+            .map(|r| {
+                let own = DeficitRun(vec![values[r as usize]]);
+                TreeReduce::gather(Step::DeficitsUp, BLOCK_LEVELS, r, size, 5, own)
+            })
+            .collect();
+        run(
+            &mut parts,
+            &mut rng,
+            5,
+            TreeReduce::poll_send,
+            TreeReduce::handle_message,
+        );
+        for (r, p) in parts.iter_mut().enumerate() {
+            let r = r as Rank;
+            assert!(p.gathered(), "seed {s} size {size}: rank {r} unfinished");
+            assert!(p.waiting_for().is_empty(), "seed {s} size {size}: rank {r}");
+            let sum = p.take_sum();
+            if block_leader(r) != r {
+                assert_eq!(sum, None, "seed {s} size {size}: rank {r} leads nothing");
+                continue;
+            }
+            let n = block_members(r, size) as usize;
+            let want = &values[r as usize..r as usize + n];
+            assert_eq!(
+                sum.expect("a leader's sum").0,
+                want,
+                "seed {s} size {size}: {r}"
+            );
+            assert!(p.rounds() <= BLOCK_LEVELS && n <= BLOCK_RANKS as usize);
+        }
+    }
+    // A child whose part does not cover its subtree is refused, naming it and the field:
+    // rank 2's subtree is 2 and 3.
+    let mut t: TreeReduce<DeficitRun> = TreeReduce::gather(
+        Step::DeficitsUp,
+        BLOCK_LEVELS,
+        0,
+        64,
+        1,
+        DeficitRun::default(),
+    );
+    let mut w = BodyWriter::default();
+    DeficitRun(vec![[1, 1]; 3]).encode(&mut w);
+    let bytes = Message::encode(Step::DeficitsUp, 1, 1, 2, &w.0);
+    match t.handle_message(&Message::decode(2, 1, &bytes).unwrap()) {
+        Err(StartError::Malformed {
+            from: 2,
+            field: "block members",
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Rank 32 leads a block of its own: rank 0's tree stops below it.
+    let bytes = Message::encode(Step::DeficitsUp, 5, 1, 32, &w.0);
+    let e = t
+        .handle_message(&Message::decode(32, 1, &bytes).unwrap())
+        .unwrap_err();
+    assert!(matches!(e, StartError::Unexpected { from: 32, .. }), "{e}");
+}
+
 #[test]
 fn rounds_are_logarithmic() {
     assert_eq!(

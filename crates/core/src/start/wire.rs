@@ -40,18 +40,21 @@ pub enum Step {
     LoadsDown,
     /// The string plan's prefix sums (`round`: the scan's round).
     StringScan,
+    /// The own deficits of a block's ranks, up to its leader (`round`: the child's place).
+    DeficitsUp,
     /// A repartition plan's loads before each rank (`round`: the scan's round).
     PlanScan,
 }
 
 /// Every step, in the order a start runs them.
-pub const STEPS: [Step; 7] = [
+pub const STEPS: [Step; 8] = [
     Step::SpanScan,
     Step::FactsUp,
     Step::FactsDown,
     Step::LoadsUp,
     Step::LoadsDown,
     Step::StringScan,
+    Step::DeficitsUp,
     Step::PlanScan,
 ];
 
@@ -65,7 +68,8 @@ impl Step {
             Self::LoadsUp => 4,
             Self::LoadsDown => 5,
             Self::StringScan => 6,
-            Self::PlanScan => 7,
+            Self::DeficitsUp => 7,
+            Self::PlanScan => 8,
         }
     }
 
@@ -83,6 +87,7 @@ impl Step {
             Self::LoadsUp => "loads up",
             Self::LoadsDown => "loads down",
             Self::StringScan => "string scan",
+            Self::DeficitsUp => "deficits up",
             Self::PlanScan => "plan scan",
         }
     }

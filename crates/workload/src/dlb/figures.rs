@@ -63,6 +63,8 @@ pub struct RankFigures {
     /// Its start's time in each of the start's phases, ns
     /// (`titus_core::start::START_PHASES`).
     pub start_phase_ns: [u64; titus_core::start::START_PHASES.len()],
+    /// Its start's bytes in each of the start's phases.
+    pub start_phase_bytes: [u64; titus_core::start::START_PHASES.len()],
 }
 
 /// Completed operations of one kind on one rank (a report's `op_latency`).
@@ -234,6 +236,7 @@ impl RankFigures {
             start_messages: st.start_figures.messages,
             start_rounds: st.start_figures.rounds,
             start_phase_ns: st.start_figures.phase_ns,
+            start_phase_bytes: st.start_figures.phase_bytes,
         }
     }
 
@@ -269,6 +272,7 @@ impl RankFigures {
             self.start_rounds as f64,
         ]);
         v.extend(self.start_phase_ns.map(|ns| ns as f64));
+        v.extend(self.start_phase_bytes.map(|b| b as f64));
         encode_f64s(&v)
     }
 
@@ -308,6 +312,10 @@ impl RankFigures {
             start_rounds: g(23 + 2 * titus_core::OP_KINDS.len()) as u64,
             start_phase_ns: std::array::from_fn(|k| {
                 g(24 + 2 * titus_core::OP_KINDS.len() + k) as u64
+            }),
+            start_phase_bytes: std::array::from_fn(|k| {
+                let phases = titus_core::start::START_PHASES.len();
+                g(24 + 2 * titus_core::OP_KINDS.len() + phases + k) as u64
             }),
         }
     }

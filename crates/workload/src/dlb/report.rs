@@ -82,6 +82,8 @@ pub struct Report {
     /// The slowest rank's start by the start's phases, s (`titus_core::start::START_PHASES`):
     /// where a slow start waited.
     pub start_phases_s: std::collections::BTreeMap<&'static str, f64>,
+    /// The rank with the most start bytes, its bytes by phase: what a heavy start carried.
+    pub start_phase_bytes: std::collections::BTreeMap<&'static str, u64>,
     pub calibration_s: f64,
     pub results_digest: String,
     pub busy_s: Vec<f64>,
@@ -548,6 +550,7 @@ pub fn report(
         start_messages: figs.iter().map(|f| f.start_messages).max().unwrap_or(0),
         start_rounds: figs.iter().map(|f| f.start_rounds).max().unwrap_or(0),
         start_phases_s: start_phases(figs),
+        start_phase_bytes: start_phase_bytes(figs),
         calibration_s: calibration,
         results_digest: format!(
             "{:016x}",
@@ -576,6 +579,18 @@ pub fn report(
         accel_tasks: None,
         hetero_efficiency: None,
     }
+}
+
+/// The heaviest rank's start bytes by phase: the phases that carried any.
+fn start_phase_bytes(figs: &[RankFigures]) -> std::collections::BTreeMap<&'static str, u64> {
+    let Some(heaviest) = figs.iter().max_by_key(|f| f.start_bytes) else {
+        return Default::default();
+    };
+    titus_core::start::START_PHASES
+        .into_iter()
+        .zip(heaviest.start_phase_bytes)
+        .filter(|p| p.1 > 0)
+        .collect()
 }
 
 /// The slowest rank's start by phase, s: the phases it spent any time in.

@@ -180,16 +180,33 @@ impl EpochStart {
         };
         self.means = means;
         self.own_prefix = Prefix::of(own, means);
-        Phase::StringScan(ExclusiveScan::new(
-            Step::StringScan,
-            self.rank,
-            self.size,
-            self.seq,
-            self.own_prefix,
-        ))
+        // (A deficit is a mean less a load: it fits 64 bits.)
+        let deficits = self
+            .own_prefix
+            .strings
+            .map(|s| s.1.min(u128::from(u64::MAX)) as u64);
+        Phase::StringScan(
+            ExclusiveScan::new(
+                Step::StringScan,
+                self.rank,
+                self.size,
+                self.seq,
+                self.own_prefix,
+            ),
+            Box::new(TreeReduce::gather(
+                Step::DeficitsUp,
+                BLOCK_LEVELS,
+                self.rank,
+                self.size,
+                self.seq,
+                DeficitRun(vec![deficits]),
+            )),
+        )
     }
 
-    pub(super) fn after_string_scan(&mut self, before: Prefix) -> Phase {
+    /// After the string scan: `before`, the ranks' before this one; at a block's leader,
+    /// `block`, its members' own deficits.
+    pub(super) fn after_string_scan(&mut self, before: Prefix, block: Option<DeficitRun>) -> Phase {
         let mine = self.own_prefix;
         let mut p = Published {
             epoch: self.seq as u32,
@@ -200,6 +217,15 @@ impl EpochStart {
         }
         self.out
             .push_back(Action::Publish(Record::String, p.encode().to_vec()));
+        if let Some(block) = block {
+            let rec = BlockRecord {
+                epoch: self.seq as u32,
+                before: before.strings.map(|s| s.1),
+                deficits: block.0,
+            };
+            self.out
+                .push_back(Action::Publish(Record::Block, rec.encode()));
+        }
         let strings = if self.split.is_some() { 2 } else { 1 };
         let searches = (0..strings)
             .map(|s| {
@@ -226,39 +252,27 @@ impl EpochStart {
                 searches[at].handle_record(j, &p);
                 continue;
             }
+            let search = &searches[at];
+            let narrow = search
+                .bisecting()
+                .is_some_and(|(lo, hi)| hi - block_leader(lo) <= BISECT_BLOCKS * BLOCK_RANKS);
+            // Walking across ranks with no deficit on its string, the search gallops:
+            // its next probes, one record each, not blocks of zeros.
+            let far = search.far_gallop(u64::from(BLOCK_RANKS), GALLOP_AHEAD);
+            let near_walk = search.walking() && search.bisecting().is_none() && far.is_none();
+            if narrow || near_walk {
+                self.read_blocks(search, j);
+                return (Phase::Receivers { searches, at }, false);
+            }
             let waiting = self.retry.iter().any(|r| r.1 == j);
             if !self.records_out.contains(&j) && !waiting {
-                // Walking on from a receiver, the next ones are likely next door: read
-                // ahead as far as the rest of the interval likely spans, with a quarter
-                // more (a pile's owner gives to dozens in a row, each read a first
-                // contact: read together, those overlap).
-                let search = &searches[at];
-                let ahead = match search.walking() {
-                    true => {
-                        let ranks = search.ranks_ahead();
-                        (ranks + ranks / 4 + 1).clamp(u64::from(PREFETCH), u64::from(PREFETCH_MAX))
-                            as u32
-                    }
-                    false => 1,
-                };
-                // From the first rank not ruled out: a gallop that ran past the last
-                // read-ahead leaves a gap that its bisection reads next.
-                let from = match search.walking() {
-                    true => search.frontier().min(j),
-                    false => j,
-                };
-                // The read the search needs first, then the read-ahead (bounded: a
-                // gallop's probe may lie far past the frontier).
-                let to = j
-                    .saturating_add(ahead)
-                    .min(from.saturating_add(2 * PREFETCH_MAX))
-                    .min(self.size);
+                // The probe the search needs; bisecting, the next rounds' probes too
+                // (`search::bisection_points`).
                 let mut wanted = vec![j];
-                wanted.extend((from..to).filter(|&k| k != j));
-                // Bisecting: the next rounds' probes too (`search::bisection_points`).
                 if let Some((lo, hi)) = search.bisecting() {
                     wanted.extend(bisection_points(lo, hi, BISECTION_LEVELS));
                 }
+                wanted.extend(far.into_iter().flatten());
                 for k in wanted {
                     // (What read as unpublished is read again only when needed.)
                     if !self.records.contains_key(&k)
@@ -300,6 +314,76 @@ impl EpochStart {
             },
         });
         (self.neighbours(), true)
+    }
+
+    /// A giver's search needs rank `j`'s record, walking on from a receiver or bisecting
+    /// a narrow bracket: it reads the block `j` lies in, and with it, walking, the blocks
+    /// as far as the rest of its interval likely spans, with a quarter more (a pile's
+    /// owner gives to hundreds in a row: read together, the blocks' first contacts
+    /// overlap); bisecting, every block of the bracket (one round of first contacts for
+    /// the bisection's last seven).
+    fn read_blocks(&mut self, search: &ReceiverSearch, j: Rank) {
+        let lead = block_leader(j);
+        let retrying = self
+            .retry
+            .iter()
+            .any(|r| r.1 == lead && r.2 == Record::Block);
+        if self.blocks_out.contains(&lead) || retrying {
+            return;
+        }
+        let most = BLOCK_READS_AT_ONCE * BLOCK_RANKS;
+        let at_least = search
+            .ranks_at_least(self.means[search.string()])
+            .min(u64::from(most)) as u32;
+        let (from, to) = match search.bisecting() {
+            // The bracket, and the walk from the receiver in it: at least as far.
+            Some((lo, hi)) => (lo, hi.max(lo.saturating_add(at_least))),
+            _ => {
+                let ranks = search
+                    .ranks_ahead()
+                    .max(u64::from(at_least))
+                    .max(self.ranks_by_density(search));
+                let ahead =
+                    (ranks + ranks / 4 + 1).clamp(u64::from(BLOCK_RANKS), u64::from(most)) as u32;
+                // From the first rank not ruled out (a gallop past the last read-ahead
+                // leaves a gap), bounded: a gallop's probe may lie far past the frontier.
+                let from = search.frontier().min(j);
+                (
+                    from,
+                    j.saturating_add(ahead).min(from.saturating_add(2 * most)),
+                )
+            }
+        };
+        let to = to.min(self.size);
+        self.read(lead, Record::Block, BLOCK_RECORD_BYTES as u64);
+        // (What read as unpublished is read again only when needed.)
+        for b in (block_leader(from)..to).step_by(BLOCK_RANKS as usize) {
+            if b != lead
+                && !self.blocks_read.contains(&b)
+                && !self.blocks_out.contains(&b)
+                && !self.blocks_unpublished.contains(&b)
+            {
+                self.read(b, Record::Block, BLOCK_RECORD_BYTES as u64);
+            }
+        }
+    }
+
+    /// How many ranks the rest of `search`'s interval spans at the deficit per rank
+    /// between the farthest records read (its search's probes, from its own place to its
+    /// receivers): a walk's first read-ahead, before its own rate says more.
+    fn ranks_by_density(&self, search: &ReceiverSearch) -> u64 {
+        let s = search.string();
+        let lo = self.records.iter().min_by_key(|r| r.0);
+        let hi = self.records.iter().max_by_key(|r| r.0);
+        let (Some((&k0, p0)), Some((&k1, p1))) = (lo, hi) else {
+            return 0;
+        };
+        let deficit = p1.deficit[s].0.saturating_sub(p0.deficit[s].0);
+        if k1 <= k0 || deficit == 0 {
+            return 0;
+        }
+        let rest = search.rest();
+        (rest.saturating_mul(u128::from(k1 - k0)) / deficit).min(u128::from(u64::MAX)) as u64
     }
 
     pub(super) fn neighbours(&mut self) -> Phase {
