@@ -582,18 +582,12 @@ impl EpochStart {
                 self.unpublished.remove(&peer);
                 self.records.insert(peer, p);
             }
-            (Phase::Receivers { searches, at }, Record::Block) => {
+            (Phase::Receivers { .. }, Record::Block) => {
                 let rec = BlockRecord::decode(bytes, peer, self.size, seq).map_err(bad)?;
                 self.blocks_out.remove(&peer);
                 let Some(rec) = rec else {
-                    // Not published yet: read again where the search needs it.
+                    // Not published yet: the search reads its members' own records.
                     self.blocks_unpublished.insert(peer);
-                    if searches[*at]
-                        .poll_read()
-                        .is_some_and(|j| block_leader(j) == peer)
-                    {
-                        self.read_later(now, peer, record, bytes.len() as u64);
-                    }
                     return Ok(());
                 };
                 self.blocks_unpublished.remove(&peer);

@@ -260,7 +260,10 @@ impl EpochStart {
             // its next probes, one record each, not blocks of zeros.
             let far = search.far_gallop(u64::from(BLOCK_RANKS), GALLOP_AHEAD);
             let near_walk = search.walking() && search.bisecting().is_none() && far.is_none();
-            if narrow || near_walk {
+            // A block its leader had not yet published (it waits for its whole block):
+            // the rank's own record, published as its scan ended, instead.
+            let late = self.blocks_unpublished.contains(&block_leader(j));
+            if (narrow || near_walk) && !late {
                 self.read_blocks(search, j);
                 return (Phase::Receivers { searches, at }, false);
             }
@@ -324,11 +327,7 @@ impl EpochStart {
     /// the bisection's last seven).
     fn read_blocks(&mut self, search: &ReceiverSearch, j: Rank) {
         let lead = block_leader(j);
-        let retrying = self
-            .retry
-            .iter()
-            .any(|r| r.1 == lead && r.2 == Record::Block);
-        if self.blocks_out.contains(&lead) || retrying {
+        if self.blocks_out.contains(&lead) {
             return;
         }
         let most = BLOCK_READS_AT_ONCE * BLOCK_RANKS;
