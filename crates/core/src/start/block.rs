@@ -5,16 +5,16 @@
 //! A pile's owner gives to hundreds of ranks in a row (408 at 3,584 simulated ranks).
 //! Read one rank at a time, each of those reads is a first contact (1 ms under ib-hdr),
 //! 64 at a time: eleven waves, 11 ms of a 16 ms start. Read by block, the same walk
-//! is 13 reads, one wave, and a quarter of the bytes.
+//! is 13 reads, one wave, and an eighth of the bytes.
 //!
 //! The block's lowest rank, its leader, is the root of the block's binomial subtree, so
 //! its members' own deficits reach it up that subtree ([`DeficitRun`], five rounds,
 //! over the facts' tree edges: no new connection), while the string scan runs. With the
 //! scan's deficits before it, the leader knows every member's interval exactly, and
-//! publishes them ([`BlockRecord`]); a member's record read from a block equals the one
-//! it published itself.
+//! publishes them ([`BlockRecord`], a section per string); a member's interval read from
+//! a block equals the one it published itself.
 
-use super::string::{PREFIX_MAX, Published, STRINGS};
+use super::string::{PREFIX_MAX, STRINGS};
 use super::wire::{BodyReader, BodyWriter, FieldError};
 use super::{Combine, Wire};
 use crate::Rank;
@@ -94,22 +94,22 @@ impl Wire for DeficitRun {
     }
 }
 
-/// What a block's leader publishes: per string, the deficits of the ranks before the
-/// block, and each member's own deficit, in the start it belongs to (a record of another
-/// start is stale: read again).
+/// What a block's leader publishes, one section per string (a giver reads only its
+/// string's): the deficits of the ranks before the block, and each member's own
+/// deficit, in the start it belongs to (a record of another start is stale: read again).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlockRecord {
     /// The start's number, modulo 2^32.
     pub epoch: u32,
-    /// Per string: the deficits of the ranks before the leader.
-    pub before: [u128; STRINGS],
+    /// The deficits of the ranks before the leader.
+    pub before: u128,
     /// The members' own deficits, leader first.
-    pub deficits: Vec<[u64; STRINGS]>,
+    pub deficits: Vec<u64>,
 }
 
-/// [`BlockRecord`]'s bytes: epoch and members (4 each), the deficits before (16 a
-/// string), then 8 a member and string, the members past the block's end zero.
-pub const BLOCK_RECORD_BYTES: usize = 8 + 16 * STRINGS + 8 * STRINGS * BLOCK_RANKS as usize;
+/// [`BlockRecord`]'s bytes: epoch and members (4 each), the deficits before (16), then 8
+/// a member, the members past the block's end zero.
+pub const BLOCK_RECORD_BYTES: usize = 8 + 16 + 8 * BLOCK_RANKS as usize;
 
 impl BlockRecord {
     /// Its bytes in the segment.
@@ -117,10 +117,8 @@ impl BlockRecord {
         let mut w = BodyWriter::default();
         w.u32(self.epoch);
         w.u32(self.deficits.len() as u32);
-        for b in self.before {
-            w.u128(b);
-        }
-        for d in self.deficits.iter().flatten() {
+        w.u128(self.before);
+        for d in &self.deficits {
             w.u64(*d);
         }
         w.0.resize(BLOCK_RECORD_BYTES, 0);
@@ -149,53 +147,41 @@ impl BlockRecord {
                 format!("{n} in the block of rank {leader}, which has {want}"),
             ));
         }
+        let before = r.u128("deficit before")?;
+        if before > PREFIX_MAX {
+            return Err(FieldError::new("deficit before", "over 2^96 ns"));
+        }
         let mut rec = Self {
             epoch,
-            ..Self::default()
+            before,
+            deficits: Vec::with_capacity(n as usize),
         };
-        for b in &mut rec.before {
-            *b = r.u128("deficit before")?;
-            if *b > PREFIX_MAX {
-                return Err(FieldError::new("deficit before", "over 2^96 ns"));
-            }
-        }
-        let mut ends = rec.before;
+        let mut end = before;
         for _ in 0..n {
-            let mut d = [0u64; STRINGS];
-            for (s, v) in d.iter_mut().enumerate() {
-                *v = r.u64("deficit")?;
-                ends[s] += u128::from(*v);
-            }
+            let d = r.u64("deficit")?;
+            end += u128::from(d);
             rec.deficits.push(d);
         }
-        if ends.iter().any(|&e| e > PREFIX_MAX) {
+        if end > PREFIX_MAX {
             return Err(FieldError::new("deficit", "the block's end over 2^96 ns"));
         }
         for _ in n..BLOCK_RANKS {
-            for _ in 0..STRINGS {
-                if r.u64("unused member")? != 0 {
-                    return Err(FieldError::new("unused member", "bits set"));
-                }
+            if r.u64("unused member")? != 0 {
+                return Err(FieldError::new("unused member", "bits set"));
             }
         }
         r.finish()?;
         Ok(Some(rec))
     }
 
-    /// Each member's deficit record, as the member published it, the block led by
-    /// `leader`.
-    pub fn records(&self, leader: Rank) -> impl Iterator<Item = (Rank, Published)> + '_ {
+    /// Each member's deficit interval (the deficits before it, its own), as the member
+    /// published it, the block led by `leader`.
+    pub fn intervals(&self, leader: Rank) -> impl Iterator<Item = (Rank, (u128, u128))> + '_ {
         let mut before = self.before;
-        self.deficits.iter().enumerate().map(move |(i, own)| {
-            let mut p = Published {
-                epoch: self.epoch,
-                ..Published::default()
-            };
-            for s in 0..STRINGS {
-                p.deficit[s] = (before[s], u128::from(own[s]));
-                before[s] += u128::from(own[s]);
-            }
-            (leader + i as Rank, p)
+        self.deficits.iter().enumerate().map(move |(i, &own)| {
+            let at = before;
+            before += u128::from(own);
+            (leader + i as Rank, (at, u128::from(own)))
         })
     }
 }
@@ -207,9 +193,9 @@ mod tests {
     fn record(leader: Rank, size: u32) -> BlockRecord {
         BlockRecord {
             epoch: 9,
-            before: [1_000, 7],
+            before: 1_000,
             deficits: (0..block_members(leader, size))
-                .map(|i| [u64::from(i) * 3, u64::from(i % 2)])
+                .map(|i| u64::from(i) * 3)
                 .collect(),
         }
     }
@@ -227,13 +213,12 @@ mod tests {
             assert_eq!(BlockRecord::decode(&bytes, leader, size, 10), Ok(None));
             let never = vec![0; BLOCK_RECORD_BYTES];
             assert_eq!(BlockRecord::decode(&never, leader, size, 9), Ok(None));
-            let got: Vec<_> = rec.records(leader).collect();
+            let got: Vec<_> = rec.intervals(leader).collect();
             assert_eq!(got.len() as u32, block_members(leader, size));
             let mut before = 1_000;
-            for (i, (r, p)) in got.iter().enumerate() {
+            for (i, (r, d)) in got.iter().enumerate() {
                 assert_eq!(*r, leader + i as Rank);
-                assert_eq!(p.epoch, 9);
-                assert_eq!(p.deficit[0], (before, 3 * i as u128));
+                assert_eq!(*d, (before, 3 * i as u128));
                 before += 3 * i as u128;
             }
         }
@@ -255,10 +240,10 @@ mod tests {
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "deficit before", "{e:?}");
         let mut big = record(0, 32);
-        big.before[0] = PREFIX_MAX;
+        big.before = PREFIX_MAX;
         let e = BlockRecord::decode(&big.encode(), 0, 32, 9).unwrap_err();
         assert_eq!(e.field, "deficit", "{e:?}");
-        let e = BlockRecord::decode(&rec.encode()[..100], 32, 40, 9).unwrap_err();
+        let e = BlockRecord::decode(&rec.encode()[..60], 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "deficit", "{e:?}");
     }
 

@@ -129,15 +129,15 @@ impl StartLayout {
             Record::Parts => (base + span, parts),
             Record::String => (base + span + parts, string),
             Record::Load => (base + span + parts + string, load),
-            Record::Block => (
-                base + span + parts + string + load,
+            Record::Block(s) => (
+                base + span + parts + string + load + u64::from(s) * BLOCK_RECORD_BYTES as u64,
                 BLOCK_RECORD_BYTES as u64,
             ),
         }
     }
 
     fn records_end(&self) -> u64 {
-        let (at, len) = self.record(Record::Block);
+        let (at, len) = self.record(Record::Block(STRINGS as u8 - 1));
         (at + len).next_multiple_of(8)
     }
 
@@ -150,7 +150,7 @@ impl StartLayout {
         let small = base + PARTS_BYTES_MAX as u64;
         match r {
             Record::Parts => (base, len),
-            Record::Block => (
+            Record::Block(_) => (
                 small + LANDINGS * LANDING + (i - LANDINGS) * BLOCK_RECORD_BYTES as u64,
                 len,
             ),
@@ -376,7 +376,7 @@ impl StartPart {
                 let next = self
                     .waiting
                     .iter()
-                    .position(|w| (w.1 == Record::Block) == block);
+                    .position(|w| matches!(w.1, Record::Block(_)) == block);
                 if let Some((peer, record, len, _)) = next.and_then(|k| self.waiting.remove(k)) {
                     self.issue_read(peer, record, len, out);
                 }
@@ -434,7 +434,7 @@ impl StartPart {
         // Small records land each in a landing of its own (several are read at once);
         // the parts, read one rank at a time, in theirs.
         let free = match record {
-            Record::Block => &mut self.free_blocks,
+            Record::Block(_) => &mut self.free_blocks,
             _ => &mut self.free,
         };
         let load = match record {

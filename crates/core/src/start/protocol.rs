@@ -203,8 +203,8 @@ pub enum Record {
     String,
     /// Its predicted load ([`LoadRecord`]).
     Load,
-    /// A block leader's: its block's deficit intervals ([`BlockRecord`]).
-    Block,
+    /// A block leader's: its block's deficit intervals on one string ([`BlockRecord`]).
+    Block(u8),
 }
 
 /// What the start asks its driver to do.
@@ -288,11 +288,12 @@ pub struct EpochStart {
     /// one receiver to the next reads the next few at once.
     records: std::collections::HashMap<Rank, Published>,
     records_out: std::collections::HashSet<Rank>,
-    /// Deficit blocks (by leader) read into `records`, those on their way, and those
-    /// that read as not yet published.
-    blocks_read: std::collections::HashSet<Rank>,
-    blocks_out: std::collections::HashSet<Rank>,
-    blocks_unpublished: std::collections::HashSet<Rank>,
+    /// Deficit intervals read from blocks, by rank and string; the blocks (by leader and
+    /// string) read, those on their way, and those that read as not yet published.
+    from_blocks: std::collections::HashMap<(Rank, u8), (u128, u128)>,
+    blocks_read: std::collections::HashSet<(Rank, u8)>,
+    blocks_out: std::collections::HashSet<(Rank, u8)>,
+    blocks_unpublished: std::collections::HashSet<(Rank, u8)>,
     /// Ranks whose deficit record read as not yet published: a read-ahead leaves them
     /// until a search needs them (then the retry's back-off paces the reads).
     unpublished: std::collections::HashSet<Rank>,
@@ -355,6 +356,7 @@ impl EpochStart {
             reads_out: 0,
             records: Default::default(),
             records_out: Default::default(),
+            from_blocks: Default::default(),
             blocks_read: Default::default(),
             blocks_out: Default::default(),
             blocks_unpublished: Default::default(),
@@ -582,18 +584,18 @@ impl EpochStart {
                 self.unpublished.remove(&peer);
                 self.records.insert(peer, p);
             }
-            (Phase::Receivers { .. }, Record::Block) => {
+            (Phase::Receivers { .. }, Record::Block(s)) => {
                 let rec = BlockRecord::decode(bytes, peer, self.size, seq).map_err(bad)?;
-                self.blocks_out.remove(&peer);
+                self.blocks_out.remove(&(peer, s));
                 let Some(rec) = rec else {
                     // Not published yet: the search reads its members' own records.
-                    self.blocks_unpublished.insert(peer);
+                    self.blocks_unpublished.insert((peer, s));
                     return Ok(());
                 };
-                self.blocks_unpublished.remove(&peer);
-                self.blocks_read.insert(peer);
-                for (r, p) in rec.records(peer) {
-                    self.records.entry(r).or_insert(p);
+                self.blocks_unpublished.remove(&(peer, s));
+                self.blocks_read.insert((peer, s));
+                for (r, d) in rec.intervals(peer) {
+                    self.from_blocks.insert((r, s), d);
                 }
             }
             (Phase::Neighbours { waiting }, Record::Load) => {
@@ -610,7 +612,7 @@ impl EpochStart {
             // Read ahead and not needed after all: the phase moved on without it.
             (_, Record::Span) if self.spans_out.remove(&peer) => {}
             (_, Record::String) if self.records_out.remove(&peer) => {}
-            (_, Record::Block) if self.blocks_out.remove(&peer) => {}
+            (_, Record::Block(s)) if self.blocks_out.remove(&(peer, s)) => {}
             (_, record) => {
                 return Err(StartError::Unexpected {
                     from: peer,
@@ -631,7 +633,7 @@ impl EpochStart {
         match record {
             Record::String => self.records_out.insert(peer),
             Record::Span => self.spans_out.insert(peer),
-            Record::Block => self.blocks_out.insert(peer),
+            Record::Block(s) => self.blocks_out.insert((peer, s)),
             Record::Parts | Record::Load => false,
         };
         self.figures.messages += 1;

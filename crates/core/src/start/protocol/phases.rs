@@ -218,13 +218,15 @@ impl EpochStart {
         self.out
             .push_back(Action::Publish(Record::String, p.encode().to_vec()));
         if let Some(block) = block {
-            let rec = BlockRecord {
-                epoch: self.seq as u32,
-                before: before.strings.map(|s| s.1),
-                deficits: block.0,
-            };
-            self.out
-                .push_back(Action::Publish(Record::Block, rec.encode()));
+            for s in 0..STRINGS {
+                let rec = BlockRecord {
+                    epoch: self.seq as u32,
+                    before: before.strings[s].1,
+                    deficits: block.0.iter().map(|d| d[s]).collect(),
+                };
+                self.out
+                    .push_back(Action::Publish(Record::Block(s as u8), rec.encode()));
+            }
         }
         let strings = if self.split.is_some() { 2 } else { 1 };
         let searches = (0..strings)
@@ -248,7 +250,7 @@ impl EpochStart {
             let Some(j) = searches.get(at).and_then(ReceiverSearch::poll_read) else {
                 break;
             };
-            if let Some(p) = self.records.get(&j).copied() {
+            if let Some(p) = self.record_of(j, searches[at].string()) {
                 searches[at].handle_record(j, &p);
                 continue;
             }
@@ -262,7 +264,9 @@ impl EpochStart {
             let near_walk = search.walking() && search.bisecting().is_none() && far.is_none();
             // A block its leader had not yet published (it waits for its whole block):
             // the rank's own record, published as its scan ended, instead.
-            let late = self.blocks_unpublished.contains(&block_leader(j));
+            let late = self
+                .blocks_unpublished
+                .contains(&(block_leader(j), search.string() as u8));
             if (narrow || near_walk) && !late {
                 self.read_blocks(search, j);
                 return (Phase::Receivers { searches, at }, false);
@@ -326,8 +330,9 @@ impl EpochStart {
     /// overlap); bisecting, every block of the bracket (one round of first contacts for
     /// the bisection's last seven).
     fn read_blocks(&mut self, search: &ReceiverSearch, j: Rank) {
+        let s = search.string() as u8;
         let lead = block_leader(j);
-        if self.blocks_out.contains(&lead) {
+        if self.blocks_out.contains(&(lead, s)) {
             return;
         }
         let most = BLOCK_READS_AT_ONCE * BLOCK_RANKS;
@@ -354,17 +359,32 @@ impl EpochStart {
             }
         };
         let to = to.min(self.size);
-        self.read(lead, Record::Block, BLOCK_RECORD_BYTES as u64);
+        self.read(lead, Record::Block(s), BLOCK_RECORD_BYTES as u64);
         // (What read as unpublished is read again only when needed.)
         for b in (block_leader(from)..to).step_by(BLOCK_RANKS as usize) {
             if b != lead
-                && !self.blocks_read.contains(&b)
-                && !self.blocks_out.contains(&b)
-                && !self.blocks_unpublished.contains(&b)
+                && !self.blocks_read.contains(&(b, s))
+                && !self.blocks_out.contains(&(b, s))
+                && !self.blocks_unpublished.contains(&(b, s))
             {
-                self.read(b, Record::Block, BLOCK_RECORD_BYTES as u64);
+                self.read(b, Record::Block(s), BLOCK_RECORD_BYTES as u64);
             }
         }
+    }
+
+    /// Rank `j`'s deficit record as far as string `s` goes: read from it, or from its
+    /// block's section for `s`.
+    fn record_of(&self, j: Rank, s: usize) -> Option<Published> {
+        if let Some(p) = self.records.get(&j) {
+            return Some(*p);
+        }
+        let d = self.from_blocks.get(&(j, s as u8))?;
+        let mut p = Published {
+            epoch: self.seq as u32,
+            ..Published::default()
+        };
+        p.deficit[s] = *d;
+        Some(p)
     }
 
     /// How many ranks the rest of `search`'s interval spans at the deficit per rank
