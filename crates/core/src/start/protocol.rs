@@ -65,6 +65,9 @@ const RETRY_MAX: Duration = Duration::from_millis(2);
 /// Probes of a walk's gallop read at once, across ranks with no deficit: a gap of up to
 /// 2^8 blocks in one round.
 const GALLOP_AHEAD: u32 = 8;
+/// Records a walk reads at once, rank by rank, through a block its leader had not yet
+/// published.
+const LATE_AHEAD: usize = 8;
 /// A bisection whose bracket lies within this many deficit blocks reads them all at once.
 const BISECT_BLOCKS: u32 = 4;
 /// Rounds of a search's bisection read at once: 15 reads, one round trip for four

@@ -280,6 +280,11 @@ impl EpochStart {
                     wanted.extend(bisection_points(lo, hi, BISECTION_LEVELS));
                 }
                 wanted.extend(far.into_iter().flatten());
+                // Walking through a late block: its next ranks too, up to its end.
+                if late && near_walk {
+                    let end = (block_leader(j) + BLOCK_RANKS).min(self.size);
+                    wanted.extend((j + 1..end).take(LATE_AHEAD));
+                }
                 for k in wanted {
                     // (What read as unpublished is read again only when needed.)
                     if !self.records.contains_key(&k)
