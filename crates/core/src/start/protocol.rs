@@ -291,10 +291,10 @@ pub struct EpochStart {
     /// one receiver to the next reads the next few at once.
     records: std::collections::HashMap<Rank, Published>,
     records_out: std::collections::HashSet<Rank>,
-    /// Deficit intervals read from blocks, by rank and string; the blocks (by leader and
-    /// string) read, those on their way, and those that read as not yet published.
+    /// Deficit intervals read from blocks, by rank and string (a block was read where its
+    /// leader's is here); the blocks (by leader and string) on their way, and those that
+    /// read as not yet published.
     from_blocks: std::collections::HashMap<(Rank, u8), (u128, u128)>,
-    blocks_read: std::collections::HashSet<(Rank, u8)>,
     blocks_out: std::collections::HashSet<(Rank, u8)>,
     blocks_unpublished: std::collections::HashSet<(Rank, u8)>,
     /// Ranks whose deficit record read as not yet published: a read-ahead leaves them
@@ -360,7 +360,6 @@ impl EpochStart {
             records: Default::default(),
             records_out: Default::default(),
             from_blocks: Default::default(),
-            blocks_read: Default::default(),
             blocks_out: Default::default(),
             blocks_unpublished: Default::default(),
             unpublished: Default::default(),
@@ -596,7 +595,6 @@ impl EpochStart {
                     return Ok(());
                 };
                 self.blocks_unpublished.remove(&(peer, s));
-                self.blocks_read.insert((peer, s));
                 for (r, d) in rec.intervals(peer) {
                     self.from_blocks.insert((r, s), d);
                 }

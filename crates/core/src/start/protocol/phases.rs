@@ -368,7 +368,7 @@ impl EpochStart {
         // (What read as unpublished is read again only when needed.)
         for b in (block_leader(from)..to).step_by(BLOCK_RANKS as usize) {
             if b != lead
-                && !self.blocks_read.contains(&(b, s))
+                && !self.from_blocks.contains_key(&(b, s))
                 && !self.blocks_out.contains(&(b, s))
                 && !self.blocks_unpublished.contains(&(b, s))
             {
