@@ -51,6 +51,7 @@ pub mod layout;
 pub mod mapper;
 mod neighbours;
 mod node;
+mod predicted_order;
 mod queue;
 pub mod repartition;
 pub mod resources;

@@ -169,9 +169,10 @@ impl Queue {
             // their estimate, so the costly ones run early wherever they came from and the
             // epoch ends on cheap tasks, which split finely (a costly task pushed to the
             // back ran last: one task's worth of imbalance no steal can undo).
+            // (By cost class, as the epoch began: `crate::predicted_order`.)
             self.tasks
                 .make_contiguous()
-                .sort_by_key(|t| std::cmp::Reverse(t.cost_ns));
+                .sort_by_key(|t| std::cmp::Reverse(crate::predicted_order::cost_class(t.cost_ns)));
         }
         if self.prioritized {
             // Two sorted runs (the queue, the newcomers): the stable sort merges them.

@@ -171,6 +171,8 @@ impl Node {
                 payload: t.payload,
             })
             .collect();
+        // The predicted costs that order the queue, where diffusion predicted them.
+        let mut order_by = None;
         if let Some(p) = prediction
             && diffusion
         {
@@ -236,26 +238,23 @@ impl Node {
                     .fold(cx.stats.pushed_ns, |s, t| s.saturating_add(t.predicted_ns));
                 self.results.out.push_tasks(hop, &batch);
             }
-            // Costly tasks first (longest processing time first): the end of the epoch is
-            // then made of cheap tasks, which split finely between the ranks that finish.
-            // By the best estimate: the caller's hint where it gave one, else the
-            // prediction.
-            // (Unstable, ties by index: the same order as a stable sort of tasks in index
-            // order, without its buffer; 8,192 tasks a step on the solver's critical path.)
-            if let Some(costs) = costs {
-                tasks.sort_unstable_by_key(|t| {
-                    let c = if t.cost_ns > 0 {
-                        t.cost_ns
-                    } else {
-                        costs[t.index as usize]
-                    };
-                    (std::cmp::Reverse(c), t.index)
-                });
-            }
+            order_by = costs;
         }
         // After a balanced start the queue (or the pushes it receives) is in predicted
-        // order, costliest first: it shares its cheap end.
-        self.queue.start(tasks.into(), self.balanced_start);
+        // order, costliest first (longest processing time first), by cost class: it
+        // shares its cheap end. By the best estimate: the caller's hint where it gave
+        // one, else the prediction.
+        let queue = match order_by {
+            Some(costs) => crate::predicted_order::costliest_first(tasks, |t| {
+                if t.cost_ns > 0 {
+                    t.cost_ns
+                } else {
+                    costs[t.index as usize]
+                }
+            }),
+            None => tasks.into(),
+        };
+        self.queue.start(queue, self.balanced_start);
         for (from, value) in std::mem::take(&mut self.early) {
             self.handle_signal(now, from, value, mem);
         }
