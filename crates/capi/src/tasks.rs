@@ -91,16 +91,24 @@ pub(crate) fn run_task(
             dirty,
         } = &mut *scratch;
         // Payload and result buffers 16-byte aligned, as the header promises (a C user
-        // casts them to its record type); reused by every task of this worker thread.
-        let n_in = payload.len().div_ceil(16).max(1);
-        if input.len() < n_in {
-            input.resize(n_in, 0);
-        }
-        for (w, c) in input.iter_mut().zip(payload.chunks(16)) {
-            let mut b = [0u8; 16];
-            b[..c.len()].copy_from_slice(c);
-            *w = u128::from_ne_bytes(b);
-        }
+        // casts them to its record type). A payload the allocator placed so (glibc's
+        // malloc aligns to 16) is passed as it is; any other is copied into a buffer
+        // reused by every task of this worker thread.
+        let aligned = !payload.is_empty() && (payload.as_ptr() as usize).is_multiple_of(16);
+        let input_ptr: *const c_void = if aligned {
+            payload.as_ptr().cast()
+        } else {
+            let n_in = payload.len().div_ceil(16).max(1);
+            if input.len() < n_in {
+                input.resize(n_in, 0);
+            }
+            for (w, c) in input.iter_mut().zip(payload.chunks(16)) {
+                let mut b = [0u8; 16];
+                b[..c.len()].copy_from_slice(c);
+                *w = u128::from_ne_bytes(b);
+            }
+            input.as_ptr().cast()
+        };
         let n_out = cap.div_ceil(16).max(1);
         if result.len() < n_out {
             result.resize(n_out, 0);
@@ -111,10 +119,11 @@ pub(crate) fn run_task(
         let d = (*dirty).min(result.len());
         result[..d].fill(0);
         let mut len = 0usize;
-        // `input` holds `payload.len()` readable bytes and `result` `cap` writable bytes,
-        // both 16-byte aligned and alive for the call; `len` is a valid out-pointer.
+        // `input_ptr` points at `payload.len()` readable bytes and `result` holds `cap`
+        // writable bytes, both 16-byte aligned and alive for the call; `len` is a valid
+        // out-pointer.
         let rc = call(
-            input.as_ptr().cast(),
+            input_ptr,
             payload.len(),
             result.as_mut_ptr().cast(),
             cap,

@@ -916,3 +916,34 @@ fn bad_resources_get_invalid() {
     assert!(Options::parse("dispatch=random", None).is_err());
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
 }
+
+#[test]
+fn a_task_reads_its_payload_16_byte_aligned_wherever_it_lies() {
+    // An aligned payload is passed where it is; one at an odd address is copied. Both
+    // reach the function aligned, with the same bytes.
+    let bytes: Vec<u8> = (0u8..48).collect();
+    // The same 48 bytes at aligned and unaligned offsets of an aligned buffer.
+    let place = |at: usize| {
+        let mut v: Vec<u128> = vec![0; 8];
+        // SAFETY: `v` holds 128 bytes; `at + 48` ≤ 128.
+        let all = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), 128) };
+        all[at..at + 48].copy_from_slice(&bytes);
+        v
+    };
+    for at in [0usize, 16, 1, 7, 15] {
+        let v = place(at);
+        // SAFETY: as above.
+        let all = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), 128) };
+        let payload = &all[at..at + 48];
+        let got = tasks::run_task(1, 64, payload, |input, len, _result, _cap, result_len| {
+            assert_eq!(input as usize % 16, 0, "payload at offset {at} not aligned");
+            // SAFETY: `len` readable bytes at `input` (run_task's contract).
+            let seen = unsafe { std::slice::from_raw_parts(input.cast::<u8>(), len) };
+            assert_eq!(seen, &bytes[..], "payload at offset {at}");
+            // SAFETY: a valid out-pointer.
+            unsafe { *result_len = 0 };
+            0
+        });
+        assert_eq!(got, Ok(Vec::new()));
+    }
+}

@@ -46,9 +46,11 @@ pub struct CostHistory {
 struct ByKey(Vec<(u64, u64)>);
 
 impl ByKey {
-    /// From an epoch's keys and costs; a key given twice keeps its last cost.
-    fn of(keys: &[u64], costs: &[u64]) -> Self {
-        let mut v: Vec<(u64, u64)> = keys.iter().copied().zip(costs.iter().copied()).collect();
+    /// From an epoch's keys and costs, in `v` (emptied first: the buffer of an epoch
+    /// dropped from the history); a key given twice keeps its last cost.
+    fn of(mut v: Vec<(u64, u64)>, keys: &[u64], costs: &[u64]) -> Self {
+        v.clear();
+        v.extend(keys.iter().copied().zip(costs.iter().copied()));
         if !v.is_sorted_by(|a, b| a.0 < b.0) {
             // Stable: of equal keys the last given is last, and kept.
             v.sort_by_key(|x| x.0);
@@ -131,8 +133,8 @@ impl CostHistory {
     /// Takes this epoch's measured costs (keys that did not run drop out; the epoch
     /// before is kept to see how the costs moved) and finds the translation.
     pub fn record(&mut self, keys: &[u64], costs_ns: &[u64]) {
-        self.before = std::mem::take(&mut self.last);
-        self.last = ByKey::of(keys, costs_ns);
+        let dropped = std::mem::replace(&mut self.before, std::mem::take(&mut self.last));
+        self.last = ByKey::of(dropped.0, keys, costs_ns);
         self.shift = shift(&self.before, &self.last, keys);
     }
 

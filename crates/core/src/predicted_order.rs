@@ -36,17 +36,21 @@ pub(crate) fn cost_class(cost_ns: u64) -> u16 {
 
 /// `tasks` costliest class first, each class in the order given; `estimate` gives each
 /// task's cost (ns).
-pub(crate) fn costliest_first(tasks: Vec<Task>, estimate: impl Fn(&Task) -> u64) -> VecDeque<Task> {
+pub(crate) fn costliest_first(
+    mut tasks: Vec<Task>,
+    estimate: impl Fn(&Task) -> u64,
+) -> VecDeque<Task> {
     let classes: Vec<u16> = tasks.iter().map(|t| cost_class(estimate(t))).collect();
     let mut counts = vec![0usize; CLASSES];
     for &c in &classes {
         counts[usize::from(c)] += 1;
     }
     let mut buckets: Vec<Vec<Task>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
-    for (t, c) in tasks.into_iter().zip(classes) {
+    for (t, c) in tasks.drain(..).zip(classes) {
         buckets[usize::from(c)].push(t);
     }
-    let mut out = VecDeque::with_capacity(counts.iter().sum());
+    // Back into the buffer the tasks came in.
+    let mut out = VecDeque::from(tasks);
     for b in buckets.into_iter().rev() {
         out.extend(b);
     }

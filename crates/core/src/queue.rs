@@ -107,6 +107,14 @@ fn bound(cost: u64, local: Option<u64>, remote: bool) -> u64 {
 }
 
 impl Queue {
+    /// The queue's buffer, empty, for the next epoch's tasks (the queue is empty between
+    /// epochs: every task ran).
+    pub(crate) fn spare(&mut self) -> Vec<Task> {
+        let mut v = Vec::from(std::mem::take(&mut self.tasks));
+        v.clear();
+        v
+    }
+
     /// A new epoch's queue; `sorted`: costliest first, by predicted cost.
     pub(crate) fn start(&mut self, tasks: VecDeque<Task>, sorted: bool) {
         self.tasks = tasks;

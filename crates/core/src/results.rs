@@ -74,10 +74,10 @@ impl Home {
         hops: u32,
     ) -> Result<(), CoreError> {
         let count = self.own;
-        let slot = self
-            .results
-            .get_mut(index as usize)
-            .ok_or(CoreError::UnknownTask { index, from, count })?;
+        // (No error value built unless it is one: this runs for every task.)
+        let Some(slot) = self.results.get_mut(index as usize) else {
+            return Err(CoreError::UnknownTask { index, from, count });
+        };
         if slot.is_some() {
             return Err(CoreError::Duplicate { index, from });
         }
@@ -105,10 +105,11 @@ impl Home {
 
     /// The results and their measured costs (ns), in task order, once every one is home.
     pub(crate) fn take(&mut self) -> Result<(Vec<Vec<u8>>, Vec<u64>), CoreError> {
-        let results = std::mem::take(&mut self.results)
-            .into_iter()
-            .map(|r| r.ok_or(CoreError::Usage("a result is missing at termination")))
-            .collect::<Result<_, _>>()?;
+        let results = std::mem::take(&mut self.results);
+        if results.iter().any(Option::is_none) {
+            return Err(CoreError::Usage("a result is missing at termination"));
+        }
+        let results = results.into_iter().flatten().collect();
         Ok((results, std::mem::take(&mut self.costs)))
     }
 }

@@ -14,14 +14,16 @@ pub(crate) type Done = (titus_core::TaskId, Result<Vec<u8>, String>, u64);
 pub(crate) struct Unreported(pub(crate) HeldResults<Done>);
 
 impl Unreported {
-    /// Hands every held result to the locked `node`.
+    /// Hands every held result to the locked `node`, then `last` (the task that just
+    /// ended): the node is driven once after them all.
     pub(crate) fn report_into(
         &mut self,
-        sh: &Shared,
         node: &mut titus_core::Node,
+        now: titus_core::Time,
+        last: Done,
         mem: &SegMem<'_>,
     ) {
-        hand(node, sh.now(), self.0.drain(), mem);
+        hand(node, now, self.0.drain().chain(std::iter::once(last)), mem);
     }
 
     /// Reports every held result under one lock of the node ([`report_all`]).
@@ -92,9 +94,7 @@ pub(crate) fn hand(
     done: impl IntoIterator<Item = Done>,
     mem: &SegMem<'_>,
 ) {
-    for (id, result, cost_ns) in done {
-        node.task_done(now, id, result, cost_ns, mem);
-    }
+    node.tasks_done(now, done, mem);
 }
 
 /// Unlocks `node` after a worker's turn with it, passing on what the node then wants:

@@ -420,8 +420,7 @@ fn report_and_take(
     let mut node = sh.lock_node();
     let now = sh.now();
     sh.hand_over(&mut node, now, id, spawned, &mem);
-    held.report_into(sh, &mut node, &mem);
-    node.task_done(now, id, result, cost_ns, &mem);
+    held.report_into(&mut node, now, (id, result, cost_ns), &mem);
     let mut next = None;
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
         next = take_grain(sh, &mut node, now, w, &mem);

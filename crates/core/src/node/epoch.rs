@@ -106,8 +106,8 @@ impl Node {
             self.fail(e.clone());
             return Err(e);
         }
-        let tasks: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
-        if let Some((i, t)) = tasks
+        let tasks_in: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
+        if let Some((i, t)) = tasks_in
             .iter()
             .enumerate()
             .find(|(_, t)| t.payload.len() > self.cx.cfg.max_payload as usize)
@@ -119,13 +119,13 @@ impl Node {
             });
         }
         if let Some(p) = prediction
-            && (p.costs_ns.len() != tasks.len()
-                || !(p.costly.is_empty() || p.costly.len() == tasks.len()))
+            && (p.costs_ns.len() != tasks_in.len()
+                || !(p.costly.is_empty() || p.costly.len() == tasks_in.len()))
         {
             return Err(ConfigError::PredictionLength {
                 costs: p.costs_ns.len(),
                 costly: p.costly.len(),
-                tasks: tasks.len(),
+                tasks: tasks_in.len(),
             }
             .into());
         }
@@ -141,9 +141,9 @@ impl Node {
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        self.results.home.start(tasks.len());
+        self.results.home.start(tasks_in.len());
         cx.stats = Stats {
-            tasks_owned: tasks.len() as u64,
+            tasks_owned: tasks_in.len() as u64,
             ..Stats::default()
         };
         self.thief
@@ -154,23 +154,22 @@ impl Node {
         }
         let rank = cx.rank;
         self.balanced_start = false;
-        let mut tasks: Vec<Task> = tasks
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| Task {
-                key: 0,
-                owner: rank,
-                index: i as u32,
-                kind: t.kind,
-                priority: t.priority,
-                cost_ns: if t.cost_hint_ns > 0 {
-                    t.cost_hint_ns
-                } else {
-                    prediction.map_or(0, |p| p.costs_ns[i])
-                },
-                payload: t.payload,
-            })
-            .collect();
+        // Into the last epoch's queue buffer, empty now: a step of 131,072 tasks
+        // otherwise faulted in 7 MB afresh.
+        let mut tasks = self.queue.spare();
+        tasks.extend(tasks_in.into_iter().enumerate().map(|(i, t)| Task {
+            key: 0,
+            owner: rank,
+            index: i as u32,
+            kind: t.kind,
+            priority: t.priority,
+            cost_ns: if t.cost_hint_ns > 0 {
+                t.cost_hint_ns
+            } else {
+                prediction.map_or(0, |p| p.costs_ns[i])
+            },
+            payload: t.payload,
+        }));
         // The predicted costs that order the queue, where diffusion predicted them.
         let mut order_by = None;
         if let Some(p) = prediction

@@ -60,6 +60,39 @@ impl Node {
     pub fn task_done(
         &mut self,
         now: Time,
+        id: TaskId,
+        result: Result<Vec<u8>, String>,
+        cost_ns: u64,
+        mem: &dyn Memory,
+    ) {
+        self.tasks_done(now, [(id, result, cost_ns)], mem);
+    }
+
+    /// Workers finished these tasks, as [`Node::task_done`] each, and the node is driven
+    /// once after them: a worker reports its grain's results together, and driving the
+    /// node after each one cost small tasks about as much as storing their results.
+    pub fn tasks_done(
+        &mut self,
+        now: Time,
+        done: impl IntoIterator<Item = (TaskId, Result<Vec<u8>, String>, u64)>,
+        mem: &dyn Memory,
+    ) {
+        self.cx.now = now;
+        if self.failed.is_some() {
+            return;
+        }
+        for (id, result, cost_ns) in done {
+            self.record_done(id, result, cost_ns);
+            if self.failed.is_some() {
+                break;
+            }
+        }
+        self.drive(mem);
+    }
+
+    /// Takes one finished task's result: the mapper hears of it, and it goes home.
+    fn record_done(
+        &mut self,
         id @ TaskId {
             owner,
             index,
@@ -68,12 +101,7 @@ impl Node {
         }: TaskId,
         result: Result<Vec<u8>, String>,
         cost_ns: u64,
-        mem: &dyn Memory,
     ) {
-        self.cx.now = now;
-        if self.failed.is_some() {
-            return;
-        }
         let rank = self.cx.rank;
         self.queue.mapper.task_finished(&Profile {
             kind,
@@ -91,7 +119,6 @@ impl Node {
         {
             if !spawning.routes_home() {
                 self.spawned_reduced(id, result);
-                self.drive(mem);
                 return;
             }
             // Going home like an epoch task's result (below). Counted before it leaves:
@@ -128,7 +155,6 @@ impl Node {
                 }
             }
         }
-        self.drive(mem);
     }
 
     /// A command completed: `Ok(value)` (an atomic's previous value, else 0) or a failure.
