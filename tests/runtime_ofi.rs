@@ -484,10 +484,12 @@ fn a_host_gone_silent_is_named_within_seconds() {
             .find(|l| l.starts_with(&format!("rank {r}: exit 1, ")))
             .unwrap_or_else(|| panic!("rank {r} did not fail:\n{text}"));
         let other = 1 - r;
-        // Rank 1 is the one cut off: it still hears rank 0, so rank 0's abort (and then
-        // its connections' close, as it exits) can reach it before its own probes time
-        // out. Either way it must say that it lost its peer.
-        let told = r == 1 && line.contains("rank 0 aborted the epoch (a peer of it is gone");
+        // Rank 1 is the one cut off: it still hears rank 0, so rank 0's abort, or its
+        // connections' close as it exits, can reach it before its own probes time out.
+        // Either way it must say that it lost its peer.
+        let told = r == 1
+            && (line.contains("rank 0 aborted the epoch (a peer of it is gone")
+                || line.contains("rank 0's process on host hosta has exited"));
         assert!(
             told || (line.contains(&format!("rank {other}'s host host"))
                 && line.contains("stopped answering")),

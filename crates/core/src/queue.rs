@@ -106,6 +106,14 @@ fn bound(cost: u64, local: Option<u64>, remote: bool) -> u64 {
     }
 }
 
+/// `n` more tasks of `kind` queued: counted in `kinds`, and `kind` in `seen` (sorted).
+fn count_kind(kinds: &mut IntMap<u16, u32>, seen: &mut Vec<u16>, kind: u16, n: u32) {
+    *kinds.entry(kind).or_insert(0) += n;
+    if let Err(at) = seen.binary_search(&kind) {
+        seen.insert(at, kind);
+    }
+}
+
 impl Queue {
     /// The queue's buffer, empty, for the next epoch's tasks (the queue is empty between
     /// epochs: every task ran).
@@ -153,19 +161,34 @@ impl Queue {
     /// in the queue's sums from now on.
     fn account(&mut self, range: std::ops::Range<usize>, remote: bool) {
         let mapper = &mut self.mapper;
+        // Tasks of one kind come in runs (a step's cells): counted per run, not per task.
+        let mut run: Option<(u16, u32)> = None;
         for t in self.tasks.range_mut(range) {
             let i = info(t);
             t.priority = mapper.priority(&i);
-            t.cost_ns = bound(t.cost_ns, mapper.estimate_ns(&i), remote);
+            // The mapper's estimate is asked only where it counts: for a task without one,
+            // or to bound a remote one (`Mapper::estimate_ns`).
+            if t.cost_ns == 0 || remote {
+                t.cost_ns = bound(t.cost_ns, mapper.estimate_ns(&i), remote);
+            } else {
+                t.cost_ns = t.cost_ns.min(COST_HINT_MAX_NS);
+            }
             self.prioritized |= t.priority != 0;
             if t.cost_ns > 0 {
                 self.est_sum += u128::from(t.cost_ns);
                 self.est_n += 1;
             }
-            *self.kinds.entry(t.kind).or_insert(0) += 1;
-            if let Err(at) = self.seen.binary_search(&t.kind) {
-                self.seen.insert(at, t.kind);
+            match &mut run {
+                Some((kind, n)) if *kind == t.kind => *n += 1,
+                _ => {
+                    if let Some((kind, n)) = run.replace((t.kind, 1)) {
+                        count_kind(&mut self.kinds, &mut self.seen, kind, n);
+                    }
+                }
             }
+        }
+        if let Some((kind, n)) = run {
+            count_kind(&mut self.kinds, &mut self.seen, kind, n);
         }
     }
 
