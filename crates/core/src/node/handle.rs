@@ -210,7 +210,7 @@ impl Node {
             Pending::Out(o) => {
                 self.results
                     .out
-                    .complete(cx, &self.router.victims, o, value);
+                    .complete(cx, &self.router.victims, o, value, mem);
                 Ok(())
             }
             Pending::Inbox(i) => {

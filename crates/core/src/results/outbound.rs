@@ -418,6 +418,7 @@ impl Outbound {
         victims: &Neighbours,
         p: Pending,
         value: u64,
+        mem: &dyn Memory,
     ) {
         match p {
             Pending::Reserve { hop } => {
@@ -472,6 +473,10 @@ impl Outbound {
                     .get_mut(&(hop as u32))
                     .and_then(|o| o.flight.take())
                     .expect("a write belongs to a chunk");
+                // The chunk is in its next hop's inbox: its staging copy is dead until the
+                // slot holds another (memory that costs what it holds frees it).
+                let base = outbox_offset(f.slot, cx.cfg.chunk_bytes);
+                mem.discard(Loc::new(seg::OUTBOX, base), f.len);
                 self.free.push(f.slot);
                 let at_ns = cx.now.since(cx.started).as_nanos() as u64;
                 let kind = if f.tasks {
@@ -543,5 +548,55 @@ mod tests {
         // Another hop's own results do not pull that deadline in.
         out.buffer(&cfg, t1, 1, &record(0, 2), 0);
         assert_eq!(out.deadline(), Some(t1.plus(cfg.forward_delay)));
+    }
+
+    /// Once a chunk's write completed its OUTBOX copy is dead: the slot is discarded
+    /// (memory that costs what it holds frees it; at scale the staged chunks of every
+    /// rank's pushes stayed resident).
+    #[test]
+    fn a_written_chunk_leaves_its_outbox_slot_discarded() {
+        use crate::ctx::testing::Mem;
+        use crate::{Loc, Op};
+        use std::cell::RefCell;
+        struct Discards(Mem, RefCell<Vec<(Loc, u64)>>);
+        impl Memory for Discards {
+            fn read(&self, loc: Loc, buf: &mut [u8]) {
+                self.0.read(loc, buf);
+            }
+            fn write(&self, loc: Loc, data: &[u8]) {
+                self.0.write(loc, data);
+            }
+            fn discard(&self, loc: Loc, len: u64) {
+                self.1.borrow_mut().push((loc, len));
+            }
+        }
+        let cfg = Config::default();
+        let mut sizes = [0u64; 16];
+        sizes[usize::from(seg::OUTBOX.0)] = 4 * cfg.chunk_bytes;
+        let mem = Discards(Mem::new(sizes), RefCell::new(Vec::new()));
+        let victims = Neighbours::List(vec![1, 2]);
+        let mut out = Outbound::new(&victims, &cfg);
+        let mut cx: Ctx<Pending> = Ctx::new(cfg.clone(), 0, 3);
+        out.buffer(&cfg, cx.now, 1, &record(2, 5), 0);
+        out.step(&mut cx, &victims, &mem, true);
+        let reserve = cx.poll_command().expect("a reservation");
+        assert!(
+            matches!(reserve.op, Op::FetchAdd { peer: 2, .. }),
+            "{:?}",
+            reserve.op
+        );
+        let p = cx.complete(reserve.token).unwrap();
+        out.complete(&mut cx, &victims, p, 0, &mem);
+        assert!(
+            mem.1.borrow().is_empty(),
+            "nothing dead while the chunk is unwritten"
+        );
+        let write = cx.poll_command().expect("the chunk's write");
+        let Op::Write { pieces, .. } = write.op else {
+            panic!("{:?}", write.op);
+        };
+        let p = cx.complete(write.token).unwrap();
+        out.complete(&mut cx, &victims, p, 0, &mem);
+        assert_eq!(*mem.1.borrow(), pieces, "the chunk as written, once");
     }
 }
