@@ -107,8 +107,9 @@ pub struct BlockRecord {
     pub deficits: Vec<u64>,
 }
 
-/// [`BlockRecord`]'s bytes: epoch and members (4 each), the deficits before (16), then 8
-/// a member, the members past the block's end zero.
+/// [`BlockRecord`]'s bytes: epoch (4), members (1), a check of the record (3,
+/// `wire::seal`), the deficits before (16), then 8 a member, the members past the block's
+/// end zero.
 pub const BLOCK_RECORD_BYTES: usize = 8 + 16 + 8 * BLOCK_RANKS as usize;
 
 impl BlockRecord {
@@ -122,24 +123,31 @@ impl BlockRecord {
             w.u64(*d);
         }
         w.0.resize(BLOCK_RECORD_BYTES, 0);
+        super::wire::seal(&mut w.0, 5);
         w.0
     }
 
     /// The record of the block led by `leader` in a job of `size`, read from the
     /// leader's segment in start `epoch`, checked: its members' count, and sums that stay
     /// under 2^96. `None`: the leader has not published this start's yet (the record is
-    /// another start's, or none).
+    /// another start's, or none), or the read caught it half written (`wire::sealed`).
     pub fn decode(
         bytes: &[u8],
         leader: Rank,
         size: u32,
         epoch: u32,
     ) -> Result<Option<Self>, FieldError> {
+        if bytes.len() == BLOCK_RECORD_BYTES && !super::wire::sealed(bytes, 5) {
+            return Ok(None);
+        }
         let mut r = BodyReader::new(bytes);
         if r.u32("start")? != epoch {
             return Ok(None);
         }
-        let n = r.u32("block members")?;
+        let n = u32::from(r.u8("block members")?);
+        for _ in 0..3 {
+            r.u8("check")?;
+        }
         let want = block_members(leader, size);
         if n != want {
             return Err(FieldError::new(
@@ -226,17 +234,25 @@ mod tests {
 
     #[test]
     fn a_malformed_block_record_is_refused_naming_its_field() {
+        // Each malformed record sealed again, as its writer would have: what is refused
+        // is the field, not a torn read.
         let rec = record(32, 40);
         let mut b = rec.encode();
         b[4] = 9;
+        super::super::wire::seal(&mut b, 5);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "block members", "{e:?}");
         let mut b = rec.encode();
         *b.last_mut().unwrap() = 1;
+        super::super::wire::seal(&mut b, 5);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "unused member", "{e:?}");
+        // Unsealed, the same bytes are a read to make again.
+        *b.last_mut().unwrap() = 2;
+        assert_eq!(BlockRecord::decode(&b, 32, 40, 9), Ok(None));
         let mut b = rec.encode();
         b[8..24].copy_from_slice(&(PREFIX_MAX + 1).to_le_bytes());
+        super::super::wire::seal(&mut b, 5);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "deficit before", "{e:?}");
         let mut big = record(0, 32);

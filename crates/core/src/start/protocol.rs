@@ -575,14 +575,15 @@ impl EpochStart {
             (Phase::Receivers { searches, at }, Record::String) => {
                 let p = Published::decode(bytes).map_err(bad)?;
                 self.records_out.remove(&peer);
-                if p.epoch != seq {
-                    // Not published yet: read again where the search needs it.
+                let Some(p) = p.filter(|p| p.epoch == seq) else {
+                    // Not published yet (or caught half written): read again where the
+                    // search needs it.
                     self.unpublished.insert(peer);
                     if searches[*at].poll_read() == Some(peer) {
                         self.read_later(now, peer, record, bytes.len() as u64);
                     }
                     return Ok(());
-                }
+                };
                 self.unpublished.remove(&peer);
                 self.records.insert(peer, p);
             }
@@ -601,10 +602,11 @@ impl EpochStart {
             }
             (Phase::Neighbours { waiting }, Record::Load) => {
                 let l = LoadRecord::decode(bytes).map_err(bad)?;
-                if l.seq != seq {
+                let Some(l) = l.filter(|l| l.seq == seq) else {
+                    // Another start's, or caught half written: read again.
                     self.read_later(now, peer, record, bytes.len() as u64);
                     return Ok(());
-                }
+                };
                 waiting.retain(|&r| r != peer);
                 if let Some(load) = l.load {
                     self.neighbour_loads.push((peer, load));

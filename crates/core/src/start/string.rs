@@ -98,7 +98,8 @@ pub struct Published {
     pub deficit: [(u128, u128); STRINGS],
 }
 
-/// [`Published`]'s bytes: epoch (4), 4 zero bytes, then two 128-bit words per string.
+/// [`Published`]'s bytes: epoch (4), a zero byte, a check of the record (3,
+/// `wire::seal`), then two 128-bit words per string.
 pub const PUBLISHED_BYTES: usize = 8 + 32 * STRINGS;
 
 impl Published {
@@ -111,18 +112,28 @@ impl Published {
             b[at..at + 16].copy_from_slice(&before.to_le_bytes());
             b[at + 16..at + 32].copy_from_slice(&own.to_le_bytes());
         }
+        super::wire::seal(&mut b, 5);
         b
     }
 
-    /// A record read from another rank's segment, checked.
-    pub fn decode(bytes: &[u8]) -> Result<Self, FieldError> {
+    /// A record read from another rank's segment, checked; `None` where it did not read
+    /// whole (caught half written, or never written: `wire::sealed`), to be read again.
+    pub fn decode(bytes: &[u8]) -> Result<Option<Self>, FieldError> {
+        // Whole first: a torn read's fields may each pass, or not.
+        if bytes.len() == PUBLISHED_BYTES && !super::wire::sealed(bytes, 5) {
+            return Ok(None);
+        }
         let mut r = BodyReader::new(bytes);
         let mut p = Self {
             epoch: r.u32("epoch")?,
             ..Self::default()
         };
-        if r.u32("reserved")? != 0 {
+        if r.u8("reserved")? != 0 {
             return Err(FieldError::new("reserved", "bits set"));
+        }
+        // (The check's three bytes.)
+        for _ in 0..3 {
+            r.u8("check")?;
         }
         for s in &mut p.deficit {
             s.0 = r.u128("deficit before")?;
@@ -132,7 +143,7 @@ impl Published {
             }
         }
         r.finish()?;
-        Ok(p)
+        Ok(Some(p))
     }
 
     /// The end of its deficit interval on string `s`.

@@ -455,7 +455,7 @@ fn string_by_protocol(
                 p.deficit[s] = (before[r].strings[s].1, mine[r].strings[s].1);
             }
             // Through its bytes, as a reader gets it.
-            Published::decode(&p.encode()).unwrap()
+            Published::decode(&p.encode()).unwrap().unwrap()
         })
         .collect();
     let mut reads = 0u64;

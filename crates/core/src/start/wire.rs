@@ -186,6 +186,38 @@ impl<'a> Message<'a> {
     }
 }
 
+/// A published record's 24-bit check, held in its bytes `at..at + 3` (counted as zero
+/// here). A one-sided read is not atomic against its owner's write: a read racing the
+/// write can land the new start's number beside the last start's values, which every
+/// field check passes. Such a read fails the check and is read again. Never 0, so a
+/// record never written fails it too.
+fn check24(bytes: &[u8], at: usize) -> [u8; 3] {
+    let mut b = bytes.to_vec();
+    b[at..at + 3].fill(0);
+    let mut h = 0x243f_6a88_85a3_08d3u64 ^ b.len() as u64;
+    for chunk in b.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
+    }
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 32;
+    let c = ((h & 0xff_ffff) as u32).max(1).to_le_bytes();
+    [c[0], c[1], c[2]]
+}
+
+/// Writes the record's check into its bytes `at..at + 3` ([`check24`]).
+pub(crate) fn seal(bytes: &mut [u8], at: usize) {
+    let c = check24(bytes, at);
+    bytes[at..at + 3].copy_from_slice(&c);
+}
+
+/// Whether the record read whole: its bytes `at..at + 3` hold its check ([`check24`]).
+pub(crate) fn sealed(bytes: &[u8], at: usize) -> bool {
+    bytes.len() >= at + 3 && bytes[at..at + 3] == check24(bytes, at)
+}
+
 /// Writes a body: plain little-endian words.
 #[derive(Debug, Default)]
 pub struct BodyWriter(pub Vec<u8>);
@@ -344,6 +376,55 @@ impl<'a> BodyReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every published record that a read may race with its owner's write (a string's
+    /// deficits, a block's, a load) reads whole or not at all: each split of the old
+    /// record's bytes with the new one's reads as none, never as a mix.
+    #[test]
+    fn a_record_caught_half_written_reads_as_none() {
+        use super::super::block::{BLOCK_RECORD_BYTES, BlockRecord};
+        use super::super::string::{PUBLISHED_BYTES, Published};
+        let published = |epoch: u32, d: u128| {
+            Published {
+                epoch,
+                deficit: [(d, 3 * d), (2 * d, d)],
+            }
+            .encode()
+            .to_vec()
+        };
+        let block = |epoch: u32, d: u64| {
+            BlockRecord {
+                epoch,
+                before: u128::from(d) * 7,
+                deficits: (0..32).map(|i| d + i).collect(),
+            }
+            .encode()
+        };
+        let pairs = [
+            (published(4, 1_000), published(5, 2_345)),
+            (block(4, 10), block(5, 99)),
+        ];
+        for (old, new) in pairs {
+            let n = old.len();
+            assert!(n == PUBLISHED_BYTES || n == BLOCK_RECORD_BYTES);
+            let read = |b: &[u8]| match n {
+                PUBLISHED_BYTES => Published::decode(b).map(|p| p.is_some()),
+                _ => BlockRecord::decode(b, 0, 1_000, 5).map(|p| p.is_some()),
+            };
+            assert_eq!(read(&new), Ok(true));
+            for k in 1..n {
+                for (first, then) in [(&new, &old), (&old, &new)] {
+                    let mut torn = then.clone();
+                    torn[..k].copy_from_slice(&first[..k]);
+                    // (A split past the last differing byte is a whole record.)
+                    if torn == new || torn == old {
+                        continue;
+                    }
+                    assert_eq!(read(&torn), Ok(false), "{n}-byte record split at {k}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_message_round_trips_and_every_header_field_is_checked() {
