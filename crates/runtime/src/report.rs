@@ -23,7 +23,7 @@ impl Unreported {
         last: Done,
         mem: &SegMem<'_>,
     ) {
-        hand(node, now, self.0.drain().chain(std::iter::once(last)), mem);
+        node.tasks_done(now, self.0.drain().chain(std::iter::once(last)), mem);
     }
 
     /// Reports every held result under one lock of the node ([`report_all`]).
@@ -83,18 +83,8 @@ pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, 
 pub(crate) fn report_all(sh: &Shared, done: impl IntoIterator<Item = Done>) {
     let mem = SegMem(&*sh.fabric);
     let mut node = sh.lock_node();
-    hand(&mut node, sh.now(), done, &mem);
+    node.tasks_done(sh.now(), done, &mem);
     pass_on(sh, node);
-}
-
-/// Hands results to the locked `node`.
-pub(crate) fn hand(
-    node: &mut titus_core::Node,
-    now: titus_core::Time,
-    done: impl IntoIterator<Item = Done>,
-    mem: &SegMem<'_>,
-) {
-    node.tasks_done(now, done, mem);
 }
 
 /// Unlocks `node` after a worker's turn with it, passing on what the node then wants:

@@ -15,7 +15,7 @@
 //! a block equals the one it published itself.
 
 use super::string::{PREFIX_MAX, STRINGS};
-use super::wire::{BodyReader, BodyWriter, FieldError};
+use super::wire::{BodyReader, BodyWriter, FieldError, seal, torn};
 use super::{Combine, Wire};
 use crate::Rank;
 
@@ -123,21 +123,21 @@ impl BlockRecord {
             w.u64(*d);
         }
         w.0.resize(BLOCK_RECORD_BYTES, 0);
-        super::wire::seal(&mut w.0, 5);
+        seal(&mut w.0);
         w.0
     }
 
     /// The record of the block led by `leader` in a job of `size`, read from the
     /// leader's segment in start `epoch`, checked: its members' count, and sums that stay
     /// under 2^96. `None`: the leader has not published this start's yet (the record is
-    /// another start's, or none), or the read caught it half written (`wire::sealed`).
+    /// another start's, or none), or the read caught it half written (`wire::torn`).
     pub fn decode(
         bytes: &[u8],
         leader: Rank,
         size: u32,
         epoch: u32,
     ) -> Result<Option<Self>, FieldError> {
-        if bytes.len() == BLOCK_RECORD_BYTES && !super::wire::sealed(bytes, 5) {
+        if torn(bytes, BLOCK_RECORD_BYTES) {
             return Ok(None);
         }
         let mut r = BodyReader::new(bytes);
@@ -239,12 +239,12 @@ mod tests {
         let rec = record(32, 40);
         let mut b = rec.encode();
         b[4] = 9;
-        super::super::wire::seal(&mut b, 5);
+        seal(&mut b);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "block members", "{e:?}");
         let mut b = rec.encode();
         *b.last_mut().unwrap() = 1;
-        super::super::wire::seal(&mut b, 5);
+        seal(&mut b);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "unused member", "{e:?}");
         // Unsealed, the same bytes are a read to make again.
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(BlockRecord::decode(&b, 32, 40, 9), Ok(None));
         let mut b = rec.encode();
         b[8..24].copy_from_slice(&(PREFIX_MAX + 1).to_le_bytes());
-        super::super::wire::seal(&mut b, 5);
+        seal(&mut b);
         let e = BlockRecord::decode(&b, 32, 40, 9).unwrap_err();
         assert_eq!(e.field, "deficit before", "{e:?}");
         let mut big = record(0, 32);

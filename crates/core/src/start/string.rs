@@ -21,7 +21,7 @@
 //! O(log N) reads per receiver a giver sends to.
 
 use super::search::Gallop;
-use super::wire::{BodyReader, BodyWriter, FieldError};
+use super::wire::{BodyReader, BodyWriter, FieldError, seal, torn};
 use super::{Combine, Wire};
 use crate::Rank;
 
@@ -112,15 +112,15 @@ impl Published {
             b[at..at + 16].copy_from_slice(&before.to_le_bytes());
             b[at + 16..at + 32].copy_from_slice(&own.to_le_bytes());
         }
-        super::wire::seal(&mut b, 5);
+        seal(&mut b);
         b
     }
 
     /// A record read from another rank's segment, checked; `None` where it did not read
-    /// whole (caught half written, or never written: `wire::sealed`), to be read again.
+    /// whole (caught half written, or never written: `wire::torn`), to be read again.
     pub fn decode(bytes: &[u8]) -> Result<Option<Self>, FieldError> {
         // Whole first: a torn read's fields may each pass, or not.
-        if bytes.len() == PUBLISHED_BYTES && !super::wire::sealed(bytes, 5) {
+        if torn(bytes, PUBLISHED_BYTES) {
             return Ok(None);
         }
         let mut r = BodyReader::new(bytes);

@@ -186,19 +186,25 @@ impl<'a> Message<'a> {
     }
 }
 
-/// A published record's 24-bit check, held in its bytes `at..at + 3` (counted as zero
-/// here). A one-sided read is not atomic against its owner's write: a read racing the
-/// write can land the new start's number beside the last start's values, which every
-/// field check passes. Such a read fails the check and is read again. Never 0, so a
-/// record never written fails it too.
-fn check24(bytes: &[u8], at: usize) -> [u8; 3] {
-    let mut b = bytes.to_vec();
-    b[at..at + 3].fill(0);
-    let mut h = 0x243f_6a88_85a3_08d3u64 ^ b.len() as u64;
-    for chunk in b.chunks(8) {
+/// Where a sealed record keeps its check: bytes 5..8, after its start (4) and one byte.
+const CHECK_AT: usize = 5;
+
+/// A published record's 24-bit check, over its bytes but those of the check itself. A
+/// one-sided read is not atomic against its owner's write: a read racing the write can
+/// land the new start's number beside the last start's values, which every field check
+/// passes. Such a read fails the check and is read again. Never 0, so a record never
+/// written fails it too.
+fn check24(bytes: &[u8]) -> [u8; 3] {
+    let mut h = 0x243f_6a88_85a3_08d3u64 ^ bytes.len() as u64;
+    for (i, chunk) in bytes.chunks(8).enumerate() {
         let mut w = [0u8; 8];
         w[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut word = u64::from_le_bytes(w);
+        if i == 0 {
+            // The check's own bytes count as zero.
+            word &= (1 << (8 * CHECK_AT)) - 1;
+        }
+        h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         h ^= h >> 29;
     }
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -207,15 +213,18 @@ fn check24(bytes: &[u8], at: usize) -> [u8; 3] {
     [c[0], c[1], c[2]]
 }
 
-/// Writes the record's check into its bytes `at..at + 3` ([`check24`]).
-pub(crate) fn seal(bytes: &mut [u8], at: usize) {
-    let c = check24(bytes, at);
-    bytes[at..at + 3].copy_from_slice(&c);
+/// Writes a record's check into its bytes 5..8 ([`check24`]); the record is at least 8
+/// bytes.
+pub(crate) fn seal(bytes: &mut [u8]) {
+    let c = check24(bytes);
+    bytes[CHECK_AT..CHECK_AT + 3].copy_from_slice(&c);
 }
 
-/// Whether the record read whole: its bytes `at..at + 3` hold its check ([`check24`]).
-pub(crate) fn sealed(bytes: &[u8], at: usize) -> bool {
-    bytes.len() >= at + 3 && bytes[at..at + 3] == check24(bytes, at)
+/// Whether a record of `len` bytes, read as `bytes`, was caught half written or never
+/// written: its check does not match ([`check24`]). A read of another length is left to
+/// the record's field checks.
+pub(crate) fn torn(bytes: &[u8], len: usize) -> bool {
+    bytes.len() == len && bytes[CHECK_AT..CHECK_AT + 3] != check24(bytes)
 }
 
 /// Writes a body: plain little-endian words.

@@ -2,6 +2,7 @@
 //! and down the tree, the strings' sums, a load record.
 
 use super::*;
+use crate::start::wire::{seal, torn};
 
 /// A rank's predicted load, published for its diffusion neighbours.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,7 +24,7 @@ impl LoadRecord {
         b[..4].copy_from_slice(&self.seq.to_le_bytes());
         b[4] = u8::from(self.load.is_some());
         b[8..].copy_from_slice(&self.load.unwrap_or(0).to_le_bytes());
-        super::super::wire::seal(&mut b, 5);
+        seal(&mut b);
         b
     }
 
@@ -32,7 +33,7 @@ impl LoadRecord {
     /// atomic against its owner's write: the new start beside the last one's load) or
     /// never written, to be read again.
     pub fn decode(b: &[u8]) -> Result<Option<Self>, FieldError> {
-        if b.len() == LOAD_RECORD_BYTES && !super::super::wire::sealed(b, 5) {
+        if torn(b, LOAD_RECORD_BYTES) {
             return Ok(None);
         }
         let mut r = BodyReader::new(b);
@@ -208,7 +209,7 @@ mod tests {
         assert_eq!(LoadRecord::decode(&[0; LOAD_RECORD_BYTES]), Ok(None));
         let mut bad = new.encode();
         bad[4] = 7;
-        super::super::super::wire::seal(&mut bad, 5);
+        seal(&mut bad);
         let e = LoadRecord::decode(&bad).unwrap_err();
         assert_eq!(e.field, "load");
         assert!(LoadRecord::decode(&n[..12]).is_err(), "a short record");
