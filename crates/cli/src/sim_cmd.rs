@@ -436,17 +436,17 @@ fn simulate(
     };
     titus_sim::time::check(&job).map_err(|e| RunError::Refused(e.to_string()))?;
     let t0 = Instant::now();
-    // Ownership as it stands (a repartition plan changes it), and each epoch's tasks
-    // once a plan moved them. The reports read each epoch's tasks again afterwards, one
-    // epoch at a time: an epoch without a record ran on the first ownership, which a
-    // repartitioning run keeps a copy of (`owned_s` is per rank).
-    let first_owned = run.args.repartition.map(|_| base.clone());
-    let mut owned = base;
-    let mut moved: Vec<Option<Vec<Vec<titus_workload::TaskSpec>>>> =
-        vec![None; plan.epochs as usize];
-    let mut planned = false;
-    let out = titus_sim::simulate_with(&job, &mut |b: &titus_sim::Between<'_>| {
+    // Ownership as it stands: a repartition plan between two epochs changes it for the
+    // next. Each epoch is reported as it ends, on the ownership it ran on (its tasks made
+    // again: the same draw), and dropped: every epoch's results and figures held to the
+    // end were most of a 100,000-rank run's memory.
+    let owned = std::cell::RefCell::new(base);
+    let mut reports = Vec::new();
+    let mut hetero = Vec::new();
+    let mut kept: Vec<Vec<titus_sim::RankOutcome>> = Vec::new();
+    let mut between = |b: &titus_sim::Between<'_>| {
         let next = b.epoch as u32 + 1;
+        let mut owned = owned.borrow_mut();
         // As dlb-bench: after epoch e with e + 1 a multiple of K, every rank's plan (keys:
         // the tasks' numbers, string order) moves tasks for good; the following epochs
         // run on the new ownership.
@@ -460,33 +460,13 @@ fn simulate(
             let moves = b.repartition_plan(&keys).map_err(|e| e.to_string())?;
             titus_workload::apply_plans(&mut owned, &moves, run.args.repartition_plan.plan())
                 .map_err(|e| e.to_string())?;
-            planned = true;
         }
-        let all = titus_workload::epoch_tasks(&owned, next, plan.drift);
-        let tasks = sim_tasks(&all);
-        if planned {
-            moved[next as usize] = Some(all);
-        }
-        Ok(Some(tasks))
-    })
-    .map_err(|v| format!("{}: {v}", run.label()))?;
-    if let Some(dir) = &a.trace {
-        write_trace(dir, &out, run.args.workers).map_err(RunError::Refused)?;
-    }
-    let wall_s = t0.elapsed().as_secs_f64();
-    let per_epoch = out.earlier.iter().chain(std::iter::once(&out.ranks));
-    let mut reports = Vec::new();
-    let mut hetero = Vec::new();
-    for (e, outcome) in per_epoch.enumerate() {
-        let all = match moved[e].take() {
-            Some(all) => all,
-            None => titus_workload::epoch_tasks(
-                first_owned.as_ref().unwrap_or(&owned),
-                e as u32,
-                plan.drift,
-            ),
-        };
-        let all = &all;
+        Ok(Some(sim_tasks(&titus_workload::epoch_tasks(
+            &owned, next, plan.drift,
+        ))))
+    };
+    let mut each = |e: usize, outcome: Vec<titus_sim::RankOutcome>| {
+        let all = titus_workload::epoch_tasks(&owned.borrow(), e as u32, plan.drift);
         let work_ns: f64 = all.iter().flatten().map(|t| t.cost * 1e9).sum();
         let makespan = outcome
             .iter()
@@ -499,8 +479,18 @@ fn simulate(
             .map(|c| c.completed)
             .sum();
         hetero.push((work_ns / (capacity * makespan.max(1.0)), accel));
-        let figs = figures(outcome, scale, run.args.plot.is_some());
-        reports.push(dlb::report(run, plan, e as u32, all, &figs, calibration));
+        let figs = figures(&outcome, scale, run.args.plot.is_some());
+        reports.push(dlb::report(run, plan, e as u32, &all, &figs, calibration));
+        if a.trace.is_some() {
+            kept.push(outcome);
+        }
+        Ok(())
+    };
+    let out = titus_sim::simulate_each(job, &mut between, &mut each)
+        .map_err(|v| format!("{}: {v}", run.label()))?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    if let Some(dir) = &a.trace {
+        write_trace(dir, &kept, run.args.workers).map_err(RunError::Refused)?;
     }
     Ok(Simulated {
         reports,
@@ -562,16 +552,15 @@ const TRACE_RANKS_MAX: u32 = 4096;
 /// Writes each rank's epochs to `dir/titus-trace-rank<R>.jsonl`, as the runtime's trace
 /// does, in virtual ns: a worker's spans are its lane's, and its idle time the gaps
 /// between them within the epoch.
-fn write_trace(dir: &Path, out: &titus_sim::Outcome, workers: usize) -> Result<(), String> {
+fn write_trace(
+    dir: &Path,
+    epochs: &[Vec<titus_sim::RankOutcome>],
+    workers: usize,
+) -> Result<(), String> {
     use titus_runtime::trace::{EpochRecord, PhasesRecord, append, file_of};
     let io = |e: std::io::Error| format!("--trace '{}': {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(io)?;
-    let epochs: Vec<&Vec<titus_sim::RankOutcome>> = out
-        .earlier
-        .iter()
-        .chain(std::iter::once(&out.ranks))
-        .collect();
-    for r in 0..out.ranks.len() {
+    for r in 0..epochs.last().map_or(0, Vec::len) {
         let mut file =
             std::io::BufWriter::new(std::fs::File::create(file_of(dir, r as u32)).map_err(io)?);
         for (e, ranks) in epochs.iter().enumerate() {

@@ -147,6 +147,36 @@ impl TaskArea {
         Ok((out, at - offset))
     }
 
+    /// Decodes `n` slots that landed in the staging area from `from`
+    /// ([`TaskArea::read`]), then discards them: the staging area is dead until this
+    /// rank's next steal lands there (the simulator frees its pages).
+    pub(crate) fn take_staged(
+        &self,
+        mem: &dyn Memory,
+        n: u64,
+        from: Rank,
+    ) -> Result<Vec<Task>, CoreError> {
+        let tasks = self.read(mem, self.staging(), n, from);
+        mem.discard(Loc::new(seg::TASKS, self.staging()), n * self.slot);
+        tasks
+    }
+
+    /// [`TaskArea::take_staged`] for packed tasks ([`TaskArea::read_packed`]).
+    pub(crate) fn take_staged_packed(
+        &self,
+        mem: &dyn Memory,
+        n: u64,
+        from: Rank,
+    ) -> Result<(Vec<Task>, u64), CoreError> {
+        let got = self.read_packed(mem, self.staging(), n, from);
+        // (A malformed reply fails the epoch: its bytes go with the whole area.)
+        let len = got
+            .as_ref()
+            .map_or(self.capacity * self.slot, |&(_, bytes)| bytes);
+        mem.discard(Loc::new(seg::TASKS, self.staging()), len);
+        got
+    }
+
     /// Decodes `n` slots at `offset` of this rank's TASKS, written by `from`.
     pub fn read(
         &self,
@@ -219,6 +249,35 @@ mod tests {
         assert!(bytes < 4 * area.slot);
         let (back, read) = area.read_packed(&mem, area.staging(), 4, 1).unwrap();
         assert_eq!((back, read), (tasks, bytes));
+    }
+
+    /// Once a steal's tasks are decoded the staging area is dead until the next steal
+    /// lands there: discarded (memory that costs what it holds frees it), a malformed
+    /// reply's whole area with it.
+    #[test]
+    fn staged_tasks_are_discarded_once_decoded() {
+        use crate::ctx::testing::Discards;
+        let cfg = Config {
+            max_payload: 64,
+            shared_capacity: 4,
+            ..Config::default()
+        };
+        let area = TaskArea::new(&cfg, 4);
+        let mem = Discards::new(Mem::new([area.bytes(), 64, 64]));
+        let staged = Loc::new(seg::TASKS, area.staging());
+        let tasks: Vec<Task> = (0..3).map(|i| task(i, 10)).collect();
+        let bytes = area.write_packed(&mem, 2, &tasks);
+        assert!(mem.1.borrow().is_empty(), "nothing dead before it is read");
+        let got = area.take_staged_packed(&mem, 3, 1).unwrap();
+        assert_eq!(got, (tasks.clone(), bytes));
+        assert_eq!(mem.1.take(), [(staged, bytes)], "the packed bytes, once");
+        area.write(&mem, 2, &tasks);
+        assert_eq!(area.take_staged(&mem, 3, 1).unwrap(), tasks);
+        assert_eq!(mem.1.take(), [(staged, 3 * area.slot)], "three slots");
+        // A record over the payload limit: refused, and the whole area is dead.
+        mem.write(staged, &[0xff; layout::SLOT_HEADER as usize]);
+        assert!(area.take_staged_packed(&mem, 1, 1).is_err());
+        assert_eq!(mem.1.take(), [(staged, area.capacity * area.slot)]);
     }
 
     #[test]

@@ -45,7 +45,7 @@ mod queue;
 mod repartition_error;
 pub mod time;
 
-pub use engine::{Between, simulate_with};
+pub use engine::{Between, simulate_each, simulate_with};
 pub use job::*;
 pub use model::Model;
 pub use repartition_error::RepartitionError;
@@ -55,6 +55,10 @@ pub use repartition_error::RepartitionError;
 /// job's; an error ends the run.
 pub type BetweenEpochs<'f> =
     dyn FnMut(&Between<'_>) -> Result<Option<Vec<Vec<SimTask>>>, String> + 'f;
+
+/// What a driver does with each epoch's outcome as it ends ([`simulate_each`]): given
+/// the epoch's number (from 0) and every rank's outcome; an error ends the run.
+pub type EachEpoch<'f> = dyn FnMut(usize, Vec<RankOutcome>) -> Result<(), String> + 'f;
 
 /// Runs every epoch of `job` to its end and checks every invariant.
 pub fn simulate(job: &Job<'_>) -> Result<Outcome, Violation> {

@@ -1,12 +1,13 @@
 //! Later epochs whose tasks the driver supplies as each begins
 //! (`Job::later_epochs_supplied`), as `titus sim` does so that a long job holds one
 //! epoch's tasks at a time: the same job as with every epoch held before the run, and a
-//! driver that supplies nothing is named, not run on empty.
+//! driver that supplies nothing is named, not run on empty. A driver may take each
+//! epoch's outcome as it ends (`simulate_each`) rather than hold them all.
 
 mod common;
 
 use titus_core::{Balancing, Config};
-use titus_sim::{Job, Model, SimTask, simulate, simulate_with};
+use titus_sim::{Job, Model, SimTask, simulate, simulate_each, simulate_with};
 
 /// Every rank's tasks of epoch `e`: rank 0 holds the costly ones, more each epoch.
 fn tasks(ranks: u32, e: u64) -> Vec<Vec<SimTask>> {
@@ -58,6 +59,40 @@ fn supplied_epochs_run_as_held_ones() {
         (b.trace, b.events, b.end_ns),
         "the same job, event for event"
     );
+}
+
+#[test]
+fn each_epoch_is_handed_over_as_it_ends() {
+    let ranks = 9;
+    let supplied = || Job {
+        later_epochs_supplied: 2,
+        ..job(ranks)
+    };
+    let next = |b: &titus_sim::Between<'_>| Ok(Some(tasks(ranks, b.epoch as u64 + 1)));
+    let kept = simulate_with(&supplied(), &mut next.clone()).expect("kept epochs");
+    let mut handed = Vec::new();
+    let out = simulate_each(supplied(), &mut next.clone(), &mut |e, ranks| {
+        handed.push((e, ranks));
+        Ok(())
+    })
+    .expect("handed epochs");
+    assert!(out.ranks.is_empty() && out.earlier.is_empty(), "none kept");
+    assert_eq!((out.trace, out.events), (kept.trace, kept.events));
+    let kept: Vec<_> = kept.earlier.iter().chain([&kept.ranks]).collect();
+    assert_eq!(handed.len(), kept.len(), "each epoch once");
+    for ((e, ranks), want) in handed.iter().zip(kept) {
+        let results = |rs: &[titus_sim::RankOutcome]| -> Vec<Vec<Vec<u8>>> {
+            rs.iter().map(|r| r.results.clone()).collect()
+        };
+        assert_eq!(results(ranks), results(want), "epoch {e}'s results");
+    }
+    // The driver's error ends the run, naming the epoch.
+    let v = simulate_each(supplied(), &mut next.clone(), &mut |e, _| match e {
+        1 => Err("no room for the report".into()),
+        _ => Ok(()),
+    })
+    .expect_err("the driver refused epoch 2");
+    assert!(v.to_string().contains("after epoch 2: no room"), "{v}");
 }
 
 #[test]

@@ -555,25 +555,12 @@ mod tests {
     /// rank's pushes stayed resident).
     #[test]
     fn a_written_chunk_leaves_its_outbox_slot_discarded() {
-        use crate::ctx::testing::Mem;
-        use crate::{Loc, Op};
-        use std::cell::RefCell;
-        struct Discards(Mem, RefCell<Vec<(Loc, u64)>>);
-        impl Memory for Discards {
-            fn read(&self, loc: Loc, buf: &mut [u8]) {
-                self.0.read(loc, buf);
-            }
-            fn write(&self, loc: Loc, data: &[u8]) {
-                self.0.write(loc, data);
-            }
-            fn discard(&self, loc: Loc, len: u64) {
-                self.1.borrow_mut().push((loc, len));
-            }
-        }
+        use crate::Op;
+        use crate::ctx::testing::{Discards, Mem};
         let cfg = Config::default();
         let mut sizes = [0u64; 16];
         sizes[usize::from(seg::OUTBOX.0)] = 4 * cfg.chunk_bytes;
-        let mem = Discards(Mem::new(sizes), RefCell::new(Vec::new()));
+        let mem = Discards::new(Mem::new(sizes));
         let victims = Neighbours::List(vec![1, 2]);
         let mut out = Outbound::new(&victims, &cfg);
         let mut cx: Ctx<Pending> = Ctx::new(cfg.clone(), 0, 3);

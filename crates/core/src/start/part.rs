@@ -212,8 +212,10 @@ pub(crate) struct StartPart {
     plan_carry: StartCarry,
     /// Starts begun, the one under way included.
     seq: u64,
-    current: Option<EpochStart>,
-    outcome: Option<Result<StartOutcome, CoreError>>,
+    /// (Boxed, as the outcome: a start's state is kilobytes, and a node spends most of
+    /// its life outside one; the simulator holds 100,000 nodes.)
+    current: Option<Box<EpochStart>>,
+    outcome: Option<Box<Result<StartOutcome, CoreError>>>,
     /// START signals for a start this rank has not begun: (from, start, step, round, len).
     early: Vec<(Rank, u8, u8, u8, u16)>,
     /// Small landings free.
@@ -254,7 +256,7 @@ impl StartPart {
 
     /// The start under way, for a stall's message.
     pub(crate) fn describe(&self) -> Option<String> {
-        self.current.as_ref().map(EpochStart::describe)
+        self.current.as_deref().map(EpochStart::describe)
     }
 
     /// Begins the next start.
@@ -277,7 +279,9 @@ impl StartPart {
             true => std::mem::take(&mut self.plan_carry).with_grid_of(&self.carry),
             false => std::mem::take(&mut self.carry),
         };
-        self.current = Some(EpochStart::new(now, rank, size, self.seq, input, carry));
+        self.current = Some(Box::new(EpochStart::new(
+            now, rank, size, self.seq, input, carry,
+        )));
         let early: Vec<_> = std::mem::take(&mut self.early);
         for (from, start, step, round, len) in early {
             self.on_signal(now, from, start, step, round, len, mem, out)?;
@@ -337,6 +341,9 @@ impl StartPart {
         }
         let mut bytes = vec![0u8; len as usize];
         mem.read(Loc::new(seg::START, at), &mut bytes);
+        // The slot is dead until this sender's message of the next start (which cannot
+        // come before this rank ends this one): the simulator frees its pages.
+        mem.discard(Loc::new(seg::START, at), len);
         let cur = self.current.as_mut().expect("checked");
         cur.handle_message(from, &bytes);
         cur.note_time(now);
@@ -363,6 +370,8 @@ impl StartPart {
         {
             let mut bytes = vec![0u8; len as usize];
             mem.read(Loc::new(seg::START, landing), &mut bytes);
+            // Only this rank's next read lands there.
+            mem.discard(Loc::new(seg::START, landing), len);
             if let Some(i) = load {
                 let block = i >= LANDINGS;
                 match block {
@@ -391,7 +400,7 @@ impl StartPart {
 
     /// When the start's timer is due.
     pub(crate) fn poll_timeout(&self) -> Option<Time> {
-        self.current.as_ref().and_then(EpochStart::poll_timeout)
+        self.current.as_deref().and_then(EpochStart::poll_timeout)
     }
 
     /// Timers.
@@ -409,7 +418,7 @@ impl StartPart {
             let plan = cur.is_repartition();
             let (_, carry) = cur.finish();
             *self.carry_of(plan) = carry;
-            self.outcome = Some(Err(e));
+            self.outcome = Some(Box::new(Err(e)));
         }
     }
 
@@ -422,12 +431,12 @@ impl StartPart {
 
     /// The start's outcome, once it ended (once).
     pub(crate) fn take_outcome(&mut self) -> Option<Result<StartOutcome, CoreError>> {
-        self.outcome.take()
+        self.outcome.take().map(|o| *o)
     }
 
     /// The outcome, left in place.
     pub(crate) fn peek_outcome(&self) -> Option<&Result<StartOutcome, CoreError>> {
-        self.outcome.as_ref()
+        self.outcome.as_deref()
     }
 
     fn issue_read(&mut self, peer: Rank, record: Record, len: u64, out: &mut Vec<Issue>) {
@@ -517,7 +526,7 @@ impl StartPart {
             let plan = cur.is_repartition();
             let (r, carry) = self.current.take().expect("checked").finish();
             *self.carry_of(plan) = carry;
-            self.outcome = Some(r.map_err(CoreError::from));
+            self.outcome = Some(Box::new(r.map_err(CoreError::from)));
         }
     }
 }
@@ -525,7 +534,111 @@ impl StartPart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ctx::testing::Mem;
+    use crate::ctx::testing::{Discards, Mem};
+    use crate::layout::signal::Signal;
+
+    /// A start message's slot is dead once read (until its sender's message of the next
+    /// start) and a record's landing once its read completed: both are discarded, so
+    /// memory that costs what it holds frees them. Two ranks run a whole start over
+    /// plain memory; every slot and landing read is discarded, with its length.
+    #[test]
+    fn read_slots_and_landings_are_discarded() {
+        let mut parts = [StartPart::new(2), StartPart::new(2)];
+        let bytes = parts[0].bytes();
+        let mems = [0, 1].map(|_| Discards::new(Mem::new([0, 0, 0, bytes])));
+        let mut outs: [Vec<Issue>; 2] = Default::default();
+        for (r, part) in parts.iter_mut().enumerate() {
+            let input = StartInput {
+                tasks: 3 + r,
+                ..StartInput::default()
+            };
+            part.begin(Time(0), r as Rank, 2, input, &mems[r], &mut outs[r])
+                .unwrap();
+        }
+        // What each rank read (its slots and landings), to find among its discards.
+        let mut read: [Vec<(Loc, u64)>; 2] = Default::default();
+        let mut now = 0;
+        while parts.iter().any(StartPart::is_running) {
+            now += 1;
+            let Some(r) = (0..2).find(|&r| !outs[r].is_empty()) else {
+                let r = (0..2).find(|&r| parts[r].is_running()).unwrap();
+                let at = parts[r]
+                    .poll_timeout()
+                    .expect("a waiting start has a timer");
+                now = now.max(at.0);
+                parts[r].on_timeout(Time(now), &mems[r], &mut outs[r]);
+                continue;
+            };
+            let (op, pending) = outs[r].remove(0);
+            let from = r as Rank;
+            match op {
+                Op::Write {
+                    peer,
+                    remote,
+                    pieces,
+                    signal,
+                } => {
+                    let p = peer as usize;
+                    let mut at = remote.offset;
+                    for (l, len) in pieces {
+                        let mut b = vec![0u8; len as usize];
+                        mems[r].read(l, &mut b);
+                        mems[p].write(Loc::new(remote.segment, at), &b);
+                        at += len;
+                    }
+                    parts[r].on_complete(Time(now), pending, &mems[r], &mut outs[r]);
+                    let Ok(Signal::Start {
+                        start,
+                        step,
+                        round,
+                        len,
+                    }) = Signal::unpack(signal.expect("signalled"), from)
+                    else {
+                        panic!("a START signal");
+                    };
+                    read[p].push((remote, u64::from(len)));
+                    parts[p]
+                        .on_signal(
+                            Time(now),
+                            from,
+                            start,
+                            step,
+                            round,
+                            len,
+                            &mems[p],
+                            &mut outs[p],
+                        )
+                        .unwrap();
+                }
+                Op::Read {
+                    peer,
+                    remote,
+                    local,
+                    len,
+                } => {
+                    let mut b = vec![0u8; len as usize];
+                    mems[peer as usize].read(remote, &mut b);
+                    mems[r].write(local, &b);
+                    read[r].push((local, len));
+                    parts[r].on_complete(Time(now), pending, &mems[r], &mut outs[r]);
+                }
+                op => panic!("a start issues writes and reads, not {op:?}"),
+            }
+        }
+        for r in 0..2 {
+            assert!(
+                matches!(parts[r].peek_outcome(), Some(Ok(_))),
+                "rank {r}: {:?}",
+                parts[r].peek_outcome()
+            );
+            assert!(!read[r].is_empty(), "rank {r} read something");
+            let mut discarded = mems[r].1.take();
+            let mut wanted = read[r].clone();
+            discarded.sort_by_key(|&(l, n)| (l.offset, n));
+            wanted.sort_by_key(|&(l, n)| (l.offset, n));
+            assert_eq!(discarded, wanted, "rank {r}: each read's bytes, once");
+        }
+    }
 
     /// A read that an ended start left out (read ahead, not needed) comes back during
     /// the next start: its bytes are the old start's, and the new one must not take

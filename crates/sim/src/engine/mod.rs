@@ -7,12 +7,12 @@ mod peers;
 mod repartition;
 mod workers;
 
-use crate::BetweenEpochs;
 use crate::job::*;
 use crate::mem::SparseMem;
 use crate::model::{self, Model};
 use crate::queue::{self, EventQueue};
 use crate::time;
+use crate::{BetweenEpochs, EachEpoch};
 use epoch::{WholeJobPlan, layout_loc, on_start_segment};
 use peers::Peers;
 pub use repartition::Between;
@@ -230,7 +230,8 @@ struct Sim<'a> {
     began: Vec<u64>,
     /// Per rank: a start's outcome waiting for its planning CPU ([`Ev::Begin`]), and the
     /// history CPU its last epoch's end owes its next call.
-    beginning: Vec<Option<titus_core::start::StartOutcome>>,
+    /// (Boxed, as `planned`: an outcome is kilobytes, held by few ranks at a time.)
+    beginning: Vec<Option<Box<titus_core::start::StartOutcome>>>,
     history_owed: Vec<u64>,
     /// With [`Job::check_start`]: the whole job's front, and this epoch's plan from it.
     reference_front: titus_core::JobFront,
@@ -241,7 +242,7 @@ struct Sim<'a> {
     /// A repartition start under way ([`Between::repartition_plan`]): each rank's keys,
     /// and each rank's outcome once its start ended, with its own prediction.
     plan_keys: Option<Vec<Vec<u64>>>,
-    planned: Vec<Option<PlanOutcome>>,
+    planned: Vec<Option<Box<PlanOutcome>>>,
     /// With [`Job::check_start`]: the whole job's front as the repartition plans follow it.
     reference_plan_front: titus_core::JobFront,
     /// Virtual time between epochs: when the last epoch (or repartition start) ended.
@@ -490,7 +491,7 @@ impl<'a> Sim<'a> {
                 // Told of another rank's failure while it planned: it stops with that
                 // error, as the runtime's epoch does.
                 if self.nodes[i].error().is_none() {
-                    self.begin_epoch(node, now, Ok(out))?;
+                    self.begin_epoch(node, now, Ok(*out))?;
                 } else {
                     self.own[i] = None;
                 }
@@ -610,11 +611,36 @@ impl<'a> Sim<'a> {
 /// repartition plan ([`Between::repartition_plan`]) as `dlb-bench --repartition` does
 /// with the runtime's. The epochs' count is the job's.
 pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<Outcome, Violation> {
+    run_job(job, Cow::Borrowed(&job.tasks), between, None)
+}
+
+/// [`simulate_with`], handing each epoch's outcome to `each` as the epoch ends instead of
+/// keeping it: [`Outcome::ranks`] and [`Outcome::earlier`] come back empty. A driver that
+/// reports an epoch at a time holds one epoch's results, not every epoch's (at 100,000
+/// ranks an epoch's results and figures are about a GiB). It takes the job: the first
+/// epoch's tasks are dropped once it ends, as every later epoch's are.
+pub fn simulate_each(
+    mut job: Job<'_>,
+    between: &mut BetweenEpochs<'_>,
+    each: &mut EachEpoch<'_>,
+) -> Result<Outcome, Violation> {
+    time::check(&job)?;
+    let first = std::mem::take(&mut job.tasks);
+    run_job(&job, Cow::Owned(first), between, Some(each))
+}
+
+/// Runs `job` with `first` as its first epoch's tasks (the job's own, or taken from it).
+fn run_job<'a>(
+    job: &'a Job<'a>,
+    first: Cow<'a, [Vec<SimTask>]>,
+    between: &mut BetweenEpochs<'_>,
+    mut each: Option<&mut EachEpoch<'_>>,
+) -> Result<Outcome, Violation> {
     let ranks = job.overlay.ranks;
-    if job.tasks.len() != ranks as usize {
+    if first.len() != ranks as usize {
         return Err(Violation::Broken(format!(
             "{} task lists for {ranks} ranks",
-            job.tasks.len()
+            first.len()
         )));
     }
     if job.workers == 0 {
@@ -725,15 +751,16 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         seq: 0,
         rng: Rng::from_keys(&[job.seed, 0x5349_4d00]),
         epoch: 0,
-        current: Cow::Borrowed(&job.tasks),
+        runs: first.iter().map(|t| vec![0; t.len()]).collect(),
+        own_total: first.iter().map(|t| t.len() as u64).sum(),
+        ran_for: first.iter().map(|t| vec![0; t.len()]).collect(),
+        current: first,
         keys: vec![Vec::new(); n],
         done_count: 0,
         peers: None,
         contacts: vec![Vec::new(); n],
         connect_ns: vec![0; n],
-        runs: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         home_total: 0,
-        own_total: job.tasks.iter().map(|t| t.len() as u64).sum(),
         slow,
         events: 0,
         activity: 0,
@@ -764,7 +791,6 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         dispatches: vec![Vec::new(); n],
         types_of,
         fail_count: 0,
-        ran_for: job.tasks.iter().map(|t| vec![0; t.len()]).collect(),
         cpu_ranks,
         node_busy: vec![0; n.div_ceil(cpu_ranks as usize)],
         task_ends: if job.model.polled && job.model.cpu.is_some() {
@@ -812,7 +838,10 @@ pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<O
         sim.start_epoch(now)?;
         now = sim.run_epoch(stall)?;
         let ranks = sim.finish_epoch(epoch)?;
-        if epoch > 0 {
+        if let Some(each) = each.as_deref_mut() {
+            each(epoch, ranks)
+                .map_err(|e| Violation::Broken(format!("after epoch {}: {e}", epoch + 1)))?;
+        } else if epoch > 0 {
             out.earlier.push(std::mem::replace(&mut out.ranks, ranks));
         } else {
             out.ranks = ranks;

@@ -68,7 +68,7 @@ impl RepartitionStart for Sim<'_> {
         self.clock = self.clock.max(ended.map_err(RepartitionError::Run)?);
         let mut plans = Vec::with_capacity(n);
         for (r, k) in keys.iter().enumerate() {
-            let (outcome, own) = self.planned[r].take().expect("every rank's start ended");
+            let (outcome, own) = *self.planned[r].take().expect("every rank's start ended");
             let out = outcome.map_err(|error| RepartitionError::Start { rank: r, error })?;
             if let Some((movement, positions)) = &reference
                 && out.movement == *movement

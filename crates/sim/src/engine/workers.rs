@@ -15,7 +15,7 @@ impl<'a> Sim<'a> {
             match self.plan_keys.is_some() {
                 true => {
                     let own = self.own[i].take().expect("checked");
-                    self.planned[i] = Some((outcome, own));
+                    self.planned[i] = Some(Box::new((outcome, own)));
                     self.done_count += 1;
                 }
                 false => {
@@ -23,7 +23,7 @@ impl<'a> Sim<'a> {
                     let plan = StartCpu::of(self.job.start_cpu.plan_ns, self.keys[i].len());
                     match outcome {
                         Ok(out) if plan > 0 => {
-                            self.beginning[i] = Some(out);
+                            self.beginning[i] = Some(Box::new(out));
                             self.at(now + plan, Ev::Begin { node: n });
                         }
                         outcome => self.begin_epoch(n, now, outcome)?,

@@ -87,7 +87,7 @@ impl Thief {
     ) -> Result<Option<Vec<Task>>, CoreError> {
         let area = self.area;
         let peer = self.targets.at(victim);
-        let tasks = area.read(mem, area.staging(), u64::from(len), peer)?;
+        let tasks = area.take_staged(mem, u64::from(len), peer)?;
         // Step 3: the batch is read; the owner may reuse the region.
         cx.issue(
             Op::FetchAdd {

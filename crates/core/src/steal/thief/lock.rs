@@ -104,7 +104,7 @@ impl Thief {
     ) -> Result<Option<Vec<Task>>, CoreError> {
         let area = self.area;
         let peer = self.targets.at(victim);
-        let tasks = area.read(mem, area.staging(), u64::from(n), peer)?;
+        let tasks = area.take_staged(mem, u64::from(n), peer)?;
         // Step 4: hand the lock to the owner for a refill.
         let bytes = u64::from(n) * area.slot;
         self.lock_release(cx, victim, lock::REFILL, Outcome::Got(u64::from(n), bytes));

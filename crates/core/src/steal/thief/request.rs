@@ -71,7 +71,7 @@ impl Thief {
                 ),
             });
         }
-        let (tasks, bytes) = self.area.read_packed(mem, self.area.staging(), n, from)?;
+        let (tasks, bytes) = self.area.take_staged_packed(mem, n, from)?;
         let outcome = if n > 0 {
             // Packed: the bytes that moved, not whole slots.
             Outcome::Got(n, bytes)
