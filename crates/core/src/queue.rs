@@ -524,7 +524,11 @@ impl Queue {
 
     /// A worker's grain: `min` tasks from the front (as many as there are), then more
     /// while their estimates sum within `budget_ns`, up to `max` in all. A task of
-    /// unknown cost (estimate 0) is taken only among the first `min`: it may be long.
+    /// unknown cost (estimate 0) counts at its kind's mean measured here so far (the
+    /// mapper's estimate now); before any task of its kind ended, it is taken only among
+    /// the first `min`: it may be long. (Without that, a first epoch, which has no
+    /// predictions, took its tasks one at a time: at 131,072 cells of 0.2 µs its run
+    /// took 1.5× a later epoch's.)
     pub(crate) fn take_front_within(
         &mut self,
         min: usize,
@@ -533,11 +537,22 @@ impl Queue {
     ) -> Vec<Task> {
         let mut n = 0;
         let mut sum = 0u64;
+        // The last kind asked and its mean (tasks of a kind come in runs).
+        let mut asked: Option<(u16, u64)> = None;
         for t in self.tasks.iter().take(max.max(min)) {
-            if n >= min && (t.cost_ns == 0 || sum.saturating_add(t.cost_ns) > budget_ns) {
+            let cost = match (t.cost_ns, asked) {
+                (0, Some((kind, mean))) if kind == t.kind => mean,
+                (0, _) => {
+                    let mean = self.mapper.estimate_ns(&info(t)).unwrap_or(0);
+                    asked = Some((t.kind, mean));
+                    mean
+                }
+                (c, _) => c,
+            };
+            if n >= min && (cost == 0 || sum.saturating_add(cost) > budget_ns) {
                 break;
             }
-            sum = sum.saturating_add(t.cost_ns);
+            sum = sum.saturating_add(cost);
             n += 1;
         }
         self.take_front(n)
@@ -683,6 +698,21 @@ mod tests {
         q.start((0..5).map(task).collect(), false);
         assert_eq!(indices(q.take_front_within(1, 64, 1_000)), [0]);
         assert_eq!(indices(q.take_front_within(3, 64, 1_000)), [1, 2, 3]);
+        // Once a task of their kind ended here, unknown tasks count at its mean: 100 ns
+        // each, three within 350.
+        q.start((0..6).map(task).collect(), false);
+        q.mapper.task_finished(&crate::mapper::Profile {
+            kind: task(0).kind,
+            owner: 0,
+            index: 9,
+            rank: 0,
+            duration_ns: 100,
+        });
+        assert_eq!(indices(q.take_front_within(1, 64, 350)), [0, 1, 2]);
+        // A known estimate counts as it is; the unknown after it at the mean.
+        q.extend([costed(6, 300)]);
+        assert_eq!(indices(q.take_front_within(1, 64, 350)), [3, 4, 5]);
+        assert_eq!(indices(q.take_front_within(1, 64, 350)), [6]);
         // A zero budget (no grain): `min` tasks, as take_front.
         q.start((0..5).map(|i| costed(i, 1)).collect(), false);
         assert_eq!(indices(q.take_front_within(2, 64, 0)), [0, 1]);
