@@ -1,6 +1,7 @@
 //! Results handed back to the node: a worker's held grain, a resource's completions,
 //! and passing the node on afterwards (driven inline, or the progress thread woken).
 
+use crate::shared::Tally;
 use crate::{SegMem, Shared};
 use std::sync::atomic::Ordering;
 use titus_core::{HeldResults, Task};
@@ -9,26 +10,42 @@ use titus_core::{HeldResults, Task};
 pub(crate) type Done = (titus_core::TaskId, Result<Vec<u8>, String>, u64);
 
 /// Results a worker has not yet reported (its grain's; `RuntimeConfig::worker_grain`),
-/// held by the policy's rule ([`titus_core::WorkerPolicy::report_now`]).
+/// held by the policy's rule ([`titus_core::WorkerPolicy::report_now`]), and its figures
+/// not yet added to the rank's: added with every report.
 #[derive(Default)]
-pub(crate) struct Unreported(pub(crate) HeldResults<Done>);
+pub(crate) struct Unreported(pub(crate) HeldResults<Done>, pub(crate) Tally);
 
 impl Unreported {
     /// Hands every held result to the locked `node`, then `last` (the task that just
     /// ended): the node is driven once after them all.
     pub(crate) fn report_into(
         &mut self,
+        sh: &Shared,
         node: &mut titus_core::Node,
         now: titus_core::Time,
         last: Done,
         mem: &SegMem<'_>,
     ) {
+        self.1.add_to(&sh.figures);
         node.tasks_done(now, self.0.drain().chain(std::iter::once(last)), mem);
     }
 
     /// Reports every held result under one lock of the node ([`report_all`]).
     pub(crate) fn flush(&mut self, sh: &Shared) {
+        self.1.add_to(&sh.figures);
         report_all(sh, self.0.drain());
+    }
+
+    /// Reports `task`'s result alone ([`report`]), after the held ones.
+    pub(crate) fn report(
+        &mut self,
+        sh: &Shared,
+        task: &Task,
+        result: Result<Vec<u8>, String>,
+        cost_ns: u64,
+    ) {
+        self.1.add_to(&sh.figures);
+        report_all(sh, self.0.drain().chain([(task.id(), result, cost_ns)]));
     }
 }
 

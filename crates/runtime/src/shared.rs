@@ -138,6 +138,33 @@ pub(crate) struct ResourceSide {
     pub(crate) epoch: std::sync::atomic::AtomicU64,
 }
 
+/// A worker's share of the figures not yet added to the rank's ([`Figures`]): added
+/// before each report of its results, so the epoch's end, which comes with its last
+/// result, finds them all. (Three shared counters written per task were cache lines that
+/// every worker of the rank wrote in turn.)
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) busy_ns: u64,
+    pub(crate) between_ns: u64,
+    pub(crate) betweens: u64,
+}
+
+impl Tally {
+    /// Adds this tally to `figures` and starts again from zero.
+    pub(crate) fn add_to(&mut self, figures: &Figures) {
+        let t = std::mem::take(self);
+        if t.busy_ns > 0 {
+            figures.busy_ns.fetch_add(t.busy_ns, Ordering::Relaxed);
+        }
+        if t.betweens > 0 {
+            figures
+                .between_ns
+                .fetch_add(t.between_ns, Ordering::Relaxed);
+            figures.betweens.fetch_add(t.betweens, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The epoch's figures, gathered by the workers and read by the user thread.
 pub(crate) struct Figures {
     /// Nanoseconds workers spent in tasks this epoch.

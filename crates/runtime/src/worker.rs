@@ -10,7 +10,7 @@
 //! fabric's progress must poll (shm), a worker polls it between tasks. Who serves the
 //! node and when each thread sleeps: `serve_and_idle.md`, beside this file.
 
-use crate::report::{Unreported, pass_on, release, report};
+use crate::report::{Unreported, pass_on, release};
 use crate::{RuntimeError, SegMem, Shared};
 use crossbeam_deque::{Steal, Stealer, Worker};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -234,6 +234,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
                 held.flush(sh);
                 continue;
             }
+            held.1.add_to(&sh.figures);
             // Inline fabrics: while a steal's answer is awaited, watch for it a little
             // (it comes within microseconds from a victim that serves signals between
             // its tasks) rather than sleep until the progress thread has handled it.
@@ -301,9 +302,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             _ => Instant::now(),
         };
         if let Some(e) = last_end.take() {
-            let gap = t.saturating_duration_since(e).as_nanos() as u64;
-            sh.figures.between_ns.fetch_add(gap, Ordering::Relaxed);
-            sh.figures.betweens.fetch_add(1, Ordering::Relaxed);
+            held.1.between_ns += t.saturating_duration_since(e).as_nanos() as u64;
+            held.1.betweens += 1;
         }
         let result = execute(sh, &mut kinds, &task, rank, &mut spawned);
         let end = Instant::now();
@@ -330,7 +330,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             last_poll = end;
             served = true;
         }
-        sh.figures.busy_ns.fetch_add(cost_ns, Ordering::Relaxed);
+        held.1.busy_ns += cost_ns;
         if sh.figures.timings {
             sh.figures
                 .last_task_end
@@ -341,7 +341,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             if !spawned.is_empty() {
                 hand_spawned(sh, task.id(), &mut spawned);
             }
-            report(sh, &task, result, cost_ns);
+            held.report(sh, &task, result, cost_ns);
         } else {
             let local;
             (carried, local) = report_and_take(
@@ -420,7 +420,7 @@ fn report_and_take(
     let mut node = sh.lock_node();
     let now = sh.now();
     sh.hand_over(&mut node, now, id, spawned, &mem);
-    held.report_into(&mut node, now, (id, result, cost_ns), &mem);
+    held.report_into(sh, &mut node, now, (id, result, cost_ns), &mem);
     let mut next = None;
     if sh.epoch_running.load(Ordering::Acquire) && node.error().is_none() {
         next = take_grain(sh, &mut node, now, w, &mem);
