@@ -457,14 +457,19 @@ pub extern "C" fn titus_add_resource(
     })
 }
 
-/// The first `len` bytes of a 16-byte aligned result buffer (`len` ≤ its size), word by
-/// word: byte by byte through an iterator cost ~4% of µs-cells' time.
-pub(crate) fn result_bytes(result: &[u128], len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len.next_multiple_of(16));
-    for w in &result[..len.div_ceil(16)] {
+/// The first `len` bytes of a 16-byte aligned result buffer (`len` ≤ its size), in `out`
+/// (emptied first), word by word: byte by byte through an iterator cost ~4% of µs-cells'
+/// time.
+pub(crate) fn result_bytes(result: &[u128], len: usize, mut out: Vec<u8>) -> Vec<u8> {
+    out.clear();
+    out.reserve_exact(len);
+    let (whole, rest) = (len / 16, len % 16);
+    for w in &result[..whole] {
         out.extend_from_slice(&w.to_ne_bytes());
     }
-    out.truncate(len);
+    if rest > 0 {
+        out.extend_from_slice(&result[whole].to_ne_bytes()[..rest]);
+    }
     out
 }
 

@@ -117,7 +117,7 @@ impl Executor for CExecutor {
                     self.cap
                 ))
             } else {
-                Ok(crate::result_bytes(&self.result, len))
+                Ok(crate::result_bytes(&self.result, len, Vec::new()))
             };
             done.push((handle, r));
         }

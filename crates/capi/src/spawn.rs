@@ -79,12 +79,18 @@ pub extern "C" fn titus_register_spawning(
                     tcx: tcx.cast(),
                 })));
                 let task = std::ptr::without_provenance_mut::<titus_task_t>(handle);
-                run_task(kind, cap, payload, |input, len, result, cap, result_len| {
-                    // The pointers and lengths are valid for the call (`run_task`); `task`
-                    // is a handle, never dereferenced; `ctx` is the user's.
-                    // SAFETY: the arguments are valid for the call, as just said.
-                    unsafe { f(task, input, len, result, cap, result_len, ctx.0) }
-                })
+                run_task(
+                    kind,
+                    cap,
+                    payload,
+                    Vec::with_capacity,
+                    |input, len, result, cap, result_len| {
+                        // The pointers and lengths are valid for the call (`run_task`); `task`
+                        // is a handle, never dereferenced; `ctx` is the user's.
+                        // SAFETY: the arguments are valid for the call, as just said.
+                        unsafe { f(task, input, len, result, cap, result_len, ctx.0) }
+                    },
+                )
             });
             Ok(())
         })

@@ -37,16 +37,23 @@ pub extern "C" fn titus_register(
         with(t, |inner| {
             let (kind, f, cap) = registration(inner, kind, task)?;
             let ctx = UserPtr(ctx);
-            inner.rt.register_fallible(kind, move |payload| {
+            inner.rt.register_spawning(kind, move |tcx, payload| {
                 // (The whole `UserPtr` moves in, which is Send; not its raw field alone.)
                 let ctx = &ctx;
-                run_task(kind, cap, payload, |input, len, result, cap, result_len| {
-                    // The pointers and lengths are valid for the call (`run_task`); `ctx`
-                    // is the user's, handed back unchanged (the header's contract covers
-                    // it).
-                    // SAFETY: the arguments are valid for the call, as just said.
-                    unsafe { f(input, len, result, cap, result_len, ctx.0) }
-                })
+                let buffer = |len| tcx.result_buffer(len);
+                run_task(
+                    kind,
+                    cap,
+                    payload,
+                    buffer,
+                    |input, len, result, cap, result_len| {
+                        // The pointers and lengths are valid for the call (`run_task`); `ctx`
+                        // is the user's, handed back unchanged (the header's contract covers
+                        // it).
+                        // SAFETY: the arguments are valid for the call, as just said.
+                        unsafe { f(input, len, result, cap, result_len, ctx.0) }
+                    },
+                )
             });
             Ok(())
         })
@@ -72,11 +79,13 @@ pub(crate) fn task_kind(kind: c_int) -> Result<u16, Error> {
 
 /// Runs one task through the user's function, on a worker thread: `call` gets the
 /// payload (16-byte aligned, `payload.len()` bytes), the result buffer (16-byte aligned,
-/// `cap` bytes) and the out-pointer for the result's length, all valid for the call.
+/// `cap` bytes) and the out-pointer for the result's length, all valid for the call. The
+/// result is copied into what `buffer` gives for its length (`TaskCtx::result_buffer`).
 pub(crate) fn run_task(
     kind: u16,
     cap: usize,
     payload: &[u8],
+    buffer: impl FnOnce(usize) -> Vec<u8>,
     call: impl FnOnce(*const c_void, usize, *mut c_void, usize, *mut usize) -> c_int,
 ) -> Result<Vec<u8>, String> {
     SCRATCH.with(|scratch| {
@@ -142,7 +151,7 @@ pub(crate) fn run_task(
             ));
         }
         *dirty = len.div_ceil(16).max(1);
-        Ok(result_bytes(result, len))
+        Ok(result_bytes(result, len, buffer(len)))
     })
 }
 

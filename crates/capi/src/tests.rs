@@ -918,6 +918,27 @@ fn bad_resources_get_invalid() {
 }
 
 #[test]
+fn a_result_is_copied_exactly_into_the_buffer_it_is_given() {
+    let words: Vec<u128> = (0..4u128)
+        .map(|w| w * 0x0101_0101_0101_0101_0101_0101_0101_0101)
+        .collect();
+    // SAFETY: `words` holds 64 bytes.
+    let all = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 64) };
+    for len in [0, 1, 15, 16, 20, 32, 63, 64] {
+        // A recycled buffer: old bytes and room to spare.
+        let old = vec![0xee; 100];
+        let at = old.as_ptr();
+        let got = crate::result_bytes(&words, len, old);
+        assert_eq!(&got[..], &all[..len], "{len} bytes");
+        assert_eq!(
+            got.as_ptr(),
+            at,
+            "{len} bytes: the buffer given, not a new one"
+        );
+    }
+}
+
+#[test]
 fn a_task_reads_its_payload_16_byte_aligned_wherever_it_lies() {
     // An aligned payload is passed where it is; one at an odd address is copied. Both
     // reach the function aligned, with the same bytes.
@@ -935,15 +956,21 @@ fn a_task_reads_its_payload_16_byte_aligned_wherever_it_lies() {
         // SAFETY: as above.
         let all = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), 128) };
         let payload = &all[at..at + 48];
-        let got = tasks::run_task(1, 64, payload, |input, len, _result, _cap, result_len| {
-            assert_eq!(input as usize % 16, 0, "payload at offset {at} not aligned");
-            // SAFETY: `len` readable bytes at `input` (run_task's contract).
-            let seen = unsafe { std::slice::from_raw_parts(input.cast::<u8>(), len) };
-            assert_eq!(seen, &bytes[..], "payload at offset {at}");
-            // SAFETY: a valid out-pointer.
-            unsafe { *result_len = 0 };
-            0
-        });
+        let got = tasks::run_task(
+            1,
+            64,
+            payload,
+            Vec::with_capacity,
+            |input, len, _result, _cap, result_len| {
+                assert_eq!(input as usize % 16, 0, "payload at offset {at} not aligned");
+                // SAFETY: `len` readable bytes at `input` (run_task's contract).
+                let seen = unsafe { std::slice::from_raw_parts(input.cast::<u8>(), len) };
+                assert_eq!(seen, &bytes[..], "payload at offset {at}");
+                // SAFETY: a valid out-pointer.
+                unsafe { *result_len = 0 };
+                0
+            },
+        );
         assert_eq!(got, Ok(Vec::new()));
     }
 }

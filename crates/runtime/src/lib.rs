@@ -289,7 +289,7 @@ impl Runtime {
             match f {
                 // An emulated device runs no task that spawns: the context refuses.
                 Some(f) => f(
-                    &mut TaskCtx::new(rank, 0, None, &mut Vec::new(), None),
+                    &mut TaskCtx::new(rank, 0, None, &mut Vec::new(), None, None),
                     payload,
                 ),
                 None => Err(format!("no function registered for task kind {kind}")),

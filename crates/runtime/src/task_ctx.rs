@@ -19,6 +19,8 @@ pub struct TaskCtx<'a> {
     max_payload: Option<u32>,
     spawned: &'a mut Vec<NewTask>,
     hand: Option<Hand<'a>>,
+    /// The buffer of a payload this worker ran before, for [`TaskCtx::result_buffer`].
+    spare: Option<&'a mut Vec<u8>>,
 }
 
 impl std::fmt::Debug for TaskCtx<'_> {
@@ -38,6 +40,7 @@ impl<'a> TaskCtx<'a> {
         max_payload: Option<u32>,
         spawned: &'a mut Vec<NewTask>,
         hand: Option<Hand<'a>>,
+        spare: Option<&'a mut Vec<u8>>,
     ) -> Self {
         Self {
             rank,
@@ -45,6 +48,25 @@ impl<'a> TaskCtx<'a> {
             max_payload,
             spawned,
             hand,
+            spare,
+        }
+    }
+
+    /// An empty buffer with room for `len` bytes, for the task's result: the buffer of a
+    /// payload that this worker ran before, where its size suits `len` (at most twice it
+    /// plus 64 bytes: a small result does not hold a large buffer), else a new one.
+    /// Payloads come from the thread that hands the epoch over and results go back to it:
+    /// a worker that recycles one into the other neither allocates nor frees, and no
+    /// memory crosses between threads' allocator arenas (two of each per task were a
+    /// third of a worker's time with 0.2 µs tasks).
+    pub fn result_buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.as_deref_mut() {
+            Some(spare) if (len..=2 * len + 64).contains(&spare.capacity()) => {
+                let mut buf = std::mem::take(spare);
+                buf.clear();
+                buf
+            }
+            _ => Vec::with_capacity(len),
         }
     }
 
@@ -111,5 +133,40 @@ impl<'a> TaskCtx<'a> {
     /// Tasks spawned so far by this call.
     pub fn spawned(&self) -> usize {
         self.spawned.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result takes the spare payload buffer where its size suits, emptied; otherwise a
+    /// new buffer, and the spare stays for a later task.
+    #[test]
+    fn a_result_buffer_recycles_a_payload_that_fits() {
+        let mut spawned = Vec::new();
+        let mut spare = vec![7u8; 48];
+        let at = spare.as_ptr();
+        let mut ctx = TaskCtx::new(0, 0, None, &mut spawned, None, Some(&mut spare));
+        // Too small for 100 bytes.
+        let big = ctx.result_buffer(100);
+        assert!(big.capacity() >= 100 && big.as_ptr() != at && big.is_empty());
+        let fit = ctx.result_buffer(32);
+        assert_eq!((fit.as_ptr(), fit.len()), (at, 0), "the spare, emptied");
+        assert!(fit.capacity() >= 48);
+        let none = ctx.result_buffer(32);
+        assert!(
+            none.capacity() >= 32 && none.as_ptr() != at,
+            "the spare went once"
+        );
+        assert_eq!(spare.capacity(), 0);
+        // A small result does not hold a large buffer.
+        let mut spare = vec![0u8; 4096];
+        let mut ctx = TaskCtx::new(0, 0, None, &mut spawned, None, Some(&mut spare));
+        assert!(ctx.result_buffer(8).capacity() < 4096);
+        assert_eq!(spare.len(), 4096, "kept");
+        // Without a spare (an emulated device's task): a new buffer.
+        let mut ctx = TaskCtx::new(0, 0, None, &mut spawned, None, None);
+        assert!(ctx.result_buffer(16).capacity() >= 16);
     }
 }

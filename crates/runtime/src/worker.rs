@@ -124,13 +124,15 @@ impl Kinds {
     }
 }
 
-/// Runs `task` on rank `rank`; the children it spawns land in `spawned`.
+/// Runs `task` on rank `rank`; the children it spawns land in `spawned`. `spare` is a
+/// payload buffer the task may take for its result (`TaskCtx::result_buffer`).
 fn execute(
     sh: &Shared,
     kinds: &mut Kinds,
     task: &Task,
     rank: u32,
     spawned: &mut Vec<titus_core::NewTask>,
+    spare: &mut Vec<u8>,
 ) -> Result<Vec<u8>, String> {
     let Some(f) = kinds.get(sh, task.kind) else {
         return Err(format!(
@@ -145,7 +147,14 @@ fn execute(
         let mut tasks = tasks;
         hand_spawned(sh, parent, &mut tasks);
     };
-    let mut ctx = crate::TaskCtx::new(rank, QUEUED_SEEN.get(), limit, spawned, Some(&hand));
+    let mut ctx = crate::TaskCtx::new(
+        rank,
+        QUEUED_SEEN.get(),
+        limit,
+        spawned,
+        Some(&hand),
+        Some(spare),
+    );
     catch_unwind(AssertUnwindSafe(|| f(&mut ctx, &task.payload))).unwrap_or_else(|p| {
         Err(p
             .downcast_ref::<&str>()
@@ -154,6 +163,9 @@ fn execute(
             .unwrap_or_else(|| "the task panicked".into()))
     })
 }
+
+/// Largest payload buffer a worker keeps for a result (`TaskCtx::result_buffer`).
+const SPARE_MAX: usize = 64 << 10;
 
 /// How long an idle worker of an inline fabric watches for an awaited steal answer.
 const ANSWER_SPIN: Duration = Duration::from_micros(50);
@@ -202,6 +214,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
     let mut kinds = Kinds::new();
     // The children of the task that runs (handed to the node before its result).
     let mut spawned = Vec::new();
+    // The last task's payload buffer, for the next one's result (`TaskCtx::result_buffer`).
+    let mut spare = Vec::new();
     while !sh.closing() {
         let res = sh.res.added.load(Ordering::Acquire);
         // With resources: a task the resource thread gave the CPU goes first; every other
@@ -225,7 +239,7 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             },
             t => t,
         };
-        let Some(task) = task else {
+        let Some(mut task) = task else {
             // Waiting for work is idle time, not time between tasks.
             last_end = None;
             // (Held results come with a task still to run; a switch to resources or an
@@ -305,12 +319,15 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             held.1.between_ns += t.saturating_duration_since(e).as_nanos() as u64;
             held.1.betweens += 1;
         }
-        let result = execute(sh, &mut kinds, &task, rank, &mut spawned);
+        let result = execute(sh, &mut kinds, &task, rank, &mut spawned, &mut spare);
         let end = Instant::now();
         if let Some(tr) = &sh.trace {
             tr.task(me, sh.time_of(t).0, sh.time_of(end).0, &task);
         }
         last_end = Some(end);
+        if task.payload.capacity() <= SPARE_MAX {
+            spare = std::mem::take(&mut task.payload);
+        }
         if costly {
             sh.fabric.long_task(false);
             sh.workers.busy.fetch_add(1, Ordering::AcqRel);
