@@ -118,7 +118,8 @@ static SESSIONS: AtomicU16 = AtomicU16::new(0);
 
 struct Inner {
     rt: Runtime,
-    pending: Vec<(u16, Vec<u8>)>,
+    /// The tasks handed over for the next step, keyed by index until titus_task_keys.
+    pending: Vec<TaskIn>,
     /// Keys of the pending tasks (titus_task_keys), or None: each task's index.
     keys: Option<Vec<u64>>,
     /// Priorities and cost hints of the pending tasks (titus_task_hints), or None: 0.
@@ -518,18 +519,18 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     tasks.len()
                 )));
             }
-            let keyed: Vec<TaskIn> = tasks
-                .into_iter()
-                .enumerate()
-                .map(|(i, (kind, payload))| TaskIn {
-                    key: keys.as_ref().map_or(i as u64, |k| k[i]),
-                    kind,
-                    payload,
-                    priority: hints.as_ref().map_or(0, |h| h.0[i]),
-                    cost_hint_ns: hints.as_ref().map_or(0, |h| h.1[i]),
-                })
-                .collect();
-            let out = match inner.rt.run_epoch_if_any_keyed(keyed) {
+            // Keys and hints filled in where the tasks lie (a second array of 100,000s of
+            // tasks cost a millisecond a step).
+            let mut tasks = tasks;
+            if let Some(k) = &keys {
+                tasks.iter_mut().zip(k).for_each(|(t, &k)| t.key = k);
+            }
+            if let Some((p, c)) = &hints {
+                for ((t, &p), &c) in tasks.iter_mut().zip(p).zip(c) {
+                    (t.priority, t.cost_hint_ns) = (p, c);
+                }
+            }
+            let out = match inner.rt.run_epoch_if_any_keyed(tasks) {
                 Ok(out) => out.ok_or(Error::NoTasks)?,
                 Err(e) => {
                     let e = step_error(&inner.rt, e);

@@ -186,7 +186,14 @@ pub(crate) fn add_tasks<'a>(
                 max_payload
             )));
         }
-        inner.pending.push((kind, p.to_vec()));
+        let key = inner.pending.len() as u64;
+        inner.pending.push(TaskIn {
+            key,
+            kind,
+            payload: p.to_vec(),
+            priority: 0,
+            cost_hint_ns: 0,
+        });
     }
     Ok(())
 }
