@@ -495,7 +495,7 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                     error_name(code)
                 )));
             }
-            let tasks = std::mem::take(&mut inner.pending);
+            let mut tasks = std::mem::take(&mut inner.pending);
             let keys = inner.keys.take();
             let hints = inner.hints.take();
             inner.results.clear();
@@ -521,7 +521,6 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             }
             // Keys and hints filled in where the tasks lie (a second array of 100,000s of
             // tasks cost a millisecond a step).
-            let mut tasks = tasks;
             if let Some(k) = &keys {
                 tasks.iter_mut().zip(k).for_each(|(t, &k)| t.key = k);
             }

@@ -36,7 +36,7 @@ impl Unreported {
         report_all(sh, self.0.drain());
     }
 
-    /// Reports `task`'s result alone ([`report`]), after the held ones.
+    /// Reports `task`'s result after the held ones, under one lock of the node.
     pub(crate) fn report(
         &mut self,
         sh: &Shared,
@@ -88,11 +88,6 @@ pub(crate) fn needs_driver(sh: &Shared, node: &titus_core::Node, handed: bool) -
             && node
                 .poll_timeout()
                 .is_some_and(|t| t.0 < sh.progress.deadline.load(Ordering::Acquire)))
-}
-
-/// Reports a task's result to the node and passes on what the node then wants.
-pub(crate) fn report(sh: &Shared, task: &Task, result: Result<Vec<u8>, String>, cost_ns: u64) {
-    report_all(sh, [(task.id(), result, cost_ns)]);
 }
 
 /// Reports results (a worker's grain, a resource's completions) under one lock of the

@@ -132,7 +132,7 @@ pub(crate) fn dispatch(sh: &Shared, task: Task) -> Option<Task> {
     }
     if let Some((task, why)) = submit(sh, st, id, task) {
         drop(guard);
-        crate::report::report(sh, &task, Err(why), 1);
+        crate::report::report_all(sh, [(task.id(), Err(why), 1)]);
     }
     None
 }

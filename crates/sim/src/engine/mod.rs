@@ -611,6 +611,7 @@ impl<'a> Sim<'a> {
 /// repartition plan ([`Between::repartition_plan`]) as `dlb-bench --repartition` does
 /// with the runtime's. The epochs' count is the job's.
 pub fn simulate_with(job: &Job<'_>, between: &mut BetweenEpochs<'_>) -> Result<Outcome, Violation> {
+    time::check(job)?;
     run_job(job, Cow::Borrowed(&job.tasks), between, None)
 }
 
@@ -629,7 +630,8 @@ pub fn simulate_each(
     run_job(&job, Cow::Owned(first), between, Some(each))
 }
 
-/// Runs `job` with `first` as its first epoch's tasks (the job's own, or taken from it).
+/// Runs `job` with `first` as its first epoch's tasks (the job's own, or taken from it),
+/// once its virtual times were checked with them.
 fn run_job<'a>(
     job: &'a Job<'a>,
     first: Cow<'a, [Vec<SimTask>]>,
@@ -646,7 +648,6 @@ fn run_job<'a>(
     if job.workers == 0 {
         return Err(Violation::Job("a rank needs at least one worker".into()));
     }
-    time::check(job)?;
     let n = ranks as usize;
     let mut res = vec![None; n];
     let described = &job.resources.per_rank;
