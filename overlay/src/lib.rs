@@ -18,6 +18,7 @@ mod overlay;
 mod powerlaw;
 pub mod rng;
 pub mod route;
+mod shared_rows;
 pub mod stats;
 
 pub use graph::Graph;

@@ -62,6 +62,7 @@ use crate::OverlayError;
 use crate::lattice::{Lattice, LatticeKind, Offset};
 use crate::powerlaw::PowerLaw;
 use crate::rng::Rng;
+use crate::shared_rows::SharedRows;
 use rand::RngExt as _;
 use rand::distr::Distribution as _;
 use rand_distr::Exp1;
@@ -190,6 +191,8 @@ pub struct Overlay {
     /// The paired draw (None: the Kleinberg draw, or no shortcuts).
     pairing: Option<Pairing>,
     notes: Vec<String>,
+    /// Rows asked for through [`Overlay::shared_row`], shared by every clone.
+    shared: SharedRows,
 }
 
 impl Overlay {
@@ -247,6 +250,7 @@ impl Overlay {
             dense,
             pairing,
             notes,
+            shared: SharedRows::default(),
         })
     }
 
@@ -439,6 +443,13 @@ impl Overlay {
         let mut out = Vec::with_capacity(self.out_degree() as usize);
         self.row_into(rank, &mut out);
         out
+    }
+
+    /// `rank`'s out-neighbours, ascending, computed once for this overlay and every
+    /// clone of it: a process that holds many ranks' routers (the simulator) keeps one
+    /// copy of each row.
+    pub fn shared_row(&self, rank: u32) -> std::sync::Arc<[u32]> {
+        self.shared.get(rank, || self.row(rank))
     }
 
     /// `rank`'s out-neighbours, ascending, into `out` (cleared first).

@@ -347,6 +347,8 @@ fn simulate(
     let mut cfg = dlb::config(run, ranks, plan)?;
     cfg.overlay.ranks = ranks;
     // Moving a share: a claim's fetch-add and read, two round trips and an atomic.
+    // Each steal's latency and event are kept only for plots (and traces: the engine).
+    cfg.core.steal_log = run.args.plot.is_some();
     cfg.core.move_cost =
         std::time::Duration::from_nanos((4.0 * model.latency_ns + model.atomic_ns) as u64);
     let base = titus_workload::generate(&plan.spec)?;
@@ -372,11 +374,14 @@ fn simulate(
     };
     // An epoch's simulated tasks: each keyed by its number (as dlb-bench keys them), with
     // that epoch's cost.
-    let sim_tasks = |all: &[Vec<titus_workload::TaskSpec>]| -> Vec<Vec<SimTask>> {
-        all.iter()
+    let sim_tasks = |owned: &[Vec<titus_workload::TaskSpec>], epoch: u32| -> Vec<Vec<SimTask>> {
+        let costs = titus_workload::EpochCosts::new(owned, epoch, plan.drift);
+        owned
+            .iter()
             .map(|ts| {
                 ts.iter()
                     .map(|t| {
+                        let t = &costs.task(t);
                         let (hint_ns, priority) =
                             dlb::hint_and_priority(&run.args, t, plan.spec.task_time);
                         SimTask {
@@ -400,7 +405,7 @@ fn simulate(
     // begins (`later_epochs_supplied`): held all at once, 100,000 ranks' four epochs took
     // more memory than the simulation itself. The drift rotates the costs, so every
     // epoch has the first's costliest task, which the virtual-time check reads.
-    let tasks = sim_tasks(&titus_workload::epoch_tasks(&base, 0, plan.drift));
+    let tasks = sim_tasks(&base, 0);
     let (described, dispatch) = dlb::resources(&run.args, ranks)?;
     let resources = titus_sim::SimResources {
         per_rank: described.unwrap_or_default(),
@@ -461,9 +466,7 @@ fn simulate(
             titus_workload::apply_plans(&mut owned, &moves, run.args.repartition_plan.plan())
                 .map_err(|e| e.to_string())?;
         }
-        Ok(Some(sim_tasks(&titus_workload::epoch_tasks(
-            &owned, next, plan.drift,
-        ))))
+        Ok(Some(sim_tasks(&owned, next)))
     };
     let mut each = |e: usize, outcome: Vec<titus_sim::RankOutcome>| {
         let all = titus_workload::epoch_tasks(&owned.borrow(), e as u32, plan.drift);

@@ -5,6 +5,7 @@
 use crate::fasthash::IntMap;
 use crate::neighbours::Neighbours;
 use crate::{Config, Rank, Routing};
+use std::sync::Arc;
 use titus_overlay::Overlay;
 use titus_overlay::route::Rows;
 
@@ -17,18 +18,19 @@ pub(crate) struct Router {
     overlay: Overlay,
     /// This rank's out-neighbours: its victims and next hops.
     pub(crate) victims: Neighbours,
-    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead).
-    rows: IntMap<Rank, Vec<Rank>>,
+    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead), shared
+    /// with every router of this overlay in the process ([`Overlay::shared_row`]).
+    rows: IntMap<Rank, Arc<[Rank]>>,
     /// Next hop (index into `victims`) per destination, as decided before.
     hop_cache: IntMap<Rank, u32>,
 }
 
 /// Rows of this rank and its neighbours, for routing.
-struct RowView<'a>(&'a IntMap<Rank, Vec<Rank>>);
+struct RowView<'a>(&'a IntMap<Rank, Arc<[Rank]>>);
 
 impl Rows for RowView<'_> {
     fn row(&self, rank: Rank) -> &[Rank] {
-        self.0.get(&rank).map_or(&[], Vec::as_slice)
+        self.0.get(&rank).map_or(&[], |r| &r[..])
     }
 }
 
@@ -42,16 +44,16 @@ impl Router {
                 me: rank,
             }
         } else {
-            Neighbours::List(overlay.row(rank))
+            Neighbours::List(overlay.shared_row(rank).to_vec())
         };
         let mut rows = IntMap::default();
         if let Neighbours::List(row) = &victims {
             if cfg.routing == Routing::Non {
                 for &v in row {
-                    rows.insert(v, overlay.row(v));
+                    rows.insert(v, overlay.shared_row(v));
                 }
             }
-            rows.insert(rank, row.clone());
+            rows.insert(rank, overlay.shared_row(rank));
         }
         Self {
             overlay,

@@ -29,8 +29,11 @@ pub struct Stats {
     pub steals_empty: u64,
     /// Attempts that found the victim locked (`lock`) or busy.
     pub steals_locked: u64,
-    /// Time from the first operation of an attempt to its outcome, per attempt (ns).
+    /// Time from the first operation of an attempt to its outcome, per attempt (ns;
+    /// with [`crate::Config::steal_log`]).
     pub steal_latency_ns: Vec<u64>,
+    /// Their sum (ns), kept either way.
+    pub steal_ns: u64,
     /// Task bytes moved by steals.
     pub bytes_stolen: u64,
     /// Result chunks sent.
@@ -87,8 +90,9 @@ pub struct Stats {
     /// Grains the workers took from the queue ([`crate::Node::take_grain`]; each one
     /// lock of the rank's state in the runtime): tasks run / grains is the mean grain.
     pub grains: u64,
-    /// Successful steals, in order (at most [`STEAL_LOG_MAX`]): the timeline of who took
-    /// work from whom; with [`crate::Config::timeline`], the failed ones too.
+    /// Successful steals, in order (at most [`STEAL_LOG_MAX`]; with
+    /// [`crate::Config::steal_log`]): the timeline of who took work from whom; with
+    /// [`crate::Config::timeline`], the failed ones too.
     pub steal_log: Vec<StealEvent>,
     /// With [`crate::Config::timeline`]: the chunks this rank sent and received, results
     /// and pushed tasks, in order (at most [`TRANSFER_LOG_MAX`]).

@@ -217,7 +217,7 @@ impl Runtime {
                 .map_or(0, |(a, b)| b.saturating_sub(a)),
         );
         let core = node.stats().clone();
-        let steal = Duration::from_nanos(core.steal_latency_ns.iter().sum());
+        let steal = Duration::from_nanos(core.steal_ns);
         let out = node.take_epoch_results();
         drop(node);
         let out = out.map_err(|e| RuntimeError::from(sh.with_own_look(e)))?;

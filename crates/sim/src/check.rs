@@ -400,6 +400,7 @@ fn draw_and_run(
         move_cost: Duration::from_micros(20),
         resource_types: Vec::new(),
         timeline: false,
+        steal_log: true,
         spawning: None,
     };
     core.forward_delay = core.flush_delay;

@@ -288,25 +288,52 @@ pub fn drift_shift(total: u64, epoch: u32, drift: f64) -> u64 {
 /// task keeps its owner, index and number; its cost is epoch 0's cost of task
 /// (g − [`drift_shift`]) mod T, T the number of tasks.
 pub fn epoch_tasks(base: &[Vec<TaskSpec>], epoch: u32, drift: f64) -> Vec<Vec<TaskSpec>> {
-    let total: u64 = base.iter().map(|t| t.len() as u64).sum();
-    let shift = drift_shift(total, epoch, drift);
-    if shift == 0 {
-        return base.to_vec();
-    }
-    let mut cost = vec![0.0; total as usize];
-    for t in base.iter().flatten() {
-        cost[t.global as usize] = t.cost;
-    }
+    let costs = EpochCosts::new(base, epoch, drift);
     base.iter()
-        .map(|ts| {
-            ts.iter()
-                .map(|t| TaskSpec {
-                    cost: cost[((t.global + total - shift) % total) as usize],
-                    ..t.clone()
-                })
-                .collect()
-        })
+        .map(|ts| ts.iter().map(|t| costs.task(t)).collect())
         .collect()
+}
+
+/// Each task's cost in one epoch, as [`epoch_tasks`] gives it, without a copy of every
+/// task: a driver that turns them into its own tasks at once (the simulator, at 100,000
+/// ranks) needs the copy no more than the costs.
+#[derive(Debug, Clone)]
+pub struct EpochCosts {
+    /// Epoch 0's cost by task number, where the costs moved (empty: they did not).
+    by_number: Vec<f64>,
+    total: u64,
+    shift: u64,
+}
+
+impl EpochCosts {
+    /// The costs of epoch `epoch` of `base` (epoch 0's tasks) under `drift`.
+    pub fn new(base: &[Vec<TaskSpec>], epoch: u32, drift: f64) -> Self {
+        let total: u64 = base.iter().map(|t| t.len() as u64).sum();
+        let shift = drift_shift(total, epoch, drift);
+        let mut by_number = Vec::new();
+        if shift != 0 {
+            by_number = vec![0.0; total as usize];
+            for t in base.iter().flatten() {
+                by_number[t.global as usize] = t.cost;
+            }
+        }
+        Self {
+            by_number,
+            total,
+            shift,
+        }
+    }
+
+    /// `t` (a task of the base) in this epoch: its cost moved.
+    pub fn task(&self, t: &TaskSpec) -> TaskSpec {
+        if self.shift == 0 {
+            return t.clone();
+        }
+        TaskSpec {
+            cost: self.by_number[((t.global + self.total - self.shift) % self.total) as usize],
+            ..t.clone()
+        }
+    }
 }
 
 /// Applies every rank's repartition plan (`moves[r]`: rank r's, from

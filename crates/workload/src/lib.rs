@@ -25,8 +25,8 @@ pub mod uts;
 pub mod uts_task;
 
 pub use generate::{
-    Cost, Distribution, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR, ZONE_FRACTION,
-    apply_plans, counts, drift_shift, epoch_tasks, generate, parse_counts,
+    Cost, Distribution, EpochCosts, GAUSSIAN_SIGMA, Spec, TaskSpec, WorkloadError, ZONE_FACTOR,
+    ZONE_FRACTION, apply_plans, counts, drift_shift, epoch_tasks, generate, parse_counts,
 };
 pub use log::{DEFAULT_FILTER, LogError, init_logging, log_filter};
 pub use pipe::quiet_broken_pipe;

@@ -170,8 +170,8 @@ impl StartLayout {
 /// What a start's operation means.
 #[derive(Debug)]
 pub(crate) enum Pending {
-    /// A message written and signalled.
-    Send(Rank),
+    /// A message written and signalled, from the outbox at `outbox`.
+    Send { to: Rank, outbox: u64 },
     /// A record read into a landing (`load`: which of the small landings it holds).
     Read {
         peer: Rank,
@@ -188,14 +188,14 @@ pub(crate) enum Pending {
 impl Pending {
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Self::Send(_) => "start message",
+            Self::Send { .. } => "start message",
             Self::Read { .. } => "start record read",
         }
     }
 
     pub(crate) fn peer(&self) -> Rank {
         match self {
-            Self::Send(p) | Self::Read { peer: p, .. } => *p,
+            Self::Send { to: p, .. } | Self::Read { peer: p, .. } => *p,
         }
     }
 }
@@ -225,6 +225,11 @@ pub(crate) struct StartPart {
     /// Reads waiting for a load landing, in the order asked (the one a search needs
     /// comes before its read-ahead), and of which start.
     waiting: std::collections::VecDeque<(Rank, Record, u64, u64)>,
+    /// Outboxes with writes in flight: (offset, writes, the longest message's length).
+    /// Once the last write from one completed its bytes are dead until the next message
+    /// from it: the simulator frees their pages (a facts-up outbox alone holds kilobytes,
+    /// on each of 100,000 simulated ranks).
+    sending: Vec<(u64, u32, u64)>,
 }
 
 /// What the part wants the node to issue.
@@ -243,6 +248,7 @@ impl StartPart {
             free: (0..LANDINGS).rev().collect(),
             free_blocks: (LANDINGS..LANDINGS + BLOCK_LANDINGS).rev().collect(),
             waiting: Default::default(),
+            sending: Vec::new(),
         }
     }
 
@@ -359,6 +365,15 @@ impl StartPart {
         mem: &dyn Memory,
         out: &mut Vec<Issue>,
     ) {
+        if let Pending::Send { outbox, .. } = p
+            && let Some(i) = self.sending.iter().position(|s| s.0 == outbox)
+        {
+            self.sending[i].1 -= 1;
+            if self.sending[i].1 == 0 {
+                let (at, _, len) = self.sending.swap_remove(i);
+                mem.discard(Loc::new(seg::START, at), len);
+            }
+        }
         if let Pending::Read {
             peer,
             record,
@@ -494,6 +509,11 @@ impl StartPart {
                         o.bytes.len()
                     );
                     mem.write(Loc::new(seg::START, at), &o.bytes);
+                    let len = o.bytes.len() as u64;
+                    match self.sending.iter_mut().find(|s| s.0 == at) {
+                        Some(s) => *s = (at, s.1 + 1, s.2.max(len)),
+                        None => self.sending.push((at, 1, len)),
+                    }
                     let sig = crate::layout::signal::Signal::Start {
                         start: seq,
                         step: o.step.code(),
@@ -507,7 +527,10 @@ impl StartPart {
                             pieces: vec![(Loc::new(seg::START, at), o.bytes.len() as u64)],
                             signal: Some(sig.pack()),
                         },
-                        Pending::Send(o.to),
+                        Pending::Send {
+                            to: o.to,
+                            outbox: at,
+                        },
                     ));
                 }
                 Action::Publish(r, bytes) => {
@@ -538,11 +561,12 @@ mod tests {
     use crate::layout::signal::Signal;
 
     /// A start message's slot is dead once read (until its sender's message of the next
-    /// start) and a record's landing once its read completed: both are discarded, so
-    /// memory that costs what it holds frees them. Two ranks run a whole start over
-    /// plain memory; every slot and landing read is discarded, with its length.
+    /// start), a record's landing once its read completed, and a message's outbox once
+    /// its write completed: all are discarded, so memory that costs what it holds frees
+    /// them. Two ranks run a whole start over plain memory; every slot and landing read
+    /// and every outbox written from is discarded, with its length.
     #[test]
-    fn read_slots_and_landings_are_discarded() {
+    fn read_slots_landings_and_sent_outboxes_are_discarded() {
         let mut parts = [StartPart::new(2), StartPart::new(2)];
         let bytes = parts[0].bytes();
         let mems = [0, 1].map(|_| Discards::new(Mem::new([0, 0, 0, bytes])));
@@ -555,7 +579,8 @@ mod tests {
             part.begin(Time(0), r as Rank, 2, input, &mems[r], &mut outs[r])
                 .unwrap();
         }
-        // What each rank read (its slots and landings), to find among its discards.
+        // What each rank read (its slots and landings) and sent from (its outboxes), to
+        // find among its discards.
         let mut read: [Vec<(Loc, u64)>; 2] = Default::default();
         let mut now = 0;
         while parts.iter().any(StartPart::is_running) {
@@ -583,6 +608,7 @@ mod tests {
                     for (l, len) in pieces {
                         let mut b = vec![0u8; len as usize];
                         mems[r].read(l, &mut b);
+                        read[r].push((l, len));
                         mems[p].write(Loc::new(remote.segment, at), &b);
                         at += len;
                     }
@@ -636,7 +662,7 @@ mod tests {
             let mut wanted = read[r].clone();
             discarded.sort_by_key(|&(l, n)| (l.offset, n));
             wanted.sort_by_key(|&(l, n)| (l.offset, n));
-            assert_eq!(discarded, wanted, "rank {r}: each read's bytes, once");
+            assert_eq!(discarded, wanted, "rank {r}: each read's and sent bytes, once");
         }
     }
 

@@ -431,7 +431,11 @@ impl Owner {
                 if claimed < batches {
                     let (start, _) = claim_batch(expected.n, claimed);
                     let off = area.region(expected.region()) + u64::from(start) * area.slot;
-                    let back = area.read(mem, off, u64::from(expected.n - start), cx.rank)?;
+                    let len = u64::from(expected.n - start);
+                    let back = area.read(mem, off, len, cx.rank)?;
+                    // No thief reads them now (the generation closed before its ticket
+                    // reached them): the simulator frees their pages.
+                    mem.discard(Loc::new(seg::TASKS, off), len * area.slot);
                     queue.extend(back);
                 }
                 self.word = new;

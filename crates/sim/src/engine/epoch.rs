@@ -217,12 +217,11 @@ impl<'a> Sim<'a> {
 
     /// Checks the epoch that just ended (`epoch`, from 0): every task ran exactly once,
     /// every result is home and right, and nothing of it still travels but what the next
-    /// epoch must answer with nothing (module doc). Returns each rank's outcome.
+    /// epoch must answer with nothing (module doc). Returns each rank's outcome. The
+    /// epoch's tasks go once checked: the driver makes the next epoch's meanwhile.
     pub(super) fn finish_epoch(&mut self, epoch: usize) -> Result<Vec<RankOutcome>, Violation> {
         let tasks = std::mem::take(&mut self.current);
-        let out = self.check_epoch(epoch, &tasks);
-        self.current = tasks;
-        out
+        self.check_epoch(epoch, &tasks)
     }
 
     pub(super) fn check_epoch(
@@ -308,7 +307,7 @@ impl<'a> Sim<'a> {
                 session,
                 start: Duration::from_nanos(self.start_figures[r].0),
                 start_figures: self.start_figures[r].1,
-                steal: Duration::from_nanos(stats.steal_latency_ns.iter().sum()),
+                steal: Duration::from_nanos(stats.steal_ns),
                 progress_cpu: session.mul_f64(share) + Duration::from_nanos(self.per[r].op_cpu),
                 protocol: self.job.core.protocol.name(),
                 workers: self.job.workers,

@@ -683,6 +683,7 @@ fn run_job<'a>(
     // Tracing keeps the failed steals and the chunks too, as the runtime's does (the
     // logs only: no event changes).
     core.timeline |= job.trace;
+    core.steal_log |= job.trace;
     let mut types_mine = vec![0u64; n];
     let mut types_of: Vec<Vec<u64>> = vec![Vec::new(); n];
     if res.iter().any(Option::is_some) {

@@ -354,7 +354,7 @@ impl<'a> Sim<'a> {
             // next epoch.
             self.per[i].end = Some(now);
             self.done_count += 1;
-            self.stats[i] = self.nodes[i].stats().clone();
+            self.stats[i] = self.nodes[i].take_stats();
             let out = self.nodes[i]
                 .take_epoch_results()
                 .map_err(|e| Violation::Broken(format!("rank {n}: {e}")))?;

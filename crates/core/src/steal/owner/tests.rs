@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::Config;
-use crate::ctx::testing::Mem;
+use crate::ctx::testing::{Discards, Mem};
 
 fn queue(n: u32) -> Queue {
     let mut q = Queue::default();
@@ -235,7 +235,7 @@ fn settle(
     o: &mut Owner,
     cx: &mut Ctx<Pending>,
     q: &mut Queue,
-    mem: &Mem,
+    mem: &dyn Memory,
     word: &mut ClaimWord,
 ) -> Vec<Op> {
     let mut out = Vec::new();
@@ -312,6 +312,49 @@ fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
     let n = word.n;
     settle(&mut o, &mut cx, &mut q, &mem, &mut word);
     assert_eq!(word.n, n);
+}
+
+/// A generation closed before thieves claimed all of it: the owner reads the unclaimed
+/// batches back, and their bytes are dead (no ticket reaches them now), so memory that
+/// costs what it holds frees them; the claimed batch, which its thief may still be
+/// reading, stays.
+#[test]
+fn unclaimed_batches_taken_back_are_discarded() {
+    let cfg = Config::default();
+    let area = TaskArea::new(&cfg, 4);
+    let mem = Discards::new(Mem::new([area.bytes(), 64, 64]));
+    let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+    let mut o = Owner::new(area);
+    let task = |index, cost_ns| Task {
+        key: 0,
+        owner: 0,
+        index,
+        kind: 0,
+        priority: 0,
+        cost_ns,
+        payload: vec![],
+    };
+    let mut q = Queue::default();
+    q.start((0..6).map(|i| task(i, 1_000_000)).collect(), true);
+    let mut word = ClaimWord::default();
+    settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+    assert_eq!(word.n, 4);
+    assert!(mem.1.borrow().is_empty(), "nothing dead yet");
+    // A thief claims the first batch; cheaper pushes then make the owner close the
+    // generation and take the rest back.
+    word.ticket = 1;
+    let published = word;
+    q.extend((6..26).map(|i| task(i, 10_000)));
+    settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+    let (start, _) = claim_batch(published.n, 1);
+    let at = area.region(published.region()) + u64::from(start) * area.slot;
+    assert_eq!(
+        mem.1.take(),
+        vec![(
+            Loc::new(seg::TASKS, at),
+            u64::from(published.n - start) * area.slot
+        )]
+    );
 }
 
 #[test]

@@ -381,7 +381,10 @@ impl Thief {
         let (mut rtype, mut latency_ns) = (0, 0);
         if let Some(a) = self.attempt.take() {
             latency_ns = now.since(a.started).as_nanos() as u64;
-            stats.steal_latency_ns.push(latency_ns);
+            stats.steal_ns += latency_ns;
+            if cx.cfg.steal_log {
+                stats.steal_latency_ns.push(latency_ns);
+            }
             rtype = a.rtype;
         }
         let logged = match outcome {
@@ -396,6 +399,7 @@ impl Thief {
             _ => None,
         };
         if let Some((tasks, outcome)) = logged
+            && cx.cfg.steal_log
             && stats.steal_log.len() < STEAL_LOG_MAX
         {
             stats.steal_log.push(StealEvent {

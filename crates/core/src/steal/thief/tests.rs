@@ -87,7 +87,28 @@ fn thief(cfg: &Config) -> (Thief, Ctx<Pending>) {
 
 #[test]
 fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
-    let cfg = Config::default();
+    let stats = claim_steal_of_two(true);
+    assert_eq!(stats.steal_log[0].victim, 2);
+    assert_eq!(stats.steal_latency_ns, vec![700]);
+    assert_eq!(stats.steal_ns, 700);
+}
+
+/// Without the steal log (a simulation of 100,000 ranks) the attempt's latency is summed
+/// and neither list grows.
+#[test]
+fn without_the_steal_log_only_the_latencies_sum_is_kept() {
+    let stats = claim_steal_of_two(false);
+    assert!(stats.steal_log.is_empty());
+    assert!(stats.steal_latency_ns.is_empty());
+    assert_eq!((stats.steals_ok, stats.steal_ns), (1, 700));
+}
+
+/// A `claim` steal of two tasks from rank 2 that takes 700 ns; the thief's figures.
+fn claim_steal_of_two(steal_log: bool) -> crate::Stats {
+    let cfg = Config {
+        steal_log,
+        ..Config::default()
+    };
     let (mut t, mut cx) = thief(&cfg);
     let area = TaskArea::new(&cfg, 4);
     let mem = Mem::new([area.bytes(), 64, 64]);
@@ -145,6 +166,7 @@ fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
         );
     }
     let p = cx.complete(c.token).unwrap();
+    cx.now = Time(700);
     let got = t.complete(&mut cx, p, 0, &mem).unwrap().expect("stolen");
     assert_eq!(got.len(), 2);
     let c = cx.poll_command().expect("step 3");
@@ -157,7 +179,7 @@ fn claim_takes_a_ticket_reads_its_batch_and_counts_itself_done() {
         }
     ));
     assert_eq!((cx.stats.steals_ok, cx.stats.tasks_stolen), (1, 2));
-    assert_eq!(cx.stats.steal_log[0].victim, 2);
+    cx.stats
 }
 
 /// Per-type requests: the REQUEST names the starved type (accelerators first, then in
