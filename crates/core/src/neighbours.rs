@@ -2,7 +2,6 @@
 //! sparse so that the complete graph (random stealing, work sharing) costs O(1) per rank
 //! at any scale instead of a row of N − 1 entries.
 
-use crate::fasthash::IntMap;
 use crate::{Rank, Time};
 use titus_overlay::rng::Rng;
 
@@ -122,11 +121,57 @@ pub(crate) struct Backoff {
     implicit: bool,
     /// Target index → (backed off until, consecutive empty finds). Absent: ready, no
     /// failures.
-    entries: IntMap<u32, (Time, u32)>,
+    entries: Entries,
     /// Consecutive empty finds over all targets.
     streak: u32,
     /// No probe before this (pacing).
     paused_until: Time,
+}
+
+/// Target index → (backed off until, consecutive empty finds), sorted by index: a row's
+/// few dozen in a list take a third of a map's room (the simulator holds 100,000 rows'),
+/// and the complete graph's stay under [`ENTRIES_MAX`] or so.
+#[derive(Debug, Default)]
+struct Entries(Vec<(u32, (Time, u32))>);
+
+impl Entries {
+    fn get(&self, i: &u32) -> Option<&(Time, u32)> {
+        let at = self.0.binary_search_by_key(i, |e| e.0).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    fn insert(&mut self, i: u32, v: (Time, u32)) {
+        match self.0.binary_search_by_key(&i, |e| e.0) {
+            Ok(at) => self.0[at].1 = v,
+            Err(at) => self.0.insert(at, (i, v)),
+        }
+    }
+
+    fn remove(&mut self, i: &u32) {
+        if let Ok(at) = self.0.binary_search_by_key(i, |e| e.0) {
+            self.0.remove(at);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&u32, &(Time, u32))> {
+        self.0.iter().map(|(i, v)| (i, v))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &(Time, u32)> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&u32, &(Time, u32)) -> bool) {
+        self.0.retain(|(i, v)| keep(i, v));
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// `base` × 2^(n − 1), at most `max`.

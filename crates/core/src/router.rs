@@ -18,19 +18,23 @@ pub(crate) struct Router {
     overlay: Overlay,
     /// This rank's out-neighbours: its victims and next hops.
     pub(crate) victims: Neighbours,
-    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead), shared
-    /// with every router of this overlay in the process ([`Overlay::shared_row`]).
-    rows: IntMap<Rank, Arc<[Rank]>>,
+    /// Rows of this rank and of its out-neighbours (routing looks two hops ahead), by
+    /// rank, sorted: shared with every router of this overlay in the process
+    /// ([`Overlay::shared_row`]), and kept in a list, not a map (a third of the room).
+    rows: Vec<(Rank, Arc<[Rank]>)>,
     /// Next hop (index into `victims`) per destination, as decided before.
     hop_cache: IntMap<Rank, u32>,
 }
 
 /// Rows of this rank and its neighbours, for routing.
-struct RowView<'a>(&'a IntMap<Rank, Arc<[Rank]>>);
+struct RowView<'a>(&'a [(Rank, Arc<[Rank]>)]);
 
 impl Rows for RowView<'_> {
     fn row(&self, rank: Rank) -> &[Rank] {
-        self.0.get(&rank).map_or(&[], |r| &r[..])
+        match self.0.binary_search_by_key(&rank, |r| r.0) {
+            Ok(i) => &self.0[i].1,
+            Err(_) => &[],
+        }
     }
 }
 
@@ -46,14 +50,13 @@ impl Router {
         } else {
             Neighbours::List(overlay.shared_row(rank).to_vec())
         };
-        let mut rows = IntMap::default();
+        let mut rows = Vec::new();
         if let Neighbours::List(row) = &victims {
             if cfg.routing == Routing::Non {
-                for &v in row {
-                    rows.insert(v, overlay.shared_row(v));
-                }
+                rows.extend(row.iter().map(|&v| (v, overlay.shared_row(v))));
             }
-            rows.insert(rank, overlay.shared_row(rank));
+            rows.push((rank, overlay.shared_row(rank)));
+            rows.sort_unstable_by_key(|r| r.0);
         }
         Self {
             overlay,

@@ -662,7 +662,10 @@ mod tests {
             let mut wanted = read[r].clone();
             discarded.sort_by_key(|&(l, n)| (l.offset, n));
             wanted.sort_by_key(|&(l, n)| (l.offset, n));
-            assert_eq!(discarded, wanted, "rank {r}: each read's and sent bytes, once");
+            assert_eq!(
+                discarded, wanted,
+                "rank {r}: each read's and sent bytes, once"
+            );
         }
     }
 
