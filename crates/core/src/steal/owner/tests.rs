@@ -268,14 +268,9 @@ fn settle(
     out
 }
 
-#[test]
-fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
-    let cfg = Config::default();
-    let area = TaskArea::new(&cfg, 4);
-    let mem = Mem::new([area.bytes(), 64, 64]);
-    let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
-    let mut o = Owner::new(area);
-    let task = |index, cost_ns| Task {
+/// Rank 0's task `index` of kind 0, estimated at `cost_ns`.
+fn costed(index: u32, cost_ns: u64) -> Task {
+    Task {
         key: 0,
         owner: 0,
         index,
@@ -283,10 +278,19 @@ fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
         priority: 0,
         cost_ns,
         payload: vec![],
-    };
+    }
+}
+
+#[test]
+fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
+    let cfg = Config::default();
+    let area = TaskArea::new(&cfg, 4);
+    let mem = Mem::new([area.bytes(), 64, 64]);
+    let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+    let mut o = Owner::new(area);
     // A balanced start: six costly tasks in predicted order; four are published.
     let mut q = Queue::default();
-    q.start((0..6).map(|i| task(i, 1_000_000)).collect(), true);
+    q.start((0..6).map(|i| costed(i, 1_000_000)).collect(), true);
     let mut word = ClaimWord::default();
     assert!(settle(&mut o, &mut cx, &mut q, &mem, &mut word).is_empty());
     assert_eq!((word.n, q.len()), (4, 2));
@@ -295,7 +299,7 @@ fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
     // the work from the back: the cheap tasks and some costly ones); what stays for the
     // workers is costly, and nothing cheaper than it is published.
     let generation = word.generation;
-    q.extend((6..26).map(|i| task(i, 10_000)));
+    q.extend((6..26).map(|i| costed(i, 10_000)));
     settle(&mut o, &mut cx, &mut q, &mem, &mut word);
     assert_eq!(
         word.generation,
@@ -325,17 +329,8 @@ fn unclaimed_batches_taken_back_are_discarded() {
     let mem = Discards::new(Mem::new([area.bytes(), 64, 64]));
     let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
     let mut o = Owner::new(area);
-    let task = |index, cost_ns| Task {
-        key: 0,
-        owner: 0,
-        index,
-        kind: 0,
-        priority: 0,
-        cost_ns,
-        payload: vec![],
-    };
     let mut q = Queue::default();
-    q.start((0..6).map(|i| task(i, 1_000_000)).collect(), true);
+    q.start((0..6).map(|i| costed(i, 1_000_000)).collect(), true);
     let mut word = ClaimWord::default();
     settle(&mut o, &mut cx, &mut q, &mem, &mut word);
     assert_eq!(word.n, 4);
@@ -344,7 +339,7 @@ fn unclaimed_batches_taken_back_are_discarded() {
     // generation and take the rest back.
     word.ticket = 1;
     let published = word;
-    q.extend((6..26).map(|i| task(i, 10_000)));
+    q.extend((6..26).map(|i| costed(i, 10_000)));
     settle(&mut o, &mut cx, &mut q, &mem, &mut word);
     let (start, _) = claim_batch(published.n, 1);
     let at = area.region(published.region()) + u64::from(start) * area.slot;
