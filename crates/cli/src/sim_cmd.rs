@@ -346,9 +346,9 @@ fn simulate(
     let ranks = run.args.ranks;
     let mut cfg = dlb::config(run, ranks, plan)?;
     cfg.overlay.ranks = ranks;
-    // Moving a share: a claim's fetch-add and read, two round trips and an atomic.
     // Each steal's latency and event are kept only for plots (and traces: the engine).
     cfg.core.steal_log = run.args.plot.is_some();
+    // Moving a share: a claim's fetch-add and read, two round trips and an atomic.
     cfg.core.move_cost =
         std::time::Duration::from_nanos((4.0 * model.latency_ns + model.atomic_ns) as u64);
     let base = titus_workload::generate(&plan.spec)?;
