@@ -774,8 +774,8 @@ pub fn run(a: SimArgs) -> Result<u8, UsageError> {
                             .saturating_sub(DEFAULT_PEERS)
                             .saturating_mul(PEER_BYTES),
                 )
-                // The generated tasks, the running epoch's and the next one's, made as
-                // it begins (not every epoch's before the run).
+                // Three copies of an epoch's tasks: the generated ones, the simulator's
+                // (one epoch's at a time) and the ranks' queues.
                 .saturating_add(
                     plan.spec
                         .tasks

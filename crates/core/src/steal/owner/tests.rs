@@ -4,22 +4,10 @@ use super::*;
 use crate::Config;
 use crate::ctx::testing::{Discards, Mem};
 
+/// A queue of `n` tasks of unknown cost, in the order given.
 fn queue(n: u32) -> Queue {
     let mut q = Queue::default();
-    q.start(
-        (0..n)
-            .map(|index| Task {
-                key: 0,
-                owner: 0,
-                index,
-                kind: 0,
-                priority: 0,
-                cost_ns: 0,
-                payload: vec![],
-            })
-            .collect(),
-        false,
-    );
+    q.start((0..n).map(|index| costed(index, 0)).collect(), false);
     q
 }
 
