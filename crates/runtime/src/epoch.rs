@@ -216,7 +216,7 @@ impl Runtime {
                 .zip(read_progress_cpu())
                 .map_or(0, |(a, b)| b.saturating_sub(a)),
         );
-        let core = node.stats().clone();
+        let core = node.take_stats();
         let steal = Duration::from_nanos(core.steal_ns);
         let out = node.take_epoch_results();
         drop(node);
