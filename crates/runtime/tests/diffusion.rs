@@ -57,14 +57,15 @@ fn tasks(r: u32, e: u64) -> Vec<TaskIn> {
 /// Runs `epochs` epochs on 4 in-process ranks; returns per rank and epoch (tasks pushed,
 /// tasks pushed in).
 fn run(cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64)>> {
-    run_on(4, cfg, epochs)
+    run_on(4, cfg, epochs, false)
         .into_iter()
         .map(|r| r.into_iter().map(|(p, i, _)| (p, i)).collect())
         .collect()
 }
 
-/// [`run`] on `ranks` ranks, with the tasks each rank passed on (the string plan).
-fn run_on(ranks: u32, cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64, u64)>> {
+/// [`run`] on `ranks` ranks, with the tasks each rank passed on (the string plan); where
+/// `hinted`, the hints say rank 1's tasks cost 10 ms each and every other task 1 µs.
+fn run_on(ranks: u32, cfg: RuntimeConfig, epochs: u64, hinted: bool) -> Vec<Vec<(u64, u64, u64)>> {
     let rts = Runtime::local(ranks, cfg, MemOptions::default()).unwrap();
     for rt in &rts {
         rt.register(0, checksum);
@@ -77,7 +78,11 @@ fn run_on(ranks: u32, cfg: RuntimeConfig, epochs: u64) -> Vec<Vec<(u64, u64, u64
                     let r = rt.rank();
                     (0..epochs)
                         .map(|e| {
-                            let t = tasks(r, e);
+                            let mut t = tasks(r, e);
+                            if hinted {
+                                let hint = if r == 1 { 10_000_000 } else { 1_000 };
+                                t.iter_mut().for_each(|task| task.cost_hint_ns = hint);
+                            }
                             let out = rt
                                 .run_epoch_keyed(t.clone())
                                 .unwrap_or_else(|err| panic!("rank {r} epoch {e}: {err}"));
@@ -131,6 +136,22 @@ fn diffusion_pushes_from_the_second_epoch_under_every_protocol() {
 }
 
 #[test]
+fn the_plan_follows_the_hints_over_the_history() {
+    // The measured costs say rank 0 is the heavy one; the hints say rank 1.
+    let cfg = config(Balancing::Smallworld, Protocol::Claim, 4);
+    let per_rank = run_on(4, cfg, 2, true);
+    let pushed: u64 = per_rank.iter().map(|v| v[1].0).sum();
+    let arrived: u64 = per_rank.iter().map(|v| v[1].1).sum();
+    assert_eq!(pushed, arrived, "pushed tasks lost");
+    assert!(per_rank[1][1].0 > 0, "rank 1 pushed nothing: {per_rank:?}");
+    assert_eq!(per_rank[0][1].0, 0, "rank 0 pushed: {per_rank:?}");
+    assert!(
+        per_rank.iter().all(|v| v[0].0 == 0),
+        "a first epoch plans nothing, hints or not: {per_rank:?}"
+    );
+}
+
+#[test]
 fn the_string_plan_routes_pushes_to_ranks_that_are_not_neighbours() {
     // 12 ranks, one shortcut each: most of rank 0's receivers are reached through others.
     for protocol in [Protocol::Claim, Protocol::Lock, Protocol::Request] {
@@ -139,7 +160,7 @@ fn the_string_plan_routes_pushes_to_ranks_that_are_not_neighbours() {
         cfg.workers = 1;
         cfg.core.diffusion_plan = titus_runtime::DiffusionPlan::String;
         let what = protocol.name();
-        let per_rank = run_on(12, cfg, 3);
+        let per_rank = run_on(12, cfg, 3, false);
         for e in 0..3 {
             let pushed: u64 = per_rank.iter().map(|v| v[e].0).sum();
             let arrived: u64 = per_rank.iter().map(|v| v[e].1).sum();

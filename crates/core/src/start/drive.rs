@@ -1,6 +1,6 @@
-//! What a driver hands the start and takes from it: one rank's input from its keys and
-//! cost history, and the epoch's prediction from the outcome. The runtime and the
-//! simulator both call these; neither predicts on its own.
+//! What a driver hands the start and takes from it: one rank's input from its keys, its
+//! caller's cost hints and its cost history, and the epoch's prediction from the outcome.
+//! The runtime and the simulator both call these; neither predicts on its own.
 
 use super::{StartInput, StartOutcome};
 use crate::repartition::{Move, RepartitionPlan};
@@ -18,17 +18,38 @@ pub struct OwnPrediction {
     pub refused: Option<CoreError>,
 }
 
+/// A rank's own predicted cost of each task of `keys`, ns (0: unknown): the caller's
+/// hint where `hints` (in task order; empty: none) gives one, else `history`'s
+/// prediction. A hint wins, as it does in the queue's order and sharing: the caller
+/// knows its tasks, and only it can know where the costs went before any epoch shows
+/// it (a reaction front's first move).
+pub fn own_costs(keys: &[u64], hints: &[u64], history: &CostHistory) -> Vec<u64> {
+    let mut costs = history.predict(keys);
+    for (c, &h) in costs.iter_mut().zip(hints) {
+        if h > 0 {
+            *c = h.min(crate::layout::COST_HINT_MAX_NS);
+        }
+    }
+    costs
+}
+
 impl StartInput {
-    /// Rank `node`'s input for an epoch of tasks with `keys`, predicted from `history`;
+    /// Rank `node`'s input for an epoch of tasks with `keys`, predicted from their cost
+    /// `hints` (in task order; 0 or empty: none) and `history` ([`own_costs`]);
     /// `timeout`: how long the start may wait for its peers (`None`: while they live).
+    /// A rank with a hint plans from its own costs even where the job's costs moved: it
+    /// does not search the front's window. A rank without a history plans nothing, hints
+    /// or not: a first epoch is balanced by stealing alone, as a job of one epoch is.
     pub fn of(
         node: &Node,
         keys: &[u64],
+        hints: &[u64],
         history: &CostHistory,
         timeout: Option<Duration>,
     ) -> (Self, OwnPrediction) {
         let refused = CostHistory::check_keys(keys).err();
-        let costs_ns = history.predict(keys);
+        let hints = if history.is_empty() { &[][..] } else { hints };
+        let costs_ns = own_costs(keys, hints, history);
         let string_plan =
             node.diffusion_enabled() && node.config().diffusion_plan == DiffusionPlan::String;
         let input = Self {
@@ -47,6 +68,7 @@ impl StartInput {
             },
             timeout,
             repartition: false,
+            hinted: hints.iter().any(|&h| h > 0),
         };
         (input, OwnPrediction { costs_ns, refused })
     }
@@ -61,7 +83,7 @@ impl StartInput {
         measured: bool,
         timeout: Option<Duration>,
     ) -> (Self, OwnPrediction) {
-        let (mut input, mut own) = Self::of(node, keys, history, timeout);
+        let (mut input, mut own) = Self::of(node, keys, &[], history, timeout);
         if own.refused.is_none() && !measured {
             own.refused = Some(crate::ConfigError::RepartitionWithoutCosts.into());
         }
@@ -148,5 +170,21 @@ impl StartOutcome {
             });
         }
         Ok(!(skip_if_none && self.facts.tasks == 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_costs;
+    use crate::CostHistory;
+    use crate::layout::COST_HINT_MAX_NS;
+
+    #[test]
+    fn a_hint_wins_over_the_history_and_is_bounded() {
+        let mut history = CostHistory::default();
+        history.record(&[1, 2, 3], &[100, 200, 300]);
+        let costs = own_costs(&[1, 2, 3, 4], &[0, 5, u64::MAX, 0], &history);
+        assert_eq!(costs, [100, 5, COST_HINT_MAX_NS, 0]);
+        assert_eq!(own_costs(&[1, 2], &[], &history), [100, 200], "no hints");
     }
 }

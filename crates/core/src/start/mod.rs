@@ -52,7 +52,7 @@ mod tests;
 pub use collective::{
     Combine, ExclusiveScan, Outgoing, Traffic, TreeReduce, Wire, scan_rounds, tree_depth,
 };
-pub use drive::OwnPrediction;
+pub use drive::{OwnPrediction, own_costs};
 pub use facts::JobFacts;
 pub use protocol::{
     Action, EpochStart, LOAD_RECORD_BYTES, LoadRecord, LoadSum, Record, START_PHASES, StartCarry,

@@ -106,6 +106,9 @@ pub struct StartInput {
     /// place in the string ([`StartOutcome::position`]), with no string plan and no
     /// neighbours' loads. Every rank's start of the same number must agree.
     pub repartition: bool,
+    /// Its caller gave cost hints: it predicts from its own costs where the job's costs
+    /// moved, with no window over the front (`drive::own_costs`).
+    pub hinted: bool,
 }
 
 /// What a rank keeps from one start to the next: the grid the next summary samples on,

@@ -234,6 +234,7 @@ fn starts_by_collectives_give_each_rank_the_all_gathers_plan() {
                     },
                     timeout: None,
                     repartition: false,
+                    hinted: false,
                 })
                 .collect();
             let out = run_start(inputs, carries, seq, &mut board, &mut rng);

@@ -475,6 +475,10 @@ impl<'a> Sim<'a> {
                     None => titus_core::start::StartInput::of(
                         &self.nodes[i],
                         &self.keys[i],
+                        &self.tasks()[i]
+                            .iter()
+                            .map(|t| t.hint_ns)
+                            .collect::<Vec<_>>(),
                         &self.history[i],
                         None,
                     ),

@@ -102,7 +102,7 @@ impl Sim<'_> {
         titus_core::Movement,
         Vec<Option<titus_core::repartition::StringPosition>>,
     ) {
-        let job = WholeJob::of(keys, &self.history, &mut self.reference_plan_front);
+        let job = WholeJob::of(keys, &[], &self.history, &mut self.reference_plan_front);
         let loads: Vec<u64> = self
             .reference_plan_front
             .plan_loads(&job.profiles, &job.own, &job.alone)
@@ -133,8 +133,10 @@ pub(super) struct WholeJob {
 }
 
 impl WholeJob {
+    /// `hints`: each rank's tasks' cost hints (empty: none, as a repartition has).
     pub(super) fn of(
         keys: &[Vec<u64>],
+        hints: &[Vec<u64>],
         history: &[CostHistory],
         front: &mut titus_core::JobFront,
     ) -> Self {
@@ -146,13 +148,26 @@ impl WholeJob {
                 last: h.measured(),
             })
             .collect();
+        // A rank's hints count once it has a history (`StartInput::of`).
+        let hinted = |r: usize, h: &CostHistory| -> &[u64] {
+            match h.is_empty() {
+                true => &[],
+                false => hints.get(r).map_or(&[], |x| x),
+            }
+        };
         let predicted: Vec<Vec<u64>> = keys
             .iter()
             .zip(history)
-            .map(|(k, h)| h.predict(k))
+            .enumerate()
+            .map(|(r, (k, h))| titus_core::start::own_costs(k, hinted(r, h), h))
             .collect();
         front.update(&profiles);
         let movement = front.movement();
+        // A hinted rank plans from its own costs, with no window over the front.
+        let mut alone = titus_core::start::front::predicting_alone(&profiles, movement);
+        for (r, a) in alone.iter_mut().enumerate() {
+            *a |= hinted(r, &history[r]).iter().any(|&x| x > 0);
+        }
         Self {
             own: predicted
                 .iter()
@@ -162,7 +177,7 @@ impl WholeJob {
                 .iter()
                 .map(|p| titus_core::LoadClasses::of(p))
                 .collect(),
-            alone: titus_core::start::front::predicting_alone(&profiles, movement),
+            alone,
             profiles,
             movement,
         }

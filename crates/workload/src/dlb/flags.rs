@@ -219,6 +219,11 @@ pub struct BenchArgs {
     /// runs each balancer both ways.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "off")]
     pub priorities: Vec<Switch>,
+    /// Cost hints: each task carries its drawn cost as a hint (a caller that knows its
+    /// tasks), which ranks plan, order and share by; off: none, so Titus predicts every
+    /// cost from the epochs it measured (a caller that knows nothing).
+    #[arg(long, value_enum, default_value = "on")]
+    pub hints: Switch,
     /// Every K epochs, hand tasks for good to rank-string neighbours as the runtime's
     /// repartition plan says (RankDLB's step 4: what a solver would do with its cells);
     /// ownership changes from the next epoch on (dlb-bench only).

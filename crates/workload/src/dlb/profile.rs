@@ -57,11 +57,14 @@ pub fn profile(name: &str) -> Option<Profile> {
     }
 }
 
-/// A task's cost hint (its drawn cost, ns: the caller knows what it asks for) and its
-/// priority (`--priorities on`: 1 for a task costlier than the mean `task_time` seconds,
-/// else 0).
+/// A task's cost hint (`--hints on`: its drawn cost, ns, as a caller that knows what it
+/// asks for; off: 0, none) and its priority (`--priorities on`: 1 for a task costlier
+/// than the mean `task_time` seconds, else 0).
 pub fn hint_and_priority(args: &BenchArgs, t: &TaskSpec, task_time: f64) -> (u64, i16) {
-    let hint = (t.cost * 1e9) as u64;
+    let hint = match args.hints {
+        Switch::On => (t.cost * 1e9) as u64,
+        Switch::Off => 0,
+    };
     let costly = on(&args.priorities) && t.cost > task_time;
     (hint, i16::from(costly))
 }

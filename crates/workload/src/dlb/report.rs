@@ -33,6 +33,8 @@ pub struct Report {
     pub cost_aware: bool,
     /// Costly tasks had priority 1 (`--priorities`).
     pub priorities: bool,
+    /// Tasks carried their drawn costs as hints (`--hints`).
+    pub hints: bool,
     /// How the smallworld overlay drew its shortcuts (`--shortcut-draw`).
     pub shortcut_draw: &'static str,
     pub resolution_s: f64,
@@ -514,6 +516,7 @@ pub fn report(
         advertise: on(&run.args.advertise),
         cost_aware: on(&run.args.cost_aware),
         priorities: on(&run.args.priorities),
+        hints: run.args.hints == Switch::On,
         shortcut_draw: run.args.shortcut_draw.name(),
         resolution_s: slowest,
         ideal_s: (total_cost / (f64::from(n) * workers)).max(longest),

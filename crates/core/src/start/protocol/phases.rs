@@ -78,7 +78,7 @@ impl EpochStart {
         if nothing {
             return Phase::Done;
         }
-        if self.movement.shift != 0 {
+        if self.movement.shift != 0 && !self.input.hinted {
             return Phase::Window(WindowSearch::new(
                 self.size,
                 self.rank,
