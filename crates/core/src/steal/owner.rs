@@ -491,11 +491,16 @@ impl Owner {
     /// part to a rank that gave costly tasks). The workers run the queue first and the
     /// published set last, so a costly task published at the start ran at the end, or was
     /// stolen there — one costly task's worth of imbalance (measured: 0.931 at 512 ranks).
+    /// Cheaper by cost class, the queue's order: within a class the queue is in no order,
+    /// so by exact costs its back was often cheaper than a task just published from it,
+    /// and the owner took its set back and published it again without end (measured
+    /// costs, which vary within a class: a 2-rank job ran 50× its ideal time).
     fn retract(&self, queue: &Queue) -> bool {
+        use crate::predicted_order::cost_class;
         self.published
             && queue
                 .cheapest_sorted()
-                .is_some_and(|c| c < self.published_costliest)
+                .is_some_and(|c| cost_class(c) < cost_class(self.published_costliest))
     }
 
     /// `claim`: the owner learned its claim word.

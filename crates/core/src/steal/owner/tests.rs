@@ -306,6 +306,30 @@ fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
     assert_eq!(word.n, n);
 }
 
+#[test]
+fn claim_keeps_its_generation_when_what_joined_is_of_the_same_cost_class() {
+    // Measured costs vary within a class, and the queue keeps them in class order only:
+    // its back may be a little cheaper than a task just published from it. Taking the
+    // set back for that published the same tasks anew without end.
+    let cfg = Config::default();
+    let area = TaskArea::new(&cfg, 4);
+    let mem = Mem::new([area.bytes(), 64, 64]);
+    let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
+    let mut o = Owner::new(area);
+    let mut q = Queue::default();
+    q.start((0..6).map(|i| costed(i, 1_000_000)).collect(), true);
+    let mut word = ClaimWord::default();
+    settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+    let generation = word.generation;
+    // 5% cheaper: the same quarter-octave class.
+    q.extend((6..8).map(|i| costed(i, 950_000)));
+    assert_eq!(q.cheapest_sorted(), Some(950_000));
+    assert!(!o.retract(&q), "nothing of a cheaper class came");
+    settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+    assert_eq!(word.generation, generation, "the generation stays");
+    assert_eq!(cx.stats.shares_retracted, 0);
+}
+
 /// A generation closed before thieves claimed all of it: the owner reads the unclaimed
 /// batches back, and their bytes are dead (no ticket reaches them now), so memory that
 /// costs what it holds frees them; the claimed batch, which its thief may still be
