@@ -269,19 +269,25 @@ fn costed(index: u32, cost_ns: u64) -> Task {
     }
 }
 
-#[test]
-fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
+/// A `claim` owner's balanced start: six costly tasks in predicted order, four of them
+/// published.
+fn six_costly_four_published() -> (Owner, Ctx<Pending>, Queue, Mem, ClaimWord) {
     let cfg = Config::default();
     let area = TaskArea::new(&cfg, 4);
     let mem = Mem::new([area.bytes(), 64, 64]);
     let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
     let mut o = Owner::new(area);
-    // A balanced start: six costly tasks in predicted order; four are published.
     let mut q = Queue::default();
     q.start((0..6).map(|i| costed(i, 1_000_000)).collect(), true);
     let mut word = ClaimWord::default();
     assert!(settle(&mut o, &mut cx, &mut q, &mem, &mut word).is_empty());
     assert_eq!((word.n, q.len()), (4, 2));
+    (o, cx, q, mem, word)
+}
+
+#[test]
+fn claim_takes_back_costly_tasks_published_before_cheaper_ones_came() {
+    let (mut o, mut cx, mut q, mem, mut word) = six_costly_four_published();
     // Cheap pushes join: the costly published tasks come back at once, and what is
     // published anew (at once) is the cheap end (with cost estimates, two thirds of
     // the work from the back: the cheap tasks and some costly ones); what stays for the
@@ -311,15 +317,7 @@ fn claim_keeps_its_generation_when_what_joined_is_of_the_same_cost_class() {
     // Measured costs vary within a class, and the queue keeps them in class order only:
     // its back may be a little cheaper than a task just published from it. Taking the
     // set back for that published the same tasks anew without end.
-    let cfg = Config::default();
-    let area = TaskArea::new(&cfg, 4);
-    let mem = Mem::new([area.bytes(), 64, 64]);
-    let mut cx: Ctx<Pending> = Ctx::new(cfg, 0, 4);
-    let mut o = Owner::new(area);
-    let mut q = Queue::default();
-    q.start((0..6).map(|i| costed(i, 1_000_000)).collect(), true);
-    let mut word = ClaimWord::default();
-    settle(&mut o, &mut cx, &mut q, &mem, &mut word);
+    let (mut o, mut cx, mut q, mem, mut word) = six_costly_four_published();
     let generation = word.generation;
     // 5% cheaper: the same quarter-octave class.
     q.extend((6..8).map(|i| costed(i, 950_000)));
