@@ -252,7 +252,8 @@ class Runtime:
         """``[fn(x) for x in items]`` for this rank's items, in their order, balanced
         over the job. Collective: every rank calls it, each with its own items (possibly
         none). ``keys`` (ints) name items across calls, so each call's measured costs
-        predict the next's; ``costs`` are hints in seconds; ``priorities`` (-32768 to
+        predict the next's; ``costs`` are hints in seconds, which outweigh that
+        prediction; ``priorities`` (-32768 to
         32767) run higher first; ``nominal_s``, this rank's sequential time of its items,
         gives ``stats["nominal_efficiency"]``. A task that raises fails the map on every
         rank with TaskError."""
