@@ -321,7 +321,9 @@ pub extern "C" fn titus_task_keys(t: *mut titus_t, keys: *const u64, count: usiz
 /// refused with TITUS_ERR_INVALID and nothing is set. A cost hint is the task's estimated
 /// run time in ns (0: unknown; above a day counts as a day): with the option `cost_aware`
 /// (on by default) a steal takes about half of a rank's estimated work instead of half of
-/// its tasks, and work cheaper to finish than to move stays. Hints do not change results.
+/// its tasks, and work cheaper to finish than to move stays. From the second step on, a
+/// step's plan (which ranks push work to which before stealing) takes a hint over the cost
+/// Titus predicts from the steps it measured. Hints do not change results.
 /// Without this call every task has priority 0 and no hint.
 #[unsafe(no_mangle)]
 pub extern "C" fn titus_task_hints(
