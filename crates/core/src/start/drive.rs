@@ -18,28 +18,33 @@ pub struct OwnPrediction {
     pub refused: Option<CoreError>,
 }
 
-/// A rank's own predicted cost of each task of `keys`, ns (0: unknown): the caller's
-/// hint where `hints` (in task order; empty: none) gives one, else `history`'s
-/// prediction. A hint wins, as it does in the queue's order and sharing: the caller
-/// knows its tasks, and only it can know where the costs went before any epoch shows
-/// it (a reaction front's first move).
-pub fn own_costs(keys: &[u64], hints: &[u64], history: &CostHistory) -> Vec<u64> {
+/// A rank's own predicted cost of each task of `keys`, ns (0: unknown), and whether a
+/// hint counted: the caller's hint where `hints` (in task order; empty: none) gives one,
+/// else `history`'s prediction. A hint wins, as it does in the queue's order and sharing:
+/// the caller knows its tasks, and only it can know where the costs went before any
+/// epoch shows it (a reaction front's first move). Without a history no hint counts: a
+/// first epoch is balanced by stealing alone, as a job of one epoch is.
+pub fn own_costs(keys: &[u64], hints: &[u64], history: &CostHistory) -> (Vec<u64>, bool) {
     let mut costs = history.predict(keys);
+    if history.is_empty() {
+        return (costs, false);
+    }
+    let mut hinted = false;
     for (c, &h) in costs.iter_mut().zip(hints) {
         if h > 0 {
             *c = h.min(crate::layout::COST_HINT_MAX_NS);
+            hinted = true;
         }
     }
-    costs
+    (costs, hinted)
 }
 
 impl StartInput {
     /// Rank `node`'s input for an epoch of tasks with `keys`, predicted from their cost
     /// `hints` (in task order; 0 or empty: none) and `history` ([`own_costs`]);
     /// `timeout`: how long the start may wait for its peers (`None`: while they live).
-    /// A rank with a hint plans from its own costs even where the job's costs moved: it
-    /// does not search the front's window. A rank without a history plans nothing, hints
-    /// or not: a first epoch is balanced by stealing alone, as a job of one epoch is.
+    /// A rank whose hints counted plans from its own costs even where the job's costs
+    /// moved: it does not search the front's window.
     pub fn of(
         node: &Node,
         keys: &[u64],
@@ -48,8 +53,7 @@ impl StartInput {
         timeout: Option<Duration>,
     ) -> (Self, OwnPrediction) {
         let refused = CostHistory::check_keys(keys).err();
-        let hints = if history.is_empty() { &[][..] } else { hints };
-        let costs_ns = own_costs(keys, hints, history);
+        let (costs_ns, hinted) = own_costs(keys, hints, history);
         let string_plan =
             node.diffusion_enabled() && node.config().diffusion_plan == DiffusionPlan::String;
         let input = Self {
@@ -68,7 +72,7 @@ impl StartInput {
             },
             timeout,
             repartition: false,
-            hinted: hints.iter().any(|&h| h > 0),
+            hinted,
         };
         (input, OwnPrediction { costs_ns, refused })
     }
@@ -183,8 +187,11 @@ mod tests {
     fn a_hint_wins_over_the_history_and_is_bounded() {
         let mut history = CostHistory::default();
         history.record(&[1, 2, 3], &[100, 200, 300]);
-        let costs = own_costs(&[1, 2, 3, 4], &[0, 5, u64::MAX, 0], &history);
+        let (costs, hinted) = own_costs(&[1, 2, 3, 4], &[0, 5, u64::MAX, 0], &history);
         assert_eq!(costs, [100, 5, COST_HINT_MAX_NS, 0]);
-        assert_eq!(own_costs(&[1, 2], &[], &history), [100, 200], "no hints");
+        assert!(hinted);
+        assert_eq!(own_costs(&[1, 2], &[], &history).0, [100, 200], "no hints");
+        let first = own_costs(&[1, 2], &[5, 5], &CostHistory::default());
+        assert_eq!(first, (vec![0, 0], false), "no history: no hint counts");
     }
 }

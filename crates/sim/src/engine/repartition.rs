@@ -148,34 +148,27 @@ impl WholeJob {
                 last: h.measured(),
             })
             .collect();
-        // A rank's hints count once it has a history (`StartInput::of`).
-        let hinted = |r: usize, h: &CostHistory| -> &[u64] {
-            match h.is_empty() {
-                true => &[],
-                false => hints.get(r).map_or(&[], |x| x),
-            }
-        };
-        let predicted: Vec<Vec<u64>> = keys
+        let predicted: Vec<(Vec<u64>, bool)> = keys
             .iter()
             .zip(history)
             .enumerate()
-            .map(|(r, (k, h))| titus_core::start::own_costs(k, hinted(r, h), h))
+            .map(|(r, (k, h))| titus_core::start::own_costs(k, hints.get(r).map_or(&[], |x| x), h))
             .collect();
         front.update(&profiles);
         let movement = front.movement();
         // A hinted rank plans from its own costs, with no window over the front.
         let mut alone = titus_core::start::front::predicting_alone(&profiles, movement);
-        for (r, a) in alone.iter_mut().enumerate() {
-            *a |= hinted(r, &history[r]).iter().any(|&x| x > 0);
+        for (a, (_, hinted)) in alone.iter_mut().zip(&predicted) {
+            *a |= *hinted;
         }
         Self {
             own: predicted
                 .iter()
-                .map(|p| titus_core::predicted_load(p))
+                .map(|(p, _)| titus_core::predicted_load(p))
                 .collect(),
             classes: predicted
                 .iter()
-                .map(|p| titus_core::LoadClasses::of(p))
+                .map(|(p, _)| titus_core::LoadClasses::of(p))
                 .collect(),
             alone,
             profiles,
