@@ -129,7 +129,6 @@ impl Runtime {
             tr.begin_epoch();
         }
         let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
-        let hints: Vec<u64> = tasks.iter().map(|t| t.cost_hint_ns).collect();
         let tasks: Vec<NewTask> = tasks
             .into_iter()
             .map(|t| NewTask {
@@ -146,8 +145,9 @@ impl Runtime {
         let own = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
             let node = sh.lock_node();
+            let hints = tasks.iter().map(|t| t.cost_hint_ns);
             let (input, own) =
-                titus_core::start::StartInput::of(&node, &keys, &hints, &h, sh.cfg.epoch_timeout);
+                titus_core::start::StartInput::of(&node, &keys, hints, &h, sh.cfg.epoch_timeout);
             self.begin_start(node, input)?;
             own
         };

@@ -19,18 +19,22 @@ pub struct OwnPrediction {
 }
 
 /// A rank's own predicted cost of each task of `keys`, ns (0: unknown), and whether a
-/// hint counted: the caller's hint where `hints` (in task order; empty: none) gives one,
-/// else `history`'s prediction. A hint wins, as it does in the queue's order and sharing:
+/// hint counted: the caller's hint where `hints` (in task order; none or 0: no hint) gives
+/// one, else `history`'s prediction. A hint wins, as it does in the queue's order and sharing:
 /// the caller knows its tasks, and only it can know where the costs went before any
 /// epoch shows it (a reaction front's first move). Without a history no hint counts: a
 /// first epoch is balanced by stealing alone, as a job of one epoch is.
-pub fn own_costs(keys: &[u64], hints: &[u64], history: &CostHistory) -> (Vec<u64>, bool) {
+pub fn own_costs(
+    keys: &[u64],
+    hints: impl IntoIterator<Item = u64>,
+    history: &CostHistory,
+) -> (Vec<u64>, bool) {
     let mut costs = history.predict(keys);
     if history.is_empty() {
         return (costs, false);
     }
     let mut hinted = false;
-    for (c, &h) in costs.iter_mut().zip(hints) {
+    for (c, h) in costs.iter_mut().zip(hints) {
         if h > 0 {
             *c = h.min(crate::layout::COST_HINT_MAX_NS);
             hinted = true;
@@ -41,14 +45,14 @@ pub fn own_costs(keys: &[u64], hints: &[u64], history: &CostHistory) -> (Vec<u64
 
 impl StartInput {
     /// Rank `node`'s input for an epoch of tasks with `keys`, predicted from their cost
-    /// `hints` (in task order; 0 or empty: none) and `history` ([`own_costs`]);
+    /// `hints` (in task order; none or 0: no hint) and `history` ([`own_costs`]);
     /// `timeout`: how long the start may wait for its peers (`None`: while they live).
     /// A rank whose hints counted plans from its own costs even where the job's costs
     /// moved: it does not search the front's window.
     pub fn of(
         node: &Node,
         keys: &[u64],
-        hints: &[u64],
+        hints: impl IntoIterator<Item = u64>,
         history: &CostHistory,
         timeout: Option<Duration>,
     ) -> (Self, OwnPrediction) {
@@ -87,7 +91,7 @@ impl StartInput {
         measured: bool,
         timeout: Option<Duration>,
     ) -> (Self, OwnPrediction) {
-        let (mut input, mut own) = Self::of(node, keys, &[], history, timeout);
+        let (mut input, mut own) = Self::of(node, keys, [], history, timeout);
         if own.refused.is_none() && !measured {
             own.refused = Some(crate::ConfigError::RepartitionWithoutCosts.into());
         }
@@ -187,11 +191,11 @@ mod tests {
     fn a_hint_wins_over_the_history_and_is_bounded() {
         let mut history = CostHistory::default();
         history.record(&[1, 2, 3], &[100, 200, 300]);
-        let (costs, hinted) = own_costs(&[1, 2, 3, 4], &[0, 5, u64::MAX, 0], &history);
+        let (costs, hinted) = own_costs(&[1, 2, 3, 4], [0, 5, u64::MAX, 0], &history);
         assert_eq!(costs, [100, 5, COST_HINT_MAX_NS, 0]);
         assert!(hinted);
-        assert_eq!(own_costs(&[1, 2], &[], &history).0, [100, 200], "no hints");
-        let first = own_costs(&[1, 2], &[5, 5], &CostHistory::default());
+        assert_eq!(own_costs(&[1, 2], [], &history).0, [100, 200], "no hints");
+        let first = own_costs(&[1, 2], [5, 5], &CostHistory::default());
         assert_eq!(first, (vec![0, 0], false), "no history: no hint counts");
     }
 }

@@ -840,11 +840,17 @@ impl WindowSearch {
     }
 }
 
-/// Which ranks predict alone with `movement` (their windows give up: the sources of their
-/// keys span more than [`WINDOW_RANKS_MAX`] ranks), each rank's window searched over the
-/// records every rank of `profiles` publishes: the design's one departure from the
-/// whole-job front, for a checker holding the start to it.
-pub fn predicting_alone(profiles: &[crate::RankProfile], movement: Movement) -> Vec<bool> {
+/// Which ranks predict alone with `movement`: those whose callers gave cost hints
+/// (`hinted`, by rank; they search no window: [`crate::start::StartInput::hinted`]) and
+/// those whose windows give up (the sources of their keys span more than
+/// [`WINDOW_RANKS_MAX`] ranks), each rank's window searched over the records every rank of
+/// `profiles` publishes: the design's departures from the whole-job front, for a checker
+/// holding the start to it.
+pub fn predicting_alone(
+    profiles: &[crate::RankProfile],
+    movement: Movement,
+    hinted: &[bool],
+) -> Vec<bool> {
     let n = profiles.len();
     if movement.shift == 0 {
         return vec![false; n];
@@ -868,6 +874,9 @@ pub fn predicting_alone(profiles: &[crate::RankProfile], movement: Movement) -> 
         .collect();
     (0..n)
         .map(|r| {
+            if hinted[r] {
+                return true;
+            }
             let mut w = WindowSearch::new(n as u32, r as Rank, profiles[r].now, movement);
             while let Some(read) = w.poll_read() {
                 match read {

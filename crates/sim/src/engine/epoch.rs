@@ -46,11 +46,9 @@ impl<'a> Sim<'a> {
     /// The whole job's plan from every rank's profile and prediction (the reference).
     pub(super) fn whole_job_plan(&mut self) -> WholeJobPlan {
         let keys = std::mem::take(&mut self.keys);
-        let hints: Vec<Vec<u64>> = (self.tasks().iter())
-            .map(|ts| ts.iter().map(|t| t.hint_ns).collect())
-            .collect();
-        let job = WholeJob::of(&keys, &hints, &self.history, &mut self.reference_front);
-        self.keys = keys;
+        let tasks = std::mem::take(&mut self.current);
+        let job = WholeJob::of(&keys, &tasks, &self.history, &mut self.reference_front);
+        (self.keys, self.current) = (keys, tasks);
         let front = &self.reference_front;
         WholeJobPlan {
             movement: job.movement,

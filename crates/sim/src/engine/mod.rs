@@ -475,10 +475,7 @@ impl<'a> Sim<'a> {
                     None => titus_core::start::StartInput::of(
                         &self.nodes[i],
                         &self.keys[i],
-                        &self.tasks()[i]
-                            .iter()
-                            .map(|t| t.hint_ns)
-                            .collect::<Vec<_>>(),
+                        self.tasks()[i].iter().map(|t| t.hint_ns),
                         &self.history[i],
                         None,
                     ),

@@ -133,10 +133,11 @@ pub(super) struct WholeJob {
 }
 
 impl WholeJob {
-    /// `hints`: each rank's tasks' cost hints (empty: none, as a repartition has).
+    /// `tasks`: each rank's tasks, whose cost hints count (empty: none, as a repartition
+    /// has).
     pub(super) fn of(
         keys: &[Vec<u64>],
-        hints: &[Vec<u64>],
+        tasks: &[Vec<crate::SimTask>],
         history: &[CostHistory],
         front: &mut titus_core::JobFront,
     ) -> Self {
@@ -152,15 +153,15 @@ impl WholeJob {
             .iter()
             .zip(history)
             .enumerate()
-            .map(|(r, (k, h))| titus_core::start::own_costs(k, hints.get(r).map_or(&[], |x| x), h))
+            .map(|(r, (k, h))| {
+                let hints = tasks.get(r).into_iter().flatten().map(|t| t.hint_ns);
+                titus_core::start::own_costs(k, hints, h)
+            })
             .collect();
         front.update(&profiles);
         let movement = front.movement();
-        // A hinted rank plans from its own costs, with no window over the front.
-        let mut alone = titus_core::start::front::predicting_alone(&profiles, movement);
-        for (a, (_, hinted)) in alone.iter_mut().zip(&predicted) {
-            *a |= *hinted;
-        }
+        let hinted: Vec<bool> = predicted.iter().map(|(_, hinted)| *hinted).collect();
+        let alone = titus_core::start::front::predicting_alone(&profiles, movement, &hinted);
         Self {
             own: predicted
                 .iter()
