@@ -1,5 +1,6 @@
 //! The predicted order of a rank's queue: costliest first by cost class (each octave of
-//! cost cut in four equal parts), and in the order the tasks came within a class.
+//! cost cut in four equal parts, every task under [`FINE_NS`] in one class), and in the
+//! order the tasks came within a class.
 //!
 //! Costly tasks run early, so an epoch ends on cheap tasks that split finely between the
 //! ranks that finish (longest processing time first). An exact order by cost buys that
@@ -8,6 +9,12 @@
 //! task's payload, result slot and history entry became a cache miss, about 380 ns a
 //! task against cells of 200 ns. Within a class the tasks keep their index order, and
 //! classes are a counting sort, O(tasks).
+//!
+//! Below [`FINE_NS`] classes would sort by noise: a task's measured cost there is mostly
+//! the clock's reads and the worker's own steps, and quarter-octave classes of it dealt a
+//! step of no-op tasks into a dozen classes, every task a cache miss again (a no-op task
+//! cost 480–550 ns against 330–380 with no predicted order). Any order of such tasks
+//! ends an epoch within a microsecond, so they keep theirs.
 
 use crate::layout::Task;
 use std::collections::VecDeque;
@@ -18,11 +25,19 @@ const CLASSES_PER_OCTAVE: u32 = 4;
 /// How many classes there are: zero, then four per octave of a `u64`.
 const CLASSES: usize = 1 + 64 * CLASSES_PER_OCTAVE as usize;
 
-/// The cost class of `cost_ns`: 0 for unknown (0), then rising with the cost, four
-/// classes per octave (the two bits after the leading one). Never decreasing in the cost.
+/// Tasks predicted cheaper than this (ns) share one class: their order is not worth a
+/// cache miss a task.
+pub(crate) const FINE_NS: u64 = 1_000;
+
+/// The cost class of `cost_ns`: 0 for unknown (0), 1 for every cost under [`FINE_NS`],
+/// then rising with the cost, four classes per octave (the two bits after the leading
+/// one). Never decreasing in the cost.
 pub(crate) fn cost_class(cost_ns: u64) -> u16 {
     if cost_ns == 0 {
         return 0;
+    }
+    if cost_ns < FINE_NS {
+        return 1;
     }
     let octave = 63 - cost_ns.leading_zeros();
     // The two bits after the leading one (shifted up where the cost has fewer).
@@ -77,8 +92,9 @@ mod tests {
     fn classes_rise_with_the_cost_four_to_an_octave() {
         assert_eq!(cost_class(0), 0);
         assert_eq!(cost_class(1), 1);
-        assert_eq!(cost_class(2), 5);
-        assert_eq!(cost_class(3), 7);
+        assert_eq!(cost_class(FINE_NS - 1), 1);
+        // 1,000 lies in 768..1,024: the last quarter of the octave from 512.
+        assert_eq!(cost_class(FINE_NS), 1 + 9 * 4 + 3);
         // 1,024..1,280, 1,280..1,536, 1,536..1,792, 1,792..2,048: one class each.
         let tenth = 1 + 10 * 4;
         assert_eq!(cost_class(1024), tenth);
@@ -112,7 +128,7 @@ mod tests {
                 last = k;
             }
         }
-        for w in firsts.windows(2).filter(|w| w[0] >= 4) {
+        for w in firsts.windows(2).filter(|w| w[0] >= FINE_NS) {
             let ratio = w[1] as f64 / w[0] as f64;
             assert!(ratio <= 1.25, "{} .. {}: {ratio}", w[0], w[1]);
         }
@@ -120,14 +136,27 @@ mod tests {
 
     #[test]
     fn orders_by_class_costliest_first_and_keeps_the_order_within_a_class() {
-        let costs = [100u64, 5_000, 110, 0, 4_500, 90, 5_000, 1];
+        let costs = [1_100u64, 5_000, 1_150, 0, 4_500, 1_000, 5_000, 1];
         let tasks: Vec<Task> = costs.iter().zip(0..).map(|(&c, i)| task(i, c)).collect();
         let got: Vec<u32> = costliest_first(tasks, |t| t.cost_ns)
             .iter()
             .map(|t| t.index)
             .collect();
-        // 5,000 and 4,500 share a class (4,096..5,120), as do 100 and 110 (96..112);
-        // 90 has its own below, then 1, then the unknown.
+        // 5,000 and 4,500 share a class (4,096..5,120), as do 1,100 and 1,150
+        // (1,024..1,280); 1,000 has its own below, then 1, then the unknown.
         assert_eq!(got, [1, 4, 6, 0, 2, 5, 7, 3]);
+    }
+
+    #[test]
+    fn tasks_under_the_fine_cost_keep_their_order() {
+        // Noisy measures of equal tiny tasks: one class, in the order given, after the
+        // costly ones and before the unknown.
+        let costs = [90u64, 310, 0, 45, 2_000, 999, 120, 1];
+        let tasks: Vec<Task> = costs.iter().zip(0..).map(|(&c, i)| task(i, c)).collect();
+        let got: Vec<u32> = costliest_first(tasks, |t| t.cost_ns)
+            .iter()
+            .map(|t| t.index)
+            .collect();
+        assert_eq!(got, [4, 0, 1, 3, 5, 6, 7, 2]);
     }
 }

@@ -725,7 +725,7 @@ mod tests {
         // predicted order does, or a costly task runs last (a tail of one task).
         let mut q = Queue::default();
         let batch = || {
-            [5, 80, 1, 40]
+            [5_000, 80_000, 1_000, 40_000]
                 .into_iter()
                 .zip(0..)
                 .map(|(c, i)| costed(i, c))
