@@ -56,6 +56,11 @@ pub(crate) fn costliest_first(
     estimate: impl Fn(&Task) -> u64,
 ) -> VecDeque<Task> {
     let classes: Vec<u16> = tasks.iter().map(|t| cost_class(estimate(t))).collect();
+    // Already in order (one class: a step of tiny tasks): no pass over the tasks, which
+    // would move every one twice through buffers as large as the step.
+    if classes.is_sorted_by(|a, b| a >= b) {
+        return tasks.into();
+    }
     let mut counts = vec![0usize; CLASSES];
     for &c in &classes {
         counts[usize::from(c)] += 1;
@@ -145,6 +150,19 @@ mod tests {
         // 5,000 and 4,500 share a class (4,096..5,120), as do 1,100 and 1,150
         // (1,024..1,280); 1,000 has its own below, then 1, then the unknown.
         assert_eq!(got, [1, 4, 6, 0, 2, 5, 7, 3]);
+    }
+
+    #[test]
+    fn tasks_already_in_order_stay_as_they_are() {
+        for costs in [vec![300u64, 20, 999, 5], vec![9_000, 9_100, 2_000, 500, 0, 0]] {
+            let tasks: Vec<Task> = costs.iter().zip(0..).map(|(&c, i)| task(i, c)).collect();
+            let got: Vec<u32> = costliest_first(tasks, |t| t.cost_ns)
+                .iter()
+                .map(|t| t.index)
+                .collect();
+            let want: Vec<u32> = (0..costs.len() as u32).collect();
+            assert_eq!(got, want, "{costs:?}");
+        }
     }
 
     #[test]

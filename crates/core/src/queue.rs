@@ -215,14 +215,38 @@ impl Queue {
 
     /// A task left the queue.
     fn forget(&mut self, t: &Task) {
-        if t.cost_ns > 0 {
-            self.est_sum -= u128::from(t.cost_ns);
-            self.est_n -= 1;
+        self.forget_all(std::slice::from_ref(t));
+    }
+
+    /// [`Queue::forget`] for tasks that left together: their kinds counted out a run at a
+    /// time, as [`Queue::account`] counts them in (a worker's grain is one run of a step's
+    /// cells: a lookup per task was most of taking it).
+    fn forget_all(&mut self, tasks: &[Task]) {
+        let mut run: Option<(u16, u32)> = None;
+        for t in tasks {
+            if t.cost_ns > 0 {
+                self.est_sum -= u128::from(t.cost_ns);
+                self.est_n -= 1;
+            }
+            match &mut run {
+                Some((kind, n)) if *kind == t.kind => *n += 1,
+                _ => {
+                    if let Some((kind, n)) = run.replace((t.kind, 1)) {
+                        self.uncount_kind(kind, n);
+                    }
+                }
+            }
         }
-        if let Some(c) = self.kinds.get_mut(&t.kind) {
-            *c -= 1;
+        if let Some((kind, n)) = run {
+            self.uncount_kind(kind, n);
+        }
+    }
+
+    fn uncount_kind(&mut self, kind: u16, n: u32) {
+        if let Some(c) = self.kinds.get_mut(&kind) {
+            *c = c.saturating_sub(n);
             if *c == 0 {
-                self.kinds.remove(&t.kind);
+                self.kinds.remove(&kind);
             }
         }
     }
@@ -362,7 +386,7 @@ impl Queue {
         } else if self.sorted || self.prioritized {
             let at = self.tasks.len() - k.min(self.tasks.len());
             let out: Vec<Task> = self.tasks.split_off(at).into();
-            out.iter().for_each(|t| self.forget(t));
+            self.forget_all(&out);
             out
         } else {
             self.take_spread(k)
@@ -475,7 +499,7 @@ impl Queue {
                 self.tasks.push_back(t);
             }
         }
-        out.iter().for_each(|t| self.forget(t));
+        self.forget_all(&out);
         out
     }
 
@@ -562,7 +586,7 @@ impl Queue {
     pub(crate) fn take_front(&mut self, max: usize) -> Vec<Task> {
         let n = max.min(self.tasks.len());
         let out: Vec<Task> = self.tasks.drain(..n).collect();
-        out.iter().for_each(|t| self.forget(t));
+        self.forget_all(&out);
         out
     }
 
@@ -588,7 +612,7 @@ impl Queue {
                 self.tasks.push_back(t);
             }
         }
-        out.iter().for_each(|t| self.forget(t));
+        self.forget_all(&out);
         out
     }
 
