@@ -129,6 +129,12 @@ fn built() -> &'static Built {
             "chemistry-f",
             &["-Wno-unused-dummy-argument"],
         );
+        compile(
+            "gcc",
+            root().join("bench/c/task_overhead.c"),
+            "task-overhead",
+            &[],
+        );
         compile("gcc", root().join("tests/capi/bad_use.c"), "bad-use", &[]);
         compile("gcc", root().join("tests/capi/resource.c"), "resource", &[]);
         compile("gcc", root().join("tests/capi/spawn.c"), "spawn", &[]);
@@ -233,6 +239,51 @@ fn c_example_one_process_on_mem() {
         assert!(
             out.status.code() == Some(2) && text.contains(flag) && text.contains("no GPU"),
             "{flag}: {text}"
+        );
+    }
+}
+
+/// The per-task benchmark runs its steps, checks every result, and prints its figures,
+/// alone and on two ranks; bad flags are refused.
+#[test]
+fn task_overhead_benchmark_runs_and_checks_its_results() {
+    let b = built();
+    let one = run_ok(
+        Command::new(b.dir.join("task-overhead"))
+            .args(["--tasks", "3000", "--steps", "3", "--options", "workers=1"])
+            .env_remove("TITUS_OPTIONS"),
+        "task-overhead, one process",
+    );
+    let two = run_ok(
+        titus_launch(2, &b.dir.join("task-overhead")).args(["--tasks", "3000", "--steps", "3"]),
+        "task-overhead, two processes",
+    );
+    for (out, ranks) in [(one, 1), (two, 2)] {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| l.find('{').map(|at| &l[at..]))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), ranks, "a line per rank: {text}");
+        for v in lines {
+            assert_eq!(v["tasks"], 3000, "{v}");
+            assert_eq!(v["ranks"], ranks, "{v}");
+            for key in ["ns_per_task", "ns_per_task_min", "run_ns", "sequential_ns"] {
+                let x = v[key].as_f64().unwrap_or(-1.0);
+                assert!(x > 0.0 && x.is_finite(), "{key} in {v}");
+            }
+        }
+    }
+    for bad in [["--tasks", "0"], ["--steps", "x"], ["--nope", "1"]] {
+        let out = Command::new(b.dir.join("task-overhead"))
+            .args(bad)
+            .output()
+            .unwrap();
+        let text = titus_tests::output_text(&out);
+        assert!(
+            out.status.code() == Some(2) && text.contains("task_overhead: error"),
+            "{bad:?}: {text}"
         );
     }
 }
