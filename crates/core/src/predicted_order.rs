@@ -154,7 +154,10 @@ mod tests {
 
     #[test]
     fn tasks_already_in_order_stay_as_they_are() {
-        for costs in [vec![300u64, 20, 999, 5], vec![9_000, 9_100, 2_000, 500, 0, 0]] {
+        for costs in [
+            vec![300u64, 20, 999, 5],
+            vec![9_000, 9_100, 2_000, 500, 0, 0],
+        ] {
             let tasks: Vec<Task> = costs.iter().zip(0..).map(|(&c, i)| task(i, c)).collect();
             let got: Vec<u32> = costliest_first(tasks, |t| t.cost_ns)
                 .iter()
