@@ -125,6 +125,10 @@ struct Inner {
     /// Priorities and cost hints of the pending tasks (titus_task_hints), or None: 0.
     hints: Option<(Vec<i16>, Vec<u64>)>,
     results: Vec<Vec<u8>>,
+    /// The result buffers of the step before the last, which the next hand-over copies
+    /// payloads into, in order from `recycled_at` (`tasks::add_tasks`).
+    recycled: Vec<Vec<u8>>,
+    recycled_at: usize,
     /// Measured cost of each result's task, ns.
     costs: Vec<u64>,
     /// The last step's reduction of spawned results (the option `spawn=LANES`).
@@ -222,6 +226,8 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispat
             hints: None,
             costs: Vec::new(),
             results: Vec::new(),
+            recycled: Vec::new(),
+            recycled_at: 0,
             reduced: Vec::new(),
             spawned: Vec::new(),
             stats: titus_stats::default(),
@@ -498,7 +504,10 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
             let mut tasks = std::mem::take(&mut inner.pending);
             let keys = inner.keys.take();
             let hints = inner.hints.take();
-            inner.results.clear();
+            // The last step's results are read until now: their buffers carry the next
+            // step's payloads (`tasks::add_tasks`).
+            inner.recycled = std::mem::take(&mut inner.results);
+            inner.recycled_at = 0;
             inner.costs.clear();
             let nominal = std::mem::take(&mut inner.nominal);
             if let Some(k) = &keys

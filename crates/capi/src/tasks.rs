@@ -155,6 +155,25 @@ pub(crate) fn run_task(
     })
 }
 
+/// A copy of `p` in the next recycled buffer where its size suits (`Inner::recycled`), else
+/// in a new one. A time-step loop then neither allocates nor frees a buffer per task: at
+/// 131,072 tasks a step, a malloc per payload, a free per result and glibc merging the
+/// freed blocks were about a sixth of the runtime's time. The buffers come in task order,
+/// as the results went, so the step still writes and reads memory in order.
+pub(crate) fn recycled_copy(recycled: &mut [Vec<u8>], at: &mut usize, p: &[u8]) -> Vec<u8> {
+    let slot = recycled.get_mut(*at);
+    *at += 1;
+    match slot {
+        Some(buf) if (p.len()..=2 * p.len() + 64).contains(&buf.capacity()) => {
+            let mut buf = std::mem::take(buf);
+            buf.clear();
+            buf.extend_from_slice(p);
+            buf
+        }
+        _ => p.to_vec(),
+    }
+}
+
 /// A worker thread's task buffers (`run_task`).
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -187,10 +206,11 @@ pub(crate) fn add_tasks<'a>(
             )));
         }
         let key = inner.pending.len() as u64;
+        let payload = recycled_copy(&mut inner.recycled, &mut inner.recycled_at, p);
         inner.pending.push(TaskIn {
             key,
             kind,
-            payload: p.to_vec(),
+            payload,
             priority: 0,
             cost_hint_ns: 0,
         });

@@ -136,6 +136,71 @@ fn one_rank_runs_fixed_and_variable_tasks_in_order() {
     assert_eq!(titus_finalize(&mut t), TITUS_OK);
 }
 
+/// Time steps carry their payloads in the buffers of the results two steps back: every
+/// result stays right, and a step's results stay readable after the next hand-over, until
+/// its titus_run.
+#[test]
+fn steps_reuse_result_buffers_and_keep_results_until_the_next_run() {
+    let mut t = init(c"workers=2");
+    assert_eq!(titus_register(t, 7, Some(square), null_mut()), TITUS_OK);
+    let mut last: Option<Vec<u64>> = None;
+    for step in 0..6u64 {
+        // Sizes change between steps (8-byte records, then 40-byte ones whose first 8
+        // bytes are the value): buffers that do not suit are not reused.
+        let width = if step % 3 == 2 { 40 } else { 8 };
+        let values: Vec<u64> = (0..500).map(|i| step * 1_000 + i).collect();
+        let mut records = vec![0u8; values.len() * width];
+        for (r, v) in records.chunks_mut(width).zip(&values) {
+            r[..8].copy_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(
+            titus_tasks_fixed(t, 7, records.as_ptr().cast(), width, values.len()),
+            TITUS_OK
+        );
+        if let Some(want) = &last {
+            assert_eq!(
+                &results(t),
+                want,
+                "step {}'s results after the hand-over",
+                step - 1
+            );
+        }
+        assert_eq!(titus_run(t), TITUS_OK, "{}", last_error());
+        let want: Vec<u64> = values.iter().map(|v| v * v).collect();
+        assert_eq!(results(t), want, "step {step}");
+        last = Some(want);
+    }
+    assert_eq!(titus_finalize(&mut t), TITUS_OK);
+}
+
+#[test]
+fn a_payload_goes_into_the_next_recycled_buffer_that_suits_it() {
+    let mut recycled = vec![
+        Vec::with_capacity(48),
+        Vec::with_capacity(4096),
+        vec![1u8; 8],
+    ];
+    let first = recycled[0].as_ptr();
+    let mut at = 0;
+    let p = [9u8; 40];
+    let a = tasks::recycled_copy(&mut recycled, &mut at, &p);
+    assert_eq!(
+        (a.as_ptr(), &a[..]),
+        (first, &p[..]),
+        "the first buffer, filled"
+    );
+    // Far too large for 40 bytes: a new buffer, and the large one stays.
+    let b = tasks::recycled_copy(&mut recycled, &mut at, &p);
+    assert_eq!(&b[..], &p[..]);
+    assert_eq!(recycled[1].capacity(), 4096);
+    // Too small: a new one.
+    let c = tasks::recycled_copy(&mut recycled, &mut at, &p);
+    assert_eq!(&c[..], &p[..]);
+    // None left.
+    let d = tasks::recycled_copy(&mut recycled, &mut at, &p[..3]);
+    assert_eq!((&d[..], at), (&p[..3], 4));
+}
+
 /// What the header says of re-registering, refused hand-overs, empty payloads, a NULL
 /// handle pointer, init after finalise and the handle after TITUS_ERR_TASK.
 #[test]
