@@ -55,7 +55,7 @@ impl Runtime {
         // the loads over the job's own fabric, as the epoch's start.
         let sh = &self.shared;
         let own = {
-            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            let h = self.history.lock();
             let measured = self.measured.load(Ordering::Acquire);
             let node = sh.lock_node();
             let (input, own) = titus_core::start::StartInput::for_repartition(
@@ -69,7 +69,7 @@ impl Runtime {
             own
         };
         let outcome = self.finish_start()?;
-        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        let h = self.history.lock();
         // What fails here is the plan's input, on this rank or another (a refusal).
         outcome
             .repartition_plan(keys, own, &h, sh.cfg.core.repartition_plan)
@@ -116,7 +116,7 @@ impl Runtime {
 
     /// Forgets every measured cost: the next epoch has no history (no diffusion).
     pub fn clear_history(&self) {
-        *self.history.lock().unwrap_or_else(|p| p.into_inner()) = CostHistory::default();
+        *self.history.lock() = CostHistory::default();
     }
 
     pub(crate) fn epoch(
@@ -143,7 +143,7 @@ impl Runtime {
         // The epoch start (`titus_core::start`): collectives over the job's own fabric,
         // driven by the progress thread like every other operation.
         let own = {
-            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            let h = self.history.lock();
             let node = sh.lock_node();
             let hints = tasks.iter().map(|t| t.cost_hint_ns);
             let (input, own) =
@@ -159,7 +159,7 @@ impl Runtime {
             return Ok(None);
         }
         let prediction = {
-            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            let h = self.history.lock();
             outcome.prediction(&keys, own, &h)
         };
         let plan_time = t_plan.elapsed();
@@ -223,10 +223,10 @@ impl Runtime {
         drop(node);
         let out = out.map_err(|e| RuntimeError::from(sh.with_own_look(e)))?;
         let t_record = Instant::now();
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(&keys, &out.costs_ns);
+        let n_tasks = keys.len();
+        // (The keys go to the history; a trace writes them below.)
+        let traced_keys = sh.trace.as_ref().map(|_| keys.clone());
+        self.history.record(keys, out.costs_ns.clone());
         let last_end = Duration::from_nanos(
             sh.figures
                 .last_task_end
@@ -241,7 +241,7 @@ impl Runtime {
         };
         tracing::debug!(
             "epoch: {} tasks; progress thread CPU {progress_cpu:?}; idle {idle_note}; steal timeline {steal_note}; start: input {:?}, collectives {:?} ({}), prediction {:?}, pushes {:?} (node lock {:?}); run {:?} (last task ended at {:?}), results {:?}, history {:?}; steals {} ok {} empty ({} tasks), pushed {} ({} ms of predicted {} ms, out at {:.2} ms), pushed in {} (at {:.2} ms), busy {:?} in {} grains, ran {} for others; {} operations, result chunks {} sent {} received",
-            keys.len(),
+            n_tasks,
             prepare_time,
             gather_time,
             phases_note(&outcome.figures),
@@ -300,6 +300,7 @@ impl Runtime {
                 pushes: start_time.as_nanos() as u64,
             };
             let end_ns = call_ns + session.as_nanos() as u64;
+            let keys = traced_keys.unwrap_or_default();
             tr.write_epoch(&keys, call_ns, phases, tasks_from, end_ns, &stats)
                 .map_err(|e| RuntimeError::Config(e.to_string()))?;
         }

@@ -26,6 +26,7 @@ pub mod cores;
 mod driver;
 mod epoch;
 mod error;
+mod history;
 mod local_gather;
 mod node_lock;
 mod open;
@@ -73,7 +74,7 @@ pub struct Runtime {
     shared: Arc<Shared>,
     gather: AllGatherFn,
     /// The last measured cost of each task key (diffusion's predictions).
-    history: Mutex<CostHistory>,
+    history: history::History,
     /// Whether an epoch has run to its end here (a repartition plan needs its costs).
     measured: std::sync::atomic::AtomicBool,
     threads: Vec<JoinHandle<()>>,

@@ -316,7 +316,7 @@ impl Runtime {
         Ok(Runtime {
             shared,
             gather,
-            history: Mutex::new(CostHistory::default()),
+            history: crate::history::History::default(),
             measured: std::sync::atomic::AtomicBool::new(false),
             threads,
             res_thread: Mutex::new(None),
