@@ -61,6 +61,8 @@ pub(crate) struct Queue {
     /// mapper cannot keep here what the rank cannot run, and a typed share keeps
     /// `min_private` tasks only of kinds it can.
     pub(crate) local: KindSet,
+    /// [`Queue::order_buckets`].
+    order_buckets: Vec<Vec<Task>>,
 }
 
 impl Default for Queue {
@@ -76,6 +78,7 @@ impl Default for Queue {
             kinds: IntMap::default(),
             seen: Vec::new(),
             local: None,
+            order_buckets: Vec::new(),
         }
     }
 }
@@ -115,6 +118,12 @@ fn count_kind(kinds: &mut IntMap<u16, u32>, seen: &mut Vec<u16>, kind: u16, n: u
 }
 
 impl Queue {
+    /// The buffers that put a new epoch in predicted order
+    /// ([`crate::predicted_order::costliest_first`]), kept from epoch to epoch.
+    pub(crate) fn order_buckets(&mut self) -> &mut Vec<Vec<Task>> {
+        &mut self.order_buckets
+    }
+
     /// The queue's buffer, empty, for the next epoch's tasks (the queue is empty between
     /// epochs: every task ran).
     pub(crate) fn spare(&mut self) -> Vec<Task> {

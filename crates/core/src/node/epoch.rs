@@ -244,13 +244,17 @@ impl Node {
         // shares its cheap end. By the best estimate: the caller's hint where it gave
         // one, else the prediction.
         let queue = match order_by {
-            Some(costs) => crate::predicted_order::costliest_first(tasks, |t| {
-                if t.cost_ns > 0 {
-                    t.cost_ns
-                } else {
-                    costs[t.index as usize]
-                }
-            }),
+            Some(costs) => crate::predicted_order::costliest_first(
+                tasks,
+                |t| {
+                    if t.cost_ns > 0 {
+                        t.cost_ns
+                    } else {
+                        costs[t.index as usize]
+                    }
+                },
+                self.queue.order_buckets(),
+            ),
             None => tasks.into(),
         };
         self.queue.start(queue, self.balanced_start);
