@@ -195,7 +195,9 @@ fn await_answer(sh: &Shared) -> bool {
 
 fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank: u32) {
     let polled = sh.fabric.caps().polled_progress;
-    let mut last_poll = Instant::now();
+    // Times on the node's clock (ns): one reading a task, and integer arithmetic after
+    // (three `Instant` subtractions a task cost about as much as the reading).
+    let mut last_poll = sh.now().0;
     let mut idle = titus_core::IdleWait::default();
     // A task ran since this worker last went idle (it counts among the busy workers).
     let mut ran = false;
@@ -207,10 +209,10 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
     let mut held = Unreported::default();
     // When the carried task became this worker's: the last task's end, where nothing but
     // taking it from this worker's deque came between (one clock reading per task).
-    let mut carried_at: Option<Instant> = None;
+    let mut carried_at: Option<u64> = None;
     // The last task's end while this worker has gone straight on since (the time between
     // tasks, `EpochStats::between`).
-    let mut last_end: Option<Instant> = None;
+    let mut last_end: Option<u64> = None;
     let mut kinds = Kinds::new();
     // The children of the task that runs (handed to the node before its result).
     let mut spawned = Vec::new();
@@ -313,16 +315,16 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
         // (Not across a costly task's hand-over to the progress thread.)
         let t = match carried_at.take() {
             Some(at) if !costly => at,
-            _ => Instant::now(),
+            _ => sh.now().0,
         };
         if let Some(e) = last_end.take() {
-            held.1.between_ns += t.saturating_duration_since(e).as_nanos() as u64;
+            held.1.between_ns += t.saturating_sub(e);
             held.1.betweens += 1;
         }
         let result = execute(sh, &mut kinds, &task, rank, &mut spawned, &mut spare);
-        let end = Instant::now();
+        let end = sh.now().0;
         if let Some(tr) = &sh.trace {
-            tr.task(me, sh.time_of(t).0, sh.time_of(end).0, &task);
+            tr.task(me, t, end, &task);
         }
         last_end = Some(end);
         if task.payload.capacity() <= SPARE_MAX {
@@ -333,16 +335,12 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
             sh.workers.busy.fetch_add(1, Ordering::AcqRel);
         }
         // The task's measured cost: it travels home with the result.
-        let cost_ns = (end.duration_since(t).as_nanos() as u64).max(1);
+        let cost_ns = end.saturating_sub(t).max(1);
         // Polled progress: serve the fabric between tasks, so the progress thread can nap
         // instead of waking on a core this worker needs (on a 2-core node its 10–200 µs
         // naps slowed the tasks by a fifth).
         let mut served = false;
-        if polled
-            && sh
-                .policy
-                .polls_now(end.duration_since(last_poll).as_nanos() as u64)
-        {
+        if polled && sh.policy.polls_now(end.saturating_sub(last_poll)) {
             sh.fabric.poll();
             last_poll = end;
             served = true;
@@ -411,7 +409,7 @@ fn report_and_take(
     result: Result<Vec<u8>, String>,
     spawned: &mut Vec<titus_core::NewTask>,
     cost_ns: u64,
-    ended: Instant,
+    ended: u64,
     held: &mut Unreported,
     me: usize,
     w: &Worker<Task>,
@@ -423,7 +421,6 @@ fn report_and_take(
             hand_spawned(sh, id, spawned);
         }
         // (A zero grain flushes at once: one task, one report.)
-        let ended = sh.time_of(ended).0;
         if held
             .0
             .hold((id, result, cost_ns), ended, next.cost_ns, &sh.policy)
