@@ -109,6 +109,24 @@ fn bound(cost: u64, local: Option<u64>, remote: bool) -> u64 {
     }
 }
 
+/// Tasks of one kind come in runs (a step's cells): they are counted in and out of the
+/// queue a run at a time, not a map lookup per task.
+#[derive(Default)]
+struct KindRun(Option<(u16, u32)>);
+
+impl KindRun {
+    /// One more task of `kind`; the run it ends, if it ends one.
+    fn add(&mut self, kind: u16) -> Option<(u16, u32)> {
+        match &mut self.0 {
+            Some((k, n)) if *k == kind => {
+                *n += 1;
+                None
+            }
+            run => run.replace((kind, 1)),
+        }
+    }
+}
+
 /// `n` more tasks of `kind` queued: counted in `kinds`, and `kind` in `seen` (sorted).
 fn count_kind(kinds: &mut IntMap<u16, u32>, seen: &mut Vec<u16>, kind: u16, n: u32) {
     *kinds.entry(kind).or_insert(0) += n;
@@ -170,8 +188,7 @@ impl Queue {
     /// in the queue's sums from now on.
     fn account(&mut self, range: std::ops::Range<usize>, remote: bool) {
         let mapper = &mut self.mapper;
-        // Tasks of one kind come in runs (a step's cells): counted per run, not per task.
-        let mut run: Option<(u16, u32)> = None;
+        let mut run = KindRun::default();
         for t in self.tasks.range_mut(range) {
             let i = info(t);
             t.priority = mapper.priority(&i);
@@ -187,16 +204,11 @@ impl Queue {
                 self.est_sum += u128::from(t.cost_ns);
                 self.est_n += 1;
             }
-            match &mut run {
-                Some((kind, n)) if *kind == t.kind => *n += 1,
-                _ => {
-                    if let Some((kind, n)) = run.replace((t.kind, 1)) {
-                        count_kind(&mut self.kinds, &mut self.seen, kind, n);
-                    }
-                }
+            if let Some((kind, n)) = run.add(t.kind) {
+                count_kind(&mut self.kinds, &mut self.seen, kind, n);
             }
         }
-        if let Some((kind, n)) = run {
+        if let Some((kind, n)) = run.0 {
             count_kind(&mut self.kinds, &mut self.seen, kind, n);
         }
     }
@@ -228,32 +240,26 @@ impl Queue {
     }
 
     /// [`Queue::forget`] for tasks that left together: their kinds counted out a run at a
-    /// time, as [`Queue::account`] counts them in (a worker's grain is one run of a step's
-    /// cells: a lookup per task was most of taking it).
+    /// time ([`KindRun`]), as [`Queue::account`] counts them in.
     fn forget_all(&mut self, tasks: &[Task]) {
-        let mut run: Option<(u16, u32)> = None;
+        let mut run = KindRun::default();
         for t in tasks {
             if t.cost_ns > 0 {
                 self.est_sum -= u128::from(t.cost_ns);
                 self.est_n -= 1;
             }
-            match &mut run {
-                Some((kind, n)) if *kind == t.kind => *n += 1,
-                _ => {
-                    if let Some((kind, n)) = run.replace((t.kind, 1)) {
-                        self.uncount_kind(kind, n);
-                    }
-                }
+            if let Some((kind, n)) = run.add(t.kind) {
+                self.uncount_kind(kind, n);
             }
         }
-        if let Some((kind, n)) = run {
+        if let Some((kind, n)) = run.0 {
             self.uncount_kind(kind, n);
         }
     }
 
     fn uncount_kind(&mut self, kind: u16, n: u32) {
         if let Some(c) = self.kinds.get_mut(&kind) {
-            *c = c.saturating_sub(n);
+            *c -= n;
             if *c == 0 {
                 self.kinds.remove(&kind);
             }
