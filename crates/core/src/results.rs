@@ -109,7 +109,8 @@ impl Home {
         if results.iter().any(Option::is_none) {
             return Err(CoreError::Usage("a result is missing at termination"));
         }
-        let results = results.into_iter().flatten().collect();
+        // (In the same buffer: an `Option<Vec<u8>>` is laid out as a `Vec<u8>`.)
+        let results = results.into_iter().map(Option::unwrap_or_default).collect();
         Ok((results, std::mem::take(&mut self.costs)))
     }
 }
