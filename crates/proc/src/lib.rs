@@ -1,8 +1,12 @@
 //! The operating-system leaf of Titus: what a launcher needs from the kernel that safe
-//! Rust cannot say. Its `unsafe` blocks are the `pre_exec` hook below (the code that runs
-//! in a forked child before `exec`) and the installation of a signal handler that only
-//! records which termination signal arrived; every other crate stays
-//! `forbid(unsafe_code)`.
+//! Rust cannot say, and the CPU's cycle counter ([`Cycles`]). Its `unsafe` blocks are the
+//! `pre_exec` hook below (the code that runs in a forked child before `exec`), the
+//! installation of a signal handler that only records which termination signal arrived,
+//! and the counter's reading; every other crate stays `forbid(unsafe_code)`.
+
+mod cycles;
+
+pub use cycles::Cycles;
 
 use rustix::process::{Pid, Signal, getpid, getppid, set_parent_process_death_signal};
 use std::io;

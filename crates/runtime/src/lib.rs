@@ -35,6 +35,7 @@ mod report;
 pub mod resources;
 mod shared;
 mod sync;
+mod task_clock;
 mod task_ctx;
 mod thread_cpu;
 pub mod trace;

@@ -251,7 +251,9 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         let rank = fabric.rank();
         let size = fabric.size();
+        let cycles = titus_proc::Cycles::detect();
         let origin = Instant::now();
+        let cycle_origin = cycles.map(|c| (c, c.read()));
         let trace = cfg
             .trace
             .as_ref()
@@ -261,6 +263,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             node: crate::node_lock::NodeLock::new(node),
             origin,
+            cycle_origin,
             trace,
             cfg: cfg.clone(),
             policy: titus_core::WorkerPolicy::new(cfg.grain(), cfg.worker_batch),

@@ -61,6 +61,9 @@ pub(crate) struct Shared {
     /// thread took a core's worth of futex calls from the workers of a 2-core node).
     pub(crate) node: crate::node_lock::NodeLock,
     pub(crate) origin: Instant,
+    /// The CPU's cycle counter, where it keeps time, and its reading at `origin`
+    /// (`crate::task_clock`).
+    pub(crate) cycle_origin: Option<(titus_proc::Cycles, u64)>,
     pub(crate) cfg: RuntimeConfig,
     /// What the workers take, hold and report, and the progress thread's waits and naps
     /// (from `cfg`'s grain and batch).

@@ -214,6 +214,8 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
     // tasks, `EpochStats::between`).
     let mut last_end: Option<u64> = None;
     let mut kinds = Kinds::new();
+    // Task times through the cycle counter where it keeps time (`crate::task_clock`).
+    let mut clock = crate::task_clock::TaskClock::default();
     // The children of the task that runs (handed to the node before its result).
     let mut spawned = Vec::new();
     // The last task's payload buffer, for the next one's result (`TaskCtx::result_buffer`).
@@ -315,14 +317,14 @@ fn run(sh: &Shared, me: usize, w: Worker<Task>, stealers: &[Stealer<Task>], rank
         // (Not across a costly task's hand-over to the progress thread.)
         let t = match carried_at.take() {
             Some(at) if !costly => at,
-            _ => sh.now().0,
+            _ => clock.now(sh),
         };
         if let Some(e) = last_end.take() {
             held.1.between_ns += t.saturating_sub(e);
             held.1.betweens += 1;
         }
         let result = execute(sh, &mut kinds, &task, rank, &mut spawned, &mut spare);
-        let end = sh.now().0;
+        let end = clock.now(sh);
         if let Some(tr) = &sh.trace {
             tr.task(me, t, end, &task);
         }

@@ -359,3 +359,45 @@ fn a_rank_that_leaves_fails_the_others_gathers_instead_of_hanging_them() {
         assert!(e.contains("rank 2") && e.contains("left"), "{e}");
     }
 }
+
+#[test]
+fn measured_costs_hold_what_the_tasks_took() {
+    // Tasks that sleep 0, 0.3 and 3 ms, over epochs that start before the task clock's
+    // calibration (the first millisecond) and after, spanning its anchors: each measured
+    // cost holds at least the sleep (no clock runs slow), and the tiny tasks are not
+    // charged a sleep of their neighbours.
+    let rts = Runtime::local(1, config(Protocol::Claim, 5), MemOptions::default()).unwrap();
+    let rt = &rts[0];
+    rt.register(0, |p: &[u8]| {
+        std::thread::sleep(Duration::from_micros(u64::from(p[0]) * 100));
+        p.to_vec()
+    });
+    let sleeps = [0u8, 3, 0, 30, 0, 0, 3, 30, 0];
+    for epoch in 0..3 {
+        let tasks = sleeps
+            .iter()
+            .zip(0..)
+            .map(|(&s, key)| titus_runtime::TaskIn {
+                key,
+                kind: 0,
+                payload: vec![s],
+                priority: 0,
+                cost_hint_ns: 0,
+            })
+            .collect();
+        let out = rt.run_epoch_keyed(tasks).unwrap();
+        for (&s, &cost) in sleeps.iter().zip(&out.costs_ns) {
+            let slept = u64::from(s) * 100_000;
+            assert!(
+                cost >= slept,
+                "epoch {epoch}: slept {slept} ns, measured {cost}"
+            );
+            if s == 0 {
+                assert!(
+                    cost < 100_000,
+                    "epoch {epoch}: a tiny task measured {cost} ns"
+                );
+            }
+        }
+    }
+}
