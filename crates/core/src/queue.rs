@@ -150,6 +150,11 @@ impl Queue {
         v
     }
 
+    /// Takes back the buffer of [`Queue::spare`], unused (a refused start).
+    pub(crate) fn give_back(&mut self, spare: Vec<Task>) {
+        self.tasks = spare.into();
+    }
+
     /// A new epoch's queue; `sorted`: costliest first, by predicted cost.
     pub(crate) fn start(&mut self, tasks: VecDeque<Task>, sorted: bool) {
         self.tasks = tasks;

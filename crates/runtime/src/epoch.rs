@@ -128,15 +128,22 @@ impl Runtime {
         if let Some(tr) = &self.shared.trace {
             tr.begin_epoch();
         }
-        let keys: Vec<u64> = tasks.iter().map(|t| t.key).collect();
+        // One pass over the tasks for their keys, whether any has a hint, and the core's
+        // type (in the same buffer).
+        let mut keys: Vec<u64> = Vec::with_capacity(tasks.len());
+        let mut any_hint = false;
         let tasks: Vec<NewTask> = tasks
             .into_iter()
-            .map(|t| NewTask {
-                key: t.key,
-                kind: t.kind,
-                payload: t.payload,
-                priority: t.priority,
-                cost_hint_ns: t.cost_hint_ns,
+            .map(|t| {
+                keys.push(t.key);
+                any_hint |= t.cost_hint_ns > 0;
+                NewTask {
+                    key: t.key,
+                    kind: t.kind,
+                    payload: t.payload,
+                    priority: t.priority,
+                    cost_hint_ns: t.cost_hint_ns,
+                }
             })
             .collect();
         let sh = &self.shared;
@@ -145,7 +152,9 @@ impl Runtime {
         let own = {
             let h = self.history.lock();
             let node = sh.lock_node();
-            let hints = tasks.iter().map(|t| t.cost_hint_ns);
+            // (Without a hint, no pass over the tasks for them.)
+            let hints = tasks.iter().take(if any_hint { usize::MAX } else { 0 });
+            let hints = hints.map(|t| t.cost_hint_ns);
             let (input, own) =
                 titus_core::start::StartInput::of(&node, &keys, hints, &h, sh.cfg.epoch_timeout);
             self.begin_start(node, input)?;

@@ -401,3 +401,21 @@ fn measured_costs_hold_what_the_tasks_took() {
         }
     }
 }
+
+#[test]
+fn a_payload_over_the_limit_is_refused_naming_it() {
+    // max_payload is 64 here: the third task's 65 bytes are refused, named by index and
+    // length, before any task runs.
+    let rts = Runtime::local(1, config(Protocol::Claim, 6), MemOptions::default()).unwrap();
+    let rt = &rts[0];
+    rt.register(0, |p: &[u8]| p.to_vec());
+    let tasks: Vec<(u16, Vec<u8>)> = [1usize, 64, 65, 2]
+        .iter()
+        .map(|&n| (0, vec![7; n]))
+        .collect();
+    let err = rt.run_epoch(tasks).unwrap_err().to_string();
+    assert!(
+        err.contains("task 2 has a 65-byte payload"),
+        "names the task and its length: {err}"
+    );
+}

@@ -106,28 +106,52 @@ impl Node {
             self.fail(e.clone());
             return Err(e);
         }
-        let tasks_in: Vec<NewTask> = tasks.into_iter().map(Into::into).collect();
-        if let Some((i, t)) = tasks_in
-            .iter()
-            .enumerate()
-            .find(|(_, t)| t.payload.len() > self.cx.cfg.max_payload as usize)
-        {
-            return Err(CoreError::PayloadTooLarge {
-                index: i as u32,
-                len: t.payload.len(),
-                limit: self.cx.cfg.max_payload,
-            });
-        }
+        let n = tasks.len();
         if let Some(p) = prediction
-            && (p.costs_ns.len() != tasks_in.len()
-                || !(p.costly.is_empty() || p.costly.len() == tasks_in.len()))
+            && (p.costs_ns.len() != n || !(p.costly.is_empty() || p.costly.len() == n))
         {
             return Err(ConfigError::PredictionLength {
                 costs: p.costs_ns.len(),
                 costly: p.costly.len(),
-                tasks: tasks_in.len(),
+                tasks: n,
             }
             .into());
+        }
+        // The tasks become the queue's in one pass, checked on the way (a step of 131,072
+        // tasks took two more passes over 6 MB), into the last epoch's queue buffer, empty
+        // now (fresh, it faulted in 7 MB a step). Nothing else has changed yet: a refusal
+        // leaves the node as it was.
+        let rank = self.cx.rank;
+        let max_payload = self.cx.cfg.max_payload as usize;
+        let mut too_large = None;
+        let mut tasks_queued = self.queue.spare();
+        tasks_queued.extend(tasks.into_iter().enumerate().map(|(i, t)| {
+            let t: NewTask = t.into();
+            if t.payload.len() > max_payload && too_large.is_none() {
+                too_large = Some((i, t.payload.len()));
+            }
+            Task {
+                key: 0,
+                owner: rank,
+                index: i as u32,
+                kind: t.kind,
+                priority: t.priority,
+                cost_ns: if t.cost_hint_ns > 0 {
+                    t.cost_hint_ns
+                } else {
+                    prediction.map_or(0, |p| p.costs_ns[i])
+                },
+                payload: t.payload,
+            }
+        }));
+        if let Some((i, len)) = too_large {
+            tasks_queued.clear();
+            self.queue.give_back(tasks_queued);
+            return Err(CoreError::PayloadTooLarge {
+                index: i as u32,
+                len,
+                limit: self.cx.cfg.max_payload,
+            });
         }
         let diffusion = self.diffusion_enabled();
         let neighbours = if diffusion && prediction.is_some() {
@@ -141,9 +165,9 @@ impl Node {
         cx.started = now;
         cx.epoch += 1;
         self.running = true;
-        self.results.home.start(tasks_in.len());
+        self.results.home.start(n);
         cx.stats = Stats {
-            tasks_owned: tasks_in.len() as u64,
+            tasks_owned: n as u64,
             ..Stats::default()
         };
         self.thief
@@ -152,24 +176,8 @@ impl Node {
         if let Some(targets) = self.share.start_epoch(cx) {
             self.thief.set_targets(targets);
         }
-        let rank = cx.rank;
         self.balanced_start = false;
-        // Into the last epoch's queue buffer, empty now: a step of 131,072 tasks
-        // otherwise faulted in 7 MB afresh.
-        let mut tasks = self.queue.spare();
-        tasks.extend(tasks_in.into_iter().enumerate().map(|(i, t)| Task {
-            key: 0,
-            owner: rank,
-            index: i as u32,
-            kind: t.kind,
-            priority: t.priority,
-            cost_ns: if t.cost_hint_ns > 0 {
-                t.cost_hint_ns
-            } else {
-                prediction.map_or(0, |p| p.costs_ns[i])
-            },
-            payload: t.payload,
-        }));
+        let mut tasks = tasks_queued;
         // The predicted costs that order the queue, where diffusion predicted them.
         let mut order_by = None;
         if let Some(p) = prediction
