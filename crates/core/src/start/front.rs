@@ -438,6 +438,24 @@ impl CostField for SampledField {
     fn at(&self, k: i128) -> Option<f64> {
         self.samples[self.at_or_below(k)?]
     }
+    fn ascending(&self) -> impl FnMut(i128) -> Option<f64> {
+        // The last sample at or below the keys so far: it only moves up.
+        let mut i = None;
+        move |k| {
+            if k < i128::from(self.grid.lo) || k > i128::from(self.grid.hi) {
+                return None;
+            }
+            let mut j = match i {
+                Some(j) => j,
+                None => self.at_or_below(k)?,
+            };
+            while j + 1 < SAMPLES && self.keys[j + 1] <= k {
+                j += 1;
+            }
+            i = Some(j);
+            self.samples[j]
+        }
+    }
     fn range(&self) -> (u64, u64) {
         (self.grid.lo, self.grid.hi)
     }
@@ -940,5 +958,47 @@ impl Wire for FrontDecision {
             movement: Movement { shift, period },
             grid,
         })
+    }
+}
+
+#[cfg(test)]
+mod ascending_tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_over_ascending_keys_reads_what_a_search_reads() {
+        // Grids wider and narrower than the samples, keys from below the grid to past
+        // it, in seeded ascending sequences with repeats.
+        for seed in 1..=30u64 {
+            let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let lo = next() % 1_000;
+            let grid = Grid {
+                lo,
+                hi: lo + next() % 5_000,
+            };
+            let field = SampledField {
+                grid,
+                keys: grid.keys(),
+                samples: (0..SAMPLES)
+                    .map(|i| (next() % 5 != 0).then_some(i as f64))
+                    .collect(),
+                w: 0.0,
+                x: 0.0,
+                parts: 1,
+                total: 0.0,
+            };
+            let mut walk = field.ascending();
+            let mut k = i128::from(lo) - 50;
+            while k < i128::from(grid.hi) + 50 {
+                assert_eq!(walk(k), field.at(k), "seed {seed}, key {k}");
+                k += (next() % 12) as i128;
+            }
+        }
     }
 }
