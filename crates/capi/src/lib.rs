@@ -468,18 +468,16 @@ pub extern "C" fn titus_add_resource(
 }
 
 /// The first `len` bytes of a 16-byte aligned result buffer (`len` ≤ its size), in `out`
-/// (emptied first), word by word: byte by byte through an iterator cost ~4% of µs-cells'
-/// time.
+/// (emptied first), in one copy: byte by byte through an iterator cost ~4% of µs-cells'
+/// time, and word by word a tenth of a no-op task's.
 pub(crate) fn result_bytes(result: &[u128], len: usize, mut out: Vec<u8>) -> Vec<u8> {
+    // `result` is `result.len() * 16` initialized bytes (any bit pattern is a valid u8),
+    // borrowed for as long as the view.
+    // SAFETY: as just said; u8 has no alignment requirement.
+    let bytes: &[u8] =
+        unsafe { std::slice::from_raw_parts(result.as_ptr().cast::<u8>(), size_of_val(result)) };
     out.clear();
-    out.reserve_exact(len);
-    let (whole, rest) = (len / 16, len % 16);
-    for w in &result[..whole] {
-        out.extend_from_slice(&w.to_ne_bytes());
-    }
-    if rest > 0 {
-        out.extend_from_slice(&result[whole].to_ne_bytes()[..rest]);
-    }
+    out.extend_from_slice(&bytes[..len]);
     out
 }
 
