@@ -6,7 +6,9 @@
  * (titus_results_fixed). A task adds two fields of its record: what is left is the
  * runtime's own work. The same loop over the records without Titus gives the baseline.
  * Prints one JSON line: the median and fastest step per task, each phase's median, and
- * the baseline, all in ns per task. Every result is checked.
+ * the baseline, all in ns per task; within the run, the start (from the call to the first
+ * task) and the time inside tasks as the workers measure it (the task and the call into
+ * it). Every result is checked.
  *
  *   gcc -O2 bench/c/task_overhead.c $(pkg-config --cflags --libs titus) -o task_overhead
  *   titus launch -n 1 -- ./task_overhead --tasks 131072 --steps 30 --options workers=1
@@ -97,7 +99,8 @@ int main(int argc, char **argv) {
     uint64_t *keys = malloc(n * sizeof *keys);
     double *step = malloc((size_t)steps * sizeof *step), *hand = malloc((size_t)steps * sizeof *hand);
     double *run = malloc((size_t)steps * sizeof *run), *back = malloc((size_t)steps * sizeof *back);
-    if (!in || !out || !keys || !step || !hand || !run || !back) {
+    double *start = malloc((size_t)steps * sizeof *start), *busy = malloc((size_t)steps * sizeof *busy);
+    if (!in || !out || !keys || !step || !hand || !run || !back || !start || !busy) {
         fprintf(stderr, "task_overhead: out of memory for %zu tasks\n", n);
         return 1;
     }
@@ -133,6 +136,10 @@ int main(int argc, char **argv) {
         hand[s] = b - a;
         run[s] = c - b;
         back[s] = d - c;
+        struct titus_stats st;
+        CHECK(titus_stats_get(t, &st));
+        start[s] = st.start_s;
+        busy[s] = st.busy_s;
         for (size_t i = 0; i < n; i++) {
             if (out[i].v[0] != in[i].v[0] + in[i].v[5] || out[i].v[3] != in[i].v[3] + in[i].v[5]) {
                 fprintf(stderr, "task_overhead: step %ld: task %zu's result is wrong\n", s, i);
@@ -147,10 +154,12 @@ int main(int argc, char **argv) {
         if (step[s] < fastest) fastest = step[s];
     printf("{\"rank\":%d,\"ranks\":%d,\"tasks\":%zu,\"steps\":%ld,\"ns_per_task\":%.1f,"
            "\"ns_per_task_min\":%.1f,\"hand_over_ns\":%.1f,\"run_ns\":%.1f,\"results_ns\":%.1f,"
-           "\"sequential_ns\":%.1f}\n",
+           "\"sequential_ns\":%.1f,\"start_ns\":%.1f,\"in_tasks_ns\":%.1f}\n",
            rank, size, n, steps, median(step, (int)steps) * per, fastest * per,
            median(hand, (int)steps) * per, median(run, (int)steps) * per,
-           median(back, (int)steps) * per, median(seq, (int)steps) * per);
+           median(back, (int)steps) * per, median(seq, (int)steps) * per,
+           median(start, (int)steps) * per, median(busy, (int)steps) * per);
     free(in), free(out), free(keys), free(step), free(hand), free(run), free(back), free(seq);
+    free(start), free(busy);
     return 0;
 }
