@@ -229,3 +229,70 @@ impl Results {
         Ok((Vec::new(), false))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_home_in_any_order_come_out_in_task_order_once_each() {
+        // In order, in reverse, and seeded shuffles.
+        for (round, own) in [0usize, 1, 7, 4095, 12_289].into_iter().enumerate() {
+            for order in 0..3u64 {
+                let mut indices: Vec<u32> = (0..own as u32).collect();
+                match order {
+                    0 => {}
+                    1 => indices.reverse(),
+                    _ => {
+                        let mut x = (round as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                        for i in (1..indices.len()).rev() {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            indices.swap(i, (x % (i as u64 + 1)) as usize);
+                        }
+                    }
+                }
+                let (mut home, mut stats) = (Home::default(), Stats::default());
+                home.start(own);
+                for &i in &indices {
+                    let data = i.to_le_bytes().to_vec();
+                    home.store(&mut stats, i, (data, u64::from(i) + 1), 1, 0)
+                        .unwrap();
+                    assert!(
+                        matches!(
+                            home.store(&mut stats, i, (Vec::new(), 1), 1, 0),
+                            Err(CoreError::Duplicate { index, from: 1 }) if index == i
+                        ),
+                        "own {own}, order {order}: task {i} twice"
+                    );
+                }
+                assert!(
+                    matches!(
+                        home.store(&mut stats, own as u32, (Vec::new(), 1), 1, 0),
+                        Err(CoreError::UnknownTask { .. })
+                    ),
+                    "own {own}: a task past the last"
+                );
+                assert!(home.complete());
+                let (results, costs) = home.take().unwrap();
+                assert_eq!(results.len(), own);
+                for (i, (r, &c)) in results.iter().zip(&costs).enumerate() {
+                    assert_eq!(r[..], (i as u32).to_le_bytes(), "own {own}, order {order}");
+                    assert_eq!(c, i as u64 + 1, "own {own}, order {order}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_result_is_found_at_the_end() {
+        let (mut home, mut stats) = (Home::default(), Stats::default());
+        home.start(10);
+        for i in [0u32, 1, 2, 4, 5, 6, 7, 8, 9] {
+            home.store(&mut stats, i, (vec![1], 1), 0, 0).unwrap();
+        }
+        assert!(!home.complete());
+        assert!(home.take().is_err(), "task 3 never came home");
+    }
+}
