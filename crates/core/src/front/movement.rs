@@ -86,18 +86,26 @@ pub(crate) fn shift(before: &impl CostField, last: &impl CostField) -> i64 {
             last.at(k).map(|d| (k, d))
         })
         .collect();
-    let score = |s: i64| -> Option<f64> {
+    // A shift's score, the mean error over the samples both fields hold; `None` where they
+    // share under half, or where it cannot come under `limit` (its sum so far over every
+    // sample already exceeds it: the mean only rises from there).
+    let score_under = |s: i64, limit: f64| -> Option<f64> {
         let (mut sum, mut n) = (0.0f64, 0usize);
+        let most = limit * samples.len() as f64;
         // (~100 scores of 512 samples a start: a walk, not a search per key.)
         let mut at = before.ascending();
-        for &(k, d) in &samples {
+        for (i, &(k, d)) in samples.iter().enumerate() {
             if let Some(p) = at(k - i128::from(s)) {
                 sum += (d - p).abs();
                 n += 1;
             }
+            if i % 32 == 31 && sum > most {
+                return None;
+            }
         }
         (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
     };
+    let score = |s: i64| score_under(s, f64::INFINITY);
     // The centres' shift is exact for a translation whatever the ranks' granularity (the
     // moments place the cost inside each span): it wins where it is clear. Measured on
     // 128 ranks of a gaussian pile, a band moving 640 keys, with spans' middles for
@@ -114,13 +122,17 @@ pub(crate) fn shift(before: &impl CostField, last: &impl CostField) -> i64 {
     let width = ((hi - lo) / last.parts().max(1)).max(1);
     let reach = (c.unsigned_abs() / 4).saturating_add(width);
     let stride = i64::try_from((reach / CANDIDATES as u64).max(1)).unwrap_or(i64::MAX);
+    // A candidate wins only under CLEAR × the zero shift's score and the best so far (or
+    // level with it): the ~100 scores, a start's largest fixed cost at the root, stop as
+    // soon as one cannot.
+    let limit = zero.map_or(f64::INFINITY, |z| CLEAR * z);
     let mut best: Option<(f64, i64)> = None;
     for j in -CANDIDATES..=CANDIDATES {
         let s = c.saturating_add(j.saturating_mul(stride));
         if s == 0 {
             continue;
         }
-        if let Some(x) = score(s)
+        if let Some(x) = score_under(s, best.map_or(limit, |(y, _)| y.min(limit)))
             && best.is_none_or(|(y, t)| x < y || (x == y && s.abs_diff(c) < t.abs_diff(c)))
         {
             best = Some((x, s));
