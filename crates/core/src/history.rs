@@ -212,17 +212,24 @@ fn shift(before: &ByKey, last: &ByKey, keys: &[u64]) -> i64 {
     // are then scored on all of them (hundreds of candidates × 1,024 lookups took ~2 ms
     // per epoch at 8,192 keys, on the solver's critical path).
     let coarse: Vec<(u64, u64)> = samples.iter().step_by(8).copied().collect();
-    let score_on = |samples: &[(u64, u64)], s: i64| -> Option<f64> {
+    // A shift's mean error over `samples`; `None` where under half of them score, or
+    // where it cannot come under `limit` (its sum so far over every sample exceeds it:
+    // the mean only rises from there).
+    let score_under = |samples: &[(u64, u64)], s: i64, limit: f64| -> Option<f64> {
         let (mut sum, mut n) = (0.0f64, 0usize);
-        for &(k, c) in samples {
+        let most = limit * samples.len() as f64;
+        for (i, &(k, c)) in samples.iter().enumerate() {
             if let Some(p) = k.checked_add_signed(-s).and_then(|j| before.get(j)) {
                 sum += (c as f64 - p as f64).abs();
                 n += 1;
             }
+            if i % 32 == 31 && sum > most {
+                return None;
+            }
         }
         (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
     };
-    let score = |s: i64| score_on(&samples, s);
+    let score_on = |samples: &[(u64, u64)], s: i64| score_under(samples, s, f64::INFINITY);
     let w = 16 + c.unsigned_abs() / 8;
     let w = i64::try_from(w).unwrap_or(i64::MAX);
     // A wide window (a far move of the centre: thousands of keys on a rank of 65,536
@@ -253,15 +260,20 @@ fn shift(before: &ByKey, last: &ByKey, keys: &[u64]) -> i64 {
         near.sort_by(by_score);
         first = near;
     }
+    // A finalist wins only under CLEAR × the zero shift's score and under (or level with)
+    // the best so far: its full score stops as soon as it cannot.
+    let zero = score_on(&samples, 0);
+    let limit = zero.map_or(f64::INFINITY, |z| CLEAR * z);
     let mut best: Option<(f64, i64)> = None;
     for &(_, _, s) in first.iter().take(FINALISTS) {
-        if let Some(x) = score(s)
+        let bound = best.map_or(limit, |(y, _)| y.min(limit));
+        if let Some(x) = score_under(&samples, s, bound)
             && best.is_none_or(|(y, t)| x < y || (x == y && s.abs_diff(c) < t.abs_diff(c)))
         {
             best = Some((x, s));
         }
     }
-    match (best, score(0)) {
+    match (best, zero) {
         (Some((x, s)), Some(z)) if x < CLEAR * z => s,
         (Some((_, s)), None) => s,
         _ => 0,
