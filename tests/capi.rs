@@ -273,6 +273,14 @@ fn task_overhead_benchmark_runs_and_checks_its_results() {
                 let x = v[key].as_f64().unwrap_or(-1.0);
                 assert!(x > 0.0 && x.is_finite(), "{key} in {v}");
             }
+            // The start lies within the run; the time inside tasks is summed over workers.
+            let start = v["start_ns"].as_f64().unwrap_or(-1.0);
+            assert!(
+                start > 0.0 && start <= v["run_ns"].as_f64().unwrap_or(0.0),
+                "{v}"
+            );
+            let inside = v["in_tasks_ns"].as_f64().unwrap_or(-1.0);
+            assert!(inside > 0.0 && inside.is_finite(), "in_tasks_ns in {v}");
         }
     }
     for bad in [["--tasks", "0"], ["--steps", "x"], ["--nope", "1"]] {
