@@ -120,8 +120,6 @@ struct Inner {
     rt: Runtime,
     /// The tasks handed over for the next step, keyed by index until titus_task_keys.
     pending: Vec<TaskIn>,
-    /// How many tasks the last step had: room reserved for the next (`tasks::add_tasks`).
-    last_step_tasks: usize,
     /// Keys of the pending tasks (titus_task_keys), or None: each task's index.
     keys: Option<Vec<u64>>,
     /// Priorities and cost hints of the pending tasks (titus_task_hints), or None: 0.
@@ -224,7 +222,6 @@ fn install(slot: &mut *mut titus_t, rt: Runtime, dispatch: titus_runtime::Dispat
         inner: Mutex::new(Inner {
             rt,
             pending: Vec::new(),
-            last_step_tasks: 0,
             keys: None,
             hints: None,
             costs: Vec::new(),
@@ -503,7 +500,6 @@ pub extern "C" fn titus_run(t: *mut titus_t) -> c_int {
                 )));
             }
             let mut tasks = std::mem::take(&mut inner.pending);
-            inner.last_step_tasks = tasks.len();
             let keys = inner.keys.take();
             let hints = inner.hints.take();
             // The last step's results are read until now: their buffers carry the next

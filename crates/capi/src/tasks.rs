@@ -196,10 +196,10 @@ pub(crate) fn add_tasks<'a>(
     }
     let max_payload = inner.rt.config().core.max_payload as usize;
     let start = inner.pending.len();
-    // Room for a step like the last at once: grown by doubling, a step of 131,072 tasks
-    // copied its 6 MB of tasks a dozen times.
+    // Room for a step like the last (its results, one a task) at once: grown by doubling,
+    // a step of 131,072 tasks copied its 6 MB of tasks a dozen times.
     if inner.pending.capacity() == 0 {
-        inner.pending.reserve(inner.last_step_tasks);
+        inner.pending.reserve(inner.results.len());
     }
     inner.pending.reserve(payloads.size_hint().0);
     for p in payloads {

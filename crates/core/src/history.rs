@@ -212,22 +212,12 @@ fn shift(before: &ByKey, last: &ByKey, keys: &[u64]) -> i64 {
     // are then scored on all of them (hundreds of candidates × 1,024 lookups took ~2 ms
     // per epoch at 8,192 keys, on the solver's critical path).
     let coarse: Vec<(u64, u64)> = samples.iter().step_by(8).copied().collect();
-    // A shift's mean error over `samples`; `None` where under half of them score, or
-    // where it cannot come under `limit` (its sum so far over every sample exceeds it:
-    // the mean only rises from there).
-    let score_under = |samples: &[(u64, u64)], s: i64, limit: f64| -> Option<f64> {
-        let (mut sum, mut n) = (0.0f64, 0usize);
-        let most = limit * samples.len() as f64;
-        for (i, &(k, c)) in samples.iter().enumerate() {
-            if let Some(p) = k.checked_add_signed(-s).and_then(|j| before.get(j)) {
-                sum += (c as f64 - p as f64).abs();
-                n += 1;
-            }
-            if i % 32 == 31 && sum > most {
-                return None;
-            }
-        }
-        (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
+    let score_under = |samples: &[(u64, u64)], s: i64, limit: f64| {
+        let pairs = samples.iter().map(|&(k, c)| {
+            let p = k.checked_add_signed(-s).and_then(|j| before.get(j));
+            p.map(|p| (c as f64, p as f64))
+        });
+        crate::front::mean_error_under(pairs, samples.len(), limit)
     };
     let score_on = |samples: &[(u64, u64)], s: i64| score_under(samples, s, f64::INFINITY);
     let w = 16 + c.unsigned_abs() / 8;

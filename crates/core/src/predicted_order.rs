@@ -84,12 +84,9 @@ pub(crate) fn costliest_first(
             b.reserve(n);
         }
     }
-    let mut next = 0;
+    let mut class = classes.iter();
     let moving = classes.iter().filter(|&&c| c != stays);
-    let leaving = tasks.extract_if(.., |_| {
-        next += 1;
-        classes[next - 1] != stays
-    });
+    let leaving = tasks.extract_if(.., |_| class.next() != Some(&stays));
     for (t, &c) in leaving.zip(moving) {
         buckets[usize::from(c)].push(t);
     }

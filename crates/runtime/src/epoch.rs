@@ -153,8 +153,8 @@ impl Runtime {
             let h = self.history.lock();
             let node = sh.lock_node();
             // (Without a hint, no pass over the tasks for them.)
-            let hints = tasks.iter().take(if any_hint { usize::MAX } else { 0 });
-            let hints = hints.map(|t| t.cost_hint_ns);
+            let hinted: &[NewTask] = if any_hint { &tasks } else { &[] };
+            let hints = hinted.iter().map(|t| t.cost_hint_ns);
             let (input, own) =
                 titus_core::start::StartInput::of(&node, &keys, hints, &h, sh.cfg.epoch_timeout);
             self.begin_start(node, input)?;

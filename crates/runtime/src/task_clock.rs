@@ -21,19 +21,20 @@ const CALIBRATE_NS: u64 = 1_000_000;
 /// One worker's clock (ns on the node's clock).
 #[derive(Debug, Default)]
 pub(crate) struct TaskClock {
-    /// The node's clock and the counter, read together at the last anchor.
-    anchor: Option<(u64, u64)>,
-    /// Nanoseconds per cycle, over the time since the origin.
-    ns_per_cycle: f64,
+    /// The node's clock and the counter, read together at the last anchor, and the
+    /// counter's nanoseconds per cycle over the time since the origin.
+    anchor: Option<(u64, u64, f64)>,
 }
 
 impl TaskClock {
     /// The node's clock now, ns.
     #[inline]
     pub(crate) fn now(&mut self, sh: &Shared) -> u64 {
-        if let (Some((cycles, _)), Some((at_ns, at_cycles))) = (sh.cycle_origin, self.anchor) {
+        if let (Some((cycles, _)), Some((at_ns, at_cycles, ns_per_cycle))) =
+            (sh.cycle_origin, self.anchor)
+        {
             // (A counter behind the anchor wraps to a huge span: the node's clock then.)
-            let since = (cycles.read().wrapping_sub(at_cycles) as f64 * self.ns_per_cycle) as u64;
+            let since = (cycles.read().wrapping_sub(at_cycles) as f64 * ns_per_cycle) as u64;
             if since < ANCHOR_NS {
                 return at_ns + since;
             }
@@ -48,8 +49,7 @@ impl TaskClock {
             let at = cycles.read();
             let span = at.wrapping_sub(origin);
             if now >= CALIBRATE_NS && span > 0 && span < u64::MAX / 2 {
-                self.ns_per_cycle = now as f64 / span as f64;
-                self.anchor = Some((now, at));
+                self.anchor = Some((now, at, now as f64 / span as f64));
             }
         }
         now

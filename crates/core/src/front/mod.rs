@@ -36,7 +36,9 @@ mod tests;
 pub(crate) use density::Density;
 pub use density::Period;
 pub use movement::Movement;
-pub(crate) use movement::{CostField, SAMPLES, movement as movement_between, sample_key};
+pub(crate) use movement::{
+    CostField, SAMPLES, mean_error_under, movement as movement_between, sample_key,
+};
 pub use profile::{KeySpan, Measured, PARTS_MAX, RankProfile};
 pub use profile_error::ProfileError;
 

@@ -86,24 +86,13 @@ pub(crate) fn shift(before: &impl CostField, last: &impl CostField) -> i64 {
             last.at(k).map(|d| (k, d))
         })
         .collect();
-    // A shift's score, the mean error over the samples both fields hold; `None` where they
-    // share under half, or where it cannot come under `limit` (its sum so far over every
-    // sample already exceeds it: the mean only rises from there).
-    let score_under = |s: i64, limit: f64| -> Option<f64> {
-        let (mut sum, mut n) = (0.0f64, 0usize);
-        let most = limit * samples.len() as f64;
+    let score_under = |s: i64, limit: f64| {
         // (~100 scores of 512 samples a start: a walk, not a search per key.)
         let mut at = before.ascending();
-        for (i, &(k, d)) in samples.iter().enumerate() {
-            if let Some(p) = at(k - i128::from(s)) {
-                sum += (d - p).abs();
-                n += 1;
-            }
-            if i % 32 == 31 && sum > most {
-                return None;
-            }
-        }
-        (2 * n >= samples.len() && n > 0).then(|| sum / n as f64)
+        let pairs = samples
+            .iter()
+            .map(|&(k, d)| at(k - i128::from(s)).map(|p| (d, p)));
+        mean_error_under(pairs, samples.len(), limit)
     };
     let score = |s: i64| score_under(s, f64::INFINITY);
     // The centres' shift is exact for a translation whatever the ranks' granularity (the
@@ -143,6 +132,29 @@ pub(crate) fn shift(before: &impl CostField, last: &impl CostField) -> i64 {
         (Some((_, s)), None) => s,
         _ => 0,
     }
+}
+
+/// A shift's score: the mean |a − b| over `len` samples, each a pair where both epochs
+/// hold it (`None` where one does not); `None` where under half score, or where the mean
+/// cannot come under `limit` (a sum so far over all `len` samples already above it: the
+/// mean only rises from there, so a search stops a candidate that cannot win).
+pub(crate) fn mean_error_under(
+    pairs: impl Iterator<Item = Option<(f64, f64)>>,
+    len: usize,
+    limit: f64,
+) -> Option<f64> {
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    let most = limit * len as f64;
+    for (i, pair) in pairs.enumerate() {
+        if let Some((a, b)) = pair {
+            sum += (a - b).abs();
+            n += 1;
+        }
+        if i % 32 == 31 && sum > most {
+            return None;
+        }
+    }
+    (2 * n >= len && n > 0).then(|| sum / n as f64)
 }
 
 /// The `i`-th of [`SAMPLES`] keys spread over a range from `lo` in steps of `step`.
